@@ -1,0 +1,83 @@
+//! `duet validate [DIR]`: compiler-style issues, or JSON for tools.
+//!
+//! Exit codes: 0 no errors (warnings allowed), 1 errors, 2 the directory cannot be read.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use duet_spec::{Severity, codes_markdown};
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// A project root (the folder holding `agents/`) or that `agents/` folder.
+    #[arg(default_value = ".")]
+    dir: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    /// Print the table of issue codes (Markdown) and exit.
+    #[arg(long)]
+    codes: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Human,
+    Json,
+}
+
+pub(crate) fn run(args: &Args) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    if args.codes {
+        let _ = out.write_all(codes_markdown().as_bytes());
+        return ExitCode::SUCCESS;
+    }
+    let loaded = match duet_spec::load(&args.dir) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("duet: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let errors = loaded.count(Severity::Error);
+    let warnings = loaded.count(Severity::Warning);
+    let written = match args.format {
+        Format::Json => {
+            let doc = serde_json::json!({
+                "issues": loaded.issues,
+                "counts": { "errors": errors, "warnings": warnings },
+            });
+            writeln!(out, "{doc}")
+        }
+        Format::Human => {
+            let mut r = Ok(());
+            for issue in &loaded.issues {
+                r = r.and_then(|()| writeln!(out, "{issue}"));
+            }
+            let p = &loaded.project;
+            r.and_then(|()| {
+                writeln!(
+                    out,
+                    "{} agents, {} prompts, {} tools, {} hooks, {} handlers, {} models: {errors} error{}, {warnings} warning{}",
+                    p.agents.len(),
+                    p.prompts.len(),
+                    p.tools.len(),
+                    p.hooks.len(),
+                    p.handlers.len(),
+                    p.models.len(),
+                    if errors == 1 { "" } else { "s" },
+                    if warnings == 1 { "" } else { "s" },
+                )
+            })
+        }
+    };
+    if written.is_err() {
+        // stdout closed (`duet validate | head`): the exit code still tells the result.
+    }
+    if errors > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

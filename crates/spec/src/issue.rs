@@ -1,0 +1,293 @@
+//! Validation issues and their stable codes.
+//!
+//! Every problem found while loading or validating a project is an [`Issue`] with a [`Code`].
+//! Codes are part of duet's public contract: tools match on them, so a code is never renamed or
+//! reused. `docs/validation-codes.md` lists them all (a test keeps it in step with this file).
+
+use serde::Serialize;
+use std::fmt;
+
+use crate::node::Span;
+
+/// How bad an issue is. Errors stop a project from loading; warnings do not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The definition cannot be used as written.
+    Error,
+    /// The definition works, but probably not as its author meant.
+    Warning,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        })
+    }
+}
+
+macro_rules! codes {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal, $sev:ident, $group:literal, $summary:literal; )*) => {
+        /// A stable issue code. See `docs/validation-codes.md`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[non_exhaustive]
+        pub enum Code {
+            $( $(#[$doc])* #[doc = $summary] $variant, )*
+        }
+
+        impl Code {
+            /// Every code, in documentation order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant),*];
+
+            /// The code as written in output (`unknown_field`).
+            pub fn as_str(self) -> &'static str {
+                match self { $(Code::$variant => $name,)* }
+            }
+
+            /// The severity issues with this code have.
+            pub fn severity(self) -> Severity {
+                match self { $(Code::$variant => Severity::$sev,)* }
+            }
+
+            /// The group the code is documented under.
+            pub fn group(self) -> &'static str {
+                match self { $(Code::$variant => $group,)* }
+            }
+
+            /// One sentence saying what the code means.
+            pub fn summary(self) -> &'static str {
+                match self { $(Code::$variant => $summary,)* }
+            }
+        }
+    };
+}
+
+codes! {
+    ReadError = "read_error", Error, "files",
+        "A definition file cannot be read, or is not UTF-8 text.";
+    YamlSyntax = "yaml_syntax", Error, "files",
+        "A YAML file is not well-formed YAML.";
+    MultipleDocuments = "multiple_documents", Error, "files",
+        "A YAML file holds more than one document; each file holds one definition.";
+    TsSyntax = "ts_syntax", Error, "files",
+        "A `.ts` file is not well-formed TypeScript.";
+    TsNoDefinition = "ts_no_definition", Error, "files",
+        "A `.ts` file has no `export default defineX({...})` with an object literal.";
+    TsNotStatic = "ts_not_static", Error, "files",
+        "A value in a `.ts` file would need evaluation (an identifier, a spread, a call, a computed key, a `${}` template); duet reads definitions statically.";
+    TsFunctionNotRun = "ts_function_not_run", Warning, "files",
+        "A `.ts` tool, hook or handler has an `execute` function; duet never runs TypeScript, so the definition must say how it runs in Rust or declaratively.";
+    WrongDefineFunction = "wrong_define_function", Error, "files",
+        "A file calls the define function of another kind than its folder holds (`definePrompt` under `agents/agents/`).";
+    DuplicateKey = "duplicate_key", Error, "files",
+        "An object has the same key twice.";
+    UnsupportedFile = "unsupported_file", Warning, "files",
+        "A file under `agents/` is not a definition duet reads (unknown extension or folder); it is ignored.";
+    UnknownField = "unknown_field", Error, "shape",
+        "A field that this kind of definition does not have; the allowed fields are named.";
+    WrongType = "wrong_type", Error, "shape",
+        "A field holds the wrong type of value (`maxSessionTurns: \"ten\"`).";
+    MissingField = "missing_field", Error, "shape",
+        "A required field is missing.";
+    InvalidValue = "invalid_value", Error, "shape",
+        "A field has the right type but a value it cannot take (an unknown enum member, zero where a positive count belongs, an empty name).";
+    InvalidJsonSchema = "invalid_json_schema", Error, "shape",
+        "A tool's `args` or a prompt's `requiredSchema` is not a valid JSON Schema for an object.";
+    DeprecatedField = "deprecated_field", Warning, "shape",
+        "A field the spec deprecates (`title`, `tenvs`, a prompt's `exposeAsTool`).";
+    NameNotSnakeCase = "name_not_snake_case", Error, "names",
+        "A definition name (or a tool or handler file name) is not snake_case (`^[a-z][a-z0-9_]*$`).";
+    DuplicateName = "duplicate_name", Error, "names",
+        "Two definitions of one kind share a name (or two hooks an id).";
+    ReservedName = "reserved_name", Error, "names",
+        "A definition or relationship takes a reserved lifecycle tool name (`subagent_create`, `subagent_message`, `subagents`, `send_to_agent`).";
+    BothSidesHuman = "both_sides_human", Error, "spec",
+        "Spec §8.1: both sides are human-backed, which 0.2.0 reserves.";
+    SubagentsOnHumanSide = "subagents_on_human_side", Error, "spec",
+        "Spec §8.2: `subagents` on a human-backed side.";
+    SideBacking = "side_backing", Error, "spec",
+        "Spec §8.3: a side has no backing, or more than one of `human` / `prompt` / `handler`.";
+    UnknownHandler = "unknown_handler", Error, "spec",
+        "Spec §8.4: a handler side names a handler that is not defined.";
+    UnknownPrompt = "unknown_prompt", Error, "spec",
+        "Spec §8.4: a prompt side names a prompt that is not defined.";
+    RelationshipNameConflict = "relationship_name_conflict", Error, "spec",
+        "Spec §8.5: a relationship name (`as`) is on both sides of one agent, or collides with another tool name on its side.";
+    PromptOnlyField = "prompt_only_field", Error, "spec",
+        "Spec §8.6: session bindings, `maxSteps` or stop bindings on a side that is not prompt-backed.";
+    SessionBindingNotObject = "session_binding_not_object", Error, "spec",
+        "Spec §8.7: a session binding that is not in object form (`{ name, messageProperty? }`).";
+    LegacyAgentType = "legacy_agent_type", Error, "legacy",
+        "A 0.1.0 agent `type:`; 0.2.0 derives behaviour from the sides' backings.";
+    LegacyResumable = "legacy_resumable", Error, "legacy",
+        "A 0.1.0 `resumable:` field; every 0.2.0 child is persistent.";
+    LegacyMissingSideB = "legacy_missing_side_b", Error, "legacy",
+        "An agent without `sideB`; 0.2.0 needs both sides explicit.";
+    LegacySubagentTool = "legacy_subagent_tool", Error, "legacy",
+        "A prompt's `tools` entry with 0.1.0 subagent keys; relationships live in the owning side's `subagents`.";
+    LegacyBindingAlias = "legacy_binding_alias", Error, "legacy",
+        "A 0.1.0 binding alias (`endSessionTool`, `failSessionTool`, `statusTool`).";
+    UnknownModel = "unknown_model", Error, "references",
+        "A prompt names a model that is not defined.";
+    UnknownFallbackModel = "unknown_fallback_model", Error, "references",
+        "A model's `fallbacks` names a model that is not defined (or itself).";
+    UnknownTool = "unknown_tool", Error, "references",
+        "A prompt's `tools` names nothing callable: no tool, prompt or exposed agent.";
+    UnknownHook = "unknown_hook", Error, "references",
+        "An agent's or prompt's `hooks` names a hook id that is not defined.";
+    UnknownAgent = "unknown_agent", Error, "references",
+        "A subagent relationship names an agent that is not defined.";
+    RelationshipTargetNotExposed = "relationship_target_not_exposed", Error, "references",
+        "A subagent relationship targets an agent without `exposeAsTool: true`.";
+    BindingToolNotInPrompt = "binding_tool_not_in_prompt", Error, "references",
+        "A session binding or `stopTool` names a tool the side's prompt does not offer.";
+    HandlerInPromptTools = "handler_in_prompt_tools", Error, "references",
+        "A prompt's `tools` names a handler; handlers take turns, they are not tools.";
+    AmbiguousToolReference = "ambiguous_tool_reference", Error, "references",
+        "A prompt's `tools` entry names more than one kind of callable (a tool and a prompt, say).";
+    HandoffWithoutHumanSide = "handoff_without_human_side", Error, "references",
+        "A handoff target lacks a human side where the agents handing off to it have theirs.";
+    UnknownBuiltin = "unknown_builtin", Error, "references",
+        "A `builtin:` tool, handler or hook names nothing registered in this build of duet.";
+    ParentHooksNotExposed = "parent_hooks_not_exposed", Error, "parent hooks",
+        "`parentHooks` on an agent without `exposeAsTool: true`.";
+    ParentHookMissingReason = "parent_hook_missing_reason", Error, "parent hooks",
+        "A `parentHooks` requirement without a non-empty `reason`.";
+    ParentHookBadStage = "parent_hook_bad_stage", Error, "parent hooks",
+        "A `parentHooks` stage other than `before_parent` or `after_parent`.";
+    ParentHookDuplicate = "parent_hook_duplicate", Error, "parent hooks",
+        "The same hook id twice in one agent's `parentHooks`.";
+    ParentHookUnknown = "parent_hook_unknown", Error, "parent hooks",
+        "A `parentHooks` requirement names a hook id that is not defined (composition fails closed).";
+    ParentHookUserScoped = "parent_hook_user_scoped", Error, "parent hooks",
+        "A `parentHooks` requirement names a user-scoped hook; only thread hooks can be required.";
+    ToolNoImplementation = "tool_no_implementation", Error, "tools",
+        "A tool says neither `builtin`, `result` nor `http`, so nothing can run it.";
+    ToolManyImplementations = "tool_many_implementations", Error, "tools",
+        "A tool says more than one of `builtin`, `result` and `http`.";
+    TemplateUnknownArg = "template_unknown_arg", Warning, "tools",
+        "A `{{name}}` in a tool's `result` or `http.url` names no argument of its `args` schema.";
+    UnknownProvider = "unknown_provider", Error, "models",
+        "A model's `provider` is not one duet has.";
+    ScriptNotScripted = "script_not_scripted", Error, "models",
+        "A model has a `script` but its provider is not `scripted`.";
+    UnboundedPromptPair = "unbounded_prompt_pair", Warning, "advice",
+        "Both sides are prompts and `maxSessionTurns` is not set: nothing external stops two models.";
+    ExposedWithoutDescription = "exposed_without_description", Warning, "advice",
+        "`exposeAsTool: true` without `toolDescription`: the model sees no description of the tool.";
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// One problem found in a project.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Issue {
+    /// The stable code.
+    pub code: Code,
+    /// Error or warning (always `code.severity()`).
+    pub severity: Severity,
+    /// What is wrong, in a sentence.
+    pub message: String,
+    /// Where in the definition: `sideB.human`, `tools[2]`; empty for the whole file.
+    pub path: String,
+    /// The file, relative to the project root, with `/` separators; `None` for a project-wide
+    /// problem.
+    pub file: Option<String>,
+    /// 1-based line, when known.
+    pub line: Option<u32>,
+    /// 1-based column, when known.
+    pub column: Option<u32>,
+    /// How to fix it, when a fix is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl Issue {
+    /// A new issue with `code`'s severity, not yet placed in a file.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Issue {
+            code,
+            severity: code.severity(),
+            message: message.into(),
+            path: String::new(),
+            file: None,
+            line: None,
+            column: None,
+            hint: None,
+        }
+    }
+
+    /// Places the issue at `path` in `file`, at `span`.
+    pub fn at(mut self, file: &str, path: &str, span: Option<Span>) -> Self {
+        self.file = Some(file.to_owned());
+        self.path = path.to_owned();
+        self.line = span.map(|s| s.line);
+        self.column = span.map(|s| s.column);
+        self
+    }
+
+    /// Adds a fix hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl fmt::Display for Issue {
+    /// Compiler-style: `file:line:col: error[code]: message (at path)`, then the hint.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{file}:")?;
+            if let (Some(l), Some(c)) = (self.line, self.column) {
+                write!(f, "{l}:{c}:")?;
+            }
+            f.write_str(" ")?;
+        }
+        write!(f, "{}[{}]: {}", self.severity, self.code, self.message)?;
+        if !self.path.is_empty() {
+            write!(f, " (at `{}`)", self.path)?;
+        }
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  = hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The documentation table of every code, as `docs/validation-codes.md` holds it.
+pub fn codes_markdown() -> String {
+    let mut out = String::from(
+        "# Validation codes\n\n\
+         Every issue `duet validate` reports carries one of these codes. Codes are stable: they are\n\
+         never renamed or reused. This file is checked against `crates/spec/src/issue.rs` by a test\n\
+         (`cargo test -p duet-spec codes_doc`); regenerate it with `duet validate --codes`.\n",
+    );
+    let mut group = "";
+    for code in Code::ALL {
+        if code.group() != group {
+            group = code.group();
+            out.push_str(&format!(
+                "\n## {group}\n\n| code | severity | meaning |\n| --- | --- | --- |\n"
+            ));
+        }
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            code.as_str(),
+            code.severity(),
+            code.summary().replace('|', "\\|")
+        ));
+    }
+    out
+}

@@ -1,0 +1,61 @@
+//! Standard Agents 0.2.0 definitions for duet: types, loading and validation.
+//!
+//! A project keeps its definitions under `agents/` (`agents/agents/`, `agents/prompts/`,
+//! `agents/tools/`, `agents/hooks/`, `agents/handlers/`, `agents/models/`), each file YAML or a
+//! TS-like `export default defineAgent({...})` read statically. [`load`] reads a directory;
+//! [`Project::from_files`] does the same from files handed in, with no IO. Either returns every
+//! well-formed definition and every [`Issue`] at once; loading never panics, whatever the bytes.
+//!
+//! ```
+//! use duet_spec::{Project, SourceFile};
+//!
+//! let file = |path: &str, text: &str| SourceFile { path: path.into(), bytes: text.into() };
+//! let loaded = Project::from_files([
+//!     file("agents/agents/assistant.yaml", "name: assistant\nsideA: { prompt: assistant }\nsideB: { humn: true }\n"),
+//! ]);
+//! let codes: Vec<&str> = loaded.issues.iter().map(|i| i.code.as_str()).collect();
+//! assert_eq!(codes, ["unknown_prompt", "side_backing", "unknown_field"]);
+//! assert_eq!(loaded.issues[2].hint.as_deref(), Some("did you mean `human`?"));
+//! ```
+//!
+//! This crate is pure: no async runtime, and no IO but [`fs`], which reads a directory.
+
+mod agent;
+mod decode;
+pub mod fs;
+mod hook;
+mod issue;
+mod model;
+mod node;
+mod project;
+mod prompt;
+mod schema;
+mod tool;
+mod ts;
+mod validate;
+mod yaml;
+
+pub use agent::{
+    Agent, HandlerSide, HookStage, HumanSide, Immediate, Packaging, ParentCommunication,
+    ParentHookRequirement, PromptSide, RESERVED_TOOL_NAMES, SessionToolBinding, Side, SideId,
+    SubagentRelationship,
+};
+pub use fs::LoadError;
+pub use hook::{Handler, Hook, THREAD_HOOKS, USER_HOOKS};
+pub use issue::{Code, Issue, Severity, codes_markdown};
+pub use model::{Capabilities, Model, PROVIDERS, ScriptEntry, ScriptToolCall};
+pub use node::Span;
+pub use project::{Defined, Kind, Loaded, MAX_FILE_BYTES, Project, Source, SourceFile, Syntax};
+pub use prompt::{
+    Prompt, PromptContent, PromptPart, PromptTool, Reasoning, ToolChoice, Variable, VariableKind,
+};
+pub use schema::property_names;
+pub use tool::{HttpCall, HttpMethod, Tool, ToolImpl, placeholders};
+pub use validate::Builtins;
+
+/// Loads and validates the project at `dir`: a project root (the folder holding `agents/`) or
+/// that `agents/` folder itself.
+pub fn load(dir: &std::path::Path) -> Result<Loaded, LoadError> {
+    let root = fs::project_root(dir)?;
+    Ok(Project::from_files(fs::read_project(&root)?))
+}

@@ -1,0 +1,453 @@
+//! A Standard Agents project: every definition of `agents/`, loaded from files handed in.
+//!
+//! [`Project::from_files`] is pure: it takes file names and bytes and never touches the disk
+//! ([`crate::fs`] reads a directory into that shape). Loading never panics and never stops at
+//! the first problem: every issue of every file comes back together.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::agent::{self, Agent, Side, SideId};
+use crate::decode::{Ctx, is_snake_case};
+use crate::hook::{self, Handler, Hook};
+use crate::issue::{Code, Issue, Severity};
+use crate::model::{self, Model};
+use crate::node::{Node, Span, Value};
+use crate::prompt::{self, Prompt};
+use crate::tool::{self, Tool};
+use crate::{ts, yaml};
+
+/// Definition files larger than this are refused (a definition is a few kilobytes).
+pub const MAX_FILE_BYTES: usize = 4 << 20;
+
+/// One file of a project, as the caller read it.
+#[derive(Clone, Debug)]
+pub struct SourceFile {
+    /// The path relative to the project root, with `/` separators: `agents/agents/x.yaml`.
+    pub path: String,
+    pub bytes: Vec<u8>,
+}
+
+/// The syntax a definition was written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syntax {
+    Yaml,
+    Ts,
+}
+
+/// The kinds of definition, each with its folder under `agents/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Agent,
+    Prompt,
+    Tool,
+    Hook,
+    Handler,
+    Model,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Agent,
+        Kind::Prompt,
+        Kind::Tool,
+        Kind::Hook,
+        Kind::Handler,
+        Kind::Model,
+    ];
+
+    /// The folder under `agents/` that holds this kind.
+    pub fn folder(self) -> &'static str {
+        match self {
+            Kind::Agent => "agents",
+            Kind::Prompt => "prompts",
+            Kind::Tool => "tools",
+            Kind::Hook => "hooks",
+            Kind::Handler => "handlers",
+            Kind::Model => "models",
+        }
+    }
+
+    /// The TS define function for this kind.
+    pub fn define_function(self) -> &'static str {
+        match self {
+            Kind::Agent => "defineAgent",
+            Kind::Prompt => "definePrompt",
+            Kind::Tool => "defineTool",
+            Kind::Hook => "defineHook",
+            Kind::Handler => "defineHandler",
+            Kind::Model => "defineModel",
+        }
+    }
+
+    /// The word for messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Agent => "agent",
+            Kind::Prompt => "prompt",
+            Kind::Tool => "tool",
+            Kind::Hook => "hook",
+            Kind::Handler => "handler",
+            Kind::Model => "model",
+        }
+    }
+
+    fn from_folder(folder: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.folder() == folder)
+    }
+}
+
+/// Where a definition came from, able to locate any of its fields.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The path relative to the project root.
+    pub file: String,
+    pub syntax: Syntax,
+    node: Node,
+}
+
+impl Source {
+    /// The position of the value at `path` (`sideA.subagents[0].agent`), or of the nearest
+    /// enclosing value that exists.
+    pub fn span(&self, path: &str) -> Span {
+        let mut node = &self.node;
+        for seg in path.split('.').filter(|s| !s.is_empty()) {
+            let (key, indices) = match seg.find('[') {
+                Some(i) => (&seg[..i], &seg[i..]),
+                None => (seg, ""),
+            };
+            let next = if key.is_empty() {
+                Some(node)
+            } else {
+                node.get(key)
+            };
+            let Some(mut next) = next else {
+                return node.span;
+            };
+            for idx in indices.split(['[', ']']).filter(|s| !s.is_empty()) {
+                let item = match (&next.value, idx.parse::<usize>()) {
+                    (Value::Array(items), Ok(i)) => items.get(i),
+                    _ => None,
+                };
+                match item {
+                    Some(item) => next = item,
+                    None => return next.span,
+                }
+            }
+            node = next;
+        }
+        node.span
+    }
+}
+
+/// A definition with its source.
+#[derive(Clone, Debug)]
+pub struct Defined<T> {
+    pub def: T,
+    pub source: Source,
+}
+
+/// Every well-formed definition of a project, by name (hooks by id).
+///
+/// A definition whose own file has errors that leave it incomplete is not in these maps; its
+/// issues say why. Cross-references are checked against every *declared* name, so a broken
+/// prompt does not also make every agent that names it report an unknown prompt.
+#[derive(Clone, Debug, Default)]
+pub struct Project {
+    pub agents: BTreeMap<String, Defined<Agent>>,
+    pub prompts: BTreeMap<String, Defined<Prompt>>,
+    pub tools: BTreeMap<String, Defined<Tool>>,
+    pub hooks: BTreeMap<String, Defined<Hook>>,
+    pub handlers: BTreeMap<String, Defined<Handler>>,
+    pub models: BTreeMap<String, Defined<Model>>,
+    /// Every name a file declared, well-formed or not.
+    pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
+    /// Well-formed sides of agents whose other side is not, so their references still get checked.
+    pub(crate) partial_sides: Vec<(String, Source, SideId, Side)>,
+}
+
+/// A project and every issue found while loading and validating it.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub project: Project,
+    /// Sorted by file, line and column; project-wide issues first.
+    pub issues: Vec<Issue>,
+}
+
+impl Loaded {
+    /// How many issues have `severity`.
+    pub fn count(&self, severity: Severity) -> usize {
+        self.issues
+            .iter()
+            .filter(|i| i.severity == severity)
+            .count()
+    }
+
+    /// Whether the project can run: no errors.
+    pub fn is_ok(&self) -> bool {
+        self.count(Severity::Error) == 0
+    }
+}
+
+impl Project {
+    /// Loads and validates the definitions among `files`. Paths not under `agents/` are ignored.
+    pub fn from_files(files: impl IntoIterator<Item = SourceFile>) -> Loaded {
+        let mut files: Vec<SourceFile> = files.into_iter().collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut project = Project::default();
+        let mut issues = Vec::new();
+        for file in &files {
+            project.load_file(file, &mut issues);
+        }
+        issues.extend(crate::validate::check(&project));
+        issues.sort_by(|a, b| {
+            (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code))
+        });
+        issues.dedup();
+        Loaded { project, issues }
+    }
+
+    /// Whether a file declared a definition of `kind` named `name` (even a broken one).
+    pub fn declares(&self, kind: Kind, name: &str) -> bool {
+        self.declared
+            .get(&kind)
+            .is_some_and(|m| m.contains_key(name))
+    }
+
+    /// The declared names of `kind`, sorted.
+    pub fn declared_names(&self, kind: Kind) -> BTreeSet<&str> {
+        self.declared
+            .get(&kind)
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    fn load_file(&mut self, file: &SourceFile, issues: &mut Vec<Issue>) {
+        let path = file.path.as_str();
+        let mut parts = path.split('/');
+        if parts.next() != Some("agents") {
+            return;
+        }
+        let rest: Vec<&str> = parts.collect();
+        let unsupported =
+            |message: String| Issue::new(Code::UnsupportedFile, message).at(path, "", None);
+        let (folder, file_name) = match rest.as_slice() {
+            [folder, file_name] => (*folder, *file_name),
+            [_] => {
+                issues.push(unsupported(
+                    "files directly under `agents/` are not definitions; it is ignored".into(),
+                ));
+                return;
+            }
+            _ => {
+                issues.push(unsupported(
+                    "definitions sit directly in their kind's folder; nested files are ignored"
+                        .into(),
+                ));
+                return;
+            }
+        };
+        let Some(kind) = Kind::from_folder(folder) else {
+            let message = match folder {
+                "effects" | "api" | "providers" | "packed" => {
+                    format!("`agents/{folder}/` is not supported by duet yet; this file is ignored")
+                }
+                _ => format!(
+                    "`agents/{folder}/` is not a Standard Agents definition folder; this file is ignored"
+                ),
+            };
+            issues.push(
+                unsupported(message)
+                    .hint("definition folders: agents, prompts, tools, hooks, handlers, models"),
+            );
+            return;
+        };
+        let (stem, syntax) = if let Some(s) = file_name.strip_suffix(".d.ts") {
+            (s, None)
+        } else if let Some(s) = file_name.strip_suffix(".ts") {
+            (s, Some(Syntax::Ts))
+        } else if let Some(s) = file_name
+            .strip_suffix(".yaml")
+            .or_else(|| file_name.strip_suffix(".yml"))
+        {
+            (s, Some(Syntax::Yaml))
+        } else {
+            (file_name, None)
+        };
+        let Some(syntax) = syntax else {
+            issues.push(unsupported(
+                "only `.yaml`, `.yml` and `.ts` files are definitions; this file is ignored".into(),
+            ));
+            return;
+        };
+        if file.bytes.len() > MAX_FILE_BYTES {
+            issues.push(
+                Issue::new(
+                    Code::ReadError,
+                    format!(
+                        "the file is larger than {} MiB; a definition is a few kilobytes",
+                        MAX_FILE_BYTES >> 20
+                    ),
+                )
+                .at(path, "", None),
+            );
+            return;
+        }
+        let Ok(text) = std::str::from_utf8(&file.bytes) else {
+            issues
+                .push(Issue::new(Code::ReadError, "the file is not UTF-8 text").at(path, "", None));
+            return;
+        };
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+
+        let (node, mut parse_issues) = match syntax {
+            Syntax::Yaml => yaml::parse(text),
+            Syntax::Ts => {
+                let (def, parse_issues) = ts::parse(text);
+                let node = def.map(|d| {
+                    if d.function != kind.define_function() {
+                        let correct = Kind::ALL.into_iter().find(|k| k.define_function() == d.function);
+                        let message = match correct {
+                            Some(k) => format!("`{}` defines a {}, but `agents/{folder}/` holds {}s", d.function, k.noun(), kind.noun()),
+                            None => format!("`{}` is not a Standard Agents define function; `agents/{folder}/` files call `{}`", d.function, kind.define_function()),
+                        };
+                        issues.push(
+                            Issue::new(Code::WrongDefineFunction, message)
+                                .at(path, "", Some(d.span))
+                                .hint(format!("call `{}`, or move the file to the folder of its kind", kind.define_function())),
+                        );
+                    }
+                    d.node
+                });
+                (node, parse_issues)
+            }
+        };
+        for i in &mut parse_issues {
+            i.file = Some(path.to_owned());
+        }
+        issues.append(&mut parse_issues);
+        let Some(node) = node else { return };
+        let source = Source {
+            file: path.to_owned(),
+            syntax,
+            node,
+        };
+        let mut ctx = Ctx { file: path, issues };
+        let root = &source.node;
+
+        let file_named = matches!(kind, Kind::Tool | Kind::Handler);
+        if file_named && !is_snake_case(stem) {
+            ctx.push(
+                Issue::new(
+                    Code::NameNotSnakeCase,
+                    format!(
+                        "{}s are named by their file, and `{stem}` is not snake_case",
+                        kind.noun()
+                    ),
+                )
+                .at(path, "", None)
+                .hint("rename the file in snake_case"),
+            );
+        }
+        if kind == Kind::Tool && agent::RESERVED_TOOL_NAMES.contains(&stem) {
+            ctx.push(Issue::new(Code::ReservedName, format!("`{stem}` is a lifecycle tool the runtime injects; no tool may take its name")).at(path, "", None));
+        }
+
+        match kind {
+            Kind::Agent => {
+                let decoded = agent::decode(&mut ctx, root);
+                let Some(name) = decoded.name else { return };
+                if !self.declare(&mut ctx, kind, &name, &source) {
+                    return;
+                }
+                match decoded.agent {
+                    Some(def) => {
+                        self.agents.insert(name, Defined { def, source });
+                    }
+                    None => {
+                        for (id, side) in decoded.sides {
+                            self.partial_sides
+                                .push((name.clone(), source.clone(), id, side));
+                        }
+                    }
+                }
+            }
+            Kind::Prompt => {
+                let (name, def) = prompt::decode(&mut ctx, root);
+                insert(self, &mut ctx, kind, name, def, source, |p| &mut p.prompts);
+            }
+            Kind::Model => {
+                let (name, def) = model::decode(&mut ctx, root);
+                insert(self, &mut ctx, kind, name, def, source, |p| &mut p.models);
+            }
+            Kind::Hook => {
+                let (id, def) = hook::decode_hook(&mut ctx, root);
+                insert(self, &mut ctx, kind, id, def, source, |p| &mut p.hooks);
+            }
+            Kind::Tool => {
+                let def = tool::decode(&mut ctx, root, stem);
+                insert(
+                    self,
+                    &mut ctx,
+                    kind,
+                    Some(stem.to_owned()),
+                    def,
+                    source,
+                    |p| &mut p.tools,
+                );
+            }
+            Kind::Handler => {
+                let def = hook::decode_handler(&mut ctx, root, stem);
+                insert(
+                    self,
+                    &mut ctx,
+                    kind,
+                    Some(stem.to_owned()),
+                    def,
+                    source,
+                    |p| &mut p.handlers,
+                );
+            }
+        }
+    }
+
+    /// Records `name` as declared; reports and refuses a second definition of it.
+    fn declare(&mut self, ctx: &mut Ctx<'_>, kind: Kind, name: &str, source: &Source) -> bool {
+        let names = self.declared.entry(kind).or_default();
+        if let Some(first) = names.get(name) {
+            let field = if kind == Kind::Hook { "id" } else { "name" };
+            let span = source.node.get(field).map(|n| n.span);
+            ctx.push(
+                Issue::new(
+                    Code::DuplicateName,
+                    format!("{} `{name}` is already defined in {first}", kind.noun()),
+                )
+                .at(&source.file, if span.is_some() { field } else { "" }, span)
+                .hint(format!(
+                    "{} names are unique in a project: rename one of them",
+                    kind.noun()
+                )),
+            );
+            return false;
+        }
+        names.insert(name.to_owned(), source.file.clone());
+        true
+    }
+}
+
+fn insert<T>(
+    project: &mut Project,
+    ctx: &mut Ctx<'_>,
+    kind: Kind,
+    name: Option<String>,
+    def: Option<T>,
+    source: Source,
+    map: impl FnOnce(&mut Project) -> &mut BTreeMap<String, Defined<T>>,
+) {
+    let Some(name) = name else { return };
+    if !project.declare(ctx, kind, &name, &source) {
+        return;
+    }
+    if let Some(def) = def {
+        map(project).insert(name, Defined { def, source });
+    }
+}

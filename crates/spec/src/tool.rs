@@ -1,0 +1,281 @@
+//! Tool definitions (`agents/tools/`), named by their file. duet never runs TypeScript, so a tool
+//! says declaratively how it runs: a Rust `builtin`, a templated `result`, or an `http` call.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::decode::{Ctx, join};
+use crate::issue::{Code, Issue};
+use crate::node::{Dynamic, Node, Span, Value};
+use crate::prompt::{Variable, decode_variables};
+use crate::schema;
+
+/// A tool a prompt can offer its model.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    /// The file name without extension.
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema for the argument object; `None` means no arguments.
+    pub args: Option<serde_json::Value>,
+    /// How the tool runs; `None` only for a `.ts` tool whose `execute` is a function (a warning).
+    pub implementation: Option<ToolImpl>,
+    pub variables: Vec<Variable>,
+    /// Tools this tool may call through `invokeTool` / `queueTool`.
+    pub uses: Vec<String>,
+}
+
+/// How a tool runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ToolImpl {
+    /// A tool registered in Rust under this name.
+    Builtin(String),
+    /// A fixed string, or one with `{{arg}}` placeholders filled from the arguments.
+    Result(String),
+    /// An HTTP request carrying the arguments as JSON.
+    Http(HttpCall),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HttpCall {
+    pub method: HttpMethod,
+    /// May hold `{{arg}}` and `{{env.NAME}}` placeholders.
+    pub url: String,
+    /// Values may hold `{{env.NAME}}` placeholders (secrets stay out of definitions).
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HttpMethod {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+const TOOL_FIELDS: &[&str] = &[
+    "description",
+    "args",
+    "builtin",
+    "result",
+    "http",
+    "execute",
+    "variables",
+    "uses",
+    "executionMode",
+    "executionProvider",
+];
+
+pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<Tool> {
+    let mut o = ctx.object(root, "")?;
+    if o.has("name") {
+        ctx.push(
+            Issue::new(
+                Code::UnknownField,
+                "a tool is named by its file, not by a `name` field",
+            )
+            .at(ctx.file, "name", Some(o.key_span("name")))
+            .hint(format!(
+                "remove `name`; this tool is `{name}` because of its file name"
+            )),
+        );
+        o.take("name");
+    }
+    let description = o.required_name(ctx, "description");
+    let args = o
+        .take("args")
+        .and_then(|n| schema::object_schema(ctx, n, "args"));
+    let execute = o.take("execute");
+    let execute_is_function = matches!(
+        execute.map(|n| &n.value),
+        Some(Value::Dynamic(Dynamic::Function))
+    );
+    if let Some(n) = execute {
+        if !execute_is_function {
+            ctx.report(
+                Code::WrongType,
+                format!("`execute` is a TypeScript function, not {}", n.kind()),
+                "execute",
+                n.span,
+            );
+        }
+    }
+    let mut impls: Vec<(&str, ToolImpl, Span)> = Vec::new();
+    if let Some(n) = o.take("builtin") {
+        if let Some(b) = ctx.name(n, "builtin") {
+            impls.push(("builtin", ToolImpl::Builtin(b), n.span));
+        }
+    }
+    if let Some(n) = o.take("result") {
+        if let Some(r) = ctx.string(n, "result") {
+            impls.push(("result", ToolImpl::Result(r), n.span));
+        }
+    }
+    if let Some(n) = o.take("http") {
+        if let Some(h) = decode_http(ctx, n) {
+            impls.push(("http", ToolImpl::Http(h), n.span));
+        }
+    }
+    let variables = match o.take("variables") {
+        Some(n) => decode_variables(ctx, n, "variables"),
+        None => Vec::new(),
+    };
+    let uses = o.strings(ctx, "uses");
+    if o.has("executionMode") || o.has("executionProvider") {
+        ctx.push(
+            Issue::new(
+                Code::UnknownField,
+                "provider-executed tools are not supported by duet",
+            )
+            .at(ctx.file, "executionMode", Some(o.key_span("executionMode"))),
+        );
+        o.take("executionMode");
+        o.take("executionProvider");
+    }
+    let root_span = o.span;
+    o.finish(ctx, TOOL_FIELDS);
+
+    let implementation = match impls.len() {
+        0 => {
+            if execute_is_function {
+                ctx.push(
+                    Issue::new(Code::TsFunctionNotRun, format!("tool `{name}` has an `execute` function; duet does not run TypeScript, so this tool cannot run"))
+                        .at(ctx.file, "execute", Some(execute.map_or(root_span, |n| n.span)))
+                        .hint("add `builtin: NAME` (a tool registered in Rust), `result: TEMPLATE` or `http: { url }`"),
+                );
+            } else {
+                ctx.push(
+                    Issue::new(Code::ToolNoImplementation, format!("tool `{name}` does not say how it runs"))
+                        .at(ctx.file, "", Some(root_span))
+                        .hint("add one of `builtin: NAME`, `result: TEMPLATE` or `http: { method, url, headers }`"),
+                );
+            }
+            None
+        }
+        1 => impls.pop().map(|(_, i, _)| i),
+        _ => {
+            let names: Vec<&str> = impls.iter().map(|(k, _, _)| *k).collect();
+            ctx.push(
+                Issue::new(
+                    Code::ToolManyImplementations,
+                    format!(
+                        "tool `{name}` says {} ways to run; it takes exactly one",
+                        names.join(" and ")
+                    ),
+                )
+                .at(ctx.file, names[1], Some(impls[1].2))
+                .hint("keep one of `builtin`, `result` and `http`"),
+            );
+            None
+        }
+    };
+    if let Some(imp) = &implementation {
+        check_templates(ctx, imp, args.as_ref(), root);
+    }
+    Some(Tool {
+        name: name.to_owned(),
+        description: description?,
+        args,
+        implementation,
+        variables,
+        uses,
+    })
+}
+
+fn decode_http(ctx: &mut Ctx<'_>, node: &Node) -> Option<HttpCall> {
+    let mut o = ctx.object(node, "http")?;
+    let method = match o.take("method") {
+        None => HttpMethod::Post,
+        Some(n) => match ctx
+            .string(n, "http.method")
+            .map(|m| m.to_ascii_uppercase())
+            .as_deref()
+        {
+            Some("GET") => HttpMethod::Get,
+            Some("POST") | None => HttpMethod::Post,
+            Some("PUT") => HttpMethod::Put,
+            Some("PATCH") => HttpMethod::Patch,
+            Some("DELETE") => HttpMethod::Delete,
+            Some(other) => {
+                ctx.report(
+                    Code::InvalidValue,
+                    format!("`http.method` is GET, POST, PUT, PATCH or DELETE, not `{other}`"),
+                    "http.method",
+                    n.span,
+                );
+                HttpMethod::Post
+            }
+        },
+    };
+    let url_span = o.take("url").map(|n| n.span);
+    let url = o.required_name(ctx, "url");
+    if let (Some(u), Some(span)) = (&url, url_span) {
+        if !(u.starts_with("http://") || u.starts_with("https://") || u.starts_with("{{env.")) {
+            ctx.report(
+                Code::InvalidValue,
+                format!("`http.url` must start with http:// or https://, not `{u}`"),
+                "http.url",
+                span,
+            );
+        }
+    }
+    let headers = o.string_map(ctx, "headers");
+    o.finish(ctx, &["method", "url", "headers"]);
+    Some(HttpCall {
+        method,
+        url: url?,
+        headers,
+    })
+}
+
+/// The `{{name}}` placeholders of a template, in order.
+pub fn placeholders(template: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else { break };
+        out.push(after[..end].trim());
+        rest = &after[end + 2..];
+    }
+    out
+}
+
+fn check_templates(
+    ctx: &mut Ctx<'_>,
+    imp: &ToolImpl,
+    args: Option<&serde_json::Value>,
+    root: &Node,
+) {
+    let (field, template) = match imp {
+        ToolImpl::Result(t) => ("result", t.as_str()),
+        ToolImpl::Http(h) => ("http.url", h.url.as_str()),
+        ToolImpl::Builtin(_) => return,
+    };
+    let known = args.map(schema::property_names).unwrap_or_default();
+    let span = root
+        .get(field.split('.').next().unwrap_or(field))
+        .map(|n| n.span);
+    for p in placeholders(template) {
+        if p.starts_with("env.") || known.contains(&p) {
+            continue;
+        }
+        ctx.push(
+            Issue::new(
+                Code::TemplateUnknownArg,
+                format!("`{{{{{p}}}}}` in `{field}` names no argument of `args`"),
+            )
+            .at(ctx.file, &join("", field), span)
+            .hint(if known.is_empty() {
+                "declare it under `args.properties`".to_owned()
+            } else {
+                format!("arguments: {}", known.join(", "))
+            }),
+        );
+    }
+}

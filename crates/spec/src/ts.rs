@@ -1,0 +1,391 @@
+//! TS-like definition files (`export default defineAgent({...})`) into the located [`Node`] tree.
+//!
+//! The file is parsed with `oxc_parser` and read statically; nothing is ever executed. Literals,
+//! arrays, objects and `${}`-free template literals become values; `satisfies X`, `as const` and
+//! parentheses are looked through. Anything that would need evaluation becomes
+//! [`Value::Dynamic`] (the decoder decides whether that is fine, as for a tool's `execute`), and
+//! spreads, computed keys and holes are reported at their line and column. All oxc use lives in
+//! this module, because oxc's API changes between minor versions.
+
+use oxc_allocator::Allocator;
+use oxc_ast::ast::{
+    Argument, ArrayExpressionElement, ExportDefaultDeclarationKind, Expression, ObjectPropertyKind,
+    Statement, UnaryOperator,
+};
+use oxc_parser::Parser;
+use oxc_span::{GetSpan, SourceType};
+
+use crate::issue::{Code, Issue};
+use crate::node::{Dynamic, Entry, LineIndex, Node, Span, Value};
+use crate::yaml::MAX_DEPTH;
+
+/// What a `.ts` file defines: the define function it calls (`defineAgent`), where, and the
+/// object literal it passes.
+pub(crate) struct Definition {
+    pub(crate) function: String,
+    pub(crate) span: Span,
+    pub(crate) node: Node,
+}
+
+/// Brackets deeper than this are refused before parsing: oxc's parser recurses, and a file of
+/// ten thousand `[` must be an error, not a stack overflow.
+const MAX_BRACKET_DEPTH: usize = 256;
+
+pub(crate) fn parse(text: &str) -> (Option<Definition>, Vec<Issue>) {
+    let lines = LineIndex::new(text);
+    if let Some(offset) = too_deep(text) {
+        let issue = Issue::new(
+            Code::TsSyntax,
+            "brackets nest too deeply to be a definition",
+        )
+        .at("", "", Some(lines.span(offset)));
+        return (None, vec![issue]);
+    }
+    let allocator = Allocator::default();
+    let ret = Parser::new(&allocator, text, SourceType::ts()).parse();
+    if ret.panicked || !ret.diagnostics.is_empty() {
+        let issues = ret
+            .diagnostics
+            .iter()
+            .map(|d| {
+                let offset = d.labels.first().map_or(0, |l| l.offset() as usize);
+                let mut issue = Issue::new(Code::TsSyntax, d.message.to_string()).at(
+                    "",
+                    "",
+                    Some(lines.span(offset)),
+                );
+                if let Some(help) = &d.help {
+                    issue = issue.hint(help.to_string());
+                }
+                issue
+            })
+            .collect::<Vec<_>>();
+        if !issues.is_empty() {
+            return (None, issues);
+        }
+        return (
+            None,
+            vec![Issue::new(Code::TsSyntax, "the file could not be parsed")],
+        );
+    }
+
+    let mut reader = Reader {
+        lines: &lines,
+        issues: Vec::new(),
+    };
+    let export = ret.program.body.iter().find_map(|s| match s {
+        Statement::ExportDefaultDeclaration(e) => Some(e),
+        _ => None,
+    });
+    let Some(export) = export else {
+        return (
+            None,
+            vec![no_definition(
+                Span::new(1, 1),
+                "the file has no `export default`",
+            )],
+        );
+    };
+    let at = lines.span(export.span.start as usize);
+    let expr = match &export.declaration {
+        ExportDefaultDeclarationKind::FunctionDeclaration(_)
+        | ExportDefaultDeclarationKind::ClassDeclaration(_)
+        | ExportDefaultDeclarationKind::TSInterfaceDeclaration(_) => None,
+        other => other.as_expression(),
+    };
+    let call = match expr.map(Expression::get_inner_expression) {
+        Some(Expression::CallExpression(call)) => call,
+        _ => {
+            return (
+                None,
+                vec![no_definition(
+                    at,
+                    "the default export is not a call such as `defineAgent({...})`",
+                )],
+            );
+        }
+    };
+    let function = match call.callee.get_inner_expression() {
+        Expression::Identifier(id) => id.name.to_string(),
+        _ => {
+            return (
+                None,
+                vec![no_definition(
+                    at,
+                    "the default export calls something other than a define function",
+                )],
+            );
+        }
+    };
+    let arg = match call.arguments.as_slice() {
+        [arg] => arg,
+        _ => {
+            let span = reader.lines.span(call.span.start as usize);
+            return (
+                None,
+                vec![no_definition(
+                    span,
+                    &format!("`{function}` must be called with exactly one object literal"),
+                )],
+            );
+        }
+    };
+    let node = match arg {
+        Argument::SpreadElement(s) => {
+            reader.not_static(s.span.start, "a spread argument");
+            None
+        }
+        other => other.as_expression().map(|e| reader.value(e, 0)),
+    };
+    let span = lines.span(call.span.start as usize);
+    let definition = node.map(|node| Definition {
+        function,
+        span,
+        node,
+    });
+    (definition, reader.issues)
+}
+
+fn no_definition(at: Span, message: &str) -> Issue {
+    Issue::new(Code::TsNoDefinition, message.to_owned())
+        .at("", "", Some(at))
+        .hint("write `export default defineAgent({ ... })` (or definePrompt, defineTool, defineHook, defineHandler, defineModel)")
+}
+
+fn too_deep(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, b) in text.bytes().enumerate() {
+        match b {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_BRACKET_DEPTH {
+                    return Some(i);
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+struct Reader<'l, 's> {
+    lines: &'l LineIndex<'s>,
+    issues: Vec<Issue>,
+}
+
+impl Reader<'_, '_> {
+    fn span(&self, offset: u32) -> Span {
+        self.lines.span(offset as usize)
+    }
+
+    fn not_static(&mut self, offset: u32, what: &str) {
+        let span = self.span(offset);
+        self.issues.push(
+            Issue::new(
+                Code::TsNotStatic,
+                format!("{what} would need evaluation; duet reads definitions statically"),
+            )
+            .at("", "", Some(span))
+            .hint("write the value out as a literal"),
+        );
+    }
+
+    fn value(&mut self, expr: &Expression<'_>, depth: usize) -> Node {
+        let expr = expr.get_inner_expression();
+        let at = self.span(expr.span().start);
+        if depth > MAX_DEPTH {
+            self.not_static(expr.span().start, "nesting this deep");
+            return Node::new(Value::Null, at);
+        }
+        let value = match expr {
+            Expression::BooleanLiteral(b) => Value::Bool(b.value),
+            Expression::NullLiteral(_) => Value::Null,
+            Expression::Identifier(id) if id.name == "undefined" => Value::Null,
+            Expression::NumericLiteral(n) => number(n.value),
+            Expression::UnaryExpression(u) if u.operator == UnaryOperator::UnaryNegation => {
+                match u.argument.get_inner_expression() {
+                    Expression::NumericLiteral(n) => number(-n.value),
+                    _ => Value::Dynamic(Dynamic::Expression),
+                }
+            }
+            Expression::StringLiteral(s) => Value::String(s.value.to_string()),
+            Expression::TemplateLiteral(t) if t.expressions.is_empty() => {
+                let text = t
+                    .quasis
+                    .first()
+                    .and_then(|q| q.value.cooked.as_ref())
+                    .map(|c| c.to_string());
+                Value::String(text.unwrap_or_default())
+            }
+            Expression::ArrayExpression(arr) => {
+                let mut items = Vec::with_capacity(arr.elements.len());
+                for el in &arr.elements {
+                    match el {
+                        ArrayExpressionElement::SpreadElement(s) => {
+                            self.not_static(s.span.start, "a spread (`...`)")
+                        }
+                        ArrayExpressionElement::Elision(e) => {
+                            self.not_static(e.span.start, "an array hole")
+                        }
+                        other => {
+                            if let Some(e) = other.as_expression() {
+                                items.push(self.value(e, depth + 1));
+                            }
+                        }
+                    }
+                }
+                Value::Array(items)
+            }
+            Expression::ObjectExpression(obj) => {
+                let mut entries: Vec<Entry> = Vec::with_capacity(obj.properties.len());
+                for prop in &obj.properties {
+                    let prop = match prop {
+                        ObjectPropertyKind::SpreadProperty(s) => {
+                            self.not_static(s.span.start, "a spread (`...`)");
+                            continue;
+                        }
+                        ObjectPropertyKind::ObjectProperty(p) => p,
+                    };
+                    let key_span = self.span(prop.key.span().start);
+                    let key = match (prop.computed, prop.key.static_name()) {
+                        (false, Some(k)) => k.to_string(),
+                        _ => {
+                            self.not_static(prop.key.span().start, "a computed key");
+                            continue;
+                        }
+                    };
+                    let value = if prop.method {
+                        Node::new(
+                            Value::Dynamic(Dynamic::Function),
+                            self.span(prop.value.span().start),
+                        )
+                    } else {
+                        self.value(&prop.value, depth + 1)
+                    };
+                    if entries.iter().any(|e| e.key == key) {
+                        self.issues.push(
+                            Issue::new(Code::DuplicateKey, format!("key `{key}` appears twice"))
+                                .at("", &key, Some(key_span))
+                                .hint("remove one of them; the first is used"),
+                        );
+                        continue;
+                    }
+                    entries.push(Entry {
+                        key,
+                        key_span,
+                        value,
+                    });
+                }
+                Value::Object(entries)
+            }
+            Expression::ArrowFunctionExpression(_) | Expression::FunctionExpression(_) => {
+                Value::Dynamic(Dynamic::Function)
+            }
+            Expression::Identifier(_) => Value::Dynamic(Dynamic::Identifier),
+            _ => Value::Dynamic(Dynamic::Expression),
+        };
+        Node::new(value, at)
+    }
+}
+
+fn number(v: f64) -> Value {
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        // Integral and exactly representable: keep it an integer, as YAML would.
+        #[allow(clippy::cast_possible_truncation)]
+        return Value::Number((v as i64).into());
+    }
+    serde_json::Number::from_f64(v).map_or(Value::Dynamic(Dynamic::Expression), Value::Number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(text: &str) -> Definition {
+        let (d, issues) = parse(text);
+        assert!(issues.is_empty(), "{issues:?}");
+        d.expect("a definition")
+    }
+
+    #[test]
+    fn reads_what_people_write() {
+        let d = def(
+            r#"import { defineAgent, type AgentConfig } from '@standardagents/spec';
+// a comment
+/* another */
+export default defineAgent({
+  name: 'approval_gate',
+  "exposeAsTool": true,
+  toolDescription: `Request human
+approval.`,
+  maxSessionTurns: 4,
+  sideA: { prompt: 'approval_presenter', },
+  sideB: { human: true } as const,
+} satisfies AgentConfig);
+"#,
+        );
+        assert_eq!(d.function, "defineAgent");
+        assert_eq!(d.span, Span::new(4, 16));
+        let n = &d.node;
+        assert_eq!(n.get("name").and_then(Node::as_str), Some("approval_gate"));
+        assert_eq!(
+            n.get("toolDescription").and_then(Node::as_str),
+            Some("Request human\napproval.")
+        );
+        assert_eq!(
+            n.get("maxSessionTurns").map(|v| &v.value),
+            Some(&Value::Number(4.into()))
+        );
+        let human = n.get("sideB").and_then(|s| s.get("human")).expect("human");
+        assert_eq!(human.value, Value::Bool(true));
+        assert_eq!(human.span, Span::new(11, 19));
+    }
+
+    #[test]
+    fn evaluation_is_data_not_a_crash() {
+        let d = def(
+            "export default defineTool({ description: 'x', execute: async (s) => { return 1 }, n: base, m() { } })",
+        );
+        assert_eq!(
+            d.node.get("execute").map(|v| &v.value),
+            Some(&Value::Dynamic(Dynamic::Function))
+        );
+        assert_eq!(
+            d.node.get("m").map(|v| &v.value),
+            Some(&Value::Dynamic(Dynamic::Function))
+        );
+        assert_eq!(
+            d.node.get("n").map(|v| &v.value),
+            Some(&Value::Dynamic(Dynamic::Identifier))
+        );
+    }
+
+    #[test]
+    fn spreads_and_computed_keys_are_reported_where_they_are() {
+        let (d, issues) =
+            parse("export default defineAgent({\n  ...base,\n  [k]: 1,\n  a: [...xs],\n})");
+        assert!(d.is_some());
+        let places: Vec<_> = issues.iter().map(|i| (i.code, i.line, i.column)).collect();
+        assert_eq!(
+            places,
+            vec![
+                (Code::TsNotStatic, Some(2), Some(3)),
+                (Code::TsNotStatic, Some(3), Some(4)),
+                (Code::TsNotStatic, Some(4), Some(7)),
+            ]
+        );
+    }
+
+    #[test]
+    fn syntax_errors_and_missing_exports() {
+        let (d, issues) = parse("export default defineAgent({ name: 'x', ");
+        assert!(d.is_none());
+        assert_eq!(issues[0].code, Code::TsSyntax);
+        let (d, issues) = parse("const x = defineAgent({});");
+        assert!(d.is_none());
+        assert_eq!(issues[0].code, Code::TsNoDefinition);
+        let (_, issues) = parse(&"(".repeat(100_000));
+        assert_eq!(issues[0].code, Code::TsSyntax);
+    }
+}

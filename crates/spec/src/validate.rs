@@ -1,0 +1,458 @@
+//! Cross-definition checks: every reference resolves, relationships target exposed agents,
+//! bindings name tools their prompt offers, required parent hooks exist and are thread hooks.
+//! Checks local to one file happen while decoding it; these need the whole project.
+
+use std::collections::BTreeSet;
+
+use crate::agent::{Agent, RESERVED_TOOL_NAMES, Side, SideId};
+use crate::decode::nearest;
+use crate::issue::{Code, Issue};
+use crate::project::{Defined, Kind, Project, Source};
+use crate::prompt::{Prompt, PromptContent, PromptPart};
+use crate::tool::ToolImpl;
+
+/// The names of the Rust implementations a build of duet registers, to check `builtin:` names.
+#[derive(Clone, Debug, Default)]
+pub struct Builtins {
+    pub tools: BTreeSet<String>,
+    pub handlers: BTreeSet<String>,
+    pub hooks: BTreeSet<String>,
+}
+
+struct Out<'p> {
+    project: &'p Project,
+    issues: Vec<Issue>,
+}
+
+impl Out<'_> {
+    fn push(&mut self, source: &Source, path: &str, issue: Issue) {
+        let span = source.span(path);
+        self.issues.push(issue.at(&source.file, path, Some(span)));
+    }
+
+    /// An unknown `kind` named `name`, with the closest declared name as the hint.
+    fn unknown(&mut self, source: &Source, path: &str, code: Code, kind: Kind, name: &str) {
+        let names = self.project.declared_names(kind);
+        let listed: Vec<&str> = names.iter().copied().collect();
+        let hint = match nearest(name, &listed) {
+            Some(n) => format!("did you mean `{n}`?"),
+            None if listed.is_empty() => format!(
+                "the project defines no {}s (`agents/{}/`)",
+                kind.noun(),
+                kind.folder()
+            ),
+            None => format!(
+                "defined {}s: {}",
+                kind.noun(),
+                listed
+                    .iter()
+                    .take(12)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        self.push(
+            source,
+            path,
+            Issue::new(
+                code,
+                format!("no {} named `{name}` is defined", kind.noun()),
+            )
+            .hint(hint),
+        );
+    }
+}
+
+pub(crate) fn check(project: &Project) -> Vec<Issue> {
+    let mut out = Out {
+        project,
+        issues: Vec::new(),
+    };
+    for d in project.agents.values() {
+        check_agent(&mut out, d);
+        for (id, side) in [(SideId::A, &d.def.side_a), (SideId::B, &d.def.side_b)] {
+            check_side(&mut out, &d.source, id, side, Some(&d.def));
+        }
+    }
+    for (_, source, id, side) in &project.partial_sides {
+        check_side(&mut out, source, *id, side, None);
+    }
+    for d in project.prompts.values() {
+        check_prompt(&mut out, d);
+    }
+    for d in project.models.values() {
+        for (i, f) in d.def.fallbacks.iter().enumerate() {
+            let path = format!("fallbacks[{i}]");
+            if *f == d.def.name {
+                out.push(
+                    &d.source,
+                    &path,
+                    Issue::new(
+                        Code::UnknownFallbackModel,
+                        format!("model `{f}` lists itself as a fallback"),
+                    )
+                    .hint("fallbacks name other models"),
+                );
+            } else if !project.declares(Kind::Model, f) {
+                out.unknown(&d.source, &path, Code::UnknownFallbackModel, Kind::Model, f);
+            }
+        }
+    }
+    for d in project.tools.values() {
+        for (i, u) in d.def.uses.iter().enumerate() {
+            if !project.declares(Kind::Tool, u) {
+                out.unknown(
+                    &d.source,
+                    &format!("uses[{i}]"),
+                    Code::UnknownTool,
+                    Kind::Tool,
+                    u,
+                );
+            }
+        }
+    }
+    out.issues
+}
+
+fn check_agent(out: &mut Out<'_>, d: &Defined<Agent>) {
+    let project = out.project;
+    for (i, h) in d.def.hooks.iter().enumerate() {
+        if !project.declares(Kind::Hook, h) {
+            out.unknown(
+                &d.source,
+                &format!("hooks[{i}]"),
+                Code::UnknownHook,
+                Kind::Hook,
+                h,
+            );
+        }
+    }
+    for (i, req) in d.def.parent_hooks.iter().enumerate() {
+        let path = format!("parentHooks[{i}].hook");
+        if !project.declares(Kind::Hook, &req.hook) {
+            let issue = Issue::new(
+                Code::ParentHookUnknown,
+                format!(
+                    "required parent hook `{}` is not defined, so composing `{}` fails closed",
+                    req.hook, d.def.name
+                ),
+            )
+            .hint(format!(
+                "define it in `agents/hooks/` with `id: {}`",
+                req.hook
+            ));
+            out.push(&d.source, &path, issue);
+        } else if let Some(h) = project.hooks.get(&req.hook) {
+            if !h.def.is_thread_scoped() {
+                let issue = Issue::new(Code::ParentHookUserScoped, format!("`{}` is a `{}` hook, which is user-scoped; only thread hooks can be required of a parent", req.hook, h.def.hook))
+                    .hint("require a thread hook, such as `filter_messages` or `after_create_message`");
+                out.push(&d.source, &path, issue);
+            }
+        }
+    }
+}
+
+fn check_side(out: &mut Out<'_>, source: &Source, id: SideId, side: &Side, agent: Option<&Agent>) {
+    let project = out.project;
+    let field = id.field();
+    match side {
+        Side::Human(_) => {}
+        Side::Handler(h) => {
+            if !project.declares(Kind::Handler, &h.handler) {
+                out.unknown(
+                    source,
+                    &format!("{field}.handler"),
+                    Code::UnknownHandler,
+                    Kind::Handler,
+                    &h.handler,
+                );
+            }
+        }
+        Side::Prompt(s) => {
+            if !project.declares(Kind::Prompt, &s.prompt) {
+                out.unknown(
+                    source,
+                    &format!("{field}.prompt"),
+                    Code::UnknownPrompt,
+                    Kind::Prompt,
+                    &s.prompt,
+                );
+            } else if let Some(prompt) = project.prompts.get(&s.prompt) {
+                let offered: Vec<&str> = prompt.def.tools.iter().map(|t| t.name.as_str()).collect();
+                for (binding, tool) in s.bound_tools() {
+                    if !offered.contains(&tool) {
+                        let path = if binding == "stopTool" {
+                            format!("{field}.stopTool")
+                        } else {
+                            format!("{field}.{binding}.name")
+                        };
+                        let issue = Issue::new(
+                            Code::BindingToolNotInPrompt,
+                            format!(
+                                "`{binding}` names `{tool}`, but prompt `{}` does not offer it",
+                                s.prompt
+                            ),
+                        )
+                        .hint(format!(
+                            "add `{tool}` to the `tools` of prompt `{}` (in {})",
+                            s.prompt, prompt.source.file
+                        ));
+                        out.push(source, &path, issue);
+                    }
+                }
+                for (i, r) in s.subagents.iter().enumerate() {
+                    if offered.contains(&r.name()) {
+                        let issue = Issue::new(
+                            Code::RelationshipNameConflict,
+                            format!(
+                                "relationship name `{}` collides with a tool of prompt `{}`",
+                                r.name(),
+                                s.prompt
+                            ),
+                        )
+                        .hint("set `as` to a name no tool of the side has");
+                        out.push(source, &format!("{field}.subagents[{i}]"), issue);
+                    }
+                }
+                if let Some(agent) = agent {
+                    check_handoffs(out, source, field, &prompt.def, agent);
+                }
+            }
+        }
+    }
+    for (i, r) in side.subagents().iter().enumerate() {
+        let path = format!("{field}.subagents[{i}].agent");
+        if !project.declares(Kind::Agent, &r.agent) {
+            out.unknown(source, &path, Code::UnknownAgent, Kind::Agent, &r.agent);
+        } else if let Some(target) = project.agents.get(&r.agent) {
+            if !target.def.expose_as_tool {
+                let issue = Issue::new(
+                    Code::RelationshipTargetNotExposed,
+                    format!(
+                        "agent `{}` is not exposed, so it cannot be composed as a subagent",
+                        r.agent
+                    ),
+                )
+                .hint(format!(
+                    "set `exposeAsTool: true` (and a `toolDescription`) on `{}` in {}",
+                    r.agent, target.source.file
+                ));
+                out.push(source, &path, issue);
+            }
+        }
+    }
+}
+
+/// A prompt's tool entry naming an exposed agent without a relationship is a handoff; the target
+/// must have a human side where this agent has one (the thread's conversational surface).
+fn check_handoffs(out: &mut Out<'_>, source: &Source, field: &str, prompt: &Prompt, agent: &Agent) {
+    let relationships: Vec<&str> = agent
+        .side_a
+        .subagents()
+        .iter()
+        .chain(agent.side_b.subagents())
+        .map(|r| r.name())
+        .collect();
+    for t in &prompt.tools {
+        if relationships.contains(&t.name.as_str()) {
+            continue;
+        }
+        let Some(target) = out.project.agents.get(&t.name) else {
+            continue;
+        };
+        if !target.def.expose_as_tool
+            || out.project.declares(Kind::Tool, &t.name)
+            || out.project.declares(Kind::Prompt, &t.name)
+        {
+            continue;
+        }
+        for (id, side, target_side) in [
+            (SideId::A, &agent.side_a, &target.def.side_a),
+            (SideId::B, &agent.side_b, &target.def.side_b),
+        ] {
+            if side.is_human() && !target_side.is_human() {
+                let issue = Issue::new(
+                    Code::HandoffWithoutHumanSide,
+                    format!("prompt `{}` hands off to `{}`, which has no human {} where `{}` has its person", prompt.name, t.name, id.field(), agent.name),
+                )
+                .hint(format!("give `{}` a human {}, or compose it as a subagent instead", t.name, id.field()));
+                out.push(source, &format!("{field}.prompt"), issue);
+            }
+        }
+    }
+}
+
+fn check_prompt(out: &mut Out<'_>, d: &Defined<Prompt>) {
+    let project = out.project;
+    let p = &d.def;
+    if !project.declares(Kind::Model, &p.model) {
+        out.unknown(
+            &d.source,
+            "model",
+            Code::UnknownModel,
+            Kind::Model,
+            &p.model,
+        );
+    }
+    for (i, h) in p.hooks.iter().enumerate() {
+        if !project.declares(Kind::Hook, h) {
+            out.unknown(
+                &d.source,
+                &format!("hooks[{i}]"),
+                Code::UnknownHook,
+                Kind::Hook,
+                h,
+            );
+        }
+    }
+    if let PromptContent::Parts(parts) = &p.prompt {
+        for (i, part) in parts.iter().enumerate() {
+            if let PromptPart::Include { prompt } = part {
+                if !project.declares(Kind::Prompt, prompt) {
+                    out.unknown(
+                        &d.source,
+                        &format!("prompt[{i}].prompt"),
+                        Code::UnknownPrompt,
+                        Kind::Prompt,
+                        prompt,
+                    );
+                }
+            }
+        }
+    }
+    for (i, t) in p.tools.iter().enumerate() {
+        let name = t.name.as_str();
+        let path = format!("tools[{i}]");
+        if name.starts_with("provider:") {
+            continue;
+        }
+        if RESERVED_TOOL_NAMES.contains(&name) {
+            let issue = Issue::new(Code::ReservedName, format!("`{name}` is injected by the runtime into sides that own subagent relationships; prompts do not list it"))
+                .hint("declare a `subagents` relationship on the agent side instead");
+            out.push(&d.source, &path, issue);
+            continue;
+        }
+        let is_tool = project.declares(Kind::Tool, name);
+        let is_prompt = project.declares(Kind::Prompt, name);
+        let agent = project.agents.get(name);
+        let is_exposed_agent = agent.is_some_and(|a| a.def.expose_as_tool);
+        let kinds: Vec<&str> = [
+            (is_tool, "tool"),
+            (is_prompt, "prompt"),
+            (is_exposed_agent, "exposed agent"),
+        ]
+        .into_iter()
+        .filter_map(|(yes, k)| yes.then_some(k))
+        .collect();
+        match kinds.len() {
+            1 => {}
+            0 if project.declares(Kind::Handler, name) => {
+                let issue = Issue::new(
+                    Code::HandlerInPromptTools,
+                    format!(
+                        "`{name}` is a handler; handlers take a side's turns and are never tools"
+                    ),
+                )
+                .hint("back an agent side with it (`handler: NAME`), or define a tool");
+                out.push(&d.source, &path, issue);
+            }
+            0 if project.declares(Kind::Agent, name) => {
+                let issue = Issue::new(Code::UnknownTool, format!("agent `{name}` is not exposed, so it is not callable"))
+                    .hint(format!("set `exposeAsTool: true` on `{name}` for a handoff, or compose it with a `subagents` relationship"));
+                out.push(&d.source, &path, issue);
+            }
+            0 => {
+                let mut callable: Vec<&str> =
+                    project.declared_names(Kind::Tool).into_iter().collect();
+                callable.extend(project.declared_names(Kind::Prompt));
+                callable.extend(
+                    project
+                        .agents
+                        .values()
+                        .filter(|a| a.def.expose_as_tool)
+                        .map(|a| a.def.name.as_str()),
+                );
+                let hint = match nearest(name, &callable) {
+                    Some(n) => format!("did you mean `{n}`?"),
+                    None => format!(
+                        "define `agents/tools/{name}.yaml`, or name a prompt or an exposed agent"
+                    ),
+                };
+                out.push(
+                    &d.source,
+                    &path,
+                    Issue::new(
+                        Code::UnknownTool,
+                        format!("`{name}` is not a tool, a prompt or an exposed agent"),
+                    )
+                    .hint(hint),
+                );
+            }
+            _ => {
+                let issue = Issue::new(
+                    Code::AmbiguousToolReference,
+                    format!("`{name}` names both a {}", kinds.join(" and a ")),
+                )
+                .hint("rename one of them so the tool entry is unambiguous");
+                out.push(&d.source, &path, issue);
+            }
+        }
+    }
+}
+
+impl Project {
+    /// Checks every `builtin:` name (and the implicit ones of hooks and handlers) against what a
+    /// build of duet registers.
+    pub fn check_builtins(&self, builtins: &Builtins) -> Vec<Issue> {
+        let mut out = Out {
+            project: self,
+            issues: Vec::new(),
+        };
+        let missing = |kind: &str, name: &str, known: &BTreeSet<String>| {
+            let listed: Vec<&str> = known.iter().map(String::as_str).collect();
+            let hint = match nearest(name, &listed) {
+                Some(n) => format!("did you mean `{n}`?"),
+                None => format!(
+                    "registered {kind}s: {}",
+                    if listed.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        listed.join(", ")
+                    }
+                ),
+            };
+            Issue::new(
+                Code::UnknownBuiltin,
+                format!("no {kind} `{name}` is registered in this build of duet"),
+            )
+            .hint(hint)
+        };
+        for d in self.tools.values() {
+            if let Some(ToolImpl::Builtin(b)) = &d.def.implementation {
+                if !builtins.tools.contains(b) {
+                    out.push(&d.source, "builtin", missing("tool", b, &builtins.tools));
+                }
+            }
+        }
+        for d in self.handlers.values() {
+            if !builtins.handlers.contains(&d.def.builtin) {
+                out.push(
+                    &d.source,
+                    "builtin",
+                    missing("handler", &d.def.builtin, &builtins.handlers),
+                );
+            }
+        }
+        for d in self.hooks.values() {
+            if !builtins.hooks.contains(&d.def.builtin) {
+                out.push(
+                    &d.source,
+                    "builtin",
+                    missing("hook", &d.def.builtin, &builtins.hooks),
+                );
+            }
+        }
+        out.issues
+    }
+}
