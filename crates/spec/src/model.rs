@@ -207,7 +207,7 @@ fn decode_script(ctx: &mut Ctx<'_>, node: &Node) -> Vec<ScriptEntry> {
                 }
             }
         }
-        if entry.text.is_none() && entry.tool_calls.is_empty() && !o.has("text") {
+        if !o.has("text") && !o.has("tool_calls") {
             ctx.report(
                 Code::MissingField,
                 format!("`{path}` needs `text` or `tool_calls`"),

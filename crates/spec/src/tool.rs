@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::decode::{Ctx, join};
+use crate::decode::Ctx;
 use crate::issue::{Code, Issue};
 use crate::node::{Dynamic, Node, Span, Value};
 use crate::prompt::{Variable, decode_variables};
@@ -164,7 +164,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<Tool>
                 Issue::new(
                     Code::ToolManyImplementations,
                     format!(
-                        "tool `{name}` says {} ways to run; it takes exactly one",
+                        "tool `{name}` says how to run more than once ({}); it takes exactly one",
                         names.join(" and ")
                     ),
                 )
@@ -258,9 +258,11 @@ fn check_templates(
         ToolImpl::Builtin(_) => return,
     };
     let known = args.map(schema::property_names).unwrap_or_default();
-    let span = root
-        .get(field.split('.').next().unwrap_or(field))
-        .map(|n| n.span);
+    let span = match imp {
+        ToolImpl::Http(_) => root.get("http").and_then(|h| h.get("url")),
+        _ => root.get("result"),
+    }
+    .map(|n| n.span);
     for p in placeholders(template) {
         if p.starts_with("env.") || known.contains(&p) {
             continue;
@@ -270,7 +272,7 @@ fn check_templates(
                 Code::TemplateUnknownArg,
                 format!("`{{{{{p}}}}}` in `{field}` names no argument of `args`"),
             )
-            .at(ctx.file, &join("", field), span)
+            .at(ctx.file, field, span)
             .hint(if known.is_empty() {
                 "declare it under `args.properties`".to_owned()
             } else {

@@ -15,6 +15,7 @@ use oxc_ast::ast::{
 use oxc_parser::Parser;
 use oxc_span::{GetSpan, SourceType};
 
+use crate::decode::join;
 use crate::issue::{Code, Issue};
 use crate::node::{Dynamic, Entry, LineIndex, Node, Span, Value};
 use crate::yaml::MAX_DEPTH;
@@ -31,7 +32,53 @@ pub(crate) struct Definition {
 /// ten thousand `[` must be an error, not a stack overflow.
 const MAX_BRACKET_DEPTH: usize = 256;
 
+/// `.ts` definitions larger than this are refused. oxc's parser recurses once per nested
+/// expression (`- - - 1`, `a ? b : c ? ...`), up to one level per byte; bounding the size bounds
+/// the depth, and [`PARSER_STACK`] is sized for it.
+const MAX_TS_BYTES: usize = 256 << 10;
+/// The parser thread's stack: at most [`MAX_TS_BYTES`] levels, a few hundred bytes each.
+const PARSER_STACK: usize = 512 << 20;
+
 pub(crate) fn parse(text: &str) -> (Option<Definition>, Vec<Issue>) {
+    if text.len() > MAX_TS_BYTES {
+        let issue = Issue::new(
+            Code::TsSyntax,
+            format!(
+                "a `.ts` definition may be at most {} KiB",
+                MAX_TS_BYTES >> 10
+            ),
+        );
+        return (None, vec![issue]);
+    }
+    // A thread of its own: its stack is reserved, not committed, so the size costs nothing
+    // unless a pathological file needs it; and a panic inside oxc stays a reported issue.
+    let outcome = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("duet-ts-parser".into())
+            .stack_size(PARSER_STACK)
+            .spawn_scoped(scope, || parse_here(text))
+            .map(|handle| handle.join())
+    });
+    match outcome {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => (
+            None,
+            vec![Issue::new(
+                Code::TsSyntax,
+                "the TypeScript parser failed on this file",
+            )],
+        ),
+        Err(e) => (
+            None,
+            vec![Issue::new(
+                Code::TsSyntax,
+                format!("cannot start the TypeScript parser: {e}"),
+            )],
+        ),
+    }
+}
+
+fn parse_here(text: &str) -> (Option<Definition>, Vec<Issue>) {
     let lines = LineIndex::new(text);
     if let Some(offset) = too_deep(text) {
         let issue = Issue::new(
@@ -132,10 +179,10 @@ pub(crate) fn parse(text: &str) -> (Option<Definition>, Vec<Issue>) {
     };
     let node = match arg {
         Argument::SpreadElement(s) => {
-            reader.not_static(s.span.start, "a spread argument");
+            reader.not_static(s.span.start, "a spread argument", "");
             None
         }
-        other => other.as_expression().map(|e| reader.value(e, 0)),
+        other => other.as_expression().map(|e| reader.value(e, 0, "")),
     };
     let span = lines.span(call.span.start as usize);
     let definition = node.map(|node| Definition {
@@ -179,23 +226,23 @@ impl Reader<'_, '_> {
         self.lines.span(offset as usize)
     }
 
-    fn not_static(&mut self, offset: u32, what: &str) {
+    fn not_static(&mut self, offset: u32, what: &str, path: &str) {
         let span = self.span(offset);
         self.issues.push(
             Issue::new(
                 Code::TsNotStatic,
                 format!("{what} would need evaluation; duet reads definitions statically"),
             )
-            .at("", "", Some(span))
+            .at("", path, Some(span))
             .hint("write the value out as a literal"),
         );
     }
 
-    fn value(&mut self, expr: &Expression<'_>, depth: usize) -> Node {
+    fn value(&mut self, expr: &Expression<'_>, depth: usize, path: &str) -> Node {
         let expr = expr.get_inner_expression();
         let at = self.span(expr.span().start);
         if depth > MAX_DEPTH {
-            self.not_static(expr.span().start, "nesting this deep");
+            self.not_static(expr.span().start, "nesting this deep", path);
             return Node::new(Value::Null, at);
         }
         let value = match expr {
@@ -220,17 +267,18 @@ impl Reader<'_, '_> {
             }
             Expression::ArrayExpression(arr) => {
                 let mut items = Vec::with_capacity(arr.elements.len());
-                for el in &arr.elements {
+                for (i, el) in arr.elements.iter().enumerate() {
+                    let item_path = format!("{path}[{i}]");
                     match el {
                         ArrayExpressionElement::SpreadElement(s) => {
-                            self.not_static(s.span.start, "a spread (`...`)")
+                            self.not_static(s.span.start, "a spread (`...`)", &item_path)
                         }
                         ArrayExpressionElement::Elision(e) => {
-                            self.not_static(e.span.start, "an array hole")
+                            self.not_static(e.span.start, "an array hole", &item_path)
                         }
                         other => {
                             if let Some(e) = other.as_expression() {
-                                items.push(self.value(e, depth + 1));
+                                items.push(self.value(e, depth + 1, &item_path));
                             }
                         }
                     }
@@ -242,7 +290,7 @@ impl Reader<'_, '_> {
                 for prop in &obj.properties {
                     let prop = match prop {
                         ObjectPropertyKind::SpreadProperty(s) => {
-                            self.not_static(s.span.start, "a spread (`...`)");
+                            self.not_static(s.span.start, "a spread (`...`)", path);
                             continue;
                         }
                         ObjectPropertyKind::ObjectProperty(p) => p,
@@ -251,7 +299,7 @@ impl Reader<'_, '_> {
                     let key = match (prop.computed, prop.key.static_name()) {
                         (false, Some(k)) => k.to_string(),
                         _ => {
-                            self.not_static(prop.key.span().start, "a computed key");
+                            self.not_static(prop.key.span().start, "a computed key", path);
                             continue;
                         }
                     };
@@ -261,12 +309,12 @@ impl Reader<'_, '_> {
                             self.span(prop.value.span().start),
                         )
                     } else {
-                        self.value(&prop.value, depth + 1)
+                        self.value(&prop.value, depth + 1, &join(path, &key))
                     };
                     if entries.iter().any(|e| e.key == key) {
                         self.issues.push(
                             Issue::new(Code::DuplicateKey, format!("key `{key}` appears twice"))
-                                .at("", &key, Some(key_span))
+                                .at("", &join(path, &key), Some(key_span))
                                 .hint("remove one of them; the first is used"),
                         );
                         continue;
@@ -387,5 +435,22 @@ approval.`,
         assert_eq!(issues[0].code, Code::TsNoDefinition);
         let (_, issues) = parse(&"(".repeat(100_000));
         assert_eq!(issues[0].code, Code::TsSyntax);
+    }
+
+    #[test]
+    fn pathological_nesting_is_an_issue_not_a_stack_overflow() {
+        for chain in ["-", "!", "a ? b : ", "x = ", "typeof "] {
+            let body = chain.repeat(MAX_TS_BYTES / chain.len() - 64);
+            let text = format!("export default defineAgent({{ name: {body}1 }})");
+            let (d, issues) = parse(&text);
+            let refused = issues.iter().any(|i| i.code == Code::TsSyntax);
+            let dynamic = d.is_some_and(|d| {
+                matches!(
+                    d.node.get("name").map(|n| &n.value),
+                    Some(Value::Dynamic(_))
+                )
+            });
+            assert!(refused || dynamic, "{chain:?}: {issues:?}");
+        }
     }
 }

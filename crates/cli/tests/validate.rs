@@ -1,0 +1,125 @@
+//! `duet validate` as a user runs it: exit codes, compiler-style lines, and the JSON shape.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn duet(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args(args)
+        .output()
+        .expect("duet runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn case(name: &str) -> String {
+    repo()
+        .join("tests/definitions")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn the_repository_root_validates_with_exit_0() {
+    let root = repo().display().to_string();
+    let (code, stdout, _) = duet(&["validate", &root]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.ends_with("0 errors, 0 warnings\n"), "{stdout}");
+}
+
+#[test]
+fn errors_print_compiler_style_and_exit_1() {
+    let (code, stdout, _) = duet(&["validate", &case("shape_yaml")]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains("agents/agents/a.yaml:10:10: error[unknown_field]: unknown field `humn`"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  = hint: did you mean `human`?"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn warnings_alone_exit_0() {
+    let (code, stdout, _) = duet(&["validate", &case("advice_warnings")]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("warning[unbounded_prompt_pair]"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn json_output_has_issues_and_counts() {
+    let (code, stdout, _) = duet(&[
+        "validate",
+        &case("seed7_bare_string_binding_yaml"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
+    assert_eq!(
+        doc["counts"],
+        serde_json::json!({ "errors": 2, "warnings": 0 })
+    );
+    let first = &doc["issues"][0];
+    assert_eq!(first["code"], "session_binding_not_object");
+    assert_eq!(first["severity"], "error");
+    assert_eq!(first["file"], "agents/agents/a.yaml");
+    assert_eq!(first["path"], "sideA.sessionStop");
+    assert_eq!(
+        (first["line"].as_u64(), first["column"].as_u64()),
+        (Some(4), Some(16))
+    );
+    assert_eq!(first["hint"], "write `sessionStop: { name: done }`");
+    let keys: Vec<&str> = first
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        keys,
+        [
+            "code", "severity", "message", "path", "file", "line", "column", "hint"
+        ]
+    );
+}
+
+#[test]
+fn an_unreadable_directory_exits_2() {
+    let (code, _, stderr) = duet(&["validate", "/definitely/not/here"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("cannot read /definitely/not/here"),
+        "{stderr}"
+    );
+    let empty = tempdir();
+    let (code, _, stderr) = duet(&["validate", &empty.display().to_string()]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("is not a Standard Agents project"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let (code, _, stderr) = duet(&["validate", "--format", "xml"]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("duet-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}

@@ -1,0 +1,1 @@
+export default defineAgent({ name: 'b', name: 'c', sideA: { prompt: 'chat' }, sideB: { human: true } });

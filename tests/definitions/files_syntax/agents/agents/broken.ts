@@ -1,0 +1,4 @@
+export default defineAgent({
+  name: 'broken',
+  sideA: { prompt: 'chat' 
+});

@@ -1,0 +1,1 @@
+const agent = defineAgent({ name: 'x' });

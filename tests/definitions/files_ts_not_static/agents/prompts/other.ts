@@ -1,0 +1,1 @@
+export default defineThing({ name: 'other' });

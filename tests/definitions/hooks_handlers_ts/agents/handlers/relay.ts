@@ -1,0 +1,3 @@
+export default defineHandler({
+  execute: async (state, message) => {},
+});

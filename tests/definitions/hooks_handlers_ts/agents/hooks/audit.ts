@@ -1,0 +1,5 @@
+export default defineHook({
+  hook: 'after_create_message',
+  id: 'audit',
+  execute: async (state, message) => {},
+});

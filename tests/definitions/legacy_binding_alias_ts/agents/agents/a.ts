@@ -1,0 +1,5 @@
+export default defineAgent({
+  name: 'a',
+  sideA: { prompt: 'chat', endSessionTool: 'done', statusTool: 'done' },
+  sideB: { human: true },
+});

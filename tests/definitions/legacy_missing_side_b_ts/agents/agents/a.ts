@@ -1,0 +1,5 @@
+export default defineAgent({
+  name: 'a',
+  type: 'ai_human',
+  sideA: { prompt: 'chat' },
+});

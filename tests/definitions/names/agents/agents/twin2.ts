@@ -1,0 +1,1 @@
+export default defineAgent({ name: 'twin', sideA: { prompt: 'chat' }, sideB: { human: true } });

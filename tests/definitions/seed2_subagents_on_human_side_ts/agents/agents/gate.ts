@@ -1,0 +1,5 @@
+export default defineAgent({
+  name: 'gate',
+  sideA: { prompt: 'chat' },
+  sideB: { human: true, subagents: [{ agent: 'gate' }] },
+});

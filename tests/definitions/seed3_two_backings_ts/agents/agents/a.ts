@@ -1,0 +1,5 @@
+export default defineAgent({
+  name: 'a',
+  sideA: { prompt: 'chat', handler: 'h' },
+  sideB: { human: true },
+});

@@ -1,0 +1,9 @@
+export default defineAgent({
+  name: 'a',
+  sideA: { prompt: 'chat' },
+  sideB: {
+    human: true,
+    stopTool: 'done',
+    sessionStatus: { name: 'status' },
+  },
+});

@@ -1,0 +1,5 @@
+export default defineAgent({
+  name: 'a',
+  sideA: { prompt: 'chat', sessionStatus: 'done' },
+  sideB: { human: true },
+});
