@@ -83,10 +83,10 @@ fn dependency_arrows_hold() {
                     "{package} depends on {dep}, which ARCHITECTURE.md forbids"
                 ));
             }
-            if let Some((_, owner)) = OWNED.iter().find(|(d, _)| *d == dep) {
-                if *owner != name {
-                    problems.push(format!("{package} names {dep}; only duet-{owner} may"));
-                }
+            if let Some((_, owner)) = OWNED.iter().find(|(d, _)| *d == dep)
+                && *owner != name
+            {
+                problems.push(format!("{package} names {dep}; only duet-{owner} may"));
             }
         }
     }

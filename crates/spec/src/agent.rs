@@ -80,6 +80,10 @@ impl SideId {
 }
 
 /// A side's configuration: exactly one backing.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "two per agent, built once at load: boxing buys nothing"
+)]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "backing")]
 pub enum Side {
@@ -739,16 +743,16 @@ fn decode_relationship(ctx: &mut Ctx<'_>, node: &Node, path: &str) -> Option<Sub
     let agent = o.required_name(ctx, "agent");
     let alias_span = o.take("as").map(|n| n.span);
     let alias = o.name(ctx, "as");
-    if let (Some(a), Some(span)) = (&alias, alias_span) {
-        if !is_snake_case(a) {
-            ctx.push(
-                Issue::new(
-                    Code::NameNotSnakeCase,
-                    format!("relationship name `{a}` is not snake_case"),
-                )
-                .at(ctx.file, &o.path("as"), Some(span)),
-            );
-        }
+    if let (Some(a), Some(span)) = (&alias, alias_span)
+        && !is_snake_case(a)
+    {
+        ctx.push(
+            Issue::new(
+                Code::NameNotSnakeCase,
+                format!("relationship name `{a}` is not snake_case"),
+            )
+            .at(ctx.file, &o.path("as"), Some(span)),
+        );
     }
     let pc_path = o.path("parentCommunication");
     let pc_node = o.take("parentCommunication");

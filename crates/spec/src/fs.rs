@@ -38,10 +38,10 @@ pub fn project_root(dir: &Path) -> Result<PathBuf, LoadError> {
     }
     if has_kind_folders(dir) {
         let abs = std::fs::canonicalize(dir).map_err(io(dir))?;
-        if let Some(parent) = abs.parent() {
-            if abs.file_name().is_some_and(|n| n == "agents") {
-                return Ok(parent.to_path_buf());
-            }
+        if let Some(parent) = abs.parent()
+            && abs.file_name().is_some_and(|n| n == "agents")
+        {
+            return Ok(parent.to_path_buf());
         }
     }
     Err(LoadError::NotAProject(dir.to_path_buf()))

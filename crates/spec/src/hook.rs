@@ -94,18 +94,19 @@ pub(crate) fn decode_hook(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Op
     let id_span = o.take("id").map_or(o.span, |n| n.span);
     let kind_node = o.take("hook");
     let kind = o.required_name(ctx, "hook");
-    if let (Some(k), Some(n)) = (&kind, kind_node) {
-        if !THREAD_HOOKS.contains(&k.as_str()) && !USER_HOOKS.contains(&k.as_str()) {
-            ctx.push(
-                Issue::new(Code::InvalidValue, format!("`{k}` is not a hook kind"))
-                    .at(ctx.file, "hook", Some(n.span))
-                    .hint(format!(
-                        "thread hooks: {}; user hooks: {}",
-                        THREAD_HOOKS.join(", "),
-                        USER_HOOKS.join(", ")
-                    )),
-            );
-        }
+    if let (Some(k), Some(n)) = (&kind, kind_node)
+        && !THREAD_HOOKS.contains(&k.as_str())
+        && !USER_HOOKS.contains(&k.as_str())
+    {
+        ctx.push(
+            Issue::new(Code::InvalidValue, format!("`{k}` is not a hook kind"))
+                .at(ctx.file, "hook", Some(n.span))
+                .hint(format!(
+                    "thread hooks: {}; user hooks: {}",
+                    THREAD_HOOKS.join(", "),
+                    USER_HOOKS.join(", ")
+                )),
+        );
     }
     let description = o.string(ctx, "description");
     let builtin = o.name(ctx, "builtin");

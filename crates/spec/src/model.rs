@@ -89,14 +89,14 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
     let name_span = o.take("name").map_or(o.span, |n| n.span);
     let provider_node = o.take("provider");
     let provider = o.required_name(ctx, "provider");
-    if let (Some(p), Some(n)) = (&provider, provider_node) {
-        if !PROVIDERS.contains(&p.as_str()) {
-            ctx.push(
-                Issue::new(Code::UnknownProvider, format!("duet has no provider `{p}`"))
-                    .at(ctx.file, "provider", Some(n.span))
-                    .hint(format!("providers: {}", PROVIDERS.join(", "))),
-            );
-        }
+    if let (Some(p), Some(n)) = (&provider, provider_node)
+        && !PROVIDERS.contains(&p.as_str())
+    {
+        ctx.push(
+            Issue::new(Code::UnknownProvider, format!("duet has no provider `{p}`"))
+                .at(ctx.file, "provider", Some(n.span))
+                .hint(format!("providers: {}", PROVIDERS.join(", "))),
+        );
     }
     let model = o.required_name(ctx, "model");
     let fallbacks = o.strings(ctx, "fallbacks");

@@ -219,15 +219,15 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
         let mut r = ctx.object(n, "reasoning")?;
         let effort_node = r.take("effort");
         let effort = effort_node.and_then(|e| ctx.string(e, "reasoning.effort"));
-        if let (Some(e), Some(n)) = (&effort, effort_node) {
-            if !["low", "medium", "high"].contains(&e.as_str()) {
-                ctx.report(
-                    Code::InvalidValue,
-                    format!("`reasoning.effort` is `low`, `medium` or `high`, not `{e}`"),
-                    "reasoning.effort",
-                    n.span,
-                );
-            }
+        if let (Some(e), Some(n)) = (&effort, effort_node)
+            && !["low", "medium", "high"].contains(&e.as_str())
+        {
+            ctx.report(
+                Code::InvalidValue,
+                format!("`reasoning.effort` is `low`, `medium` or `high`, not `{e}`"),
+                "reasoning.effort",
+                n.span,
+            );
         }
         let out = Reasoning {
             effort,

@@ -95,31 +95,31 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<Tool>
         execute.map(|n| &n.value),
         Some(Value::Dynamic(Dynamic::Function))
     );
-    if let Some(n) = execute {
-        if !execute_is_function {
-            ctx.report(
-                Code::WrongType,
-                format!("`execute` is a TypeScript function, not {}", n.kind()),
-                "execute",
-                n.span,
-            );
-        }
+    if let Some(n) = execute
+        && !execute_is_function
+    {
+        ctx.report(
+            Code::WrongType,
+            format!("`execute` is a TypeScript function, not {}", n.kind()),
+            "execute",
+            n.span,
+        );
     }
     let mut impls: Vec<(&str, ToolImpl, Span)> = Vec::new();
-    if let Some(n) = o.take("builtin") {
-        if let Some(b) = ctx.name(n, "builtin") {
-            impls.push(("builtin", ToolImpl::Builtin(b), n.span));
-        }
+    if let Some(n) = o.take("builtin")
+        && let Some(b) = ctx.name(n, "builtin")
+    {
+        impls.push(("builtin", ToolImpl::Builtin(b), n.span));
     }
-    if let Some(n) = o.take("result") {
-        if let Some(r) = ctx.string(n, "result") {
-            impls.push(("result", ToolImpl::Result(r), n.span));
-        }
+    if let Some(n) = o.take("result")
+        && let Some(r) = ctx.string(n, "result")
+    {
+        impls.push(("result", ToolImpl::Result(r), n.span));
     }
-    if let Some(n) = o.take("http") {
-        if let Some(h) = decode_http(ctx, n) {
-            impls.push(("http", ToolImpl::Http(h), n.span));
-        }
+    if let Some(n) = o.take("http")
+        && let Some(h) = decode_http(ctx, n)
+    {
+        impls.push(("http", ToolImpl::Http(h), n.span));
     }
     let variables = match o.take("variables") {
         Some(n) => decode_variables(ctx, n, "variables"),
@@ -214,15 +214,15 @@ fn decode_http(ctx: &mut Ctx<'_>, node: &Node) -> Option<HttpCall> {
     };
     let url_span = o.take("url").map(|n| n.span);
     let url = o.required_name(ctx, "url");
-    if let (Some(u), Some(span)) = (&url, url_span) {
-        if !(u.starts_with("http://") || u.starts_with("https://") || u.starts_with("{{env.")) {
-            ctx.report(
-                Code::InvalidValue,
-                format!("`http.url` must start with http:// or https://, not `{u}`"),
-                "http.url",
-                span,
-            );
-        }
+    if let (Some(u), Some(span)) = (&url, url_span)
+        && !(u.starts_with("http://") || u.starts_with("https://") || u.starts_with("{{env."))
+    {
+        ctx.report(
+            Code::InvalidValue,
+            format!("`http.url` must start with http:// or https://, not `{u}`"),
+            "http.url",
+            span,
+        );
     }
     let headers = o.string_map(ctx, "headers");
     o.finish(ctx, &["method", "url", "headers"]);

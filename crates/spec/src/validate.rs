@@ -143,12 +143,12 @@ fn check_agent(out: &mut Out<'_>, d: &Defined<Agent>) {
                 req.hook
             ));
             out.push(&d.source, &path, issue);
-        } else if let Some(h) = project.hooks.get(&req.hook) {
-            if !h.def.is_thread_scoped() {
-                let issue = Issue::new(Code::ParentHookUserScoped, format!("`{}` is a `{}` hook, which is user-scoped; only thread hooks can be required of a parent", req.hook, h.def.hook))
+        } else if let Some(h) = project.hooks.get(&req.hook)
+            && !h.def.is_thread_scoped()
+        {
+            let issue = Issue::new(Code::ParentHookUserScoped, format!("`{}` is a `{}` hook, which is user-scoped; only thread hooks can be required of a parent", req.hook, h.def.hook))
                     .hint("require a thread hook, such as `filter_messages` or `after_create_message`");
-                out.push(&d.source, &path, issue);
-            }
+            out.push(&d.source, &path, issue);
         }
     }
 }
@@ -225,21 +225,21 @@ fn check_side(out: &mut Out<'_>, source: &Source, id: SideId, side: &Side, agent
         let path = format!("{field}.subagents[{i}].agent");
         if !project.declares(Kind::Agent, &r.agent) {
             out.unknown(source, &path, Code::UnknownAgent, Kind::Agent, &r.agent);
-        } else if let Some(target) = project.agents.get(&r.agent) {
-            if !target.def.expose_as_tool {
-                let issue = Issue::new(
-                    Code::RelationshipTargetNotExposed,
-                    format!(
-                        "agent `{}` is not exposed, so it cannot be composed as a subagent",
-                        r.agent
-                    ),
-                )
-                .hint(format!(
-                    "set `exposeAsTool: true` (and a `toolDescription`) on `{}` in {}",
-                    r.agent, target.source.file
-                ));
-                out.push(source, &path, issue);
-            }
+        } else if let Some(target) = project.agents.get(&r.agent)
+            && !target.def.expose_as_tool
+        {
+            let issue = Issue::new(
+                Code::RelationshipTargetNotExposed,
+                format!(
+                    "agent `{}` is not exposed, so it cannot be composed as a subagent",
+                    r.agent
+                ),
+            )
+            .hint(format!(
+                "set `exposeAsTool: true` (and a `toolDescription`) on `{}` in {}",
+                r.agent, target.source.file
+            ));
+            out.push(source, &path, issue);
         }
     }
 }
@@ -308,16 +308,16 @@ fn check_prompt(out: &mut Out<'_>, d: &Defined<Prompt>) {
     }
     if let PromptContent::Parts(parts) = &p.prompt {
         for (i, part) in parts.iter().enumerate() {
-            if let PromptPart::Include { prompt } = part {
-                if !project.declares(Kind::Prompt, prompt) {
-                    out.unknown(
-                        &d.source,
-                        &format!("prompt[{i}].prompt"),
-                        Code::UnknownPrompt,
-                        Kind::Prompt,
-                        prompt,
-                    );
-                }
+            if let PromptPart::Include { prompt } = part
+                && !project.declares(Kind::Prompt, prompt)
+            {
+                out.unknown(
+                    &d.source,
+                    &format!("prompt[{i}].prompt"),
+                    Code::UnknownPrompt,
+                    Kind::Prompt,
+                    prompt,
+                );
             }
         }
     }
@@ -429,10 +429,10 @@ impl Project {
             .hint(hint)
         };
         for d in self.tools.values() {
-            if let Some(ToolImpl::Builtin(b)) = &d.def.implementation {
-                if !builtins.tools.contains(b) {
-                    out.push(&d.source, "builtin", missing("tool", b, &builtins.tools));
-                }
+            if let Some(ToolImpl::Builtin(b)) = &d.def.implementation
+                && !builtins.tools.contains(b)
+            {
+                out.push(&d.source, "builtin", missing("tool", b, &builtins.tools));
             }
         }
         for d in self.handlers.values() {

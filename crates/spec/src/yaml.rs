@@ -239,14 +239,13 @@ fn resolve_plain(text: &str) -> Value {
     if let Some(n) = parse_int(text) {
         return Value::Number(n.into());
     }
-    if is_float(text) {
-        if let Some(n) = text
+    if is_float(text)
+        && let Some(n) = text
             .parse::<f64>()
             .ok()
             .and_then(serde_json::Number::from_f64)
-        {
-            return Value::Number(n);
-        }
+    {
+        return Value::Number(n);
     }
     Value::String(text.to_owned())
 }
