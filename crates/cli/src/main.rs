@@ -1,8 +1,11 @@
 //! `duet`: the command-line tool. This is the composition root: the only place (with the
 //! server's `main`) that picks concrete implementations.
 
+mod run;
+mod threads;
 mod validate;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -15,10 +18,32 @@ struct Cli {
     command: Command,
 }
 
+/// Where the project and the database are.
+#[derive(clap::Args, Clone, Debug)]
+pub(crate) struct Place {
+    /// The project root (the folder holding `agents/`).
+    #[arg(long, default_value = ".", global = true)]
+    project: PathBuf,
+    /// The database: `postgres://…`, or a SQLite file (default `PROJECT/.duet/duet.db`).
+    #[arg(long, env = "DUET_DATABASE_URL", global = true)]
+    db: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Check every definition of a Standard Agents project and list all problems at once.
     Validate(validate::Args),
+    /// Start (or continue) a thread of AGENT and run it until it parks or its session ends.
+    Run(run::RunArgs),
+    /// Deliver a person's message to a thread and run it on.
+    Send(run::SendArgs),
+    /// List threads, or show one.
+    Threads(threads::Args),
+    /// Create or upgrade the database schema.
+    Migrate {
+        #[command(flatten)]
+        place: Place,
+    },
 }
 
 fn main() -> ExitCode {
@@ -34,7 +59,35 @@ fn main() -> ExitCode {
             };
         }
     };
-    match cli.command {
-        Command::Validate(args) => validate::run(&args),
+    if let Command::Validate(args) = &cli.command {
+        return validate::run(args);
     }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("duet: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async {
+        match cli.command {
+            Command::Validate(_) => ExitCode::SUCCESS,
+            Command::Run(args) => run::run(args).await,
+            Command::Send(args) => run::send(args).await,
+            Command::Threads(args) => threads::run(args).await,
+            Command::Migrate { place } => match run::store(&place).await {
+                Ok(_) => {
+                    println!("database is up to date");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("duet: {e:#}");
+                    ExitCode::from(1)
+                }
+            },
+        }
+    })
 }

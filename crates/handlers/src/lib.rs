@@ -1,4 +1,94 @@
-//! Built-in code handlers (not built yet).
+//! Built-in code handlers: Rust implementations of the runtime's [`Handler`] port, registered by
+//! the name a handler file's `builtin:` (or file name) gives.
 //!
-//! This crate will hold the Rust handlers that back `handler:` sides, registered by name
-//! (an echo handler and a keyword router or auto-approver to start).
+//! - `echo` replies with what it was sent.
+//! - `keyword_router` answers by keyword, from rules in the thread's durable values or the agent
+//!   env, and can end the session on a keyword (an auto-approver is a router whose rule for
+//!   "approve" stops the session with "approved").
+
+use async_trait::async_trait;
+use duet_runtime::{Handler, HandlerError, Handlers, Message, ThreadState};
+
+/// Every built-in handler, by name.
+pub fn handlers() -> Handlers {
+    Handlers::new()
+        .with("echo", Echo)
+        .with("keyword_router", KeywordRouter)
+}
+
+/// Replies with the inbound message's text.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Echo;
+
+#[async_trait]
+impl Handler for Echo {
+    async fn handle(
+        &self,
+        state: &mut ThreadState<'_>,
+        message: &Message,
+    ) -> Result<(), HandlerError> {
+        state.reply(message.content.clone().unwrap_or_default());
+        Ok(())
+    }
+}
+
+/// Routes by keyword. Rules come from the env var `ROUTER_RULES` (agent `env` or process), a JSON
+/// array of `{"match": "approve", "reply": "Approved.", "stop": "approved", "status": "..."}`:
+/// the first rule whose `match` occurs in the message (case-insensitive) applies — it replies,
+/// optionally sets the status, and with `stop` ends the session with that result. No rule
+/// matching replies with `ROUTER_FALLBACK` (default: a list of the keywords). The count of routed
+/// messages is kept in the durable value `routed`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeywordRouter;
+
+#[async_trait]
+impl Handler for KeywordRouter {
+    async fn handle(
+        &self,
+        state: &mut ThreadState<'_>,
+        message: &Message,
+    ) -> Result<(), HandlerError> {
+        let rules_text = state
+            .env("ROUTER_RULES")
+            .ok_or_else(|| HandlerError::new("keyword_router needs the env var ROUTER_RULES"))?;
+        let rules: Vec<serde_json::Value> = serde_json::from_str(&rules_text).map_err(|e| {
+            HandlerError::new(format!("ROUTER_RULES is not a JSON array of rules: {e}"))
+        })?;
+        let text = message.content.clone().unwrap_or_default().to_lowercase();
+        let routed = state
+            .get_value("routed")
+            .await?
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0);
+        state.set_value("routed", Some(serde_json::json!(routed + 1)));
+        let str_of = |rule: &serde_json::Value, key: &str| {
+            rule.get(key).and_then(|v| v.as_str()).map(str::to_owned)
+        };
+        for rule in &rules {
+            let Some(keyword) = str_of(rule, "match") else {
+                return Err(HandlerError::new(
+                    "a ROUTER_RULES rule has no `match` string",
+                ));
+            };
+            if !text.contains(&keyword.to_lowercase()) {
+                continue;
+            }
+            if let Some(reply) = str_of(rule, "reply") {
+                state.reply(reply);
+            }
+            if let Some(status) = str_of(rule, "status") {
+                state.set_status(status);
+            }
+            if let Some(result) = str_of(rule, "stop") {
+                state.stop_session(Some(result));
+            }
+            return Ok(());
+        }
+        let keywords: Vec<String> = rules.iter().filter_map(|r| str_of(r, "match")).collect();
+        let fallback = state
+            .env("ROUTER_FALLBACK")
+            .unwrap_or_else(|| format!("I understand: {}.", keywords.join(", ")));
+        state.reply(fallback);
+        Ok(())
+    }
+}

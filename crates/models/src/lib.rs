@@ -1,4 +1,130 @@
-//! Model providers (not built yet).
+//! Model providers: implementations of the runtime's [`Provider`] port.
 //!
-//! This crate will hold the implementations of the runtime's model port: the deterministic
-//! `scripted` provider, OpenAI-compatible chat completions and the Anthropic Messages API.
+//! Today: `scripted`, which plays a model definition's `script` — one entry per model call, per
+//! thread, in call order — so examples, tests and benchmarks run offline and deterministically.
+//! The OpenAI-compatible and Anthropic providers come next.
+
+use std::sync::Arc;
+
+use duet_runtime::{Model, ModelChunk, ModelError, ModelRequest, Provider, Providers};
+use duet_spec::ScriptEntry;
+use futures::stream::{self, BoxStream, StreamExt};
+
+/// Every provider this build has, by name.
+pub fn providers() -> Providers {
+    Providers::new().with("scripted", Scripted)
+}
+
+/// The `scripted` provider.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Scripted;
+
+impl Provider for Scripted {
+    fn model(&self, definition: &duet_spec::Model) -> Result<Arc<dyn Model>, ModelError> {
+        Ok(Arc::new(ScriptedModel {
+            name: definition.name.clone(),
+            script: Arc::new(definition.script.clone()),
+        }))
+    }
+}
+
+/// A model that answers call `n` of a thread with `script[n]`. The call index comes from the
+/// thread's committed history, so the position survives restarts; a model call that was never
+/// committed (a crash mid-step) is answered the same way again.
+#[derive(Clone, Debug)]
+pub struct ScriptedModel {
+    name: String,
+    script: Arc<Vec<ScriptEntry>>,
+}
+
+impl Model for ScriptedModel {
+    fn stream(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelChunk, ModelError>> {
+        let Some(entry) = self.script.get(request.call_index) else {
+            let error = ModelError::new(
+                format!(
+                    "script exhausted: scripted model `{}` has {} entries and this thread is making call {}",
+                    self.name,
+                    self.script.len(),
+                    request.call_index + 1
+                ),
+                false,
+            );
+            return stream::once(async move { Err(error) }).boxed();
+        };
+        let mut chunks = Vec::new();
+        if let Some(t) = &entry.thinking {
+            chunks.push(Ok(ModelChunk::Thinking(t.clone())));
+        }
+        if let Some(t) = &entry.text {
+            chunks.push(Ok(ModelChunk::Text(t.clone())));
+        }
+        for call in &entry.tool_calls {
+            chunks.push(Ok(ModelChunk::ToolCall {
+                id: None,
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            }));
+        }
+        let output = entry.text.as_ref().map_or(0, |t| t.len() / 4) as u64;
+        chunks.push(Ok(ModelChunk::Usage {
+            input_tokens: 0,
+            output_tokens: output,
+        }));
+        stream::iter(chunks).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use duet_spec::ScriptToolCall;
+
+    fn request(call_index: usize) -> ModelRequest {
+        ModelRequest {
+            thread: uuid::Uuid::nil(),
+            call_index,
+            system: String::new(),
+            messages: vec![],
+            tools: vec![],
+            tool_choice: duet_spec::ToolChoice::Auto,
+            parallel_tool_calls: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn plays_the_entry_at_the_call_index_then_fails() {
+        let model = ScriptedModel {
+            name: "demo".into(),
+            script: Arc::new(vec![
+                ScriptEntry {
+                    text: Some("one".into()),
+                    ..ScriptEntry::default()
+                },
+                ScriptEntry {
+                    text: None,
+                    thinking: Some("hm".into()),
+                    tool_calls: vec![ScriptToolCall {
+                        name: "t".into(),
+                        arguments: serde_json::json!({"a": 1}),
+                    }],
+                },
+            ]),
+        };
+        let second: Vec<_> = model.stream(request(1)).collect().await;
+        assert_eq!(
+            second[0].as_ref().ok(),
+            Some(&ModelChunk::Thinking("hm".into()))
+        );
+        assert!(matches!(second[1].as_ref(), Ok(ModelChunk::ToolCall { name, .. }) if name == "t"));
+        let third: Vec<_> = model.stream(request(2)).collect().await;
+        let err = third[0]
+            .as_ref()
+            .err()
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
+        assert!(
+            err.contains("script exhausted") && err.contains("call 3"),
+            "{err}"
+        );
+    }
+}

@@ -1,5 +1,36 @@
-//! The duet session engine (not built yet).
+//! The duet session engine and the ports it needs.
 //!
-//! This crate will own turn alternation, stop evaluation, parking and resumption, and the
-//! ports the engine needs: `Store`, `Model`, `Tool`, `Handler`, `Hook` and `Clock`. It will know
-//! no SQL, no HTTP and no provider wire format. See `ARCHITECTURE.md`.
+//! A [`Runtime`] runs the agents of one loaded [`duet_spec::Project`] on one [`Store`]:
+//! [`Runtime::send`] delivers an inbound message to a thread (addressed by a caller-owned key)
+//! and runs it until it settles — parked for a person, the session ended, or a run stop — while
+//! holding the thread's lease. Every step commits before its [`AgentEvent`]s are sent.
+//!
+//! The engine knows no SQL, HTTP or provider wire format: persistence ([`Store`]), models
+//! ([`Model`], [`Provider`]), builtin tools ([`Tool`]) and handlers ([`Handler`]) are ports that
+//! other crates implement. Decisions (`decide`) are pure functions over a thread's state.
+
+pub mod clock;
+pub mod context;
+pub mod decide;
+mod engine;
+mod event;
+mod handler;
+mod model;
+mod store;
+mod tools;
+mod types;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use engine::{Delivered, RunError, Runtime, RuntimeBuilder, Settled};
+pub use event::{AgentEvent, EventSink};
+pub use handler::{Handler, HandlerError, Handlers, ThreadState};
+pub use model::{
+    ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
+};
+pub use store::{Commit, CommitOutcome, Lease, Store, StoreError};
+pub use tokio_util::sync::CancellationToken;
+pub use tools::{Tool, ToolContext, ToolResult, Tools, render};
+pub use types::{
+    Message, NewQueued, Queued, Record, RecordKind, Role, SideId, StopReason, Thread, ThreadId,
+    ThreadStatus, ToolCall, ToolStatus, parse_side, side_str,
+};

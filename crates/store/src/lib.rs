@@ -1,5 +1,39 @@
-//! Persistence for duet (not built yet).
+//! Persistence for duet: the runtime's [`Store`] on SQLite (the embedded default: a file in WAL
+//! mode, one writer connection, `BEGIN IMMEDIATE` for every write) and on Postgres (a pool; the
+//! thread row locked `FOR UPDATE` for every write). This is the only crate that names sqlx.
 //!
-//! This crate will hold the SQLite (embedded default) and Postgres implementations of the
-//! runtime's store trait on sqlx, with the migrations of `migrations/`. It will be the only crate
-//! that names sqlx and the only place with SQL.
+//! Both backends share their SQL text (sqlx's SQLite driver accepts `$1` placeholders); the few
+//! differences are in how a write transaction starts and locks the thread row. The schema lives
+//! in `migrations/sqlite/` and `migrations/postgres/`, embedded and applied by [`connect`].
+
+use std::sync::Arc;
+
+use duet_runtime::{Store, StoreError};
+
+mod postgres;
+mod sql;
+mod sqlite;
+
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+
+/// Opens the store at `url` and applies pending migrations: `postgres://…` (or
+/// `postgresql://…`) selects Postgres; `sqlite:PATH` or a plain path selects SQLite (the file
+/// and its folder are created if missing).
+pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PgStore::connect(url).await?))
+    } else {
+        let path = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .unwrap_or(url);
+        Ok(Arc::new(
+            SqliteStore::open(std::path::Path::new(path)).await?,
+        ))
+    }
+}
+
+pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
+    StoreError::Database(e.to_string())
+}

@@ -1,0 +1,280 @@
+//! `duet run` and `duet send`: deliver a message, run the thread until it settles, print its
+//! events. On a terminal you are the human side and are asked whenever the thread parks;
+//! otherwise (or with `--json`) one Agent Handler event is printed per line.
+//!
+//! Exit codes: 0 parked or ended, 1 the run failed, 2 bad usage or a project that does not load.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use duet_runtime::{
+    AgentEvent, CancellationToken, Delivered, EventSink, Runtime, StopReason, Store, ThreadStatus,
+};
+
+use crate::Place;
+
+#[derive(clap::Args)]
+pub(crate) struct RunArgs {
+    /// The agent to run.
+    agent: String,
+    /// The thread's key (a new UUID if omitted; printed to stderr).
+    #[arg(long)]
+    session: Option<String>,
+    /// The first message (the human side's, or a `user` message for an agent without one).
+    #[arg(short = 'm', long = "message")]
+    message: Option<String>,
+    /// Print one JSON event per line instead of a conversation.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    place: Place,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct SendArgs {
+    /// The thread's key.
+    key: String,
+    /// The message.
+    text: String,
+    /// Print one JSON event per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    place: Place,
+}
+
+/// Opens the store `place` names (migrating it).
+pub(crate) async fn store(place: &Place) -> anyhow::Result<Arc<dyn Store>> {
+    let url = match &place.db {
+        Some(url) => url.clone(),
+        None => place
+            .project
+            .join(".duet")
+            .join("duet.db")
+            .display()
+            .to_string(),
+    };
+    duet_store::connect(&url)
+        .await
+        .with_context(|| format!("cannot open the database {url}"))
+}
+
+/// Loads the project and composes the runtime; `Err` carries the exit code after reporting.
+async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
+    let loaded = match duet_spec::load(&place.project) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("duet: {e}");
+            return Err(ExitCode::from(2));
+        }
+    };
+    if !loaded.is_ok() {
+        for issue in loaded
+            .issues
+            .iter()
+            .filter(|i| i.severity == duet_spec::Severity::Error)
+        {
+            eprintln!("{issue}");
+        }
+        eprintln!("duet: the project has errors; `duet validate` lists them");
+        return Err(ExitCode::from(2));
+    }
+    let store = store(place).await.map_err(|e| {
+        eprintln!("duet: {e:#}");
+        ExitCode::from(1)
+    })?;
+    Ok(Runtime::builder(Arc::new(loaded.project), store)
+        .providers(duet_models::providers())
+        .handlers(duet_handlers::handlers())
+        .build())
+}
+
+pub(crate) async fn run(args: RunArgs) -> ExitCode {
+    let rt = match runtime(&args.place).await {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    if !rt.project().agents.contains_key(&args.agent) {
+        let names: Vec<&str> = rt.project().agents.keys().map(String::as_str).collect();
+        eprintln!(
+            "duet: no agent `{}`; agents: {}",
+            args.agent,
+            names.join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    let key = args
+        .session
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    if args.session.is_none() {
+        eprintln!("session: {key}");
+    }
+    converse(&rt, &key, Some(&args.agent), args.message, args.json).await
+}
+
+pub(crate) async fn send(args: SendArgs) -> ExitCode {
+    let rt = match runtime(&args.place).await {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    match rt.store().thread(&args.key).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            eprintln!("duet: no thread `{}`", args.key);
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("duet: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    converse(&rt, &args.key, None, Some(args.text), args.json).await
+}
+
+/// Delivers messages until the thread settles without asking for more (or the person stops).
+async fn converse(
+    rt: &Runtime,
+    key: &str,
+    agent: Option<&str>,
+    first: Option<String>,
+    json: bool,
+) -> ExitCode {
+    let interactive = !json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let cancel = CancellationToken::new();
+    // Threads a dead runner left behind are continued first (this process is "the next runner").
+    if let Err(e) = rt.recover(&cancel).await {
+        eprintln!("duet: recovery failed: {e}");
+    }
+    let mut next = match first {
+        Some(m) => m,
+        None if interactive => match ask() {
+            Some(m) => m,
+            None => return ExitCode::SUCCESS,
+        },
+        None => {
+            eprintln!("duet: -m TEXT is required when not on a terminal");
+            return ExitCode::from(2);
+        }
+    };
+    loop {
+        let (sink, mut rx) = EventSink::channel();
+        let printer = tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                print_event(&event, json);
+            }
+        });
+        let outcome = rt.send(key, agent, &next, &sink, &cancel).await;
+        drop(sink);
+        let _ = printer.await;
+        let settled = match outcome {
+            Ok(Delivered::Settled(s)) => s,
+            Ok(Delivered::Queued { .. }) => {
+                let event = AgentEvent::Completed {
+                    data: Some(
+                        serde_json::json!({"thread": key, "status": "running", "queued": true}),
+                    ),
+                };
+                print_event(&event, json);
+                if !json {
+                    eprintln!("(the thread is running elsewhere; your message is queued for it)");
+                }
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                let event = AgentEvent::Failed {
+                    details: e.to_string(),
+                    retryable: false,
+                    code: None,
+                };
+                print_event(&event, json);
+                if !json {
+                    eprintln!("duet: {e}");
+                }
+                return ExitCode::from(1);
+            }
+        };
+        let terminal = settled.terminal_event();
+        print_event(&terminal, json);
+        let failed = matches!(terminal, AgentEvent::Failed { .. });
+        if failed {
+            return ExitCode::from(1);
+        }
+        if !(interactive && settled.status == ThreadStatus::AwaitingHuman) {
+            return ExitCode::SUCCESS;
+        }
+        next = match ask() {
+            Some(m) => m,
+            None => return ExitCode::SUCCESS,
+        };
+    }
+}
+
+/// Reads a line from the person at the terminal; `None` at end of input.
+fn ask() -> Option<String> {
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "you> ");
+    let _ = out.flush();
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
+    }
+}
+
+fn print_event(event: &AgentEvent, json: bool) {
+    let mut out = std::io::stdout().lock();
+    if json {
+        if let Ok(line) = serde_json::to_string(event) {
+            let _ = writeln!(out, "{line}");
+        }
+        return;
+    }
+    let _ = match event {
+        AgentEvent::Text { delta } => writeln!(out, "{delta}"),
+        AgentEvent::Thinking { delta } => writeln!(out, "  (thinking: {delta})"),
+        AgentEvent::ToolStarted { name, args, .. } => writeln!(out, "  → {name} {args}"),
+        AgentEvent::ToolEnded {
+            is_error, content, ..
+        } => {
+            let text = content
+                .as_str()
+                .map_or_else(|| content.to_string(), str::to_owned);
+            writeln!(out, "  {} {text}", if *is_error { "✗" } else { "←" })
+        }
+        AgentEvent::Retrying {
+            attempt,
+            max_attempts,
+            reason,
+            ..
+        } => {
+            writeln!(out, "  (retrying {attempt}/{max_attempts}: {reason})")
+        }
+        AgentEvent::Completed { data } => {
+            let field = |k: &str| {
+                data.as_ref()
+                    .and_then(|d| d.get(k))
+                    .and_then(|v| v.as_str())
+                    .map(str::to_owned)
+            };
+            let status = field("status").unwrap_or_default();
+            let reason = field("stopReason").unwrap_or_default();
+            match (status.as_str(), field("result")) {
+                ("awaiting_human", _) => writeln!(out, "[waiting for you]"),
+                (_, Some(result)) if reason != StopReason::Aborted.as_str() => {
+                    writeln!(out, "[session ended: {reason}] {result}")
+                }
+                _ => writeln!(out, "[{status}: {reason}]"),
+            }
+        }
+        AgentEvent::Failed { details, code, .. } => {
+            writeln!(
+                out,
+                "[failed{}] {details}",
+                code.as_ref().map(|c| format!(" ({c})")).unwrap_or_default()
+            )
+        }
+    };
+}

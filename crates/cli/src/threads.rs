@@ -1,0 +1,165 @@
+//! `duet threads [--status S] [--json]` and `duet threads show KEY [--json]`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use duet_runtime::{Message, Thread, ThreadStatus, side_str};
+use serde_json::json;
+
+use crate::Place;
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    show: Option<Show>,
+    /// Only threads with this status: running, awaiting_human, idle, terminated.
+    #[arg(long)]
+    status: Option<String>,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(flatten)]
+    place: Place,
+}
+
+#[derive(clap::Subcommand)]
+enum Show {
+    /// Show one thread and its messages.
+    Show {
+        /// The thread's key.
+        key: String,
+    },
+}
+
+pub(crate) async fn run(args: Args) -> ExitCode {
+    let status = match args.status.as_deref().map(|s| (s, ThreadStatus::parse(s))) {
+        None => None,
+        Some((_, Some(s))) => Some(s),
+        Some((s, None)) => {
+            eprintln!(
+                "duet: unknown status `{s}`; statuses: running, awaiting_human, idle, terminated"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let store = match crate::run::store(&args.place).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("duet: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match args.show {
+        None => {
+            let threads = match store.threads(status).await {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("duet: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            if args.json {
+                let list: Vec<_> = threads.iter().map(summary).collect();
+                let _ = writeln!(out, "{}", serde_json::Value::Array(list));
+            } else {
+                for t in &threads {
+                    let _ = writeln!(
+                        out,
+                        "{}\t{}\t{}\tsession {}\t{}",
+                        t.key,
+                        t.agent,
+                        t.status.as_str(),
+                        t.session,
+                        t.stop_reason.map_or("-", |r| r.as_str())
+                    );
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Some(Show::Show { key }) => {
+            let thread = match store.thread(&key).await {
+                Ok(Some(t)) => t,
+                Ok(None) => {
+                    eprintln!("duet: no thread `{key}`");
+                    return ExitCode::from(2);
+                }
+                Err(e) => {
+                    eprintln!("duet: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            let messages = match store.messages(thread.id).await {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("duet: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            let mut doc = summary(&thread);
+            doc["messages"] = messages.iter().map(message_json).collect();
+            if args.json {
+                let _ = writeln!(out, "{doc}");
+            } else {
+                let _ = writeln!(
+                    out,
+                    "{} ({}) {} — session {}, stop {}, result {}",
+                    thread.key,
+                    thread.agent,
+                    thread.status.as_str(),
+                    thread.session,
+                    thread.stop_reason.map_or("-", |r| r.as_str()),
+                    thread.result.as_deref().unwrap_or("-")
+                );
+                for m in &messages {
+                    let who = m.side.map_or("-", side_str);
+                    let text = m.content.as_deref().unwrap_or("");
+                    let calls: Vec<String> = m
+                        .tool_calls
+                        .iter()
+                        .map(|c| format!("{}({})", c.name, c.arguments))
+                        .collect();
+                    let _ = writeln!(
+                        out,
+                        "{:>4} {:<9} {} {}{}",
+                        m.seq,
+                        m.role.as_str(),
+                        who,
+                        text,
+                        if calls.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" → {}", calls.join(", "))
+                        }
+                    );
+                }
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn summary(t: &Thread) -> serde_json::Value {
+    json!({
+        "id": t.key,
+        "session": t.session,
+        "agent": t.agent,
+        "status": t.status.as_str(),
+        "statusText": t.status_text,
+        "stopReason": t.stop_reason.map(|r| r.as_str()),
+        "result": t.result,
+        "turns": {"a": t.turns_a, "b": t.turns_b},
+    })
+}
+
+fn message_json(m: &Message) -> serde_json::Value {
+    json!({
+        "seq": m.seq,
+        "role": m.role.as_str(),
+        "side": m.side.map(side_str),
+        "content": m.content,
+        "toolCalls": m.tool_calls,
+        "toolCallId": m.tool_call_id,
+        "silent": m.silent,
+    })
+}

@@ -1,0 +1,1092 @@
+//! The driver: runs a thread's turns while holding its lease, doing the IO the pure decisions of
+//! `decide.rs` call for. Every step commits its messages, records and counters in one
+//! transaction, and only then are its events sent to the caller.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use duet_spec::{Agent, HandlerSide, Project, PromptSide, Side};
+use futures::StreamExt;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::clock::{Clock, SystemClock};
+use crate::context;
+use crate::decide::{self, AfterStep, AfterTurn, CallOutcome, Next};
+use crate::event::{AgentEvent, EventSink};
+use crate::handler::{Effects, Handlers, ThreadState};
+use crate::model::{Model, ModelChunk, ModelError, ModelRequest, Providers, ToolSpec};
+use crate::store::{Commit, CommitOutcome, Lease, Store, StoreError};
+use crate::tools::{Tool, ToolContext, ToolResult, Tools};
+use crate::types::{
+    Message, NewQueued, Queued, Record, RecordKind, Role, SideId, StopReason, Thread, ThreadId,
+    ThreadStatus, ToolCall, side_str,
+};
+
+/// Why a delivery or run could not proceed. Problems *inside* a run (a model error, a bad tool
+/// call, a failing handler) are not errors: they are journaled and end in a stop reason.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no agent named `{0}` in the project")]
+    UnknownAgent(String),
+    #[error("no thread `{0}`")]
+    UnknownThread(String),
+    #[error("thread `{0}` is terminated")]
+    Terminated(String),
+}
+
+/// How a run settled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settled {
+    pub thread: ThreadId,
+    pub key: String,
+    pub session: i64,
+    pub status: ThreadStatus,
+    pub stop_reason: Option<StopReason>,
+    pub result: Option<String>,
+}
+
+impl Settled {
+    fn of(t: &Thread) -> Self {
+        Settled {
+            thread: t.id,
+            key: t.key.clone(),
+            session: t.session,
+            status: t.status,
+            stop_reason: t.stop_reason,
+            result: t.result.clone(),
+        }
+    }
+
+    /// The terminal event for this outcome: `failed` for a step error, `completed` otherwise,
+    /// with `data: {thread, session, status, stopReason, result}`.
+    pub fn terminal_event(&self) -> AgentEvent {
+        if self.stop_reason == Some(StopReason::StepError) {
+            return AgentEvent::Failed {
+                details: self
+                    .result
+                    .clone()
+                    .unwrap_or_else(|| "a step failed".into()),
+                retryable: true,
+                code: Some("step_error".into()),
+            };
+        }
+        AgentEvent::Completed {
+            data: Some(json!({
+                "thread": self.key,
+                "session": self.session,
+                "status": self.status.as_str(),
+                "stopReason": self.stop_reason.map(StopReason::as_str),
+                "result": self.result,
+            })),
+        }
+    }
+}
+
+/// What delivering an inbound message did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delivered {
+    /// This caller ran the thread until it settled.
+    Settled(Settled),
+    /// Another runner holds the thread: the message is queued durably and that runner delivers
+    /// it before its next step.
+    Queued { thread: ThreadId },
+}
+
+/// Builds a [`Runtime`].
+pub struct RuntimeBuilder {
+    project: Arc<Project>,
+    store: Arc<dyn Store>,
+    providers: Providers,
+    handlers: Handlers,
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+    clock: Arc<dyn Clock>,
+    lease_ms: i64,
+}
+
+impl RuntimeBuilder {
+    pub fn providers(mut self, providers: Providers) -> Self {
+        self.providers = providers;
+        self
+    }
+
+    pub fn handlers(mut self, handlers: Handlers) -> Self {
+        self.handlers = handlers;
+        self
+    }
+
+    pub fn tool(mut self, name: &str, tool: impl Tool) -> Self {
+        self.tools.insert(name.to_owned(), Arc::new(tool));
+        self
+    }
+
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How long a lease lasts without renewal (default 30 s); a runner renews it every third.
+    pub fn lease_ms(mut self, ms: i64) -> Self {
+        self.lease_ms = ms.max(3);
+        self
+    }
+
+    pub fn build(self) -> Runtime {
+        let tools = Tools::new(self.project.clone(), self.tools);
+        Runtime {
+            inner: Arc::new(Inner {
+                project: self.project,
+                store: self.store,
+                providers: self.providers,
+                handlers: self.handlers,
+                tools,
+                clock: self.clock,
+                owner: Uuid::now_v7(),
+                lease_ms: self.lease_ms,
+                models: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+}
+
+/// The engine: runs the agents of one project on one store. Cheap to clone; holds no per-thread
+/// state between runs (a parked thread costs nothing here).
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    project: Arc<Project>,
+    store: Arc<dyn Store>,
+    providers: Providers,
+    handlers: Handlers,
+    tools: Tools,
+    clock: Arc<dyn Clock>,
+    owner: Uuid,
+    lease_ms: i64,
+    models: Mutex<HashMap<String, Arc<dyn Model>>>,
+}
+
+/// How a run's loop ended.
+enum Flow {
+    Continue,
+    Done(Settled),
+}
+
+impl Runtime {
+    pub fn builder(project: Arc<Project>, store: Arc<dyn Store>) -> RuntimeBuilder {
+        RuntimeBuilder {
+            project,
+            store,
+            providers: Providers::new(),
+            handlers: Handlers::new(),
+            tools: BTreeMap::new(),
+            clock: Arc::new(SystemClock),
+            lease_ms: 30_000,
+        }
+    }
+
+    pub fn project(&self) -> &Arc<Project> {
+        &self.inner.project
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// This runtime's runner id (the lease owner it writes).
+    pub fn owner(&self) -> Uuid {
+        self.inner.owner
+    }
+
+    /// The names this runtime registers, for `Project::check_builtins`.
+    pub fn builtins(&self) -> duet_spec::Builtins {
+        duet_spec::Builtins {
+            tools: self
+                .inner
+                .tools
+                .builtin_names()
+                .map(str::to_owned)
+                .collect(),
+            handlers: self.inner.handlers.names().map(str::to_owned).collect(),
+            hooks: Default::default(),
+        }
+    }
+
+    fn lease(&self) -> Lease {
+        let now = self.inner.clock.now_ms();
+        Lease {
+            owner: self.inner.owner,
+            until: now + self.inner.lease_ms,
+            now,
+        }
+    }
+
+    /// Delivers `text` to the thread `key` (created for `agent` if new) and runs it until it
+    /// settles: parked for a person, or the session ended, or a run stop.
+    ///
+    /// The message is written by the agent's human side (or, for an agent without one, as a
+    /// `user` message so side A acts first). If another runner holds the thread, the message is
+    /// queued for it and `Delivered::Queued` comes back at once.
+    pub async fn send(
+        &self,
+        key: &str,
+        agent: Option<&str>,
+        text: &str,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Delivered, RunError> {
+        let now = self.inner.clock.now_ms();
+        let thread = match agent {
+            Some(name) => {
+                if !self.inner.project.agents.contains_key(name) {
+                    return Err(RunError::UnknownAgent(name.to_owned()));
+                }
+                let t = self
+                    .inner
+                    .store
+                    .open_thread(key, name, None, Uuid::now_v7(), now)
+                    .await?;
+                if t.agent != name {
+                    return Err(StoreError::AgentMismatch {
+                        key: key.to_owned(),
+                        agent: t.agent,
+                    }
+                    .into());
+                }
+                t
+            }
+            None => self
+                .inner
+                .store
+                .thread(key)
+                .await?
+                .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?,
+        };
+        if thread.status == ThreadStatus::Terminated {
+            return Err(RunError::Terminated(key.to_owned()));
+        }
+        let agent = self.agent(&thread.agent)?;
+        let message = inbound(agent, text);
+        let claimed = self
+            .inner
+            .store
+            .enqueue(thread.id, message, Some(self.lease()), now)
+            .await?;
+        if !claimed {
+            return Ok(Delivered::Queued { thread: thread.id });
+        }
+        self.drive(thread.id, events, cancel)
+            .await
+            .map(Delivered::Settled)
+    }
+
+    /// Runs every thread that needs a runner (a dead runner's, or one with queued messages and no
+    /// runner). Returns how many were run. Safe to call from any number of processes.
+    pub async fn recover(&self, cancel: &CancellationToken) -> Result<usize, RunError> {
+        let ids = self
+            .inner
+            .store
+            .recoverable(self.inner.clock.now_ms())
+            .await?;
+        let mut ran = 0;
+        for id in ids {
+            if cancel.is_cancelled() {
+                break;
+            }
+            if self.inner.store.claim(id, self.lease()).await? {
+                match self.drive(id, &EventSink::discard(), cancel).await {
+                    Ok(_) | Err(RunError::Store(StoreError::LeaseLost(_))) => ran += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(ran)
+    }
+
+    fn agent(&self, name: &str) -> Result<&Agent, RunError> {
+        self.inner
+            .project
+            .agents
+            .get(name)
+            .map(|d| &d.def)
+            .ok_or_else(|| RunError::UnknownAgent(name.to_owned()))
+    }
+
+    /// Runs a thread whose lease this runtime holds, renewing the lease meanwhile.
+    async fn drive(
+        &self,
+        id: ThreadId,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Settled, RunError> {
+        let lost = CancellationToken::new();
+        let stop_renewing = CancellationToken::new();
+        let renewer = {
+            let rt = self.clone();
+            let lost = lost.clone();
+            let stop = stop_renewing.clone();
+            let every = std::time::Duration::from_millis(
+                u64::try_from(self.inner.lease_ms / 3).unwrap_or(1).max(1),
+            );
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(every) => {}
+                    }
+                    match rt.inner.store.renew(id, rt.lease()).await {
+                        Ok(true) => {}
+                        Ok(false) | Err(_) => {
+                            lost.cancel();
+                            return;
+                        }
+                    }
+                }
+            })
+        };
+        let result = self.run(id, events, cancel, &lost).await;
+        stop_renewing.cancel();
+        let _ = renewer.await;
+        result
+    }
+
+    async fn run(
+        &self,
+        id: ThreadId,
+        events: &EventSink,
+        cancel: &CancellationToken,
+        lost: &CancellationToken,
+    ) -> Result<Settled, RunError> {
+        let store = &self.inner.store;
+        let mut t = store
+            .thread_by_id(id)
+            .await?
+            .ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
+        let mut msgs = store.messages(id).await?;
+        let agent = self.agent(&t.agent)?.clone();
+        loop {
+            if lost.is_cancelled() {
+                return Err(StoreError::LeaseLost(id).into());
+            }
+            if cancel.is_cancelled() {
+                return self.abort(&mut t).await;
+            }
+            let queue = store.queue(id).await?;
+            if !queue.is_empty() {
+                self.drain(&mut t, &mut msgs, &queue).await?;
+            }
+            let flow = match decide::next(&agent, &t) {
+                Next::Settle => self.finish(&mut t, Vec::new()).await?,
+                Next::EndSession(reason) => {
+                    let result = decide::cap_result(&agent, &msgs);
+                    let records = self.end_session(&mut t, reason, result);
+                    self.finish(&mut t, records).await?
+                }
+                Next::Park => {
+                    let records = park(&mut t, StopReason::AwaitingHuman, self.now());
+                    self.finish(&mut t, records).await?
+                }
+                Next::Stop(reason) => {
+                    let records = stop(&mut t, reason, self.now());
+                    self.finish(&mut t, records).await?
+                }
+                Next::Handler(side) => {
+                    let Side::Handler(cfg) = decide::side(&agent, side) else {
+                        continue;
+                    };
+                    self.handler_turn(&agent, cfg, side, &mut t, &mut msgs, events, cancel)
+                        .await?
+                }
+                Next::Step(side) => {
+                    let Side::Prompt(cfg) = decide::side(&agent, side) else {
+                        continue;
+                    };
+                    self.step(&agent, cfg, side, &mut t, &mut msgs, events, cancel)
+                        .await?
+                }
+            };
+            if let Flow::Done(settled) = flow {
+                return Ok(settled);
+            }
+        }
+    }
+
+    fn now(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
+    /// Persists queued inbound messages: opens a session if none is open, counts human turns
+    /// (once per side per drain), and hands the turn to the sibling of the first message's author.
+    async fn drain(
+        &self,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+        queue: &[Queued],
+    ) -> Result<(), RunError> {
+        let now = self.now();
+        let mut commit = Commit::default();
+        if t.status != ThreadStatus::Running {
+            t.steps_a = 0;
+            t.steps_b = 0;
+            t.steps_total = 0;
+            t.stop_reason = None;
+        }
+        if !t.session_open {
+            t.session += 1;
+            t.session_open = true;
+            t.turns_a = 0;
+            t.turns_b = 0;
+            t.result = None;
+            let seq = t.take_seq();
+            commit.records.push(record(
+                seq,
+                RecordKind::SessionStarted,
+                json!({"session": t.session}),
+                now,
+            ));
+        }
+        let mut counted = [false, false];
+        for q in queue {
+            let mut m = Message::text(
+                t.take_seq(),
+                t.session,
+                q.role,
+                Some(q.side),
+                q.content.clone(),
+                now,
+            );
+            m.silent = q.silent;
+            commit.messages.push(m);
+            commit.drained.push(q.id);
+            let slot = usize::from(q.side == SideId::B);
+            if q.human && !counted[slot] {
+                counted[slot] = true;
+                *t.turns_mut(q.side) += 1;
+                let seq = t.take_seq();
+                commit.records.push(record(
+                    seq,
+                    RecordKind::TurnCompleted,
+                    json!({"side": side_str(q.side)}),
+                    now,
+                ));
+            }
+        }
+        if let Some(first) = queue.first() {
+            t.acting = Some(first.side.sibling());
+        }
+        t.status = ThreadStatus::Running;
+        t.updated_at = now;
+        let new = commit.messages.clone();
+        self.commit(t, commit).await?;
+        msgs.extend(new);
+        Ok(())
+    }
+
+    async fn commit(&self, t: &Thread, commit: Commit) -> Result<CommitOutcome, RunError> {
+        Ok(self.inner.store.commit(t, self.inner.owner, commit).await?)
+    }
+
+    /// Writes the final records and releases the lease, unless messages arrived meanwhile.
+    async fn finish(&self, t: &mut Thread, records: Vec<Record>) -> Result<Flow, RunError> {
+        t.updated_at = self.now();
+        let outcome = self
+            .commit(
+                t,
+                Commit {
+                    records,
+                    settle: true,
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        Ok(match outcome {
+            CommitOutcome::QueueWaiting => Flow::Continue,
+            _ => Flow::Done(Settled::of(t)),
+        })
+    }
+
+    async fn abort(&self, t: &mut Thread) -> Result<Settled, RunError> {
+        let records = stop(t, StopReason::Aborted, self.now());
+        t.updated_at = self.now();
+        // Queued messages stay queued: recovery (or the next delivery) runs them.
+        self.commit(
+            t,
+            Commit {
+                records,
+                settle: true,
+                ..Commit::default()
+            },
+        )
+        .await?;
+        Ok(Settled::of(t))
+    }
+
+    fn end_session(
+        &self,
+        t: &mut Thread,
+        reason: StopReason,
+        result: Option<String>,
+    ) -> Vec<Record> {
+        let now = self.now();
+        t.session_open = false;
+        t.status = ThreadStatus::Idle;
+        t.stop_reason = Some(reason);
+        t.result.clone_from(&result);
+        t.turns_a = 0;
+        t.turns_b = 0;
+        t.acting = None;
+        let seq = t.take_seq();
+        vec![record(
+            seq,
+            RecordKind::SessionEnded,
+            json!({"stopReason": reason.as_str(), "result": result}),
+            now,
+        )]
+    }
+
+    fn model(&self, name: &str) -> Result<Arc<dyn Model>, ModelError> {
+        let mut cache = self
+            .inner
+            .models
+            .lock()
+            .map_err(|_| ModelError::new("model cache poisoned", false))?;
+        if let Some(m) = cache.get(name) {
+            return Ok(m.clone());
+        }
+        let def = self
+            .inner
+            .project
+            .models
+            .get(name)
+            .ok_or_else(|| ModelError::new(format!("no model `{name}`"), false))?;
+        let provider = self.inner.providers.get(&def.def.provider).ok_or_else(|| {
+            ModelError::new(
+                format!(
+                    "provider `{}` is not available in this build",
+                    def.def.provider
+                ),
+                false,
+            )
+        })?;
+        let model = provider.model(&def.def)?;
+        cache.insert(name.to_owned(), model.clone());
+        Ok(model)
+    }
+
+    fn env(&self, agent: &Agent, prompt: Option<&duet_spec::Prompt>) -> BTreeMap<String, String> {
+        let mut env = prompt.map(|p| p.env.clone()).unwrap_or_default();
+        env.extend(agent.env.clone());
+        env
+    }
+
+    /// Records a failed step and stops the run (`step_error`); the session stays open.
+    async fn step_error(&self, t: &mut Thread, error: &str) -> Result<Flow, RunError> {
+        let now = self.now();
+        let seq = t.take_seq();
+        let mut records = vec![record(
+            seq,
+            RecordKind::StepError,
+            json!({"error": error}),
+            now,
+        )];
+        records.extend(stop(t, StopReason::StepError, now));
+        t.result = Some(error.to_owned());
+        self.finish(t, records).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn step(
+        &self,
+        agent: &Agent,
+        cfg: &PromptSide,
+        side: SideId,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Flow, RunError> {
+        let project = self.inner.project.clone();
+        let Some(prompt) = project.prompts.get(&cfg.prompt).map(|d| &d.def) else {
+            return self
+                .step_error(t, &format!("no prompt `{}`", cfg.prompt))
+                .await;
+        };
+        let model = match self.model(&prompt.model) {
+            Ok(m) => m,
+            Err(e) => return self.step_error(t, &e.message).await,
+        };
+        let env = self.env(agent, Some(prompt));
+        let offered: Vec<ToolSpec> = prompt
+            .tools
+            .iter()
+            .filter_map(|entry| {
+                let tool = project.tools.get(&entry.name)?;
+                Some(ToolSpec {
+                    name: entry.name.clone(),
+                    description: tool.def.description.clone(),
+                    parameters: tool
+                        .def
+                        .args
+                        .clone()
+                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                })
+            })
+            .collect();
+        let request = ModelRequest {
+            thread: t.id,
+            call_index: context::call_index(msgs, &prompt.model),
+            system: context::system_prompt(&project, prompt, &env),
+            messages: context::messages(msgs, side, prompt),
+            tools: offered.clone(),
+            tool_choice: prompt.tool_choice,
+            parallel_tool_calls: prompt.parallel_tool_calls,
+        };
+
+        // Call the model.
+        let mut stream = model.stream(request);
+        let (mut text, mut thinking, mut calls) = (String::new(), String::new(), Vec::new());
+        loop {
+            let chunk = tokio::select! {
+                () = cancel.cancelled() => return self.abort(t).await.map(Flow::Done),
+                chunk = stream.next() => chunk,
+            };
+            match chunk {
+                None => break,
+                Some(Ok(ModelChunk::Text(s))) => text.push_str(&s),
+                Some(Ok(ModelChunk::Thinking(s))) => thinking.push_str(&s),
+                Some(Ok(ModelChunk::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                })) => calls.push((id, name, arguments)),
+                Some(Ok(ModelChunk::Usage { .. })) => {}
+                Some(Err(e)) => {
+                    return self
+                        .step_error(t, &format!("model `{}`: {}", prompt.model, e.message))
+                        .await;
+                }
+            }
+        }
+        drop(stream);
+
+        let now = self.now();
+        let seq = t.take_seq();
+        let tool_calls: Vec<ToolCall> = calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, (id, name, arguments))| ToolCall {
+                id: id.unwrap_or_else(|| format!("call_{seq}_{i}")),
+                name,
+                arguments,
+            })
+            .collect();
+        let call_refs: Vec<(&str, &serde_json::Value)> = tool_calls
+            .iter()
+            .map(|c| (c.name.as_str(), &c.arguments))
+            .collect();
+        let content =
+            decide::stop_tool_response(cfg, &call_refs).or((!text.is_empty()).then_some(text));
+        let message = Message {
+            seq,
+            session: t.session,
+            role: Role::authored_by(side),
+            side: Some(side),
+            content,
+            thinking: (!thinking.is_empty()).then_some(thinking),
+            tool_calls,
+            tool_call_id: None,
+            tool_name: None,
+            tool_status: None,
+            silent: false,
+            model: Some(prompt.model.clone()),
+            created_at: now,
+        };
+
+        // Run the tools, in order.
+        let env_fn = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
+        let mut results: Vec<ToolResult> = Vec::with_capacity(message.tool_calls.len());
+        for call in &message.tool_calls {
+            if cancel.is_cancelled() {
+                return self.abort(t).await.map(Flow::Done);
+            }
+            let result = if offered.iter().any(|o| o.name == call.name) {
+                let ctx = ToolContext {
+                    thread: t.id,
+                    idempotency_key: format!("{}:{}", t.id, call.id),
+                };
+                self.inner
+                    .tools
+                    .run(ctx, &call.name, &call.arguments, &env_fn)
+                    .await
+            } else {
+                let names: Vec<&str> = offered.iter().map(|o| o.name.as_str()).collect();
+                ToolResult::error(format!(
+                    "Unknown tool `{}`. Available tools: {}.",
+                    call.name,
+                    if names.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        names.join(", ")
+                    }
+                ))
+            };
+            results.push(result);
+        }
+        let tool_messages: Vec<Message> = message
+            .tool_calls
+            .iter()
+            .zip(&results)
+            .map(|(call, r)| Message {
+                seq: t.take_seq(),
+                session: t.session,
+                role: Role::Tool,
+                side: Some(side),
+                content: Some(r.content.clone()),
+                thinking: None,
+                tool_calls: Vec::new(),
+                tool_call_id: Some(call.id.clone()),
+                tool_name: Some(call.name.clone()),
+                tool_status: Some(r.status),
+                silent: false,
+                model: None,
+                created_at: now,
+            })
+            .collect();
+
+        // Decide.
+        let outcomes: Vec<CallOutcome<'_>> = message
+            .tool_calls
+            .iter()
+            .zip(&results)
+            .map(|(c, r)| CallOutcome {
+                name: &c.name,
+                arguments: &c.arguments,
+                status: r.status,
+                content: &r.content,
+            })
+            .collect();
+        let after = decide::after_step(cfg, message.content.as_deref(), &outcomes);
+        let status = decide::status_text(cfg, &outcomes);
+        drop(outcomes);
+        *t.steps_mut(side) += 1;
+        t.steps_total += 1;
+        t.updated_at = now;
+        let mut records = Vec::new();
+        if let Some(text) = status {
+            t.status_text = Some(text.clone());
+            let seq = t.take_seq();
+            records.push(record(seq, RecordKind::Status, json!({"text": text}), now));
+        }
+        let mut settle = false;
+        match after {
+            AfterStep::EndSession { reason, result } => {
+                records.extend(self.end_session(t, reason, Some(result)));
+                settle = true;
+            }
+            AfterStep::TurnComplete(reason) => {
+                *t.turns_mut(side) += 1;
+                let seq = t.take_seq();
+                records.push(record(
+                    seq,
+                    RecordKind::TurnCompleted,
+                    json!({"side": side_str(side)}),
+                    now,
+                ));
+                match decide::after_turn(
+                    agent,
+                    t,
+                    side,
+                    reason.unwrap_or(StopReason::StopOnResponse),
+                ) {
+                    AfterTurn::EndSession(r) => {
+                        let mut all = msgs.clone();
+                        all.push(message.clone());
+                        let result = decide::cap_result(agent, &all);
+                        records.extend(self.end_session(t, r, result));
+                        settle = true;
+                    }
+                    AfterTurn::Park(r) => {
+                        records.extend(park(t, r, now));
+                        settle = true;
+                    }
+                    AfterTurn::Switch(next) => t.acting = Some(next),
+                }
+            }
+            AfterStep::Continue => {}
+        }
+
+        let mut new = Vec::with_capacity(1 + tool_messages.len());
+        new.push(message);
+        new.extend(tool_messages);
+        let outcome = self
+            .commit(
+                t,
+                Commit {
+                    messages: new.clone(),
+                    records,
+                    settle,
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        // Committed: now the caller may see it.
+        emit_messages(events, &new);
+        msgs.extend(new);
+        Ok(match outcome {
+            CommitOutcome::Settled => Flow::Done(Settled::of(t)),
+            CommitOutcome::Committed | CommitOutcome::QueueWaiting => Flow::Continue,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn handler_turn(
+        &self,
+        agent: &Agent,
+        cfg: &HandlerSide,
+        side: SideId,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Flow, RunError> {
+        let project = self.inner.project.clone();
+        let builtin = project
+            .handlers
+            .get(&cfg.handler)
+            .map_or(cfg.handler.as_str(), |h| h.def.builtin.as_str());
+        let Some(handler) = self.inner.handlers.get(builtin).cloned() else {
+            return self
+                .step_error(
+                    t,
+                    &format!("handler `{builtin}` is not registered in this build of duet"),
+                )
+                .await;
+        };
+        let env = self.env(agent, None);
+        let inbound: Vec<Message> = msgs
+            .iter()
+            .filter(|m| {
+                m.side == Some(side.sibling())
+                    && matches!(m.role, Role::User | Role::Assistant)
+                    && m.seq > t.watermark(side)
+            })
+            .cloned()
+            .collect();
+        let mut stop_result: Option<Option<String>> = None;
+        for m in &inbound {
+            if cancel.is_cancelled() {
+                return self.abort(t).await.map(Flow::Done);
+            }
+            let mut state = ThreadState {
+                thread: t,
+                messages: msgs,
+                side,
+                env: &env,
+                store: self.inner.store.as_ref(),
+                tools: &self.inner.tools,
+                effects: Effects::default(),
+            };
+            let result = tokio::select! {
+                () = cancel.cancelled() => return self.abort(t).await.map(Flow::Done),
+                r = handler.handle(&mut state, m) => r,
+            };
+            let effects = std::mem::take(&mut state.effects);
+            let now = self.now();
+            // The watermark moves before the effects apply: delivery is at most once.
+            *t.watermark_mut(side) = m.seq;
+            let mut commit = Commit::default();
+            match result {
+                Ok(()) => {
+                    for (role, content, silent) in effects.injected {
+                        let writer = match role {
+                            Role::Assistant => Some(SideId::A),
+                            Role::User => Some(SideId::B),
+                            _ => None,
+                        };
+                        let mut msg =
+                            Message::text(t.take_seq(), t.session, role, writer, content, now);
+                        msg.silent = silent;
+                        commit.messages.push(msg);
+                    }
+                    commit.enqueue = effects.queued;
+                    commit.values = effects.values;
+                    if let Some(text) = effects.status {
+                        t.status_text = Some(text.clone());
+                        let seq = t.take_seq();
+                        commit.records.push(record(
+                            seq,
+                            RecordKind::Status,
+                            json!({"text": text}),
+                            now,
+                        ));
+                    }
+                    stop_result = effects.stop;
+                }
+                Err(e) => {
+                    let seq = t.take_seq();
+                    commit.records.push(record(
+                        seq,
+                        RecordKind::HandlerError,
+                        json!({"handler": builtin, "message": m.seq, "error": e.to_string()}),
+                        now,
+                    ));
+                }
+            }
+            t.updated_at = now;
+            let new = commit.messages.clone();
+            self.commit(t, commit).await?;
+            emit_messages(events, &new);
+            msgs.extend(new);
+            if stop_result.is_some() {
+                break;
+            }
+        }
+
+        let now = self.now();
+        let mut records = Vec::new();
+        if !inbound.is_empty() {
+            *t.turns_mut(side) += 1;
+            let seq = t.take_seq();
+            records.push(record(
+                seq,
+                RecordKind::TurnCompleted,
+                json!({"side": side_str(side)}),
+                now,
+            ));
+        }
+        let mut settle = true;
+        if let Some(result) = stop_result {
+            let result = result.unwrap_or_else(|| "Session stopped.".to_owned());
+            records.extend(self.end_session(t, StopReason::StateStopSession, Some(result)));
+        } else {
+            match decide::after_turn(agent, t, side, StopReason::AwaitingHuman) {
+                AfterTurn::EndSession(r) => {
+                    let result = decide::cap_result(agent, msgs);
+                    records.extend(self.end_session(t, r, result));
+                }
+                AfterTurn::Park(r) => records.extend(park(t, r, now)),
+                AfterTurn::Switch(_)
+                    if inbound.is_empty()
+                        && !decide::side(agent, side.sibling()).is_human()
+                        && matches!(decide::side(agent, side.sibling()), Side::Handler(_)) =>
+                {
+                    records.extend(stop(t, StopReason::HandlerIdle, now));
+                }
+                AfterTurn::Switch(next) => {
+                    t.acting = Some(next);
+                    settle = false;
+                }
+            }
+        }
+        t.updated_at = now;
+        let outcome = self
+            .commit(
+                t,
+                Commit {
+                    records,
+                    settle,
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        Ok(match outcome {
+            CommitOutcome::Settled => Flow::Done(Settled::of(t)),
+            _ => Flow::Continue,
+        })
+    }
+}
+
+fn record(seq: i64, kind: RecordKind, data: serde_json::Value, now: i64) -> Record {
+    Record {
+        seq,
+        kind,
+        data,
+        created_at: now,
+    }
+}
+
+fn park(t: &mut Thread, reason: StopReason, now: i64) -> Vec<Record> {
+    t.status = ThreadStatus::AwaitingHuman;
+    t.stop_reason = Some(reason);
+    if let Some(acting) = t.acting {
+        // The human side acts next; keep it as the acting side.
+        t.acting = Some(acting);
+    }
+    let seq = t.take_seq();
+    vec![record(
+        seq,
+        RecordKind::Stopped,
+        json!({"stopReason": reason.as_str(), "status": "awaiting_human"}),
+        now,
+    )]
+}
+
+fn stop(t: &mut Thread, reason: StopReason, now: i64) -> Vec<Record> {
+    t.status = ThreadStatus::Idle;
+    t.stop_reason = Some(reason);
+    let seq = t.take_seq();
+    vec![record(
+        seq,
+        RecordKind::Stopped,
+        json!({"stopReason": reason.as_str(), "status": "idle"}),
+        now,
+    )]
+}
+
+/// The message written for an inbound text: by the agent's human side, or as `user` (side B's
+/// authorship) so side A acts first.
+fn inbound(agent: &Agent, text: &str) -> NewQueued {
+    let human = [SideId::B, SideId::A]
+        .into_iter()
+        .find(|s| decide::side(agent, *s).is_human());
+    let side = human.unwrap_or(SideId::B);
+    NewQueued {
+        role: Role::authored_by(side),
+        side,
+        content: text.to_owned(),
+        human: human.is_some(),
+        silent: false,
+    }
+}
+
+/// The events of committed messages: thinking, text, then each tool call's start and end.
+fn emit_messages(events: &EventSink, messages: &[Message]) {
+    for m in messages {
+        if m.silent {
+            continue;
+        }
+        match m.role {
+            Role::Tool => {
+                if let Some(id) = &m.tool_call_id {
+                    events.send(AgentEvent::ToolEnded {
+                        id: id.clone(),
+                        is_error: m.tool_status == Some(crate::types::ToolStatus::Error),
+                        content: json!(m.content.clone().unwrap_or_default()),
+                    });
+                }
+            }
+            Role::User | Role::Assistant => {
+                if let Some(th) = &m.thinking {
+                    events.send(AgentEvent::Thinking { delta: th.clone() });
+                }
+                if let Some(c) = m.content.as_ref().filter(|c| !c.is_empty()) {
+                    events.send(AgentEvent::Text { delta: c.clone() });
+                }
+                for call in &m.tool_calls {
+                    events.send(AgentEvent::ToolStarted {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        args: call.arguments.clone(),
+                    });
+                }
+            }
+            Role::System => {}
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The handler port: Rust code that takes a side's turns, registered by name, with a
+//! [`ThreadState`] to read the thread and act on it.
+//!
+//! A handler's writes are buffered and committed with its delivery in one transaction; a handler
+//! that returns an error fails that delivery only: nothing it wrote is kept, the error is
+//! journaled, and the turn goes on with the next inbound message.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::store::{Store, StoreError};
+use crate::tools::{ToolContext, ToolResult, Tools};
+use crate::types::{Message, NewQueued, Role, SideId, Thread};
+
+/// A handler failed its delivery.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct HandlerError(pub String);
+
+impl HandlerError {
+    pub fn new(message: impl Into<String>) -> Self {
+        HandlerError(message.into())
+    }
+}
+
+impl From<StoreError> for HandlerError {
+    fn from(e: StoreError) -> Self {
+        HandlerError(e.to_string())
+    }
+}
+
+/// Code that takes a side's turns. Called once per inbound message.
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    async fn handle(
+        &self,
+        state: &mut ThreadState<'_>,
+        message: &Message,
+    ) -> Result<(), HandlerError>;
+}
+
+/// Handlers by registered name.
+#[derive(Clone, Default)]
+pub struct Handlers(BTreeMap<String, Arc<dyn Handler>>);
+
+impl Handlers {
+    pub fn new() -> Self {
+        Handlers::default()
+    }
+
+    pub fn with(mut self, name: &str, handler: impl Handler) -> Self {
+        self.0.insert(name.to_owned(), Arc::new(handler));
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Handler>> {
+        self.0.get(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+}
+
+/// What a handler did, applied when its delivery commits.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Effects {
+    pub(crate) injected: Vec<(Role, String, bool)>,
+    pub(crate) queued: Vec<NewQueued>,
+    pub(crate) values: Vec<(String, Option<serde_json::Value>)>,
+    pub(crate) status: Option<String>,
+    pub(crate) stop: Option<Option<String>>,
+}
+
+/// A handler's view of its thread during one delivery.
+pub struct ThreadState<'a> {
+    pub(crate) thread: &'a Thread,
+    pub(crate) messages: &'a [Message],
+    pub(crate) side: SideId,
+    pub(crate) env: &'a BTreeMap<String, String>,
+    pub(crate) store: &'a dyn Store,
+    pub(crate) tools: &'a Tools,
+    pub(crate) effects: Effects,
+}
+
+impl ThreadState<'_> {
+    /// The caller-owned key of the thread.
+    pub fn key(&self) -> &str {
+        &self.thread.key
+    }
+
+    pub fn thread_id(&self) -> crate::types::ThreadId {
+        self.thread.id
+    }
+
+    pub fn agent(&self) -> &str {
+        &self.thread.agent
+    }
+
+    /// The side this handler backs.
+    pub fn side(&self) -> SideId {
+        self.side
+    }
+
+    /// The thread's committed messages, in order.
+    pub fn messages(&self) -> &[Message] {
+        self.messages
+    }
+
+    /// Writes a message authored by this handler's side: the sibling's next inbound message.
+    pub fn reply(&mut self, content: impl Into<String>) {
+        let role = Role::authored_by(self.side);
+        self.effects.injected.push((role, content.into(), false));
+    }
+
+    /// Writes a message with any role at once (no execution is started by it).
+    pub fn inject_message(&mut self, role: Role, content: impl Into<String>, silent: bool) {
+        self.effects.injected.push((role, content.into(), silent));
+    }
+
+    /// Queues a message durably; it is delivered before the thread's next step.
+    pub fn queue_message(&mut self, role: Role, content: impl Into<String>) {
+        let side = if role == Role::Assistant {
+            SideId::A
+        } else {
+            SideId::B
+        };
+        self.effects.queued.push(NewQueued {
+            role,
+            side,
+            content: content.into(),
+            human: false,
+            silent: false,
+        });
+    }
+
+    /// Ends the session after this delivery, with `result` (default "Session stopped.").
+    pub fn stop_session(&mut self, result: Option<String>) {
+        self.effects.stop = Some(result);
+    }
+
+    /// Sets the thread's free-text status.
+    pub fn set_status(&mut self, text: impl Into<String>) {
+        self.effects.status = Some(text.into());
+    }
+
+    /// A durable value: this delivery's own writes first, then the store.
+    pub async fn get_value(&self, key: &str) -> Result<Option<serde_json::Value>, HandlerError> {
+        if let Some((_, v)) = self.effects.values.iter().rev().find(|(k, _)| k == key) {
+            return Ok(v.clone());
+        }
+        Ok(self.store.value(self.thread.id, key).await?)
+    }
+
+    /// Sets (or with `None` deletes) a durable value.
+    pub fn set_value(&mut self, key: impl Into<String>, value: Option<serde_json::Value>) {
+        self.effects.values.push((key.into(), value));
+    }
+
+    /// An env value: the agent's `env`, then the process environment.
+    pub fn env(&self, name: &str) -> Option<String> {
+        self.env
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+    }
+
+    /// Runs a project tool and returns its result without storing a tool message.
+    pub async fn invoke_tool(&self, name: &str, args: serde_json::Value) -> ToolResult {
+        let ctx = ToolContext {
+            thread: self.thread.id,
+            idempotency_key: format!("{}:handler:{}:{name}", self.thread.id, self.thread.next_seq),
+        };
+        let env = |k: &str| self.env(k);
+        self.tools.run(ctx, name, &args, &env).await
+    }
+}

@@ -1,0 +1,121 @@
+//! The store port: everything the engine needs from persistence. `duet-store` implements it on
+//! SQLite and Postgres; both pass one conformance suite.
+//!
+//! Writes that change a thread go through [`Store::commit`], one transaction fenced by the
+//! runner's lease, so a runner that lost its lease cannot write, and a step's messages, records
+//! and counters land together or not at all.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::types::{Message, NewQueued, Queued, Record, Thread, ThreadId, ThreadStatus};
+
+/// A lease claim: `owner` holds the thread until `until` (ms), as of `now`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub owner: Uuid,
+    pub until: i64,
+    pub now: i64,
+}
+
+/// Everything one step (or drain, or settle) writes.
+#[derive(Clone, Debug, Default)]
+pub struct Commit {
+    /// Queue rows consumed by this commit.
+    pub drained: Vec<i64>,
+    /// New messages, in seq order.
+    pub messages: Vec<Message>,
+    /// New journal records, in seq order.
+    pub records: Vec<Record>,
+    /// Durable key/value writes (`None` deletes).
+    pub values: Vec<(String, Option<serde_json::Value>)>,
+    /// Messages to queue on this thread (a handler's `queue_message`).
+    pub enqueue: Vec<NewQueued>,
+    /// Release the lease after writing, unless the queue holds messages; then keep it and say so.
+    pub settle: bool,
+}
+
+/// What a commit did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// Written; the lease is still held.
+    Committed,
+    /// Written and the lease released.
+    Settled,
+    /// Written, but the queue is not empty, so the lease is kept for the runner to drain it.
+    QueueWaiting,
+}
+
+/// Store failures.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The runner's lease is gone (expired and taken by another runner): it must stop.
+    #[error("the lease on thread {0} is no longer held by this runner")]
+    LeaseLost(ThreadId),
+    /// No such thread.
+    #[error("no thread {0}")]
+    NotFound(String),
+    /// The thread exists for another agent.
+    #[error("thread `{key}` belongs to agent `{agent}`")]
+    AgentMismatch { key: String, agent: String },
+    /// Stored data that cannot be read back (a bug or a foreign write).
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// The database failed.
+    #[error("database: {0}")]
+    Database(String),
+}
+
+/// The store port.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The thread addressed by `key`, created (idle, for `agent`) if absent.
+    async fn open_thread(
+        &self,
+        key: &str,
+        agent: &str,
+        parent: Option<ThreadId>,
+        id: ThreadId,
+        now: i64,
+    ) -> Result<Thread, StoreError>;
+    async fn thread(&self, key: &str) -> Result<Option<Thread>, StoreError>;
+    async fn thread_by_id(&self, id: ThreadId) -> Result<Option<Thread>, StoreError>;
+    /// Threads, oldest first, optionally with one status.
+    async fn threads(&self, status: Option<ThreadStatus>) -> Result<Vec<Thread>, StoreError>;
+    /// A thread's messages in seq order.
+    async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError>;
+    /// A thread's records in seq order.
+    async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError>;
+    /// A thread's queued inbound messages in arrival order.
+    async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError>;
+    /// Queues `message` durably, then tries to take the lease if `claim` is given. Serialised
+    /// with [`Store::commit`] on the thread row, so a message is either seen by a settling
+    /// runner or finds the lease free: never stranded. Returns whether the lease was taken.
+    async fn enqueue(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        claim: Option<Lease>,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// Takes the lease if it is free or expired.
+    async fn claim(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError>;
+    /// Extends a lease this owner holds; `false` when it is no longer held.
+    async fn renew(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError>;
+    /// Writes `commit` and the thread's new state in one transaction, if `owner` holds the lease.
+    async fn commit(
+        &self,
+        thread: &Thread,
+        owner: Uuid,
+        commit: Commit,
+    ) -> Result<CommitOutcome, StoreError>;
+    /// A durable value of a thread.
+    async fn value(&self, id: ThreadId, key: &str)
+    -> Result<Option<serde_json::Value>, StoreError>;
+    /// Threads that need a runner: running with an expired lease, or with queued messages and no
+    /// live lease.
+    async fn recoverable(&self, now: i64) -> Result<Vec<ThreadId>, StoreError>;
+    /// The database's size in bytes (for benchmarks and operators).
+    async fn size_bytes(&self) -> Result<i64, StoreError>;
+}

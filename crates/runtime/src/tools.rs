@@ -1,0 +1,198 @@
+//! Running tools: argument validation against the tool's JSON Schema, declarative `result`
+//! templates, and Rust `builtin` tools. A bad call never crashes a run: it becomes an error
+//! result the model sees.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use duet_spec::{Project, ToolImpl};
+
+use crate::types::{ThreadId, ToolStatus};
+
+/// What a tool call produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolResult {
+    pub status: ToolStatus,
+    pub content: String,
+}
+
+impl ToolResult {
+    pub fn ok(content: impl Into<String>) -> Self {
+        ToolResult {
+            status: ToolStatus::Success,
+            content: content.into(),
+        }
+    }
+
+    pub fn error(content: impl Into<String>) -> Self {
+        ToolResult {
+            status: ToolStatus::Error,
+            content: content.into(),
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.status == ToolStatus::Success
+    }
+}
+
+/// What a builtin tool knows of its call.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    pub thread: ThreadId,
+    /// Stable across redeliveries of the same call (`thread:call id`): tools with side effects
+    /// use it to act at most once, since a call whose result was not committed is redone.
+    pub idempotency_key: String,
+}
+
+/// A tool implemented in Rust, registered by name and named by `builtin:` in a tool file.
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    async fn call(&self, ctx: ToolContext, args: serde_json::Value) -> ToolResult;
+}
+
+/// The tools a runtime can run: the project's definitions, their compiled argument schemas, and
+/// the registered builtins.
+#[derive(Clone)]
+pub struct Tools {
+    project: Arc<Project>,
+    builtins: BTreeMap<String, Arc<dyn Tool>>,
+    validators: Arc<HashMap<String, jsonschema::Validator>>,
+}
+
+impl Tools {
+    /// Compiles every tool's schema once. Schemas were checked at load time, so one that does not
+    /// compile here is skipped (and its calls run unvalidated) rather than failing the runtime.
+    pub fn new(project: Arc<Project>, builtins: BTreeMap<String, Arc<dyn Tool>>) -> Self {
+        let validators = project
+            .tools
+            .iter()
+            .filter_map(|(name, d)| {
+                let schema = d.def.args.as_ref()?;
+                jsonschema::validator_for(schema)
+                    .ok()
+                    .map(|v| (name.clone(), v))
+            })
+            .collect();
+        Tools {
+            project,
+            builtins,
+            validators: Arc::new(validators),
+        }
+    }
+
+    /// The builtin tool names (for `Project::check_builtins`).
+    pub fn builtin_names(&self) -> impl Iterator<Item = &str> {
+        self.builtins.keys().map(String::as_str)
+    }
+
+    /// Runs tool `name` with `args`: validates, then executes. Unknown tools, invalid arguments
+    /// and failing tools all come back as error results.
+    pub async fn run(
+        &self,
+        ctx: ToolContext,
+        name: &str,
+        args: &serde_json::Value,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> ToolResult {
+        let Some(tool) = self.project.tools.get(name) else {
+            return ToolResult::error(format!("Unknown tool `{name}`."));
+        };
+        if let Some(validator) = self.validators.get(name) {
+            let errors: Vec<String> = validator
+                .iter_errors(args)
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    if at.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("{at}: {e}")
+                    }
+                })
+                .collect();
+            if !errors.is_empty() {
+                return ToolResult::error(format!(
+                    "Invalid arguments for `{name}`: {}",
+                    errors.join("; ")
+                ));
+            }
+        } else if tool.def.args.is_none()
+            && !args.is_null()
+            && args.as_object().is_none_or(|o| !o.is_empty())
+        {
+            return ToolResult::error(format!("`{name}` takes no arguments."));
+        }
+        match &tool.def.implementation {
+            Some(ToolImpl::Result(template)) => ToolResult::ok(render(template, args, env)),
+            Some(ToolImpl::Builtin(b)) => match self.builtins.get(b) {
+                Some(t) => t.call(ctx, args.clone()).await,
+                None => ToolResult::error(format!(
+                    "Tool `{name}` needs the builtin `{b}`, which this build of duet does not register."
+                )),
+            },
+            Some(ToolImpl::Http(_)) => ToolResult::error(format!(
+                "Tool `{name}` is an http tool; this build of duet does not run http tools yet."
+            )),
+            None => ToolResult::error(format!(
+                "Tool `{name}` has no implementation duet can run (its `execute` is TypeScript)."
+            )),
+        }
+    }
+}
+
+/// Fills `{{arg}}` from the arguments (strings as they are, other values as JSON) and
+/// `{{env.NAME}}` from the environment; unknown placeholders become empty.
+pub fn render(
+    template: &str,
+    args: &serde_json::Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let key = after[..end].trim();
+        if let Some(var) = key.strip_prefix("env.") {
+            out.push_str(&env(var).unwrap_or_default());
+        } else {
+            match args.get(key) {
+                Some(serde_json::Value::String(s)) => out.push_str(s),
+                Some(serde_json::Value::Null) | None => {}
+                Some(other) => out.push_str(&other.to_string()),
+            }
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn templates_fill_arguments_and_env() {
+        let env = |k: &str| (k == "HOST").then(|| "example.org".to_owned());
+        assert_eq!(
+            render(
+                "Decision: {{decision}}",
+                &json!({"decision": "approved"}),
+                &env
+            ),
+            "Decision: approved"
+        );
+        assert_eq!(
+            render("{{ n }} at {{env.HOST}}{{missing}}", &json!({"n": 3}), &env),
+            "3 at example.org"
+        );
+        assert_eq!(render("open {{ brace", &json!({}), &env), "open {{ brace");
+    }
+}

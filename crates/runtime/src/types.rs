@@ -1,0 +1,457 @@
+//! The runtime's data: threads, messages, journal records, statuses and stop reasons.
+//!
+//! These are what the store persists and what callers read back. Time is milliseconds since the
+//! Unix epoch, from the runtime's [`crate::Clock`].
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+pub use duet_spec::SideId;
+
+/// A thread's internal id (UUID v7). Callers address threads by their own string key.
+pub type ThreadId = Uuid;
+
+/// The stored role of a message: who wrote it. Side A writes `assistant`, side B writes `user`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        Some(match s {
+            "system" => Role::System,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
+            _ => return None,
+        })
+    }
+
+    /// The role a side's own messages are stored with.
+    pub fn authored_by(side: SideId) -> Role {
+        match side {
+            SideId::A => Role::Assistant,
+            SideId::B => Role::User,
+        }
+    }
+}
+
+/// `a` or `b`, as stored.
+pub fn side_str(side: SideId) -> &'static str {
+    match side {
+        SideId::A => "a",
+        SideId::B => "b",
+    }
+}
+
+/// Parses `a` or `b`.
+pub fn parse_side(s: &str) -> Option<SideId> {
+    match s {
+        "a" => Some(SideId::A),
+        "b" => Some(SideId::B),
+        _ => None,
+    }
+}
+
+/// A tool call a model asked for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: serde_json::Value,
+}
+
+/// Whether a tool call succeeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolStatus {
+    Success,
+    Error,
+}
+
+impl ToolStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Success => "success",
+            ToolStatus::Error => "error",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ToolStatus> {
+        match s {
+            "success" => Some(ToolStatus::Success),
+            "error" => Some(ToolStatus::Error),
+            _ => None,
+        }
+    }
+}
+
+/// One message of a thread. `seq` orders a thread's journal (messages and records share it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub seq: i64,
+    /// The session it was written in.
+    pub session: i64,
+    pub role: Role,
+    /// The side that wrote it (for `tool` messages, the side whose call it answers).
+    pub side: Option<SideId>,
+    pub content: Option<String>,
+    /// Model reasoning that came with it, if any.
+    pub thinking: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_call_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub tool_status: Option<ToolStatus>,
+    /// Hidden from ordinary listings (lifecycle traffic).
+    pub silent: bool,
+    /// The model definition that produced it, for model messages.
+    pub model: Option<String>,
+    pub created_at: i64,
+}
+
+impl Message {
+    /// A plain message with no tool parts.
+    pub fn text(
+        seq: i64,
+        session: i64,
+        role: Role,
+        side: Option<SideId>,
+        content: String,
+        now: i64,
+    ) -> Self {
+        Message {
+            seq,
+            session,
+            role,
+            side,
+            content: Some(content),
+            thinking: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            tool_name: None,
+            tool_status: None,
+            silent: false,
+            model: None,
+            created_at: now,
+        }
+    }
+}
+
+/// A journal fact other than a message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub seq: i64,
+    pub kind: RecordKind,
+    pub data: serde_json::Value,
+    pub created_at: i64,
+}
+
+/// The kinds of journal record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    /// A new session opened (`data.session`).
+    SessionStarted,
+    /// A side completed a turn (`data.side`).
+    TurnCompleted,
+    /// The run stopped (`data.stopReason`, `data.status`); the session stays open.
+    Stopped,
+    /// The session ended (`data.stopReason`, `data.result`).
+    SessionEnded,
+    /// The status text changed (`data.text`).
+    Status,
+    /// A handler delivery failed (`data.error`, `data.message`).
+    HandlerError,
+    /// A step failed (`data.error`).
+    StepError,
+}
+
+impl RecordKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::SessionStarted => "session_started",
+            RecordKind::TurnCompleted => "turn_completed",
+            RecordKind::Stopped => "stopped",
+            RecordKind::SessionEnded => "session_ended",
+            RecordKind::Status => "status",
+            RecordKind::HandlerError => "handler_error",
+            RecordKind::StepError => "step_error",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RecordKind> {
+        Some(match s {
+            "session_started" => RecordKind::SessionStarted,
+            "turn_completed" => RecordKind::TurnCompleted,
+            "stopped" => RecordKind::Stopped,
+            "session_ended" => RecordKind::SessionEnded,
+            "status" => RecordKind::Status,
+            "handler_error" => RecordKind::HandlerError,
+            "step_error" => RecordKind::StepError,
+            _ => return None,
+        })
+    }
+}
+
+/// Where a thread is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadStatus {
+    /// A runner is executing it (or died doing so and recovery will continue it).
+    Running,
+    /// Parked: the next turn is a person's.
+    AwaitingHuman,
+    /// Nothing runs: the session ended, or the run stopped on a safety limit or an error.
+    Idle,
+    /// Terminated for good.
+    Terminated,
+}
+
+impl ThreadStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadStatus::Running => "running",
+            ThreadStatus::AwaitingHuman => "awaiting_human",
+            ThreadStatus::Idle => "idle",
+            ThreadStatus::Terminated => "terminated",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ThreadStatus> {
+        Some(match s {
+            "running" => ThreadStatus::Running,
+            "awaiting_human" => ThreadStatus::AwaitingHuman,
+            "idle" => ThreadStatus::Idle,
+            "terminated" => ThreadStatus::Terminated,
+            _ => return None,
+        })
+    }
+}
+
+/// Why a run stopped. The first four end the session; the rest leave it open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    SessionStop,
+    SessionFail,
+    StateStopSession,
+    MaxSessionTurns,
+    MaxSideSteps,
+    MaxTotalSteps,
+    StopTool,
+    StopOnResponse,
+    AwaitingHuman,
+    HandlerIdle,
+    StepError,
+    Aborted,
+}
+
+impl StopReason {
+    pub const ALL: [StopReason; 12] = [
+        StopReason::SessionStop,
+        StopReason::SessionFail,
+        StopReason::StateStopSession,
+        StopReason::MaxSessionTurns,
+        StopReason::MaxSideSteps,
+        StopReason::MaxTotalSteps,
+        StopReason::StopTool,
+        StopReason::StopOnResponse,
+        StopReason::AwaitingHuman,
+        StopReason::HandlerIdle,
+        StopReason::StepError,
+        StopReason::Aborted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::SessionStop => "session_stop",
+            StopReason::SessionFail => "session_fail",
+            StopReason::StateStopSession => "state_stop_session",
+            StopReason::MaxSessionTurns => "max_session_turns",
+            StopReason::MaxSideSteps => "max_side_steps",
+            StopReason::MaxTotalSteps => "max_total_steps",
+            StopReason::StopTool => "stop_tool",
+            StopReason::StopOnResponse => "stop_on_response",
+            StopReason::AwaitingHuman => "awaiting_human",
+            StopReason::HandlerIdle => "handler_idle",
+            StopReason::StepError => "step_error",
+            StopReason::Aborted => "aborted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StopReason> {
+        StopReason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Whether this reason is a terminal session end.
+    pub fn ends_session(self) -> bool {
+        matches!(
+            self,
+            StopReason::SessionStop
+                | StopReason::SessionFail
+                | StopReason::StateStopSession
+                | StopReason::MaxSessionTurns
+        )
+    }
+}
+
+/// A thread's current state: the cache of its journal that the store keeps beside it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Thread {
+    pub id: ThreadId,
+    /// The caller-owned key that addresses it.
+    pub key: String,
+    pub agent: String,
+    pub parent: Option<ThreadId>,
+    pub status: ThreadStatus,
+    /// Free text set by `sessionStatus` or a handler's `set_status`.
+    pub status_text: Option<String>,
+    /// The current (or last) session number; 0 before the first.
+    pub session: i64,
+    pub session_open: bool,
+    pub stop_reason: Option<StopReason>,
+    /// The last ended session's result.
+    pub result: Option<String>,
+    /// Completed turns per side in the open session.
+    pub turns_a: i64,
+    pub turns_b: i64,
+    /// Model steps per side, and in all, in the current run.
+    pub steps_a: i64,
+    pub steps_b: i64,
+    pub steps_total: i64,
+    /// The side whose turn it is.
+    pub acting: Option<SideId>,
+    /// Handler delivery watermarks: the last message seq delivered to each side's handler.
+    pub watermark_a: i64,
+    pub watermark_b: i64,
+    /// The next journal sequence number.
+    pub next_seq: i64,
+    pub lease_owner: Option<Uuid>,
+    pub lease_expires: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Thread {
+    /// A new, idle thread.
+    pub fn new(
+        id: ThreadId,
+        key: String,
+        agent: String,
+        parent: Option<ThreadId>,
+        now: i64,
+    ) -> Self {
+        Thread {
+            id,
+            key,
+            agent,
+            parent,
+            status: ThreadStatus::Idle,
+            status_text: None,
+            session: 0,
+            session_open: false,
+            stop_reason: None,
+            result: None,
+            turns_a: 0,
+            turns_b: 0,
+            steps_a: 0,
+            steps_b: 0,
+            steps_total: 0,
+            acting: None,
+            watermark_a: 0,
+            watermark_b: 0,
+            next_seq: 1,
+            lease_owner: None,
+            lease_expires: 0,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    pub fn turns(&self, side: SideId) -> i64 {
+        match side {
+            SideId::A => self.turns_a,
+            SideId::B => self.turns_b,
+        }
+    }
+
+    pub fn turns_mut(&mut self, side: SideId) -> &mut i64 {
+        match side {
+            SideId::A => &mut self.turns_a,
+            SideId::B => &mut self.turns_b,
+        }
+    }
+
+    pub fn steps(&self, side: SideId) -> i64 {
+        match side {
+            SideId::A => self.steps_a,
+            SideId::B => self.steps_b,
+        }
+    }
+
+    pub fn steps_mut(&mut self, side: SideId) -> &mut i64 {
+        match side {
+            SideId::A => &mut self.steps_a,
+            SideId::B => &mut self.steps_b,
+        }
+    }
+
+    pub fn watermark_mut(&mut self, side: SideId) -> &mut i64 {
+        match side {
+            SideId::A => &mut self.watermark_a,
+            SideId::B => &mut self.watermark_b,
+        }
+    }
+
+    pub fn watermark(&self, side: SideId) -> i64 {
+        match side {
+            SideId::A => self.watermark_a,
+            SideId::B => self.watermark_b,
+        }
+    }
+
+    /// Takes the next journal sequence number.
+    pub fn take_seq(&mut self) -> i64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+}
+
+/// An inbound message waiting in a thread's durable queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Queued {
+    pub id: i64,
+    pub role: Role,
+    /// The side that wrote it.
+    pub side: SideId,
+    pub content: String,
+    /// Whether a person on a human side wrote it (counts as that side's turn).
+    pub human: bool,
+    pub silent: bool,
+    pub created_at: i64,
+}
+
+/// A message to queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewQueued {
+    pub role: Role,
+    pub side: SideId,
+    pub content: String,
+    pub human: bool,
+    pub silent: bool,
+}

@@ -1,0 +1,482 @@
+//! The store implementation both backends share, stamped out per backend by `store_impl!`:
+//! the SQL text is identical, the row types differ.
+
+/// The thread columns, in `thread_from_row` order.
+macro_rules! thread_cols {
+    () => {
+        "num, id, key, agent, parent, status, status_text, session, session_open, stop_reason, result, \
+         turns_a, turns_b, steps_a, steps_b, steps_total, acting, watermark_a, watermark_b, next_seq, \
+         lease_owner, lease_expires, created_at, updated_at"
+    };
+}
+pub(crate) use thread_cols;
+
+/// `impl Store` for `$store`, whose `write_tx()` opens a write transaction and whose `read` pool
+/// serves reads. `$lock` is appended to the statement that reads the thread row inside a write
+/// transaction (` FOR UPDATE` on Postgres; SQLite's `BEGIN IMMEDIATE` already serialises).
+macro_rules! store_impl {
+    ($store:ident, $db:ty, $lock:literal, $size_sql:literal) => {
+        use async_trait::async_trait;
+        use duet_runtime::{
+            Commit, CommitOutcome, Lease, Message, NewQueued, Queued, Record, RecordKind, Role, StopReason, Store,
+            StoreError, Thread, ThreadId, ThreadStatus, ToolStatus, parse_side, side_str,
+        };
+        use sqlx::Row;
+        use uuid::Uuid;
+
+        use crate::db_error;
+        use crate::sql::thread_cols;
+
+        fn corrupt(what: &str, value: &str) -> StoreError {
+            StoreError::Corrupt(format!("{what} `{value}`"))
+        }
+
+        fn thread_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Thread, StoreError> {
+            let text = |c: &str| row.try_get::<String, _>(c).map_err(db_error);
+            let opt = |c: &str| row.try_get::<Option<String>, _>(c).map_err(db_error);
+            let int = |c: &str| row.try_get::<i64, _>(c).map_err(db_error);
+            let uuid = |s: String| Uuid::parse_str(&s).map_err(|_| corrupt("thread id", &s));
+            let status = text("status")?;
+            Ok(Thread {
+                id: uuid(text("id")?)?,
+                key: text("key")?,
+                agent: text("agent")?,
+                parent: opt("parent")?.map(uuid).transpose()?,
+                status: ThreadStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
+                status_text: opt("status_text")?,
+                session: int("session")?,
+                session_open: row.try_get::<bool, _>("session_open").map_err(db_error)?,
+                stop_reason: match opt("stop_reason")? {
+                    Some(s) => Some(StopReason::parse(&s).ok_or_else(|| corrupt("stop reason", &s))?),
+                    None => None,
+                },
+                result: opt("result")?,
+                turns_a: int("turns_a")?,
+                turns_b: int("turns_b")?,
+                steps_a: int("steps_a")?,
+                steps_b: int("steps_b")?,
+                steps_total: int("steps_total")?,
+                acting: opt("acting")?.and_then(|s| parse_side(&s)),
+                watermark_a: int("watermark_a")?,
+                watermark_b: int("watermark_b")?,
+                next_seq: int("next_seq")?,
+                lease_owner: opt("lease_owner")?.map(uuid).transpose()?,
+                lease_expires: int("lease_expires")?,
+                created_at: int("created_at")?,
+                updated_at: int("updated_at")?,
+            })
+        }
+
+        fn message_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Message, StoreError> {
+            let opt = |c: &str| row.try_get::<Option<String>, _>(c).map_err(db_error);
+            let role: String = row.try_get("role").map_err(db_error)?;
+            let tool_calls = match opt("tool_calls")? {
+                Some(s) => serde_json::from_str(&s).map_err(|_| corrupt("tool calls", &s))?,
+                None => Vec::new(),
+            };
+            Ok(Message {
+                seq: row.try_get("seq").map_err(db_error)?,
+                session: row.try_get("session").map_err(db_error)?,
+                role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
+                side: opt("side")?.and_then(|s| parse_side(&s)),
+                content: opt("content")?,
+                thinking: opt("thinking")?,
+                tool_calls,
+                tool_call_id: opt("tool_call_id")?,
+                tool_name: opt("tool_name")?,
+                tool_status: opt("tool_status")?.and_then(|s| ToolStatus::parse(&s)),
+                silent: row.try_get("silent").map_err(db_error)?,
+                model: opt("model")?,
+                created_at: row.try_get("created_at").map_err(db_error)?,
+            })
+        }
+
+        /// Locks (on Postgres) and reads the lease columns of thread `id` inside `tx`.
+        async fn lease_row(
+            tx: &mut sqlx::Transaction<'static, $db>,
+            id: ThreadId,
+        ) -> Result<(i64, Option<String>, i64), StoreError> {
+            let row = sqlx::query(concat!("SELECT num, lease_owner, lease_expires FROM threads WHERE id = $1", $lock))
+                .bind(id.to_string())
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(db_error)?
+                .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+            Ok((
+                row.try_get("num").map_err(db_error)?,
+                row.try_get("lease_owner").map_err(db_error)?,
+                row.try_get("lease_expires").map_err(db_error)?,
+            ))
+        }
+
+        fn lease_free(owner: &Option<String>, expires: i64, lease: &Lease) -> bool {
+            match owner {
+                None => true,
+                Some(o) => expires < lease.now || *o == lease.owner.to_string(),
+            }
+        }
+
+        #[async_trait]
+        impl Store for $store {
+            async fn open_thread(
+                &self,
+                key: &str,
+                agent: &str,
+                parent: Option<ThreadId>,
+                id: ThreadId,
+                now: i64,
+            ) -> Result<Thread, StoreError> {
+                let mut tx = self.write_tx().await?;
+                sqlx::query(
+                    "INSERT INTO threads (id, key, agent, parent, status, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, 'idle', $5, $5) ON CONFLICT (key) DO NOTHING",
+                )
+                .bind(id.to_string())
+                .bind(key)
+                .bind(agent)
+                .bind(parent.map(|p| p.to_string()))
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                let row = sqlx::query(concat!("SELECT ", thread_cols!(), " FROM threads WHERE key = $1"))
+                    .bind(key)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
+                thread_from_row(&row)
+            }
+
+            async fn thread(&self, key: &str) -> Result<Option<Thread>, StoreError> {
+                let row = sqlx::query(concat!("SELECT ", thread_cols!(), " FROM threads WHERE key = $1"))
+                    .bind(key)
+                    .fetch_optional(&self.read)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(thread_from_row).transpose()
+            }
+
+            async fn thread_by_id(&self, id: ThreadId) -> Result<Option<Thread>, StoreError> {
+                let row = sqlx::query(concat!("SELECT ", thread_cols!(), " FROM threads WHERE id = $1"))
+                    .bind(id.to_string())
+                    .fetch_optional(&self.read)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(thread_from_row).transpose()
+            }
+
+            async fn threads(&self, status: Option<ThreadStatus>) -> Result<Vec<Thread>, StoreError> {
+                let rows = match status {
+                    Some(s) => sqlx::query(concat!("SELECT ", thread_cols!(), " FROM threads WHERE status = $1 ORDER BY num"))
+                        .bind(s.as_str())
+                        .fetch_all(&self.read)
+                        .await,
+                    None => sqlx::query(concat!("SELECT ", thread_cols!(), " FROM threads ORDER BY num"))
+                        .fetch_all(&self.read)
+                        .await,
+                }
+                .map_err(db_error)?;
+                rows.iter().map(thread_from_row).collect()
+            }
+
+            async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT m.* FROM messages m JOIN threads t ON t.num = m.thread WHERE t.id = $1 ORDER BY m.seq",
+                )
+                .bind(id.to_string())
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter().map(message_from_row).collect()
+            }
+
+            async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT r.seq, r.kind, r.data, r.created_at FROM records r JOIN threads t ON t.num = r.thread \
+                     WHERE t.id = $1 ORDER BY r.seq",
+                )
+                .bind(id.to_string())
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|row| {
+                        let kind: String = row.try_get("kind").map_err(db_error)?;
+                        let data: String = row.try_get("data").map_err(db_error)?;
+                        Ok(Record {
+                            seq: row.try_get("seq").map_err(db_error)?,
+                            kind: RecordKind::parse(&kind).ok_or_else(|| corrupt("record kind", &kind))?,
+                            data: serde_json::from_str(&data).map_err(|_| corrupt("record data", &data))?,
+                            created_at: row.try_get("created_at").map_err(db_error)?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.created_at FROM queue q \
+                     JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id",
+                )
+                .bind(id.to_string())
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|row| {
+                        let role: String = row.try_get("role").map_err(db_error)?;
+                        let side: String = row.try_get("side").map_err(db_error)?;
+                        Ok(Queued {
+                            id: row.try_get("id").map_err(db_error)?,
+                            role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
+                            side: parse_side(&side).ok_or_else(|| corrupt("side", &side))?,
+                            content: row.try_get("content").map_err(db_error)?,
+                            human: row.try_get("human").map_err(db_error)?,
+                            silent: row.try_get("silent").map_err(db_error)?,
+                            created_at: row.try_get("created_at").map_err(db_error)?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn enqueue(&self, id: ThreadId, message: NewQueued, claim: Option<Lease>, now: i64) -> Result<bool, StoreError> {
+                let mut tx = self.write_tx().await?;
+                let (num, owner, expires) = lease_row(&mut tx, id).await?;
+                insert_queued(&mut tx, num, &message, now).await?;
+                let mut claimed = false;
+                if let Some(lease) = claim {
+                    if lease_free(&owner, expires, &lease) {
+                        sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2 WHERE num = $3")
+                            .bind(lease.owner.to_string())
+                            .bind(lease.until)
+                            .bind(num)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
+                        claimed = true;
+                    }
+                }
+                tx.commit().await.map_err(db_error)?;
+                Ok(claimed)
+            }
+
+            async fn claim(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError> {
+                let done = sqlx::query(
+                    "UPDATE threads SET lease_owner = $1, lease_expires = $2 \
+                     WHERE id = $3 AND (lease_owner IS NULL OR lease_expires < $4 OR lease_owner = $1)",
+                )
+                .bind(lease.owner.to_string())
+                .bind(lease.until)
+                .bind(id.to_string())
+                .bind(lease.now)
+                .execute(&self.write)
+                .await
+                .map_err(db_error)?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn renew(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError> {
+                let done = sqlx::query("UPDATE threads SET lease_expires = $1 WHERE id = $2 AND lease_owner = $3")
+                    .bind(lease.until)
+                    .bind(id.to_string())
+                    .bind(lease.owner.to_string())
+                    .execute(&self.write)
+                    .await
+                    .map_err(db_error)?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn commit(&self, t: &Thread, owner: Uuid, commit: Commit) -> Result<CommitOutcome, StoreError> {
+                let mut tx = self.write_tx().await?;
+                let (num, held_by, _) = lease_row(&mut tx, t.id).await?;
+                if held_by.as_deref() != Some(owner.to_string().as_str()) {
+                    return Err(StoreError::LeaseLost(t.id));
+                }
+                sqlx::query(
+                    "UPDATE threads SET agent = $1, status = $2, status_text = $3, session = $4, session_open = $5, \
+                     stop_reason = $6, result = $7, turns_a = $8, turns_b = $9, steps_a = $10, steps_b = $11, \
+                     steps_total = $12, acting = $13, watermark_a = $14, watermark_b = $15, next_seq = $16, \
+                     updated_at = $17 WHERE num = $18",
+                )
+                .bind(&t.agent)
+                .bind(t.status.as_str())
+                .bind(&t.status_text)
+                .bind(t.session)
+                .bind(t.session_open)
+                .bind(t.stop_reason.map(StopReason::as_str))
+                .bind(&t.result)
+                .bind(t.turns_a)
+                .bind(t.turns_b)
+                .bind(t.steps_a)
+                .bind(t.steps_b)
+                .bind(t.steps_total)
+                .bind(t.acting.map(side_str))
+                .bind(t.watermark_a)
+                .bind(t.watermark_b)
+                .bind(t.next_seq)
+                .bind(t.updated_at)
+                .bind(num)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                for m in &commit.messages {
+                    let calls = if m.tool_calls.is_empty() {
+                        None
+                    } else {
+                        Some(serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt(e.to_string()))?)
+                    };
+                    sqlx::query(
+                        "INSERT INTO messages (thread, seq, session, role, side, content, thinking, tool_calls, \
+                         tool_call_id, tool_name, tool_status, silent, model, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                    )
+                    .bind(num)
+                    .bind(m.seq)
+                    .bind(m.session)
+                    .bind(m.role.as_str())
+                    .bind(m.side.map(side_str))
+                    .bind(&m.content)
+                    .bind(&m.thinking)
+                    .bind(calls)
+                    .bind(&m.tool_call_id)
+                    .bind(&m.tool_name)
+                    .bind(m.tool_status.map(ToolStatus::as_str))
+                    .bind(m.silent)
+                    .bind(&m.model)
+                    .bind(m.created_at)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                }
+                for r in &commit.records {
+                    sqlx::query("INSERT INTO records (thread, seq, kind, data, created_at) VALUES ($1, $2, $3, $4, $5)")
+                        .bind(num)
+                        .bind(r.seq)
+                        .bind(r.kind.as_str())
+                        .bind(r.data.to_string())
+                        .bind(r.created_at)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
+                for id in &commit.drained {
+                    sqlx::query("DELETE FROM queue WHERE id = $1 AND thread = $2")
+                        .bind(*id)
+                        .bind(num)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
+                for q in &commit.enqueue {
+                    insert_queued(&mut tx, num, q, t.updated_at).await?;
+                }
+                for (key, value) in &commit.values {
+                    match value {
+                        Some(v) => sqlx::query(
+                            "INSERT INTO thread_values (thread, key, value) VALUES ($1, $2, $3) \
+                             ON CONFLICT (thread, key) DO UPDATE SET value = excluded.value",
+                        )
+                        .bind(num)
+                        .bind(key)
+                        .bind(v.to_string())
+                        .execute(&mut *tx)
+                        .await,
+                        None => sqlx::query("DELETE FROM thread_values WHERE thread = $1 AND key = $2")
+                            .bind(num)
+                            .bind(key)
+                            .execute(&mut *tx)
+                            .await,
+                    }
+                    .map_err(db_error)?;
+                }
+                let mut outcome = CommitOutcome::Committed;
+                if commit.settle {
+                    let waiting: i64 = sqlx::query("SELECT COUNT(*) AS n FROM queue WHERE thread = $1")
+                        .bind(num)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(db_error)?
+                        .try_get("n")
+                        .map_err(db_error)?;
+                    if waiting == 0 {
+                        sqlx::query("UPDATE threads SET lease_owner = NULL, lease_expires = 0 WHERE num = $1")
+                            .bind(num)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
+                        outcome = CommitOutcome::Settled;
+                    } else {
+                        outcome = CommitOutcome::QueueWaiting;
+                    }
+                }
+                tx.commit().await.map_err(db_error)?;
+                Ok(outcome)
+            }
+
+            async fn value(&self, id: ThreadId, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+                let row = sqlx::query(
+                    "SELECT v.value FROM thread_values v JOIN threads t ON t.num = v.thread WHERE t.id = $1 AND v.key = $2",
+                )
+                .bind(id.to_string())
+                .bind(key)
+                .fetch_optional(&self.read)
+                .await
+                .map_err(db_error)?;
+                match row {
+                    None => Ok(None),
+                    Some(row) => {
+                        let text: String = row.try_get("value").map_err(db_error)?;
+                        serde_json::from_str(&text).map(Some).map_err(|_| corrupt("value", &text))
+                    }
+                }
+            }
+
+            async fn recoverable(&self, now: i64) -> Result<Vec<ThreadId>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT id FROM threads WHERE (lease_owner IS NULL OR lease_expires < $1) AND \
+                     (status = 'running' OR EXISTS (SELECT 1 FROM queue q WHERE q.thread = threads.num)) ORDER BY num",
+                )
+                .bind(now)
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|row| {
+                        let id: String = row.try_get("id").map_err(db_error)?;
+                        Uuid::parse_str(&id).map_err(|_| corrupt("thread id", &id))
+                    })
+                    .collect()
+            }
+
+            async fn size_bytes(&self) -> Result<i64, StoreError> {
+                let row = sqlx::query($size_sql).fetch_one(&self.read).await.map_err(db_error)?;
+                row.try_get::<i64, _>(0).map_err(db_error)
+            }
+        }
+
+        async fn insert_queued(
+            tx: &mut sqlx::Transaction<'static, $db>,
+            num: i64,
+            q: &NewQueued,
+            now: i64,
+        ) -> Result<(), StoreError> {
+            sqlx::query(
+                "INSERT INTO queue (thread, role, side, content, human, silent, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(num)
+            .bind(q.role.as_str())
+            .bind(side_str(q.side))
+            .bind(&q.content)
+            .bind(q.human)
+            .bind(q.silent)
+            .bind(now)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?;
+            Ok(())
+        }
+    };
+}
+pub(crate) use store_impl;

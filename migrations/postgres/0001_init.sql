@@ -1,0 +1,75 @@
+-- duet's schema, Postgres flavour. Keep in step with ../sqlite/0001_init.sql.
+-- A thread's journal is its messages and records, which share one per-thread sequence.
+CREATE TABLE threads (
+    num           BIGSERIAL PRIMARY KEY,
+    id            TEXT    NOT NULL UNIQUE,
+    key           TEXT    NOT NULL UNIQUE,
+    agent         TEXT    NOT NULL,
+    parent        TEXT,
+    status        TEXT    NOT NULL,
+    status_text   TEXT,
+    session       BIGINT  NOT NULL DEFAULT 0,
+    session_open  BOOLEAN NOT NULL DEFAULT FALSE,
+    stop_reason   TEXT,
+    result        TEXT,
+    turns_a       BIGINT  NOT NULL DEFAULT 0,
+    turns_b       BIGINT  NOT NULL DEFAULT 0,
+    steps_a       BIGINT  NOT NULL DEFAULT 0,
+    steps_b       BIGINT  NOT NULL DEFAULT 0,
+    steps_total   BIGINT  NOT NULL DEFAULT 0,
+    acting        TEXT,
+    watermark_a   BIGINT  NOT NULL DEFAULT 0,
+    watermark_b   BIGINT  NOT NULL DEFAULT 0,
+    next_seq      BIGINT  NOT NULL DEFAULT 1,
+    lease_owner   TEXT,
+    lease_expires BIGINT  NOT NULL DEFAULT 0,
+    created_at    BIGINT  NOT NULL,
+    updated_at    BIGINT  NOT NULL
+);
+CREATE INDEX threads_status ON threads (status);
+
+CREATE TABLE messages (
+    thread       BIGINT  NOT NULL REFERENCES threads (num),
+    seq          BIGINT  NOT NULL,
+    session      BIGINT  NOT NULL,
+    role         TEXT    NOT NULL,
+    side         TEXT,
+    content      TEXT,
+    thinking     TEXT,
+    tool_calls   TEXT,
+    tool_call_id TEXT,
+    tool_name    TEXT,
+    tool_status  TEXT,
+    silent       BOOLEAN NOT NULL DEFAULT FALSE,
+    model        TEXT,
+    created_at   BIGINT  NOT NULL,
+    PRIMARY KEY (thread, seq)
+);
+
+CREATE TABLE records (
+    thread     BIGINT NOT NULL REFERENCES threads (num),
+    seq        BIGINT NOT NULL,
+    kind       TEXT   NOT NULL,
+    data       TEXT   NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (thread, seq)
+);
+
+CREATE TABLE queue (
+    id         BIGSERIAL PRIMARY KEY,
+    thread     BIGINT  NOT NULL REFERENCES threads (num),
+    role       TEXT    NOT NULL,
+    side       TEXT    NOT NULL,
+    content    TEXT    NOT NULL,
+    human      BOOLEAN NOT NULL,
+    silent     BOOLEAN NOT NULL,
+    created_at BIGINT  NOT NULL
+);
+CREATE INDEX queue_thread ON queue (thread, id);
+
+CREATE TABLE thread_values (
+    thread BIGINT NOT NULL REFERENCES threads (num),
+    key    TEXT   NOT NULL,
+    value  TEXT   NOT NULL,
+    PRIMARY KEY (thread, key)
+);
