@@ -1055,38 +1055,38 @@ fn inbound(agent: &Agent, text: &str) -> NewQueued {
     }
 }
 
-/// The events of committed messages: thinking, text, then each tool call's start and end.
+/// The events of committed messages: thinking, text, then each tool call's start and, when its
+/// result is among `messages`, its end.
 fn emit_messages(events: &EventSink, messages: &[Message]) {
-    for m in messages {
-        if m.silent {
-            continue;
+    let ended = |id: &str| {
+        messages
+            .iter()
+            .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id))
+            .map(|m| AgentEvent::ToolEnded {
+                id: id.to_owned(),
+                is_error: m.tool_status == Some(crate::types::ToolStatus::Error),
+                content: json!(m.content.clone().unwrap_or_default()),
+            })
+    };
+    for m in messages
+        .iter()
+        .filter(|m| !m.silent && matches!(m.role, Role::User | Role::Assistant))
+    {
+        if let Some(th) = &m.thinking {
+            events.send(AgentEvent::Thinking { delta: th.clone() });
         }
-        match m.role {
-            Role::Tool => {
-                if let Some(id) = &m.tool_call_id {
-                    events.send(AgentEvent::ToolEnded {
-                        id: id.clone(),
-                        is_error: m.tool_status == Some(crate::types::ToolStatus::Error),
-                        content: json!(m.content.clone().unwrap_or_default()),
-                    });
-                }
+        if let Some(c) = m.content.as_ref().filter(|c| !c.is_empty()) {
+            events.send(AgentEvent::Text { delta: c.clone() });
+        }
+        for call in &m.tool_calls {
+            events.send(AgentEvent::ToolStarted {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                args: call.arguments.clone(),
+            });
+            if let Some(end) = ended(&call.id) {
+                events.send(end);
             }
-            Role::User | Role::Assistant => {
-                if let Some(th) = &m.thinking {
-                    events.send(AgentEvent::Thinking { delta: th.clone() });
-                }
-                if let Some(c) = m.content.as_ref().filter(|c| !c.is_empty()) {
-                    events.send(AgentEvent::Text { delta: c.clone() });
-                }
-                for call in &m.tool_calls {
-                    events.send(AgentEvent::ToolStarted {
-                        id: call.id.clone(),
-                        name: call.name.clone(),
-                        args: call.arguments.clone(),
-                    });
-                }
-            }
-            Role::System => {}
         }
     }
 }

@@ -1,0 +1,183 @@
+//! Engine scenarios as data. Each folder of `tests/scenarios/` holds a project (`agents/`, or a
+//! `project` file naming one relative to the folder), a `script` of inputs, and the `expected`
+//! transcript: each input's events and settled outcome, then the thread's messages and journal
+//! records. Every scenario runs on SQLite, and on Postgres when `DATABASE_URL` is set, and must
+//! produce the same transcript on both.
+//!
+//! Script lines: `agent NAME` (first), `send TEXT` (a message from the human side, or a `user`
+//! message when the agent has none), `reopen` (drop the runtime and the store connection and
+//! open new ones: a process restart). `DUET_BLESS=1` rewrites the `expected` files.
+
+mod support;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, side_str};
+
+fn cases() -> Vec<PathBuf> {
+    let dir = support::repo().join("tests/scenarios");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/scenarios")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
+    cases.sort();
+    cases
+}
+
+fn project_root(case: &Path) -> PathBuf {
+    match std::fs::read_to_string(case.join("project")) {
+        Ok(rel) => case.join(rel.trim()),
+        Err(_) => case.to_path_buf(),
+    }
+}
+
+async fn play(case: &Path, backend: &support::Backend) -> String {
+    let project = support::project(&project_root(case));
+    let script = std::fs::read_to_string(case.join("script")).expect("script");
+    let key = "scenario";
+    let mut agent: Option<String> = None;
+    let build = |store| support::runtime(project.clone(), store).build();
+    let mut rt: Runtime = build(backend.open().await);
+    let mut out = String::new();
+    for line in script
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match verb {
+            "agent" => agent = Some(rest.to_owned()),
+            "reopen" => {
+                drop(rt);
+                rt = build(backend.open().await);
+                writeln!(out, "reopen").ok();
+            }
+            "send" => {
+                writeln!(out, "send {rest:?}").ok();
+                let (sink, mut rx) = EventSink::channel();
+                let delivered = rt
+                    .send(
+                        key,
+                        agent.as_deref(),
+                        rest,
+                        &sink,
+                        &CancellationToken::new(),
+                    )
+                    .await;
+                drop(sink);
+                while let Some(e) = rx.recv().await {
+                    writeln!(
+                        out,
+                        "  event {}",
+                        serde_json::to_string(&e).unwrap_or_default()
+                    )
+                    .ok();
+                }
+                match delivered {
+                    Ok(Delivered::Settled(s)) => {
+                        writeln!(
+                            out,
+                            "  => {}",
+                            serde_json::to_string(&s.terminal_event()).unwrap_or_default()
+                        )
+                        .ok();
+                    }
+                    other => {
+                        writeln!(out, "  => {other:?}").ok();
+                    }
+                }
+            }
+            other => panic!("{}: unknown script verb `{other}`", case.display()),
+        }
+    }
+    let store = rt.store();
+    let thread = store
+        .thread(key)
+        .await
+        .expect("read")
+        .expect("the scenario made a thread");
+    writeln!(
+        out,
+        "thread status={} session={} open={} stop={} result={:?} turns=a{}/b{} status_text={:?}",
+        thread.status.as_str(),
+        thread.session,
+        thread.session_open,
+        thread.stop_reason.map_or("-", |r| r.as_str()),
+        thread.result,
+        thread.turns_a,
+        thread.turns_b,
+        thread.status_text,
+    )
+    .ok();
+    writeln!(out, "messages").ok();
+    for m in store.messages(thread.id).await.expect("messages") {
+        let side = m.side.map_or("-", side_str);
+        let mut line = format!("  {:>3} {side} {}", m.seq, m.role.as_str());
+        if let Some(status) = m.tool_status {
+            write!(
+                line,
+                "[{} {}]",
+                status.as_str(),
+                m.tool_name.as_deref().unwrap_or("?")
+            )
+            .ok();
+        }
+        if let Some(c) = &m.content {
+            write!(line, " {c:?}").ok();
+        }
+        for call in &m.tool_calls {
+            write!(line, " -> {}{}", call.name, call.arguments).ok();
+        }
+        if m.silent {
+            line.push_str(" (silent)");
+        }
+        writeln!(out, "{line}").ok();
+    }
+    writeln!(out, "records").ok();
+    for r in store.records(thread.id).await.expect("records") {
+        writeln!(out, "  {:>3} {} {}", r.seq, r.kind.as_str(), r.data).ok();
+    }
+    assert!(
+        store.queue(thread.id).await.expect("queue").is_empty(),
+        "{}: queue left behind",
+        case.display()
+    );
+    out
+}
+
+#[tokio::test]
+async fn every_scenario_produces_its_transcript_on_every_backend() {
+    let bless = std::env::var_os("DUET_BLESS").is_some();
+    let cases = cases();
+    assert!(cases.len() >= 12, "scenarios went missing: {}", cases.len());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for backend in support::backends().await {
+            let actual = play(case, &backend).await;
+            let expected_path = case.join("expected");
+            if bless && backend.name() == "sqlite" {
+                std::fs::write(&expected_path, &actual).expect("write expected");
+                continue;
+            }
+            let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
+            if actual != expected {
+                failures.push(format!(
+                    "== {name} on {}\n-- expected\n{expected}-- actual\n{actual}",
+                    backend.name()
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} scenario run(s) differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

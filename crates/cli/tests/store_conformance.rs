@@ -1,0 +1,368 @@
+//! One conformance suite for every store backend: SQLite always, Postgres when `DATABASE_URL`
+//! is set (`.ci/run` sets it). Each check runs on a fresh database of each backend.
+
+mod support;
+
+use std::sync::Arc;
+
+use duet_runtime::{
+    Commit, CommitOutcome, Lease, Message, NewQueued, Record, RecordKind, Role, SideId, StopReason,
+    Store, StoreError, Thread, ThreadStatus, ToolCall, ToolStatus,
+};
+use serde_json::json;
+use uuid::Uuid;
+
+fn lease(owner: Uuid, now: i64) -> Lease {
+    Lease {
+        owner,
+        until: now + 1_000,
+        now,
+    }
+}
+
+fn human(text: &str) -> NewQueued {
+    NewQueued {
+        role: Role::User,
+        side: SideId::B,
+        content: text.into(),
+        human: true,
+        silent: false,
+    }
+}
+
+async fn each(check: impl AsyncFn(Arc<dyn Store>, &'static str)) {
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        check(store, backend.name()).await;
+    }
+}
+
+async fn thread(store: &Arc<dyn Store>, key: &str) -> Thread {
+    store
+        .open_thread(key, "agent", None, Uuid::now_v7(), 100)
+        .await
+        .expect("open")
+}
+
+#[tokio::test]
+async fn open_thread_is_idempotent_per_key() {
+    each(async |store, name| {
+        let a = thread(&store, "k1").await;
+        let again = store
+            .open_thread("k1", "other", None, Uuid::now_v7(), 200)
+            .await
+            .expect("open");
+        assert_eq!(a, again, "{name}: the first thread wins");
+        assert_eq!(a.status, ThreadStatus::Idle);
+        assert_eq!(store.thread("k1").await.expect("read"), Some(a.clone()));
+        assert_eq!(store.thread_by_id(a.id).await.expect("read"), Some(a));
+        assert_eq!(store.thread("nope").await.expect("read"), None);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn leases_exclude_other_owners_until_they_expire() {
+    each(async |store, name| {
+        let t = thread(&store, "k").await;
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        assert!(
+            store.claim(t.id, lease(a, 1_000)).await.expect("claim"),
+            "{name}"
+        );
+        assert!(
+            !store.claim(t.id, lease(b, 1_500)).await.expect("claim"),
+            "{name}: held"
+        );
+        assert!(
+            store.claim(t.id, lease(a, 1_500)).await.expect("claim"),
+            "{name}: the owner may re-claim"
+        );
+        assert!(
+            store.renew(t.id, lease(a, 1_800)).await.expect("renew"),
+            "{name}"
+        );
+        assert!(
+            !store.renew(t.id, lease(b, 1_800)).await.expect("renew"),
+            "{name}: not b's"
+        );
+        // a's lease runs to 2_800; at 2_801 it is free.
+        assert!(
+            store.claim(t.id, lease(b, 2_801)).await.expect("claim"),
+            "{name}: expired"
+        );
+        assert!(
+            !store.renew(t.id, lease(a, 2_900)).await.expect("renew"),
+            "{name}: a lost it"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn commits_are_fenced_by_the_lease() {
+    each(async |store, name| {
+        let mut t = thread(&store, "k").await;
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        assert!(store.claim(t.id, lease(a, 1_000)).await.expect("claim"));
+        t.status = ThreadStatus::Running;
+        let seq = t.take_seq();
+        let commit = Commit {
+            messages: vec![Message::text(
+                seq,
+                1,
+                Role::User,
+                Some(SideId::B),
+                "hello".into(),
+                5,
+            )],
+            ..Commit::default()
+        };
+        let err = store.commit(&t, b, commit.clone()).await;
+        assert!(
+            matches!(err, Err(StoreError::LeaseLost(_))),
+            "{name}: {err:?}"
+        );
+        assert!(
+            store.messages(t.id).await.expect("read").is_empty(),
+            "{name}: nothing written"
+        );
+        assert_eq!(
+            store.commit(&t, a, commit).await.expect("commit"),
+            CommitOutcome::Committed
+        );
+        assert_eq!(store.messages(t.id).await.expect("read").len(), 1);
+        assert_eq!(
+            store
+                .thread_by_id(t.id)
+                .await
+                .expect("read")
+                .map(|x| x.status),
+            Some(ThreadStatus::Running)
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn everything_a_commit_writes_reads_back() {
+    each(async |store, name| {
+        let mut t = thread(&store, "k").await;
+        let owner = Uuid::now_v7();
+        assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
+        t.status = ThreadStatus::AwaitingHuman;
+        t.status_text = Some("half".into());
+        t.session = 3;
+        t.session_open = true;
+        t.stop_reason = Some(StopReason::StopTool);
+        t.result = Some("r".into());
+        t.turns_a = 2;
+        t.turns_b = 1;
+        t.steps_a = 4;
+        t.steps_b = 5;
+        t.steps_total = 9;
+        t.acting = Some(SideId::B);
+        t.watermark_a = 7;
+        t.watermark_b = 8;
+        let s1 = t.take_seq();
+        let s2 = t.take_seq();
+        let s3 = t.take_seq();
+        let mut call = Message::text(
+            s1,
+            3,
+            Role::Assistant,
+            Some(SideId::A),
+            "calling".into(),
+            10,
+        );
+        call.thinking = Some("hm".into());
+        call.model = Some("demo".into());
+        call.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "look".into(),
+            arguments: json!({"q": "ünïcode"}),
+        }];
+        let mut result = Message::text(s2, 3, Role::Tool, Some(SideId::A), "found".into(), 11);
+        result.tool_call_id = Some("c1".into());
+        result.tool_name = Some("look".into());
+        result.tool_status = Some(ToolStatus::Error);
+        result.silent = true;
+        let record = Record {
+            seq: s3,
+            kind: RecordKind::TurnCompleted,
+            data: json!({"side": "a"}),
+            created_at: 12,
+        };
+        let commit = Commit {
+            messages: vec![call.clone(), result.clone()],
+            records: vec![record.clone()],
+            values: vec![
+                ("count".into(), Some(json!({"n": 1}))),
+                ("gone".into(), None),
+            ],
+            ..Commit::default()
+        };
+        store.commit(&t, owner, commit).await.expect("commit");
+        let mut back = store
+            .thread_by_id(t.id)
+            .await
+            .expect("read")
+            .expect("thread");
+        back.updated_at = t.updated_at;
+        assert_eq!(
+            back,
+            Thread {
+                lease_owner: Some(owner),
+                lease_expires: 2_000,
+                ..t.clone()
+            },
+            "{name}"
+        );
+        assert_eq!(
+            store.messages(t.id).await.expect("read"),
+            vec![call, result],
+            "{name}"
+        );
+        assert_eq!(
+            store.records(t.id).await.expect("read"),
+            vec![record],
+            "{name}"
+        );
+        assert_eq!(
+            store.value(t.id, "count").await.expect("read"),
+            Some(json!({"n": 1}))
+        );
+        let delete = Commit {
+            values: vec![("count".into(), None)],
+            ..Commit::default()
+        };
+        store.commit(&t, owner, delete).await.expect("commit");
+        assert_eq!(
+            store.value(t.id, "count").await.expect("read"),
+            None,
+            "{name}"
+        );
+        let parked = store
+            .threads(Some(ThreadStatus::AwaitingHuman))
+            .await
+            .expect("list");
+        assert_eq!(parked.len(), 1);
+        assert!(
+            store
+                .threads(Some(ThreadStatus::Running))
+                .await
+                .expect("list")
+                .is_empty()
+        );
+        assert!(store.size_bytes().await.expect("size") > 0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_queued_message_is_never_stranded() {
+    each(async |store, name| {
+        let mut t = thread(&store, "k").await;
+        let (runner, other) = (Uuid::now_v7(), Uuid::now_v7());
+        // Delivered to a free thread: queued and claimed in one go.
+        assert!(
+            store
+                .enqueue(t.id, human("one"), Some(lease(runner, 1_000)), 1_000)
+                .await
+                .expect("enqueue"),
+            "{name}"
+        );
+        // Delivered while held: queued, not claimed.
+        assert!(
+            !store
+                .enqueue(t.id, human("two"), Some(lease(other, 1_100)), 1_100)
+                .await
+                .expect("enqueue"),
+            "{name}"
+        );
+        let queue = store.queue(t.id).await.expect("queue");
+        assert_eq!(
+            queue.iter().map(|q| q.content.as_str()).collect::<Vec<_>>(),
+            ["one", "two"]
+        );
+        assert!(queue[0].human && queue[0].side == SideId::B && queue[0].role == Role::User);
+        // Settling with messages waiting keeps the lease.
+        let drain_one = Commit {
+            drained: vec![queue[0].id],
+            settle: true,
+            ..Commit::default()
+        };
+        assert_eq!(
+            store.commit(&t, runner, drain_one).await.expect("commit"),
+            CommitOutcome::QueueWaiting,
+            "{name}"
+        );
+        t.status = ThreadStatus::AwaitingHuman;
+        let drain_two = Commit {
+            drained: vec![queue[1].id],
+            settle: true,
+            ..Commit::default()
+        };
+        assert_eq!(
+            store.commit(&t, runner, drain_two).await.expect("commit"),
+            CommitOutcome::Settled,
+            "{name}"
+        );
+        assert!(store.queue(t.id).await.expect("queue").is_empty());
+        assert_eq!(
+            store
+                .thread_by_id(t.id)
+                .await
+                .expect("read")
+                .and_then(|x| x.lease_owner),
+            None
+        );
+        // Nothing needs a runner now.
+        assert!(
+            store
+                .recoverable(5_000)
+                .await
+                .expect("recoverable")
+                .is_empty(),
+            "{name}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn recoverable_finds_dead_runners_and_orphaned_queues() {
+    each(async |store, name| {
+        let mut running = thread(&store, "running").await;
+        let orphan = thread(&store, "orphan").await;
+        let _idle = thread(&store, "idle").await;
+        let dead = Uuid::now_v7();
+        assert!(
+            store
+                .claim(running.id, lease(dead, 1_000))
+                .await
+                .expect("claim")
+        );
+        running.status = ThreadStatus::Running;
+        store
+            .commit(&running, dead, Commit::default())
+            .await
+            .expect("commit");
+        // A message queued without a claim (its sender died before running it).
+        store
+            .enqueue(orphan.id, human("hi"), None, 1_000)
+            .await
+            .expect("enqueue");
+        assert_eq!(
+            store.recoverable(1_500).await.expect("recoverable"),
+            vec![orphan.id],
+            "{name}: lease still live"
+        );
+        assert_eq!(
+            store.recoverable(2_001).await.expect("recoverable"),
+            vec![running.id, orphan.id],
+            "{name}"
+        );
+    })
+    .await;
+}

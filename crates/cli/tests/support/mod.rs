@@ -1,0 +1,111 @@
+//! Shared by the engine and store tests: the backends to run against. SQLite always (a fresh
+//! file per store); Postgres too when `DATABASE_URL` is set (a fresh database per store, created
+//! through that URL's server).
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use duet_runtime::{Runtime, Store};
+
+/// Where a test's stores live; reopening gives a new connection to the same database.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Backend {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    pub async fn open(&self) -> Arc<dyn Store> {
+        let url = match self {
+            Backend::Sqlite(p) => p.display().to_string(),
+            Backend::Postgres(u) => u.clone(),
+        };
+        duet_store::connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name()))
+    }
+}
+
+fn scratch() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("duet-tests");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// A fresh database on every backend available.
+pub async fn backends() -> Vec<Backend> {
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    let mut out = vec![Backend::Sqlite(scratch().join(format!("{id}.db")))];
+    if let Ok(url) = std::env::var("DATABASE_URL") {
+        out.push(Backend::Postgres(fresh_postgres(&url, &id).await));
+    }
+    out
+}
+
+/// Creates database `duet_<id>` on the server of `url` and returns its URL.
+async fn fresh_postgres(url: &str, id: &str) -> String {
+    use sqlx_free::create_database;
+    create_database(url, &format!("duet_{id}")).await
+}
+
+/// Database creation without naming sqlx here: `psql` does it (CI and developers have it with
+/// the server).
+mod sqlx_free {
+    pub async fn create_database(url: &str, name: &str) -> String {
+        let status = tokio::process::Command::new("psql")
+            .arg(url)
+            .arg("-qc")
+            .arg(format!("CREATE DATABASE {name}"))
+            .status()
+            .await
+            .expect("psql runs");
+        assert!(
+            status.success(),
+            "cannot create database {name} through {url}"
+        );
+        let (base, _) = url.rsplit_once('/').expect("DATABASE_URL ends in /DBNAME");
+        format!("{base}/{name}")
+    }
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Loads a project that must validate.
+pub fn project(root: &Path) -> Arc<duet_spec::Project> {
+    let loaded = duet_spec::load(root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    let errors: Vec<String> = loaded
+        .issues
+        .iter()
+        .filter(|i| i.severity == duet_spec::Severity::Error)
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{}:\n{}",
+        root.display(),
+        errors.join("\n")
+    );
+    Arc::new(loaded.project)
+}
+
+/// A runtime with this build's providers and handlers.
+pub fn runtime(
+    project: Arc<duet_spec::Project>,
+    store: Arc<dyn Store>,
+) -> duet_runtime::RuntimeBuilder {
+    Runtime::builder(project, store)
+        .providers(duet_models::providers())
+        .handlers(duet_handlers::handlers())
+}
