@@ -350,8 +350,11 @@ impl Runtime {
                 }
             })
         };
+        // Dropping this future (a caller that stopped listening, a killed task) must stop the
+        // renewals too, or a dead run would hold the thread forever.
+        let guard = stop_renewing.clone().drop_guard();
         let result = self.run(id, events, cancel, &lost).await;
-        stop_renewing.cancel();
+        drop(guard);
         let _ = renewer.await;
         result
     }

@@ -94,7 +94,7 @@ impl Tools {
         ctx: ToolContext,
         name: &str,
         args: &serde_json::Value,
-        env: &dyn Fn(&str) -> Option<String>,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
     ) -> ToolResult {
         let Some(tool) = self.project.tools.get(name) else {
             return ToolResult::error(format!("Unknown tool `{name}`."));
@@ -146,7 +146,7 @@ impl Tools {
 pub fn render(
     template: &str,
     args: &serde_json::Value,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;

@@ -1,0 +1,331 @@
+//! Durability across runners: two runtimes racing for one thread never both run it, and a run
+//! killed mid-step is finished by the next runner exactly as an uninterrupted run would have.
+//! Both on every backend.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use duet_runtime::{
+    CancellationToken, Delivered, EventSink, ManualClock, Message, Role, Runtime, Store,
+    ThreadStatus, Tool, ToolContext, ToolResult,
+};
+use tokio::sync::Notify;
+
+/// A project in a scratch folder: a prompt × human gate whose model answers `turns` times, the
+/// first time through the `slow` tool.
+fn project(turns: usize) -> Arc<duet_spec::Project> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("durability-{}", uuid::Uuid::now_v7().simple()));
+    let write = |path: &str, text: &str| {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    };
+    write(
+        "agents/agents/gate.yaml",
+        "name: gate\nsideA: { prompt: gate }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/gate.yaml",
+        "name: gate\ntoolDescription: d\nmodel: m\nincludeChat: true\nprompt: p\ntools: [slow]\n",
+    );
+    write(
+        "agents/tools/slow.yaml",
+        "description: Takes its time.\nbuiltin: slow\n",
+    );
+    let mut script = String::from(
+        "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: slow }]\n",
+    );
+    for i in 0..turns {
+        script.push_str(&format!("  - text: answer {i}\n"));
+    }
+    write("agents/models/m.yaml", &script);
+    support::project(&dir)
+}
+
+/// Blocks forever on its first call (after saying so), answers at once afterwards.
+struct Slow {
+    first: AtomicBool,
+    entered: Arc<Notify>,
+}
+
+#[async_trait]
+impl Tool for Slow {
+    async fn call(&self, _: ToolContext, _: serde_json::Value) -> ToolResult {
+        if self.first.swap(false, Ordering::SeqCst) {
+            self.entered.notify_one();
+            std::future::pending::<()>().await;
+        }
+        ToolResult::ok("done slowly")
+    }
+}
+
+fn runtime(
+    project: &Arc<duet_spec::Project>,
+    store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
+    slow: Slow,
+) -> Runtime {
+    support::runtime(project.clone(), store)
+        .clock(clock)
+        .lease_ms(60_000)
+        .tool("slow", slow)
+        .build()
+}
+
+fn quick() -> Slow {
+    Slow {
+        first: AtomicBool::new(false),
+        entered: Arc::new(Notify::new()),
+    }
+}
+
+/// Messages without their timestamps, for comparing runs made at different times.
+fn plain(mut messages: Vec<Message>) -> Vec<Message> {
+    for m in &mut messages {
+        m.created_at = 0;
+    }
+    messages
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_runners_never_run_a_thread_twice() {
+    let project = project(40);
+    for backend in support::backends().await {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let a = runtime(&project, backend.open().await, clock.clone(), quick());
+        let b = runtime(&project, backend.open().await, clock.clone(), quick());
+        let key = "race";
+        let first = a
+            .send(
+                key,
+                Some("gate"),
+                "start",
+                &EventSink::discard(),
+                &CancellationToken::new(),
+            )
+            .await;
+        assert!(
+            matches!(first, Ok(Delivered::Settled(_))),
+            "{}: {first:?}",
+            backend.name()
+        );
+        for round in 0..12 {
+            let (x, y) = (format!("a{round}"), format!("b{round}"));
+            let (cancel, sink) = (CancellationToken::new(), EventSink::discard());
+            let (ra, rb) = tokio::join!(
+                a.send(key, None, &x, &sink, &cancel),
+                b.send(key, None, &y, &sink, &cancel)
+            );
+            let (ra, rb) = (ra.expect("a delivers"), rb.expect("b delivers"));
+            let settled = [&ra, &rb]
+                .iter()
+                .filter(|r| matches!(r, Delivered::Settled(_)))
+                .count();
+            assert!(
+                settled >= 1,
+                "{}: round {round}: nobody ran ({ra:?}, {rb:?})",
+                backend.name()
+            );
+        }
+        let store = a.store();
+        let thread = store.thread(key).await.expect("read").expect("thread");
+        assert_eq!(
+            thread.status,
+            ThreadStatus::AwaitingHuman,
+            "{}",
+            backend.name()
+        );
+        assert_eq!(
+            thread.lease_owner,
+            None,
+            "{}: the lease was released",
+            backend.name()
+        );
+        assert!(
+            store.queue(thread.id).await.expect("queue").is_empty(),
+            "{}",
+            backend.name()
+        );
+        let messages = store.messages(thread.id).await.expect("messages");
+        // Every human message exactly once.
+        let human: Vec<&str> = messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .filter_map(|m| m.content.as_deref())
+            .collect();
+        for round in 0..12 {
+            for who in ["a", "b"] {
+                let text = format!("{who}{round}");
+                assert_eq!(
+                    human.iter().filter(|h| **h == text).count(),
+                    1,
+                    "{}: {text} in {human:?}",
+                    backend.name()
+                );
+            }
+        }
+        // The model's answers in script order, none twice: a double run would repeat an entry.
+        let answers: Vec<&str> = messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .filter_map(|m| m.content.as_deref())
+            .collect();
+        let expected: Vec<String> = (0..answers.len()).map(|i| format!("answer {i}")).collect();
+        assert_eq!(answers, expected, "{}", backend.name());
+        // Sequence numbers are dense: nothing lost, nothing written twice.
+        let mut seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
+        seqs.extend(
+            store
+                .records(thread.id)
+                .await
+                .expect("records")
+                .iter()
+                .map(|r| r.seq),
+        );
+        seqs.sort_unstable();
+        assert_eq!(
+            seqs,
+            (1..=seqs.len() as i64).collect::<Vec<_>>(),
+            "{}",
+            backend.name()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_mid_step_is_finished_by_the_next_runner() {
+    let project = project(1);
+    for backend in support::backends().await {
+        // The reference: an uninterrupted run on a database of its own.
+        let reference = {
+            let other = support::backends()
+                .await
+                .into_iter()
+                .find(|b| b.name() == backend.name())
+                .expect("same kind");
+            let rt = runtime(
+                &project,
+                other.open().await,
+                Arc::new(ManualClock::new(0)),
+                quick(),
+            );
+            let done = rt
+                .send(
+                    "t",
+                    Some("gate"),
+                    "go",
+                    &EventSink::discard(),
+                    &CancellationToken::new(),
+                )
+                .await;
+            assert!(matches!(done, Ok(Delivered::Settled(_))), "{done:?}");
+            let t = rt.store().thread("t").await.expect("read").expect("thread");
+            (
+                plain(rt.store().messages(t.id).await.expect("m")),
+                rt.store().records(t.id).await.expect("r"),
+                t.status,
+            )
+        };
+
+        // The victim: its first tool call never returns, and its task is killed there.
+        let entered = Arc::new(Notify::new());
+        let slow = Slow {
+            first: AtomicBool::new(true),
+            entered: entered.clone(),
+        };
+        let clock = Arc::new(ManualClock::new(0));
+        let victim = runtime(&project, backend.open().await, clock.clone(), slow);
+        let task = tokio::spawn({
+            let victim = victim.clone();
+            async move {
+                victim
+                    .send(
+                        "t",
+                        Some("gate"),
+                        "go",
+                        &EventSink::discard(),
+                        &CancellationToken::new(),
+                    )
+                    .await
+            }
+        });
+        entered.notified().await;
+        task.abort();
+        assert!(task.await.is_err_and(|e| e.is_cancelled()));
+        drop(victim);
+        let store = backend.open().await;
+        let stuck = store.thread("t").await.expect("read").expect("thread");
+        assert_eq!(
+            stuck.status,
+            ThreadStatus::Running,
+            "{}: mid-step",
+            backend.name()
+        );
+        assert!(
+            stuck.lease_owner.is_some(),
+            "{}: the dead runner's lease",
+            backend.name()
+        );
+        assert_eq!(
+            store.messages(stuck.id).await.expect("m").len(),
+            1,
+            "{}: only the inbound message committed",
+            backend.name()
+        );
+
+        // Before the lease expires nobody else may take over; after, the next runner does.
+        let heir = runtime(
+            &project,
+            store.clone(),
+            Arc::new(ManualClock::new(30_000)),
+            quick(),
+        );
+        assert_eq!(
+            heir.recover(&CancellationToken::new())
+                .await
+                .expect("recover"),
+            0,
+            "{}",
+            backend.name()
+        );
+        let heir = runtime(
+            &project,
+            store.clone(),
+            Arc::new(ManualClock::new(60_001)),
+            quick(),
+        );
+        assert_eq!(
+            heir.recover(&CancellationToken::new())
+                .await
+                .expect("recover"),
+            1,
+            "{}",
+            backend.name()
+        );
+        let t = store.thread("t").await.expect("read").expect("thread");
+        assert_eq!(t.status, reference.2, "{}", backend.name());
+        assert_eq!(
+            plain(store.messages(t.id).await.expect("m")),
+            reference.0,
+            "{}: same messages",
+            backend.name()
+        );
+        let records: Vec<_> = store.records(t.id).await.expect("r");
+        let kinds = |rs: &[duet_runtime::Record]| {
+            rs.iter()
+                .map(|r| (r.seq, r.kind, r.data.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            kinds(&records),
+            kinds(&reference.1),
+            "{}: same journal",
+            backend.name()
+        );
+    }
+}
