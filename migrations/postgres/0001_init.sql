@@ -1,5 +1,4 @@
 -- duet's schema, Postgres flavour. Keep in step with ../sqlite/0001_init.sql.
--- A thread's journal is its messages and records, which share one per-thread sequence.
 CREATE TABLE threads (
     num           BIGSERIAL PRIMARY KEY,
     id            TEXT    NOT NULL UNIQUE,
@@ -28,11 +27,14 @@ CREATE TABLE threads (
 );
 CREATE INDEX threads_status ON threads (status);
 
-CREATE TABLE messages (
+-- The journal: messages (kind 'message') and the other facts of a run (turn completed, stopped,
+-- session ended, status, errors: kind names them, data holds their JSON), in one sequence.
+CREATE TABLE journal (
     thread       BIGINT  NOT NULL REFERENCES threads (num),
     seq          BIGINT  NOT NULL,
-    session      BIGINT  NOT NULL,
-    role         TEXT    NOT NULL,
+    kind         TEXT    NOT NULL,
+    session      BIGINT,
+    role         TEXT,
     side         TEXT,
     content      TEXT,
     thinking     TEXT,
@@ -42,16 +44,8 @@ CREATE TABLE messages (
     tool_status  TEXT,
     silent       BOOLEAN NOT NULL DEFAULT FALSE,
     model        TEXT,
+    data         TEXT,
     created_at   BIGINT  NOT NULL,
-    PRIMARY KEY (thread, seq)
-);
-
-CREATE TABLE records (
-    thread     BIGINT NOT NULL REFERENCES threads (num),
-    seq        BIGINT NOT NULL,
-    kind       TEXT   NOT NULL,
-    data       TEXT   NOT NULL,
-    created_at BIGINT NOT NULL,
     PRIMARY KEY (thread, seq)
 );
 

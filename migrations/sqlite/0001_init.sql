@@ -1,5 +1,4 @@
 -- duet's schema, SQLite flavour. Keep in step with ../postgres/0001_init.sql.
--- A thread's journal is its messages and records, which share one per-thread sequence.
 CREATE TABLE threads (
     num           INTEGER PRIMARY KEY,
     id            TEXT    NOT NULL UNIQUE,
@@ -28,11 +27,14 @@ CREATE TABLE threads (
 );
 CREATE INDEX threads_status ON threads (status);
 
-CREATE TABLE messages (
+-- The journal: messages (kind 'message') and the other facts of a run (turn completed, stopped,
+-- session ended, status, errors: kind names them, data holds their JSON), in one sequence.
+CREATE TABLE journal (
     thread       INTEGER NOT NULL REFERENCES threads (num),
     seq          INTEGER NOT NULL,
-    session      INTEGER NOT NULL,
-    role         TEXT    NOT NULL,
+    kind         TEXT    NOT NULL,
+    session      INTEGER,
+    role         TEXT,
     side         TEXT,
     content      TEXT,
     thinking     TEXT,
@@ -42,16 +44,8 @@ CREATE TABLE messages (
     tool_status  TEXT,
     silent       INTEGER NOT NULL DEFAULT 0,
     model        TEXT,
+    data         TEXT,
     created_at   INTEGER NOT NULL,
-    PRIMARY KEY (thread, seq)
-) WITHOUT ROWID;
-
-CREATE TABLE records (
-    thread     INTEGER NOT NULL REFERENCES threads (num),
-    seq        INTEGER NOT NULL,
-    kind       TEXT    NOT NULL,
-    data       TEXT    NOT NULL,
-    created_at INTEGER NOT NULL,
     PRIMARY KEY (thread, seq)
 ) WITHOUT ROWID;
 

@@ -129,7 +129,7 @@ async fn commits_are_fenced_by_the_lease() {
         );
         assert_eq!(
             store.commit(&t, a, commit).await.expect("commit"),
-            CommitOutcome::Committed
+            CommitOutcome::Committed { queued: false }
         );
         assert_eq!(store.messages(t.id).await.expect("read").len(), 1);
         assert_eq!(
@@ -294,7 +294,7 @@ async fn a_queued_message_is_never_stranded() {
         };
         assert_eq!(
             store.commit(&t, runner, drain_one).await.expect("commit"),
-            CommitOutcome::QueueWaiting,
+            CommitOutcome::Committed { queued: true },
             "{name}"
         );
         t.status = ThreadStatus::AwaitingHuman;

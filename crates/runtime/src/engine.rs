@@ -172,10 +172,22 @@ struct Inner {
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
 }
 
-/// How a run's loop ended.
+/// How a run's loop goes on.
 enum Flow {
-    Continue,
+    /// Another round; `queued`: messages are waiting (as of the last commit).
+    Continue {
+        queued: bool,
+    },
     Done(Settled),
+}
+
+impl Flow {
+    fn of(outcome: CommitOutcome, t: &Thread) -> Flow {
+        match outcome {
+            CommitOutcome::Settled => Flow::Done(Settled::of(t)),
+            CommitOutcome::Committed { queued } => Flow::Continue { queued },
+        }
+    }
 }
 
 impl Runtime {
@@ -373,6 +385,9 @@ impl Runtime {
             .ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
         let mut msgs = store.messages(id).await?;
         let agent = self.agent(&t.agent)?.clone();
+        // The queue is read when a commit said messages wait (and once at the start): each
+        // commit reports the queue as of its own transaction, right before the next step.
+        let mut queued = true;
         loop {
             if lost.is_cancelled() {
                 return Err(StoreError::LeaseLost(id).into());
@@ -380,9 +395,9 @@ impl Runtime {
             if cancel.is_cancelled() {
                 return self.abort(&mut t).await;
             }
-            let queue = store.queue(id).await?;
-            if !queue.is_empty() {
-                self.drain(&mut t, &mut msgs, &queue).await?;
+            if queued {
+                let queue = store.queue(id).await?;
+                queued = !queue.is_empty() && self.drain(&mut t, &mut msgs, &queue).await?;
             }
             let flow = match decide::next(&agent, &t) {
                 Next::Settle => self.finish(&mut t, Vec::new()).await?,
@@ -414,8 +429,9 @@ impl Runtime {
                         .await?
                 }
             };
-            if let Flow::Done(settled) = flow {
-                return Ok(settled);
+            match flow {
+                Flow::Done(settled) => return Ok(settled),
+                Flow::Continue { queued: more } => queued |= more,
             }
         }
     }
@@ -426,12 +442,13 @@ impl Runtime {
 
     /// Persists queued inbound messages: opens a session if none is open, counts human turns
     /// (once per side per drain), and hands the turn to the sibling of the first message's author.
+    /// Returns whether more messages arrived meanwhile.
     async fn drain(
         &self,
         t: &mut Thread,
         msgs: &mut Vec<Message>,
         queue: &[Queued],
-    ) -> Result<(), RunError> {
+    ) -> Result<bool, RunError> {
         let now = self.now();
         let mut commit = Commit::default();
         if t.status != ThreadStatus::Running {
@@ -486,9 +503,9 @@ impl Runtime {
         t.status = ThreadStatus::Running;
         t.updated_at = now;
         let new = commit.messages.clone();
-        self.commit(t, commit).await?;
+        let outcome = self.commit(t, commit).await?;
         msgs.extend(new);
-        Ok(())
+        Ok(outcome == CommitOutcome::Committed { queued: true })
     }
 
     async fn commit(&self, t: &Thread, commit: Commit) -> Result<CommitOutcome, RunError> {
@@ -508,10 +525,7 @@ impl Runtime {
                 },
             )
             .await?;
-        Ok(match outcome {
-            CommitOutcome::QueueWaiting => Flow::Continue,
-            _ => Flow::Done(Settled::of(t)),
-        })
+        Ok(Flow::of(outcome, t))
     }
 
     async fn abort(&self, t: &mut Thread) -> Result<Settled, RunError> {
@@ -841,10 +855,7 @@ impl Runtime {
         // Committed: now the caller may see it.
         emit_messages(events, &new);
         msgs.extend(new);
-        Ok(match outcome {
-            CommitOutcome::Settled => Flow::Done(Settled::of(t)),
-            CommitOutcome::Committed | CommitOutcome::QueueWaiting => Flow::Continue,
-        })
+        Ok(Flow::of(outcome, t))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -882,6 +893,7 @@ impl Runtime {
             .cloned()
             .collect();
         let mut stop_result: Option<Option<String>> = None;
+        let mut queued = false;
         for m in &inbound {
             if cancel.is_cancelled() {
                 return self.abort(t).await.map(Flow::Done);
@@ -943,7 +955,7 @@ impl Runtime {
             }
             t.updated_at = now;
             let new = commit.messages.clone();
-            self.commit(t, commit).await?;
+            queued |= self.commit(t, commit).await? == CommitOutcome::Committed { queued: true };
             emit_messages(events, &new);
             msgs.extend(new);
             if stop_result.is_some() {
@@ -998,9 +1010,11 @@ impl Runtime {
                 },
             )
             .await?;
-        Ok(match outcome {
-            CommitOutcome::Settled => Flow::Done(Settled::of(t)),
-            _ => Flow::Continue,
+        Ok(match Flow::of(outcome, t) {
+            Flow::Continue { queued: more } => Flow::Continue {
+                queued: queued || more,
+            },
+            done => done,
         })
     }
 }

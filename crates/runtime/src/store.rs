@@ -38,12 +38,12 @@ pub struct Commit {
 /// What a commit did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CommitOutcome {
-    /// Written; the lease is still held.
-    Committed,
-    /// Written and the lease released.
+    /// Written; the lease is still held. `queued`: messages wait in the thread's queue (as of the
+    /// commit), so the runner drains them before its next step. A `settle` commit that finds
+    /// messages waiting keeps the lease and says so here.
+    Committed { queued: bool },
+    /// Written and the lease released (only for `settle`, with the queue empty).
     Settled,
-    /// Written, but the queue is not empty, so the lease is kept for the runner to drain it.
-    QueueWaiting,
 }
 
 /// Store failures.

@@ -11,11 +11,12 @@ macro_rules! thread_cols {
 }
 pub(crate) use thread_cols;
 
-/// `impl Store` for `$store`, whose `write_tx()` opens a write transaction and whose `read` pool
-/// serves reads. `$lock` is appended to the statement that reads the thread row inside a write
-/// transaction (` FOR UPDATE` on Postgres; SQLite's `BEGIN IMMEDIATE` already serialises).
+/// `impl Store` for `$store`, whose `writer()` gives the connection writes go through (`$begin`
+/// starts their transactions) and whose `read` pool serves reads. `$lock` is appended to the statement that reads the thread row inside a write
+/// transaction (` FOR UPDATE` on Postgres; SQLite's `BEGIN IMMEDIATE` already serialises). Each
+/// backend writes its own `commit_impl`: the shapes differ (statements vs one batch).
 macro_rules! store_impl {
-    ($store:ident, $db:ty, $lock:literal, $size_sql:literal) => {
+    ($store:ident, $db:ty, $begin:literal, $lock:literal, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
             Commit, CommitOutcome, Lease, Message, NewQueued, Queued, Record, RecordKind, Role, StopReason, Store,
@@ -93,7 +94,7 @@ macro_rules! store_impl {
 
         /// Locks (on Postgres) and reads the lease columns of thread `id` inside `tx`.
         async fn lease_row(
-            tx: &mut sqlx::Transaction<'static, $db>,
+            tx: &mut sqlx::Transaction<'_, $db>,
             id: ThreadId,
         ) -> Result<(i64, Option<String>, i64), StoreError> {
             let row = sqlx::query(concat!("SELECT num, lease_owner, lease_expires FROM threads WHERE id = $1", $lock))
@@ -126,7 +127,8 @@ macro_rules! store_impl {
                 id: ThreadId,
                 now: i64,
             ) -> Result<Thread, StoreError> {
-                let mut tx = self.write_tx().await?;
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
                 sqlx::query(
                     "INSERT INTO threads (id, key, agent, parent, status, created_at, updated_at) \
                      VALUES ($1, $2, $3, $4, 'idle', $5, $5) ON CONFLICT (key) DO NOTHING",
@@ -182,7 +184,8 @@ macro_rules! store_impl {
 
             async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError> {
                 let rows = sqlx::query(
-                    "SELECT m.* FROM messages m JOIN threads t ON t.num = m.thread WHERE t.id = $1 ORDER BY m.seq",
+                    "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.kind = 'message' \
+                     ORDER BY j.seq",
                 )
                 .bind(id.to_string())
                 .fetch_all(&self.read)
@@ -193,8 +196,8 @@ macro_rules! store_impl {
 
             async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError> {
                 let rows = sqlx::query(
-                    "SELECT r.seq, r.kind, r.data, r.created_at FROM records r JOIN threads t ON t.num = r.thread \
-                     WHERE t.id = $1 ORDER BY r.seq",
+                    "SELECT j.seq, j.kind, j.data, j.created_at FROM journal j JOIN threads t ON t.num = j.thread \
+                     WHERE t.id = $1 AND j.kind <> 'message' ORDER BY j.seq",
                 )
                 .bind(id.to_string())
                 .fetch_all(&self.read)
@@ -241,7 +244,8 @@ macro_rules! store_impl {
             }
 
             async fn enqueue(&self, id: ThreadId, message: NewQueued, claim: Option<Lease>, now: i64) -> Result<bool, StoreError> {
-                let mut tx = self.write_tx().await?;
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
                 let (num, owner, expires) = lease_row(&mut tx, id).await?;
                 insert_queued(&mut tx, num, &message, now).await?;
                 let mut claimed = false;
@@ -270,7 +274,7 @@ macro_rules! store_impl {
                 .bind(lease.until)
                 .bind(id.to_string())
                 .bind(lease.now)
-                .execute(&self.write)
+                .execute(&mut *self.writer().await?)
                 .await
                 .map_err(db_error)?;
                 Ok(done.rows_affected() == 1)
@@ -281,137 +285,14 @@ macro_rules! store_impl {
                     .bind(lease.until)
                     .bind(id.to_string())
                     .bind(lease.owner.to_string())
-                    .execute(&self.write)
+                    .execute(&mut *self.writer().await?)
                     .await
                     .map_err(db_error)?;
                 Ok(done.rows_affected() == 1)
             }
 
             async fn commit(&self, t: &Thread, owner: Uuid, commit: Commit) -> Result<CommitOutcome, StoreError> {
-                let mut tx = self.write_tx().await?;
-                let (num, held_by, _) = lease_row(&mut tx, t.id).await?;
-                if held_by.as_deref() != Some(owner.to_string().as_str()) {
-                    return Err(StoreError::LeaseLost(t.id));
-                }
-                sqlx::query(
-                    "UPDATE threads SET agent = $1, status = $2, status_text = $3, session = $4, session_open = $5, \
-                     stop_reason = $6, result = $7, turns_a = $8, turns_b = $9, steps_a = $10, steps_b = $11, \
-                     steps_total = $12, acting = $13, watermark_a = $14, watermark_b = $15, next_seq = $16, \
-                     updated_at = $17 WHERE num = $18",
-                )
-                .bind(&t.agent)
-                .bind(t.status.as_str())
-                .bind(&t.status_text)
-                .bind(t.session)
-                .bind(t.session_open)
-                .bind(t.stop_reason.map(StopReason::as_str))
-                .bind(&t.result)
-                .bind(t.turns_a)
-                .bind(t.turns_b)
-                .bind(t.steps_a)
-                .bind(t.steps_b)
-                .bind(t.steps_total)
-                .bind(t.acting.map(side_str))
-                .bind(t.watermark_a)
-                .bind(t.watermark_b)
-                .bind(t.next_seq)
-                .bind(t.updated_at)
-                .bind(num)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                for m in &commit.messages {
-                    let calls = if m.tool_calls.is_empty() {
-                        None
-                    } else {
-                        Some(serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt(e.to_string()))?)
-                    };
-                    sqlx::query(
-                        "INSERT INTO messages (thread, seq, session, role, side, content, thinking, tool_calls, \
-                         tool_call_id, tool_name, tool_status, silent, model, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-                    )
-                    .bind(num)
-                    .bind(m.seq)
-                    .bind(m.session)
-                    .bind(m.role.as_str())
-                    .bind(m.side.map(side_str))
-                    .bind(&m.content)
-                    .bind(&m.thinking)
-                    .bind(calls)
-                    .bind(&m.tool_call_id)
-                    .bind(&m.tool_name)
-                    .bind(m.tool_status.map(ToolStatus::as_str))
-                    .bind(m.silent)
-                    .bind(&m.model)
-                    .bind(m.created_at)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                }
-                for r in &commit.records {
-                    sqlx::query("INSERT INTO records (thread, seq, kind, data, created_at) VALUES ($1, $2, $3, $4, $5)")
-                        .bind(num)
-                        .bind(r.seq)
-                        .bind(r.kind.as_str())
-                        .bind(r.data.to_string())
-                        .bind(r.created_at)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
-                }
-                for id in &commit.drained {
-                    sqlx::query("DELETE FROM queue WHERE id = $1 AND thread = $2")
-                        .bind(*id)
-                        .bind(num)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
-                }
-                for q in &commit.enqueue {
-                    insert_queued(&mut tx, num, q, t.updated_at).await?;
-                }
-                for (key, value) in &commit.values {
-                    match value {
-                        Some(v) => sqlx::query(
-                            "INSERT INTO thread_values (thread, key, value) VALUES ($1, $2, $3) \
-                             ON CONFLICT (thread, key) DO UPDATE SET value = excluded.value",
-                        )
-                        .bind(num)
-                        .bind(key)
-                        .bind(v.to_string())
-                        .execute(&mut *tx)
-                        .await,
-                        None => sqlx::query("DELETE FROM thread_values WHERE thread = $1 AND key = $2")
-                            .bind(num)
-                            .bind(key)
-                            .execute(&mut *tx)
-                            .await,
-                    }
-                    .map_err(db_error)?;
-                }
-                let mut outcome = CommitOutcome::Committed;
-                if commit.settle {
-                    let waiting: i64 = sqlx::query("SELECT COUNT(*) AS n FROM queue WHERE thread = $1")
-                        .bind(num)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .map_err(db_error)?
-                        .try_get("n")
-                        .map_err(db_error)?;
-                    if waiting == 0 {
-                        sqlx::query("UPDATE threads SET lease_owner = NULL, lease_expires = 0 WHERE num = $1")
-                            .bind(num)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(db_error)?;
-                        outcome = CommitOutcome::Settled;
-                    } else {
-                        outcome = CommitOutcome::QueueWaiting;
-                    }
-                }
-                tx.commit().await.map_err(db_error)?;
-                Ok(outcome)
+                self.commit_impl(t, owner, commit).await
             }
 
             async fn value(&self, id: ThreadId, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
@@ -456,7 +337,7 @@ macro_rules! store_impl {
         }
 
         async fn insert_queued(
-            tx: &mut sqlx::Transaction<'static, $db>,
+            tx: &mut sqlx::Transaction<'_, $db>,
             num: i64,
             q: &NewQueued,
             now: i64,

@@ -1,0 +1,265 @@
+//! Engine benchmarks (a documented command, not a test):
+//!
+//! ```sh
+//! cargo bench -p duet-cli --bench engine                       # SQLite
+//! DATABASE_URL=postgres://root@127.0.0.1:5432/test \
+//!   cargo bench -p duet-cli --bench engine                     # Postgres (a fresh database)
+//! BENCH_PARKED=10000 cargo bench -p duet-cli --bench engine    # fewer parked threads for (c)
+//! ```
+//!
+//! (a) prompt × prompt ping-pong, 1,000 turns in one thread: durable turns/s and database bytes
+//!     per turn; (b) approval gate, 1,000 threads: park and resume latency p50/p99;
+//! (c) `BENCH_PARKED` (default 100,000) parked threads: resume latency of 1,000 random ones, and
+//!     process RSS before and after parking them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, Store, ThreadStatus};
+
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("duet-bench-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn write(dir: &std::path::Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(p, text).expect("write");
+}
+
+/// The benchmark project: `pingpong` (prompt × prompt, `turns` turns) and `gate` (prompt × human).
+fn project(turns: usize) -> Arc<duet_spec::Project> {
+    let dir = scratch();
+    let half = turns / 2;
+    write(
+        &dir,
+        "agents/agents/pingpong.yaml",
+        &format!(
+            "name: pingpong\nmaxSessionTurns: {half}\nsideA: {{ prompt: ping, maxSteps: {turns} }}\nsideB: {{ prompt: pong, maxSteps: {turns} }}\n"
+        ),
+    );
+    for name in ["ping", "pong"] {
+        write(
+            &dir,
+            &format!("agents/prompts/{name}.yaml"),
+            &format!(
+                "name: {name}\ntoolDescription: d\nmodel: {name}_model\nprompt: Say {name}.\n"
+            ),
+        );
+        let mut script = format!("name: {name}_model\nprovider: scripted\nmodel: demo\nscript:\n");
+        for i in 0..half {
+            script.push_str(&format!("  - text: \"{name} {i}\"\n"));
+        }
+        write(&dir, &format!("agents/models/{name}_model.yaml"), &script);
+    }
+    write(
+        &dir,
+        "agents/agents/gate.yaml",
+        "name: gate\nsideA:\n  prompt: gate\n  sessionStop: { name: decide, messageProperty: decision }\nsideB: { human: true }\n",
+    );
+    write(
+        &dir,
+        "agents/prompts/gate.yaml",
+        "name: gate\ntoolDescription: d\nmodel: gate_model\nincludeChat: true\nprompt: Ask for approval.\ntools: [decide]\n",
+    );
+    write(
+        &dir,
+        "agents/tools/decide.yaml",
+        "description: Record the decision.\nargs: { type: object, properties: { decision: { type: string } }, required: [decision] }\nresult: \"Decision: {{decision}}\"\n",
+    );
+    write(
+        &dir,
+        "agents/models/gate_model.yaml",
+        "name: gate_model\nprovider: scripted\nmodel: demo\nscript:\n  - text: Approve the change?\n  - tool_calls: [{ name: decide, arguments: { decision: approved } }]\n",
+    );
+    let loaded = duet_spec::load(&dir).expect("bench project");
+    assert!(loaded.is_ok(), "{:?}", loaded.issues);
+    Arc::new(loaded.project)
+}
+
+async fn store() -> (Arc<dyn Store>, String) {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) => {
+            let name = format!("duet_bench_{}", uuid::Uuid::now_v7().simple());
+            let status = std::process::Command::new("psql")
+                .arg(&url)
+                .arg("-qc")
+                .arg(format!("CREATE DATABASE {name}"))
+                .status()
+                .expect("psql");
+            assert!(status.success());
+            let (base, _) = url.rsplit_once('/').expect("URL ends in /DB");
+            let url = format!("{base}/{name}");
+            (
+                duet_store::connect(&url).await.expect("postgres"),
+                "postgres".into(),
+            )
+        }
+        Err(_) => {
+            let path = scratch().join("bench.db");
+            (
+                duet_store::connect(&path.display().to_string())
+                    .await
+                    .expect("sqlite"),
+                "sqlite".into(),
+            )
+        }
+    }
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1_000.0
+}
+
+async fn send(rt: &Runtime, key: &str, agent: Option<&str>, text: &str) -> ThreadStatus {
+    match rt
+        .send(
+            key,
+            agent,
+            text,
+            &EventSink::discard(),
+            &CancellationToken::new(),
+        )
+        .await
+    {
+        Ok(Delivered::Settled(s)) => s.status,
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let turns = 1_000;
+    let parked: usize = std::env::var("BENCH_PARKED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let project = project(turns);
+    let (store, backend) = store().await;
+    let rt = Runtime::builder(project, store.clone())
+        .providers(duet_models::providers())
+        .build();
+    println!("backend: {backend}");
+
+    // (a) ping-pong.
+    let before = store.size_bytes().await.expect("size");
+    let start = Instant::now();
+    let status = send(&rt, "pingpong", Some("pingpong"), "Start.").await;
+    let took = start.elapsed();
+    assert_eq!(status, ThreadStatus::Idle);
+    let thread = store
+        .thread("pingpong")
+        .await
+        .expect("read")
+        .expect("thread");
+    let messages = store.messages(thread.id).await.expect("messages");
+    let model_turns = messages.iter().filter(|m| m.model.is_some()).count();
+    assert_eq!(model_turns, turns, "the ping-pong ran {model_turns} turns");
+    let content: usize = messages
+        .iter()
+        .filter_map(|m| m.content.as_ref())
+        .map(String::len)
+        .sum();
+    let grown = store.size_bytes().await.expect("size") - before;
+    println!(
+        "(a) ping-pong: {turns} turns in {:.1} ms = {:.0} durable turns/s; database grew {} bytes = {:.0} bytes/turn (message text {:.1} bytes/turn)",
+        ms(took),
+        turns as f64 / took.as_secs_f64(),
+        grown,
+        grown as f64 / turns as f64,
+        content as f64 / turns as f64
+    );
+
+    // (b) approval gate: park and resume latency.
+    let n = 1_000;
+    let mut park = Vec::with_capacity(n);
+    let mut resume = Vec::with_capacity(n);
+    for i in 0..n {
+        let key = format!("gate-{i}");
+        let t = Instant::now();
+        assert_eq!(
+            send(&rt, &key, Some("gate"), "Change the firewall?").await,
+            ThreadStatus::AwaitingHuman
+        );
+        park.push(t.elapsed());
+    }
+    for i in 0..n {
+        let key = format!("gate-{i}");
+        let t = Instant::now();
+        assert_eq!(send(&rt, &key, None, "Approved.").await, ThreadStatus::Idle);
+        resume.push(t.elapsed());
+    }
+    park.sort();
+    resume.sort();
+    println!(
+        "(b) approval gate, {n} threads: park p50 {:.2} ms p99 {:.2} ms; resume p50 {:.2} ms p99 {:.2} ms",
+        ms(percentile(&park, 0.5)),
+        ms(percentile(&park, 0.99)),
+        ms(percentile(&resume, 0.5)),
+        ms(percentile(&resume, 0.99))
+    );
+
+    // (c) many parked threads.
+    let rss_before = rss_kib();
+    let start = Instant::now();
+    for i in 0..parked {
+        send(
+            &rt,
+            &format!("parked-{i}"),
+            Some("gate"),
+            "Change the firewall?",
+        )
+        .await;
+    }
+    let parking = start.elapsed();
+    let rss_parked = rss_kib();
+    let mut lat = Vec::new();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..1_000.min(parked) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let key = format!("parked-{}", x % parked as u64);
+        if store
+            .thread(&key)
+            .await
+            .expect("read")
+            .is_some_and(|t| t.status != ThreadStatus::AwaitingHuman)
+        {
+            continue;
+        }
+        let t = Instant::now();
+        send(&rt, &key, None, "Approved.").await;
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    println!(
+        "(c) {parked} parked threads (parked in {:.1} s): resume p50 {:.2} ms p99 {:.2} ms over {} random ones; RSS {} MiB before parking, {} MiB with all parked, {} MiB after resuming",
+        parking.as_secs_f64(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        lat.len(),
+        rss_before / 1024,
+        rss_parked / 1024,
+        rss_kib() / 1024
+    );
+}
