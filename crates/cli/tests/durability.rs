@@ -329,3 +329,91 @@ async fn a_run_killed_mid_step_is_finished_by_the_next_runner() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_aborts_it_at_once_and_frees_the_thread() {
+    let project = project(1);
+    for backend in support::backends().await {
+        let entered = Arc::new(Notify::new());
+        let slow = Slow {
+            first: AtomicBool::new(true),
+            entered: entered.clone(),
+        };
+        let rt = runtime(
+            &project,
+            backend.open().await,
+            Arc::new(ManualClock::new(0)),
+            slow,
+        );
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn({
+            let (rt, cancel) = (rt.clone(), cancel.clone());
+            async move {
+                rt.send("t", Some("gate"), "go", &EventSink::discard(), &cancel)
+                    .await
+            }
+        });
+        entered.notified().await;
+        cancel.cancel();
+        let settled = match task.await.expect("joins").expect("delivers") {
+            Delivered::Settled(s) => s,
+            other => panic!("{}: {other:?}", backend.name()),
+        };
+        assert_eq!(
+            settled.stop_reason,
+            Some(duet_runtime::StopReason::Aborted),
+            "{}",
+            backend.name()
+        );
+        assert_eq!(settled.status, ThreadStatus::Idle);
+        let store = rt.store();
+        let t = store.thread("t").await.expect("read").expect("thread");
+        assert_eq!(
+            t.lease_owner,
+            None,
+            "{}: released at once, not at lease expiry",
+            backend.name()
+        );
+        assert!(
+            t.session_open,
+            "{}: aborting a run does not end the session",
+            backend.name()
+        );
+        let messages = store.messages(t.id).await.expect("messages");
+        assert_eq!(
+            messages.len(),
+            1,
+            "{}: the step in flight was not committed",
+            backend.name()
+        );
+        // The thread runs again, from where it was.
+        let again = rt
+            .send(
+                "t",
+                None,
+                "go on",
+                &EventSink::discard(),
+                &CancellationToken::new(),
+            )
+            .await;
+        assert!(
+            matches!(&again, Ok(Delivered::Settled(s)) if s.status == ThreadStatus::AwaitingHuman),
+            "{}: {again:?}",
+            backend.name()
+        );
+        let answers: Vec<Option<String>> = store
+            .messages(t.id)
+            .await
+            .expect("m")
+            .into_iter()
+            .filter(|m| m.role == Role::Assistant)
+            .map(|m| m.content)
+            .collect();
+        assert_eq!(
+            answers,
+            vec![None, Some("answer 0".to_owned())],
+            "{}",
+            backend.name()
+        );
+    }
+}

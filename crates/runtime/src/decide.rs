@@ -294,6 +294,71 @@ mod tests {
         assert_eq!(after_step(&side, Some("   "), &[]), AfterStep::Continue);
     }
 
+    fn agent(side_a: Side, side_b: Side, cap: Option<u32>) -> Agent {
+        Agent {
+            name: "x".into(),
+            side_a,
+            side_b,
+            max_session_turns: cap,
+            expose_as_tool: false,
+            tool_description: None,
+            parent_hooks: vec![],
+            description: None,
+            icon: None,
+            title: None,
+            env: Default::default(),
+            hooks: vec![],
+            primary: None,
+            package: Default::default(),
+        }
+    }
+
+    #[test]
+    fn next_applies_the_cap_then_the_backing_then_the_safety_limits() {
+        let mut limited = prompt_side();
+        limited.max_steps = Some(3);
+        let a = agent(
+            Side::Prompt(limited),
+            Side::Human(duet_spec::HumanSide::default()),
+            Some(2),
+        );
+        let mut t = Thread::new(uuid::Uuid::nil(), "k".into(), "x".into(), None, 0);
+        assert_eq!(next(&a, &t), Next::Settle, "not running");
+        t.status = ThreadStatus::Running;
+        t.acting = Some(SideId::A);
+        assert_eq!(next(&a, &t), Next::Step(SideId::A));
+        t.steps_a = 3;
+        assert_eq!(next(&a, &t), Next::Stop(StopReason::MaxSideSteps));
+        t.acting = Some(SideId::B);
+        assert_eq!(next(&a, &t), Next::Park);
+        t.turns_a = 2;
+        t.turns_b = 2;
+        assert_eq!(
+            next(&a, &t),
+            Next::EndSession(StopReason::MaxSessionTurns),
+            "the cap comes first"
+        );
+        // The global ceiling: 250 steps a run, raised to the largest maxSteps.
+        let pair = agent(
+            Side::Prompt(prompt_side()),
+            Side::Prompt(prompt_side()),
+            None,
+        );
+        let mut t = Thread::new(uuid::Uuid::nil(), "k".into(), "x".into(), None, 0);
+        t.status = ThreadStatus::Running;
+        t.acting = Some(SideId::B);
+        t.steps_total = MAX_STEPS - 1;
+        assert_eq!(next(&pair, &t), Next::Step(SideId::B));
+        t.steps_total = MAX_STEPS;
+        assert_eq!(next(&pair, &t), Next::Stop(StopReason::MaxTotalSteps));
+        let mut big = prompt_side();
+        big.max_steps = Some(400);
+        assert_eq!(
+            step_ceiling(&agent(Side::Prompt(big), Side::Prompt(prompt_side()), None)),
+            400
+        );
+    }
+
     #[test]
     fn no_turn_condition_means_every_step_is_a_turn() {
         let mut side = prompt_side();

@@ -400,7 +400,17 @@ impl Runtime {
                 queued = !queue.is_empty() && self.drain(&mut t, &mut msgs, &queue).await?;
             }
             let flow = match decide::next(&agent, &t) {
-                Next::Settle => self.finish(&mut t, Vec::new()).await?,
+                Next::Settle => {
+                    // Nothing to run. A thread left `running` with no side to act (never made by
+                    // this engine, but a journal from elsewhere could) stops rather than being
+                    // recovered forever.
+                    let records = if t.status == ThreadStatus::Running {
+                        stop(&mut t, StopReason::Aborted, self.now())
+                    } else {
+                        Vec::new()
+                    };
+                    self.finish(&mut t, records).await?
+                }
                 Next::EndSession(reason) => {
                     let result = decide::cap_result(&agent, &msgs);
                     let records = self.end_session(&mut t, reason, result);
@@ -730,6 +740,7 @@ impl Runtime {
         let mut results: Vec<ToolResult> = Vec::with_capacity(message.tool_calls.len());
         for call in &message.tool_calls {
             if cancel.is_cancelled() {
+                t.next_seq = seq;
                 return self.abort(t).await.map(Flow::Done);
             }
             let result = if offered.iter().any(|o| o.name == call.name) {
@@ -737,10 +748,14 @@ impl Runtime {
                     thread: t.id,
                     idempotency_key: format!("{}:{}", t.id, call.id),
                 };
-                self.inner
-                    .tools
-                    .run(ctx, &call.name, &call.arguments, &env_fn)
-                    .await
+                // A cancelled run stops waiting on its tool at once; the step is not committed.
+                tokio::select! {
+                    () = cancel.cancelled() => {
+                        t.next_seq = seq;
+                        return self.abort(t).await.map(Flow::Done);
+                    }
+                    r = self.inner.tools.run(ctx, &call.name, &call.arguments, &env_fn) => r,
+                }
             } else {
                 let names: Vec<&str> = offered.iter().map(|o| o.name.as_str()).collect();
                 ToolResult::error(format!(

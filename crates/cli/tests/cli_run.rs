@@ -1,0 +1,187 @@
+//! `duet run`, `duet send` and `duet threads` as a user (or a script) runs them: JSON events,
+//! exit codes, and a parked thread resumed by a second process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Duet {
+    db: PathBuf,
+}
+
+impl Duet {
+    fn new() -> Self {
+        let db = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("cli-{}.db", uuid::Uuid::now_v7().simple()));
+        Duet { db }
+    }
+
+    /// Runs `duet ARGS --project REPO --db DB` with no terminal; returns (exit code, stdout lines).
+    fn run(&self, args: &[&str]) -> (i32, Vec<String>, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_duet"))
+            .args(args)
+            .arg("--project")
+            .arg(repo())
+            .arg("--db")
+            .arg(&self.db)
+            .env_remove("DUET_DATABASE_URL")
+            .stdin(Stdio::null())
+            .output()
+            .expect("duet runs");
+        let stdout = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        (
+            out.status.code().unwrap_or(-1),
+            stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+fn json(line: &str) -> serde_json::Value {
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
+}
+
+#[test]
+fn an_approval_parks_in_one_process_and_finishes_in_another() {
+    let duet = Duet::new();
+    let (code, lines, err) = duet.run(&[
+        "run",
+        "approval_gate",
+        "--session",
+        "gate-1",
+        "-m",
+        "Rotate the keys?",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<serde_json::Value> = lines.iter().map(|l| json(l)).collect();
+    assert_eq!(events[0]["type"], "text");
+    let last = events.last().expect("events");
+    assert_eq!(last["type"], "completed");
+    assert_eq!(last["data"]["status"], "awaiting_human");
+    assert_eq!(last["data"]["thread"], "gate-1");
+
+    let (code, lines, err) = duet.run(&["send", "gate-1", "Yes, approved.", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<serde_json::Value> = lines.iter().map(|l| json(l)).collect();
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        types,
+        ["thinking", "tool_started", "tool_ended", "completed"]
+    );
+    assert_eq!(
+        events[1]["args"],
+        serde_json::json!({"decision": "approved"})
+    );
+    assert_eq!(events[2]["isError"], false);
+    let data = &events[3]["data"];
+    assert_eq!(
+        (
+            &data["status"],
+            &data["stopReason"],
+            &data["result"],
+            &data["session"]
+        ),
+        (
+            &serde_json::json!("idle"),
+            &serde_json::json!("session_stop"),
+            &serde_json::json!("approved"),
+            &serde_json::json!(1)
+        )
+    );
+
+    let (code, lines, _) = duet.run(&["threads", "show", "gate-1", "--json"]);
+    assert_eq!(code, 0);
+    let doc = json(&lines[0]);
+    for key in [
+        "id",
+        "session",
+        "agent",
+        "status",
+        "stopReason",
+        "result",
+        "turns",
+        "messages",
+    ] {
+        assert!(doc.get(key).is_some(), "threads show lacks `{key}`: {doc}");
+    }
+    assert_eq!(doc["agent"], "approval_gate");
+    let roles: Vec<(&str, &str)> = doc["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or(""),
+                m["side"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("user", "b"),
+            ("assistant", "a"),
+            ("user", "b"),
+            ("assistant", "a"),
+            ("tool", "a")
+        ]
+    );
+    let call = &doc["messages"][3]["toolCalls"][0];
+    assert_eq!(call["name"], "record_decision");
+    assert_eq!(doc["messages"][4]["toolCallId"], call["id"]);
+
+    let (code, lines, _) = duet.run(&["threads", "--status", "idle", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&lines[0]).as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_failed_step_exits_1_with_a_failed_event() {
+    let duet = Duet::new();
+    for (i, expected) in [(0, 0), (1, 0), (2, 1)] {
+        let (code, lines, err) = duet.run(&[
+            "run",
+            "assistant",
+            "--session",
+            "a",
+            "-m",
+            &format!("message {i}"),
+            "--json",
+        ]);
+        assert_eq!(code, expected, "run {i}: {err}");
+        if expected == 1 {
+            let last = json(lines.last().expect("events"));
+            assert_eq!(last["type"], "failed");
+            assert_eq!(last["code"], "step_error");
+            assert!(
+                last["details"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("script exhausted")
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let duet = Duet::new();
+    let (code, _, err) = duet.run(&["run", "no_such_agent", "-m", "hi"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no agent `no_such_agent`"), "{err}");
+    let (code, _, err) = duet.run(&["send", "no-such-thread", "hi"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no thread `no-such-thread`"), "{err}");
+    let (code, _, err) = duet.run(&["run", "approval_gate"]);
+    assert_eq!(code, 2, "no message and no terminal");
+    assert!(err.contains("-m TEXT is required"), "{err}");
+    let (code, _, _) = duet.run(&["threads", "--status", "sleeping"]);
+    assert_eq!(code, 2);
+}
