@@ -5,6 +5,8 @@ CREATE TABLE threads (
     key           TEXT    NOT NULL UNIQUE,
     agent         TEXT    NOT NULL,
     parent        TEXT,
+    principal     TEXT,
+    source        TEXT,
     status        TEXT    NOT NULL,
     status_text   TEXT,
     session       INTEGER NOT NULL DEFAULT 0,

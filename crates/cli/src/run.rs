@@ -269,6 +269,8 @@ fn print_event(event: &AgentEvent, json: bool) {
                 _ => writeln!(out, "[{status}: {reason}]"),
             }
         }
+        // An event this build does not know: a conversation view has nothing to show for it.
+        AgentEvent::Other(_) => Ok(()),
         AgentEvent::Failed { details, code, .. } => {
             writeln!(
                 out,

@@ -417,3 +417,52 @@ async fn cancelling_a_run_aborts_it_at_once_and_frees_the_thread() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_deliveries_in_one_process_exclude_each_other_too() {
+    let project = project(3);
+    for backend in support::backends().await {
+        let entered = Arc::new(Notify::new());
+        let slow = Slow {
+            first: AtomicBool::new(true),
+            entered: entered.clone(),
+        };
+        let rt = runtime(
+            &project,
+            backend.open().await,
+            Arc::new(ManualClock::new(0)),
+            slow,
+        );
+        let first = tokio::spawn({
+            let rt = rt.clone();
+            async move {
+                rt.send(
+                    "t",
+                    Some("gate"),
+                    "one",
+                    &EventSink::discard(),
+                    &CancellationToken::new(),
+                )
+                .await
+            }
+        });
+        entered.notified().await;
+        // Same runtime, same thread, while the first run is mid-step: queued, not run twice.
+        let second = rt
+            .send(
+                "t",
+                None,
+                "two",
+                &EventSink::discard(),
+                &CancellationToken::new(),
+            )
+            .await;
+        assert!(
+            matches!(second, Ok(Delivered::Queued { .. })),
+            "{}: {second:?}",
+            backend.name()
+        );
+        first.abort();
+        let _ = first.await;
+    }
+}

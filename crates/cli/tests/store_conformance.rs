@@ -6,11 +6,22 @@ mod support;
 use std::sync::Arc;
 
 use duet_runtime::{
-    Commit, CommitOutcome, Lease, Message, NewQueued, Record, RecordKind, Role, SideId, StopReason,
-    Store, StoreError, Thread, ThreadStatus, ToolCall, ToolStatus,
+    Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Record, RecordKind, Role, SideId,
+    StopReason, Store, StoreError, Thread, ThreadStatus, ToolCall, ToolStatus,
 };
 use serde_json::json;
 use uuid::Uuid;
+
+fn new(agent: &str, now: i64) -> NewThread<'_> {
+    NewThread {
+        id: Uuid::now_v7(),
+        agent,
+        parent: None,
+        principal: None,
+        source: None,
+        now,
+    }
+}
 
 fn lease(owner: Uuid, now: i64) -> Lease {
     Lease {
@@ -39,7 +50,7 @@ async fn each(check: impl AsyncFn(Arc<dyn Store>, &'static str)) {
 
 async fn thread(store: &Arc<dyn Store>, key: &str) -> Thread {
     store
-        .open_thread(key, "agent", None, Uuid::now_v7(), 100)
+        .open_thread(key, new("agent", 100))
         .await
         .expect("open")
 }
@@ -49,7 +60,7 @@ async fn open_thread_is_idempotent_per_key() {
     each(async |store, name| {
         let a = thread(&store, "k1").await;
         let again = store
-            .open_thread("k1", "other", None, Uuid::now_v7(), 200)
+            .open_thread("k1", new("other", 200))
             .await
             .expect("open");
         assert_eq!(a, again, "{name}: the first thread wins");
@@ -363,6 +374,69 @@ async fn recoverable_finds_dead_runners_and_orphaned_queues() {
             vec![running.id, orphan.id],
             "{name}"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_busy_refusing_delivery_writes_nothing_and_owners_are_kept() {
+    each(async |store, name| {
+        let owned = NewThread {
+            principal: Some("{\"p\":1}"),
+            source: Some("slack"),
+            ..new("agent", 100)
+        };
+        let t = store.open_thread("owned", owned).await.expect("open");
+        assert_eq!(
+            (t.principal.as_deref(), t.source.as_deref()),
+            (Some("{\"p\":1}"), Some("slack")),
+            "{name}"
+        );
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        assert!(
+            store
+                .deliver_if_free(t.id, human("first"), lease(a, 1_000))
+                .await
+                .expect("deliver"),
+            "{name}"
+        );
+        assert!(
+            !store
+                .deliver_if_free(t.id, human("second"), lease(b, 1_100))
+                .await
+                .expect("deliver"),
+            "{name}: busy"
+        );
+        let queue = store.queue(t.id).await.expect("queue");
+        assert_eq!(
+            queue.iter().map(|q| q.content.as_str()).collect::<Vec<_>>(),
+            ["first"],
+            "{name}: the refused one left no trace"
+        );
+        assert_eq!(
+            store
+                .thread_by_id(t.id)
+                .await
+                .expect("read")
+                .and_then(|x| x.lease_owner),
+            Some(a)
+        );
+        // The write connection is still usable after a refusal.
+        assert!(
+            store.renew(t.id, lease(a, 1_200)).await.expect("renew"),
+            "{name}"
+        );
+        assert!(
+            !store
+                .deliver_if_free(t.id, human("third"), lease(b, 1_300))
+                .await
+                .expect("deliver"),
+            "{name}: busy"
+        );
+        store
+            .open_thread("another", new("agent", 1_400))
+            .await
+            .expect("the writer is free");
     })
     .await;
 }

@@ -17,7 +17,7 @@ use crate::decide::{self, AfterStep, AfterTurn, CallOutcome, Next};
 use crate::event::{AgentEvent, EventSink};
 use crate::handler::{Effects, Handlers, ThreadState};
 use crate::model::{Model, ModelChunk, ModelError, ModelRequest, Providers, ToolSpec};
-use crate::store::{Commit, CommitOutcome, Lease, Store, StoreError};
+use crate::store::{Commit, CommitOutcome, Lease, NewThread, Store, StoreError};
 use crate::tools::{Tool, ToolContext, ToolResult, Tools};
 use crate::types::{
     Message, NewQueued, Queued, Record, RecordKind, Role, SideId, StopReason, Thread, ThreadId,
@@ -37,6 +37,29 @@ pub enum RunError {
     UnknownThread(String),
     #[error("thread `{0}` is terminated")]
     Terminated(String),
+    /// The thread belongs to another principal.
+    #[error("thread `{0}` belongs to another principal")]
+    Forbidden(String),
+    /// Another runner holds the thread and the delivery refuses to queue (`invoke`).
+    #[error("session busy: a run is already in flight for `{0}`")]
+    Busy(String),
+}
+
+/// What a delivery does when another runner holds the thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WhenBusy {
+    /// Queue the message durably for that runner (`duet send`, a parent's message to a child).
+    Queue,
+    /// Refuse it, writing nothing: `invoke`'s `session_busy`.
+    Reject,
+}
+
+/// Who delivers a message, and from where.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Origin<'a> {
+    /// The principal as canonical JSON; a thread created under one is theirs alone.
+    pub principal: Option<&'a str>,
+    pub source: Option<&'a str>,
 }
 
 /// How a run settled.
@@ -145,7 +168,6 @@ impl RuntimeBuilder {
                 handlers: self.handlers,
                 tools,
                 clock: self.clock,
-                owner: Uuid::now_v7(),
                 lease_ms: self.lease_ms,
                 models: Mutex::new(HashMap::new()),
             }),
@@ -167,7 +189,6 @@ struct Inner {
     handlers: Handlers,
     tools: Tools,
     clock: Arc<dyn Clock>,
-    owner: Uuid,
     lease_ms: i64,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
 }
@@ -211,11 +232,6 @@ impl Runtime {
         &self.inner.store
     }
 
-    /// This runtime's runner id (the lease owner it writes).
-    pub fn owner(&self) -> Uuid {
-        self.inner.owner
-    }
-
     /// The names this runtime registers, for `Project::check_builtins`.
     pub fn builtins(&self) -> duet_spec::Builtins {
         duet_spec::Builtins {
@@ -230,10 +246,12 @@ impl Runtime {
         }
     }
 
-    fn lease(&self) -> Lease {
+    /// A lease for run `owner`. Every run has its own owner id, so two deliveries to one thread
+    /// in the same process exclude each other as they would across processes.
+    fn lease(&self, owner: Uuid) -> Lease {
         let now = self.inner.clock.now_ms();
         Lease {
-            owner: self.inner.owner,
+            owner,
             until: now + self.inner.lease_ms,
             now,
         }
@@ -253,17 +271,46 @@ impl Runtime {
         events: &EventSink,
         cancel: &CancellationToken,
     ) -> Result<Delivered, RunError> {
+        self.deliver(
+            key,
+            agent,
+            text,
+            Origin::default(),
+            WhenBusy::Queue,
+            events,
+            cancel,
+        )
+        .await
+    }
+
+    /// [`Runtime::send`] with an origin and a busy policy: the delivery under `invoke` and the
+    /// control plane.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn deliver(
+        &self,
+        key: &str,
+        agent: Option<&str>,
+        text: &str,
+        origin: Origin<'_>,
+        when_busy: WhenBusy,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Delivered, RunError> {
         let now = self.inner.clock.now_ms();
         let thread = match agent {
             Some(name) => {
                 if !self.inner.project.agents.contains_key(name) {
                     return Err(RunError::UnknownAgent(name.to_owned()));
                 }
-                let t = self
-                    .inner
-                    .store
-                    .open_thread(key, name, None, Uuid::now_v7(), now)
-                    .await?;
+                let new = NewThread {
+                    id: Uuid::now_v7(),
+                    agent: name,
+                    parent: None,
+                    principal: origin.principal,
+                    source: origin.source,
+                    now,
+                };
+                let t = self.inner.store.open_thread(key, new).await?;
                 if t.agent != name {
                     return Err(StoreError::AgentMismatch {
                         key: key.to_owned(),
@@ -280,20 +327,38 @@ impl Runtime {
                 .await?
                 .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?,
         };
+        if thread.principal.is_some() && thread.principal.as_deref() != origin.principal {
+            return Err(RunError::Forbidden(key.to_owned()));
+        }
         if thread.status == ThreadStatus::Terminated {
             return Err(RunError::Terminated(key.to_owned()));
         }
-        let agent = self.agent(&thread.agent)?;
+        let agent = self.agent_def(&thread.agent)?;
         let message = inbound(agent, text);
-        let claimed = self
-            .inner
-            .store
-            .enqueue(thread.id, message, Some(self.lease()), now)
-            .await?;
+        let run = Uuid::now_v7();
+        let claimed = match when_busy {
+            WhenBusy::Queue => {
+                self.inner
+                    .store
+                    .enqueue(thread.id, message, Some(self.lease(run)), now)
+                    .await?
+            }
+            WhenBusy::Reject => {
+                if !self
+                    .inner
+                    .store
+                    .deliver_if_free(thread.id, message, self.lease(run))
+                    .await?
+                {
+                    return Err(RunError::Busy(key.to_owned()));
+                }
+                true
+            }
+        };
         if !claimed {
             return Ok(Delivered::Queued { thread: thread.id });
         }
-        self.drive(thread.id, events, cancel)
+        self.drive(thread.id, run, events, cancel)
             .await
             .map(Delivered::Settled)
     }
@@ -311,8 +376,9 @@ impl Runtime {
             if cancel.is_cancelled() {
                 break;
             }
-            if self.inner.store.claim(id, self.lease()).await? {
-                match self.drive(id, &EventSink::discard(), cancel).await {
+            let run = Uuid::now_v7();
+            if self.inner.store.claim(id, self.lease(run)).await? {
+                match self.drive(id, run, &EventSink::discard(), cancel).await {
                     Ok(_) | Err(RunError::Store(StoreError::LeaseLost(_))) => ran += 1,
                     Err(e) => return Err(e),
                 }
@@ -321,7 +387,7 @@ impl Runtime {
         Ok(ran)
     }
 
-    fn agent(&self, name: &str) -> Result<&Agent, RunError> {
+    fn agent_def(&self, name: &str) -> Result<&Agent, RunError> {
         self.inner
             .project
             .agents
@@ -334,6 +400,7 @@ impl Runtime {
     async fn drive(
         &self,
         id: ThreadId,
+        run: Uuid,
         events: &EventSink,
         cancel: &CancellationToken,
     ) -> Result<Settled, RunError> {
@@ -352,7 +419,7 @@ impl Runtime {
                         () = stop.cancelled() => return,
                         () = tokio::time::sleep(every) => {}
                     }
-                    match rt.inner.store.renew(id, rt.lease()).await {
+                    match rt.inner.store.renew(id, rt.lease(run)).await {
                         Ok(true) => {}
                         Ok(false) | Err(_) => {
                             lost.cancel();
@@ -384,7 +451,7 @@ impl Runtime {
             .await?
             .ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
         let mut msgs = store.messages(id).await?;
-        let agent = self.agent(&t.agent)?.clone();
+        let agent = self.agent_def(&t.agent)?.clone();
         // The queue is read when a commit said messages wait (and once at the start): each
         // commit reports the queue as of its own transaction, right before the next step.
         let mut queued = true;
@@ -519,7 +586,9 @@ impl Runtime {
     }
 
     async fn commit(&self, t: &Thread, commit: Commit) -> Result<CommitOutcome, RunError> {
-        Ok(self.inner.store.commit(t, self.inner.owner, commit).await?)
+        // The run's own id is the lease owner the thread row was claimed with.
+        let owner = t.lease_owner.ok_or(StoreError::LeaseLost(t.id))?;
+        Ok(self.inner.store.commit(t, owner, commit).await?)
     }
 
     /// Writes the final records and releases the lease, unless messages arrived meanwhile.

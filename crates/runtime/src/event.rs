@@ -4,10 +4,49 @@
 use serde::{Deserialize, Serialize};
 
 /// One event of a run's stream. `completed` and `failed` are terminal: exactly one ends a stream
-/// consumed to its end.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+/// consumed to its end. [`AgentEvent::Other`] carries event types this build does not know (from
+/// a newer remote agent): terminal consumers ignore them and relays pass them on unchanged
+/// (MUSTs 4 and 5).
+#[derive(Clone, Debug, PartialEq)]
 pub enum AgentEvent {
+    Text {
+        delta: String,
+    },
+    Thinking {
+        delta: String,
+    },
+    ToolStarted {
+        id: String,
+        name: String,
+        args: serde_json::Value,
+    },
+    ToolEnded {
+        id: String,
+        is_error: bool,
+        content: serde_json::Value,
+    },
+    Retrying {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        reason: String,
+    },
+    Completed {
+        data: Option<serde_json::Value>,
+    },
+    Failed {
+        details: String,
+        retryable: bool,
+        code: Option<String>,
+    },
+    /// An event of a type this build does not know, kept whole.
+    Other(serde_json::Value),
+}
+
+/// The wire form of the known events.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Known {
     Text {
         delta: String,
     },
@@ -34,15 +73,122 @@ pub enum AgentEvent {
         reason: String,
     },
     Completed {
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         data: Option<serde_json::Value>,
     },
     Failed {
         details: String,
         retryable: bool,
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<String>,
     },
+}
+
+const KNOWN_TYPES: [&str; 7] = [
+    "text",
+    "thinking",
+    "tool_started",
+    "tool_ended",
+    "retrying",
+    "completed",
+    "failed",
+];
+
+impl Serialize for AgentEvent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let known = match self.clone() {
+            AgentEvent::Other(v) => return v.serialize(s),
+            AgentEvent::Text { delta } => Known::Text { delta },
+            AgentEvent::Thinking { delta } => Known::Thinking { delta },
+            AgentEvent::ToolStarted { id, name, args } => Known::ToolStarted { id, name, args },
+            AgentEvent::ToolEnded {
+                id,
+                is_error,
+                content,
+            } => Known::ToolEnded {
+                id,
+                is_error,
+                content,
+            },
+            AgentEvent::Retrying {
+                attempt,
+                max_attempts,
+                delay_ms,
+                reason,
+            } => Known::Retrying {
+                attempt,
+                max_attempts,
+                delay_ms,
+                reason,
+            },
+            AgentEvent::Completed { data } => Known::Completed { data },
+            AgentEvent::Failed {
+                details,
+                retryable,
+                code,
+            } => Known::Failed {
+                details,
+                retryable,
+                code,
+            },
+        };
+        known.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentEvent {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        let kind = value
+            .get("type")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        match kind {
+            Some(k) if KNOWN_TYPES.contains(&k.as_str()) => {
+                let known: Known =
+                    serde_json::from_value(value).map_err(serde::de::Error::custom)?;
+                Ok(match known {
+                    Known::Text { delta } => AgentEvent::Text { delta },
+                    Known::Thinking { delta } => AgentEvent::Thinking { delta },
+                    Known::ToolStarted { id, name, args } => {
+                        AgentEvent::ToolStarted { id, name, args }
+                    }
+                    Known::ToolEnded {
+                        id,
+                        is_error,
+                        content,
+                    } => AgentEvent::ToolEnded {
+                        id,
+                        is_error,
+                        content,
+                    },
+                    Known::Retrying {
+                        attempt,
+                        max_attempts,
+                        delay_ms,
+                        reason,
+                    } => AgentEvent::Retrying {
+                        attempt,
+                        max_attempts,
+                        delay_ms,
+                        reason,
+                    },
+                    Known::Completed { data } => AgentEvent::Completed { data },
+                    Known::Failed {
+                        details,
+                        retryable,
+                        code,
+                    } => AgentEvent::Failed {
+                        details,
+                        retryable,
+                        code,
+                    },
+                })
+            }
+            Some(_) => Ok(AgentEvent::Other(value)),
+            None => Err(serde::de::Error::custom("an event needs a string `type`")),
+        }
+    }
 }
 
 impl AgentEvent {
@@ -139,9 +285,18 @@ mod tests {
                 json!({"type": "failed", "details": "x", "retryable": true, "code": "session_busy"}),
             ),
         ];
+        let future = json!({"type": "citation", "url": "https://example.org", "n": 1});
+        let cases = cases
+            .into_iter()
+            .chain([(AgentEvent::Other(future.clone()), future)]);
         for (event, wire) in cases {
             assert_eq!(serde_json::to_value(&event).ok(), Some(wire.clone()));
             assert_eq!(serde_json::from_value::<AgentEvent>(wire).ok(), Some(event));
         }
+        assert!(serde_json::from_value::<AgentEvent>(json!({"delta": "no type"})).is_err());
+        assert!(
+            serde_json::from_value::<AgentEvent>(json!({"type": "text"})).is_err(),
+            "a known type keeps its shape"
+        );
     }
 }

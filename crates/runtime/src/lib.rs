@@ -9,25 +9,31 @@
 //! ([`Model`], [`Provider`]), builtin tools ([`Tool`]) and handlers ([`Handler`]) are ports that
 //! other crates implement. Decisions (`decide`) are pure functions over a thread's state.
 
+mod agent;
 pub mod clock;
 pub mod context;
 pub mod decide;
 mod engine;
 mod event;
 mod handler;
+pub mod middleware;
 mod model;
 mod store;
 mod tools;
 mod types;
 
+pub use agent::{
+    Agent, AgentFailure, Collected, ImageRef, Principal, Prompt, RuntimeAgent, Scope, codes,
+    collect,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use engine::{Delivered, RunError, Runtime, RuntimeBuilder, Settled};
+pub use engine::{Delivered, Origin, RunError, Runtime, RuntimeBuilder, Settled, WhenBusy};
 pub use event::{AgentEvent, EventSink};
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
     ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
 };
-pub use store::{Commit, CommitOutcome, Lease, Store, StoreError};
+pub use store::{Commit, CommitOutcome, Lease, NewThread, Store, StoreError};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolContext, ToolResult, Tools, render};
 pub use types::{

@@ -18,6 +18,17 @@ pub struct Lease {
     pub now: i64,
 }
 
+/// What a new thread is made with.
+#[derive(Clone, Copy, Debug)]
+pub struct NewThread<'a> {
+    pub id: ThreadId,
+    pub agent: &'a str,
+    pub parent: Option<ThreadId>,
+    pub principal: Option<&'a str>,
+    pub source: Option<&'a str>,
+    pub now: i64,
+}
+
 /// Everything one step (or drain, or settle) writes.
 #[derive(Clone, Debug, Default)]
 pub struct Commit {
@@ -70,15 +81,9 @@ pub enum StoreError {
 /// The store port.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// The thread addressed by `key`, created (idle, for `agent`) if absent.
-    async fn open_thread(
-        &self,
-        key: &str,
-        agent: &str,
-        parent: Option<ThreadId>,
-        id: ThreadId,
-        now: i64,
-    ) -> Result<Thread, StoreError>;
+    /// The thread addressed by `key`, created (idle, for `new.agent`, owned by `new.principal`,
+    /// from `new.source`) if absent; an existing thread comes back as it is.
+    async fn open_thread(&self, key: &str, new: NewThread<'_>) -> Result<Thread, StoreError>;
     async fn thread(&self, key: &str) -> Result<Option<Thread>, StoreError>;
     async fn thread_by_id(&self, id: ThreadId) -> Result<Option<Thread>, StoreError>;
     /// Threads, oldest first, optionally with one status.
@@ -98,6 +103,14 @@ pub trait Store: Send + Sync + 'static {
         message: NewQueued,
         claim: Option<Lease>,
         now: i64,
+    ) -> Result<bool, StoreError>;
+    /// Takes the lease if it is free or expired and, only then, queues `message`: a delivery that
+    /// is refused when the thread is busy (`invoke`'s `session_busy`). Returns whether it went in.
+    async fn deliver_if_free(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        lease: Lease,
     ) -> Result<bool, StoreError>;
     /// Takes the lease if it is free or expired.
     async fn claim(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError>;

@@ -317,6 +317,11 @@ pub struct Thread {
     pub key: String,
     pub agent: String,
     pub parent: Option<ThreadId>,
+    /// The principal that owns the thread (canonical JSON of `{type, issuer, subject}`), if it
+    /// was created under one: no other principal may invoke, read or resume it.
+    pub principal: Option<String>,
+    /// Where the thread was first invoked from (`scope.source`).
+    pub source: Option<String>,
     pub status: ThreadStatus,
     /// Free text set by `sessionStatus` or a handler's `set_status`.
     pub status_text: Option<String>,
@@ -360,6 +365,8 @@ impl Thread {
             key,
             agent,
             parent,
+            principal: None,
+            source: None,
             status: ThreadStatus::Idle,
             status_text: None,
             session: 0,

@@ -168,7 +168,7 @@ pub(crate) use bind_args;
 /// The thread columns, in `thread_from_row` order.
 macro_rules! thread_cols {
     () => {
-        "num, id, key, agent, parent, status, status_text, session, session_open, stop_reason, result, \
+        "num, id, key, agent, parent, principal, source, status, status_text, session, session_open, stop_reason, result, \
          turns_a, turns_b, steps_a, steps_b, steps_total, acting, watermark_a, watermark_b, next_seq, \
          lease_owner, lease_expires, created_at, updated_at"
     };
@@ -183,7 +183,7 @@ macro_rules! store_impl {
     ($store:ident, $db:ty, $begin:literal, $lock:literal, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
-            Commit, CommitOutcome, Lease, Message, NewQueued, Queued, Record, RecordKind, Role, StopReason, Store,
+            Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Queued, Record, RecordKind, Role, StopReason, Store,
             StoreError, Thread, ThreadId, ThreadStatus, ToolStatus, parse_side, side_str,
         };
         use sqlx::Row;
@@ -207,6 +207,8 @@ macro_rules! store_impl {
                 key: text("key")?,
                 agent: text("agent")?,
                 parent: opt("parent")?.map(uuid).transpose()?,
+                principal: opt("principal")?,
+                source: opt("source")?,
                 status: ThreadStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
                 status_text: opt("status_text")?,
                 session: int("session")?,
@@ -283,25 +285,20 @@ macro_rules! store_impl {
 
         #[async_trait]
         impl Store for $store {
-            async fn open_thread(
-                &self,
-                key: &str,
-                agent: &str,
-                parent: Option<ThreadId>,
-                id: ThreadId,
-                now: i64,
-            ) -> Result<Thread, StoreError> {
+            async fn open_thread(&self, key: &str, new: NewThread<'_>) -> Result<Thread, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
                 sqlx::query(
-                    "INSERT INTO threads (id, key, agent, parent, status, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, 'idle', $5, $5) ON CONFLICT (key) DO NOTHING",
+                    "INSERT INTO threads (id, key, agent, parent, principal, source, status, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, 'idle', $7, $7) ON CONFLICT (key) DO NOTHING",
                 )
-                .bind(id.to_string())
+                .bind(new.id.to_string())
                 .bind(key)
-                .bind(agent)
-                .bind(parent.map(|p| p.to_string()))
-                .bind(now)
+                .bind(new.agent)
+                .bind(new.parent.map(|p| p.to_string()))
+                .bind(new.principal)
+                .bind(new.source)
+                .bind(new.now)
                 .execute(&mut *tx)
                 .await
                 .map_err(db_error)?;
@@ -427,6 +424,29 @@ macro_rules! store_impl {
                 }
                 tx.commit().await.map_err(db_error)?;
                 Ok(claimed)
+            }
+
+            async fn deliver_if_free(&self, id: ThreadId, message: NewQueued, lease: Lease) -> Result<bool, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let (num, owner, expires) = lease_row(&mut tx, id).await?;
+                if !lease_free(&owner, expires, &lease) {
+                    // Roll back explicitly: a transaction dropped on SQLite's single write
+                    // connection leaves its rollback for later, and the next user of the
+                    // connection would wait on it.
+                    tx.rollback().await.map_err(db_error)?;
+                    return Ok(false);
+                }
+                sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2 WHERE num = $3")
+                    .bind(lease.owner.to_string())
+                    .bind(lease.until)
+                    .bind(num)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                insert_queued(&mut tx, num, &message, lease.now).await?;
+                tx.commit().await.map_err(db_error)?;
+                Ok(true)
             }
 
             async fn claim(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError> {

@@ -1,0 +1,370 @@
+//! The Agent Handler protocol as duet's embedding API: [`Agent::invoke`] takes a [`Scope`] and a
+//! [`Prompt`] and returns a stream of [`AgentEvent`]s that ends in exactly one `completed` or
+//! `failed` (or in nothing, when the caller drops it). [`collect`] is the buffered reduction.
+//!
+//! ```no_run
+//! # async fn demo(runtime: duet_runtime::Runtime) -> Result<(), duet_runtime::AgentFailure> {
+//! use duet_runtime::{Agent, Prompt, Scope, collect};
+//! use futures::StreamExt;
+//!
+//! let gate = runtime.agent("approval_gate").expect("defined");
+//! // Streaming: text and tool events as the run commits them.
+//! let mut events = gate.invoke(Scope::new("ticket-42"), Prompt::text("Rotate the keys?"));
+//! while let Some(event) = events.next().await {
+//!     println!("{}", serde_json::to_string(&event).unwrap_or_default());
+//! }
+//! // Buffered: the text and the terminal data.
+//! let done = collect(gate.invoke(Scope::new("ticket-42"), Prompt::text("Approved."))).await?;
+//! println!("{} {:?}", done.text, done.data);
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::{self, BoxStream};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{Delivered, Origin, RunError, Runtime, WhenBusy};
+use crate::event::{AgentEvent, EventSink};
+use crate::store::StoreError;
+
+/// The `failed.code` values duet emits. Each is documented where it is produced.
+pub mod codes {
+    /// Another run holds the session; nothing was written. Retryable.
+    pub const SESSION_BUSY: &str = "session_busy";
+    /// The run was stopped on purpose (control-plane abort).
+    pub const ABORTED: &str = "aborted";
+    /// A step failed for good (a model error, an exhausted script, an unregistered handler).
+    pub const STEP_ERROR: &str = "step_error";
+    /// The session belongs to another principal.
+    pub const FORBIDDEN: &str = "forbidden";
+    /// The auth middleware refused the caller.
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    /// The budget middleware stopped the run.
+    pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
+    /// The agent is not in the project, or the thread belongs to another agent.
+    pub const UNKNOWN_AGENT: &str = "unknown_agent";
+    /// The thread was terminated.
+    pub const TERMINATED: &str = "terminated";
+    /// The prompt cannot be delivered (empty text).
+    pub const INVALID_PROMPT: &str = "invalid_prompt";
+    /// The store failed, or the run's lease was taken over. Retryable.
+    pub const INTERNAL: &str = "internal";
+}
+
+/// Who is calling: an identity the runtime stores on the threads it creates.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Principal {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub issuer: String,
+    pub subject: String,
+}
+
+impl Principal {
+    /// The stored form: canonical JSON.
+    pub fn canonical(&self) -> String {
+        serde_json::json!({"type": self.kind, "issuer": self.issuer, "subject": self.subject})
+            .to_string()
+    }
+}
+
+/// An invocation's scope: the caller-owned session key, plus the extensions duet reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scope {
+    /// The conversation anchor: the key of a thread (created on first use).
+    pub session: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Principal>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl Scope {
+    pub fn new(session: impl Into<String>) -> Self {
+        Scope {
+            session: session.into(),
+            principal: None,
+            source: None,
+        }
+    }
+
+    pub fn with_principal(mut self, principal: Principal) -> Self {
+        self.principal = Some(principal);
+        self
+    }
+}
+
+/// An image attached to a prompt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageRef {
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+    /// Base64.
+    pub data: String,
+}
+
+/// What the caller says.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prompt {
+    pub text: String,
+    /// Ignored by agents whose models take no images (all of today's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageRef>,
+}
+
+impl Prompt {
+    pub fn text(text: impl Into<String>) -> Self {
+        Prompt {
+            text: text.into(),
+            images: Vec::new(),
+        }
+    }
+}
+
+/// An agent: one call runs one turn (until the run settles) and streams its events.
+///
+/// The stream is `Send + 'static` and ends in exactly one terminal event when consumed to its
+/// end; iterating it never panics or errors (failures are `failed` events); dropping it aborts
+/// the work in flight and releases the session.
+pub trait Agent: Send + Sync + 'static {
+    fn invoke(&self, scope: Scope, prompt: Prompt) -> BoxStream<'static, AgentEvent>;
+}
+
+/// One agent of a project, run by a [`Runtime`].
+#[derive(Clone)]
+pub struct RuntimeAgent {
+    runtime: Runtime,
+    agent: String,
+}
+
+impl Runtime {
+    /// The [`Agent`] for `name`, if the project defines it.
+    pub fn agent(&self, name: &str) -> Option<RuntimeAgent> {
+        self.project()
+            .agents
+            .contains_key(name)
+            .then(|| RuntimeAgent {
+                runtime: self.clone(),
+                agent: name.to_owned(),
+            })
+    }
+}
+
+/// The `failed` event for a delivery that could not run.
+fn failure(e: &RunError) -> AgentEvent {
+    let (code, retryable) = match e {
+        RunError::Busy(_) => (codes::SESSION_BUSY, true),
+        RunError::Forbidden(_) => (codes::FORBIDDEN, false),
+        RunError::UnknownAgent(_) | RunError::Store(StoreError::AgentMismatch { .. }) => {
+            (codes::UNKNOWN_AGENT, false)
+        }
+        RunError::UnknownThread(_) => (codes::UNKNOWN_AGENT, false),
+        RunError::Terminated(_) => (codes::TERMINATED, false),
+        RunError::Store(_) => (codes::INTERNAL, true),
+    };
+    AgentEvent::Failed {
+        details: e.to_string(),
+        retryable,
+        code: Some(code.to_owned()),
+    }
+}
+
+enum Phase {
+    Start(RuntimeAgent, Scope, Prompt),
+    Running {
+        rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+        run: tokio::task::JoinHandle<Result<Delivered, RunError>>,
+        /// Cancels the run when the stream is dropped (MUST 3).
+        _guard: tokio_util::sync::DropGuard,
+    },
+    Done,
+}
+
+impl Agent for RuntimeAgent {
+    fn invoke(&self, scope: Scope, prompt: Prompt) -> BoxStream<'static, AgentEvent> {
+        let start = Phase::Start(self.clone(), scope, prompt);
+        stream::unfold(start, |phase| async move {
+            match phase {
+                Phase::Done => None,
+                Phase::Start(me, scope, prompt) => {
+                    if prompt.text.trim().is_empty() && prompt.images.is_empty() {
+                        let event = AgentEvent::Failed {
+                            details: "the prompt is empty".into(),
+                            retryable: false,
+                            code: Some(codes::INVALID_PROMPT.into()),
+                        };
+                        return Some((vec![event], Phase::Done));
+                    }
+                    let cancel = CancellationToken::new();
+                    let (sink, rx) = EventSink::channel();
+                    let token = cancel.clone();
+                    let run = tokio::spawn(async move {
+                        let principal = scope.principal.as_ref().map(Principal::canonical);
+                        let origin = Origin {
+                            principal: principal.as_deref(),
+                            source: scope.source.as_deref(),
+                        };
+                        me.runtime
+                            .deliver(
+                                &scope.session,
+                                Some(&me.agent),
+                                &prompt.text,
+                                origin,
+                                WhenBusy::Reject,
+                                &sink,
+                                &token,
+                            )
+                            .await
+                    });
+                    Some((
+                        Vec::new(),
+                        Phase::Running {
+                            rx,
+                            run,
+                            _guard: cancel.drop_guard(),
+                        },
+                    ))
+                }
+                Phase::Running {
+                    mut rx,
+                    run,
+                    _guard,
+                } => match rx.recv().await {
+                    Some(event) => Some((vec![event], Phase::Running { rx, run, _guard })),
+                    None => {
+                        // The run is over (its sink is gone): its outcome is the terminal event.
+                        let terminal = match run.await {
+                            Ok(Ok(Delivered::Settled(s))) => s.terminal_event(),
+                            Ok(Ok(Delivered::Queued { .. })) => AgentEvent::Failed {
+                                details: "session busy".into(),
+                                retryable: true,
+                                code: Some(codes::SESSION_BUSY.into()),
+                            },
+                            Ok(Err(e)) => failure(&e),
+                            Err(e) => AgentEvent::Failed {
+                                details: format!("the run failed inside duet: {e}"),
+                                retryable: true,
+                                code: Some(codes::INTERNAL.into()),
+                            },
+                        };
+                        Some((vec![terminal], Phase::Done))
+                    }
+                },
+            }
+        })
+        .flat_map(stream::iter)
+        .boxed()
+    }
+}
+
+/// What a buffered consumer gets: all `text` deltas, and the `completed` data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Collected {
+    pub text: String,
+    pub data: Option<serde_json::Value>,
+}
+
+/// A `failed` event, as an error.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{details}")]
+pub struct AgentFailure {
+    pub details: String,
+    pub retryable: bool,
+    pub code: Option<String>,
+}
+
+/// Consumes a stream to its terminal event: text deltas added up (thinking ignored, unknown
+/// events ignored), `completed` → `Ok`, `failed` → `Err`. A stream that ends without a terminal
+/// event breaks MUST 1 and is an error too.
+pub async fn collect(mut events: BoxStream<'_, AgentEvent>) -> Result<Collected, AgentFailure> {
+    let mut text = String::new();
+    while let Some(event) = events.next().await {
+        match event {
+            AgentEvent::Text { delta } => text.push_str(&delta),
+            AgentEvent::Completed { data } => return Ok(Collected { text, data }),
+            AgentEvent::Failed {
+                details,
+                retryable,
+                code,
+            } => {
+                return Err(AgentFailure {
+                    details,
+                    retryable,
+                    code,
+                });
+            }
+            _ => {}
+        }
+    }
+    Err(AgentFailure {
+        details: "stream ended without a terminal event".into(),
+        retryable: false,
+        code: None,
+    })
+}
+
+/// An `Arc<dyn Agent>` is an agent too, so layers stack.
+impl<A: Agent + ?Sized> Agent for Arc<A> {
+    fn invoke(&self, scope: Scope, prompt: Prompt) -> BoxStream<'static, AgentEvent> {
+        (**self).invoke(scope, prompt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(list: Vec<AgentEvent>) -> BoxStream<'static, AgentEvent> {
+        stream::iter(list).boxed()
+    }
+
+    #[tokio::test]
+    async fn collect_adds_text_ignores_the_rest_and_reports_failures() {
+        let ok = collect(events(vec![
+            AgentEvent::Thinking { delta: "hm".into() },
+            AgentEvent::Text {
+                delta: "Hello, ".into(),
+            },
+            AgentEvent::Other(serde_json::json!({"type": "citation"})),
+            AgentEvent::Text {
+                delta: "world".into(),
+            },
+            AgentEvent::Completed {
+                data: Some(serde_json::json!({"n": 1})),
+            },
+        ]))
+        .await;
+        assert_eq!(
+            ok,
+            Ok(Collected {
+                text: "Hello, world".into(),
+                data: Some(serde_json::json!({"n": 1}))
+            })
+        );
+        let failed = collect(events(vec![AgentEvent::Failed {
+            details: "x".into(),
+            retryable: true,
+            code: Some("c".into()),
+        }]))
+        .await;
+        assert_eq!(
+            failed,
+            Err(AgentFailure {
+                details: "x".into(),
+                retryable: true,
+                code: Some("c".into())
+            })
+        );
+        let cut = collect(events(vec![AgentEvent::Text {
+            delta: "half".into(),
+        }]))
+        .await;
+        assert_eq!(
+            cut.err().map(|e| e.details),
+            Some("stream ended without a terminal event".into())
+        );
+    }
+}
