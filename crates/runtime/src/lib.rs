@@ -5,6 +5,12 @@
 //! and runs it until it settles — parked for a person, the session ended, or a run stop — while
 //! holding the thread's lease. Every step commits before its [`AgentEvent`]s are sent.
 //!
+//! The embedding API is the Agent Handler protocol: [`Runtime::agent`] gives an [`Agent`] whose
+//! [`Agent::invoke`]`(scope, prompt)` streams [`AgentEvent`]s and ends in exactly one `completed`
+//! or `failed` ([`codes`] lists every `failed.code`); [`collect`] is the buffered form;
+//! [`middleware`] layers (budget, tracing, auth) wrap any agent. A complete, runnable program:
+//! `crates/cli/examples/embed.rs` (`cargo run -p duet-cli --example embed`).
+//!
 //! The engine knows no SQL, HTTP or provider wire format: persistence ([`Store`]), models
 //! ([`Model`], [`Provider`]), builtin tools ([`Tool`]) and handlers ([`Handler`]) are ports that
 //! other crates implement. Decisions (`decide`) are pure functions over a thread's state.
