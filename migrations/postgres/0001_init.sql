@@ -23,6 +23,7 @@ CREATE TABLE threads (
     watermark_b   BIGINT  NOT NULL DEFAULT 0,
     next_seq      BIGINT  NOT NULL DEFAULT 1,
     lease_owner   TEXT,
+    abort_requested BOOLEAN NOT NULL DEFAULT FALSE,
     lease_expires BIGINT  NOT NULL DEFAULT 0,
     created_at    BIGINT  NOT NULL,
     updated_at    BIGINT  NOT NULL
@@ -57,6 +58,7 @@ CREATE TABLE queue (
     role       TEXT    NOT NULL,
     side       TEXT    NOT NULL,
     content    TEXT    NOT NULL,
+    follow_up  BOOLEAN NOT NULL DEFAULT FALSE,
     human      BOOLEAN NOT NULL,
     silent     BOOLEAN NOT NULL,
     created_at BIGINT  NOT NULL

@@ -23,6 +23,7 @@ CREATE TABLE threads (
     watermark_b   INTEGER NOT NULL DEFAULT 0,
     next_seq      INTEGER NOT NULL DEFAULT 1,
     lease_owner   TEXT,
+    abort_requested INTEGER NOT NULL DEFAULT 0,
     lease_expires INTEGER NOT NULL DEFAULT 0,
     created_at    INTEGER NOT NULL,
     updated_at    INTEGER NOT NULL
@@ -57,6 +58,7 @@ CREATE TABLE queue (
     role       TEXT    NOT NULL,
     side       TEXT    NOT NULL,
     content    TEXT    NOT NULL,
+    follow_up  INTEGER NOT NULL DEFAULT 0,
     human      INTEGER NOT NULL,
     silent     INTEGER NOT NULL,
     created_at INTEGER NOT NULL

@@ -6,8 +6,8 @@ mod support;
 use std::sync::Arc;
 
 use duet_runtime::{
-    Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Record, RecordKind, Role, SideId,
-    StopReason, Store, StoreError, Thread, ThreadStatus, ToolCall, ToolStatus,
+    Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Record, RecordKind, Renewal, Role,
+    SideId, StopReason, Store, StoreError, Thread, ThreadStatus, ToolCall, ToolStatus,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -38,6 +38,7 @@ fn human(text: &str) -> NewQueued {
         content: text.into(),
         human: true,
         silent: false,
+        follow_up: false,
     }
 }
 
@@ -89,12 +90,15 @@ async fn leases_exclude_other_owners_until_they_expire() {
             store.claim(t.id, lease(a, 1_500)).await.expect("claim"),
             "{name}: the owner may re-claim"
         );
-        assert!(
+        assert_eq!(
             store.renew(t.id, lease(a, 1_800)).await.expect("renew"),
+            Renewal::Held {
+                abort_requested: false
+            },
             "{name}"
         );
         assert!(
-            !store.renew(t.id, lease(b, 1_800)).await.expect("renew"),
+            store.renew(t.id, lease(b, 1_800)).await.expect("renew") == Renewal::Lost,
             "{name}: not b's"
         );
         // a's lease runs to 2_800; at 2_801 it is free.
@@ -103,7 +107,7 @@ async fn leases_exclude_other_owners_until_they_expire() {
             "{name}: expired"
         );
         assert!(
-            !store.renew(t.id, lease(a, 2_900)).await.expect("renew"),
+            store.renew(t.id, lease(a, 2_900)).await.expect("renew") == Renewal::Lost,
             "{name}: a lost it"
         );
     })
@@ -422,8 +426,11 @@ async fn a_busy_refusing_delivery_writes_nothing_and_owners_are_kept() {
             Some(a)
         );
         // The write connection is still usable after a refusal.
-        assert!(
+        assert_eq!(
             store.renew(t.id, lease(a, 1_200)).await.expect("renew"),
+            Renewal::Held {
+                abort_requested: false
+            },
             "{name}"
         );
         assert!(
@@ -437,6 +444,78 @@ async fn a_busy_refusing_delivery_writes_nothing_and_owners_are_kept() {
             .open_thread("another", new("agent", 1_400))
             .await
             .expect("the writer is free");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn control_requests_need_a_live_run() {
+    each(async |store, name| {
+        let t = thread(&store, "k").await;
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let steer = NewQueued {
+            follow_up: true,
+            ..human("later")
+        };
+        assert_eq!(
+            store
+                .enqueue_if_running(t.id, steer.clone(), 1_000)
+                .await
+                .expect("enqueue"),
+            None,
+            "{name}: idle"
+        );
+        assert_eq!(
+            store.request_abort(t.id, 1_000).await.expect("abort"),
+            None,
+            "{name}: idle"
+        );
+        assert!(store.claim(t.id, lease(a, 1_000)).await.expect("claim"));
+        assert_eq!(
+            store
+                .enqueue_if_running(t.id, steer, 1_100)
+                .await
+                .expect("enqueue"),
+            Some(a),
+            "{name}"
+        );
+        assert!(
+            store.queue(t.id).await.expect("queue")[0].follow_up,
+            "{name}"
+        );
+        assert_eq!(
+            store.request_abort(t.id, 1_100).await.expect("abort"),
+            Some(a),
+            "{name}"
+        );
+        assert_eq!(
+            store.renew(t.id, lease(a, 1_200)).await.expect("renew"),
+            Renewal::Held {
+                abort_requested: true
+            },
+            "{name}"
+        );
+        // A new run starts without the old run's abort request.
+        assert!(
+            store.claim(t.id, lease(b, 2_500)).await.expect("claim"),
+            "{name}: expired"
+        );
+        assert_eq!(
+            store.renew(t.id, lease(b, 2_600)).await.expect("renew"),
+            Renewal::Held {
+                abort_requested: false
+            },
+            "{name}"
+        );
+        // An expired lease is no run to steer.
+        assert_eq!(
+            store
+                .enqueue_if_running(t.id, human("x"), 99_999)
+                .await
+                .expect("enqueue"),
+            None,
+            "{name}"
+        );
     })
     .await;
 }

@@ -17,7 +17,7 @@ use crate::decide::{self, AfterStep, AfterTurn, CallOutcome, Next};
 use crate::event::{AgentEvent, EventSink};
 use crate::handler::{Effects, Handlers, ThreadState};
 use crate::model::{Model, ModelChunk, ModelError, ModelRequest, Providers, ToolSpec};
-use crate::store::{Commit, CommitOutcome, Lease, NewThread, Store, StoreError};
+use crate::store::{Commit, CommitOutcome, Lease, NewThread, Renewal, Store, StoreError};
 use crate::tools::{Tool, ToolContext, ToolResult, Tools};
 use crate::types::{
     Message, NewQueued, Queued, Record, RecordKind, Role, SideId, StopReason, Thread, ThreadId,
@@ -88,6 +88,13 @@ impl Settled {
     /// The terminal event for this outcome: `failed` for a step error, `completed` otherwise,
     /// with `data: {thread, session, status, stopReason, result}`.
     pub fn terminal_event(&self) -> AgentEvent {
+        if self.stop_reason == Some(StopReason::Aborted) {
+            return AgentEvent::Failed {
+                details: "the run was aborted".into(),
+                retryable: false,
+                code: Some(crate::agent::codes::ABORTED.into()),
+            };
+        }
         if self.stop_reason == Some(StopReason::StepError) {
             return AgentEvent::Failed {
                 details: self
@@ -170,6 +177,7 @@ impl RuntimeBuilder {
                 clock: self.clock,
                 lease_ms: self.lease_ms,
                 models: Mutex::new(HashMap::new()),
+                active: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -191,6 +199,9 @@ struct Inner {
     clock: Arc<dyn Clock>,
     lease_ms: i64,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
+    /// This process's runs in flight, by thread: the control plane's `abort` cancels them here
+    /// at once (a run in another process sees a durable abort request at its next renewal).
+    active: Mutex<HashMap<ThreadId, CancellationToken>>,
 }
 
 /// How a run's loop goes on.
@@ -222,6 +233,11 @@ impl Runtime {
             clock: Arc::new(SystemClock),
             lease_ms: 30_000,
         }
+    }
+
+    /// Now, by this runtime's clock.
+    pub fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
     }
 
     pub fn project(&self) -> &Arc<Project> {
@@ -406,12 +422,20 @@ impl Runtime {
     ) -> Result<Settled, RunError> {
         let lost = CancellationToken::new();
         let stop_renewing = CancellationToken::new();
+        // The run's own cancel: the caller's, plus an abort from the control plane.
+        let abort = cancel.child_token();
+        if let Ok(mut active) = self.inner.active.lock() {
+            active.insert(id, abort.clone());
+        }
         let renewer = {
             let rt = self.clone();
-            let lost = lost.clone();
+            let (lost, abort) = (lost.clone(), abort.clone());
             let stop = stop_renewing.clone();
+            // Renew often enough that a remote abort request is seen within a second.
             let every = std::time::Duration::from_millis(
-                u64::try_from(self.inner.lease_ms / 3).unwrap_or(1).max(1),
+                u64::try_from((self.inner.lease_ms / 3).min(1_000))
+                    .unwrap_or(1)
+                    .max(1),
             );
             tokio::spawn(async move {
                 loop {
@@ -420,8 +444,13 @@ impl Runtime {
                         () = tokio::time::sleep(every) => {}
                     }
                     match rt.inner.store.renew(id, rt.lease(run)).await {
-                        Ok(true) => {}
-                        Ok(false) | Err(_) => {
+                        Ok(Renewal::Held {
+                            abort_requested: false,
+                        }) => {}
+                        Ok(Renewal::Held {
+                            abort_requested: true,
+                        }) => abort.cancel(),
+                        Ok(Renewal::Lost) | Err(_) => {
                             lost.cancel();
                             return;
                         }
@@ -432,10 +461,24 @@ impl Runtime {
         // Dropping this future (a caller that stopped listening, a killed task) must stop the
         // renewals too, or a dead run would hold the thread forever.
         let guard = stop_renewing.clone().drop_guard();
-        let result = self.run(id, events, cancel, &lost).await;
+        let result = self.run(id, events, &abort, &lost).await;
         drop(guard);
+        if let Ok(mut active) = self.inner.active.lock() {
+            active.remove(&id);
+        }
         let _ = renewer.await;
         result
+    }
+
+    /// Cancels this process's run of thread `id`, if it has one.
+    pub(crate) fn cancel_local(&self, id: ThreadId) -> bool {
+        let token = self
+            .inner
+            .active
+            .lock()
+            .ok()
+            .and_then(|a| a.get(&id).cloned());
+        token.map(|t| t.cancel()).is_some()
     }
 
     async fn run(
@@ -463,8 +506,18 @@ impl Runtime {
                 return self.abort(&mut t).await;
             }
             if queued {
+                // Inbound and steering messages are drained before the next step; follow-ups
+                // only when the run would otherwise have settled.
                 let queue = store.queue(id).await?;
-                queued = !queue.is_empty() && self.drain(&mut t, &mut msgs, &queue).await?;
+                let (follow_ups, now): (Vec<Queued>, Vec<Queued>) =
+                    queue.into_iter().partition(|q| q.follow_up);
+                queued = if !now.is_empty() {
+                    self.drain(&mut t, &mut msgs, &now).await?
+                } else if !follow_ups.is_empty() && t.status != ThreadStatus::Running {
+                    self.drain(&mut t, &mut msgs, &follow_ups).await?
+                } else {
+                    false
+                };
             }
             let flow = match decide::next(&agent, &t) {
                 Next::Settle => {
@@ -1153,6 +1206,7 @@ fn inbound(agent: &Agent, text: &str) -> NewQueued {
         content: text.to_owned(),
         human: human.is_some(),
         silent: false,
+        follow_up: false,
     }
 }
 

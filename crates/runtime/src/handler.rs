@@ -133,6 +133,7 @@ impl ThreadState<'_> {
             content: content.into(),
             human: false,
             silent: false,
+            follow_up: false,
         });
     }
 

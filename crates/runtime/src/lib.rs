@@ -18,6 +18,7 @@
 mod agent;
 pub mod clock;
 pub mod context;
+pub mod control;
 pub mod decide;
 mod engine;
 mod event;
@@ -39,7 +40,7 @@ pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
     ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
 };
-pub use store::{Commit, CommitOutcome, Lease, NewThread, Store, StoreError};
+pub use store::{Commit, CommitOutcome, Lease, NewThread, Renewal, Store, StoreError};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolContext, ToolResult, Tools, render};
 pub use types::{

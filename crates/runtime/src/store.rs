@@ -57,6 +57,15 @@ pub enum CommitOutcome {
     Settled,
 }
 
+/// What renewing a lease found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// Renewed; `abort_requested`: another process asked this run to abort.
+    Held { abort_requested: bool },
+    /// The lease is gone: the run must stop.
+    Lost,
+}
+
 /// Store failures.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -114,8 +123,19 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     /// Takes the lease if it is free or expired.
     async fn claim(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError>;
-    /// Extends a lease this owner holds; `false` when it is no longer held.
-    async fn renew(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError>;
+    /// Extends a lease this owner holds.
+    async fn renew(&self, id: ThreadId, lease: Lease) -> Result<Renewal, StoreError>;
+    /// Queues `message` only if a run holds the thread (a live lease); returns that run's id.
+    /// The control plane's `steer` and `follow_up`: they modulate a run, never start one.
+    async fn enqueue_if_running(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        now: i64,
+    ) -> Result<Option<Uuid>, StoreError>;
+    /// Asks the run holding the thread to abort (it sees the request when it next renews its
+    /// lease); returns that run's id, or `None` when no run holds the thread.
+    async fn request_abort(&self, id: ThreadId, now: i64) -> Result<Option<Uuid>, StoreError>;
     /// Writes `commit` and the thread's new state in one transaction, if `owner` holds the lease.
     async fn commit(
         &self,

@@ -450,6 +450,8 @@ pub struct Queued {
     /// Whether a person on a human side wrote it (counts as that side's turn).
     pub human: bool,
     pub silent: bool,
+    /// A follow-up: delivered only when the run would otherwise settle.
+    pub follow_up: bool,
     pub created_at: i64,
 }
 
@@ -461,4 +463,6 @@ pub struct NewQueued {
     pub content: String,
     pub human: bool,
     pub silent: bool,
+    /// Hold it until the run would otherwise settle (the control plane's `follow_up`).
+    pub follow_up: bool,
 }

@@ -183,7 +183,7 @@ macro_rules! store_impl {
     ($store:ident, $db:ty, $begin:literal, $lock:literal, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
-            Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Queued, Record, RecordKind, Role, StopReason, Store,
+            Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Renewal, Queued, Record, RecordKind, Role, StopReason, Store,
             StoreError, Thread, ThreadId, ThreadStatus, ToolStatus, parse_side, side_str,
         };
         use sqlx::Row;
@@ -380,7 +380,7 @@ macro_rules! store_impl {
 
             async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
                 let rows = sqlx::query(
-                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.created_at FROM queue q \
+                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.created_at FROM queue q \
                      JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id",
                 )
                 .bind(id.to_string())
@@ -398,6 +398,7 @@ macro_rules! store_impl {
                             content: row.try_get("content").map_err(db_error)?,
                             human: row.try_get("human").map_err(db_error)?,
                             silent: row.try_get("silent").map_err(db_error)?,
+                            follow_up: row.try_get("follow_up").map_err(db_error)?,
                             created_at: row.try_get("created_at").map_err(db_error)?,
                         })
                     })
@@ -412,7 +413,7 @@ macro_rules! store_impl {
                 let mut claimed = false;
                 if let Some(lease) = claim {
                     if lease_free(&owner, expires, &lease) {
-                        sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2 WHERE num = $3")
+                        sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
                             .bind(lease.owner.to_string())
                             .bind(lease.until)
                             .bind(num)
@@ -437,7 +438,7 @@ macro_rules! store_impl {
                     tx.rollback().await.map_err(db_error)?;
                     return Ok(false);
                 }
-                sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2 WHERE num = $3")
+                sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
                     .bind(lease.owner.to_string())
                     .bind(lease.until)
                     .bind(num)
@@ -451,7 +452,7 @@ macro_rules! store_impl {
 
             async fn claim(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError> {
                 let done = sqlx::query(
-                    "UPDATE threads SET lease_owner = $1, lease_expires = $2 \
+                    "UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE \
                      WHERE id = $3 AND (lease_owner IS NULL OR lease_expires < $4 OR lease_owner = $1)",
                 )
                 .bind(lease.owner.to_string())
@@ -464,15 +465,55 @@ macro_rules! store_impl {
                 Ok(done.rows_affected() == 1)
             }
 
-            async fn renew(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError> {
-                let done = sqlx::query("UPDATE threads SET lease_expires = $1 WHERE id = $2 AND lease_owner = $3")
-                    .bind(lease.until)
-                    .bind(id.to_string())
-                    .bind(lease.owner.to_string())
-                    .execute(&mut *self.writer().await?)
-                    .await
-                    .map_err(db_error)?;
-                Ok(done.rows_affected() == 1)
+            async fn renew(&self, id: ThreadId, lease: Lease) -> Result<Renewal, StoreError> {
+                let row = sqlx::query(
+                    "UPDATE threads SET lease_expires = $1 WHERE id = $2 AND lease_owner = $3 RETURNING abort_requested",
+                )
+                .bind(lease.until)
+                .bind(id.to_string())
+                .bind(lease.owner.to_string())
+                .fetch_optional(&mut *self.writer().await?)
+                .await
+                .map_err(db_error)?;
+                Ok(match row {
+                    None => Renewal::Lost,
+                    Some(row) => Renewal::Held { abort_requested: row.try_get("abort_requested").map_err(db_error)? },
+                })
+            }
+
+            async fn enqueue_if_running(&self, id: ThreadId, message: NewQueued, now: i64) -> Result<Option<Uuid>, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let (num, owner, expires) = lease_row(&mut tx, id).await?;
+                let run = match owner {
+                    Some(o) if expires >= now => o,
+                    _ => {
+                        tx.rollback().await.map_err(db_error)?;
+                        return Ok(None);
+                    }
+                };
+                insert_queued(&mut tx, num, &message, now).await?;
+                tx.commit().await.map_err(db_error)?;
+                Uuid::parse_str(&run).map(Some).map_err(|_| corrupt("lease owner", &run))
+            }
+
+            async fn request_abort(&self, id: ThreadId, now: i64) -> Result<Option<Uuid>, StoreError> {
+                let row = sqlx::query(
+                    "UPDATE threads SET abort_requested = TRUE \
+                     WHERE id = $1 AND lease_owner IS NOT NULL AND lease_expires >= $2 RETURNING lease_owner",
+                )
+                .bind(id.to_string())
+                .bind(now)
+                .fetch_optional(&mut *self.writer().await?)
+                .await
+                .map_err(db_error)?;
+                match row {
+                    None => Ok(None),
+                    Some(row) => {
+                        let owner: String = row.try_get("lease_owner").map_err(db_error)?;
+                        Uuid::parse_str(&owner).map(Some).map_err(|_| corrupt("lease owner", &owner))
+                    }
+                }
             }
 
             async fn commit(&self, t: &Thread, owner: Uuid, commit: Commit) -> Result<CommitOutcome, StoreError> {
@@ -549,6 +590,7 @@ macro_rules! store_impl {
                 Arg::Text(Some(q.content.clone())),
                 Arg::Bool(q.human),
                 Arg::Bool(q.silent),
+                Arg::Bool(q.follow_up),
                 Arg::Int(now),
             ]
         }
@@ -560,8 +602,8 @@ macro_rules! store_impl {
             now: i64,
         ) -> Result<(), StoreError> {
             sqlx::query(
-                "INSERT INTO queue (thread, role, side, content, human, silent, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .bind(num)
             .bind(q.role.as_str())
@@ -569,6 +611,7 @@ macro_rules! store_impl {
             .bind(&q.content)
             .bind(q.human)
             .bind(q.silent)
+            .bind(q.follow_up)
             .bind(now)
             .execute(&mut **tx)
             .await

@@ -100,7 +100,7 @@ impl SqliteStore {
         for q in &commit.enqueue {
             let values = batch.values(vec![queued_row(q, t.updated_at)]);
             batch.sql.push_str(&format!(
-                "INSERT INTO queue (thread, role, side, content, human, silent, created_at) \
+                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at) \
                  SELECT t.num, v.* FROM threads t, ({values}) v WHERE t.id = $1 AND t.lease_owner = $2;\n"
             ));
         }

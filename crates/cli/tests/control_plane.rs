@@ -1,0 +1,318 @@
+//! The session control plane: `steer` reaches the run before its next model call, `follow_up`
+//! when it would otherwise settle, `abort` stops it — in this process at once, from another
+//! process through the store — and `state`, `entries` and `follow` observe it. On every backend.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use duet_runtime::control::{Command, SessionResult, control_codes};
+use duet_runtime::{
+    Agent, AgentEvent, Prompt, Runtime, Scope, Store, Tool, ToolContext, ToolResult, codes,
+};
+use futures::StreamExt;
+use tokio::sync::Notify;
+
+/// A tool that waits until the test lets it go.
+#[derive(Clone, Default)]
+struct Gate {
+    entered: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+#[async_trait]
+impl Tool for Gate {
+    async fn call(&self, _: ToolContext, _: serde_json::Value) -> ToolResult {
+        self.entered.notify_one();
+        self.release.notified().await;
+        ToolResult::ok("opened")
+    }
+}
+
+fn project() -> Arc<duet_spec::Project> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("control-{}", uuid::Uuid::now_v7().simple()));
+    let write = |path: &str, text: &str| {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    };
+    write(
+        "agents/agents/gated.yaml",
+        "name: gated\nsideA: { prompt: gated }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/gated.yaml",
+        "name: gated\ntoolDescription: d\nmodel: m\nincludeChat: true\nprompt: p\ntools: [wait]\n",
+    );
+    write(
+        "agents/tools/wait.yaml",
+        "description: Waits.\nbuiltin: wait\n",
+    );
+    write(
+        "agents/models/m.yaml",
+        "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: wait }]\n  - text: second answer\n  - text: third answer\n  - text: fourth answer\n",
+    );
+    support::project(&dir)
+}
+
+fn runtime(
+    project: &Arc<duet_spec::Project>,
+    store: Arc<dyn Store>,
+    gate: &Gate,
+    lease_ms: i64,
+) -> Runtime {
+    support::runtime(project.clone(), store)
+        .tool("wait", gate.clone())
+        .lease_ms(lease_ms)
+        .build()
+}
+
+fn scope() -> Scope {
+    Scope::new(uuid::Uuid::now_v7().to_string())
+}
+
+/// Messages as `role: content` lines.
+async fn transcript(rt: &Runtime, scope: &Scope) -> Vec<String> {
+    let t = rt
+        .store()
+        .thread(&scope.session)
+        .await
+        .expect("read")
+        .expect("thread");
+    rt.store()
+        .messages(t.id)
+        .await
+        .expect("messages")
+        .into_iter()
+        .filter_map(|m| m.content.map(|c| format!("{}: {c}", m.role.as_str())))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steering_and_follow_ups_reach_the_run_in_their_places() {
+    let project = project();
+    for backend in support::backends().await {
+        let gate = Gate::default();
+        let rt = runtime(&project, backend.open().await, &gate, 30_000);
+        let agent = rt.agent("gated").expect("agent");
+        let scope = scope();
+        let events = agent.invoke(scope.clone(), Prompt::text("start"));
+        let run = tokio::spawn(events.collect::<Vec<_>>());
+        gate.entered.notified().await;
+
+        let state = rt.state(&scope).await.expect("state");
+        assert_eq!(state.status, "running", "{}", backend.name());
+        let follow = rt
+            .dispatch(
+                &scope,
+                Command::FollowUp {
+                    prompt: Prompt::text("and then this"),
+                },
+            )
+            .await;
+        assert!(
+            matches!(follow, SessionResult::Ok { run_id: Some(_) }),
+            "{}: {follow:?}",
+            backend.name()
+        );
+        let steer = rt
+            .dispatch(
+                &scope,
+                Command::Steer {
+                    prompt: Prompt::text("mind the budget"),
+                },
+            )
+            .await;
+        assert!(
+            matches!(steer, SessionResult::Ok { run_id: Some(_) }),
+            "{}: {steer:?}",
+            backend.name()
+        );
+        let state = rt.state(&scope).await.expect("state");
+        assert_eq!(
+            (state.pending.steering, state.pending.follow_up),
+            (1, 1),
+            "{}",
+            backend.name()
+        );
+        gate.release.notify_one();
+
+        let events = run.await.expect("joins");
+        match events.last() {
+            Some(AgentEvent::Completed { data }) => {
+                assert_eq!(
+                    data.as_ref().and_then(|d| d["status"].as_str()),
+                    Some("awaiting_human")
+                );
+            }
+            other => panic!("{}: {other:?}", backend.name()),
+        }
+        // The steer went in before the second model call; the follow-up after the run parked.
+        assert_eq!(
+            transcript(&rt, &scope).await,
+            [
+                "user: start",
+                "tool: opened",
+                "user: mind the budget",
+                "assistant: second answer",
+                "user: and then this",
+                "assistant: third answer"
+            ],
+            "{}",
+            backend.name()
+        );
+        let state = rt.state(&scope).await.expect("state");
+        assert_eq!(
+            (
+                state.status,
+                state.pending.steering + state.pending.follow_up
+            ),
+            ("parked", 0)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_stops_the_run_here_and_from_another_process() {
+    let project = project();
+    for backend in support::backends().await {
+        for remote in [false, true] {
+            let gate = Gate::default();
+            // A short lease, so the run renews (and sees a remote abort request) every 100 ms.
+            let rt = runtime(&project, backend.open().await, &gate, 300);
+            let other = runtime(&project, backend.open().await, &Gate::default(), 300);
+            let scope = scope();
+            let events = rt
+                .agent("gated")
+                .expect("agent")
+                .invoke(scope.clone(), Prompt::text("start"));
+            let run = tokio::spawn(events.collect::<Vec<_>>());
+            gate.entered.notified().await;
+            let controller = if remote { &other } else { &rt };
+            let accepted = controller.dispatch(&scope, Command::Abort).await;
+            assert!(
+                matches!(accepted, SessionResult::Ok { .. }),
+                "{} remote={remote}: {accepted:?}",
+                backend.name()
+            );
+            let events = tokio::time::timeout(Duration::from_secs(10), run)
+                .await
+                .expect("aborted promptly")
+                .expect("joins");
+            match events.last() {
+                Some(AgentEvent::Failed {
+                    code, retryable, ..
+                }) => {
+                    assert_eq!(
+                        (code.as_deref(), *retryable),
+                        (Some(codes::ABORTED), false),
+                        "{}",
+                        backend.name()
+                    );
+                }
+                other => panic!("{} remote={remote}: {other:?}", backend.name()),
+            }
+            let state = rt.state(&scope).await.expect("state");
+            assert_eq!(
+                state.status,
+                "idle",
+                "{} remote={remote}: released",
+                backend.name()
+            );
+            // Nothing runs now: commands that need a run are refused.
+            for command in [
+                Command::Abort,
+                Command::Steer {
+                    prompt: Prompt::text("hello?"),
+                },
+            ] {
+                match rt.dispatch(&scope, command).await {
+                    SessionResult::Err { code, .. } => {
+                        assert_eq!(code, control_codes::NO_ACTIVE_RUN)
+                    }
+                    ok => panic!("{ok:?}"),
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn commands_are_checked_before_acceptance() {
+    let project = project();
+    let backend = support::backends().await.remove(0);
+    let rt = runtime(&project, backend.open().await, &Gate::default(), 30_000);
+    let unknown = rt.dispatch(&Scope::new("nobody"), Command::Abort).await;
+    assert!(
+        matches!(
+            unknown,
+            SessionResult::Err {
+                code: control_codes::NO_SUCH_SESSION,
+                ..
+            }
+        ),
+        "{unknown:?}"
+    );
+    let wire = serde_json::to_value(&unknown).expect("json");
+    assert_eq!(wire["ok"], false);
+    assert_eq!(wire["error"]["code"], "no_such_session");
+    let parsed: Command =
+        serde_json::from_value(serde_json::json!({"type": "steer", "prompt": {"text": "x"}}))
+            .expect("wire form");
+    assert_eq!(
+        parsed,
+        Command::Steer {
+            prompt: Prompt::text("x")
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_follows_a_session_from_a_cursor() {
+    let project = project();
+    let backend = support::backends().await.remove(0);
+    let gate = Gate::default();
+    let rt = runtime(&project, backend.open().await, &gate, 30_000);
+    let scope = scope();
+    let agent = rt.agent("gated").expect("agent");
+    let run = tokio::spawn(
+        agent
+            .invoke(scope.clone(), Prompt::text("start"))
+            .collect::<Vec<_>>(),
+    );
+    gate.entered.notified().await;
+    let before = rt.entries(&scope, 0).await.expect("entries");
+    let cursor = before.last().map_or(0, |e| e.seq);
+    assert!(
+        before
+            .iter()
+            .any(|e| e.kind == "message" && e.data["content"] == "start")
+    );
+    let mut feed = rt.follow(scope.clone(), cursor, Duration::from_millis(20));
+    gate.release.notify_one();
+    run.await.expect("joins");
+    // Only what came after the cursor, in order, ending with the park.
+    let mut seen = Vec::new();
+    while let Ok(Some(entry)) = tokio::time::timeout(Duration::from_secs(10), feed.next()).await {
+        assert!(entry.seq > cursor);
+        let done = entry.kind == "stopped";
+        seen.push(entry);
+        if done {
+            break;
+        }
+    }
+    let seqs: Vec<i64> = seen.iter().map(|e| e.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert!(
+        seen.iter().any(|e| e.data["content"] == "second answer"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.last().map(|e| e.data["stopReason"].clone()),
+        Some(serde_json::json!("stop_on_response"))
+    );
+}

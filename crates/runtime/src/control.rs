@@ -1,0 +1,300 @@
+//! The session control plane beside `invoke`: `dispatch` modulates a run (`steer`, `follow_up`,
+//! `abort`) and never starts one; `state`, `entries` and `follow` observe a session. Steering and
+//! follow-ups are durable: they are queue rows, so a crash loses neither.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::{self, BoxStream};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::agent::{Principal, Prompt, Scope};
+use crate::engine::Runtime;
+use crate::store::StoreError;
+use crate::types::{NewQueued, Role, SideId, Thread, ThreadStatus, side_str};
+
+/// A command for a session's run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Command {
+    /// Delivered before the run's next model call.
+    Steer { prompt: Prompt },
+    /// Delivered when the run would otherwise settle, in order.
+    FollowUp { prompt: Prompt },
+    /// Stops the run: its `invoke` stream ends with `failed{code:"aborted"}`.
+    Abort,
+}
+
+/// The answer to a command: accepted (not yet an outcome) or rejected before acceptance (the only
+/// result safe to retry blindly).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionResult {
+    Ok {
+        run_id: Option<String>,
+    },
+    Err {
+        code: &'static str,
+        message: String,
+        retryable: bool,
+    },
+}
+
+impl Serialize for SessionResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SessionResult::Ok { run_id: Some(id) } => json!({"ok": true, "runId": id}),
+            SessionResult::Ok { run_id: None } => json!({"ok": true}),
+            SessionResult::Err { code, message, retryable } => {
+                json!({"ok": false, "error": {"code": code, "message": message, "retryable": retryable}})
+            }
+        }
+        .serialize(s)
+    }
+}
+
+/// The control plane's error codes (`shared/spec/protocols.md` §1.6, plus `forbidden`).
+pub mod control_codes {
+    /// `steer`, `follow_up` or `abort` on a session with no run in flight.
+    pub const NO_ACTIVE_RUN: &str = "no_active_run";
+    /// A malformed command (an empty prompt).
+    pub const INVALID_COMMAND: &str = "invalid_command";
+    /// No thread has this session key.
+    pub const NO_SUCH_SESSION: &str = "no_such_session";
+    /// The run existed but the command could not be recorded (the store failed).
+    pub const RUN_COMMAND_FAILED: &str = "run_command_failed";
+    /// The session belongs to another principal.
+    pub const FORBIDDEN: &str = "forbidden";
+}
+
+/// A session as an observer sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionState {
+    /// `running`, `parked` (waiting for a person), or `idle`.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_run_id: Option<String>,
+    pub pending: Pending,
+}
+
+/// Commands waiting for the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pending {
+    pub steering: usize,
+    pub follow_up: usize,
+}
+
+/// One journal entry of a session, from an append-order cursor (`seq`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub seq: i64,
+    /// `message`, or a record kind (`turn_completed`, `session_ended`, ...).
+    pub kind: String,
+    pub data: serde_json::Value,
+    pub created_at: i64,
+}
+
+/// Why an observation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlError {
+    #[error("no session `{0}`")]
+    NoSuchSession(String),
+    #[error("session `{0}` belongs to another principal")]
+    Forbidden(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn reject(code: &'static str, message: impl Into<String>, retryable: bool) -> SessionResult {
+    SessionResult::Err {
+        code,
+        message: message.into(),
+        retryable,
+    }
+}
+
+impl Runtime {
+    async fn session(&self, scope: &Scope) -> Result<Thread, ControlError> {
+        let thread = self
+            .store()
+            .thread(&scope.session)
+            .await?
+            .ok_or_else(|| ControlError::NoSuchSession(scope.session.clone()))?;
+        let caller = scope.principal.as_ref().map(Principal::canonical);
+        if thread.principal.is_some() && thread.principal != caller {
+            return Err(ControlError::Forbidden(scope.session.clone()));
+        }
+        Ok(thread)
+    }
+
+    /// Applies `command` to the run of `scope.session`.
+    pub async fn dispatch(&self, scope: &Scope, command: Command) -> SessionResult {
+        let thread = match self.session(scope).await {
+            Ok(t) => t,
+            Err(ControlError::NoSuchSession(s)) => {
+                return reject(
+                    control_codes::NO_SUCH_SESSION,
+                    format!("no session `{s}`"),
+                    false,
+                );
+            }
+            Err(ControlError::Forbidden(s)) => {
+                return reject(
+                    control_codes::FORBIDDEN,
+                    format!("session `{s}` belongs to another principal"),
+                    false,
+                );
+            }
+            Err(ControlError::Store(e)) => {
+                return reject(control_codes::RUN_COMMAND_FAILED, e.to_string(), true);
+            }
+        };
+        let now = self.now_ms();
+        let (prompt, follow_up) = match command {
+            Command::Abort => {
+                let local = self.cancel_local(thread.id);
+                return match self.store().request_abort(thread.id, now).await {
+                    Ok(Some(run)) => SessionResult::Ok {
+                        run_id: Some(run.to_string()),
+                    },
+                    Ok(None) if local => SessionResult::Ok { run_id: None },
+                    Ok(None) => reject(
+                        control_codes::NO_ACTIVE_RUN,
+                        "no run is in flight for this session",
+                        false,
+                    ),
+                    Err(e) => reject(control_codes::RUN_COMMAND_FAILED, e.to_string(), true),
+                };
+            }
+            Command::Steer { prompt } => (prompt, false),
+            Command::FollowUp { prompt } => (prompt, true),
+        };
+        if prompt.text.trim().is_empty() {
+            return reject(control_codes::INVALID_COMMAND, "the prompt is empty", false);
+        }
+        let Some(agent) = self.project().agents.get(&thread.agent) else {
+            return reject(
+                control_codes::RUN_COMMAND_FAILED,
+                format!("agent `{}` is not in the project", thread.agent),
+                false,
+            );
+        };
+        let human = [SideId::B, SideId::A]
+            .into_iter()
+            .find(|s| crate::decide::side(&agent.def, *s).is_human());
+        let side = human.unwrap_or(SideId::B);
+        let message = NewQueued {
+            role: Role::authored_by(side),
+            side,
+            content: prompt.text,
+            human: human.is_some(),
+            silent: false,
+            follow_up,
+        };
+        match self
+            .store()
+            .enqueue_if_running(thread.id, message, now)
+            .await
+        {
+            Ok(Some(run)) => SessionResult::Ok {
+                run_id: Some(run.to_string()),
+            },
+            Ok(None) => reject(
+                control_codes::NO_ACTIVE_RUN,
+                "no run is in flight for this session; use invoke",
+                false,
+            ),
+            Err(e) => reject(control_codes::RUN_COMMAND_FAILED, e.to_string(), true),
+        }
+    }
+
+    /// Whether `scope.session` is running, parked or idle, and what commands wait for its run.
+    pub async fn state(&self, scope: &Scope) -> Result<SessionState, ControlError> {
+        let thread = self.session(scope).await?;
+        let now = self.now_ms();
+        let queue = self.store().queue(thread.id).await?;
+        let follow_up = queue.iter().filter(|q| q.follow_up).count();
+        let live = thread.lease_owner.filter(|_| thread.lease_expires >= now);
+        let status = match (thread.status, live) {
+            (ThreadStatus::Running, _) | (_, Some(_)) => "running",
+            (ThreadStatus::AwaitingHuman, None) => "parked",
+            _ => "idle",
+        };
+        Ok(SessionState {
+            status,
+            active_run_id: live.map(|r| r.to_string()),
+            pending: Pending {
+                steering: queue.len() - follow_up,
+                follow_up,
+            },
+        })
+    }
+
+    /// The session's journal entries after `since` (0 for all), in order.
+    pub async fn entries(&self, scope: &Scope, since: i64) -> Result<Vec<Entry>, ControlError> {
+        let thread = self.session(scope).await?;
+        let mut out: Vec<Entry> = self
+            .store()
+            .messages(thread.id)
+            .await?
+            .into_iter()
+            .filter(|m| m.seq > since)
+            .map(|m| Entry {
+                seq: m.seq,
+                kind: "message".into(),
+                created_at: m.created_at,
+                data: json!({
+                    "role": m.role.as_str(),
+                    "side": m.side.map(side_str),
+                    "content": m.content,
+                    "thinking": m.thinking,
+                    "toolCalls": m.tool_calls,
+                    "toolCallId": m.tool_call_id,
+                    "toolName": m.tool_name,
+                    "toolStatus": m.tool_status.map(|s| s.as_str()),
+                    "silent": m.silent,
+                }),
+            })
+            .collect();
+        out.extend(
+            self.store()
+                .records(thread.id)
+                .await?
+                .into_iter()
+                .filter(|r| r.seq > since)
+                .map(|r| Entry {
+                    seq: r.seq,
+                    kind: r.kind.as_str().into(),
+                    data: r.data,
+                    created_at: r.created_at,
+                }),
+        );
+        out.sort_by_key(|e| e.seq);
+        Ok(out)
+    }
+
+    /// Follows `scope.session` from the cursor `since`: every entry committed after it, as it
+    /// commits (checked every `every`), until the stream is dropped. A failed read ends it.
+    pub fn follow(&self, scope: Scope, since: i64, every: Duration) -> BoxStream<'static, Entry> {
+        let rt = self.clone();
+        stream::unfold(
+            (rt, scope, since, true),
+            move |(rt, scope, mut cursor, first)| async move {
+                if !first {
+                    tokio::time::sleep(every).await;
+                }
+                let batch = rt.entries(&scope, cursor).await.ok()?;
+                if let Some(last) = batch.last() {
+                    cursor = last.seq;
+                }
+                Some((batch, (rt, scope, cursor, false)))
+            },
+        )
+        .flat_map(stream::iter)
+        .boxed()
+    }
+}
