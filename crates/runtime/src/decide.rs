@@ -175,6 +175,8 @@ pub enum AfterTurn {
     EndSession(StopReason),
     /// The sibling is human: park, with this reason.
     Park(StopReason),
+    /// Stop the run (two handlers with nothing to say: `handler_idle`).
+    Stop(StopReason),
     /// The sibling takes the next turn.
     Switch(SideId),
 }
@@ -188,6 +190,24 @@ pub fn after_turn(agent: &Agent, t: &Thread, side_id: SideId, reason: StopReason
         AfterTurn::Park(reason)
     } else {
         AfterTurn::Switch(sibling)
+    }
+}
+
+/// What follows a handler turn: as [`after_turn`], except that a turn with no inbound message
+/// before a sibling handler stops the run (`handler_idle`) instead of ping-ponging empty turns.
+pub fn after_handler_turn(
+    agent: &Agent,
+    t: &Thread,
+    side_id: SideId,
+    had_inbound: bool,
+) -> AfterTurn {
+    match after_turn(agent, t, side_id, StopReason::AwaitingHuman) {
+        AfterTurn::Switch(next)
+            if !had_inbound && matches!(side(agent, next), Side::Handler(_)) =>
+        {
+            AfterTurn::Stop(StopReason::HandlerIdle)
+        }
+        other => other,
     }
 }
 

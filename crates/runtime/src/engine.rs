@@ -969,6 +969,10 @@ impl Runtime {
                         records.extend(park(t, r, now));
                         settle = true;
                     }
+                    AfterTurn::Stop(r) => {
+                        records.extend(stop(t, r, now));
+                        settle = true;
+                    }
                     AfterTurn::Switch(next) => t.acting = Some(next),
                 }
             }
@@ -1117,19 +1121,13 @@ impl Runtime {
             let result = result.unwrap_or_else(|| "Session stopped.".to_owned());
             records.extend(self.end_session(t, StopReason::StateStopSession, Some(result)));
         } else {
-            match decide::after_turn(agent, t, side, StopReason::AwaitingHuman) {
+            match decide::after_handler_turn(agent, t, side, !inbound.is_empty()) {
                 AfterTurn::EndSession(r) => {
                     let result = decide::cap_result(agent, msgs);
                     records.extend(self.end_session(t, r, result));
                 }
                 AfterTurn::Park(r) => records.extend(park(t, r, now)),
-                AfterTurn::Switch(_)
-                    if inbound.is_empty()
-                        && !decide::side(agent, side.sibling()).is_human()
-                        && matches!(decide::side(agent, side.sibling()), Side::Handler(_)) =>
-                {
-                    records.extend(stop(t, StopReason::HandlerIdle, now));
-                }
+                AfterTurn::Stop(r) => records.extend(stop(t, r, now)),
                 AfterTurn::Switch(next) => {
                     t.acting = Some(next);
                     settle = false;
@@ -1165,32 +1163,22 @@ fn record(seq: i64, kind: RecordKind, data: serde_json::Value, now: i64) -> Reco
     }
 }
 
+/// Parks the run for a person: the session stays open.
 fn park(t: &mut Thread, reason: StopReason, now: i64) -> Vec<Record> {
-    t.status = ThreadStatus::AwaitingHuman;
-    t.stop_reason = Some(reason);
-    if let Some(acting) = t.acting {
-        // The human side acts next; keep it as the acting side.
-        t.acting = Some(acting);
-    }
-    let seq = t.take_seq();
-    vec![record(
-        seq,
-        RecordKind::Stopped,
-        json!({"stopReason": reason.as_str(), "status": "awaiting_human"}),
-        now,
-    )]
+    halt(t, ThreadStatus::AwaitingHuman, reason, now)
 }
 
+/// Stops the run (a safety limit, an error, an abort): the session stays open.
 fn stop(t: &mut Thread, reason: StopReason, now: i64) -> Vec<Record> {
-    t.status = ThreadStatus::Idle;
+    halt(t, ThreadStatus::Idle, reason, now)
+}
+
+fn halt(t: &mut Thread, status: ThreadStatus, reason: StopReason, now: i64) -> Vec<Record> {
+    t.status = status;
     t.stop_reason = Some(reason);
     let seq = t.take_seq();
-    vec![record(
-        seq,
-        RecordKind::Stopped,
-        json!({"stopReason": reason.as_str(), "status": "idle"}),
-        now,
-    )]
+    let data = json!({"stopReason": reason.as_str(), "status": status.as_str()});
+    vec![record(seq, RecordKind::Stopped, data, now)]
 }
 
 /// The message written for an inbound text: by the agent's human side, or as `user` (side B's
