@@ -39,6 +39,11 @@ enum Command {
     Send(run::SendArgs),
     /// List threads, or show one.
     Threads(threads::Args),
+    /// Continue every thread whose runner died mid-run.
+    Recover {
+        #[command(flatten)]
+        place: Place,
+    },
     /// Create or upgrade the database schema.
     Migrate {
         #[command(flatten)]
@@ -78,6 +83,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Send(args) => run::send(args).await,
             Command::Threads(args) => threads::run(args).await,
+            Command::Recover { place } => run::recover(place).await,
             Command::Migrate { place } => match run::store(&place).await {
                 Ok(_) => {
                     println!("database is up to date");

@@ -85,10 +85,18 @@ async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
         eprintln!("duet: {e:#}");
         ExitCode::from(1)
     })?;
-    Ok(Runtime::builder(Arc::new(loaded.project), store)
+    let mut builder = Runtime::builder(Arc::new(loaded.project), store)
         .providers(duet_models::providers())
-        .handlers(duet_handlers::handlers())
-        .build())
+        .handlers(duet_handlers::handlers());
+    // How long a run's lease lasts without renewal (default 30 s): how soon another process may
+    // continue a thread whose runner died.
+    if let Some(ms) = std::env::var("DUET_LEASE_MS")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        builder = builder.lease_ms(ms);
+    }
+    Ok(builder.build())
 }
 
 pub(crate) async fn run(args: RunArgs) -> ExitCode {
@@ -113,6 +121,25 @@ pub(crate) async fn run(args: RunArgs) -> ExitCode {
         eprintln!("session: {key}");
     }
     converse(&rt, &key, Some(&args.agent), args.message, args.json).await
+}
+
+/// `duet recover`: continues every thread whose runner died (or whose queued messages have no
+/// runner), then exits.
+pub(crate) async fn recover(place: Place) -> ExitCode {
+    let rt = match runtime(&place).await {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    match rt.recover(&CancellationToken::new()).await {
+        Ok(n) => {
+            println!("continued {n} thread{}", if n == 1 { "" } else { "s" });
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("duet: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 pub(crate) async fn send(args: SendArgs) -> ExitCode {

@@ -455,4 +455,8 @@ fn invoke_streams_are_send_and_static() {
     fn assert_send_static<T: Send + 'static>(_: &T) {}
     let stream = Future.invoke(Scope::new("s"), Prompt::text("x"));
     assert_send_static(&stream);
+    // A service opens its store and delivers messages from spawned tasks.
+    fn assert_send<T: Send>(_: &T) {}
+    let connect = duet_store::connect("unused.db");
+    assert_send(&connect);
 }

@@ -519,3 +519,22 @@ async fn control_requests_need_a_live_run() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_opening_a_new_database_at_once_all_succeed() {
+    for _ in 0..3 {
+        let backend = support::backends().await.remove(0);
+        let opens: Vec<_> = (0..4)
+            .map(|_| {
+                let b = backend.clone();
+                tokio::spawn(async move { b.open().await.threads(None).await.map(|t| t.len()) })
+            })
+            .collect();
+        for open in opens {
+            assert_eq!(
+                open.await.expect("joins").expect("migrated and readable"),
+                0
+            );
+        }
+    }
+}

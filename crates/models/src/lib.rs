@@ -70,7 +70,15 @@ impl Model for ScriptedModel {
             input_tokens: 0,
             output_tokens: output,
         }));
-        stream::iter(chunks).boxed()
+        match entry.delay_ms {
+            Some(ms) => {
+                let delay = std::time::Duration::from_millis(u64::from(ms));
+                stream::once(tokio::time::sleep(delay))
+                    .flat_map(move |()| stream::iter(chunks.clone()))
+                    .boxed()
+            }
+            None => stream::iter(chunks).boxed(),
+        }
     }
 }
 
@@ -107,6 +115,7 @@ mod tests {
                         name: "t".into(),
                         arguments: serde_json::json!({"a": 1}),
                     }],
+                    delay_ms: Some(1),
                 },
             ]),
         };

@@ -49,6 +49,8 @@ pub struct ScriptEntry {
     pub text: Option<String>,
     pub thinking: Option<String>,
     pub tool_calls: Vec<ScriptToolCall>,
+    /// Milliseconds to wait before answering (`delayMs`): latency for demos and tests.
+    pub delay_ms: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -186,6 +188,7 @@ fn decode_script(ctx: &mut Ctx<'_>, node: &Node) -> Vec<ScriptEntry> {
             text: o.string(ctx, "text"),
             thinking: o.string(ctx, "thinking"),
             tool_calls: Vec::new(),
+            delay_ms: o.count(ctx, "delayMs"),
         };
         if let Some(calls) = o.take("tool_calls") {
             let calls_path = join(&path, "tool_calls");
@@ -215,7 +218,7 @@ fn decode_script(ctx: &mut Ctx<'_>, node: &Node) -> Vec<ScriptEntry> {
                 item.span,
             );
         }
-        o.finish(ctx, &["text", "thinking", "tool_calls"]);
+        o.finish(ctx, &["text", "thinking", "tool_calls", "delayMs"]);
         out.push(entry);
     }
     out

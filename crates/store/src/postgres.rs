@@ -21,10 +21,15 @@ impl PgStore {
             .connect(url)
             .await
             .map_err(crate::db_error)?;
+        // On a connection of its own (not `&pool`): this keeps `connect`'s future `Send` for any
+        // caller, so a service can open its store inside a spawned task. sqlx's Postgres
+        // migrator takes an advisory lock, so concurrent processes migrate one at a time.
+        let mut conn = pool.acquire().await.map_err(crate::db_error)?;
         MIGRATOR
-            .run(&pool)
+            .run_direct(None, &mut *conn, false)
             .await
             .map_err(|e| duet_runtime::StoreError::Database(e.to_string()))?;
+        drop(conn);
         Ok(PgStore {
             write: pool.clone(),
             read: pool,

@@ -23,6 +23,34 @@ pub struct SqliteStore {
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
 
+/// Connects the write connection and applies pending migrations. Processes opening a new
+/// database at once race: switching it to WAL needs a moment alone with the file, and SQLite has
+/// no migration lock, so the loser's migration fails on what the winner just created (and rolls
+/// back). Trying again a little later finds the file in WAL mode and the winner's migrations
+/// recorded, and applies only what is left.
+async fn open_writer(
+    options: &SqliteConnectOptions,
+) -> Result<SqliteConnection, duet_runtime::StoreError> {
+    let mut attempt = 0;
+    loop {
+        let opened = match options.connect().await {
+            Ok(mut conn) => match MIGRATOR.run_direct(None, &mut conn, false).await {
+                Ok(()) => Ok(conn),
+                Err(e) => Err(e.to_string()),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        match opened {
+            Ok(conn) => return Ok(conn),
+            Err(_) if attempt < 8 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(25 * attempt)).await;
+            }
+            Err(e) => return Err(duet_runtime::StoreError::Database(e)),
+        }
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path` and migrates it.
     pub async fn open(path: &Path) -> Result<Self, duet_runtime::StoreError> {
@@ -38,11 +66,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true);
-        let mut write = options.connect().await.map_err(crate::db_error)?;
-        MIGRATOR
-            .run(&mut write)
-            .await
-            .map_err(|e| duet_runtime::StoreError::Database(e.to_string()))?;
+        let write = open_writer(&options).await?;
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .test_before_acquire(false)
