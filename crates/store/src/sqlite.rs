@@ -51,6 +51,20 @@ async fn open_writer(
     }
 }
 
+/// Copies the WAL back into the database every half second (`PASSIVE`: it never waits for, or
+/// blocks, the writer), for as long as the store it serves exists.
+async fn checkpoint(mut conn: SqliteConnection, store: std::sync::Weak<Mutex<SqliteConnection>>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if store.upgrade().is_none() {
+            return;
+        }
+        let _ = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&mut conn)
+            .await;
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path` and migrates it.
     pub async fn open(path: &Path) -> Result<Self, duet_runtime::StoreError> {
@@ -66,17 +80,19 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true);
-        let write = open_writer(&options).await?;
+        // The writer never checkpoints the WAL itself (a checkpoint inside a commit was the
+        // whole p99 of a park or a resume); a connection of its own does it in the background.
+        let write = open_writer(&options.clone().pragma("wal_autocheckpoint", "0")).await?;
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .test_before_acquire(false)
-            .connect_with(options.read_only(true))
+            .connect_with(options.clone().read_only(true))
             .await
             .map_err(crate::db_error)?;
-        Ok(SqliteStore {
-            write: Arc::new(Mutex::new(write)),
-            read,
-        })
+        let write = Arc::new(Mutex::new(write));
+        let checkpointer = options.connect().await.map_err(crate::db_error)?;
+        tokio::spawn(checkpoint(checkpointer, Arc::downgrade(&write)));
+        Ok(SqliteStore { write, read })
     }
 
     async fn writer(&self) -> Result<OwnedMutexGuard<SqliteConnection>, duet_runtime::StoreError> {
