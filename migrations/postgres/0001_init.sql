@@ -4,6 +4,7 @@ CREATE TABLE threads (
     id            TEXT    NOT NULL UNIQUE,
     key           TEXT    NOT NULL UNIQUE,
     agent         TEXT    NOT NULL,
+    origin        TEXT    NOT NULL,
     parent        TEXT,
     principal     TEXT,
     source        TEXT,

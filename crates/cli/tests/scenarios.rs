@@ -100,7 +100,8 @@ async fn play(case: &Path, backend: &support::Backend) -> String {
         .expect("the scenario made a thread");
     writeln!(
         out,
-        "thread status={} session={} open={} stop={} result={:?} turns=a{}/b{} status_text={:?}",
+        "thread agent={} status={} session={} open={} stop={} result={:?} turns=a{}/b{} status_text={:?}",
+        thread.agent,
         thread.status.as_str(),
         thread.session,
         thread.session_open,

@@ -211,6 +211,43 @@ pub fn after_handler_turn(
     }
 }
 
+/// The handoffs a prompt offers on `agent`: exposed agents named in its `tools` that are no tool,
+/// no prompt, and no subagent relationship of `agent` (seed §5).
+pub fn handoff_targets<'p>(
+    project: &'p duet_spec::Project,
+    agent: &Agent,
+    prompt: &duet_spec::Prompt,
+) -> Vec<(&'p str, &'p Agent)> {
+    let relationships: Vec<&str> = agent
+        .side_a
+        .subagents()
+        .iter()
+        .chain(agent.side_b.subagents())
+        .map(|r| r.name())
+        .collect();
+    prompt
+        .tools
+        .iter()
+        .filter(|e| !relationships.contains(&e.name.as_str()))
+        .filter(|e| !project.tools.contains_key(&e.name) && !project.prompts.contains_key(&e.name))
+        .filter_map(|e| project.agents.get_key_value(&e.name))
+        .filter(|(_, d)| d.def.expose_as_tool)
+        .map(|(name, d)| (name.as_str(), &d.def))
+        .collect()
+}
+
+/// The argument schema of an exposed agent used as a tool: its side A prompt's `requiredSchema`.
+pub fn side_a_schema(project: &duet_spec::Project, agent: &Agent) -> serde_json::Value {
+    let schema = match &agent.side_a {
+        Side::Prompt(p) => project
+            .prompts
+            .get(&p.prompt)
+            .and_then(|d| d.def.required_schema.clone()),
+        _ => None,
+    };
+    schema.unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}))
+}
+
 /// The session result when the exchange cap ends it: with terminal session tools and no call to
 /// them, there is none (the session did not finish its work); otherwise the newest message.
 pub fn cap_result(agent: &Agent, messages: &[Message]) -> Option<String> {

@@ -327,7 +327,8 @@ impl Runtime {
                     now,
                 };
                 let t = self.inner.store.open_thread(key, new).await?;
-                if t.agent != name {
+                // A thread handed off to another agent is still addressed by its first agent.
+                if t.agent != name && t.origin != name {
                     return Err(StoreError::AgentMismatch {
                         key: key.to_owned(),
                         agent: t.agent,
@@ -494,7 +495,7 @@ impl Runtime {
             .await?
             .ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
         let mut msgs = store.messages(id).await?;
-        let agent = self.agent_def(&t.agent)?.clone();
+        let project = self.inner.project.clone();
         // The queue is read when a commit said messages wait (and once at the start): each
         // commit reports the queue as of its own transaction, right before the next step.
         let mut queued = true;
@@ -519,7 +520,13 @@ impl Runtime {
                     false
                 };
             }
-            let flow = match decide::next(&agent, &t) {
+            // Looked up each round: a handoff changes the thread's agent.
+            let agent = &project
+                .agents
+                .get(&t.agent)
+                .ok_or_else(|| RunError::UnknownAgent(t.agent.clone()))?
+                .def;
+            let flow = match decide::next(agent, &t) {
                 Next::Settle => {
                     // Nothing to run. A thread left `running` with no side to act (never made by
                     // this engine, but a journal from elsewhere could) stops rather than being
@@ -532,7 +539,7 @@ impl Runtime {
                     self.finish(&mut t, records).await?
                 }
                 Next::EndSession(reason) => {
-                    let result = decide::cap_result(&agent, &msgs);
+                    let result = decide::cap_result(agent, &msgs);
                     let records = self.end_session(&mut t, reason, result);
                     self.finish(&mut t, records).await?
                 }
@@ -545,17 +552,17 @@ impl Runtime {
                     self.finish(&mut t, records).await?
                 }
                 Next::Handler(side) => {
-                    let Side::Handler(cfg) = decide::side(&agent, side) else {
+                    let Side::Handler(cfg) = decide::side(agent, side) else {
                         continue;
                     };
-                    self.handler_turn(&agent, cfg, side, &mut t, &mut msgs, events, cancel)
+                    self.handler_turn(agent, cfg, side, &mut t, &mut msgs, events, cancel)
                         .await?
                 }
                 Next::Step(side) => {
-                    let Side::Prompt(cfg) = decide::side(&agent, side) else {
+                    let Side::Prompt(cfg) = decide::side(agent, side) else {
                         continue;
                     };
-                    self.step(&agent, cfg, side, &mut t, &mut msgs, events, cancel)
+                    self.step(agent, cfg, side, &mut t, &mut msgs, events, cancel)
                         .await?
                 }
             };
@@ -787,6 +794,14 @@ impl Runtime {
                 })
             })
             .collect();
+        // Exposed agents named in the prompt's tools with no relationship: handoffs.
+        let handoffs = decide::handoff_targets(&project, agent, prompt);
+        let mut offered = offered;
+        offered.extend(handoffs.iter().map(|(name, target)| ToolSpec {
+            name: (*name).to_owned(),
+            description: target.tool_description.clone().unwrap_or_default(),
+            parameters: decide::side_a_schema(&project, target),
+        }));
         let request = ModelRequest {
             thread: t.id,
             call_index: context::call_index(msgs, &prompt.model),
@@ -860,12 +875,35 @@ impl Runtime {
         // Run the tools, in order.
         let env_fn = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
         let mut results: Vec<ToolResult> = Vec::with_capacity(message.tool_calls.len());
+        let mut handoff: Option<(String, serde_json::Value)> = None;
         for call in &message.tool_calls {
             if cancel.is_cancelled() {
                 t.next_seq = seq;
                 return self.abort(t).await.map(Flow::Done);
             }
-            let result = if offered.iter().any(|o| o.name == call.name) {
+            let result = if let Some((_, target)) = handoffs.iter().find(|(n, _)| *n == call.name) {
+                let schema = decide::side_a_schema(&project, target);
+                let invalid = jsonschema::validator_for(&schema)
+                    .ok()
+                    .map(|v| {
+                        v.iter_errors(&call.arguments)
+                            .map(|e| e.to_string())
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|errors| !errors.is_empty());
+                if let Some(errors) = invalid {
+                    ToolResult::error(format!(
+                        "Invalid arguments for `{}`: {}",
+                        call.name,
+                        errors.join("; ")
+                    ))
+                } else if handoff.is_some() {
+                    ToolResult::error("Only one handoff per step: this one was not made.")
+                } else {
+                    handoff = Some((call.name.clone(), call.arguments.clone()));
+                    ToolResult::ok("Handoff complete")
+                }
+            } else if offered.iter().any(|o| o.name == call.name) {
                 let ctx = ToolContext {
                     thread: t.id,
                     idempotency_key: format!("{}:{}", t.id, call.id),
@@ -925,7 +963,13 @@ impl Runtime {
                 content: &r.content,
             })
             .collect();
-        let after = decide::after_step(cfg, message.content.as_deref(), &outcomes);
+        // A handoff ends the step: no turn is counted and no side switches; the new agent's
+        // side A acts next.
+        let after = if handoff.is_some() {
+            AfterStep::Continue
+        } else {
+            decide::after_step(cfg, message.content.as_deref(), &outcomes)
+        };
         let status = decide::status_text(cfg, &outcomes);
         drop(outcomes);
         *t.steps_mut(side) += 1;
@@ -979,9 +1023,39 @@ impl Runtime {
             AfterStep::Continue => {}
         }
 
-        let mut new = Vec::with_capacity(1 + tool_messages.len());
+        let mut new = Vec::with_capacity(2 + tool_messages.len());
         new.push(message);
         new.extend(tool_messages);
+        if let Some((target, args)) = handoff {
+            let seq = t.take_seq();
+            records.push(record(
+                seq,
+                RecordKind::Handoff,
+                json!({"from": t.agent, "to": target}),
+                now,
+            ));
+            // A sub-prompt-style entry may name the argument that becomes the new agent's first
+            // user message.
+            let entry = prompt.tools.iter().find(|e| e.name == target);
+            let init = entry
+                .and_then(|e| e.init_user_message_property.as_deref())
+                .and_then(|p| args.get(p));
+            if let Some(text) = init {
+                let content = text
+                    .as_str()
+                    .map_or_else(|| text.to_string(), str::to_owned);
+                new.push(Message::text(
+                    t.take_seq(),
+                    t.session,
+                    Role::User,
+                    Some(SideId::B),
+                    content,
+                    now,
+                ));
+            }
+            t.agent = target;
+            t.acting = Some(SideId::A);
+        }
         let outcome = self
             .commit(
                 t,

@@ -178,6 +178,8 @@ pub enum RecordKind {
     HandlerError,
     /// A step failed (`data.error`).
     StepError,
+    /// The thread passed to another agent (`data.from`, `data.to`).
+    Handoff,
 }
 
 impl RecordKind {
@@ -190,6 +192,7 @@ impl RecordKind {
             RecordKind::Status => "status",
             RecordKind::HandlerError => "handler_error",
             RecordKind::StepError => "step_error",
+            RecordKind::Handoff => "handoff",
         }
     }
 
@@ -202,6 +205,7 @@ impl RecordKind {
             "status" => RecordKind::Status,
             "handler_error" => RecordKind::HandlerError,
             "step_error" => RecordKind::StepError,
+            "handoff" => RecordKind::Handoff,
             _ => return None,
         })
     }
@@ -315,7 +319,10 @@ pub struct Thread {
     pub id: ThreadId,
     /// The caller-owned key that addresses it.
     pub key: String,
+    /// The agent now taking the thread's turns (a handoff changes it).
     pub agent: String,
+    /// The agent the thread was created for: callers may keep addressing it by that name.
+    pub origin: String,
     pub parent: Option<ThreadId>,
     /// The principal that owns the thread (canonical JSON of `{type, issuer, subject}`), if it
     /// was created under one: no other principal may invoke, read or resume it.
@@ -363,6 +370,7 @@ impl Thread {
         Thread {
             id,
             key,
+            origin: agent.clone(),
             agent,
             parent,
             principal: None,

@@ -392,7 +392,18 @@ fn check_prompt(out: &mut Out<'_>, d: &Defined<Prompt>) {
             _ => {
                 let issue = Issue::new(
                     Code::AmbiguousToolReference,
-                    format!("`{name}` names both a {}", kinds.join(" and a ")),
+                    format!(
+                        "`{name}` names both {}",
+                        kinds
+                            .iter()
+                            .map(|k| if k.starts_with('e') {
+                                format!("an {k}")
+                            } else {
+                                format!("a {k}")
+                            })
+                            .collect::<Vec<_>>()
+                            .join(" and ")
+                    ),
                 )
                 .hint("rename one of them so the tool entry is unambiguous");
                 out.push(&d.source, &path, issue);

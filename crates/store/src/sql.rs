@@ -168,7 +168,7 @@ pub(crate) use bind_args;
 /// The thread columns, in `thread_from_row` order.
 macro_rules! thread_cols {
     () => {
-        "num, id, key, agent, parent, principal, source, status, status_text, session, session_open, stop_reason, result, \
+        "num, id, key, agent, origin, parent, principal, source, status, status_text, session, session_open, stop_reason, result, \
          turns_a, turns_b, steps_a, steps_b, steps_total, acting, watermark_a, watermark_b, next_seq, \
          lease_owner, lease_expires, created_at, updated_at"
     };
@@ -206,6 +206,7 @@ macro_rules! store_impl {
                 id: uuid(text("id")?)?,
                 key: text("key")?,
                 agent: text("agent")?,
+                origin: text("origin")?,
                 parent: opt("parent")?.map(uuid).transpose()?,
                 principal: opt("principal")?,
                 source: opt("source")?,
@@ -289,8 +290,8 @@ macro_rules! store_impl {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
                 sqlx::query(
-                    "INSERT INTO threads (id, key, agent, parent, principal, source, status, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, 'idle', $7, $7) ON CONFLICT (key) DO NOTHING",
+                    "INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7) ON CONFLICT (key) DO NOTHING",
                 )
                 .bind(new.id.to_string())
                 .bind(key)
