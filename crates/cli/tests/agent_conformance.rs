@@ -460,3 +460,20 @@ fn invoke_streams_are_send_and_static() {
     let connect = duet_store::connect("unused.db");
     assert_send(&connect);
 }
+
+#[test]
+fn polled_outside_tokio_a_stream_fails_instead_of_panicking() {
+    let project = fixture();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let backend = rt.block_on(support::backends()).remove(0);
+    let store = rt.block_on(backend.open());
+    let agent = runtime(&project, store, &Probe::default())
+        .agent("completes")
+        .expect("agent");
+    let events: Vec<AgentEvent> =
+        futures::executor::block_on(agent.invoke(Scope::new("s"), Prompt::text("go")).collect());
+    assert!(
+        matches!(events.as_slice(), [AgentEvent::Failed { code: Some(c), .. }] if c == codes::INTERNAL),
+        "{events:?}"
+    );
+}

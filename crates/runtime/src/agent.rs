@@ -198,10 +198,20 @@ impl Agent for RuntimeAgent {
                         };
                         return Some((vec![event], Phase::Done));
                     }
+                    // The run is a task of the caller's Tokio runtime; polled anywhere else, the
+                    // stream fails instead of panicking.
+                    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+                        let event = AgentEvent::Failed {
+                            details: "invoke streams must be polled inside a Tokio runtime".into(),
+                            retryable: false,
+                            code: Some(codes::INTERNAL.into()),
+                        };
+                        return Some((vec![event], Phase::Done));
+                    };
                     let cancel = CancellationToken::new();
                     let (sink, rx) = EventSink::channel();
                     let token = cancel.clone();
-                    let run = tokio::spawn(async move {
+                    let run = handle.spawn(async move {
                         let principal = scope.principal.as_ref().map(Principal::canonical);
                         let origin = Origin {
                             principal: principal.as_deref(),
