@@ -72,3 +72,19 @@ CREATE TABLE thread_values (
     value  TEXT    NOT NULL,
     PRIMARY KEY (thread, key)
 ) WITHOUT ROWID;
+
+-- The child registry: one row per subagent instance, keyed by the child thread, written by the
+-- parent's run (spawn) and by the child's (status), so outside either thread's lease.
+CREATE TABLE children (
+    child        TEXT    PRIMARY KEY,
+    parent       TEXT    NOT NULL,
+    relationship TEXT    NOT NULL,
+    owner        TEXT    NOT NULL,
+    agent        TEXT    NOT NULL,
+    name         TEXT,
+    blocking     INTEGER NOT NULL,
+    explicit     INTEGER NOT NULL,
+    status       TEXT    NOT NULL,
+    created_at   INTEGER NOT NULL
+);
+CREATE INDEX children_parent ON children (parent, created_at);

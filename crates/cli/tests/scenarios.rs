@@ -1,19 +1,21 @@
 //! Engine scenarios as data. Each folder of `tests/scenarios/` holds a project (`agents/`, or a
 //! `project` file naming one relative to the folder), a `script` of inputs, and the `expected`
-//! transcript: each input's events and settled outcome, then the thread's messages and journal
-//! records. Every scenario runs on SQLite, and on Postgres when `DATABASE_URL` is set, and must
-//! produce the same transcript on both.
+//! transcript: each input's events and settled outcome, then every thread the scenario made (the
+//! main one, and any subagents) with its messages and journal records. Every scenario runs on
+//! SQLite, and on Postgres when `DATABASE_URL` is set, and must produce the same transcript on
+//! both.
 //!
 //! Script lines: `agent NAME` (first), `send TEXT` (a message from the human side, or a `user`
-//! message when the agent has none), `reopen` (drop the runtime and the store connection and
-//! open new ones: a process restart). `DUET_BLESS=1` rewrites the `expected` files.
+//! message when the agent has none), `send-to KEY TEXT` (the same, to another thread, such as a
+//! subagent), `reopen` (drop the runtime and the store connection and open new ones: a process
+//! restart). `DUET_BLESS=1` rewrites the `expected` files.
 
 mod support;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, side_str};
+use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, Store, Thread, side_str};
 
 fn cases() -> Vec<PathBuf> {
     let dir = support::repo().join("tests/scenarios");
@@ -33,74 +35,11 @@ fn project_root(case: &Path) -> PathBuf {
     }
 }
 
-async fn play(case: &Path, backend: &support::Backend) -> String {
-    let project = support::project(&project_root(case));
-    let script = std::fs::read_to_string(case.join("script")).expect("script");
-    let key = "scenario";
-    let mut agent: Option<String> = None;
-    let build = |store| support::runtime(project.clone(), store).build();
-    let mut rt: Runtime = build(backend.open().await);
-    let mut out = String::new();
-    for line in script
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-    {
-        let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
-        match verb {
-            "agent" => agent = Some(rest.to_owned()),
-            "reopen" => {
-                drop(rt);
-                rt = build(backend.open().await);
-                writeln!(out, "reopen").ok();
-            }
-            "send" => {
-                writeln!(out, "send {rest:?}").ok();
-                let (sink, mut rx) = EventSink::channel();
-                let delivered = rt
-                    .send(
-                        key,
-                        agent.as_deref(),
-                        rest,
-                        &sink,
-                        &CancellationToken::new(),
-                    )
-                    .await;
-                drop(sink);
-                while let Some(e) = rx.recv().await {
-                    writeln!(
-                        out,
-                        "  event {}",
-                        serde_json::to_string(&e).unwrap_or_default()
-                    )
-                    .ok();
-                }
-                match delivered {
-                    Ok(Delivered::Settled(s)) => {
-                        writeln!(
-                            out,
-                            "  => {}",
-                            serde_json::to_string(&s.terminal_event()).unwrap_or_default()
-                        )
-                        .ok();
-                    }
-                    other => {
-                        writeln!(out, "  => {other:?}").ok();
-                    }
-                }
-            }
-            other => panic!("{}: unknown script verb `{other}`", case.display()),
-        }
-    }
-    let store = rt.store();
-    let thread = store
-        .thread(key)
-        .await
-        .expect("read")
-        .expect("the scenario made a thread");
+async fn describe(out: &mut String, store: &dyn Store, thread: &Thread) {
     writeln!(
         out,
-        "thread agent={} status={} session={} open={} stop={} result={:?} turns=a{}/b{} status_text={:?}",
+        "thread {} agent={} status={} session={} open={} stop={} result={:?} turns=a{}/b{} status_text={:?}",
+        thread.key,
         thread.agent,
         thread.status.as_str(),
         thread.session,
@@ -112,6 +51,22 @@ async fn play(case: &Path, backend: &support::Backend) -> String {
         thread.status_text,
     )
     .ok();
+    for c in store.children(thread.id).await.expect("children") {
+        let key = store
+            .thread_by_id(c.child)
+            .await
+            .expect("read")
+            .map(|t| t.key)
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "  child {key} relationship={} owner={} status={}",
+            c.relationship,
+            side_str(c.owner),
+            c.status
+        )
+        .ok();
+    }
     writeln!(out, "messages").ok();
     for m in store.messages(thread.id).await.expect("messages") {
         let side = m.side.map_or("-", side_str);
@@ -143,8 +98,78 @@ async fn play(case: &Path, backend: &support::Backend) -> String {
     assert!(
         store.queue(thread.id).await.expect("queue").is_empty(),
         "{}: queue left behind",
-        case.display()
+        thread.key
     );
+}
+
+async fn play(case: &Path, backend: &support::Backend) -> String {
+    let project = support::project(&project_root(case));
+    let script = std::fs::read_to_string(case.join("script")).expect("script");
+    let key = "scenario";
+    let mut agent: Option<String> = None;
+    let build = |store| support::runtime(project.clone(), store).build();
+    let mut rt: Runtime = build(backend.open().await);
+    let mut out = String::new();
+    for line in script
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let (target, agent_name, text) = match verb {
+            "agent" => {
+                agent = Some(rest.to_owned());
+                continue;
+            }
+            "reopen" => {
+                drop(rt);
+                rt = build(backend.open().await);
+                writeln!(out, "reopen").ok();
+                continue;
+            }
+            "send" => (key, agent.as_deref(), rest),
+            "send-to" => {
+                let (target, text) = rest.split_once(' ').unwrap_or((rest, ""));
+                (target, None, text)
+            }
+            other => panic!("{}: unknown script verb `{other}`", case.display()),
+        };
+        if verb == "send" {
+            writeln!(out, "send {text:?}").ok();
+        } else {
+            writeln!(out, "send-to {target} {text:?}").ok();
+        }
+        let (sink, mut rx) = EventSink::channel();
+        let delivered = rt
+            .send(target, agent_name, text, &sink, &CancellationToken::new())
+            .await;
+        drop(sink);
+        while let Some(e) = rx.recv().await {
+            writeln!(
+                out,
+                "  event {}",
+                serde_json::to_string(&e).unwrap_or_default()
+            )
+            .ok();
+        }
+        match delivered {
+            Ok(Delivered::Settled(s)) => {
+                writeln!(
+                    out,
+                    "  => {}",
+                    serde_json::to_string(&s.terminal_event()).unwrap_or_default()
+                )
+                .ok();
+            }
+            other => {
+                writeln!(out, "  => {other:?}").ok();
+            }
+        }
+    }
+    let store = rt.store();
+    for thread in store.threads(None).await.expect("threads") {
+        describe(&mut out, store.as_ref(), &thread).await;
+    }
     out
 }
 

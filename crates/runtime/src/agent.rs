@@ -216,6 +216,7 @@ impl Agent for RuntimeAgent {
                         let origin = Origin {
                             principal: principal.as_deref(),
                             source: scope.source.as_deref(),
+                            ..Origin::default()
                         };
                         me.runtime
                             .deliver(

@@ -60,12 +60,20 @@ pub struct Origin<'a> {
     /// The principal as canonical JSON; a thread created under one is theirs alone.
     pub principal: Option<&'a str>,
     pub source: Option<&'a str>,
+    /// The parent thread, when a parent delivers to its child: the message enters as `user` (side
+    /// A acts on it) and a new thread is created as that parent's child.
+    pub parent: Option<ThreadId>,
+    /// The parent waits for this run inline (a blocking spawn): its outcome is the parent's tool
+    /// result, so it is not also delivered to the parent as a message.
+    pub inline: bool,
 }
 
 /// How a run settled.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settled {
     pub thread: ThreadId,
+    /// The parent thread, for a subagent.
+    pub parent: Option<ThreadId>,
     pub key: String,
     pub session: i64,
     pub status: ThreadStatus,
@@ -77,6 +85,7 @@ impl Settled {
     fn of(t: &Thread) -> Self {
         Settled {
             thread: t.id,
+            parent: t.parent,
             key: t.key.clone(),
             session: t.session,
             status: t.status,
@@ -321,7 +330,7 @@ impl Runtime {
                 let new = NewThread {
                     id: Uuid::now_v7(),
                     agent: name,
-                    parent: None,
+                    parent: origin.parent,
                     principal: origin.principal,
                     source: origin.source,
                     now,
@@ -351,7 +360,19 @@ impl Runtime {
             return Err(RunError::Terminated(key.to_owned()));
         }
         let agent = self.agent_def(&thread.agent)?;
-        let message = inbound(agent, text);
+        let message = if origin.parent.is_some() {
+            // Parent to child: always a `user` message, so the child's side A acts on it.
+            NewQueued {
+                role: Role::User,
+                side: SideId::B,
+                content: text.to_owned(),
+                human: false,
+                silent: false,
+                follow_up: false,
+            }
+        } else {
+            inbound(agent, text)
+        };
         let run = Uuid::now_v7();
         let claimed = match when_busy {
             WhenBusy::Queue => {
@@ -375,7 +396,7 @@ impl Runtime {
         if !claimed {
             return Ok(Delivered::Queued { thread: thread.id });
         }
-        self.drive(thread.id, run, events, cancel)
+        self.drive(thread.id, run, events, cancel, !origin.inline)
             .await
             .map(Delivered::Settled)
     }
@@ -395,7 +416,10 @@ impl Runtime {
             }
             let run = Uuid::now_v7();
             if self.inner.store.claim(id, self.lease(run)).await? {
-                match self.drive(id, run, &EventSink::discard(), cancel).await {
+                match self
+                    .drive(id, run, &EventSink::discard(), cancel, true)
+                    .await
+                {
                     Ok(_) | Err(RunError::Store(StoreError::LeaseLost(_))) => ran += 1,
                     Err(e) => return Err(e),
                 }
@@ -414,61 +438,102 @@ impl Runtime {
     }
 
     /// Runs a thread whose lease this runtime holds, renewing the lease meanwhile.
-    async fn drive(
-        &self,
+    /// Boxed: a child's run may run its parent, so `drive` recurses through other runs.
+    fn drive<'a>(
+        &'a self,
         id: ThreadId,
         run: Uuid,
-        events: &EventSink,
-        cancel: &CancellationToken,
-    ) -> Result<Settled, RunError> {
-        let lost = CancellationToken::new();
-        let stop_renewing = CancellationToken::new();
-        // The run's own cancel: the caller's, plus an abort from the control plane.
-        let abort = cancel.child_token();
-        if let Ok(mut active) = self.inner.active.lock() {
-            active.insert(id, abort.clone());
-        }
-        let renewer = {
-            let rt = self.clone();
-            let (lost, abort) = (lost.clone(), abort.clone());
-            let stop = stop_renewing.clone();
-            // Renew often enough that a remote abort request is seen within a second.
-            let every = std::time::Duration::from_millis(
-                u64::try_from((self.inner.lease_ms / 3).min(1_000))
-                    .unwrap_or(1)
-                    .max(1),
-            );
-            tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        () = tokio::time::sleep(every) => {}
-                    }
-                    match rt.inner.store.renew(id, rt.lease(run)).await {
-                        Ok(Renewal::Held {
-                            abort_requested: false,
-                        }) => {}
-                        Ok(Renewal::Held {
-                            abort_requested: true,
-                        }) => abort.cancel(),
-                        Ok(Renewal::Lost) | Err(_) => {
-                            lost.cancel();
-                            return;
+        events: &'a EventSink,
+        cancel: &'a CancellationToken,
+        notify_parent: bool,
+    ) -> futures::future::BoxFuture<'a, Result<Settled, RunError>> {
+        Box::pin(async move {
+            let lost = CancellationToken::new();
+            let stop_renewing = CancellationToken::new();
+            // The run's own cancel: the caller's, plus an abort from the control plane.
+            let abort = cancel.child_token();
+            if let Ok(mut active) = self.inner.active.lock() {
+                active.insert(id, abort.clone());
+            }
+            let renewer = {
+                let rt = self.clone();
+                let (lost, abort) = (lost.clone(), abort.clone());
+                let stop = stop_renewing.clone();
+                // Renew often enough that a remote abort request is seen within a second.
+                let every = std::time::Duration::from_millis(
+                    u64::try_from((self.inner.lease_ms / 3).min(1_000))
+                        .unwrap_or(1)
+                        .max(1),
+                );
+                tokio::spawn(async move {
+                    loop {
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            () = tokio::time::sleep(every) => {}
+                        }
+                        match rt.inner.store.renew(id, rt.lease(run)).await {
+                            Ok(Renewal::Held {
+                                abort_requested: false,
+                            }) => {}
+                            Ok(Renewal::Held {
+                                abort_requested: true,
+                            }) => abort.cancel(),
+                            Ok(Renewal::Lost) | Err(_) => {
+                                lost.cancel();
+                                return;
+                            }
                         }
                     }
-                }
-            })
-        };
-        // Dropping this future (a caller that stopped listening, a killed task) must stop the
-        // renewals too, or a dead run would hold the thread forever.
-        let guard = stop_renewing.clone().drop_guard();
-        let result = self.run(id, events, &abort, &lost).await;
-        drop(guard);
-        if let Ok(mut active) = self.inner.active.lock() {
-            active.remove(&id);
+                })
+            };
+            // Dropping this future (a caller that stopped listening, a killed task) must stop the
+            // renewals too, or a dead run would hold the thread forever.
+            let guard = stop_renewing.clone().drop_guard();
+            let result = self.run(id, events, &abort, &lost).await;
+            drop(guard);
+            if let Ok(mut active) = self.inner.active.lock() {
+                active.remove(&id);
+            }
+            let _ = renewer.await;
+            if let Ok(settled) = &result
+                && settled.parent.is_some()
+            {
+                // A child reports to its parent: its registry status, and (unless the parent
+                // waited for it inline) its result as a message.
+                let report: futures::future::BoxFuture<'_, ()> =
+                    Box::pin(self.after_child_settled(settled, notify_parent));
+                report.await;
+            }
+            result
+        })
+    }
+
+    /// Queues a ready-made message on `t` and, if no run holds it, runs it (a child's result for
+    /// its parent).
+    pub(crate) async fn deliver_queued(
+        &self,
+        t: &Thread,
+        message: NewQueued,
+    ) -> Result<Option<Settled>, RunError> {
+        let run = Uuid::now_v7();
+        let now = self.now();
+        if !self
+            .inner
+            .store
+            .enqueue(t.id, message, Some(self.lease(run)), now)
+            .await?
+        {
+            return Ok(None);
         }
-        let _ = renewer.await;
-        result
+        self.drive(
+            t.id,
+            run,
+            &EventSink::discard(),
+            &CancellationToken::new(),
+            true,
+        )
+        .await
+        .map(Some)
     }
 
     /// Cancels this process's run of thread `id`, if it has one.
@@ -794,9 +859,14 @@ impl Runtime {
                 })
             })
             .collect();
+        // The side's subagent relationships, as the reserved lifecycle tools.
+        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
+        let relationships = crate::subagents::offered(cfg, &env_lookup);
+        let lifecycle = crate::subagents::tool_specs(&project, &relationships);
         // Exposed agents named in the prompt's tools with no relationship: handoffs.
         let handoffs = decide::handoff_targets(&project, agent, prompt);
         let mut offered = offered;
+        offered.extend(lifecycle.iter().cloned());
         offered.extend(handoffs.iter().map(|(name, target)| ToolSpec {
             name: (*name).to_owned(),
             description: target.tool_description.clone().unwrap_or_default(),
@@ -902,6 +972,24 @@ impl Runtime {
                 } else {
                     handoff = Some((call.name.clone(), call.arguments.clone()));
                     ToolResult::ok("Handoff complete")
+                }
+            } else if lifecycle.iter().any(|o| o.name == call.name) {
+                let call_fut: futures::future::BoxFuture<'_, ToolResult> =
+                    Box::pin(self.lifecycle_call(
+                        t,
+                        side,
+                        &relationships,
+                        &lifecycle,
+                        &call.name,
+                        &call.arguments,
+                        cancel,
+                    ));
+                tokio::select! {
+                    () = cancel.cancelled() => {
+                        t.next_seq = seq;
+                        return self.abort(t).await.map(Flow::Done);
+                    }
+                    r = call_fut => r,
                 }
             } else if offered.iter().any(|o| o.name == call.name) {
                 let ctx = ToolContext {

@@ -26,6 +26,7 @@ mod handler;
 pub mod middleware;
 mod model;
 mod store;
+mod subagents;
 mod tools;
 mod types;
 
@@ -44,6 +45,6 @@ pub use store::{Commit, CommitOutcome, Lease, NewThread, Renewal, Store, StoreEr
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolContext, ToolResult, Tools, render};
 pub use types::{
-    Message, NewQueued, Queued, Record, RecordKind, Role, SideId, StopReason, Thread, ThreadId,
-    ThreadStatus, ToolCall, ToolStatus, parse_side, side_str,
+    Child, Message, NewQueued, Queued, Record, RecordKind, Role, SideId, StopReason, Thread,
+    ThreadId, ThreadStatus, ToolCall, ToolStatus, parse_side, side_str,
 };

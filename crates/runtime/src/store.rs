@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::types::{Message, NewQueued, Queued, Record, Thread, ThreadId, ThreadStatus};
+use crate::types::{Child, Message, NewQueued, Queued, Record, Thread, ThreadId, ThreadStatus};
 
 /// A lease claim: `owner` holds the thread until `until` (ms), as of `now`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,6 +149,14 @@ pub trait Store: Send + Sync + 'static {
     /// Threads that need a runner: running with an expired lease, or with queued messages and no
     /// live lease.
     async fn recoverable(&self, now: i64) -> Result<Vec<ThreadId>, StoreError>;
+    /// Adds a child to its parent's registry (or replaces the entry).
+    async fn put_child(&self, child: &Child) -> Result<(), StoreError>;
+    /// Sets a registry entry's status; `false` if there is no such child.
+    async fn set_child_status(&self, child: ThreadId, status: &str) -> Result<bool, StoreError>;
+    /// A thread's registry entry as a child, if it is one.
+    async fn child(&self, child: ThreadId) -> Result<Option<Child>, StoreError>;
+    /// A parent's children, oldest first.
+    async fn children(&self, parent: ThreadId) -> Result<Vec<Child>, StoreError>;
     /// The database's size in bytes (for benchmarks and operators).
     async fn size_bytes(&self) -> Result<i64, StoreError>;
 }

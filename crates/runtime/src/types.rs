@@ -474,3 +474,24 @@ pub struct NewQueued {
     /// Hold it until the run would otherwise settle (the control plane's `follow_up`).
     pub follow_up: bool,
 }
+
+/// A subagent instance in its parent's registry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Child {
+    /// The child thread (its id is the reference the parent's model uses).
+    pub child: ThreadId,
+    pub parent: ThreadId,
+    /// The relationship name (`as`, else the agent).
+    pub relationship: String,
+    /// The parent side that owns the relationship.
+    pub owner: SideId,
+    pub agent: String,
+    /// The instance name the parent gave it.
+    pub name: Option<String>,
+    pub blocking: bool,
+    /// `parentCommunication: explicit`: nothing is delivered to the parent automatically.
+    pub explicit: bool,
+    /// `running`, `idle`, `failed`, `awaiting_human`, `terminated`, or free text.
+    pub status: String,
+    pub created_at: i64,
+}

@@ -183,7 +183,7 @@ macro_rules! store_impl {
     ($store:ident, $db:ty, $begin:literal, $lock:literal, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
-            Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Renewal, Queued, Record, RecordKind, Role, StopReason, Store,
+            Child, Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Renewal, Queued, Record, RecordKind, Role, StopReason, Store,
             StoreError, Thread, ThreadId, ThreadStatus, ToolStatus, parse_side, side_str,
         };
         use sqlx::Row;
@@ -232,6 +232,24 @@ macro_rules! store_impl {
                 lease_expires: int("lease_expires")?,
                 created_at: int("created_at")?,
                 updated_at: int("updated_at")?,
+            })
+        }
+
+        fn child_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Child, StoreError> {
+            let text = |c: &str| row.try_get::<String, _>(c).map_err(db_error);
+            let uuid = |s: String| Uuid::parse_str(&s).map_err(|_| corrupt("thread id", &s));
+            let owner = text("owner")?;
+            Ok(Child {
+                child: uuid(text("child")?)?,
+                parent: uuid(text("parent")?)?,
+                relationship: text("relationship")?,
+                owner: parse_side(&owner).ok_or_else(|| corrupt("side", &owner))?,
+                agent: text("agent")?,
+                name: row.try_get("name").map_err(db_error)?,
+                blocking: row.try_get("blocking").map_err(db_error)?,
+                explicit: row.try_get("explicit").map_err(db_error)?,
+                status: text("status")?,
+                created_at: row.try_get("created_at").map_err(db_error)?,
             })
         }
 
@@ -554,6 +572,56 @@ macro_rules! store_impl {
                         Uuid::parse_str(&id).map_err(|_| corrupt("thread id", &id))
                     })
                     .collect()
+            }
+
+            async fn put_child(&self, c: &Child) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO children (child, parent, relationship, owner, agent, name, blocking, explicit, status, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                     ON CONFLICT (child) DO UPDATE SET status = excluded.status",
+                )
+                .bind(c.child.to_string())
+                .bind(c.parent.to_string())
+                .bind(&c.relationship)
+                .bind(side_str(c.owner))
+                .bind(&c.agent)
+                .bind(&c.name)
+                .bind(c.blocking)
+                .bind(c.explicit)
+                .bind(&c.status)
+                .bind(c.created_at)
+                .execute(&mut *self.writer().await?)
+                .await
+                .map_err(db_error)?;
+                Ok(())
+            }
+
+            async fn set_child_status(&self, child: ThreadId, status: &str) -> Result<bool, StoreError> {
+                let done = sqlx::query("UPDATE children SET status = $1 WHERE child = $2")
+                    .bind(status)
+                    .bind(child.to_string())
+                    .execute(&mut *self.writer().await?)
+                    .await
+                    .map_err(db_error)?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn child(&self, child: ThreadId) -> Result<Option<Child>, StoreError> {
+                let row = sqlx::query("SELECT * FROM children WHERE child = $1")
+                    .bind(child.to_string())
+                    .fetch_optional(&self.read)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(child_from_row).transpose()
+            }
+
+            async fn children(&self, parent: ThreadId) -> Result<Vec<Child>, StoreError> {
+                let rows = sqlx::query("SELECT * FROM children WHERE parent = $1 ORDER BY created_at, child")
+                    .bind(parent.to_string())
+                    .fetch_all(&self.read)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(child_from_row).collect()
             }
 
             async fn size_bytes(&self) -> Result<i64, StoreError> {

@@ -1,0 +1,534 @@
+//! Subagents: a prompt side's relationships become the reserved lifecycle tools
+//! (`subagent_create`, `subagent_message`, `subagents`); each instance is a child thread of its
+//! own, listed in the parent's registry; its results reach the parent as the digest's §5.7 says.
+//!
+//! - **blocking**: the child runs inside the parent's tool call and its session's result is the
+//!   tool result. A child that parks for a person returns at once ("waiting for a person"); its
+//!   result, when the person has answered, arrives like a non-blocking one's.
+//! - **non-blocking**: the tool returns at once and the child runs beside the parent; when its
+//!   session ends, a silent message with its result is queued to the parent on the owning side's
+//!   perspective (unless `parentCommunication: explicit`), and the parent runs on.
+
+use duet_spec::{PromptSide, SubagentRelationship};
+use serde_json::json;
+
+use crate::engine::{Delivered, Origin, Runtime, Settled, WhenBusy};
+use crate::event::EventSink;
+use crate::model::ToolSpec;
+use crate::tools::ToolResult;
+use crate::types::{Child, NewQueued, Role, SideId, StopReason, Thread, ThreadStatus};
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) const CREATE: &str = "subagent_create";
+pub(crate) const MESSAGE: &str = "subagent_message";
+pub(crate) const LIST: &str = "subagents";
+
+/// Whether an env flag is on: `true`, `1` or `yes`, in any case.
+fn flag_on(value: Option<String>) -> bool {
+    value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
+}
+
+/// The relationships a prompt side offers its model: enabled (`optional` flag on) and not hidden.
+pub(crate) fn offered<'a>(
+    side: &'a PromptSide,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<&'a SubagentRelationship> {
+    side.subagents
+        .iter()
+        .filter(|r| !r.hidden)
+        .filter(|r| r.optional.as_deref().is_none_or(|flag| flag_on(env(flag))))
+        .collect()
+}
+
+/// The lifecycle tools for `relationships` (none when there are none).
+pub(crate) fn tool_specs(
+    project: &duet_spec::Project,
+    relationships: &[&SubagentRelationship],
+) -> Vec<ToolSpec> {
+    if relationships.is_empty() {
+        return Vec::new();
+    }
+    let names: Vec<&str> = relationships.iter().map(|r| r.name()).collect();
+    let described: Vec<String> = relationships
+        .iter()
+        .map(|r| {
+            let description = r
+                .description
+                .clone()
+                .or_else(|| {
+                    project
+                        .agents
+                        .get(&r.agent)
+                        .and_then(|a| a.def.tool_description.clone())
+                })
+                .unwrap_or_default();
+            format!("`{}`: {description}", r.name())
+        })
+        .collect();
+    vec![
+        ToolSpec {
+            name: CREATE.into(),
+            description: format!(
+                "Start a subagent instance and give it its first message. Call `subagents` first to see live instances; \
+                 use `subagent_message` to follow up with one. Subagents: {}",
+                described.join("; ")
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "enum": names},
+                    "message": {"type": "string", "minLength": 1},
+                    "attachments": {"type": "array", "items": {"type": "string"}},
+                    "name": {"type": "string", "minLength": 1},
+                    "arguments": {"type": "object"},
+                },
+                "required": ["agent", "message", "attachments", "name"],
+                "additionalProperties": false,
+            }),
+        },
+        ToolSpec {
+            name: MESSAGE.into(),
+            description: "Send a message to a live subagent instance, by its reference.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "referenceId": {"type": "string"},
+                    "message": {"type": "string", "minLength": 1},
+                    "attachments": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["referenceId", "message", "attachments"],
+                "additionalProperties": false,
+            }),
+        },
+        ToolSpec {
+            name: LIST.into(),
+            description: "List this conversation's subagent instances with their status.".into(),
+            parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        },
+    ]
+}
+
+fn valid(spec: &ToolSpec, args: &serde_json::Value) -> Result<(), ToolResult> {
+    let Ok(validator) = jsonschema::validator_for(&spec.parameters) else {
+        return Ok(());
+    };
+    let errors: Vec<String> = validator.iter_errors(args).map(|e| e.to_string()).collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ToolResult::error(format!(
+            "Invalid arguments for `{}`: {}",
+            spec.name,
+            errors.join("; ")
+        )))
+    }
+}
+
+/// The message a child's run ends with, for its parent; `None` when nothing is to be delivered
+/// (the child parked for a person, or was aborted).
+fn completion(settled: &Settled) -> Option<(String, bool)> {
+    let reference = &settled.key;
+    if settled.status == ThreadStatus::AwaitingHuman {
+        return None;
+    }
+    match settled.stop_reason {
+        Some(StopReason::Aborted) | None => None,
+        Some(
+            StopReason::SessionStop | StopReason::StateStopSession | StopReason::MaxSessionTurns,
+        ) => Some((
+            format!(
+                "Subagent (reference: {reference}) has returned the following result:\n\n{}",
+                settled.result.as_deref().unwrap_or("(no result)")
+            ),
+            true,
+        )),
+        Some(reason) => {
+            let why = match (reason, &settled.result) {
+                (StopReason::SessionFail, Some(r)) => r.clone(),
+                (_, Some(r)) if reason == StopReason::StepError => r.clone(),
+                _ => format!(
+                    "Subagent execution stopped before completion ({}). It did not call a terminal session tool.",
+                    reason.as_str()
+                ),
+            };
+            Some((
+                format!("Subagent (reference: {reference}) has reported a failure:\n\n{why}"),
+                false,
+            ))
+        }
+    }
+}
+
+/// The registry status for a settled child run.
+fn status_of(settled: &Settled) -> &'static str {
+    if settled.status == ThreadStatus::AwaitingHuman {
+        return "awaiting_human";
+    }
+    match settled.stop_reason {
+        Some(
+            StopReason::SessionStop
+            | StopReason::StateStopSession
+            | StopReason::MaxSessionTurns
+            | StopReason::Aborted,
+        )
+        | None => "idle",
+        Some(_) => "failed",
+    }
+}
+
+impl Runtime {
+    /// Runs a lifecycle tool call made by `parent`'s `owner` side.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn lifecycle_call(
+        &self,
+        parent: &Thread,
+        owner: SideId,
+        relationships: &[&SubagentRelationship],
+        specs: &[ToolSpec],
+        name: &str,
+        args: &serde_json::Value,
+        cancel: &CancellationToken,
+    ) -> ToolResult {
+        if let Some(spec) = specs.iter().find(|s| s.name == name)
+            && let Err(invalid) = valid(spec, args)
+        {
+            return invalid;
+        }
+        let result = match name {
+            CREATE => {
+                self.spawn_child(parent, owner, relationships, args, cancel)
+                    .await
+            }
+            MESSAGE => self.message_child(parent, args).await,
+            _ => self.list_children(parent, relationships).await,
+        };
+        result.unwrap_or_else(|e| {
+            ToolResult::error(format!("The subagent call failed inside duet: {e}"))
+        })
+    }
+
+    async fn spawn_child(
+        &self,
+        parent: &Thread,
+        owner: SideId,
+        relationships: &[&SubagentRelationship],
+        args: &serde_json::Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolResult, crate::engine::RunError> {
+        let str_arg = |k: &str| {
+            args.get(k)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (relationship, message, name) = (str_arg("agent"), str_arg("message"), str_arg("name"));
+        let Some(rel) = relationships.iter().find(|r| r.name() == relationship) else {
+            return Ok(ToolResult::error(format!(
+                "No subagent relationship `{relationship}` on this side."
+            )));
+        };
+        let Some(target) = self.project().agents.get(&rel.agent).map(|d| &d.def) else {
+            return Ok(ToolResult::error(format!(
+                "Agent `{}` is not in the project.",
+                rel.agent
+            )));
+        };
+        // The child's side A prompt says what arguments it takes.
+        let arguments = args.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        let schema = crate::decide::side_a_schema(self.project(), target);
+        if let Ok(v) = jsonschema::validator_for(&schema) {
+            let errors: Vec<String> = v.iter_errors(&arguments).map(|e| e.to_string()).collect();
+            if !errors.is_empty() {
+                return Ok(ToolResult::error(format!(
+                    "Invalid `arguments` for `{relationship}`: {}",
+                    errors.join("; ")
+                )));
+            }
+        }
+        let store = self.store();
+        let siblings: Vec<Child> = store
+            .children(parent.id)
+            .await?
+            .into_iter()
+            .filter(|c| c.relationship == relationship)
+            .collect();
+        let live: Vec<&Child> = siblings
+            .iter()
+            .filter(|c| c.status != "terminated")
+            .collect();
+        if let Some(cap) = rel.max_instances
+            && live.len() >= cap as usize
+        {
+            if rel.blocking && cap == 1 && live.len() == 1 {
+                // Create-or-continue: the one instance gets the message.
+                let child = live[0];
+                let Some(thread) = store.thread_by_id(child.child).await? else {
+                    return Ok(ToolResult::error("The subagent instance is gone."));
+                };
+                return self
+                    .run_child(
+                        parent,
+                        &thread.key,
+                        &thread.origin,
+                        &message,
+                        true,
+                        child.child,
+                        cancel,
+                    )
+                    .await;
+            }
+            let mut refs = Vec::new();
+            for c in &live {
+                if let Some(t) = store.thread_by_id(c.child).await? {
+                    refs.push(t.key);
+                }
+            }
+            return Ok(ToolResult::error(format!(
+                "Subagent instance limit reached for \"{relationship}\" ({cap}). Use subagent_message with an existing reference instead. Active references: {}",
+                refs.join(", ")
+            )));
+        }
+        let key = format!("{}/{}-{}", parent.key, relationship, siblings.len() + 1);
+        let mut first = message;
+        if arguments.as_object().is_some_and(|o| !o.is_empty()) {
+            first = format!("{first}\n\nArguments: {arguments}");
+        }
+        let child_id = uuid::Uuid::now_v7();
+        let thread = store
+            .open_thread(
+                &key,
+                crate::store::NewThread {
+                    id: child_id,
+                    agent: &rel.agent,
+                    parent: Some(parent.id),
+                    principal: parent.principal.as_deref(),
+                    source: parent.source.as_deref(),
+                    now: self.now_ms(),
+                },
+            )
+            .await?;
+        store
+            .put_child(&Child {
+                child: thread.id,
+                parent: parent.id,
+                relationship: relationship.clone(),
+                owner,
+                agent: rel.agent.clone(),
+                name: (!name.is_empty()).then_some(name),
+                blocking: rel.blocking,
+                explicit: rel.parent_communication == duet_spec::ParentCommunication::Explicit,
+                status: "running".into(),
+                created_at: self.now_ms(),
+            })
+            .await?;
+        self.run_child(
+            parent,
+            &key,
+            &rel.agent,
+            &first,
+            rel.blocking,
+            thread.id,
+            cancel,
+        )
+        .await
+    }
+
+    /// Delivers `text` to a child: inline for a blocking relationship (the result is the tool
+    /// result), else in the background (the result comes as a message later).
+    #[allow(clippy::too_many_arguments)]
+    async fn run_child(
+        &self,
+        parent: &Thread,
+        key: &str,
+        agent: &str,
+        text: &str,
+        blocking: bool,
+        child: crate::types::ThreadId,
+        cancel: &CancellationToken,
+    ) -> Result<ToolResult, crate::engine::RunError> {
+        self.store().set_child_status(child, "running").await?;
+        let origin = |inline| Origin {
+            principal: parent.principal.as_deref(),
+            source: parent.source.as_deref(),
+            parent: Some(parent.id),
+            inline,
+        };
+        if !blocking {
+            let (rt, child_key, agent, text, principal, source, parent_id) = (
+                self.clone(),
+                key.to_owned(),
+                agent.to_owned(),
+                text.to_owned(),
+                parent.principal.clone(),
+                parent.source.clone(),
+                parent.id,
+            );
+            tokio::spawn(async move {
+                let origin = Origin {
+                    principal: principal.as_deref(),
+                    source: source.as_deref(),
+                    parent: Some(parent_id),
+                    inline: false,
+                };
+                let _ = rt
+                    .deliver(
+                        &child_key,
+                        Some(&agent),
+                        &text,
+                        origin,
+                        WhenBusy::Queue,
+                        &EventSink::discard(),
+                        &CancellationToken::new(),
+                    )
+                    .await;
+            });
+            return Ok(ToolResult::ok(format!(
+                "The subagent was initiated successfully. Reference: {key}"
+            )));
+        }
+        let child_cancel = cancel.child_token();
+        let sink = EventSink::discard();
+        // Boxed: a child's run is a run, so this recursion needs an indirection.
+        let run: BoxFuture<'_, Result<Delivered, crate::engine::RunError>> =
+            Box::pin(self.deliver(
+                key,
+                Some(agent),
+                text,
+                origin(true),
+                WhenBusy::Queue,
+                &sink,
+                &child_cancel,
+            ));
+        let delivered = run.await?;
+        Ok(match delivered {
+            Delivered::Queued { .. } => ToolResult::ok(format!(
+                "The subagent is busy; your message is queued for it. Reference: {key}"
+            )),
+            Delivered::Settled(s) if s.status == ThreadStatus::AwaitingHuman => {
+                // It waits for a person: its result arrives as a message once they answer.
+                self.store()
+                    .set_child_status(child, "awaiting_human")
+                    .await?;
+                ToolResult::ok(format!(
+                    "The subagent is waiting for a person to answer. Its result will be sent to you when it finishes.\n\nReference: {key}"
+                ))
+            }
+            Delivered::Settled(s) => match completion(&s) {
+                Some((_, true)) => ToolResult::ok(format!(
+                    "{}\n\nReference: {key}",
+                    s.result.as_deref().unwrap_or("(no result)")
+                )),
+                Some((text, false)) => ToolResult::error(format!("{text}\n\nReference: {key}")),
+                None => ToolResult::ok(format!("The subagent stopped. Reference: {key}")),
+            },
+        })
+    }
+
+    async fn message_child(
+        &self,
+        parent: &Thread,
+        args: &serde_json::Value,
+    ) -> Result<ToolResult, crate::engine::RunError> {
+        let reference = args
+            .get("referenceId")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let message = args
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let inactive =
+            || ToolResult::error(format!("Subagent reference \"{reference}\" is not active."));
+        let Some(thread) = self.store().thread(reference).await? else {
+            return Ok(inactive());
+        };
+        let Some(entry) = self.store().child(thread.id).await? else {
+            return Ok(inactive());
+        };
+        if entry.parent != parent.id || entry.status == "terminated" {
+            return Ok(inactive());
+        }
+        // Follow-ups always go in the background: the answer comes back as a message.
+        let _ = self
+            .run_child(
+                parent,
+                &thread.key,
+                &thread.origin,
+                message,
+                false,
+                thread.id,
+                &CancellationToken::new(),
+            )
+            .await?;
+        Ok(ToolResult::ok(format!(
+            "Message sent to subagent {reference}."
+        )))
+    }
+
+    async fn list_children(
+        &self,
+        parent: &Thread,
+        relationships: &[&SubagentRelationship],
+    ) -> Result<ToolResult, crate::engine::RunError> {
+        let mut lines = Vec::new();
+        for c in self.store().children(parent.id).await? {
+            let Some(rel) = relationships.iter().find(|r| r.name() == c.relationship) else {
+                continue;
+            };
+            let key = self
+                .store()
+                .thread_by_id(c.child)
+                .await?
+                .map(|t| t.key)
+                .unwrap_or_default();
+            let description = rel.description.clone().unwrap_or_default();
+            lines.push(format!(
+                "- {key}: {} — {} ({description})",
+                c.relationship, c.status
+            ));
+        }
+        Ok(ToolResult::ok(if lines.is_empty() {
+            "No active subagent instances.".to_owned()
+        } else {
+            lines.join("\n")
+        }))
+    }
+
+    /// After a child's run: its registry status, then (implicit communication, and not already
+    /// the parent's tool result) its result queued to the parent, which runs on if idle.
+    pub(crate) async fn after_child_settled(&self, settled: &Settled, notify_parent: bool) {
+        let Some(parent_id) = settled.parent else {
+            return;
+        };
+        let store = self.store();
+        let Ok(Some(entry)) = store.child(settled.thread).await else {
+            return;
+        };
+        if entry.status != "terminated" {
+            let _ = store
+                .set_child_status(settled.thread, status_of(settled))
+                .await;
+        }
+        if !notify_parent || entry.explicit {
+            return;
+        }
+        let Some((content, _)) = completion(settled) else {
+            return;
+        };
+        let Ok(Some(parent)) = store.thread_by_id(parent_id).await else {
+            return;
+        };
+        let message = NewQueued {
+            role: Role::authored_by(entry.owner.sibling()),
+            side: entry.owner.sibling(),
+            content,
+            human: false,
+            silent: true,
+            follow_up: false,
+        };
+        let run: BoxFuture<'_, Result<Option<Settled>, crate::engine::RunError>> =
+            Box::pin(self.deliver_queued(&parent, message));
+        let _ = run.await;
+    }
+}
