@@ -98,6 +98,19 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             };
             let mut doc = summary(&thread);
             doc["messages"] = messages.iter().map(message_json).collect();
+            // The subagent registry: each child by its key, relationship and status.
+            let mut children = Vec::new();
+            for c in store.children(thread.id).await.unwrap_or_default() {
+                let key = store
+                    .thread_by_id(c.child)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|t| t.key)
+                    .unwrap_or_default();
+                children.push(json!({"id": key, "relationship": c.relationship, "agent": c.agent, "status": c.status}));
+            }
+            doc["children"] = serde_json::Value::Array(children.clone());
             if args.json {
                 let _ = writeln!(out, "{doc}");
             } else {
@@ -111,6 +124,16 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     thread.stop_reason.map_or("-", |r| r.as_str()),
                     thread.result.as_deref().unwrap_or("-")
                 );
+                for c in &children {
+                    let _ = writeln!(
+                        out,
+                        "  child {} ({}, {}): {}",
+                        c["id"].as_str().unwrap_or(""),
+                        c["relationship"].as_str().unwrap_or(""),
+                        c["agent"].as_str().unwrap_or(""),
+                        c["status"].as_str().unwrap_or("")
+                    );
+                }
                 for m in &messages {
                     let who = m.side.map_or("-", side_str);
                     let text = m.content.as_deref().unwrap_or("");

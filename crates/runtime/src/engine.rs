@@ -187,6 +187,8 @@ impl RuntimeBuilder {
                 lease_ms: self.lease_ms,
                 models: Mutex::new(HashMap::new()),
                 active: Mutex::new(HashMap::new()),
+                background: std::sync::atomic::AtomicUsize::new(0),
+                background_done: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -208,6 +210,9 @@ struct Inner {
     clock: Arc<dyn Clock>,
     lease_ms: i64,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
+    /// Background runs (non-blocking children) in flight, and a signal when the count drops.
+    pub(crate) background: std::sync::atomic::AtomicUsize,
+    pub(crate) background_done: tokio::sync::Notify,
     /// This process's runs in flight, by thread: the control plane's `abort` cancels them here
     /// at once (a run in another process sees a durable abort request at its next renewal).
     active: Mutex<HashMap<ThreadId, CancellationToken>>,
@@ -506,6 +511,38 @@ impl Runtime {
             }
             result
         })
+    }
+
+    /// Runs `work` in the background (a non-blocking child's run), counted so that
+    /// [`Runtime::quiesce`] can wait for it.
+    pub(crate) fn spawn_background(
+        &self,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        use std::sync::atomic::Ordering;
+        self.inner.background.fetch_add(1, Ordering::SeqCst);
+        let rt = self.clone();
+        tokio::spawn(async move {
+            work.await;
+            rt.inner.background.fetch_sub(1, Ordering::SeqCst);
+            rt.inner.background_done.notify_waiters();
+        });
+    }
+
+    /// Waits until no background run of this runtime is in flight (subagents started without
+    /// blocking, and the parent runs their results trigger): for tests and graceful shutdown.
+    pub async fn quiesce(&self) {
+        use std::sync::atomic::Ordering;
+        loop {
+            // Registered before the check, so a run finishing in between still wakes us.
+            let notified = self.inner.background_done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.inner.background.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Queues a ready-made message on `t` and, if no run holds it, runs it (a child's result for

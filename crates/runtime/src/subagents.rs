@@ -364,7 +364,7 @@ impl Runtime {
                 parent.source.clone(),
                 parent.id,
             );
-            tokio::spawn(async move {
+            self.spawn_background(async move {
                 let origin = Origin {
                     principal: principal.as_deref(),
                     source: source.as_deref(),

@@ -1,0 +1,187 @@
+//! Subagents whose timing is not a script's to fix: non-blocking children (their results reach
+//! the parent whenever they finish), explicit parent communication, and `maxInstances`. The
+//! assertions hold whatever the interleaving. On every backend.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use duet_runtime::{CancellationToken, Delivered, EventSink, Role, Runtime, Store};
+
+fn project() -> Arc<duet_spec::Project> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("subagents-{}", uuid::Uuid::now_v7().simple()));
+    let write = |path: &str, text: &str| {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    };
+    // A child that ends its session at once with a summary.
+    write(
+        "agents/agents/summarizer.yaml",
+        "name: summarizer\nexposeAsTool: true\ntoolDescription: Summarizes.\nsideA:\n  prompt: sum\n  sessionStop: { name: finish, messageProperty: summary }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/sum.yaml",
+        "name: sum\ntoolDescription: d\nmodel: sum_model\nprompt: p\ntools: [finish]\n",
+    );
+    write(
+        "agents/tools/finish.yaml",
+        "description: Done.\nargs: { type: object, properties: { summary: { type: string } }, required: [summary] }\nresult: ok\n",
+    );
+    write(
+        "agents/models/sum_model.yaml",
+        "name: sum_model\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: finish, arguments: { summary: short and sweet } }]\n",
+    );
+    // Parents: one implicit and one explicit, each allowing a single live child.
+    for (name, communication) in [("boss", "implicit"), ("quiet_boss", "explicit")] {
+        write(
+            &format!("agents/agents/{name}.yaml"),
+            &format!(
+                "name: {name}\nsideA:\n  prompt: {name}\n  subagents:\n    - {{ agent: summarizer, as: summary, maxInstances: 1, parentCommunication: {communication} }}\nsideB: {{ human: true }}\n"
+            ),
+        );
+        write(
+            &format!("agents/prompts/{name}.yaml"),
+            &format!(
+                "name: {name}\ntoolDescription: d\nmodel: {name}_model\nincludeChat: true\nprompt: p\n"
+            ),
+        );
+        let create = "  - tool_calls: [{ name: subagent_create, arguments: { agent: summary, name: one, message: Summarize it., attachments: [] } }]\n";
+        // The implicit parent gets a turn for the child's result; the explicit one does not.
+        let middle = if communication == "implicit" {
+            "  - text: noted\n"
+        } else {
+            ""
+        };
+        write(
+            &format!("agents/models/{name}_model.yaml"),
+            &format!(
+                "name: {name}_model\nprovider: scripted\nmodel: demo\nscript:\n{create}  - text: started\n{middle}{create}  - text: refused\n"
+            ),
+        );
+    }
+    support::project(&dir)
+}
+
+async fn send(rt: &Runtime, key: &str, agent: Option<&str>, text: &str) {
+    let done = rt
+        .send(
+            key,
+            agent,
+            text,
+            &EventSink::discard(),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert!(
+        matches!(done, Ok(Delivered::Settled(_) | Delivered::Queued { .. })),
+        "{done:?}"
+    );
+}
+
+async fn texts(store: &Arc<dyn Store>, key: &str) -> Vec<(Role, bool, String)> {
+    let t = store.thread(key).await.expect("read").expect("thread");
+    store
+        .messages(t.id)
+        .await
+        .expect("messages")
+        .into_iter()
+        .filter_map(|m| m.content.map(|c| (m.role, m.silent, c)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_blocking_childs_result_reaches_its_parent_which_runs_on() {
+    let project = project();
+    for backend in support::backends().await {
+        let rt = support::runtime(project.clone(), backend.open().await).build();
+        send(&rt, "p", Some("boss"), "Summarize the report, please.").await;
+        rt.quiesce().await;
+        let store = rt.store();
+        let parent = texts(store, "p").await;
+        let completion = "Subagent (reference: p/summary-1) has returned the following result:\n\nshort and sweet";
+        assert!(
+            parent
+                .iter()
+                .any(|(role, silent, c)| *role == Role::User && *silent && c == completion),
+            "{}: {parent:?}",
+            backend.name()
+        );
+        // The parent ran on after the result: its last word comes after the result.
+        let at = parent
+            .iter()
+            .position(|(_, _, c)| c == completion)
+            .expect("result");
+        assert!(
+            parent[at + 1..]
+                .iter()
+                .any(|(role, _, _)| *role == Role::Assistant),
+            "{}: {parent:?}",
+            backend.name()
+        );
+        let t = store.thread("p").await.expect("read").expect("thread");
+        let children = store.children(t.id).await.expect("registry");
+        assert_eq!(children.len(), 1);
+        assert_eq!(children[0].status, "idle", "{}", backend.name());
+        let child = store
+            .thread("p/summary-1")
+            .await
+            .expect("read")
+            .expect("child");
+        assert_eq!(child.parent, Some(t.id));
+        assert_eq!(child.result.as_deref(), Some("short and sweet"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_communication_delivers_nothing_and_max_instances_holds() {
+    let project = project();
+    for backend in support::backends().await {
+        let rt = support::runtime(project.clone(), backend.open().await).build();
+        send(&rt, "q", Some("quiet_boss"), "Summarize it.").await;
+        rt.quiesce().await;
+        let store = rt.store();
+        let parent = texts(store, "q").await;
+        assert!(
+            !parent.iter().any(|(_, silent, _)| *silent),
+            "{}: nothing delivered: {parent:?}",
+            backend.name()
+        );
+        let child = store
+            .thread("q/summary-1")
+            .await
+            .expect("read")
+            .expect("child");
+        assert_eq!(
+            child.result.as_deref(),
+            Some("short and sweet"),
+            "{}: the child still finished",
+            backend.name()
+        );
+        // A second instance of a relationship capped at one is refused, naming the live one.
+        send(&rt, "q", None, "Another one.").await;
+        rt.quiesce().await;
+        let t = store.thread("q").await.expect("read").expect("thread");
+        let refused = store
+            .messages(t.id)
+            .await
+            .expect("messages")
+            .into_iter()
+            .find(|m| {
+                m.tool_name.as_deref() == Some("subagent_create")
+                    && m.tool_status == Some(duet_runtime::ToolStatus::Error)
+            })
+            .and_then(|m| m.content);
+        assert_eq!(
+            refused.as_deref(),
+            Some(
+                "Subagent instance limit reached for \"summary\" (1). Use subagent_message with an existing reference instead. Active references: q/summary-1"
+            ),
+            "{}",
+            backend.name()
+        );
+        assert_eq!(store.children(t.id).await.expect("registry").len(), 1);
+    }
+}
