@@ -194,6 +194,9 @@ async fn converse(
             }
         });
         let outcome = rt.send(key, agent, &next, &sink, &cancel).await;
+        // Children started in the background (and the parent runs their results trigger) finish
+        // before this process exits, or they would be left for recovery.
+        rt.quiesce().await;
         drop(sink);
         let _ = printer.await;
         let settled = match outcome {

@@ -143,6 +143,8 @@ async fn play(case: &Path, backend: &support::Backend) -> String {
         let delivered = rt
             .send(target, agent_name, text, &sink, &CancellationToken::new())
             .await;
+        // Children started in the background finish (and report) before the transcript goes on.
+        rt.quiesce().await;
         drop(sink);
         while let Some(e) = rx.recv().await {
             writeln!(

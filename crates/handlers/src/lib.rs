@@ -2,6 +2,8 @@
 //! the name a handler file's `builtin:` (or file name) gives.
 //!
 //! - `echo` replies with what it was sent.
+//! - `relay` forwards a person's messages to a child (the side's first subagent relationship)
+//!   and relays the child's results back: a model-less surface over a composed agent.
 //! - `keyword_router` answers by keyword, from rules in the thread's durable values or the agent
 //!   env, and can end the session on a keyword (an auto-approver is a router whose rule for
 //!   "approve" stops the session with "approved").
@@ -14,6 +16,7 @@ pub fn handlers() -> Handlers {
     Handlers::new()
         .with("echo", Echo)
         .with("keyword_router", KeywordRouter)
+        .with("relay", Relay)
 }
 
 /// Replies with the inbound message's text.
@@ -89,6 +92,52 @@ impl Handler for KeywordRouter {
             .env("ROUTER_FALLBACK")
             .unwrap_or_else(|| format!("I understand: {}.", keywords.join(", ")));
         state.reply(fallback);
+        Ok(())
+    }
+}
+
+/// Relays between a person and a child: the person's message goes to the live child of the
+/// side's first relationship (a new one if there is none), and the child's result, when it
+/// arrives, goes back to the person without its envelope.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Relay;
+
+#[async_trait]
+impl Handler for Relay {
+    async fn handle(
+        &self,
+        state: &mut ThreadState<'_>,
+        message: &Message,
+    ) -> Result<(), HandlerError> {
+        let text = message.content.clone().unwrap_or_default();
+        if message.silent && text.starts_with("Subagent (reference: ") {
+            let body = text
+                .split_once("\n\n")
+                .map_or(text.as_str(), |(_, body)| body);
+            state.reply(body.to_owned());
+            state.set_status("answered");
+            return Ok(());
+        }
+        let relationship = state
+            .relationships()
+            .first()
+            .map(|r| r.name().to_owned())
+            .ok_or_else(|| HandlerError::new("relay needs a subagent relationship on its side"))?;
+        let mut live = None;
+        for child in state.children().await? {
+            if child.relationship == relationship && child.status != "terminated" {
+                live = state.child_key(&child).await?;
+            }
+        }
+        let key = match live {
+            Some(key) => {
+                state.message_child(&key, &text).await?;
+                key
+            }
+            None => state.spawn_child(&relationship, &text).await?,
+        };
+        state.reply(format!("(forwarded to {key})"));
+        state.set_status(format!("waiting for {key}"));
         Ok(())
     }
 }

@@ -110,7 +110,9 @@ impl Settled {
                     .result
                     .clone()
                     .unwrap_or_else(|| "a step failed".into()),
-                retryable: true,
+                // Providers retry transient failures themselves (emitting `retrying`); what
+                // reaches here failed for good.
+                retryable: false,
                 code: Some("step_error".into()),
             };
         }
@@ -1245,6 +1247,8 @@ impl Runtime {
                 env: &env,
                 store: self.inner.store.as_ref(),
                 tools: &self.inner.tools,
+                runtime: self,
+                relationships: &cfg.subagents,
                 effects: Effects::default(),
             };
             let result = tokio::select! {

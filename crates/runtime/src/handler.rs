@@ -82,6 +82,9 @@ pub struct ThreadState<'a> {
     pub(crate) env: &'a BTreeMap<String, String>,
     pub(crate) store: &'a dyn Store,
     pub(crate) tools: &'a Tools,
+    pub(crate) runtime: &'a crate::engine::Runtime,
+    /// The subagent relationships this handler's side owns.
+    pub(crate) relationships: &'a [duet_spec::SubagentRelationship],
     pub(crate) effects: Effects,
 }
 
@@ -166,6 +169,89 @@ impl ThreadState<'_> {
             .get(name)
             .cloned()
             .or_else(|| std::env::var(name).ok())
+    }
+
+    /// Starts a child of relationship `relationship` with `message` and returns its key. The
+    /// child runs in the background; its result comes back to this side as an inbound message
+    /// (`Subagent (reference: KEY) has returned …`), unless the relationship is explicit.
+    pub async fn spawn_child(
+        &self,
+        relationship: &str,
+        message: &str,
+    ) -> Result<String, HandlerError> {
+        let rels: Vec<&duet_spec::SubagentRelationship> = self.relationships.iter().collect();
+        let args = serde_json::json!({"agent": relationship, "message": message, "attachments": [], "name": relationship});
+        let forced: Vec<duet_spec::SubagentRelationship> = rels
+            .iter()
+            .map(|r| duet_spec::SubagentRelationship {
+                blocking: false,
+                ..(*r).clone()
+            })
+            .collect();
+        let forced_refs: Vec<&duet_spec::SubagentRelationship> = forced.iter().collect();
+        let result = self
+            .runtime
+            .lifecycle_call(
+                self.thread,
+                self.side,
+                &forced_refs,
+                &[],
+                crate::subagents::CREATE,
+                &args,
+                &tokio_util::sync::CancellationToken::new(),
+            )
+            .await;
+        if !result.is_ok() {
+            return Err(HandlerError::new(result.content));
+        }
+        Ok(result
+            .content
+            .rsplit("Reference: ")
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned())
+    }
+
+    /// Sends `message` to a live child of this thread, by key; its answer comes back as an
+    /// inbound message.
+    pub async fn message_child(&self, key: &str, message: &str) -> Result<(), HandlerError> {
+        let args = serde_json::json!({"referenceId": key, "message": message, "attachments": []});
+        let result = self
+            .runtime
+            .lifecycle_call(
+                self.thread,
+                self.side,
+                &[],
+                &[],
+                crate::subagents::MESSAGE,
+                &args,
+                &tokio_util::sync::CancellationToken::new(),
+            )
+            .await;
+        if result.is_ok() {
+            Ok(())
+        } else {
+            Err(HandlerError::new(result.content))
+        }
+    }
+
+    /// The subagent relationships this handler's side owns.
+    pub fn relationships(&self) -> &[duet_spec::SubagentRelationship] {
+        self.relationships
+    }
+
+    /// This thread's children, oldest first.
+    pub async fn children(&self) -> Result<Vec<crate::types::Child>, HandlerError> {
+        Ok(self.store.children(self.thread.id).await?)
+    }
+
+    /// The key of a child thread, from its registry entry.
+    pub async fn child_key(
+        &self,
+        child: &crate::types::Child,
+    ) -> Result<Option<String>, HandlerError> {
+        Ok(self.store.thread_by_id(child.child).await?.map(|t| t.key))
     }
 
     /// Runs a project tool and returns its result without storing a tool message.

@@ -195,9 +195,11 @@ impl Runtime {
         {
             return invalid;
         }
+        // No specs: the call comes from code (a handler), not a model.
+        let from_code = specs.is_empty();
         let result = match name {
             CREATE => {
-                self.spawn_child(parent, owner, relationships, args, cancel)
+                self.spawn_child(parent, owner, relationships, args, from_code, cancel)
                     .await
             }
             MESSAGE => self.message_child(parent, args).await,
@@ -214,6 +216,7 @@ impl Runtime {
         owner: SideId,
         relationships: &[&SubagentRelationship],
         args: &serde_json::Value,
+        from_code: bool,
         cancel: &CancellationToken,
     ) -> Result<ToolResult, crate::engine::RunError> {
         let str_arg = |k: &str| {
@@ -234,10 +237,15 @@ impl Runtime {
                 rel.agent
             )));
         };
-        // The child's side A prompt says what arguments it takes.
+        // The child's side A prompt says what arguments it takes. A model must give them; code
+        // (a handler relaying a person's words) may start a child with its message alone.
         let arguments = args.get("arguments").cloned().unwrap_or_else(|| json!({}));
         let schema = crate::decide::side_a_schema(self.project(), target);
-        if let Ok(v) = jsonschema::validator_for(&schema) {
+        let check = !from_code || args.get("arguments").is_some();
+        if let Some(v) = check
+            .then(|| jsonschema::validator_for(&schema).ok())
+            .flatten()
+        {
             let errors: Vec<String> = v.iter_errors(&arguments).map(|e| e.to_string()).collect();
             if !errors.is_empty() {
                 return Ok(ToolResult::error(format!(

@@ -46,15 +46,18 @@ pub async fn backends() -> Vec<Backend> {
     let id = uuid::Uuid::now_v7().simple().to_string();
     let mut out = vec![Backend::Sqlite(scratch().join(format!("{id}.db")))];
     if let Ok(url) = std::env::var("DATABASE_URL") {
-        out.push(Backend::Postgres(fresh_postgres(&url, &id).await));
+        // `scripts/test` names this run's databases with a prefix and drops them at exit.
+        let prefix = std::env::var("DUET_TEST_DB_PREFIX").unwrap_or_else(|_| "duet_test_".into());
+        out.push(Backend::Postgres(
+            fresh_postgres(&url, &format!("{prefix}{id}")).await,
+        ));
     }
     out
 }
 
-/// Creates database `duet_<id>` on the server of `url` and returns its URL.
-async fn fresh_postgres(url: &str, id: &str) -> String {
-    use sqlx_free::create_database;
-    create_database(url, &format!("duet_{id}")).await
+/// Creates database `name` on the server of `url` and returns its URL.
+async fn fresh_postgres(url: &str, name: &str) -> String {
+    sqlx_free::create_database(url, name).await
 }
 
 /// Database creation without naming sqlx here: `psql` does it (CI and developers have it with
