@@ -218,13 +218,7 @@ pub fn handoff_targets<'p>(
     agent: &Agent,
     prompt: &duet_spec::Prompt,
 ) -> Vec<(&'p str, &'p Agent)> {
-    let relationships: Vec<&str> = agent
-        .side_a
-        .subagents()
-        .iter()
-        .chain(agent.side_b.subagents())
-        .map(|r| r.name())
-        .collect();
+    let relationships = agent.relationship_names();
     prompt
         .tools
         .iter()

@@ -43,6 +43,18 @@ pub struct Agent {
     pub package: Packaging,
 }
 
+impl Agent {
+    /// The names of the subagent relationships on both sides, side A's first.
+    pub fn relationship_names(&self) -> Vec<&str> {
+        self.side_a
+            .subagents()
+            .iter()
+            .chain(self.side_b.subagents())
+            .map(SubagentRelationship::name)
+            .collect()
+    }
+}
+
 /// Packaging metadata, only consumed when an agent is packed.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

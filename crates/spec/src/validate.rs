@@ -247,13 +247,7 @@ fn check_side(out: &mut Out<'_>, source: &Source, id: SideId, side: &Side, agent
 /// A prompt's tool entry naming an exposed agent without a relationship is a handoff; the target
 /// must have a human side where this agent has one (the thread's conversational surface).
 fn check_handoffs(out: &mut Out<'_>, source: &Source, field: &str, prompt: &Prompt, agent: &Agent) {
-    let relationships: Vec<&str> = agent
-        .side_a
-        .subagents()
-        .iter()
-        .chain(agent.side_b.subagents())
-        .map(|r| r.name())
-        .collect();
+    let relationships = agent.relationship_names();
     for t in &prompt.tools {
         if relationships.contains(&t.name.as_str()) {
             continue;
