@@ -185,3 +185,88 @@ async fn explicit_communication_delivers_nothing_and_max_instances_holds() {
         assert_eq!(store.children(t.id).await.expect("registry").len(), 1);
     }
 }
+
+/// A child that reports through `notify_parent` and ends its session.
+struct Reporter;
+
+#[async_trait::async_trait]
+impl duet_runtime::Handler for Reporter {
+    async fn handle(
+        &self,
+        state: &mut duet_runtime::ThreadState<'_>,
+        _: &duet_runtime::Message,
+    ) -> Result<(), duet_runtime::HandlerError> {
+        state
+            .notify_parent("Progress: half way. No reply needed.")
+            .await?;
+        state.stop_session(Some("done".into()));
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_child_speaks_to_its_parent_only_through_notify_parent() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("notify-{}", uuid::Uuid::now_v7().simple()));
+    let write = |path: &str, text: &str| {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    };
+    write(
+        "agents/agents/reporter.yaml",
+        "name: reporter\nexposeAsTool: true\ntoolDescription: Reports.\nsideA: { handler: report }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/handlers/report.yaml",
+        "description: Reports progress to its parent.\n",
+    );
+    write(
+        "agents/agents/watcher.yaml",
+        "name: watcher\nsideA:\n  prompt: watcher\n  subagents: [{ agent: reporter, parentCommunication: explicit }]\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/watcher.yaml",
+        "name: watcher\ntoolDescription: d\nmodel: m\nincludeChat: true\nprompt: p\n",
+    );
+    write(
+        "agents/models/m.yaml",
+        "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: subagent_create, arguments: { agent: reporter, name: r, message: Go., attachments: [] } }]\n  - text: started\n  - text: heard\n",
+    );
+    let project = support::project(&dir);
+    for backend in support::backends().await {
+        let rt = support::runtime(project.clone(), backend.open().await)
+            .handler("report", Reporter)
+            .build();
+        send(&rt, "w", Some("watcher"), "Watch this.").await;
+        rt.quiesce().await;
+        let parent = texts(rt.store(), "w").await;
+        let silent: Vec<&str> = parent
+            .iter()
+            .filter(|(_, s, _)| *s)
+            .map(|(_, _, c)| c.as_str())
+            .collect();
+        assert_eq!(
+            silent,
+            ["Progress: half way. No reply needed."],
+            "{}: {parent:?}",
+            backend.name()
+        );
+        // However the runs interleaved, the parent's model spoke after the notice reached it.
+        let at = parent.iter().position(|(_, s, _)| *s).expect("notice");
+        assert!(
+            parent[at + 1..]
+                .iter()
+                .any(|(role, _, _)| *role == Role::Assistant),
+            "{}: {parent:?}",
+            backend.name()
+        );
+        let child = rt
+            .store()
+            .thread("w/reporter-1")
+            .await
+            .expect("read")
+            .expect("child");
+        assert_eq!(child.result.as_deref(), Some("done"));
+    }
+}

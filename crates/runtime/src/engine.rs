@@ -160,6 +160,12 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Registers one more handler (beside those of [`RuntimeBuilder::handlers`]).
+    pub fn handler(mut self, name: &str, handler: impl crate::handler::Handler) -> Self {
+        self.handlers = std::mem::take(&mut self.handlers).with(name, handler);
+        self
+    }
+
     pub fn tool(mut self, name: &str, tool: impl Tool) -> Self {
         self.tools.insert(name.to_owned(), Arc::new(tool));
         self

@@ -236,6 +236,43 @@ impl ThreadState<'_> {
         }
     }
 
+    /// Sends `content` to this thread's parent (the way a child with `parentCommunication:
+    /// explicit` reports): a silent message on the owning side's perspective, after which the
+    /// parent runs on if idle.
+    pub async fn notify_parent(&self, content: &str) -> Result<(), HandlerError> {
+        if content.trim().is_empty() {
+            return Err(HandlerError::new("notify_parent needs content"));
+        }
+        let parent_id = self
+            .thread
+            .parent
+            .ok_or_else(|| HandlerError::new("this thread is not a subagent"))?;
+        let entry = self
+            .store
+            .child(self.thread.id)
+            .await?
+            .ok_or_else(|| HandlerError::new("this thread is not in its parent's registry"))?;
+        let parent = self
+            .store
+            .thread_by_id(parent_id)
+            .await?
+            .ok_or_else(|| HandlerError::new("the parent thread is gone"))?;
+        let owner = entry.owner;
+        let message = NewQueued {
+            role: Role::authored_by(owner.sibling()),
+            side: owner.sibling(),
+            content: content.to_owned(),
+            human: false,
+            silent: true,
+            follow_up: false,
+        };
+        let rt = self.runtime.clone();
+        self.runtime.spawn_background(async move {
+            let _ = rt.deliver_queued(&parent, message).await;
+        });
+        Ok(())
+    }
+
     /// The subagent relationships this handler's side owns.
     pub fn relationships(&self) -> &[duet_spec::SubagentRelationship] {
         self.relationships
