@@ -25,6 +25,7 @@ async fn main() -> anyhow::Result<()> {
     let runtime = Runtime::builder(Arc::new(loaded.project), store)
         .providers(duet_models::providers())
         .handlers(duet_handlers::handlers())
+        .hooks(duet_handlers::hooks())
         .build();
 
     // Middleware wraps any agent: here a budget, then tracing.

@@ -87,7 +87,8 @@ async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
     })?;
     let mut builder = Runtime::builder(Arc::new(loaded.project), store)
         .providers(duet_models::providers())
-        .handlers(duet_handlers::handlers());
+        .handlers(duet_handlers::handlers())
+        .hooks(duet_handlers::hooks());
     // How long a run's lease lasts without renewal (default 30 s): how soon another process may
     // continue a thread whose runner died.
     if let Some(ms) = std::env::var("DUET_LEASE_MS")

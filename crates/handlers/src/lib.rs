@@ -2,6 +2,8 @@
 //! the name a handler file's `builtin:` (or file name) gives.
 //!
 //! - `echo` replies with what it was sent.
+//! - Hooks: `approval_audit` (an `after_create_message` hook) writes every approval request and
+//!   decision a parent sees to the `duet::audit` tracing target.
 //! - `relay` forwards a person's messages to a child (the side's first subagent relationship)
 //!   and relays the child's results back: a model-less surface over a composed agent.
 //! - `keyword_router` answers by keyword, from rules in the thread's durable values or the agent
@@ -9,7 +11,8 @@
 //!   "approve" stops the session with "approved").
 
 use async_trait::async_trait;
-use duet_runtime::{Handler, HandlerError, Handlers, Message, ThreadState};
+use duet_runtime::hooks::{Hook, HookContext, Hooks};
+use duet_runtime::{Handler, HandlerError, Handlers, Message, Role, ThreadState};
 
 /// Every built-in handler, by name.
 pub fn handlers() -> Handlers {
@@ -139,5 +142,35 @@ impl Handler for Relay {
         state.reply(format!("(forwarded to {key})"));
         state.set_status(format!("waiting for {key}"));
         Ok(())
+    }
+}
+
+/// Every built-in hook, by name.
+pub fn hooks() -> Hooks {
+    Hooks::new().with("approval_audit", ApprovalAudit)
+}
+
+/// Audits approvals on the parent that composes an approval gate: each request it sends
+/// (`subagent_create`) and each result that comes back is written to the `duet::audit` target.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ApprovalAudit;
+
+#[async_trait]
+impl Hook for ApprovalAudit {
+    async fn after_create_message(&self, ctx: &HookContext<'_>, message: &Message) {
+        let requests = message
+            .tool_calls
+            .iter()
+            .filter(|c| c.name == "subagent_create");
+        for call in requests {
+            tracing::info!(target: "duet::audit", thread = %ctx.thread.key, hook = ctx.id, request = %call.arguments, "approval requested");
+        }
+        let result = message
+            .content
+            .as_deref()
+            .filter(|c| message.silent && c.starts_with("Subagent (reference: "));
+        if let (Some(content), Role::User | Role::Assistant) = (result, message.role) {
+            tracing::info!(target: "duet::audit", thread = %ctx.thread.key, hook = ctx.id, outcome = %content, "approval outcome");
+        }
     }
 }

@@ -144,6 +144,7 @@ pub struct RuntimeBuilder {
     store: Arc<dyn Store>,
     providers: Providers,
     handlers: Handlers,
+    hooks: crate::hooks::Hooks,
     tools: BTreeMap<String, Arc<dyn Tool>>,
     clock: Arc<dyn Clock>,
     lease_ms: i64,
@@ -157,6 +158,12 @@ impl RuntimeBuilder {
 
     pub fn handlers(mut self, handlers: Handlers) -> Self {
         self.handlers = handlers;
+        self
+    }
+
+    /// The hook implementations, by registered name.
+    pub fn hooks(mut self, hooks: crate::hooks::Hooks) -> Self {
+        self.hooks = hooks;
         self
     }
 
@@ -190,6 +197,7 @@ impl RuntimeBuilder {
                 store: self.store,
                 providers: self.providers,
                 handlers: self.handlers,
+                hooks: self.hooks,
                 tools,
                 clock: self.clock,
                 lease_ms: self.lease_ms,
@@ -214,6 +222,7 @@ struct Inner {
     store: Arc<dyn Store>,
     providers: Providers,
     handlers: Handlers,
+    hooks: crate::hooks::Hooks,
     tools: Tools,
     clock: Arc<dyn Clock>,
     lease_ms: i64,
@@ -251,6 +260,7 @@ impl Runtime {
             store,
             providers: Providers::new(),
             handlers: Handlers::new(),
+            hooks: crate::hooks::Hooks::new(),
             tools: BTreeMap::new(),
             clock: Arc::new(SystemClock),
             lease_ms: 30_000,
@@ -280,7 +290,7 @@ impl Runtime {
                 .map(str::to_owned)
                 .collect(),
             handlers: self.inner.handlers.names().map(str::to_owned).collect(),
-            hooks: Default::default(),
+            hooks: self.inner.hooks.names().map(str::to_owned).collect(),
         }
     }
 
@@ -917,11 +927,33 @@ impl Runtime {
             description: target.tool_description.clone().unwrap_or_default(),
             parameters: decide::side_a_schema(&project, target),
         }));
+        // The hooks of this prompt on this agent, in order; a missing one fails closed.
+        let refs = crate::hooks::resolve(&project, agent, prompt, &env_lookup);
+        let active = match self.inner.hooks.activate(&project, refs) {
+            Ok(active) => active,
+            Err(e) => return self.step_error(t, &format!("hooks fail closed: {e}")).await,
+        };
+        let mut system = context::system_prompt(&project, prompt, &env);
+        let mut context_messages = context::messages(msgs, side, prompt);
+        for h in &active {
+            let ctx = crate::hooks::HookContext {
+                thread: t,
+                id: &h.id,
+                source: h.source.clone(),
+            };
+            match h.kind.as_str() {
+                "after_system_message" => system = h.hook.after_system_message(&ctx, system).await,
+                "filter_messages" => {
+                    context_messages = h.hook.filter_messages(&ctx, context_messages).await
+                }
+                _ => {}
+            }
+        }
         let request = ModelRequest {
             thread: t.id,
             call_index: context::call_index(msgs, &prompt.model),
-            system: context::system_prompt(&project, prompt, &env),
-            messages: context::messages(msgs, side, prompt),
+            system,
+            messages: context_messages,
             tools: offered.clone(),
             tool_choice: prompt.tool_choice,
             parallel_tool_calls: prompt.parallel_tool_calls,
@@ -1061,6 +1093,14 @@ impl Runtime {
                     }
                 ))
             };
+            for h in active.iter().filter(|h| h.kind == "tool_call_done") {
+                let ctx = crate::hooks::HookContext {
+                    thread: t,
+                    id: &h.id,
+                    source: h.source.clone(),
+                };
+                h.hook.tool_call_done(&ctx, call, &result).await;
+            }
             results.push(result);
         }
         let tool_messages: Vec<Message> = message
@@ -1200,8 +1240,18 @@ impl Runtime {
                 },
             )
             .await?;
-        // Committed: now the caller may see it.
+        // Committed: now the caller may see it, and the hooks that watch messages.
         emit_messages(events, &new);
+        for h in active.iter().filter(|h| h.kind == "after_create_message") {
+            let ctx = crate::hooks::HookContext {
+                thread: t,
+                id: &h.id,
+                source: h.source.clone(),
+            };
+            for m in &new {
+                h.hook.after_create_message(&ctx, m).await;
+            }
+        }
         msgs.extend(new);
         Ok(Flow::of(outcome, t))
     }

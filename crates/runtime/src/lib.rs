@@ -23,6 +23,7 @@ pub mod decide;
 mod engine;
 mod event;
 mod handler;
+pub mod hooks;
 pub mod middleware;
 mod model;
 mod store;

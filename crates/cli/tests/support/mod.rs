@@ -111,4 +111,5 @@ pub fn runtime(
     Runtime::builder(project, store)
         .providers(duet_models::providers())
         .handlers(duet_handlers::handlers())
+        .hooks(duet_handlers::hooks())
 }
