@@ -97,7 +97,28 @@ async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
     {
         builder = builder.lease_ms(ms);
     }
-    Ok(builder.build())
+    let rt = builder.build();
+    let missing: Vec<_> = rt.project().check_builtins(&rt.builtins());
+    if !missing.is_empty() {
+        for issue in &missing {
+            eprintln!("{issue}");
+        }
+        eprintln!("duet: the project names code this build of duet does not have");
+        return Err(ExitCode::from(2));
+    }
+    Ok(rt)
+}
+
+/// The names this build registers for `builtin:` (tools, handlers, hooks).
+pub(crate) fn builtins() -> duet_spec::Builtins {
+    duet_spec::Builtins {
+        tools: Default::default(),
+        handlers: duet_handlers::handlers()
+            .names()
+            .map(str::to_owned)
+            .collect(),
+        hooks: duet_handlers::hooks().names().map(str::to_owned).collect(),
+    }
 }
 
 pub(crate) async fn run(args: RunArgs) -> ExitCode {

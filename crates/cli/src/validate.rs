@@ -33,13 +33,20 @@ pub(crate) fn run(args: &Args) -> ExitCode {
         let _ = out.write_all(codes_markdown().as_bytes());
         return ExitCode::SUCCESS;
     }
-    let loaded = match duet_spec::load(&args.dir) {
+    let mut loaded = match duet_spec::load(&args.dir) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("duet: {e}");
             return ExitCode::from(2);
         }
     };
+    // `builtin:` names must be registered in this build: composition fails closed at load.
+    loaded
+        .issues
+        .extend(loaded.project.check_builtins(&crate::run::builtins()));
+    loaded
+        .issues
+        .sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
     let errors = loaded.count(Severity::Error);
     let warnings = loaded.count(Severity::Warning);
     let written = match args.format {

@@ -123,3 +123,18 @@ fn tempdir() -> PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+#[test]
+fn builtins_this_build_lacks_are_errors() {
+    let (code, stdout, _) = duet(&["validate", &case("tools"), "--format", "json"]);
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let unknown: Vec<&str> = doc["issues"]
+        .as_array()
+        .expect("issues")
+        .iter()
+        .filter(|i| i["code"] == "unknown_builtin")
+        .filter_map(|i| i["file"].as_str())
+        .collect();
+    assert_eq!(unknown, ["agents/tools/uses.yaml"], "{stdout}");
+}
