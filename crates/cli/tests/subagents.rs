@@ -270,3 +270,56 @@ async fn an_explicit_child_speaks_to_its_parent_only_through_notify_parent() {
         assert_eq!(child.result.as_deref(), Some("done"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminating_a_parent_terminates_its_children_and_refuses_them_after() {
+    let project = support::project(&support::repo());
+    for backend in support::backends().await {
+        let rt = support::runtime(project.clone(), backend.open().await).build();
+        send(&rt, "o", Some("orchestrator"), "Rotate the keys tonight.").await;
+        rt.quiesce().await;
+        let store = rt.store();
+        let child = store
+            .thread("o/approval-1")
+            .await
+            .expect("read")
+            .expect("the gate");
+        assert_eq!(
+            child.status,
+            duet_runtime::ThreadStatus::AwaitingHuman,
+            "{}",
+            backend.name()
+        );
+        let count = rt
+            .terminate(&duet_runtime::Scope::new("o"))
+            .await
+            .expect("terminates");
+        assert_eq!(count, 2, "{}: the parent and its child", backend.name());
+        for key in ["o", "o/approval-1"] {
+            let t = store.thread(key).await.expect("read").expect("thread");
+            assert_eq!(
+                t.status,
+                duet_runtime::ThreadStatus::Terminated,
+                "{}: {key}",
+                backend.name()
+            );
+            let refused = rt
+                .send(
+                    key,
+                    None,
+                    "still there?",
+                    &EventSink::discard(),
+                    &CancellationToken::new(),
+                )
+                .await;
+            assert!(
+                matches!(refused, Err(duet_runtime::RunError::Terminated(_))),
+                "{}: {key}: {refused:?}",
+                backend.name()
+            );
+        }
+        let parent = store.thread("o").await.expect("read").expect("thread");
+        let entries = store.children(parent.id).await.expect("registry");
+        assert_eq!(entries[0].status, "terminated", "{}", backend.name());
+    }
+}

@@ -156,6 +156,13 @@ impl Runtime {
         let now = self.now_ms();
         let (prompt, follow_up) = match command {
             Command::Abort => {
+                // Cancellation flows down: children still running stop with their parent.
+                for child in self.store().children(thread.id).await.unwrap_or_default() {
+                    if child.status == "running" {
+                        self.cancel_local(child.child);
+                        let _ = self.store().request_abort(child.child, now).await;
+                    }
+                }
                 let local = self.cancel_local(thread.id);
                 return match self.store().request_abort(thread.id, now).await {
                     Ok(Some(run)) => SessionResult::Ok {
@@ -210,6 +217,31 @@ impl Runtime {
             ),
             Err(e) => reject(control_codes::RUN_COMMAND_FAILED, e.to_string(), true),
         }
+    }
+
+    /// Terminates `scope.session` and, first, every descendant: runs stop (here at once,
+    /// elsewhere at their next commit), queues are dropped, and deliveries are refused from then
+    /// on. Returns how many threads were terminated.
+    pub async fn terminate(&self, scope: &Scope) -> Result<usize, ControlError> {
+        let thread = self.session(scope).await?;
+        let mut pending = vec![thread.id];
+        let mut all = Vec::new();
+        while let Some(id) = pending.pop() {
+            all.push(id);
+            pending.extend(
+                self.store()
+                    .children(id)
+                    .await?
+                    .into_iter()
+                    .map(|c| c.child),
+            );
+        }
+        let now = self.now_ms();
+        for id in all.iter().rev() {
+            self.cancel_local(*id);
+            self.store().terminate(*id, now).await?;
+        }
+        Ok(all.len())
     }
 
     /// Whether `scope.session` is running, parked or idle, and what commands wait for its run.

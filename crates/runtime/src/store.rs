@@ -149,6 +149,9 @@ pub trait Store: Send + Sync + 'static {
     /// Threads that need a runner: running with an expired lease, or with queued messages and no
     /// live lease.
     async fn recoverable(&self, now: i64) -> Result<Vec<ThreadId>, StoreError>;
+    /// Terminates a thread for good: status `terminated`, lease taken away (a run still going
+    /// fails its next commit and stops), queue emptied, its registry entry `terminated`.
+    async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError>;
     /// Adds a child to its parent's registry (or replaces the entry).
     async fn put_child(&self, child: &Child) -> Result<(), StoreError>;
     /// Sets a registry entry's status; `false` if there is no such child.

@@ -574,6 +574,29 @@ macro_rules! store_impl {
                     .collect()
             }
 
+            async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let (num, _, _) = lease_row(&mut tx, id).await?;
+                sqlx::query(
+                    "UPDATE threads SET status = 'terminated', lease_owner = NULL, lease_expires = 0, \
+                     abort_requested = FALSE, updated_at = $1 WHERE num = $2",
+                )
+                .bind(now)
+                .bind(num)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                sqlx::query("DELETE FROM queue WHERE thread = $1").bind(num).execute(&mut *tx).await.map_err(db_error)?;
+                sqlx::query("UPDATE children SET status = 'terminated' WHERE child = $1")
+                    .bind(id.to_string())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
+                Ok(())
+            }
+
             async fn put_child(&self, c: &Child) -> Result<(), StoreError> {
                 sqlx::query(
                     "INSERT INTO children (child, parent, relationship, owner, agent, name, blocking, explicit, status, created_at) \
