@@ -1149,7 +1149,7 @@ impl Runtime {
         t.steps_total += 1;
         t.updated_at = now;
         let mut records = Vec::new();
-        if let Some(text) = status {
+        if let Some(text) = status.clone() {
             t.status_text = Some(text.clone());
             let seq = t.take_seq();
             records.push(record(seq, RecordKind::Status, json!({"text": text}), now));
@@ -1240,8 +1240,12 @@ impl Runtime {
                 },
             )
             .await?;
-        // Committed: now the caller may see it, and the hooks that watch messages.
+        // Committed: now the caller may see it, and the hooks that watch messages; a child's
+        // free-text status shows in its parent's registry.
         emit_messages(events, &new);
+        if let (Some(text), Some(_)) = (&status, t.parent) {
+            self.inner.store.set_child_status(t.id, text).await?;
+        }
         for h in active.iter().filter(|h| h.kind == "after_create_message") {
             let ctx = crate::hooks::HookContext {
                 thread: t,
@@ -1292,6 +1296,7 @@ impl Runtime {
             .collect();
         let mut stop_result: Option<Option<String>> = None;
         let mut queued = false;
+        let mut child_status: Option<String> = None;
         for m in &inbound {
             if cancel.is_cancelled() {
                 return self.abort(t).await.map(Flow::Done);
@@ -1332,6 +1337,9 @@ impl Runtime {
                     commit.enqueue = effects.queued;
                     commit.values = effects.values;
                     if let Some(text) = effects.status {
+                        if t.parent.is_some() {
+                            child_status = Some(text.clone());
+                        }
                         t.status_text = Some(text.clone());
                         let seq = t.take_seq();
                         commit.records.push(record(
@@ -1358,6 +1366,9 @@ impl Runtime {
             queued |= self.commit(t, commit).await? == CommitOutcome::Committed { queued: true };
             emit_messages(events, &new);
             msgs.extend(new);
+            if let Some(text) = child_status.take() {
+                self.inner.store.set_child_status(t.id, &text).await?;
+            }
             if stop_result.is_some() {
                 break;
             }
