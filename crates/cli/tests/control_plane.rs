@@ -42,7 +42,19 @@ fn project() -> Arc<duet_spec::Project> {
     };
     write(
         "agents/agents/gated.yaml",
-        "name: gated\nsideA: { prompt: gated }\nsideB: { human: true }\n",
+        "name: gated\nexposeAsTool: true\ntoolDescription: Waits at a gate.\nsideA: { prompt: gated }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/agents/boss.yaml",
+        "name: boss\nsideA:\n  prompt: boss\n  subagents: [{ agent: gated, blocking: true }]\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/boss.yaml",
+        "name: boss\ntoolDescription: d\nmodel: boss_model\nprompt: p\n",
+    );
+    write(
+        "agents/models/boss_model.yaml",
+        "name: boss_model\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: subagent_create, arguments: { agent: gated, name: g, message: Wait here., attachments: [] } }]\n",
     );
     write(
         "agents/prompts/gated.yaml",
@@ -315,4 +327,56 @@ async fn an_observer_follows_a_session_from_a_cursor() {
         seen.last().map(|e| e.data["stopReason"].clone()),
         Some(serde_json::json!("stop_on_response"))
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_a_parent_aborts_the_child_it_waits_on() {
+    let project = project();
+    for backend in support::backends().await {
+        let gate = Gate::default();
+        let rt = runtime(&project, backend.open().await, &gate, 30_000);
+        let scope = scope();
+        let run = tokio::spawn(
+            rt.agent("boss")
+                .expect("agent")
+                .invoke(scope.clone(), Prompt::text("go"))
+                .collect::<Vec<_>>(),
+        );
+        // The child's tool is where both wait.
+        gate.entered.notified().await;
+        let accepted = rt.dispatch(&scope, Command::Abort).await;
+        assert!(
+            matches!(accepted, SessionResult::Ok { .. }),
+            "{}: {accepted:?}",
+            backend.name()
+        );
+        let events = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("promptly")
+            .expect("joins");
+        assert!(
+            matches!(events.last(), Some(AgentEvent::Failed { code: Some(c), .. }) if c == codes::ABORTED),
+            "{}: {events:?}",
+            backend.name()
+        );
+        let child = rt
+            .store()
+            .thread(&format!("{}/gated-1", scope.session))
+            .await
+            .expect("read")
+            .expect("child");
+        assert_eq!(
+            child.stop_reason,
+            Some(duet_runtime::StopReason::Aborted),
+            "{}",
+            backend.name()
+        );
+        assert_eq!(
+            child.lease_owner,
+            None,
+            "{}: the child let go too",
+            backend.name()
+        );
+        assert_eq!(rt.state(&scope).await.expect("state").status, "idle");
+    }
 }

@@ -1061,13 +1061,14 @@ impl Runtime {
                         &call.arguments,
                         cancel,
                     ));
-                tokio::select! {
-                    () = cancel.cancelled() => {
-                        t.next_seq = seq;
-                        return self.abort(t).await.map(Flow::Done);
-                    }
-                    r = call_fut => r,
+                // Not raced against the cancel: a blocking child runs on a child of this run's
+                // token, so it stops on its own (and commits its abort) before this returns.
+                let result = call_fut.await;
+                if cancel.is_cancelled() {
+                    t.next_seq = seq;
+                    return self.abort(t).await.map(Flow::Done);
                 }
+                result
             } else if offered.iter().any(|o| o.name == call.name) {
                 let ctx = ToolContext {
                     thread: t.id,

@@ -176,15 +176,24 @@ impl SqliteStore {
         ));
 
         let mut conn = self.writer().await?;
-        let query = crate::sql::bind_args!(sqlx::query(sqlx::AssertSqlSafe(batch.sql)), batch.args);
-        let rows = match query.fetch_all(&mut *conn).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                // A statement failed mid-batch: the transaction is still open. Undo it.
-                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-                return Err(db_error(e));
+        // The batch runs as a task of its own: once started it finishes (commits, or rolls back
+        // after a failed statement) even if the run that asked for it is dropped meanwhile —
+        // dropped halfway, it would leave the write connection inside its transaction.
+        let batch_run = tokio::spawn(async move {
+            let query =
+                crate::sql::bind_args!(sqlx::query(sqlx::AssertSqlSafe(batch.sql)), batch.args);
+            match query.fetch_all(&mut *conn).await {
+                Ok(rows) => Ok(rows),
+                Err(e) => {
+                    let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+                    Err(e)
+                }
             }
-        };
+        });
+        let rows = batch_run
+            .await
+            .map_err(|e| StoreError::Database(format!("the commit task failed: {e}")))?
+            .map_err(db_error)?;
         outcome(rows.first(), t, &commit)
     }
 }
