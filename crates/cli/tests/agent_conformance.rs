@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,13 +44,8 @@ impl Tool for Hang {
 }
 
 fn fixture() -> Arc<duet_spec::Project> {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("conformance-{}", uuid::Uuid::now_v7().simple()));
-    let write = |path: &str, text: &str| {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    };
+    let dir = support::Scratch::new("conformance");
+    let write = |path: &str, text: &str| dir.write(path, text);
     for (name, script) in [
         ("completes", "  - text: done\n"),
         ("fails", "  - text: only once\n"),
@@ -85,7 +79,7 @@ fn fixture() -> Arc<duet_spec::Project> {
         "agents/tools/note.yaml",
         "description: Notes.\nresult: noted\n",
     );
-    support::project(&dir)
+    dir.project()
 }
 
 fn runtime(project: &Arc<duet_spec::Project>, store: Arc<dyn Store>, probe: &Probe) -> Runtime {

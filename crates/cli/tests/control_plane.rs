@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,13 +32,8 @@ impl Tool for Gate {
 }
 
 fn project() -> Arc<duet_spec::Project> {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("control-{}", uuid::Uuid::now_v7().simple()));
-    let write = |path: &str, text: &str| {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    };
+    let dir = support::Scratch::new("control");
+    let write = |path: &str, text: &str| dir.write(path, text);
     write(
         "agents/agents/gated.yaml",
         "name: gated\nexposeAsTool: true\ntoolDescription: Waits at a gate.\nsideA: { prompt: gated }\nsideB: { human: true }\n",
@@ -68,7 +62,7 @@ fn project() -> Arc<duet_spec::Project> {
         "agents/models/m.yaml",
         "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: wait }]\n  - text: second answer\n  - text: third answer\n  - text: fourth answer\n",
     );
-    support::project(&dir)
+    dir.project()
 }
 
 fn runtime(

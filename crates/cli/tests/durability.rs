@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -18,13 +17,8 @@ use tokio::sync::Notify;
 /// A project in a scratch folder: a prompt × human gate whose model answers `turns` times, the
 /// first time through the `slow` tool.
 fn project(turns: usize) -> Arc<duet_spec::Project> {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("durability-{}", uuid::Uuid::now_v7().simple()));
-    let write = |path: &str, text: &str| {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    };
+    let dir = support::Scratch::new("durability");
+    let write = |path: &str, text: &str| dir.write(path, text);
     write(
         "agents/agents/gate.yaml",
         "name: gate\nsideA: { prompt: gate }\nsideB: { human: true }\n",
@@ -44,7 +38,7 @@ fn project(turns: usize) -> Arc<duet_spec::Project> {
         script.push_str(&format!("  - text: answer {i}\n"));
     }
     write("agents/models/m.yaml", &script);
-    support::project(&dir)
+    dir.project()
 }
 
 /// Blocks forever on its first call (after saying so), answers at once afterwards.

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -26,13 +25,8 @@ impl Hook for Recorder {
 }
 
 fn project() -> Arc<duet_spec::Project> {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("hooks-{}", uuid::Uuid::now_v7().simple()));
-    let write = |path: &str, text: &str| {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    };
+    let dir = support::Scratch::new("hooks");
+    let write = |path: &str, text: &str| dir.write(path, text);
     for id in ["base", "early", "late", "unused"] {
         write(
             &format!("agents/hooks/{id}.yaml"),
@@ -56,7 +50,7 @@ fn project() -> Arc<duet_spec::Project> {
         "agents/models/m.yaml",
         "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - text: hello\n",
     );
-    support::project(&dir)
+    dir.project()
 }
 
 #[tokio::test]

@@ -4,19 +4,13 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use duet_runtime::{CancellationToken, Delivered, EventSink, Role, Runtime, Store};
 
 fn project() -> Arc<duet_spec::Project> {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("subagents-{}", uuid::Uuid::now_v7().simple()));
-    let write = |path: &str, text: &str| {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    };
+    let dir = support::Scratch::new("subagents");
+    let write = |path: &str, text: &str| dir.write(path, text);
     // A child that ends its session at once with a summary.
     write(
         "agents/agents/summarizer.yaml",
@@ -62,7 +56,7 @@ fn project() -> Arc<duet_spec::Project> {
             ),
         );
     }
-    support::project(&dir)
+    dir.project()
 }
 
 async fn send(rt: &Runtime, key: &str, agent: Option<&str>, text: &str) {
@@ -206,13 +200,8 @@ impl duet_runtime::Handler for Reporter {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_explicit_child_speaks_to_its_parent_only_through_notify_parent() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("notify-{}", uuid::Uuid::now_v7().simple()));
-    let write = |path: &str, text: &str| {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    };
+    let dir = support::Scratch::new("notify");
+    let write = |path: &str, text: &str| dir.write(path, text);
     write(
         "agents/agents/reporter.yaml",
         "name: reporter\nexposeAsTool: true\ntoolDescription: Reports.\nsideA: { handler: report }\nsideB: { human: true }\n",
@@ -233,7 +222,7 @@ async fn an_explicit_child_speaks_to_its_parent_only_through_notify_parent() {
         "agents/models/m.yaml",
         "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: subagent_create, arguments: { agent: reporter, name: r, message: Go., attachments: [] } }]\n  - text: started\n  - text: heard\n",
     );
-    let project = support::project(&dir);
+    let project = dir.project();
     for backend in support::backends().await {
         let rt = support::runtime(project.clone(), backend.open().await)
             .handler("report", Reporter)

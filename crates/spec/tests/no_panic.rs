@@ -118,7 +118,8 @@ fn no_file_is_silently_dropped() {
     defined.extend(p.hooks.values().map(|d| d.source.file.as_str()));
     defined.extend(p.handlers.values().map(|d| d.source.file.as_str()));
     defined.extend(p.models.values().map(|d| d.source.file.as_str()));
-    let mut truncated_but_valid = 0;
+    let total = paths.len();
+    let mut reported_files = 0;
     for path in paths {
         let reported = loaded
             .issues
@@ -129,10 +130,11 @@ fn no_file_is_silently_dropped() {
             reported || kept,
             "{path} cut in half vanished without an issue"
         );
-        truncated_but_valid += usize::from(kept && !reported);
+        reported_files += usize::from(reported);
     }
+    // Most halved files are broken, and each broken one says so in an issue of its own.
     assert!(
-        truncated_but_valid < defined.len(),
-        "halving files should break most of them"
+        reported_files * 2 > total,
+        "only {reported_files} of {total} halved files reported an issue"
     );
 }

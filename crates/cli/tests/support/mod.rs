@@ -113,3 +113,25 @@ pub fn runtime(
         .handlers(duet_handlers::handlers())
         .hooks(duet_handlers::hooks())
 }
+
+/// A test project in a scratch folder of its own, written file by file.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// A new, empty folder whose name starts with `tag`.
+    pub fn new(tag: &str) -> Self {
+        Scratch(scratch().join(format!("{tag}-{}", uuid::Uuid::now_v7().simple())))
+    }
+
+    /// Writes `text` to `path` (relative to the folder), making folders as needed.
+    pub fn write(&self, path: &str, text: &str) {
+        let p = self.0.join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+
+    /// Loads the project written so far; it must validate.
+    pub fn project(&self) -> Arc<duet_spec::Project> {
+        project(&self.0)
+    }
+}
