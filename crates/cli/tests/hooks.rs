@@ -7,8 +7,10 @@ mod support;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use duet_runtime::hooks::{Hook, HookContext, HookSource, Hooks};
-use duet_runtime::{CancellationToken, Delivered, EventSink, StopReason};
+use duet_runtime::ChatMessage;
+use duet_runtime::ToolResult;
+use duet_runtime::hooks::{Hook, HookContext, HookError, HookSource, Hooks, Prefiltered};
+use duet_runtime::{CancellationToken, Delivered, EventSink, Message, Role, StopReason, ToolCall};
 
 /// Records each run's id and source, and marks the system prompt.
 #[derive(Clone, Default)]
@@ -16,11 +18,15 @@ struct Recorder(Arc<Mutex<Vec<(String, HookSource)>>>);
 
 #[async_trait]
 impl Hook for Recorder {
-    async fn after_system_message(&self, ctx: &HookContext<'_>, text: String) -> String {
+    async fn after_system_message(
+        &self,
+        ctx: &HookContext<'_>,
+        text: String,
+    ) -> Result<String, HookError> {
         if let Ok(mut seen) = self.0.lock() {
             seen.push((ctx.id.to_owned(), ctx.source.clone()));
         }
-        format!("{text} [{}]", ctx.id)
+        Ok(format!("{text} [{}]", ctx.id))
     }
 }
 
@@ -144,4 +150,431 @@ async fn a_required_hook_this_build_lacks_fails_closed() {
         issues.iter().any(|i| i.message.contains("`late`")),
         "{issues:?}"
     );
+}
+
+/// Every hook kind that fires, each under its own id, logging what it saw and changing what the
+/// digest lets it change.
+#[derive(Clone, Default)]
+struct Probe(Arc<Mutex<Vec<String>>>);
+
+impl Probe {
+    fn log(&self, line: String) {
+        if let Ok(mut log) = self.0.lock() {
+            log.push(line);
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.0.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl Hook for Probe {
+    async fn after_thread_created(&self, ctx: &HookContext<'_>) -> Result<(), HookError> {
+        self.log(format!("after_thread_created {}", ctx.thread.key));
+        Ok(())
+    }
+    async fn after_subagent_created(
+        &self,
+        ctx: &HookContext<'_>,
+        child: &duet_runtime::Thread,
+    ) -> Result<(), HookError> {
+        self.log(format!(
+            "after_subagent_created {} -> {}",
+            ctx.thread.key, child.key
+        ));
+        Ok(())
+    }
+    async fn after_system_message(
+        &self,
+        _ctx: &HookContext<'_>,
+        text: String,
+    ) -> Result<String, HookError> {
+        self.log(format!("after_system_message {text:?}"));
+        Ok(format!("{text} (checked)"))
+    }
+    async fn filter_messages(
+        &self,
+        _ctx: &HookContext<'_>,
+        _messages: Vec<ChatMessage>,
+    ) -> Result<Vec<ChatMessage>, HookError> {
+        self.log("filter_messages".into());
+        Err(HookError::new("no filter today"))
+    }
+    async fn prefilter_llm_history(
+        &self,
+        _ctx: &HookContext<'_>,
+        messages: Vec<ChatMessage>,
+    ) -> Result<Prefiltered, HookError> {
+        self.log(format!("prefilter_llm_history {}", messages.len()));
+        let blocked = messages
+            .iter()
+            .any(|m| m.content.as_deref().is_some_and(|c| c.contains("BLOCK")));
+        Ok(if blocked {
+            Prefiltered::Block("Blocked by policy.".into())
+        } else {
+            Prefiltered::Messages(messages)
+        })
+    }
+    async fn before_create_message(
+        &self,
+        _ctx: &HookContext<'_>,
+        mut message: Message,
+    ) -> Result<Message, HookError> {
+        if let Some(c) = &message.content {
+            if c.contains("nope") {
+                return Err(HookError::new("nope is not allowed"));
+            }
+            message.content = Some(c.replace("secret", "[redacted]"));
+        }
+        Ok(message)
+    }
+    async fn after_create_message(
+        &self,
+        _ctx: &HookContext<'_>,
+        message: &Message,
+    ) -> Result<(), HookError> {
+        self.log(format!(
+            "after_create_message {} {}",
+            message.role.as_str(),
+            message.content.as_deref().unwrap_or("-")
+        ));
+        Ok(())
+    }
+    async fn tool_call_started(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+    ) -> Result<(), HookError> {
+        self.log(format!("tool_call_started {}", call.name));
+        Ok(())
+    }
+    async fn tool_call_done(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        result: &ToolResult,
+    ) -> Result<(), HookError> {
+        self.log(format!("tool_call_done {} {}", call.name, result.is_ok()));
+        Ok(())
+    }
+    async fn after_tool_call_success(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        result: ToolResult,
+    ) -> Result<Option<ToolResult>, HookError> {
+        self.log(format!("after_tool_call_success {}", call.name));
+        Ok(match call.name.as_str() {
+            "drop_me" => None,
+            _ => Some(ToolResult::ok(format!("{} (seen)", result.content))),
+        })
+    }
+    async fn after_tool_call_failure(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        _result: ToolResult,
+    ) -> Result<Option<ToolResult>, HookError> {
+        self.log(format!("after_tool_call_failure {}", call.name));
+        Ok(Some(ToolResult::error("the lookup needs a topic")))
+    }
+    async fn before_store_tool_result(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        result: ToolResult,
+    ) -> Result<ToolResult, HookError> {
+        self.log(format!("before_store_tool_result {}", call.name));
+        Ok(ToolResult {
+            content: format!("stored: {}", result.content),
+            ..result
+        })
+    }
+}
+
+const KINDS: [&str; 12] = [
+    "after_thread_created",
+    "after_subagent_created",
+    "after_system_message",
+    "filter_messages",
+    "prefilter_llm_history",
+    "before_create_message",
+    "after_create_message",
+    "tool_call_started",
+    "tool_call_done",
+    "after_tool_call_success",
+    "after_tool_call_failure",
+    "before_store_tool_result",
+];
+
+/// A parent whose agent names every hook kind; it calls tools (one dropped by a hook, one
+/// failing), starts a blocking child, and answers. A handler agent with the same hooks.
+fn probed_project() -> Arc<duet_spec::Project> {
+    let dir = support::Scratch::new("hook-kinds");
+    let write = |path: &str, text: &str| dir.write(path, text);
+    for kind in KINDS {
+        write(
+            &format!("agents/hooks/{kind}.yaml"),
+            &format!("hook: {kind}\nid: {kind}\n"),
+        );
+    }
+    let all = KINDS.join(", ");
+    write(
+        "agents/agents/parent.yaml",
+        &format!(
+            "name: parent\nhooks: [{all}]\nsideA:\n  prompt: pp\n  stopOnResponse: true\n  subagents: [{{ agent: kid, blocking: true }}]\nsideB: {{ human: true }}\n"
+        ),
+    );
+    write(
+        "agents/prompts/pp.yaml",
+        "name: pp\ntoolDescription: d\nmodel: m\nprompt: Be brief.\nincludeChat: true\ntools: [lookup, drop_me]\n",
+    );
+    write(
+        "agents/tools/lookup.yaml",
+        "description: Looks a topic up.\nargs: { type: object, properties: { topic: { type: string } }, required: [topic] }\nresult: \"found {{topic}}\"\n",
+    );
+    write(
+        "agents/tools/drop_me.yaml",
+        "description: Noise.\nresult: noise\n",
+    );
+    write(
+        "agents/models/m.yaml",
+        "name: m\nprovider: scripted\nmodel: demo\nscript:\n\
+         \x20 - tool_calls: [{ name: lookup, arguments: { topic: tides } }, { name: drop_me, arguments: {} }, { name: lookup, arguments: {} }]\n\
+         \x20 - tool_calls: [{ name: subagent_create, arguments: { agent: kid, name: k, message: Go., attachments: [] } }]\n\
+         \x20 - text: the secret is out\n",
+    );
+    write(
+        "agents/agents/kid.yaml",
+        "name: kid\nexposeAsTool: true\ntoolDescription: A kid.\nsideA:\n  prompt: kp\n  sessionStop: { name: finish, messageProperty: summary }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/kp.yaml",
+        "name: kp\ntoolDescription: d\nmodel: km\nprompt: p\ntools: [finish]\n",
+    );
+    write(
+        "agents/tools/finish.yaml",
+        "description: Done.\nargs: { type: object, properties: { summary: { type: string } }, required: [summary] }\nresult: ok\n",
+    );
+    write(
+        "agents/models/km.yaml",
+        "name: km\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: finish, arguments: { summary: done } }]\n",
+    );
+    write("agents/handlers/echo.yaml", "builtin: echo\n");
+    write(
+        "agents/agents/echoer.yaml",
+        &format!(
+            "name: echoer\nhooks: [{all}]\nsideA: {{ handler: echo }}\nsideB: {{ human: true }}\n"
+        ),
+    );
+    dir.project()
+}
+
+fn probed_runtime(
+    project: Arc<duet_spec::Project>,
+    store: Arc<dyn duet_runtime::Store>,
+    probe: &Probe,
+) -> duet_runtime::Runtime {
+    let hooks = KINDS
+        .into_iter()
+        .fold(Hooks::new(), |h, kind| h.with(kind, probe.clone()));
+    support::runtime(project, store).hooks(hooks).build()
+}
+
+#[tokio::test]
+async fn every_hook_kind_runs_where_and_in_the_order_the_digest_says() {
+    let project = probed_project();
+    for backend in support::backends().await {
+        let probe = Probe::default();
+        let rt = probed_runtime(project.clone(), backend.open().await, &probe);
+        let done = rt
+            .send(
+                "t",
+                Some("parent"),
+                "hello",
+                &EventSink::discard(),
+                &CancellationToken::new(),
+            )
+            .await;
+        assert!(matches!(done, Ok(Delivered::Settled(_))), "{done:?}");
+        let log = probe.lines();
+        let first_step: Vec<&str> = log.iter().map(String::as_str).take(17).collect();
+        assert_eq!(
+            first_step,
+            vec![
+                "after_thread_created t",
+                "after_create_message user hello",
+                "after_system_message \"Be brief.\"",
+                "filter_messages",
+                "prefilter_llm_history 1",
+                "tool_call_started lookup",
+                "tool_call_done lookup true",
+                "after_tool_call_success lookup",
+                "before_store_tool_result lookup",
+                "tool_call_started drop_me",
+                "tool_call_done drop_me true",
+                "after_tool_call_success drop_me",
+                "tool_call_started lookup",
+                "tool_call_done lookup false",
+                "after_tool_call_failure lookup",
+                "before_store_tool_result lookup",
+                "after_create_message assistant -",
+            ],
+            "{}: {log:#?}",
+            backend.name()
+        );
+        assert!(
+            log.contains(&"after_subagent_created t -> t/kid-1".to_owned()),
+            "{log:#?}"
+        );
+        assert_eq!(
+            log.iter()
+                .filter(|l| l.starts_with("after_thread_created"))
+                .count(),
+            1,
+            "the child's agent names no hooks: only the parent's creation runs them"
+        );
+
+        let store = rt.store();
+        let t = store.thread("t").await.expect("read").expect("thread");
+        let messages = store.messages(t.id).await.expect("messages");
+        let shown: Vec<String> = messages
+            .iter()
+            .map(|m| {
+                let calls: Vec<&str> = m.tool_calls.iter().map(|c| c.name.as_str()).collect();
+                format!(
+                    "{} {} {}",
+                    m.role.as_str(),
+                    m.content.as_deref().unwrap_or("-"),
+                    calls.join(",")
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown[..5],
+            [
+                "user hello ",
+                // `drop_me` is gone from the call list and has no result.
+                "assistant - lookup,lookup",
+                "tool stored: found tides (seen) ",
+                "tool stored: the lookup needs a topic ",
+                "assistant - subagent_create",
+            ],
+            "{shown:#?}"
+        );
+        // `before_create_message` redacted the model's answer before it was written.
+        assert_eq!(
+            shown.last().map(String::as_str),
+            Some("assistant the [redacted] is out ")
+        );
+        // The failing `filter_messages` was skipped, journaled with each step it failed in.
+        let records = store.records(t.id).await.expect("records");
+        let failed: Vec<&serde_json::Value> = records
+            .iter()
+            .filter(|r| r.kind == duet_runtime::RecordKind::HookFailed)
+            .map(|r| &r.data)
+            .collect();
+        assert_eq!(failed.len(), 3, "one per model step: {failed:?}");
+        assert_eq!(
+            failed[0],
+            &serde_json::json!({"id": "filter_messages", "kind": "filter_messages", "error": "no filter today"})
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_blocking_prefilter_ends_the_session_before_the_model_is_called() {
+    let project = probed_project();
+    for backend in support::backends().await {
+        let probe = Probe::default();
+        let rt = probed_runtime(project.clone(), backend.open().await, &probe);
+        let done = rt
+            .send(
+                "t",
+                Some("parent"),
+                "BLOCK this",
+                &EventSink::discard(),
+                &CancellationToken::new(),
+            )
+            .await;
+        match done {
+            Ok(Delivered::Settled(s)) => {
+                assert_eq!(s.stop_reason, Some(StopReason::HookBlocked));
+                assert_eq!(s.result.as_deref(), Some("Blocked by policy."));
+            }
+            other => panic!("{other:?}"),
+        }
+        let store = rt.store();
+        let t = store.thread("t").await.expect("read").expect("thread");
+        let messages = store.messages(t.id).await.expect("messages");
+        let last = messages.last().expect("a message");
+        assert_eq!(
+            (last.role, last.content.as_deref()),
+            (Role::Assistant, Some("Blocked by policy.")),
+            "the block's message is written by the acting side; no model step ran"
+        );
+        assert!(!t.session_open, "{}", backend.name());
+        assert!(
+            !probe
+                .lines()
+                .iter()
+                .any(|l| l.starts_with("tool_call_started")),
+            "nothing ran after the block"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failing_before_create_message_rejects_a_handler_write() {
+    let project = probed_project();
+    for backend in support::backends().await {
+        let probe = Probe::default();
+        let rt = probed_runtime(project.clone(), backend.open().await, &probe);
+        for text in ["a secret", "nope"] {
+            let done = rt
+                .send(
+                    "h",
+                    Some("echoer"),
+                    text,
+                    &EventSink::discard(),
+                    &CancellationToken::new(),
+                )
+                .await;
+            assert!(matches!(done, Ok(Delivered::Settled(_))), "{done:?}");
+        }
+        let store = rt.store();
+        let t = store.thread("h").await.expect("read").expect("thread");
+        let texts: Vec<(Role, String)> = store
+            .messages(t.id)
+            .await
+            .expect("messages")
+            .into_iter()
+            .map(|m| (m.role, m.content.unwrap_or_default()))
+            .collect();
+        // Inbound messages pass the hooks too: "nope" fails its hook and is written unchanged
+        // (a runtime write skips a failing hook); the echo of it is a handler write, which a
+        // failing hook rejects: the delivery fails and nothing of it is kept.
+        assert_eq!(
+            texts,
+            vec![
+                (Role::User, "a [redacted]".to_owned()),
+                (Role::Assistant, "a [redacted]".to_owned()),
+                (Role::User, "nope".to_owned()),
+            ],
+            "{}",
+            backend.name()
+        );
+        let records = store.records(t.id).await.expect("records");
+        let rejected = records
+            .iter()
+            .find(|r| r.kind == duet_runtime::RecordKind::HandlerError);
+        assert!(
+            rejected.is_some_and(|r| r.data["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("hook `before_create_message`: nope is not allowed"))),
+            "{records:?}"
+        );
+    }
 }

@@ -58,14 +58,24 @@ async fn describe(out: &mut String, store: &dyn Store, thread: &Thread) {
             .expect("read")
             .map(|t| t.key)
             .unwrap_or_default();
-        writeln!(
-            out,
+        let mut line = format!(
             "  child {key} relationship={} owner={} status={}",
             c.relationship,
             side_str(c.owner),
             c.status
-        )
-        .ok();
+        );
+        if let Some(name) = &c.name {
+            write!(line, " name={name:?}").ok();
+        }
+        if c.arguments.as_object().is_some_and(|a| !a.is_empty()) {
+            write!(line, " arguments={}", c.arguments).ok();
+        }
+        if !c.env.is_empty() {
+            // Names only: scoped values may be secrets.
+            let names: Vec<&str> = c.env.keys().map(String::as_str).collect();
+            write!(line, " env=[{}]", names.join(",")).ok();
+        }
+        writeln!(out, "{line}").ok();
     }
     writeln!(out, "messages").ok();
     for m in store.messages(thread.id).await.expect("messages") {

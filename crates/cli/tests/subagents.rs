@@ -312,3 +312,152 @@ async fn terminating_a_parent_terminates_its_children_and_refuses_them_after() {
         assert_eq!(entries[0].status, "terminated", "{}", backend.name());
     }
 }
+
+/// A handler that starts children by invoking their relationship by name: each inbound message
+/// is `{"rel": NAME, "args": {...}}`, and the tool result is its reply.
+struct Intake;
+
+#[async_trait::async_trait]
+impl duet_runtime::Handler for Intake {
+    async fn handle(
+        &self,
+        state: &mut duet_runtime::ThreadState<'_>,
+        message: &duet_runtime::Message,
+    ) -> Result<(), duet_runtime::HandlerError> {
+        let request: serde_json::Value =
+            serde_json::from_str(message.content.as_deref().unwrap_or_default())
+                .map_err(|e| duet_runtime::HandlerError::new(e.to_string()))?;
+        let rel = request["rel"].as_str().unwrap_or_default().to_owned();
+        let result = state.invoke_tool(&rel, request["args"].clone()).await;
+        let status = if result.is_ok() { "ok" } else { "error" };
+        state.reply(format!("{status}: {}", result.content));
+        Ok(())
+    }
+}
+
+/// Records the system prompts its thread's model is given.
+#[derive(Clone, Default)]
+struct Prompts(Arc<std::sync::Mutex<Vec<String>>>);
+
+#[async_trait::async_trait]
+impl duet_runtime::hooks::Hook for Prompts {
+    async fn after_system_message(
+        &self,
+        _ctx: &duet_runtime::hooks::HookContext<'_>,
+        text: String,
+    ) -> Result<String, duet_runtime::hooks::HookError> {
+        if let Ok(mut seen) = self.0.lock() {
+            seen.push(text.clone());
+        }
+        Ok(text)
+    }
+}
+
+fn intake_project() -> Arc<duet_spec::Project> {
+    let dir = support::Scratch::new("intake");
+    let write = |path: &str, text: &str| dir.write(path, text);
+    write("agents/handlers/intake.yaml", "builtin: intake\n");
+    write(
+        "agents/agents/desk.yaml",
+        "name: desk\nenv: { TEAM: platform }\nsideA:\n  handler: intake\n  subagents:\n\
+         \x20   - { agent: ticketer, as: ticket, blocking: true, initUserMessageProperty: summary, initAgentNameProperty: who, scopedEnv: [TEAM] }\n\
+         \x20   - { agent: ticketer, as: elsewhere, scopedEnv: [DUET_TEST_NEVER_SET] }\n\
+         sideB: { human: true }\n",
+    );
+    write(
+        "agents/hooks/prompts.yaml",
+        "hook: after_system_message\nid: prompts\n",
+    );
+    write(
+        "agents/agents/ticketer.yaml",
+        "name: ticketer\nexposeAsTool: true\ntoolDescription: Files a ticket.\nhooks: [prompts]\nsideA:\n  prompt: tp\n  sessionStop: { name: finish, messageProperty: summary }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/tp.yaml",
+        "name: tp\ntoolDescription: d\nmodel: tm\ntools: [finish]\n\
+         requiredSchema: { type: object, properties: { priority: { type: integer } }, required: [priority] }\n\
+         prompt:\n  - { type: text, content: 'File a P{{priority}} ticket for' }\n  - { type: env, property: TEAM }\n",
+    );
+    write(
+        "agents/tools/finish.yaml",
+        "description: Done.\nargs: { type: object, properties: { summary: { type: string } }, required: [summary] }\nresult: ok\n",
+    );
+    write(
+        "agents/models/tm.yaml",
+        "name: tm\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: finish, arguments: { summary: filed } }]\n",
+    );
+    dir.project()
+}
+
+#[tokio::test]
+async fn code_invokes_a_relationship_by_name_through_its_init_mappings() {
+    let project = intake_project();
+    for backend in support::backends().await {
+        let prompts = Prompts::default();
+        let rt = support::runtime(project.clone(), backend.open().await)
+            .handler("intake", Intake)
+            .hooks(duet_runtime::hooks::Hooks::new().with("prompts", prompts.clone()))
+            .build();
+        let requests = [
+            r#"{"rel": "ticket", "args": {"summary": "The printer is on fire.", "priority": 2, "who": "  ana \n b  "}}"#,
+            r#"{"rel": "ticket", "args": {"summary": "Again.", "priority": "high"}}"#,
+            r#"{"rel": "elsewhere", "args": {"priority": 1}}"#,
+        ];
+        for request in requests {
+            send(&rt, "d", Some("desk"), request).await;
+        }
+        rt.quiesce().await;
+        let store = rt.store();
+        let replies: Vec<String> = texts(store, "d")
+            .await
+            .into_iter()
+            .filter(|(role, _, _)| *role == Role::Assistant)
+            .map(|(_, _, text)| text)
+            .collect();
+        assert_eq!(
+            replies[0],
+            "ok: filed\n\nReference: d/ticket-1",
+            "{}: a blocking relationship's result is the tool result",
+            backend.name()
+        );
+        assert!(
+            replies[1].starts_with("error: Invalid `arguments` for `ticket`"),
+            "what is left after the mapping is checked against the child's schema: {replies:?}"
+        );
+        assert!(
+            replies[2].starts_with(
+                "error: Subagent \"elsewhere\" needs env values this thread does not have: DUET_TEST_NEVER_SET."
+            ),
+            "{replies:?}"
+        );
+
+        let desk = store.thread("d").await.expect("read").expect("thread");
+        let children = store.children(desk.id).await.expect("children");
+        assert_eq!(children.len(), 1, "refused spawns create nothing");
+        let child = &children[0];
+        assert_eq!(
+            child.name.as_deref(),
+            Some("ana b"),
+            "normalised whitespace"
+        );
+        assert_eq!(child.arguments, serde_json::json!({"priority": 2}));
+        assert_eq!(child.env.get("TEAM").map(String::as_str), Some("platform"));
+        // The child's first messages: its arguments (silent), then the mapped message.
+        assert_eq!(
+            texts(store, "d/ticket-1").await[..2],
+            [
+                (
+                    Role::System,
+                    true,
+                    "Initial arguments:\n{\n  \"priority\": 2\n}".to_owned()
+                ),
+                (Role::User, false, "The printer is on fire.".to_owned()),
+            ]
+        );
+        // Its prompt is filled from its arguments and its scoped env.
+        assert_eq!(
+            prompts.0.lock().map(|p| p.clone()).unwrap_or_default(),
+            vec!["File a P2 ticket for\nplatform".to_owned()]
+        );
+    }
+}

@@ -11,7 +11,7 @@
 //!   "approve" stops the session with "approved").
 
 use async_trait::async_trait;
-use duet_runtime::hooks::{Hook, HookContext, Hooks};
+use duet_runtime::hooks::{Hook, HookContext, HookError, Hooks};
 use duet_runtime::{Handler, HandlerError, Handlers, Message, Role, ThreadState};
 
 /// Every built-in handler, by name.
@@ -157,7 +157,11 @@ pub struct ApprovalAudit;
 
 #[async_trait]
 impl Hook for ApprovalAudit {
-    async fn after_create_message(&self, ctx: &HookContext<'_>, message: &Message) {
+    async fn after_create_message(
+        &self,
+        ctx: &HookContext<'_>,
+        message: &Message,
+    ) -> Result<(), HookError> {
         let requests = message
             .tool_calls
             .iter()
@@ -172,5 +176,6 @@ impl Hook for ApprovalAudit {
         if let (Some(content), Role::User | Role::Assistant) = (result, message.role) {
             tracing::info!(target: "duet::audit", thread = %ctx.thread.key, hook = ctx.id, outcome = %content, "approval outcome");
         }
+        Ok(())
     }
 }

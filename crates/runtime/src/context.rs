@@ -88,17 +88,62 @@ pub fn messages(messages: &[Message], acting: SideId, prompt: &Prompt) -> Vec<Ch
     out
 }
 
-/// The system prompt text: parts joined, includes resolved (cycles cut), env parts filled.
-pub fn system_prompt(project: &Project, prompt: &Prompt, env: &BTreeMap<String, String>) -> String {
+/// The system prompt text: parts joined, includes resolved (cycles cut), env parts filled, and
+/// `{{name}}` variables in its text filled from `arguments` (a child's spawn arguments).
+pub fn system_prompt(
+    project: &Project,
+    prompt: &Prompt,
+    env: &BTreeMap<String, String>,
+    arguments: &serde_json::Value,
+) -> String {
     let mut out = String::new();
-    render(project, prompt, env, &mut out, &mut Vec::new());
+    let scope = Scope { env, arguments };
+    render(project, prompt, &scope, &mut out, &mut Vec::new());
+    out
+}
+
+struct Scope<'a> {
+    env: &'a BTreeMap<String, String>,
+    arguments: &'a serde_json::Value,
+}
+
+/// `text` with each `{{name}}` (spaces allowed inside the braces; `a.b` reaches into objects)
+/// replaced by that argument: a string as it is, any other value as JSON. A name with no argument
+/// is left as written, so a missing value shows rather than vanishing.
+pub fn interpolate(text: &str, arguments: &serde_json::Value) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        let (before, after) = rest.split_at(open);
+        out.push_str(before);
+        let Some(close) = after[2..].find("}}") else {
+            out.push_str(after);
+            return out;
+        };
+        let inner = &after[2..2 + close];
+        let name = inner.trim();
+        let valid = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        let value = valid
+            .then(|| name.split('.').try_fold(arguments, |v, key| v.get(key)))
+            .flatten();
+        match value {
+            Some(serde_json::Value::String(s)) => out.push_str(s),
+            Some(v) => out.push_str(&v.to_string()),
+            None => out.push_str(&after[..close + 4]),
+        }
+        rest = &after[close + 4..];
+    }
+    out.push_str(rest);
     out
 }
 
 fn render<'p>(
     project: &'p Project,
     prompt: &'p Prompt,
-    env: &BTreeMap<String, String>,
+    scope: &Scope<'_>,
     out: &mut String,
     stack: &mut Vec<&'p str>,
 ) {
@@ -107,21 +152,23 @@ fn render<'p>(
     }
     stack.push(&prompt.name);
     match &prompt.prompt {
-        PromptContent::Text(t) => out.push_str(t),
+        PromptContent::Text(t) => out.push_str(&interpolate(t, scope.arguments)),
         PromptContent::Parts(parts) => {
             for part in parts {
                 if !out.is_empty() && !out.ends_with('\n') {
                     out.push('\n');
                 }
                 match part {
-                    PromptPart::Text { content } => out.push_str(content),
+                    PromptPart::Text { content } => {
+                        out.push_str(&interpolate(content, scope.arguments));
+                    }
                     PromptPart::Include { prompt } => {
                         if let Some(p) = project.prompts.get(prompt) {
-                            render(project, &p.def, env, out, stack);
+                            render(project, &p.def, scope, out, stack);
                         }
                     }
                     PromptPart::Env { property } => {
-                        if let Some(v) = env.get(property) {
+                        if let Some(v) = scope.env.get(property) {
                             out.push_str(v);
                         }
                     }
@@ -218,6 +265,21 @@ mod tests {
                 (Role::Assistant, Some("change it")),
             ]
         );
+    }
+
+    #[test]
+    fn variables_are_filled_from_the_arguments() {
+        let args = serde_json::json!({"repo": "duet", "n": 3, "deep": {"k": "v"}});
+        assert_eq!(
+            interpolate("Review {{repo}} ({{ n }} files, {{deep.k}}).", &args),
+            "Review duet (3 files, v)."
+        );
+        // Unknown names, bad names and an unclosed brace stay as written.
+        assert_eq!(
+            interpolate("{{missing}} {{a b}} {{repo", &args),
+            "{{missing}} {{a b}} {{repo"
+        );
+        assert_eq!(interpolate("{{}}{{repo}}", &args), "{{}}duet");
     }
 
     #[test]

@@ -619,6 +619,12 @@ impl Runtime {
         // The queue is read when a commit said messages wait (and once at the start): each
         // commit reports the queue as of its own transaction, right before the next step.
         let mut queued = true;
+        if t.session == 0 {
+            // A new thread: `after_thread_created` runs before anything else does. (Should the
+            // process die before the first session opens, it runs again: hooks are meant to be
+            // idempotent.)
+            self.thread_created(&mut t).await?;
+        }
         loop {
             if lost.is_cancelled() {
                 return Err(StoreError::LeaseLost(id).into());
@@ -697,6 +703,55 @@ impl Runtime {
         self.inner.clock.now_ms()
     }
 
+    /// The hooks in force for `side` of `agent`: its prompt's (else the agent's), wrapped by its
+    /// children's parent hooks. A handler or human side has no prompt: the agent's.
+    async fn side_hooks(
+        &self,
+        t: &Thread,
+        agent: &Agent,
+        side: SideId,
+    ) -> Result<Result<crate::hooks::ActiveHooks, String>, RunError> {
+        let project = &self.inner.project;
+        let prompt = match decide::side(agent, side) {
+            Side::Prompt(cfg) => project.prompts.get(&cfg.prompt).map(|p| &p.def),
+            _ => None,
+        };
+        let (_, scoped) = self.scope(t).await?;
+        let env = self.env(agent, prompt, &scoped);
+        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
+        let refs = crate::hooks::resolve(project, agent, prompt, &env_lookup);
+        Ok(self.inner.hooks.activate(project, refs))
+    }
+
+    /// Runs `after_thread_created` (the agent's hooks: no prompt is active yet).
+    async fn thread_created(&self, t: &mut Thread) -> Result<(), RunError> {
+        let agent = self.agent_def(&t.agent)?;
+        let (_, scoped) = self.scope(t).await?;
+        let env = self.env(agent, None, &scoped);
+        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
+        let refs = crate::hooks::resolve(&self.inner.project, agent, None, &env_lookup);
+        // A missing hook is reported by the first step, which fails closed.
+        let Ok(mut hooks) = self.inner.hooks.activate(&self.inner.project, refs) else {
+            return Ok(());
+        };
+        if !hooks.has("after_thread_created") {
+            return Ok(());
+        }
+        hooks.after_thread_created(t).await;
+        let records = hook_failures(t, &mut hooks, self.now());
+        if !records.is_empty() {
+            self.commit(
+                t,
+                Commit {
+                    records,
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     /// Persists queued inbound messages: opens a session if none is open, counts human turns
     /// (once per side per drain), and hands the turn to the sibling of the first message's author.
     /// Returns whether more messages arrived meanwhile.
@@ -757,10 +812,29 @@ impl Runtime {
         if let Some(first) = queue.first() {
             t.acting = Some(first.side.sibling());
         }
+        // The inserts pass the create hooks of the side about to act. (Should its hooks not
+        // resolve, they run for none of them: that side's step fails closed.)
+        let acting = t.acting.unwrap_or(SideId::A);
+        let mut hooks = match self.agent_def(&t.agent) {
+            Ok(agent) => self.side_hooks(t, agent, acting).await?.ok(),
+            Err(_) => None,
+        };
+        if let Some(hooks) = hooks.as_mut() {
+            let mut written = Vec::with_capacity(commit.messages.len());
+            for m in std::mem::take(&mut commit.messages) {
+                written.push(hooks.before_create_message(t, m).await);
+            }
+            commit.messages = written;
+            commit.records.extend(hook_failures(t, hooks, now));
+        }
         t.status = ThreadStatus::Running;
         t.updated_at = now;
         let new = commit.messages.clone();
         let outcome = self.commit(t, commit).await?;
+        if let Some(hooks) = hooks.as_mut() {
+            hooks.after_create_message(t, &new).await;
+            warn_hook_failures(t, hooks);
+        }
         msgs.extend(new);
         Ok(outcome == CommitOutcome::Committed { queued: true })
     }
@@ -855,10 +929,36 @@ impl Runtime {
         Ok(model)
     }
 
-    fn env(&self, agent: &Agent, prompt: Option<&duet_spec::Prompt>) -> BTreeMap<String, String> {
+    /// The env a side sees, lowest precedence first: the prompt's `env`, the agent's, then the
+    /// values scoped into this thread by its parent (`scopedEnv`). The process environment is
+    /// the fallback for names none of them has.
+    fn env(
+        &self,
+        agent: &Agent,
+        prompt: Option<&duet_spec::Prompt>,
+        scoped: &BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
         let mut env = prompt.map(|p| p.env.clone()).unwrap_or_default();
         env.extend(agent.env.clone());
+        env.extend(scoped.clone());
         env
+    }
+
+    /// A child thread's spawn arguments and scoped env (empty for a thread with no parent).
+    pub(crate) async fn scope(
+        &self,
+        t: &Thread,
+    ) -> Result<(serde_json::Value, BTreeMap<String, String>), RunError> {
+        let empty = || (json!({}), BTreeMap::new());
+        if t.parent.is_none() {
+            return Ok(empty());
+        }
+        Ok(self
+            .inner
+            .store
+            .child(t.id)
+            .await?
+            .map_or_else(empty, |c| (c.arguments, c.env)))
     }
 
     /// Records a failed step and stops the run (`step_error`); the session stays open.
@@ -897,7 +997,8 @@ impl Runtime {
             Ok(m) => m,
             Err(e) => return self.step_error(t, &e.message).await,
         };
-        let env = self.env(agent, Some(prompt));
+        let (arguments, scoped) = self.scope(t).await?;
+        let env = self.env(agent, Some(prompt), &scoped);
         let offered: Vec<ToolSpec> = prompt
             .tools
             .iter()
@@ -928,27 +1029,28 @@ impl Runtime {
             parameters: decide::side_a_schema(&project, target),
         }));
         // The hooks of this prompt on this agent, in order; a missing one fails closed.
-        let refs = crate::hooks::resolve(&project, agent, prompt, &env_lookup);
-        let active = match self.inner.hooks.activate(&project, refs) {
+        let refs = crate::hooks::resolve(&project, agent, Some(prompt), &env_lookup);
+        let mut hooks = match self.inner.hooks.activate(&project, refs) {
             Ok(active) => active,
             Err(e) => return self.step_error(t, &format!("hooks fail closed: {e}")).await,
         };
-        let mut system = context::system_prompt(&project, prompt, &env);
-        let mut context_messages = context::messages(msgs, side, prompt);
-        for h in &active {
-            let ctx = crate::hooks::HookContext {
-                thread: t,
-                id: &h.id,
-                source: h.source.clone(),
-            };
-            match h.kind.as_str() {
-                "after_system_message" => system = h.hook.after_system_message(&ctx, system).await,
-                "filter_messages" => {
-                    context_messages = h.hook.filter_messages(&ctx, context_messages).await
-                }
-                _ => {}
-            }
+        // `immediate` children start when their side first acts, before its first model call.
+        if let Some(flow) = self
+            .spawn_immediate(agent, cfg, side, t, msgs, &env, &mut hooks, cancel)
+            .await?
+        {
+            return Ok(flow);
         }
+        let system = context::system_prompt(&project, prompt, &env, &arguments);
+        let system = hooks.after_system_message(t, system).await;
+        let context_messages = context::messages(msgs, side, prompt);
+        let context_messages = hooks.filter_messages(t, context_messages).await;
+        let context_messages = match hooks.prefilter_llm_history(t, context_messages).await {
+            crate::hooks::Prefiltered::Messages(m) => m,
+            crate::hooks::Prefiltered::Block(why) => {
+                return self.hook_blocked(side, t, msgs, events, hooks, why).await;
+            }
+        };
         let request = ModelRequest {
             thread: t.id,
             call_index: context::call_index(msgs, &prompt.model),
@@ -1003,7 +1105,7 @@ impl Runtime {
             .collect();
         let content =
             decide::stop_tool_response(cfg, &call_refs).or((!text.is_empty()).then_some(text));
-        let message = Message {
+        let mut message = Message {
             seq,
             session: t.session,
             role: Role::authored_by(side),
@@ -1022,12 +1124,15 @@ impl Runtime {
         // Run the tools, in order.
         let env_fn = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
         let mut results: Vec<ToolResult> = Vec::with_capacity(message.tool_calls.len());
+        // What is stored for each call: the result after the hooks, or `None` (dropped).
+        let mut stored: Vec<Option<ToolResult>> = Vec::with_capacity(message.tool_calls.len());
         let mut handoff: Option<(String, serde_json::Value)> = None;
         for call in &message.tool_calls {
             if cancel.is_cancelled() {
                 t.next_seq = seq;
                 return self.abort(t).await.map(Flow::Done);
             }
+            hooks.tool_call_started(t, call).await;
             let result = if let Some((_, target)) = handoffs.iter().find(|(n, _)| *n == call.name) {
                 let schema = decide::side_a_schema(&project, target);
                 let invalid = jsonschema::validator_for(&schema)
@@ -1059,6 +1164,10 @@ impl Runtime {
                         &lifecycle,
                         &call.name,
                         &call.arguments,
+                        crate::subagents::Caller {
+                            env: &env,
+                            hooks: &mut hooks,
+                        },
                         cancel,
                     ));
                 // Not raced against the cancel: a blocking child runs on a child of this run's
@@ -1094,20 +1203,14 @@ impl Runtime {
                     }
                 ))
             };
-            for h in active.iter().filter(|h| h.kind == "tool_call_done") {
-                let ctx = crate::hooks::HookContext {
-                    thread: t,
-                    id: &h.id,
-                    source: h.source.clone(),
-                };
-                h.hook.tool_call_done(&ctx, call, &result).await;
-            }
+            stored.push(hooks.tool_result(t, call, result.clone()).await);
             results.push(result);
         }
-        let tool_messages: Vec<Message> = message
-            .tool_calls
+        let calls = message.tool_calls.clone();
+        let tool_messages: Vec<Message> = calls
             .iter()
-            .zip(&results)
+            .zip(&stored)
+            .filter_map(|(call, r)| Some((call, r.as_ref()?)))
             .map(|(call, r)| Message {
                 seq: t.take_seq(),
                 session: t.session,
@@ -1125,9 +1228,16 @@ impl Runtime {
             })
             .collect();
 
+        // A call a hook dropped leaves the history with its result; it still counts below.
+        message.tool_calls.retain(|c| {
+            calls
+                .iter()
+                .zip(&stored)
+                .any(|(k, r)| k.id == c.id && r.is_some())
+        });
+
         // Decide.
-        let outcomes: Vec<CallOutcome<'_>> = message
-            .tool_calls
+        let outcomes: Vec<CallOutcome<'_>> = calls
             .iter()
             .zip(&results)
             .map(|(c, r)| CallOutcome {
@@ -1230,6 +1340,12 @@ impl Runtime {
             t.agent = target;
             t.acting = Some(SideId::A);
         }
+        let mut written = Vec::with_capacity(new.len());
+        for m in new {
+            written.push(hooks.before_create_message(t, m).await);
+        }
+        let new = written;
+        records.extend(hook_failures(t, &mut hooks, now));
         let outcome = self
             .commit(
                 t,
@@ -1247,16 +1363,109 @@ impl Runtime {
         if let (Some(text), Some(_)) = (&status, t.parent) {
             self.inner.store.set_child_status(t.id, text).await?;
         }
-        for h in active.iter().filter(|h| h.kind == "after_create_message") {
-            let ctx = crate::hooks::HookContext {
-                thread: t,
-                id: &h.id,
-                source: h.source.clone(),
-            };
-            for m in &new {
-                h.hook.after_create_message(&ctx, m).await;
-            }
+        hooks.after_create_message(t, &new).await;
+        warn_hook_failures(t, &mut hooks);
+        msgs.extend(new);
+        Ok(Flow::of(outcome, t))
+    }
+
+    /// Starts the side's due `immediate` children (see [`Runtime::immediate_spawns`]) and
+    /// writes what they report into the thread before its model call. `Some` when the run was
+    /// aborted meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    async fn spawn_immediate(
+        &self,
+        agent: &Agent,
+        cfg: &PromptSide,
+        side: SideId,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+        env: &BTreeMap<String, String>,
+        hooks: &mut crate::hooks::ActiveHooks,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Flow>, RunError> {
+        if !cfg.subagents.iter().any(|r| r.immediate.is_some()) {
+            return Ok(None);
         }
+        let caller = crate::subagents::Caller { env, hooks };
+        let run: futures::future::BoxFuture<'_, Result<Vec<String>, RunError>> =
+            Box::pin(self.immediate_spawns(agent, cfg, side, t, msgs, caller, cancel));
+        let notes = run.await?;
+        if cancel.is_cancelled() {
+            return self.abort(t).await.map(|s| Some(Flow::Done(s)));
+        }
+        if notes.is_empty() {
+            return Ok(None);
+        }
+        let now = self.now();
+        let mut new = Vec::with_capacity(notes.len());
+        for note in notes {
+            // On the owning side's perspective, like every child-to-parent message.
+            let mut m = Message::text(
+                t.take_seq(),
+                t.session,
+                Role::authored_by(side.sibling()),
+                Some(side.sibling()),
+                note,
+                now,
+            );
+            m.silent = true;
+            new.push(hooks.before_create_message(t, m).await);
+        }
+        t.updated_at = now;
+        self.commit(
+            t,
+            Commit {
+                messages: new.clone(),
+                ..Commit::default()
+            },
+        )
+        .await?;
+        hooks.after_create_message(t, &new).await;
+        msgs.extend(new);
+        Ok(None)
+    }
+
+    /// A `prefilter_llm_history` hook blocked the step: its message is written by the acting
+    /// side and the session ends (`hook_blocked`) before any model call.
+    async fn hook_blocked(
+        &self,
+        side: SideId,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+        events: &EventSink,
+        mut hooks: crate::hooks::ActiveHooks,
+        why: String,
+    ) -> Result<Flow, RunError> {
+        let now = self.now();
+        let seq = t.take_seq();
+        let message = Message::text(
+            seq,
+            t.session,
+            Role::authored_by(side),
+            Some(side),
+            why.clone(),
+            now,
+        );
+        let message = hooks.before_create_message(t, message).await;
+        let mut records = self.end_session(t, StopReason::HookBlocked, Some(why));
+        records.extend(hook_failures(t, &mut hooks, now));
+        t.updated_at = now;
+        let new = vec![message];
+        let outcome = self
+            .commit(
+                t,
+                Commit {
+                    messages: new.clone(),
+                    records,
+                    settle: true,
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        emit_messages(events, &new);
+        hooks.after_create_message(t, &new).await;
+        warn_hook_failures(t, &mut hooks);
         msgs.extend(new);
         Ok(Flow::of(outcome, t))
     }
@@ -1285,7 +1494,21 @@ impl Runtime {
                 )
                 .await;
         };
-        let env = self.env(agent, None);
+        let (arguments, scoped) = self.scope(t).await?;
+        let env = self.env(agent, None, &scoped);
+        // A handler side has no prompt: the agent's hooks (and its children's parent hooks).
+        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
+        let refs = crate::hooks::resolve(&project, agent, None, &env_lookup);
+        let hooks = match self.inner.hooks.activate(&project, refs) {
+            Ok(active) => active,
+            Err(e) => return self.step_error(t, &format!("hooks fail closed: {e}")).await,
+        };
+        let sibling: &[duet_spec::SubagentRelationship] = match decide::side(agent, side.sibling())
+        {
+            Side::Prompt(p) => &p.subagents,
+            Side::Handler(h) => &h.subagents,
+            Side::Human(_) => &[],
+        };
         let inbound: Vec<Message> = msgs
             .iter()
             .filter(|m| {
@@ -1311,6 +1534,9 @@ impl Runtime {
                 tools: &self.inner.tools,
                 runtime: self,
                 relationships: &cfg.subagents,
+                sibling_relationships: sibling,
+                arguments: &arguments,
+                hooks: hooks.clone(),
                 effects: Effects::default(),
             };
             let result = tokio::select! {
@@ -1318,21 +1544,38 @@ impl Runtime {
                 r = handler.handle(&mut state, m) => r,
             };
             let effects = std::mem::take(&mut state.effects);
+            let mut hooks = std::mem::take(&mut state.hooks);
+            drop(state);
             let now = self.now();
+            // Each message the handler wrote passes `before_create_message`; a hook that fails
+            // rejects the delivery like a handler error.
+            let mut written = Vec::with_capacity(effects.injected.len());
+            let mut result = result;
+            if result.is_ok() {
+                for (role, content, silent) in &effects.injected {
+                    let writer = match role {
+                        Role::Assistant => Some(SideId::A),
+                        Role::User => Some(SideId::B),
+                        _ => None,
+                    };
+                    let mut msg = Message::text(0, t.session, *role, writer, content.clone(), now);
+                    msg.silent = *silent;
+                    match hooks.before_create_message_strict(t, msg).await {
+                        Ok(m) => written.push(m),
+                        Err(e) => {
+                            result = Err(crate::handler::HandlerError::new(e.0));
+                            break;
+                        }
+                    }
+                }
+            }
             // The watermark moves before the effects apply: delivery is at most once.
             *t.watermark_mut(side) = m.seq;
             let mut commit = Commit::default();
             match result {
                 Ok(()) => {
-                    for (role, content, silent) in effects.injected {
-                        let writer = match role {
-                            Role::Assistant => Some(SideId::A),
-                            Role::User => Some(SideId::B),
-                            _ => None,
-                        };
-                        let mut msg =
-                            Message::text(t.take_seq(), t.session, role, writer, content, now);
-                        msg.silent = silent;
+                    for mut msg in written {
+                        msg.seq = t.take_seq();
                         commit.messages.push(msg);
                     }
                     commit.enqueue = effects.queued;
@@ -1362,10 +1605,13 @@ impl Runtime {
                     ));
                 }
             }
+            commit.records.extend(hook_failures(t, &mut hooks, now));
             t.updated_at = now;
             let new = commit.messages.clone();
             queued |= self.commit(t, commit).await? == CommitOutcome::Committed { queued: true };
             emit_messages(events, &new);
+            hooks.after_create_message(t, &new).await;
+            warn_hook_failures(t, &mut hooks);
             msgs.extend(new);
             if let Some(text) = child_status.take() {
                 self.inner.store.set_child_status(t.id, &text).await?;
@@ -1422,6 +1668,26 @@ impl Runtime {
             },
             done => done,
         })
+    }
+}
+
+/// The hook failures seen so far, as journal records (taken from `hooks`).
+pub(crate) fn hook_failures(
+    t: &mut Thread,
+    hooks: &mut crate::hooks::ActiveHooks,
+    now: i64,
+) -> Vec<Record> {
+    std::mem::take(&mut hooks.failures)
+        .into_iter()
+        .map(|f| record(t.take_seq(), RecordKind::HookFailed, f, now))
+        .collect()
+}
+
+/// Hook failures after the commit (observers of committed messages) have no step to be journaled
+/// with: they go to the log.
+fn warn_hook_failures(t: &Thread, hooks: &mut crate::hooks::ActiveHooks) {
+    for f in std::mem::take(&mut hooks.failures) {
+        tracing::warn!(thread = %t.id, failure = %f, "hook failed after commit");
     }
 }
 

@@ -83,8 +83,15 @@ pub struct ThreadState<'a> {
     pub(crate) store: &'a dyn Store,
     pub(crate) tools: &'a Tools,
     pub(crate) runtime: &'a crate::engine::Runtime,
-    /// The subagent relationships this handler's side owns.
+    /// The subagent relationships this handler's side owns, and its sibling side's (code may
+    /// start those too).
     pub(crate) relationships: &'a [duet_spec::SubagentRelationship],
+    pub(crate) sibling_relationships: &'a [duet_spec::SubagentRelationship],
+    /// The thread's spawn arguments (`{}` unless it is a child spawned with some).
+    pub(crate) arguments: &'a serde_json::Value,
+    /// The agent's hooks (a handler side has no prompt): `after_subagent_created` for its
+    /// spawns; failures are journaled with the delivery.
+    pub(crate) hooks: crate::hooks::ActiveHooks,
     pub(crate) effects: Effects,
 }
 
@@ -171,11 +178,17 @@ impl ThreadState<'_> {
             .or_else(|| std::env::var(name).ok())
     }
 
+    /// The arguments this thread was spawned with (an object; `{}` for a thread that is not a
+    /// child or was started without any).
+    pub fn arguments(&self) -> &serde_json::Value {
+        self.arguments
+    }
+
     /// Starts a child of relationship `relationship` with `message` and returns its key. The
     /// child runs in the background; its result comes back to this side as an inbound message
     /// (`Subagent (reference: KEY) has returned …`), unless the relationship is explicit.
     pub async fn spawn_child(
-        &self,
+        &mut self,
         relationship: &str,
         message: &str,
     ) -> Result<String, HandlerError> {
@@ -198,6 +211,10 @@ impl ThreadState<'_> {
                 &[],
                 crate::subagents::CREATE,
                 &args,
+                crate::subagents::Caller {
+                    env: self.env,
+                    hooks: &mut self.hooks,
+                },
                 &tokio_util::sync::CancellationToken::new(),
             )
             .await;
@@ -226,6 +243,10 @@ impl ThreadState<'_> {
                 &[],
                 crate::subagents::MESSAGE,
                 &args,
+                crate::subagents::Caller {
+                    env: self.env,
+                    hooks: &mut crate::hooks::ActiveHooks::default(),
+                },
                 &tokio_util::sync::CancellationToken::new(),
             )
             .await;
@@ -291,8 +312,54 @@ impl ThreadState<'_> {
         Ok(self.store.thread_by_id(child.child).await?.map(|t| t.key))
     }
 
-    /// Runs a project tool and returns its result without storing a tool message.
-    pub async fn invoke_tool(&self, name: &str, args: serde_json::Value) -> ToolResult {
+    /// Runs a tool and returns its result without storing a tool message.
+    ///
+    /// `name` may be a subagent relationship of this side or its sibling's (hidden ones too):
+    /// that starts an instance, with the relationship's `init*Property` names mapping `args`
+    /// (digest §5.5): the message is the `initUserMessageProperty` value (text, or JSON), else
+    /// `args` as pretty-printed JSON; the instance name comes from `initAgentNameProperty` (in
+    /// `args`, else the env); the rest of `args` are the child's arguments, checked against its
+    /// side A `requiredSchema`. A blocking relationship returns the child's result; otherwise the
+    /// result says it started, and its outcome comes back as an inbound message.
+    pub async fn invoke_tool(&mut self, name: &str, args: serde_json::Value) -> ToolResult {
+        let own = self.relationships.iter().find(|r| r.name() == name);
+        let sibling = self.sibling_relationships.iter().find(|r| r.name() == name);
+        if let Some((rel, owner)) = own
+            .map(|r| (r, self.side))
+            .or_else(|| sibling.map(|r| (r, self.side.sibling())))
+        {
+            let env = |k: &str| self.env(k);
+            let spawn = crate::subagents::map_code_spawn(rel, &args, &env);
+            if spawn.message.trim().is_empty() {
+                return ToolResult::error(format!(
+                    "`{name}` needs a message: `{}` is empty or missing.",
+                    rel.init_user_message_property
+                        .as_deref()
+                        .unwrap_or("message")
+                ));
+            }
+            let rel = rel.clone();
+            let caller = crate::subagents::Caller {
+                env: self.env,
+                hooks: &mut self.hooks,
+            };
+            let started = self
+                .runtime
+                .spawn(
+                    self.thread,
+                    owner,
+                    &rel,
+                    spawn,
+                    caller,
+                    &tokio_util::sync::CancellationToken::new(),
+                )
+                .await;
+            return match started {
+                Ok(Ok(run)) => run.tool_result(),
+                Ok(Err(refused)) => refused,
+                Err(e) => ToolResult::error(format!("The subagent call failed inside duet: {e}")),
+            };
+        }
         let ctx = ToolContext {
             thread: self.thread.id,
             idempotency_key: format!("{}:handler:{}:{name}", self.thread.id, self.thread.next_seq),

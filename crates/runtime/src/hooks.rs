@@ -35,26 +35,132 @@ pub struct HookContext<'a> {
     pub source: HookSource,
 }
 
-/// A hook implementation. Each method is one hook kind; a hook implements those its definition's
-/// `hook` kind names (the others keep their pass-through defaults and are never called for it).
+/// A hook failed. Where the digest lets a hook veto (`before_create_message` on a handler's
+/// writes), the failure rejects the write; elsewhere it is journaled (`hook_failed`) and the hook
+/// is skipped, the last good value kept.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HookError(pub String);
+
+impl HookError {
+    pub fn new(message: impl Into<String>) -> Self {
+        HookError(message.into())
+    }
+}
+
+/// A `prefilter_llm_history` hook's answer: the messages to send, or a block that ends the
+/// session before the model is called (`hook_blocked`), its message written by the acting side.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prefiltered {
+    Messages(Vec<ChatMessage>),
+    Block(String),
+}
+
+/// A hook implementation. Each method is one hook kind (digest §6.1); a hook implements those its
+/// definition's `hook` kind names (the others keep their pass-through defaults and are never
+/// called for it). `before_update_message` and `after_update_message` have no method: duet's
+/// journal is append-only, messages are never updated, so those kinds never fire.
 #[async_trait]
 pub trait Hook: Send + Sync + 'static {
-    /// `after_system_message`: may rewrite the system prompt.
-    async fn after_system_message(&self, _ctx: &HookContext<'_>, text: String) -> String {
-        text
+    /// `after_thread_created`: once, when a thread is created, before its first step.
+    async fn after_thread_created(&self, _ctx: &HookContext<'_>) -> Result<(), HookError> {
+        Ok(())
     }
-    /// `filter_messages`: may drop or change the messages a model sees.
+    /// `after_subagent_created`: on the parent, once a child thread exists and is registered,
+    /// before its first message.
+    async fn after_subagent_created(
+        &self,
+        _ctx: &HookContext<'_>,
+        _child: &Thread,
+    ) -> Result<(), HookError> {
+        Ok(())
+    }
+    /// `after_system_message`: may rewrite the system prompt.
+    async fn after_system_message(
+        &self,
+        _ctx: &HookContext<'_>,
+        text: String,
+    ) -> Result<String, HookError> {
+        Ok(text)
+    }
+    /// `filter_messages`: may drop or change the messages a model sees. Keep each tool call with
+    /// its result: calls and results left without their pair are dropped after the hooks run.
     async fn filter_messages(
         &self,
         _ctx: &HookContext<'_>,
         messages: Vec<ChatMessage>,
-    ) -> Vec<ChatMessage> {
-        messages
+    ) -> Result<Vec<ChatMessage>, HookError> {
+        Ok(messages)
     }
-    /// `after_create_message`: observes each message a step committed.
-    async fn after_create_message(&self, _ctx: &HookContext<'_>, _message: &Message) {}
+    /// `prefilter_llm_history`: the last look at the request's messages; may block the step.
+    async fn prefilter_llm_history(
+        &self,
+        _ctx: &HookContext<'_>,
+        messages: Vec<ChatMessage>,
+    ) -> Result<Prefiltered, HookError> {
+        Ok(Prefiltered::Messages(messages))
+    }
+    /// `before_create_message`: may change a message before it is written (its sequence number
+    /// and session stay the runtime's).
+    async fn before_create_message(
+        &self,
+        _ctx: &HookContext<'_>,
+        message: Message,
+    ) -> Result<Message, HookError> {
+        Ok(message)
+    }
+    /// `after_create_message`: observes each message once it is committed.
+    async fn after_create_message(
+        &self,
+        _ctx: &HookContext<'_>,
+        _message: &Message,
+    ) -> Result<(), HookError> {
+        Ok(())
+    }
+    /// `tool_call_started`: observes a tool call about to run.
+    async fn tool_call_started(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+    ) -> Result<(), HookError> {
+        Ok(())
+    }
     /// `tool_call_done`: observes each tool call and its result.
-    async fn tool_call_done(&self, _ctx: &HookContext<'_>, _call: &ToolCall, _result: &ToolResult) {
+    async fn tool_call_done(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+        _result: &ToolResult,
+    ) -> Result<(), HookError> {
+        Ok(())
+    }
+    /// `after_tool_call_success`: may replace a successful result; `None` drops the call and its
+    /// result from the history (the call still counts for the stop rules).
+    async fn after_tool_call_success(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+        result: ToolResult,
+    ) -> Result<Option<ToolResult>, HookError> {
+        Ok(Some(result))
+    }
+    /// `after_tool_call_failure`: the same for a failed call.
+    async fn after_tool_call_failure(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+        result: ToolResult,
+    ) -> Result<Option<ToolResult>, HookError> {
+        Ok(Some(result))
+    }
+    /// `before_store_tool_result`: may change the result about to be stored.
+    async fn before_store_tool_result(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+        result: ToolResult,
+    ) -> Result<ToolResult, HookError> {
+        Ok(result)
     }
 }
 
@@ -92,7 +198,7 @@ pub(crate) struct Active {
 pub fn resolve(
     project: &Project,
     agent: &Agent,
-    prompt: &Prompt,
+    prompt: Option<&Prompt>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(String, HookSource)> {
     let enabled = |flag: &Option<String>| {
@@ -128,21 +234,21 @@ pub fn resolve(
             .collect()
     };
     let mut out = required(HookStage::BeforeParent);
-    if prompt.hooks.is_empty() {
-        out.extend(agent.hooks.iter().map(|h| {
-            (
-                h.clone(),
-                HookSource::Agent {
-                    agent: agent.name.clone(),
-                },
-            )
-        }));
-    } else {
+    if let Some(prompt) = prompt.filter(|p| !p.hooks.is_empty()) {
         out.extend(prompt.hooks.iter().map(|h| {
             (
                 h.clone(),
                 HookSource::Prompt {
                     prompt: prompt.name.clone(),
+                },
+            )
+        }));
+    } else {
+        out.extend(agent.hooks.iter().map(|h| {
+            (
+                h.clone(),
+                HookSource::Agent {
+                    agent: agent.name.clone(),
                 },
             )
         }));
@@ -158,8 +264,9 @@ impl Hooks {
         &self,
         project: &Project,
         refs: Vec<(String, HookSource)>,
-    ) -> Result<Vec<Active>, String> {
-        refs.into_iter()
+    ) -> Result<ActiveHooks, String> {
+        let hooks: Vec<Active> = refs
+            .into_iter()
             .map(|(id, source)| {
                 let def = project
                     .hooks
@@ -178,6 +285,252 @@ impl Hooks {
                     source,
                 })
             })
+            .collect::<Result<_, String>>()?;
+        Ok(ActiveHooks {
+            hooks: hooks.into(),
+            failures: Vec::new(),
+        })
+    }
+}
+
+/// The hooks in force for one step (or handler delivery), in order, and the failures seen: each
+/// failed hook is skipped, its input passed on, and the failure journaled with the step.
+#[derive(Clone, Default)]
+pub(crate) struct ActiveHooks {
+    hooks: Arc<[Active]>,
+    pub(crate) failures: Vec<serde_json::Value>,
+}
+
+impl ActiveHooks {
+    fn of(&self, kind: &'static str) -> Vec<Active> {
+        self.hooks
+            .iter()
+            .filter(|h| h.kind == kind)
+            .cloned()
             .collect()
     }
+
+    pub(crate) fn has(&self, kind: &str) -> bool {
+        self.hooks.iter().any(|h| h.kind == kind)
+    }
+
+    fn failed(&mut self, h: &Active, e: &HookError) {
+        self.failures.push(serde_json::json!({
+            "id": h.id,
+            "kind": h.kind,
+            "error": e.0,
+        }));
+    }
+
+    pub(crate) async fn after_thread_created(&mut self, t: &Thread) {
+        for h in self.of("after_thread_created") {
+            if let Err(e) = h.hook.after_thread_created(&h.ctx(t)).await {
+                self.failed(&h, &e);
+            }
+        }
+    }
+
+    pub(crate) async fn after_subagent_created(&mut self, t: &Thread, child: &Thread) {
+        for h in self.of("after_subagent_created") {
+            if let Err(e) = h.hook.after_subagent_created(&h.ctx(t), child).await {
+                self.failed(&h, &e);
+            }
+        }
+    }
+
+    pub(crate) async fn after_system_message(&mut self, t: &Thread, mut text: String) -> String {
+        for h in self.of("after_system_message") {
+            match h.hook.after_system_message(&h.ctx(t), text.clone()).await {
+                Ok(new) => text = new,
+                Err(e) => self.failed(&h, &e),
+            }
+        }
+        text
+    }
+
+    pub(crate) async fn filter_messages(
+        &mut self,
+        t: &Thread,
+        mut messages: Vec<ChatMessage>,
+    ) -> Vec<ChatMessage> {
+        let hooks = self.of("filter_messages");
+        if hooks.is_empty() {
+            return messages;
+        }
+        for h in hooks {
+            match h.hook.filter_messages(&h.ctx(t), messages.clone()).await {
+                Ok(new) => messages = new,
+                Err(e) => self.failed(&h, &e),
+            }
+        }
+        repair_pairs(messages)
+    }
+
+    pub(crate) async fn prefilter_llm_history(
+        &mut self,
+        t: &Thread,
+        mut messages: Vec<ChatMessage>,
+    ) -> Prefiltered {
+        for h in self.of("prefilter_llm_history") {
+            match h
+                .hook
+                .prefilter_llm_history(&h.ctx(t), messages.clone())
+                .await
+            {
+                Ok(Prefiltered::Messages(new)) => messages = new,
+                Ok(Prefiltered::Block(why)) => return Prefiltered::Block(why),
+                Err(e) => self.failed(&h, &e),
+            }
+        }
+        Prefiltered::Messages(messages)
+    }
+
+    /// `before_create_message` for a message the runtime writes: a failing hook is skipped.
+    pub(crate) async fn before_create_message(&mut self, t: &Thread, message: Message) -> Message {
+        let (seq, session) = (message.seq, message.session);
+        let mut message = message;
+        for h in self.of("before_create_message") {
+            match h
+                .hook
+                .before_create_message(&h.ctx(t), message.clone())
+                .await
+            {
+                Ok(new) => message = new,
+                Err(e) => self.failed(&h, &e),
+            }
+        }
+        message.seq = seq;
+        message.session = session;
+        message
+    }
+
+    /// `before_create_message` for a message a handler writes: a failing hook rejects the write.
+    pub(crate) async fn before_create_message_strict(
+        &self,
+        t: &Thread,
+        message: Message,
+    ) -> Result<Message, HookError> {
+        let (seq, session) = (message.seq, message.session);
+        let mut message = message;
+        for h in self.of("before_create_message") {
+            message = h
+                .hook
+                .before_create_message(&h.ctx(t), message)
+                .await
+                .map_err(|e| HookError(format!("hook `{}`: {}", h.id, e.0)))?;
+        }
+        message.seq = seq;
+        message.session = session;
+        Ok(message)
+    }
+
+    pub(crate) async fn after_create_message(&mut self, t: &Thread, messages: &[Message]) {
+        for h in self.of("after_create_message") {
+            for m in messages {
+                if let Err(e) = h.hook.after_create_message(&h.ctx(t), m).await {
+                    self.failed(&h, &e);
+                }
+            }
+        }
+    }
+
+    pub(crate) async fn tool_call_started(&mut self, t: &Thread, call: &ToolCall) {
+        for h in self.of("tool_call_started") {
+            if let Err(e) = h.hook.tool_call_started(&h.ctx(t), call).await {
+                self.failed(&h, &e);
+            }
+        }
+    }
+
+    /// After a tool ran, in the digest's order: `tool_call_done`, then
+    /// `after_tool_call_success` or `_failure` (`None`: drop the call from the history), then
+    /// `before_store_tool_result`.
+    pub(crate) async fn tool_result(
+        &mut self,
+        t: &Thread,
+        call: &ToolCall,
+        result: ToolResult,
+    ) -> Option<ToolResult> {
+        for h in self.of("tool_call_done") {
+            if let Err(e) = h.hook.tool_call_done(&h.ctx(t), call, &result).await {
+                self.failed(&h, &e);
+            }
+        }
+        let mut result = result;
+        let after = if result.is_ok() {
+            "after_tool_call_success"
+        } else {
+            "after_tool_call_failure"
+        };
+        for h in self.of(after) {
+            let ctx = h.ctx(t);
+            let answer = if result.is_ok() {
+                h.hook
+                    .after_tool_call_success(&ctx, call, result.clone())
+                    .await
+            } else {
+                h.hook
+                    .after_tool_call_failure(&ctx, call, result.clone())
+                    .await
+            };
+            match answer {
+                Ok(Some(new)) => result = new,
+                Ok(None) => return None,
+                Err(e) => self.failed(&h, &e),
+            }
+        }
+        for h in self.of("before_store_tool_result") {
+            match h
+                .hook
+                .before_store_tool_result(&h.ctx(t), call, result.clone())
+                .await
+            {
+                Ok(new) => result = new,
+                Err(e) => self.failed(&h, &e),
+            }
+        }
+        Some(result)
+    }
+}
+
+impl Active {
+    fn ctx<'a>(&'a self, thread: &'a Thread) -> HookContext<'a> {
+        HookContext {
+            thread,
+            id: &self.id,
+            source: self.source.clone(),
+        }
+    }
+}
+
+/// Drops tool results whose call is gone and calls whose result is gone (a `filter_messages`
+/// hook that split a pair), and messages left with nothing in them.
+fn repair_pairs(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    use crate::types::Role;
+    use std::collections::BTreeSet;
+    let calls: BTreeSet<String> = messages
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone()))
+        .collect();
+    let results: BTreeSet<String> = messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .filter_map(|m| m.tool_call_id.clone())
+        .collect();
+    messages
+        .into_iter()
+        .filter_map(|mut m| {
+            if m.role == Role::Tool {
+                return m
+                    .tool_call_id
+                    .as_ref()
+                    .is_some_and(|id| calls.contains(id))
+                    .then_some(m);
+            }
+            let had_calls = !m.tool_calls.is_empty();
+            m.tool_calls.retain(|c| results.contains(&c.id));
+            let empty = m.content.as_deref().is_none_or(str::is_empty) && m.tool_calls.is_empty();
+            (!(had_calls && empty)).then_some(m)
+        })
+        .collect()
 }

@@ -9,11 +9,14 @@
 //!   session ends, a silent message with its result is queued to the parent on the owning side's
 //!   perspective (unless `parentCommunication: explicit`), and the parent runs on.
 
+use std::collections::BTreeMap;
+
 use duet_spec::{PromptSide, SubagentRelationship};
 use serde_json::json;
 
 use crate::engine::{Delivered, Origin, Runtime, Settled, WhenBusy};
 use crate::event::EventSink;
+use crate::hooks::ActiveHooks;
 use crate::model::ToolSpec;
 use crate::tools::ToolResult;
 use crate::types::{Child, NewQueued, Role, SideId, StopReason, Thread, ThreadStatus};
@@ -177,6 +180,145 @@ fn status_of(settled: &Settled) -> &'static str {
     }
 }
 
+/// Who makes a lifecycle call: the calling side's env (the source of `scopedEnv` values) and
+/// its hooks (`after_subagent_created` runs on them).
+pub(crate) struct Caller<'a> {
+    pub(crate) env: &'a BTreeMap<String, String>,
+    pub(crate) hooks: &'a mut ActiveHooks,
+}
+
+impl Caller<'_> {
+    fn env(&self, name: &str) -> Option<String> {
+        self.env
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+    }
+}
+
+/// One spawn, however it was asked for: by a model (`subagent_create`), by code (a handler
+/// invoking the relationship by name), or by the runtime (`immediate`).
+pub(crate) struct Spawn {
+    pub(crate) message: String,
+    pub(crate) name: Option<String>,
+    /// The child's arguments (an object): persisted with it, its prompts' `{{name}}` variables.
+    pub(crate) arguments: serde_json::Value,
+    /// Whether `arguments` must satisfy the child's side A `requiredSchema`.
+    pub(crate) check_arguments: bool,
+    pub(crate) blocking: bool,
+    /// Per-instance env values on top of the relationship's `scopedEnv` (an immediate spawn's).
+    pub(crate) scoped: Vec<String>,
+}
+
+/// How a child's run went, for its parent.
+pub(crate) enum ChildRun {
+    /// Running in the background; its result comes as a message.
+    Started(String),
+    /// Another runner holds it; the message is queued.
+    Queued(String),
+    /// A blocking run came back (finished, failed, stopped or waiting for a person).
+    Settled(String, Settled),
+}
+
+impl ChildRun {
+    /// The parent's tool result.
+    pub(crate) fn tool_result(self) -> ToolResult {
+        match self {
+            ChildRun::Started(key) => ToolResult::ok(format!(
+                "The subagent was initiated successfully. Reference: {key}"
+            )),
+            ChildRun::Queued(key) => ToolResult::ok(format!(
+                "The subagent is busy; your message is queued for it. Reference: {key}"
+            )),
+            ChildRun::Settled(key, s) if s.status == ThreadStatus::AwaitingHuman => {
+                ToolResult::ok(format!(
+                    "The subagent is waiting for a person to answer. Its result will be sent to you when it finishes.\n\nReference: {key}"
+                ))
+            }
+            ChildRun::Settled(key, s) => match completion(&s) {
+                Some((_, true)) => ToolResult::ok(format!(
+                    "{}\n\nReference: {key}",
+                    s.result.as_deref().unwrap_or("(no result)")
+                )),
+                Some((text, false)) => ToolResult::error(format!("{text}\n\nReference: {key}")),
+                None => ToolResult::ok(format!("The subagent stopped. Reference: {key}")),
+            },
+        }
+    }
+}
+
+/// A code-issued spawn's mapping (digest §5.5): the relationship's `init*Property` names pick
+/// the first message and the instance name out of `args`; what is left are the child's
+/// arguments. With no message mapping the message is `args` as pretty-printed JSON.
+pub(crate) fn map_code_spawn(
+    rel: &SubagentRelationship,
+    args: &serde_json::Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Spawn {
+    let mut rest = args.as_object().cloned().unwrap_or_default();
+    let message = match rel.init_user_message_property.as_deref() {
+        Some(p) => match rest.remove(p) {
+            Some(serde_json::Value::String(s)) => s,
+            Some(v) => v.to_string(),
+            None => String::new(),
+        },
+        None => serde_json::to_string_pretty(args).unwrap_or_else(|_| args.to_string()),
+    };
+    // There is no thread filesystem yet, so no `/attachments/...` path exists to copy: the
+    // mapped property is taken out of the arguments and nothing more.
+    if let Some(p) = rel.init_attachments_property.as_deref() {
+        rest.remove(p);
+    }
+    let name = rel
+        .init_agent_name_property
+        .as_deref()
+        .and_then(|p| match rest.remove(p) {
+            Some(serde_json::Value::String(s)) => Some(s),
+            Some(v) => Some(v.to_string()),
+            None => env(p),
+        });
+    Spawn {
+        message,
+        name,
+        arguments: serde_json::Value::Object(rest),
+        check_arguments: true,
+        blocking: rel.blocking,
+        scoped: Vec::new(),
+    }
+}
+
+/// Whether `side` is activating: it has written nothing since the thread began, or since the
+/// handoff that brought `agent` in (the last call of a tool named after it that completed).
+fn activating(msgs: &[crate::types::Message], side: SideId, agent: &str) -> bool {
+    use crate::types::ToolStatus;
+    let handed_off = |i: usize| {
+        msgs[i].tool_calls.iter().any(|c| {
+            c.name == agent
+                && msgs[i + 1..].iter().any(|r| {
+                    r.tool_call_id.as_deref() == Some(c.id.as_str())
+                        && r.tool_status == Some(ToolStatus::Success)
+                })
+        })
+    };
+    let since = (0..msgs.len()).rev().find(|&i| handed_off(i));
+    let start = since.map_or(0, |i| i + 1);
+    !msgs[start..]
+        .iter()
+        .any(|m| m.side == Some(side) && m.role == Role::authored_by(side))
+}
+
+/// A thread name as the registry keeps it: whitespace normalised, at most 120 characters.
+fn instance_name(name: &str) -> Option<String> {
+    let name: String = name
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(120)
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
 impl Runtime {
     /// Runs a lifecycle tool call made by `parent`'s `owner` side.
     #[allow(clippy::too_many_arguments)]
@@ -188,6 +330,7 @@ impl Runtime {
         specs: &[ToolSpec],
         name: &str,
         args: &serde_json::Value,
+        caller: Caller<'_>,
         cancel: &CancellationToken,
     ) -> ToolResult {
         if let Some(spec) = specs.iter().find(|s| s.name == name)
@@ -199,8 +342,32 @@ impl Runtime {
         let from_code = specs.is_empty();
         let result = match name {
             CREATE => {
-                self.spawn_child(parent, owner, relationships, args, from_code, cancel)
+                let str_arg = |k: &str| {
+                    args.get(k)
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let relationship = str_arg("agent");
+                let Some(rel) = relationships.iter().find(|r| r.name() == relationship) else {
+                    return ToolResult::error(format!(
+                        "No subagent relationship `{relationship}` on this side."
+                    ));
+                };
+                // The child's side A prompt says what arguments it takes. A model must give
+                // them; code (a handler relaying a person's words) may start a child with its
+                // message alone.
+                let spawn = Spawn {
+                    message: str_arg("message"),
+                    name: Some(str_arg("name")),
+                    arguments: args.get("arguments").cloned().unwrap_or_else(|| json!({})),
+                    check_arguments: !from_code || args.get("arguments").is_some(),
+                    blocking: rel.blocking,
+                    scoped: Vec::new(),
+                };
+                self.spawn(parent, owner, rel, spawn, caller, cancel)
                     .await
+                    .map(|r| r.map_or_else(|refused| refused, ChildRun::tool_result))
             }
             MESSAGE => self.message_child(parent, args).await,
             _ => self.list_children(parent, relationships).await,
@@ -210,48 +377,44 @@ impl Runtime {
         })
     }
 
-    async fn spawn_child(
+    /// Starts (or, at a `maxInstances: 1` blocking cap, continues) an instance of `rel`.
+    pub(crate) async fn spawn(
         &self,
         parent: &Thread,
         owner: SideId,
-        relationships: &[&SubagentRelationship],
-        args: &serde_json::Value,
-        from_code: bool,
+        rel: &SubagentRelationship,
+        spawn: Spawn,
+        caller: Caller<'_>,
         cancel: &CancellationToken,
-    ) -> Result<ToolResult, crate::engine::RunError> {
-        let str_arg = |k: &str| {
-            args.get(k)
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let (relationship, message, name) = (str_arg("agent"), str_arg("message"), str_arg("name"));
-        let Some(rel) = relationships.iter().find(|r| r.name() == relationship) else {
-            return Ok(ToolResult::error(format!(
-                "No subagent relationship `{relationship}` on this side."
-            )));
-        };
+    ) -> Result<Result<ChildRun, ToolResult>, crate::engine::RunError> {
+        let relationship = rel.name().to_owned();
         let Some(target) = self.project().agents.get(&rel.agent).map(|d| &d.def) else {
-            return Ok(ToolResult::error(format!(
+            return Ok(Err(ToolResult::error(format!(
                 "Agent `{}` is not in the project.",
                 rel.agent
-            )));
+            ))));
         };
-        // The child's side A prompt says what arguments it takes. A model must give them; code
-        // (a handler relaying a person's words) may start a child with its message alone.
-        let arguments = args.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        let arguments = match spawn.arguments {
+            serde_json::Value::Null => json!({}),
+            a @ serde_json::Value::Object(_) => a,
+            _ => {
+                return Ok(Err(ToolResult::error(
+                    "subagent_create arguments must be an object when provided.",
+                )));
+            }
+        };
         let schema = crate::decide::side_a_schema(self.project(), target);
-        let check = !from_code || args.get("arguments").is_some();
-        if let Some(v) = check
+        if let Some(v) = spawn
+            .check_arguments
             .then(|| jsonschema::validator_for(&schema).ok())
             .flatten()
         {
             let errors: Vec<String> = v.iter_errors(&arguments).map(|e| e.to_string()).collect();
             if !errors.is_empty() {
-                return Ok(ToolResult::error(format!(
+                return Ok(Err(ToolResult::error(format!(
                     "Invalid `arguments` for `{relationship}`: {}",
                     errors.join("; ")
-                )));
+                ))));
             }
         }
         let store = self.store();
@@ -268,23 +431,24 @@ impl Runtime {
         if let Some(cap) = rel.max_instances
             && live.len() >= cap as usize
         {
-            if rel.blocking && cap == 1 && live.len() == 1 {
+            if spawn.blocking && cap == 1 && live.len() == 1 {
                 // Create-or-continue: the one instance gets the message.
                 let child = live[0];
                 let Some(thread) = store.thread_by_id(child.child).await? else {
-                    return Ok(ToolResult::error("The subagent instance is gone."));
+                    return Ok(Err(ToolResult::error("The subagent instance is gone.")));
                 };
                 return self
                     .run_child(
                         parent,
                         &thread.key,
                         &thread.origin,
-                        &message,
+                        &spawn.message,
                         true,
                         child.child,
                         cancel,
                     )
-                    .await;
+                    .await
+                    .map(Ok);
             }
             let mut refs = Vec::new();
             for c in &live {
@@ -292,16 +456,29 @@ impl Runtime {
                     refs.push(t.key);
                 }
             }
-            return Ok(ToolResult::error(format!(
+            return Ok(Err(ToolResult::error(format!(
                 "Subagent instance limit reached for \"{relationship}\" ({cap}). Use subagent_message with an existing reference instead. Active references: {}",
                 refs.join(", ")
-            )));
+            ))));
+        }
+        // `scopedEnv`: the parent's values, copied into the child; every name must have one.
+        let mut env = BTreeMap::new();
+        let mut missing = Vec::new();
+        for name in rel.scoped_env.iter().chain(&spawn.scoped) {
+            match caller.env(name) {
+                Some(v) => {
+                    env.insert(name.clone(), v);
+                }
+                None => missing.push(name.as_str()),
+            }
+        }
+        if !missing.is_empty() {
+            return Ok(Err(ToolResult::error(format!(
+                "Subagent \"{relationship}\" needs env values this thread does not have: {}. Set them on the parent (its agent's or prompt's `env`, or the process environment).",
+                missing.join(", ")
+            ))));
         }
         let key = format!("{}/{}-{}", parent.key, relationship, siblings.len() + 1);
-        let mut first = message;
-        if arguments.as_object().is_some_and(|o| !o.is_empty()) {
-            first = format!("{first}\n\nArguments: {arguments}");
-        }
         let child_id = uuid::Uuid::now_v7();
         let thread = store
             .open_thread(
@@ -323,27 +500,51 @@ impl Runtime {
                 relationship: relationship.clone(),
                 owner,
                 agent: rel.agent.clone(),
-                name: (!name.is_empty()).then_some(name),
-                blocking: rel.blocking,
+                name: spawn.name.as_deref().and_then(instance_name),
+                blocking: spawn.blocking,
                 explicit: rel.parent_communication == duet_spec::ParentCommunication::Explicit,
                 status: "running".into(),
                 created_at: self.now_ms(),
+                arguments: arguments.clone(),
+                env,
             })
             .await?;
+        caller.hooks.after_subagent_created(parent, &thread).await;
+        // The arguments go first, as a silent system message: the child's model sees them
+        // whether or not its prompt names them.
+        if arguments.as_object().is_some_and(|o| !o.is_empty()) {
+            let listed = serde_json::to_string_pretty(&arguments).unwrap_or_default();
+            store
+                .enqueue(
+                    thread.id,
+                    NewQueued {
+                        role: Role::System,
+                        side: SideId::B,
+                        content: format!("Initial arguments:\n{listed}"),
+                        human: false,
+                        silent: true,
+                        follow_up: false,
+                    },
+                    None,
+                    self.now_ms(),
+                )
+                .await?;
+        }
         self.run_child(
             parent,
             &key,
             &rel.agent,
-            &first,
-            rel.blocking,
+            &spawn.message,
+            spawn.blocking,
             thread.id,
             cancel,
         )
         .await
+        .map(Ok)
     }
 
-    /// Delivers `text` to a child: inline for a blocking relationship (the result is the tool
-    /// result), else in the background (the result comes as a message later).
+    /// Delivers `text` to a child: inline for a blocking relationship (its outcome comes back),
+    /// else in the background (the result comes as a message later).
     #[allow(clippy::too_many_arguments)]
     async fn run_child(
         &self,
@@ -354,7 +555,7 @@ impl Runtime {
         blocking: bool,
         child: crate::types::ThreadId,
         cancel: &CancellationToken,
-    ) -> Result<ToolResult, crate::engine::RunError> {
+    ) -> Result<ChildRun, crate::engine::RunError> {
         self.store().set_child_status(child, "running").await?;
         let origin = |inline| Origin {
             principal: parent.principal.as_deref(),
@@ -391,9 +592,7 @@ impl Runtime {
                     )
                     .await;
             });
-            return Ok(ToolResult::ok(format!(
-                "The subagent was initiated successfully. Reference: {key}"
-            )));
+            return Ok(ChildRun::Started(key.to_owned()));
         }
         let child_cancel = cancel.child_token();
         let sink = EventSink::discard();
@@ -408,29 +607,110 @@ impl Runtime {
                 &sink,
                 &child_cancel,
             ));
-        let delivered = run.await?;
-        Ok(match delivered {
-            Delivered::Queued { .. } => ToolResult::ok(format!(
-                "The subagent is busy; your message is queued for it. Reference: {key}"
-            )),
-            Delivered::Settled(s) if s.status == ThreadStatus::AwaitingHuman => {
-                // It waits for a person: its result arrives as a message once they answer.
-                self.store()
-                    .set_child_status(child, "awaiting_human")
-                    .await?;
-                ToolResult::ok(format!(
-                    "The subagent is waiting for a person to answer. Its result will be sent to you when it finishes.\n\nReference: {key}"
-                ))
+        Ok(match run.await? {
+            Delivered::Queued { .. } => ChildRun::Queued(key.to_owned()),
+            Delivered::Settled(s) => {
+                if s.status == ThreadStatus::AwaitingHuman {
+                    // It waits for a person: its result arrives as a message once they answer.
+                    self.store()
+                        .set_child_status(child, "awaiting_human")
+                        .await?;
+                }
+                ChildRun::Settled(key.to_owned(), s)
             }
-            Delivered::Settled(s) => match completion(&s) {
-                Some((_, true)) => ToolResult::ok(format!(
-                    "{}\n\nReference: {key}",
-                    s.result.as_deref().unwrap_or("(no result)")
-                )),
-                Some((text, false)) => ToolResult::error(format!("{text}\n\nReference: {key}")),
-                None => ToolResult::ok(format!("The subagent stopped. Reference: {key}")),
-            },
         })
+    }
+
+    /// The `immediate` relationships of `side` to start now, before its model is first called:
+    /// at the side's first step on this thread, or its first after a handoff brought the agent
+    /// in (digest §5.8), each one with no live instance. Returns the messages for the parent's
+    /// history: a blocking child's result or failure, or why a spawn could not be made (silent,
+    /// on the owning side's perspective).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn immediate_spawns(
+        &self,
+        agent: &duet_spec::Agent,
+        cfg: &PromptSide,
+        side: SideId,
+        parent: &Thread,
+        msgs: &[crate::types::Message],
+        caller: Caller<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<String>, crate::engine::RunError> {
+        let env_fn = |k: &str| caller.env(k);
+        let due: Vec<&SubagentRelationship> = cfg
+            .subagents
+            .iter()
+            .filter(|r| r.immediate.is_some())
+            .filter(|r| r.optional.as_deref().is_none_or(|f| flag_on(env_fn(f))))
+            .collect();
+        if due.is_empty() || !activating(msgs, side, &parent.agent) {
+            return Ok(Vec::new());
+        }
+        let existing = self.store().children(parent.id).await?;
+        let mut notes = Vec::new();
+        let (env, hooks) = (caller.env, caller.hooks);
+        for rel in due {
+            let live = existing
+                .iter()
+                .any(|c| c.relationship == rel.name() && c.status != "terminated");
+            if live {
+                continue;
+            }
+            let how = rel.immediate.clone().unwrap_or(duet_spec::Immediate {
+                name_env: None,
+                description_env: None,
+                scoped_env: Vec::new(),
+            });
+            // Only `nameEnv` and `descriptionEnv` may reach a model; `scopedEnv` values go into
+            // the child's env and nowhere else.
+            let lookup = |k: &Option<String>| {
+                k.as_deref()
+                    .and_then(|k| env.get(k).cloned().or_else(|| std::env::var(k).ok()))
+            };
+            let name = lookup(&how.name_env);
+            let mut message = format!(
+                "You were started automatically by `{}` when it began.",
+                agent.name
+            );
+            if let Some(n) = &name {
+                message.push_str(&format!("\n\nName: {n}"));
+            }
+            if let Some(d) = lookup(&how.description_env) {
+                message.push_str(&format!("\n\nDescription: {d}"));
+            }
+            let spawn = Spawn {
+                message,
+                name: name.or_else(|| Some(rel.name().to_owned())),
+                arguments: json!({}),
+                check_arguments: false,
+                blocking: rel.blocking,
+                scoped: how.scoped_env,
+            };
+            let caller = Caller {
+                env,
+                hooks: &mut *hooks,
+            };
+            let run: BoxFuture<'_, _> =
+                Box::pin(self.spawn(parent, side, rel, spawn, caller, cancel));
+            match run.await? {
+                Err(refused) => notes.push(format!(
+                    "Subagent \"{}\" (immediate) could not be started: {}",
+                    rel.name(),
+                    refused.content
+                )),
+                Ok(ChildRun::Settled(_, settled)) => {
+                    if let Some((text, _)) = completion(&settled) {
+                        notes.push(text);
+                    }
+                }
+                Ok(ChildRun::Started(_) | ChildRun::Queued(_)) => {}
+            }
+            if cancel.is_cancelled() {
+                break;
+            }
+        }
+        Ok(notes)
     }
 
     async fn message_child(

@@ -180,6 +180,8 @@ pub enum RecordKind {
     StepError,
     /// The thread passed to another agent (`data.from`, `data.to`).
     Handoff,
+    /// A hook failed and was skipped (`data.id`, `data.kind`, `data.error`).
+    HookFailed,
 }
 
 impl RecordKind {
@@ -193,6 +195,7 @@ impl RecordKind {
             RecordKind::HandlerError => "handler_error",
             RecordKind::StepError => "step_error",
             RecordKind::Handoff => "handoff",
+            RecordKind::HookFailed => "hook_failed",
         }
     }
 
@@ -206,6 +209,7 @@ impl RecordKind {
             "handler_error" => RecordKind::HandlerError,
             "step_error" => RecordKind::StepError,
             "handoff" => RecordKind::Handoff,
+            "hook_failed" => RecordKind::HookFailed,
             _ => return None,
         })
     }
@@ -262,10 +266,12 @@ pub enum StopReason {
     HandlerIdle,
     StepError,
     Aborted,
+    /// A `prefilter_llm_history` hook blocked the step: the session ends before the model call.
+    HookBlocked,
 }
 
 impl StopReason {
-    pub const ALL: [StopReason; 12] = [
+    pub const ALL: [StopReason; 13] = [
         StopReason::SessionStop,
         StopReason::SessionFail,
         StopReason::StateStopSession,
@@ -278,6 +284,7 @@ impl StopReason {
         StopReason::HandlerIdle,
         StopReason::StepError,
         StopReason::Aborted,
+        StopReason::HookBlocked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -294,6 +301,7 @@ impl StopReason {
             StopReason::HandlerIdle => "handler_idle",
             StopReason::StepError => "step_error",
             StopReason::Aborted => "aborted",
+            StopReason::HookBlocked => "hook_blocked",
         }
     }
 
@@ -309,6 +317,7 @@ impl StopReason {
                 | StopReason::SessionFail
                 | StopReason::StateStopSession
                 | StopReason::MaxSessionTurns
+                | StopReason::HookBlocked
         )
     }
 }
@@ -494,4 +503,8 @@ pub struct Child {
     /// `running`, `idle`, `failed`, `awaiting_human`, `terminated`, or free text.
     pub status: String,
     pub created_at: i64,
+    /// The arguments it was spawned with (a JSON object): its prompts' `{{name}}` variables.
+    pub arguments: serde_json::Value,
+    /// The env values its relationship's `scopedEnv` copied from the parent.
+    pub env: std::collections::BTreeMap<String, String>,
 }

@@ -250,6 +250,14 @@ macro_rules! store_impl {
                 explicit: row.try_get("explicit").map_err(db_error)?,
                 status: text("status")?,
                 created_at: row.try_get("created_at").map_err(db_error)?,
+                arguments: {
+                    let s = text("arguments")?;
+                    serde_json::from_str(&s).map_err(|_| corrupt("child arguments", &s))?
+                },
+                env: {
+                    let s = text("env")?;
+                    serde_json::from_str(&s).map_err(|_| corrupt("child env", &s))?
+                },
             })
         }
 
@@ -599,8 +607,8 @@ macro_rules! store_impl {
 
             async fn put_child(&self, c: &Child) -> Result<(), StoreError> {
                 sqlx::query(
-                    "INSERT INTO children (child, parent, relationship, owner, agent, name, blocking, explicit, status, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                    "INSERT INTO children (child, parent, relationship, owner, agent, name, blocking, explicit, status, created_at, arguments, env) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                      ON CONFLICT (child) DO UPDATE SET status = excluded.status",
                 )
                 .bind(c.child.to_string())
@@ -613,6 +621,8 @@ macro_rules! store_impl {
                 .bind(c.explicit)
                 .bind(&c.status)
                 .bind(c.created_at)
+                .bind(c.arguments.to_string())
+                .bind(serde_json::to_string(&c.env).unwrap_or_else(|_| "{}".to_owned()))
                 .execute(&mut *self.writer().await?)
                 .await
                 .map_err(db_error)?;
