@@ -221,6 +221,21 @@ fn check_side(out: &mut Out<'_>, source: &Source, id: SideId, side: &Side, agent
             }
         }
     }
+    if let Side::Handler(h) = side {
+        for (i, r) in h.subagents.iter().enumerate() {
+            if r.immediate.is_some() {
+                let issue = Issue::new(
+                    Code::ImmediateOnHandlerSide,
+                    format!(
+                        "relationship `{}` is `immediate` on a handler side, where nothing starts it",
+                        r.name()
+                    ),
+                )
+                .hint("start it from the handler (`invoke_tool` with the relationship name), or move it to a prompt side");
+                out.push(source, &format!("{field}.subagents[{i}].immediate"), issue);
+            }
+        }
+    }
     for (i, r) in side.subagents().iter().enumerate() {
         let path = format!("{field}.subagents[{i}].agent");
         if !project.declares(Kind::Agent, &r.agent) {
