@@ -108,7 +108,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     .flatten()
                     .map(|t| t.key)
                     .unwrap_or_default();
-                children.push(json!({"id": key, "relationship": c.relationship, "agent": c.agent, "status": c.status}));
+                children.push(json!({"id": key, "relationship": c.relationship, "agent": c.agent, "status": c.status, "name": c.name, "arguments": c.arguments}));
             }
             doc["children"] = serde_json::Value::Array(children.clone());
             if args.json {
@@ -125,9 +125,13 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     thread.result.as_deref().unwrap_or("-")
                 );
                 for c in &children {
+                    let name = c["name"]
+                        .as_str()
+                        .map(|n| format!(" \"{n}\""))
+                        .unwrap_or_default();
                     let _ = writeln!(
                         out,
-                        "  child {} ({}, {}): {}",
+                        "  child {}{name} ({}, {}): {}",
                         c["id"].as_str().unwrap_or(""),
                         c["relationship"].as_str().unwrap_or(""),
                         c["agent"].as_str().unwrap_or(""),

@@ -363,6 +363,24 @@ fn probed_project() -> Arc<duet_spec::Project> {
         "name: km\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: finish, arguments: { summary: done } }]\n",
     );
     write("agents/handlers/echo.yaml", "builtin: echo\n");
+    // A side whose session ends by a bound tool with no message property: the result is the
+    // tool's stored result, as the hooks left it.
+    write(
+        "agents/agents/closer.yaml",
+        "name: closer\nhooks: [after_tool_call_success, before_store_tool_result]\nsideA:\n  prompt: cp\n  sessionStop: { name: close }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/cp.yaml",
+        "name: cp\ntoolDescription: d\nmodel: cm\nprompt: p\ntools: [close]\n",
+    );
+    write(
+        "agents/tools/close.yaml",
+        "description: Closes.\nresult: closed\n",
+    );
+    write(
+        "agents/models/cm.yaml",
+        "name: cm\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: close, arguments: {} }]\n",
+    );
     write(
         "agents/agents/echoer.yaml",
         &format!(
@@ -576,5 +594,35 @@ async fn a_failing_before_create_message_rejects_a_handler_write() {
                 .is_some_and(|e| e.contains("hook `before_create_message`: nope is not allowed"))),
             "{records:?}"
         );
+    }
+}
+
+#[tokio::test]
+async fn the_stop_rules_read_the_result_the_hooks_left() {
+    let project = probed_project();
+    for backend in support::backends().await {
+        let probe = Probe::default();
+        let rt = probed_runtime(project.clone(), backend.open().await, &probe);
+        let done = rt
+            .send(
+                "c",
+                Some("closer"),
+                "close it",
+                &EventSink::discard(),
+                &CancellationToken::new(),
+            )
+            .await;
+        match done {
+            Ok(Delivered::Settled(s)) => {
+                assert_eq!(s.stop_reason, Some(StopReason::SessionStop));
+                assert_eq!(
+                    s.result.as_deref(),
+                    Some("stored: closed (seen)"),
+                    "{}: the session's result is what was stored, not the raw tool output",
+                    backend.name()
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

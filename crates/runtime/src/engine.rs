@@ -82,7 +82,7 @@ pub struct Settled {
 }
 
 impl Settled {
-    fn of(t: &Thread) -> Self {
+    pub(crate) fn of(t: &Thread) -> Self {
         Settled {
             thread: t.id,
             parent: t.parent,
@@ -763,11 +763,21 @@ impl Runtime {
     ) -> Result<bool, RunError> {
         let now = self.now();
         let mut commit = Commit::default();
+        let mut pending_arguments = None;
         if t.status != ThreadStatus::Running {
             t.steps_a = 0;
             t.steps_b = 0;
             t.steps_total = 0;
             t.stop_reason = None;
+        }
+        if t.session == 0 && t.parent.is_some() {
+            // A child's first messages start with its spawn arguments (silent), written with its
+            // first message: its model sees them whether or not its prompt names them.
+            let (arguments, _) = self.scope(t).await?;
+            if arguments.as_object().is_some_and(|o| !o.is_empty()) {
+                let listed = serde_json::to_string_pretty(&arguments).unwrap_or_default();
+                pending_arguments = Some(format!("Initial arguments:\n{listed}"));
+            }
         }
         if !t.session_open {
             t.session += 1;
@@ -782,6 +792,18 @@ impl Runtime {
                 json!({"session": t.session}),
                 now,
             ));
+        }
+        if let Some(text) = pending_arguments {
+            let mut m = Message::text(
+                t.take_seq(),
+                t.session,
+                Role::System,
+                Some(SideId::B),
+                text,
+                now,
+            );
+            m.silent = true;
+            commit.messages.push(m);
         }
         let mut counted = [false, false];
         for q in queue {
@@ -1203,7 +1225,14 @@ impl Runtime {
                     }
                 ))
             };
-            stored.push(hooks.tool_result(t, call, result.clone()).await);
+            let kept = hooks.tool_result(t, call, result.clone()).await;
+            // A handoff whose result a hook turned into an error is not made.
+            if kept.as_ref().is_some_and(|r| !r.is_ok())
+                && handoff.as_ref().is_some_and(|(name, _)| *name == call.name)
+            {
+                handoff = None;
+            }
+            stored.push(kept);
             results.push(result);
         }
         let calls = message.tool_calls.clone();
@@ -1237,9 +1266,16 @@ impl Runtime {
         });
 
         // Decide.
+        // The stop rules read what was stored (a hook may have rewritten a result); a dropped
+        // call counts as it ran.
         let outcomes: Vec<CallOutcome<'_>> = calls
             .iter()
-            .zip(&results)
+            .zip(
+                results
+                    .iter()
+                    .zip(&stored)
+                    .map(|(r, s)| s.as_ref().unwrap_or(r)),
+            )
             .map(|(c, r)| CallOutcome {
                 name: &c.name,
                 arguments: &c.arguments,
@@ -1307,6 +1343,7 @@ impl Runtime {
             AfterStep::Continue => {}
         }
 
+        let mut values = Vec::new();
         let mut new = Vec::with_capacity(2 + tool_messages.len());
         new.push(message);
         new.extend(tool_messages);
@@ -1337,6 +1374,10 @@ impl Runtime {
                     now,
                 ));
             }
+            // The new agent's sides activate afresh: its `immediate` children are re-armed.
+            for s in [SideId::A, SideId::B] {
+                values.push((crate::subagents::activation_key(&target, s), None));
+            }
             t.agent = target;
             t.acting = Some(SideId::A);
         }
@@ -1353,6 +1394,7 @@ impl Runtime {
                     messages: new.clone(),
                     records,
                     settle,
+                    values,
                     ..Commit::default()
                 },
             )
@@ -1387,16 +1429,16 @@ impl Runtime {
         if !cfg.subagents.iter().any(|r| r.immediate.is_some()) {
             return Ok(None);
         }
-        let caller = crate::subagents::Caller { env, hooks };
-        let run: futures::future::BoxFuture<'_, Result<Vec<String>, RunError>> =
-            Box::pin(self.immediate_spawns(agent, cfg, side, t, msgs, caller, cancel));
-        let notes = run.await?;
-        if cancel.is_cancelled() {
-            return self.abort(t).await.map(|s| Some(Flow::Done(s)));
-        }
-        if notes.is_empty() {
+        // Activation is durable: marked in the commit that writes what the children reported,
+        // so a run that dies in between activates again (and finds the children it started).
+        let mark = crate::subagents::activation_key(&t.agent, side);
+        if self.inner.store.value(t.id, &mark).await?.is_some() {
             return Ok(None);
         }
+        let caller = crate::subagents::Caller { env, hooks };
+        let run: futures::future::BoxFuture<'_, Result<Vec<String>, RunError>> =
+            Box::pin(self.immediate_spawns(agent, cfg, side, t, caller, cancel));
+        let notes = run.await?;
         let now = self.now();
         let mut new = Vec::with_capacity(notes.len());
         for note in notes {
@@ -1417,12 +1459,17 @@ impl Runtime {
             t,
             Commit {
                 messages: new.clone(),
+                values: vec![(mark, Some(json!(true)))],
                 ..Commit::default()
             },
         )
         .await?;
         hooks.after_create_message(t, &new).await;
+        warn_hook_failures(t, hooks);
         msgs.extend(new);
+        if cancel.is_cancelled() {
+            return self.abort(t).await.map(|s| Some(Flow::Done(s)));
+        }
         Ok(None)
     }
 

@@ -329,6 +329,13 @@ impl ThreadState<'_> {
             .or_else(|| sibling.map(|r| (r, self.side.sibling())))
         {
             let env = |k: &str| self.env(k);
+            if let Some(flag) = rel.optional.as_deref()
+                && !crate::subagents::flag_on(env(flag))
+            {
+                return ToolResult::error(format!(
+                    "Subagent \"{name}\" is not enabled: its `optional` flag `{flag}` is not true, 1 or yes."
+                ));
+            }
             let spawn = crate::subagents::map_code_spawn(rel, &args, &env);
             if spawn.message.trim().is_empty() {
                 return ToolResult::error(format!(

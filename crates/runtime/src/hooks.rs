@@ -387,7 +387,7 @@ impl ActiveHooks {
 
     /// `before_create_message` for a message the runtime writes: a failing hook is skipped.
     pub(crate) async fn before_create_message(&mut self, t: &Thread, message: Message) -> Message {
-        let (seq, session) = (message.seq, message.session);
+        let original = message.clone();
         let mut message = message;
         for h in self.of("before_create_message") {
             match h
@@ -399,9 +399,7 @@ impl ActiveHooks {
                 Err(e) => self.failed(&h, &e),
             }
         }
-        message.seq = seq;
-        message.session = session;
-        message
+        keep_identity(message, &original)
     }
 
     /// `before_create_message` for a message a handler writes: a failing hook rejects the write.
@@ -410,7 +408,7 @@ impl ActiveHooks {
         t: &Thread,
         message: Message,
     ) -> Result<Message, HookError> {
-        let (seq, session) = (message.seq, message.session);
+        let original = message.clone();
         let mut message = message;
         for h in self.of("before_create_message") {
             message = h
@@ -419,9 +417,7 @@ impl ActiveHooks {
                 .await
                 .map_err(|e| HookError(format!("hook `{}`: {}", h.id, e.0)))?;
         }
-        message.seq = seq;
-        message.session = session;
-        Ok(message)
+        Ok(keep_identity(message, &original))
     }
 
     pub(crate) async fn after_create_message(&mut self, t: &Thread, messages: &[Message]) {
@@ -456,15 +452,17 @@ impl ActiveHooks {
                 self.failed(&h, &e);
             }
         }
+        // The kind follows what the tool did, even if a hook of it changes the status.
+        let succeeded = result.is_ok();
         let mut result = result;
-        let after = if result.is_ok() {
+        let after = if succeeded {
             "after_tool_call_success"
         } else {
             "after_tool_call_failure"
         };
         for h in self.of(after) {
             let ctx = h.ctx(t);
-            let answer = if result.is_ok() {
+            let answer = if succeeded {
                 h.hook
                     .after_tool_call_success(&ctx, call, result.clone())
                     .await
@@ -491,6 +489,32 @@ impl ActiveHooks {
         }
         Some(result)
     }
+}
+
+/// What `before_create_message` may not change: where the message sits (sequence, session),
+/// who wrote it (role, side, model) and how it pairs with tool traffic (call ids and names; the
+/// tool result's call id, name and status). Content, thinking, silence and call arguments are
+/// the hook's to change.
+fn keep_identity(mut message: Message, original: &Message) -> Message {
+    message.seq = original.seq;
+    message.session = original.session;
+    message.role = original.role;
+    message.side = original.side;
+    message.model.clone_from(&original.model);
+    message.tool_call_id.clone_from(&original.tool_call_id);
+    message.tool_name.clone_from(&original.tool_name);
+    message.tool_status = original.tool_status;
+    message.created_at = original.created_at;
+    let same_calls = message.tool_calls.len() == original.tool_calls.len()
+        && message
+            .tool_calls
+            .iter()
+            .zip(&original.tool_calls)
+            .all(|(a, b)| a.id == b.id && a.name == b.name);
+    if !same_calls {
+        message.tool_calls.clone_from(&original.tool_calls);
+    }
+    message
 }
 
 impl Active {

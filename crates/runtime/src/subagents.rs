@@ -28,7 +28,7 @@ pub(crate) const MESSAGE: &str = "subagent_message";
 pub(crate) const LIST: &str = "subagents";
 
 /// Whether an env flag is on: `true`, `1` or `yes`, in any case.
-fn flag_on(value: Option<String>) -> bool {
+pub(crate) fn flag_on(value: Option<String>) -> bool {
     value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
 }
 
@@ -149,7 +149,7 @@ fn completion(settled: &Settled) -> Option<(String, bool)> {
         Some(reason) => {
             let why = match (reason, &settled.result) {
                 (StopReason::SessionFail, Some(r)) => r.clone(),
-                (_, Some(r)) if reason == StopReason::StepError => r.clone(),
+                (StopReason::StepError | StopReason::HookBlocked, Some(r)) => r.clone(),
                 _ => format!(
                     "Subagent execution stopped before completion ({}). It did not call a terminal session tool.",
                     reason.as_str()
@@ -287,24 +287,10 @@ pub(crate) fn map_code_spawn(
     }
 }
 
-/// Whether `side` is activating: it has written nothing since the thread began, or since the
-/// handoff that brought `agent` in (the last call of a tool named after it that completed).
-fn activating(msgs: &[crate::types::Message], side: SideId, agent: &str) -> bool {
-    use crate::types::ToolStatus;
-    let handed_off = |i: usize| {
-        msgs[i].tool_calls.iter().any(|c| {
-            c.name == agent
-                && msgs[i + 1..].iter().any(|r| {
-                    r.tool_call_id.as_deref() == Some(c.id.as_str())
-                        && r.tool_status == Some(ToolStatus::Success)
-                })
-        })
-    };
-    let since = (0..msgs.len()).rev().find(|&i| handed_off(i));
-    let start = since.map_or(0, |i| i + 1);
-    !msgs[start..]
-        .iter()
-        .any(|m| m.side == Some(side) && m.role == Role::authored_by(side))
+/// The durable value marking that `agent`'s `side` has activated on a thread (its `immediate`
+/// children were started); a handoff to `agent` clears it.
+pub(crate) fn activation_key(agent: &str, side: SideId) -> String {
+    format!("duet:activated:{agent}:{}", crate::types::side_str(side))
 }
 
 /// A thread name as the registry keeps it: whitespace normalised, at most 120 characters.
@@ -510,26 +496,6 @@ impl Runtime {
             })
             .await?;
         caller.hooks.after_subagent_created(parent, &thread).await;
-        // The arguments go first, as a silent system message: the child's model sees them
-        // whether or not its prompt names them.
-        if arguments.as_object().is_some_and(|o| !o.is_empty()) {
-            let listed = serde_json::to_string_pretty(&arguments).unwrap_or_default();
-            store
-                .enqueue(
-                    thread.id,
-                    NewQueued {
-                        role: Role::System,
-                        side: SideId::B,
-                        content: format!("Initial arguments:\n{listed}"),
-                        human: false,
-                        silent: true,
-                        follow_up: false,
-                    },
-                    None,
-                    self.now_ms(),
-                )
-                .await?;
-        }
         self.run_child(
             parent,
             &key,
@@ -633,7 +599,6 @@ impl Runtime {
         cfg: &PromptSide,
         side: SideId,
         parent: &Thread,
-        msgs: &[crate::types::Message],
         caller: Caller<'_>,
         cancel: &CancellationToken,
     ) -> Result<Vec<String>, crate::engine::RunError> {
@@ -644,7 +609,7 @@ impl Runtime {
             .filter(|r| r.immediate.is_some())
             .filter(|r| r.optional.as_deref().is_none_or(|f| flag_on(env_fn(f))))
             .collect();
-        if due.is_empty() || !activating(msgs, side, &parent.agent) {
+        if due.is_empty() {
             return Ok(Vec::new());
         }
         let existing = self.store().children(parent.id).await?;
@@ -653,8 +618,18 @@ impl Runtime {
         for rel in due {
             let live = existing
                 .iter()
-                .any(|c| c.relationship == rel.name() && c.status != "terminated");
-            if live {
+                .find(|c| c.relationship == rel.name() && c.status != "terminated");
+            if let Some(live) = live {
+                // Started by a run that died before its activation was committed: a blocking
+                // child's finished result is not in the history yet. (One still running reports
+                // through the queue when recovery finishes it.)
+                if rel.blocking
+                    && let Some(child) = self.store().thread_by_id(live.child).await?
+                    && child.status != ThreadStatus::Running
+                    && let Some((text, _)) = completion(&Settled::of(&child))
+                {
+                    notes.push(text);
+                }
                 continue;
             }
             let how = rel.immediate.clone().unwrap_or(duet_spec::Immediate {
