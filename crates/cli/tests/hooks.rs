@@ -401,22 +401,35 @@ fn probed_runtime(
     support::runtime(project, store).hooks(hooks).build()
 }
 
+/// Sends `text` to `key` and returns how the run settled.
+async fn settled(
+    rt: &duet_runtime::Runtime,
+    key: &str,
+    agent: &str,
+    text: &str,
+) -> duet_runtime::Settled {
+    match rt
+        .send(
+            key,
+            Some(agent),
+            text,
+            &EventSink::discard(),
+            &CancellationToken::new(),
+        )
+        .await
+    {
+        Ok(Delivered::Settled(s)) => s,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn every_hook_kind_runs_where_and_in_the_order_the_digest_says() {
     let project = probed_project();
     for backend in support::backends().await {
         let probe = Probe::default();
         let rt = probed_runtime(project.clone(), backend.open().await, &probe);
-        let done = rt
-            .send(
-                "t",
-                Some("parent"),
-                "hello",
-                &EventSink::discard(),
-                &CancellationToken::new(),
-            )
-            .await;
-        assert!(matches!(done, Ok(Delivered::Settled(_))), "{done:?}");
+        settled(&rt, "t", "parent", "hello").await;
         let log = probe.lines();
         let first_step: Vec<&str> = log.iter().map(String::as_str).take(17).collect();
         assert_eq!(
@@ -508,22 +521,9 @@ async fn a_blocking_prefilter_ends_the_session_before_the_model_is_called() {
     for backend in support::backends().await {
         let probe = Probe::default();
         let rt = probed_runtime(project.clone(), backend.open().await, &probe);
-        let done = rt
-            .send(
-                "t",
-                Some("parent"),
-                "BLOCK this",
-                &EventSink::discard(),
-                &CancellationToken::new(),
-            )
-            .await;
-        match done {
-            Ok(Delivered::Settled(s)) => {
-                assert_eq!(s.stop_reason, Some(StopReason::HookBlocked));
-                assert_eq!(s.result.as_deref(), Some("Blocked by policy."));
-            }
-            other => panic!("{other:?}"),
-        }
+        let s = settled(&rt, "t", "parent", "BLOCK this").await;
+        assert_eq!(s.stop_reason, Some(StopReason::HookBlocked));
+        assert_eq!(s.result.as_deref(), Some("Blocked by policy."));
         let store = rt.store();
         let t = store.thread("t").await.expect("read").expect("thread");
         let messages = store.messages(t.id).await.expect("messages");
@@ -603,26 +603,13 @@ async fn the_stop_rules_read_the_result_the_hooks_left() {
     for backend in support::backends().await {
         let probe = Probe::default();
         let rt = probed_runtime(project.clone(), backend.open().await, &probe);
-        let done = rt
-            .send(
-                "c",
-                Some("closer"),
-                "close it",
-                &EventSink::discard(),
-                &CancellationToken::new(),
-            )
-            .await;
-        match done {
-            Ok(Delivered::Settled(s)) => {
-                assert_eq!(s.stop_reason, Some(StopReason::SessionStop));
-                assert_eq!(
-                    s.result.as_deref(),
-                    Some("stored: closed (seen)"),
-                    "{}: the session's result is what was stored, not the raw tool output",
-                    backend.name()
-                );
-            }
-            other => panic!("{other:?}"),
-        }
+        let s = settled(&rt, "c", "closer", "close it").await;
+        assert_eq!(s.stop_reason, Some(StopReason::SessionStop));
+        assert_eq!(
+            s.result.as_deref(),
+            Some("stored: closed (seen)"),
+            "{}: the session's result is what was stored, not the raw tool output",
+            backend.name()
+        );
     }
 }

@@ -387,9 +387,13 @@ impl ActiveHooks {
 
     /// `before_create_message` for a message the runtime writes: a failing hook is skipped.
     pub(crate) async fn before_create_message(&mut self, t: &Thread, message: Message) -> Message {
+        let hooks = self.of("before_create_message");
+        if hooks.is_empty() {
+            return message;
+        }
         let original = message.clone();
         let mut message = message;
-        for h in self.of("before_create_message") {
+        for h in hooks {
             match h
                 .hook
                 .before_create_message(&h.ctx(t), message.clone())
@@ -408,9 +412,13 @@ impl ActiveHooks {
         t: &Thread,
         message: Message,
     ) -> Result<Message, HookError> {
+        let hooks = self.of("before_create_message");
+        if hooks.is_empty() {
+            return Ok(message);
+        }
         let original = message.clone();
         let mut message = message;
-        for h in self.of("before_create_message") {
+        for h in hooks {
             message = h
                 .hook
                 .before_create_message(&h.ctx(t), message)
