@@ -461,3 +461,106 @@ async fn code_invokes_a_relationship_by_name_through_its_init_mappings() {
         );
     }
 }
+
+/// A run that died after its blocking `immediate` child finished, before its activation was
+/// committed: the next run finds the child (it does not start another) and writes its result
+/// into the history before the first model call.
+#[tokio::test]
+async fn a_blocking_immediate_childs_result_survives_the_parents_death() {
+    let project = support::project(
+        &support::repo().join("tests/scenarios/immediate_children_start_with_their_side"),
+    );
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let rt = support::runtime(project.clone(), store.clone()).build();
+        // What the dead run left: the parent, its registry entry, and the child's finished run.
+        let parent = store
+            .open_thread(
+                "p",
+                duet_runtime::NewThread {
+                    id: uuid::Uuid::now_v7(),
+                    agent: "billing",
+                    parent: None,
+                    principal: None,
+                    source: None,
+                    now: 1,
+                },
+            )
+            .await
+            .expect("parent");
+        let child = store
+            .open_thread(
+                "p/ledger-1",
+                duet_runtime::NewThread {
+                    id: uuid::Uuid::now_v7(),
+                    agent: "ledger",
+                    parent: Some(parent.id),
+                    principal: None,
+                    source: None,
+                    now: 1,
+                },
+            )
+            .await
+            .expect("child");
+        store
+            .put_child(&duet_runtime::Child {
+                child: child.id,
+                parent: parent.id,
+                relationship: "ledger".into(),
+                owner: duet_runtime::SideId::A,
+                agent: "ledger".into(),
+                name: Some("ledger lookup".into()),
+                blocking: true,
+                explicit: false,
+                status: "running".into(),
+                created_at: 1,
+                arguments: serde_json::json!({}),
+                env: Default::default(),
+            })
+            .await
+            .expect("registry");
+        let origin = duet_runtime::Origin {
+            parent: Some(parent.id),
+            inline: true,
+            ..Default::default()
+        };
+        let done = rt
+            .deliver(
+                "p/ledger-1",
+                Some("ledger"),
+                "You were started automatically.",
+                origin,
+                duet_runtime::WhenBusy::Queue,
+                &EventSink::discard(),
+                &CancellationToken::new(),
+            )
+            .await;
+        assert!(matches!(done, Ok(Delivered::Settled(_))), "{done:?}");
+
+        send(&rt, "p", Some("billing"), "I was charged twice.").await;
+        let texts = texts(&store, "p").await;
+        assert_eq!(
+            texts[..3],
+            [
+                (Role::User, false, "I was charged twice.".to_owned()),
+                (
+                    Role::User,
+                    true,
+                    "Subagent (reference: p/ledger-1) has returned the following result:\n\nTwo charges of 40.00 on A-123.".to_owned()
+                ),
+                (
+                    Role::Assistant,
+                    false,
+                    "Billing here. I see two charges; which order was it?".to_owned()
+                ),
+            ],
+            "{}",
+            backend.name()
+        );
+        assert_eq!(
+            store.children(parent.id).await.expect("registry").len(),
+            1,
+            "no second instance"
+        );
+    }
+}
