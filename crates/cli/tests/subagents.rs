@@ -564,3 +564,115 @@ async fn a_blocking_immediate_childs_result_survives_the_parents_death() {
         );
     }
 }
+
+fn follow_up_project() -> Arc<duet_spec::Project> {
+    let dir = support::Scratch::new("follow-ups");
+    let write = |path: &str, text: &str| dir.write(path, text);
+    write(
+        "agents/agents/lead.yaml",
+        "name: lead\nsideA:\n  prompt: lead\n  stopOnResponse: true\n  subagents: [{ agent: scribe, blocking: true }]\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/lead.yaml",
+        "name: lead\ntoolDescription: d\nmodel: lead_model\nincludeChat: true\nprompt: p\n",
+    );
+    let call = |tool: &str, reference: &str, text: &str| {
+        format!(
+            "  - tool_calls: [{{ name: {tool}, arguments: {{ referenceId: {reference}, message: {text}, attachments: [] }} }}]\n"
+        )
+    };
+    let mut script = String::from(
+        "name: lead_model\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: subagent_create, arguments: { agent: scribe, name: s, message: Note A., attachments: [] } }]\n",
+    );
+    script.push_str(&call("subagent_message", "f/scribe-1", "Note B."));
+    script.push_str(&call("send_to_agent", "f/scribe-1", "Note C."));
+    script.push_str(&call("subagent_message", "f/nobody-9", "Hello?"));
+    script.push_str(&"  - text: ok\n".repeat(8));
+    write("agents/models/lead_model.yaml", &script);
+    write(
+        "agents/agents/scribe.yaml",
+        "name: scribe\nexposeAsTool: true\ntoolDescription: Takes notes.\nsideA:\n  prompt: scribe\n  sessionStop: { name: finish, messageProperty: summary }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/scribe.yaml",
+        "name: scribe\ntoolDescription: d\nmodel: scribe_model\nprompt: p\ntools: [finish]\n",
+    );
+    write(
+        "agents/tools/finish.yaml",
+        "description: Done.\nargs: { type: object, properties: { summary: { type: string } }, required: [summary] }\nresult: ok\n",
+    );
+    let mut script = String::from("name: scribe_model\nprovider: scripted\nmodel: demo\nscript:\n");
+    for n in 1..=3 {
+        script.push_str(&format!(
+            "  - tool_calls: [{{ name: finish, arguments: {{ summary: noted {n} }} }}]\n"
+        ));
+    }
+    write("agents/models/scribe_model.yaml", &script);
+    dir.project()
+}
+
+/// Follow-ups reach a live child by `subagent_message` and by its legacy name `send_to_agent`;
+/// an unknown reference is an error; and every session the child ends reports to the parent —
+/// also when follow-ups queued behind each other run as several sessions in one run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_ups_reach_the_child_and_every_session_reports_back() {
+    let project = follow_up_project();
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let rt = support::runtime(project.clone(), store.clone()).build();
+        send(&rt, "f", Some("lead"), "Take notes.").await;
+        rt.quiesce().await;
+
+        let lead = store.thread("f").await.expect("read").expect("lead");
+        let messages = store.messages(lead.id).await.expect("messages");
+        let results: Vec<(&str, &str)> = messages
+            .iter()
+            .filter_map(|m| Some((m.tool_name.as_deref()?, m.content.as_deref()?)))
+            .collect();
+        assert_eq!(
+            results,
+            [
+                ("subagent_create", "noted 1\n\nReference: f/scribe-1"),
+                ("subagent_message", "Message sent to subagent f/scribe-1."),
+                ("send_to_agent", "Message sent to subagent f/scribe-1."),
+                (
+                    "subagent_message",
+                    "Subagent reference \"f/nobody-9\" is not active."
+                ),
+            ],
+            "{}",
+            backend.name()
+        );
+        let child = store
+            .thread("f/scribe-1")
+            .await
+            .expect("read")
+            .expect("child");
+        let inbound: Vec<String> = texts(&store, "f/scribe-1")
+            .await
+            .into_iter()
+            .filter(|(role, _, _)| *role == Role::User)
+            .map(|(_, _, text)| text)
+            .collect();
+        assert_eq!(inbound, ["Note A.", "Note B.", "Note C."]);
+        // The first session's result was the blocking tool result; each later one is a message.
+        let ended = store
+            .records(child.id)
+            .await
+            .expect("records")
+            .iter()
+            .filter(|r| r.kind == duet_runtime::RecordKind::SessionEnded)
+            .count();
+        let reports = messages
+            .iter()
+            .filter(|m| {
+                m.silent
+                    && m.content.as_deref().is_some_and(|c| {
+                        c.starts_with("Subagent (reference: f/scribe-1) has returned")
+                    })
+            })
+            .count();
+        assert!(ended >= 2, "B and C took at least one more session");
+        assert_eq!(reports, ended - 1, "{}: {messages:#?}", backend.name());
+    }
+}

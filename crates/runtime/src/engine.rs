@@ -646,6 +646,7 @@ impl Runtime {
                     false
                 };
             }
+            let session_was_open = t.session_open;
             // Looked up each round: a handoff changes the thread's agent.
             let agent = &project
                 .agents
@@ -694,7 +695,12 @@ impl Runtime {
             };
             match flow {
                 Flow::Done(settled) => return Ok(settled),
-                Flow::Continue { queued: more } => queued |= more,
+                Flow::Continue { queued: more } => {
+                    if session_was_open && !t.session_open {
+                        self.report_session(&t);
+                    }
+                    queued |= more;
+                }
             }
         }
     }
@@ -1177,7 +1183,10 @@ impl Runtime {
                     handoff = Some((call.name.clone(), call.arguments.clone()));
                     ToolResult::ok("Handoff complete")
                 }
-            } else if lifecycle.iter().any(|o| o.name == call.name) {
+            } else if lifecycle
+                .iter()
+                .any(|o| o.name == crate::subagents::canonical(&call.name))
+            {
                 let call_fut: futures::future::BoxFuture<'_, ToolResult> =
                     Box::pin(self.lifecycle_call(
                         t,

@@ -26,6 +26,13 @@ use tokio_util::sync::CancellationToken;
 pub(crate) const CREATE: &str = "subagent_create";
 pub(crate) const MESSAGE: &str = "subagent_message";
 pub(crate) const LIST: &str = "subagents";
+/// The legacy name of `subagent_message`, still accepted from models (never offered).
+const MESSAGE_ALIAS: &str = "send_to_agent";
+
+/// A lifecycle tool's name, legacy aliases resolved.
+pub(crate) fn canonical(name: &str) -> &str {
+    if name == MESSAGE_ALIAS { MESSAGE } else { name }
+}
 
 /// Whether an env flag is on: `true`, `1` or `yes`, in any case.
 pub(crate) fn flag_on(value: Option<String>) -> bool {
@@ -319,6 +326,7 @@ impl Runtime {
         caller: Caller<'_>,
         cancel: &CancellationToken,
     ) -> ToolResult {
+        let name = canonical(name);
         if let Some(spec) = specs.iter().find(|s| s.name == name)
             && let Err(invalid) = valid(spec, args)
         {
@@ -761,26 +769,63 @@ impl Runtime {
     /// After a child's run: its registry status, then (implicit communication, and not already
     /// the parent's tool result) its result queued to the parent, which runs on if idle.
     pub(crate) async fn after_child_settled(&self, settled: &Settled, notify_parent: bool) {
+        if settled.parent.is_none() {
+            return;
+        }
+        let store = self.store();
+        let entry = match store.child(settled.thread).await {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(child = %settled.key, error = %e, "could not read the child's registry entry");
+                return;
+            }
+        };
+        if entry.status != "terminated"
+            && let Err(e) = store
+                .set_child_status(settled.thread, status_of(settled))
+                .await
+        {
+            tracing::warn!(child = %settled.key, error = %e, "could not settle the child's registry entry");
+        }
+        if notify_parent {
+            self.report(settled, &entry).await;
+        }
+    }
+
+    /// A child's session ended but its run goes on (more messages were queued for it): that
+    /// session's result goes to the parent now, in the background, so no session's result is
+    /// lost behind the next one.
+    pub(crate) fn report_session(&self, t: &Thread) {
+        if t.parent.is_none() {
+            return;
+        }
+        let (rt, settled) = (self.clone(), Settled::of(t));
+        self.spawn_background(async move {
+            if let Ok(Some(entry)) = rt.store().child(settled.thread).await {
+                rt.report(&settled, &entry).await;
+            }
+        });
+    }
+
+    /// Queues a child's result (implicit communication) to its parent, which runs on if idle.
+    async fn report(&self, settled: &Settled, entry: &Child) {
         let Some(parent_id) = settled.parent else {
             return;
         };
-        let store = self.store();
-        let Ok(Some(entry)) = store.child(settled.thread).await else {
-            return;
-        };
-        if entry.status != "terminated" {
-            let _ = store
-                .set_child_status(settled.thread, status_of(settled))
-                .await;
-        }
-        if !notify_parent || entry.explicit {
+        if entry.explicit {
             return;
         }
         let Some((content, _)) = completion(settled) else {
             return;
         };
-        let Ok(Some(parent)) = store.thread_by_id(parent_id).await else {
-            return;
+        let parent = match self.store().thread_by_id(parent_id).await {
+            Ok(Some(parent)) => parent,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(child = %settled.key, error = %e, "could not read the parent to report to");
+                return;
+            }
         };
         let message = NewQueued {
             role: Role::authored_by(entry.owner.sibling()),
@@ -792,6 +837,9 @@ impl Runtime {
         };
         let run: BoxFuture<'_, Result<Option<Settled>, crate::engine::RunError>> =
             Box::pin(self.deliver_queued(&parent, message));
-        let _ = run.await;
+        if let Err(e) = run.await {
+            // Queued or not: the error says which (a failed enqueue loses the report, and says so).
+            tracing::warn!(child = %settled.key, parent = %parent.key, error = %e, "reporting a child's result to its parent failed");
+        }
     }
 }
