@@ -32,6 +32,16 @@ pub const USER_HOOKS: &[&str] = &[
     "user_value_changed",
 ];
 
+/// Hook kinds duet accepts but never fires: messages are never updated (the journal is
+/// append-only), and there are no user clients.
+pub(crate) const NEVER_FIRED: &[&str] = &[
+    "before_update_message",
+    "after_update_message",
+    "user_client_attached",
+    "user_client_detached",
+    "user_value_changed",
+];
+
 /// A hook: code that decorates turns, run only where referenced.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Hook {
@@ -106,6 +116,22 @@ pub(crate) fn decode_hook(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Op
                     THREAD_HOOKS.join(", "),
                     USER_HOOKS.join(", ")
                 )),
+        );
+    }
+    if let (Some(k), Some(n)) = (&kind, kind_node)
+        && NEVER_FIRED.contains(&k.as_str())
+    {
+        ctx.push(
+            Issue::new(
+                Code::HookNeverRuns,
+                format!("duet never fires `{k}` hooks, so this one never runs"),
+            )
+            .at(ctx.file, "hook", Some(n.span))
+            .hint(if k.contains("update_message") {
+                "duet's journal is append-only: messages are never updated; `before_create_message` sees each one before it is written"
+            } else {
+                "duet has no user clients or user values yet"
+            }),
         );
     }
     let description = o.string(ctx, "description");

@@ -177,6 +177,8 @@ codes! {
         "Both sides are prompts and `maxSessionTurns` is not set: nothing external stops two models.";
     ExposedWithoutDescription = "exposed_without_description", Warning, "advice",
         "`exposeAsTool: true` without `toolDescription`: the model sees no description of the tool.";
+    HookNeverRuns = "hook_never_runs", Warning, "advice",
+        "A hook of a kind duet never fires: `before_update_message` and `after_update_message` (messages are never updated) and the user-scoped kinds (duet has no user clients yet).";
     ImmediateOnHandlerSide = "immediate_on_handler_side", Warning, "advice",
         "A handler side's relationship is `immediate`: immediate children start when a prompt side activates, so this one never starts by itself (start it from the handler).";
 }
