@@ -576,9 +576,11 @@ fn follow_up_project() -> Arc<duet_spec::Project> {
         "agents/prompts/lead.yaml",
         "name: lead\ntoolDescription: d\nmodel: lead_model\nincludeChat: true\nprompt: p\n",
     );
+    // Each follow-up comes 150 ms after the one before: the child has taken the earlier one in
+    // (and is answering it, slowly) when the next arrives.
     let call = |tool: &str, reference: &str, text: &str| {
         format!(
-            "  - tool_calls: [{{ name: {tool}, arguments: {{ referenceId: {reference}, message: {text}, attachments: [] }} }}]\n"
+            "  - {{ delayMs: 150, tool_calls: [{{ name: {tool}, arguments: {{ referenceId: {reference}, message: {text}, attachments: [] }} }}] }}\n"
         )
     };
     let mut script = String::from(
@@ -589,6 +591,22 @@ fn follow_up_project() -> Arc<duet_spec::Project> {
     script.push_str(&call("subagent_message", "f/nobody-9", "Hello?"));
     script.push_str(&"  - text: ok\n".repeat(8));
     write("agents/models/lead_model.yaml", &script);
+    // A lead that only asks once, blocking, then answers whatever comes back.
+    write(
+        "agents/agents/asker.yaml",
+        "name: asker\nsideA:\n  prompt: asker\n  stopOnResponse: true\n  subagents: [{ agent: scribe, blocking: true }]\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/asker.yaml",
+        "name: asker\ntoolDescription: d\nmodel: asker_model\nincludeChat: true\nprompt: p\n",
+    );
+    write(
+        "agents/models/asker_model.yaml",
+        &format!(
+            "name: asker_model\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{{ name: subagent_create, arguments: {{ agent: scribe, name: s, message: Note A., attachments: [] }} }}]\n{}",
+            "  - text: ok\n".repeat(4)
+        ),
+    );
     write(
         "agents/agents/scribe.yaml",
         "name: scribe\nexposeAsTool: true\ntoolDescription: Takes notes.\nsideA:\n  prompt: scribe\n  sessionStop: { name: finish, messageProperty: summary }\nsideB: { human: true }\n",
@@ -602,9 +620,10 @@ fn follow_up_project() -> Arc<duet_spec::Project> {
         "description: Done.\nargs: { type: object, properties: { summary: { type: string } }, required: [summary] }\nresult: ok\n",
     );
     let mut script = String::from("name: scribe_model\nprovider: scripted\nmodel: demo\nscript:\n");
+    // Slow answers, so that a message sent meanwhile waits for a session of its own.
     for n in 1..=3 {
         script.push_str(&format!(
-            "  - tool_calls: [{{ name: finish, arguments: {{ summary: noted {n} }} }}]\n"
+            "  - {{ delayMs: 400, tool_calls: [{{ name: finish, arguments: {{ summary: noted {n} }} }}] }}\n"
         ));
     }
     write("agents/models/scribe_model.yaml", &script);
@@ -663,16 +682,94 @@ async fn follow_ups_reach_the_child_and_every_session_reports_back() {
             .iter()
             .filter(|r| r.kind == duet_runtime::RecordKind::SessionEnded)
             .count();
-        let reports = messages
-            .iter()
-            .filter(|m| {
-                m.silent
-                    && m.content.as_deref().is_some_and(|c| {
-                        c.starts_with("Subagent (reference: f/scribe-1) has returned")
-                    })
+        assert_eq!(
+            ended, 3,
+            "C arrived while B's slow session ran: a session each"
+        );
+        assert_eq!(
+            reports(&messages, "f/scribe-1"),
+            ["noted 1", "noted 2", "noted 3"],
+            "{}: the first as the tool result, each later session as a message, in order",
+            backend.name()
+        );
+    }
+}
+
+/// The results a parent's history holds from child `key`, in order.
+fn reports(messages: &[duet_runtime::Message], key: &str) -> Vec<String> {
+    let head = format!("Subagent (reference: {key}) has returned the following result:\n\n");
+    messages
+        .iter()
+        .filter_map(|m| {
+            let c = m.content.as_deref()?;
+            if let Some(result) = c.strip_prefix(&head) {
+                return m.silent.then(|| result.to_owned());
+            }
+            // A blocking call's tool result.
+            (m.tool_name.as_deref() == Some("subagent_create")).then(|| {
+                c.split("\n\nReference: ")
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
             })
-            .count();
-        assert!(ended >= 2, "B and C took at least one more session");
-        assert_eq!(reports, ended - 1, "{}: {messages:#?}", backend.name());
+        })
+        .collect()
+}
+
+/// A person writes to a child while its parent waits for it (blocking): the parent's tool result
+/// is the session it asked for, and the person's session reports after it, as a message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_childs_later_session_reports_after_the_tool_result() {
+    let project = follow_up_project();
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let rt = support::runtime(project.clone(), store.clone()).build();
+        let parent = {
+            let rt = rt.clone();
+            tokio::spawn(async move { send(&rt, "g", Some("asker"), "Take notes.").await })
+        };
+        // The child's first answer takes 400 ms: once it has taken its first message in, write
+        // to it.
+        let mut waited = 0;
+        loop {
+            let child = store.thread("g/scribe-1").await.expect("read");
+            if let Some(child) = child
+                && !store.messages(child.id).await.expect("messages").is_empty()
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            waited += 1;
+            assert!(waited < 1000, "the child never started");
+        }
+        let queued = rt
+            .send(
+                "g/scribe-1",
+                None,
+                "Note B.",
+                &EventSink::discard(),
+                &CancellationToken::new(),
+            )
+            .await;
+        assert!(matches!(queued, Ok(Delivered::Queued { .. })), "{queued:?}");
+        parent.await.expect("parent run");
+        rt.quiesce().await;
+
+        let asker = store.thread("g").await.expect("read").expect("parent");
+        let messages = store.messages(asker.id).await.expect("messages");
+        assert_eq!(
+            reports(&messages, "g/scribe-1"),
+            ["noted 1", "noted 2"],
+            "{}: {messages:#?}",
+            backend.name()
+        );
+        let child = store
+            .thread("g/scribe-1")
+            .await
+            .expect("read")
+            .expect("child");
+        assert_eq!(child.session, 2);
+        let entry = store.child(child.id).await.expect("read").expect("entry");
+        assert_eq!(entry.status, "idle");
     }
 }

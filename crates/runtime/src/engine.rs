@@ -512,12 +512,16 @@ impl Runtime {
             // Dropping this future (a caller that stopped listening, a killed task) must stop the
             // renewals too, or a dead run would hold the thread forever.
             let guard = stop_renewing.clone().drop_guard();
-            let result = self.run(id, events, &abort, &lost).await;
+            let result = self.run(id, events, &abort, &lost, !notify_parent).await;
             drop(guard);
             if let Ok(mut active) = self.inner.active.lock() {
                 active.remove(&id);
             }
             let _ = renewer.await;
+            let (result, rest) = match result {
+                Ok((settled, rest)) => (Ok(settled), rest),
+                Err(e) => (Err(e), false),
+            };
             if let Ok(settled) = &result
                 && settled.parent.is_some()
             {
@@ -526,9 +530,44 @@ impl Runtime {
                 let report: futures::future::BoxFuture<'_, ()> =
                     Box::pin(self.after_child_settled(settled, notify_parent));
                 report.await;
+                if rest {
+                    let _ = self.inner.store.set_child_status(id, "running").await;
+                }
+            }
+            if rest {
+                // An inline run stopped at its session's end with messages waiting: they run on
+                // in the background under the same lease, reporting as a non-blocking child does.
+                self.drive_in_background(id, run);
             }
             result
         })
+    }
+
+    /// Runs thread `id`, whose lease `run` holds, in the background.
+    pub(crate) fn drive_in_background(&self, id: ThreadId, run: Uuid) {
+        let rt = self.clone();
+        self.spawn_background(async move {
+            let (sink, cancel) = (EventSink::discard(), CancellationToken::new());
+            if let Err(e) = rt.drive(id, run, &sink, &cancel, true).await {
+                tracing::warn!(thread = %id, error = %e, "a background run failed");
+            }
+        });
+    }
+
+    /// Queues `message` on `t` and tries its lease: the run id when this caller must run it.
+    pub(crate) async fn queue_claiming(
+        &self,
+        t: &Thread,
+        message: NewQueued,
+    ) -> Result<Option<Uuid>, RunError> {
+        let run = Uuid::now_v7();
+        let now = self.now();
+        let claimed = self
+            .inner
+            .store
+            .enqueue(t.id, message, Some(self.lease(run)), now)
+            .await?;
+        Ok(claimed.then_some(run))
     }
 
     /// Runs `work` in the background (a non-blocking child's run), counted so that
@@ -570,16 +609,9 @@ impl Runtime {
         t: &Thread,
         message: NewQueued,
     ) -> Result<Option<Settled>, RunError> {
-        let run = Uuid::now_v7();
-        let now = self.now();
-        if !self
-            .inner
-            .store
-            .enqueue(t.id, message, Some(self.lease(run)), now)
-            .await?
-        {
+        let Some(run) = self.queue_claiming(t, message).await? else {
             return Ok(None);
-        }
+        };
         self.drive(
             t.id,
             run,
@@ -608,7 +640,8 @@ impl Runtime {
         events: &EventSink,
         cancel: &CancellationToken,
         lost: &CancellationToken,
-    ) -> Result<Settled, RunError> {
+        inline: bool,
+    ) -> Result<(Settled, bool), RunError> {
         let store = &self.inner.store;
         let mut t = store
             .thread_by_id(id)
@@ -630,7 +663,7 @@ impl Runtime {
                 return Err(StoreError::LeaseLost(id).into());
             }
             if cancel.is_cancelled() {
-                return self.abort(&mut t).await;
+                return self.abort(&mut t).await.map(|s| (s, false));
             }
             if queued {
                 // Inbound and steering messages are drained before the next step; follow-ups
@@ -694,10 +727,17 @@ impl Runtime {
                 }
             };
             match flow {
-                Flow::Done(settled) => return Ok(settled),
+                Flow::Done(settled) => return Ok((settled, false)),
                 Flow::Continue { queued: more } => {
-                    if session_was_open && !t.session_open {
-                        self.report_session(&t);
+                    if session_was_open && !t.session_open && t.parent.is_some() {
+                        if inline {
+                            // The parent waits for this session's outcome; what was queued
+                            // meanwhile runs on in a run of its own (the lease is still held).
+                            return Ok((Settled::of(&t), true));
+                        }
+                        // The run goes on with the next session: this one reports now, before
+                        // the next can.
+                        self.report_session(&t).await;
                     }
                     queued |= more;
                 }
@@ -1155,6 +1195,8 @@ impl Runtime {
         // What is stored for each call: the result after the hooks, or `None` (dropped).
         let mut stored: Vec<Option<ToolResult>> = Vec::with_capacity(message.tool_calls.len());
         let mut handoff: Option<(String, serde_json::Value)> = None;
+        // Which call made the handoff (its index).
+        let mut handoff_call: Option<usize> = None;
         for call in &message.tool_calls {
             if cancel.is_cancelled() {
                 t.next_seq = seq;
@@ -1181,6 +1223,7 @@ impl Runtime {
                     ToolResult::error("Only one handoff per step: this one was not made.")
                 } else {
                     handoff = Some((call.name.clone(), call.arguments.clone()));
+                    handoff_call = Some(stored.len());
                     ToolResult::ok("Handoff complete")
                 }
             } else if lifecycle
@@ -1236,9 +1279,7 @@ impl Runtime {
             };
             let kept = hooks.tool_result(t, call, result.clone()).await;
             // A handoff whose result a hook turned into an error is not made.
-            if kept.as_ref().is_some_and(|r| !r.is_ok())
-                && handoff.as_ref().is_some_and(|(name, _)| *name == call.name)
-            {
+            if handoff_call == Some(stored.len()) && kept.as_ref().is_some_and(|r| !r.is_ok()) {
                 handoff = None;
             }
             stored.push(kept);
@@ -1446,7 +1487,7 @@ impl Runtime {
         }
         let caller = crate::subagents::Caller { env, hooks };
         let run: futures::future::BoxFuture<'_, Result<Vec<String>, RunError>> =
-            Box::pin(self.immediate_spawns(agent, cfg, side, t, caller, cancel));
+            Box::pin(self.immediate_spawns(agent, cfg, side, t, msgs, caller, cancel));
         let notes = run.await?;
         let now = self.now();
         let mut new = Vec::with_capacity(notes.len());
@@ -1468,7 +1509,12 @@ impl Runtime {
             t,
             Commit {
                 messages: new.clone(),
-                values: vec![(mark, Some(json!(true)))],
+                // An aborted activation is not complete: the next run starts what it did not.
+                values: if cancel.is_cancelled() {
+                    Vec::new()
+                } else {
+                    vec![(mark, Some(json!(true)))]
+                },
                 ..Commit::default()
             },
         )

@@ -607,6 +607,7 @@ impl Runtime {
         cfg: &PromptSide,
         side: SideId,
         parent: &Thread,
+        msgs: &[crate::types::Message],
         caller: Caller<'_>,
         cancel: &CancellationToken,
     ) -> Result<Vec<String>, crate::engine::RunError> {
@@ -635,6 +636,9 @@ impl Runtime {
                     && let Some(child) = self.store().thread_by_id(live.child).await?
                     && child.status != ThreadStatus::Running
                     && let Some((text, _)) = completion(&Settled::of(&child))
+                    && !msgs
+                        .iter()
+                        .any(|m| m.content.as_deref() == Some(text.as_str()))
                 {
                     notes.push(text);
                 }
@@ -794,37 +798,59 @@ impl Runtime {
     }
 
     /// A child's session ended but its run goes on (more messages were queued for it): that
-    /// session's result goes to the parent now, in the background, so no session's result is
-    /// lost behind the next one.
-    pub(crate) fn report_session(&self, t: &Thread) {
-        if t.parent.is_none() {
-            return;
-        }
-        let (rt, settled) = (self.clone(), Settled::of(t));
-        self.spawn_background(async move {
-            if let Ok(Some(entry)) = rt.store().child(settled.thread).await {
-                rt.report(&settled, &entry).await;
+    /// session's result is queued to the parent now — before the next session can report — and
+    /// the parent, if idle, runs in the background.
+    pub(crate) async fn report_session(&self, t: &Thread) {
+        let settled = Settled::of(t);
+        let entry = match self.store().child(t.id).await {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(child = %t.key, error = %e, "could not read the child's registry entry");
+                return;
             }
-        });
+        };
+        let Some((parent, message)) = self.report_message(&settled, &entry).await else {
+            return;
+        };
+        match self.queue_claiming(&parent, message).await {
+            Ok(Some(run)) => self.drive_in_background(parent.id, run),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(child = %t.key, parent = %parent.key, error = %e, "reporting a child's result to its parent failed");
+            }
+        }
     }
 
     /// Queues a child's result (implicit communication) to its parent, which runs on if idle.
     async fn report(&self, settled: &Settled, entry: &Child) {
-        let Some(parent_id) = settled.parent else {
+        let Some((parent, message)) = self.report_message(settled, entry).await else {
             return;
         };
-        if entry.explicit {
-            return;
+        let run: BoxFuture<'_, Result<Option<Settled>, crate::engine::RunError>> =
+            Box::pin(self.deliver_queued(&parent, message));
+        if let Err(e) = run.await {
+            tracing::warn!(child = %settled.key, parent = %parent.key, error = %e, "reporting a child's result to its parent failed");
         }
-        let Some((content, _)) = completion(settled) else {
-            return;
-        };
+    }
+
+    /// The parent and the message that reports `settled` to it; `None` when nothing is to be
+    /// reported (explicit communication, a parked or aborted child, no parent).
+    async fn report_message(
+        &self,
+        settled: &Settled,
+        entry: &Child,
+    ) -> Option<(Thread, NewQueued)> {
+        let parent_id = settled.parent?;
+        if entry.explicit {
+            return None;
+        }
+        let (content, _) = completion(settled)?;
         let parent = match self.store().thread_by_id(parent_id).await {
-            Ok(Some(parent)) => parent,
-            Ok(None) => return,
+            Ok(parent) => parent?,
             Err(e) => {
                 tracing::warn!(child = %settled.key, error = %e, "could not read the parent to report to");
-                return;
+                return None;
             }
         };
         let message = NewQueued {
@@ -835,11 +861,6 @@ impl Runtime {
             silent: true,
             follow_up: false,
         };
-        let run: BoxFuture<'_, Result<Option<Settled>, crate::engine::RunError>> =
-            Box::pin(self.deliver_queued(&parent, message));
-        if let Err(e) = run.await {
-            // Queued or not: the error says which (a failed enqueue loses the report, and says so).
-            tracing::warn!(child = %settled.key, parent = %parent.key, error = %e, "reporting a child's result to its parent failed");
-        }
+        Some((parent, message))
     }
 }
