@@ -142,6 +142,47 @@ fn an_approval_parks_in_one_process_and_finishes_in_another() {
     assert_eq!(json(&lines[0]).as_array().map(Vec::len), Some(1));
 }
 
+/// `threads show` lists a parent's children: key, instance name, relationship, agent, status and
+/// the arguments it was started with; the child answered from another process finishes it.
+#[test]
+fn threads_show_lists_a_parents_children() {
+    let duet = Duet::new();
+    let (code, _, err) = duet.run(&[
+        "run",
+        "orchestrator",
+        "--session",
+        "o",
+        "-m",
+        "Please rotate the production API keys tonight.",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = duet.run(&["send", "o/approval-1", "Yes, approved.", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, lines, _) = duet.run(&["threads", "show", "o", "--json"]);
+    assert_eq!(code, 0);
+    let doc = json(&lines[0]);
+    assert_eq!(
+        doc["children"],
+        serde_json::json!([{
+            "id": "o/approval-1",
+            "name": "rotate-keys",
+            "relationship": "approval",
+            "agent": "approval_gate",
+            "status": "idle",
+            "arguments": {"action": "rotate the production API keys tonight"},
+        }])
+    );
+    let (code, lines, _) = duet.run(&["threads", "show", "o"]);
+    assert_eq!(code, 0);
+    assert!(
+        lines.contains(
+            &"  child o/approval-1 \"rotate-keys\" (approval, approval_gate): idle".to_owned()
+        ),
+        "{lines:#?}"
+    );
+}
+
 #[test]
 fn a_failed_step_exits_1_with_a_failed_event() {
     let duet = Duet::new();
