@@ -294,33 +294,27 @@ impl Hook for Probe {
     }
 }
 
-const KINDS: [&str; 12] = [
-    "after_thread_created",
-    "after_subagent_created",
-    "after_system_message",
-    "filter_messages",
-    "prefilter_llm_history",
-    "before_create_message",
-    "after_create_message",
-    "tool_call_started",
-    "tool_call_done",
-    "after_tool_call_success",
-    "after_tool_call_failure",
-    "before_store_tool_result",
-];
+/// The thread hook kinds duet fires: all of the spec's but those it never does.
+fn kinds() -> Vec<&'static str> {
+    duet_spec::THREAD_HOOKS
+        .iter()
+        .copied()
+        .filter(|k| !duet_spec::NEVER_FIRED.contains(k))
+        .collect()
+}
 
 /// A parent whose agent names every hook kind; it calls tools (one dropped by a hook, one
 /// failing), starts a blocking child, and answers. A handler agent with the same hooks.
 fn probed_project() -> Arc<duet_spec::Project> {
     let dir = support::Scratch::new("hook-kinds");
     let write = |path: &str, text: &str| dir.write(path, text);
-    for kind in KINDS {
+    for kind in kinds() {
         write(
             &format!("agents/hooks/{kind}.yaml"),
             &format!("hook: {kind}\nid: {kind}\n"),
         );
     }
-    let all = KINDS.join(", ");
+    let all = kinds().join(", ");
     write(
         "agents/agents/parent.yaml",
         &format!(
@@ -395,7 +389,7 @@ fn probed_runtime(
     store: Arc<dyn duet_runtime::Store>,
     probe: &Probe,
 ) -> duet_runtime::Runtime {
-    let hooks = KINDS
+    let hooks = kinds()
         .into_iter()
         .fold(Hooks::new(), |h, kind| h.with(kind, probe.clone()));
     support::runtime(project, store).hooks(hooks).build()

@@ -34,7 +34,7 @@ pub const USER_HOOKS: &[&str] = &[
 
 /// Hook kinds duet accepts but never fires: messages are never updated (the journal is
 /// append-only), and there are no user clients.
-pub(crate) const NEVER_FIRED: &[&str] = &[
+pub const NEVER_FIRED: &[&str] = &[
     "before_update_message",
     "after_update_message",
     "user_client_attached",

@@ -41,7 +41,7 @@ pub use agent::{
     SubagentRelationship,
 };
 pub use fs::LoadError;
-pub use hook::{Handler, Hook, THREAD_HOOKS, USER_HOOKS};
+pub use hook::{Handler, Hook, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};
 pub use model::{Capabilities, Model, PROVIDERS, ScriptEntry, ScriptToolCall};
 pub use node::Span;
