@@ -282,6 +282,22 @@ mod tests {
         assert_eq!(interpolate("{{}}{{repo}}", &args), "{{}}duet");
     }
 
+    proptest::proptest! {
+        /// Any text: no panic; text without `{{` comes back unchanged; a known name is filled
+        /// whatever text follows it.
+        #[test]
+        fn interpolation_never_panics(text in "\\PC*", key in "[a-z_]{1,8}", value in "[^{}]*") {
+            let expected = format!("<{value}>");
+            let args = serde_json::json!({ key.clone(): value });
+            let once = interpolate(&text, &args);
+            if !text.contains("{{") {
+                proptest::prop_assert_eq!(&once, &text);
+            }
+            let filled = interpolate(&format!("<{{{{{key}}}}}>{text}"), &args);
+            proptest::prop_assert!(filled.starts_with(&expected));
+        }
+    }
+
     #[test]
     fn past_tools_and_chat_are_dropped_unless_asked_for() {
         let h = history();
