@@ -235,6 +235,32 @@ struct Inner {
     active: Mutex<HashMap<ThreadId, CancellationToken>>,
 }
 
+/// What a child thread carries from its spawn: its arguments (its prompts' `{{name}}`
+/// variables) and the env its relationship scoped into it. Empty for other threads.
+struct Scope {
+    arguments: serde_json::Value,
+    env: BTreeMap<String, String>,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope {
+            arguments: json!({}),
+            env: BTreeMap::new(),
+        }
+    }
+}
+
+/// Who acts in a step or handler turn, and for which run.
+#[derive(Clone, Copy)]
+struct Turn<'a> {
+    agent: &'a Agent,
+    side: SideId,
+    scope: &'a Scope,
+    events: &'a EventSink,
+    cancel: &'a CancellationToken,
+}
+
 /// How a run's loop goes on.
 enum Flow {
     /// Another round; `queued`: messages are waiting (as of the last commit).
@@ -652,11 +678,13 @@ impl Runtime {
         // The queue is read when a commit said messages wait (and once at the start): each
         // commit reports the queue as of its own transaction, right before the next step.
         let mut queued = true;
+        // Read once per run: a child's arguments and scoped env never change after its spawn.
+        let scope = self.scope(&t).await?;
         if t.session == 0 {
             // A new thread: `after_thread_created` runs before anything else does. (Should the
             // process die before the first session opens, it runs again: hooks are meant to be
             // idempotent.)
-            self.thread_created(&mut t).await?;
+            self.thread_created(&mut t, &scope).await?;
         }
         loop {
             if lost.is_cancelled() {
@@ -672,9 +700,9 @@ impl Runtime {
                 let (follow_ups, now): (Vec<Queued>, Vec<Queued>) =
                     queue.into_iter().partition(|q| q.follow_up);
                 queued = if !now.is_empty() {
-                    self.drain(&mut t, &mut msgs, &now).await?
+                    self.drain(&mut t, &mut msgs, &now, &scope).await?
                 } else if !follow_ups.is_empty() && t.status != ThreadStatus::Running {
-                    self.drain(&mut t, &mut msgs, &follow_ups).await?
+                    self.drain(&mut t, &mut msgs, &follow_ups, &scope).await?
                 } else {
                     false
                 };
@@ -715,15 +743,27 @@ impl Runtime {
                     let Side::Handler(cfg) = decide::side(agent, side) else {
                         continue;
                     };
-                    self.handler_turn(agent, cfg, side, &mut t, &mut msgs, events, cancel)
-                        .await?
+                    let turn = Turn {
+                        agent,
+                        side,
+                        scope: &scope,
+                        events,
+                        cancel,
+                    };
+                    self.handler_turn(cfg, &turn, &mut t, &mut msgs).await?
                 }
                 Next::Step(side) => {
                     let Side::Prompt(cfg) = decide::side(agent, side) else {
                         continue;
                     };
-                    self.step(agent, cfg, side, &mut t, &mut msgs, events, cancel)
-                        .await?
+                    let turn = Turn {
+                        agent,
+                        side,
+                        scope: &scope,
+                        events,
+                        cancel,
+                    };
+                    self.step(cfg, &turn, &mut t, &mut msgs).await?
                 }
             };
             match flow {
@@ -749,35 +789,39 @@ impl Runtime {
         self.inner.clock.now_ms()
     }
 
-    /// The hooks in force for `side` of `agent`: its prompt's (else the agent's), wrapped by its
-    /// children's parent hooks. A handler or human side has no prompt: the agent's.
-    async fn side_hooks(
+    /// The hooks in force under `prompt` (a prompt side's; `None` for a handler or human side,
+    /// or no side yet): the prompt's (else the agent's), wrapped by the agent's children's parent
+    /// hooks. `Err` names a hook this build cannot run: composition fails closed.
+    fn hooks_for(
         &self,
-        t: &Thread,
+        agent: &Agent,
+        prompt: Option<&duet_spec::Prompt>,
+        env: &BTreeMap<String, String>,
+    ) -> Result<crate::hooks::ActiveHooks, String> {
+        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
+        let refs = crate::hooks::resolve(&self.inner.project, agent, prompt, &env_lookup);
+        self.inner.hooks.activate(&self.inner.project, refs)
+    }
+
+    /// The hooks in force for `side` of `agent` (see [`Runtime::hooks_for`]).
+    fn side_hooks(
+        &self,
         agent: &Agent,
         side: SideId,
-    ) -> Result<Result<crate::hooks::ActiveHooks, String>, RunError> {
-        let project = &self.inner.project;
+        scope: &Scope,
+    ) -> Result<crate::hooks::ActiveHooks, String> {
         let prompt = match decide::side(agent, side) {
-            Side::Prompt(cfg) => project.prompts.get(&cfg.prompt).map(|p| &p.def),
+            Side::Prompt(cfg) => self.inner.project.prompts.get(&cfg.prompt).map(|p| &p.def),
             _ => None,
         };
-        let (_, scoped) = self.scope(t).await?;
-        let env = self.env(agent, prompt, &scoped);
-        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
-        let refs = crate::hooks::resolve(project, agent, prompt, &env_lookup);
-        Ok(self.inner.hooks.activate(project, refs))
+        self.hooks_for(agent, prompt, &self.env(agent, prompt, &scope.env))
     }
 
     /// Runs `after_thread_created` (the agent's hooks: no prompt is active yet).
-    async fn thread_created(&self, t: &mut Thread) -> Result<(), RunError> {
+    async fn thread_created(&self, t: &mut Thread, scope: &Scope) -> Result<(), RunError> {
         let agent = self.agent_def(&t.agent)?;
-        let (_, scoped) = self.scope(t).await?;
-        let env = self.env(agent, None, &scoped);
-        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
-        let refs = crate::hooks::resolve(&self.inner.project, agent, None, &env_lookup);
         // A missing hook is reported by the first step, which fails closed.
-        let Ok(mut hooks) = self.inner.hooks.activate(&self.inner.project, refs) else {
+        let Ok(mut hooks) = self.hooks_for(agent, None, &self.env(agent, None, &scope.env)) else {
             return Ok(());
         };
         if !hooks.has("after_thread_created") {
@@ -806,6 +850,7 @@ impl Runtime {
         t: &mut Thread,
         msgs: &mut Vec<Message>,
         queue: &[Queued],
+        scope: &Scope,
     ) -> Result<bool, RunError> {
         let now = self.now();
         let mut commit = Commit::default();
@@ -816,14 +861,11 @@ impl Runtime {
             t.steps_total = 0;
             t.stop_reason = None;
         }
-        if t.session == 0 && t.parent.is_some() {
+        if t.session == 0 && scope.arguments.as_object().is_some_and(|o| !o.is_empty()) {
             // A child's first messages start with its spawn arguments (silent), written with its
             // first message: its model sees them whether or not its prompt names them.
-            let (arguments, _) = self.scope(t).await?;
-            if arguments.as_object().is_some_and(|o| !o.is_empty()) {
-                let listed = serde_json::to_string_pretty(&arguments).unwrap_or_default();
-                pending_arguments = Some(format!("Initial arguments:\n{listed}"));
-            }
+            let listed = serde_json::to_string_pretty(&scope.arguments).unwrap_or_default();
+            pending_arguments = Some(format!("Initial arguments:\n{listed}"));
         }
         if !t.session_open {
             t.session += 1;
@@ -883,25 +925,21 @@ impl Runtime {
         // The inserts pass the create hooks of the side about to act. (Should its hooks not
         // resolve, they run for none of them: that side's step fails closed.)
         let acting = t.acting.unwrap_or(SideId::A);
-        let mut hooks = match self.agent_def(&t.agent) {
-            Ok(agent) => self.side_hooks(t, agent, acting).await?.ok(),
-            Err(_) => None,
-        };
+        let mut hooks = self
+            .agent_def(&t.agent)
+            .ok()
+            .and_then(|agent| self.side_hooks(agent, acting, scope).ok());
         if let Some(hooks) = hooks.as_mut() {
-            let mut written = Vec::with_capacity(commit.messages.len());
-            for m in std::mem::take(&mut commit.messages) {
-                written.push(hooks.before_create_message(t, m).await);
-            }
-            commit.messages = written;
+            let messages = std::mem::take(&mut commit.messages);
+            commit.messages = hooks.before_create_all(t, messages).await;
             commit.records.extend(hook_failures(t, hooks, now));
         }
         t.status = ThreadStatus::Running;
         t.updated_at = now;
         let new = commit.messages.clone();
         let outcome = self.commit(t, commit).await?;
-        if let Some(hooks) = hooks.as_mut() {
+        if let Some(hooks) = &hooks {
             hooks.after_create_message(t, &new).await;
-            warn_hook_failures(t, hooks);
         }
         msgs.extend(new);
         Ok(outcome == CommitOutcome::Committed { queued: true })
@@ -1013,20 +1051,19 @@ impl Runtime {
     }
 
     /// A child thread's spawn arguments and scoped env (empty for a thread with no parent).
-    pub(crate) async fn scope(
-        &self,
-        t: &Thread,
-    ) -> Result<(serde_json::Value, BTreeMap<String, String>), RunError> {
-        let empty = || (json!({}), BTreeMap::new());
+    async fn scope(&self, t: &Thread) -> Result<Scope, RunError> {
         if t.parent.is_none() {
-            return Ok(empty());
+            return Ok(Scope::default());
         }
         Ok(self
             .inner
             .store
             .child(t.id)
             .await?
-            .map_or_else(empty, |c| (c.arguments, c.env)))
+            .map_or_else(Scope::default, |c| Scope {
+                arguments: c.arguments,
+                env: c.env,
+            }))
     }
 
     /// Records a failed step and stops the run (`step_error`); the session stays open.
@@ -1044,17 +1081,20 @@ impl Runtime {
         self.finish(t, records).await
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn step(
         &self,
-        agent: &Agent,
         cfg: &PromptSide,
-        side: SideId,
+        turn: &Turn<'_>,
         t: &mut Thread,
         msgs: &mut Vec<Message>,
-        events: &EventSink,
-        cancel: &CancellationToken,
     ) -> Result<Flow, RunError> {
+        let Turn {
+            agent,
+            side,
+            scope,
+            events,
+            cancel,
+        } = *turn;
         let project = self.inner.project.clone();
         let Some(prompt) = project.prompts.get(&cfg.prompt).map(|d| &d.def) else {
             return self
@@ -1065,8 +1105,7 @@ impl Runtime {
             Ok(m) => m,
             Err(e) => return self.step_error(t, &e.message).await,
         };
-        let (arguments, scoped) = self.scope(t).await?;
-        let env = self.env(agent, Some(prompt), &scoped);
+        let env = self.env(agent, Some(prompt), &scope.env);
         let offered: Vec<ToolSpec> = prompt
             .tools
             .iter()
@@ -1097,8 +1136,7 @@ impl Runtime {
             parameters: decide::side_a_schema(&project, target),
         }));
         // The hooks of this prompt on this agent, in order; a missing one fails closed.
-        let refs = crate::hooks::resolve(&project, agent, Some(prompt), &env_lookup);
-        let mut hooks = match self.inner.hooks.activate(&project, refs) {
+        let mut hooks = match self.hooks_for(agent, Some(prompt), &env) {
             Ok(active) => active,
             Err(e) => return self.step_error(t, &format!("hooks fail closed: {e}")).await,
         };
@@ -1109,7 +1147,7 @@ impl Runtime {
         {
             return Ok(flow);
         }
-        let system = context::system_prompt(&project, prompt, &env, &arguments);
+        let system = context::system_prompt(&project, prompt, &env, &scope.arguments);
         let system = hooks.after_system_message(t, system).await;
         let context_messages = context::messages(msgs, side, prompt);
         let context_messages = hooks.filter_messages(t, context_messages).await;
@@ -1190,7 +1228,6 @@ impl Runtime {
         };
 
         // Run the tools, in order.
-        let env_fn = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
         let mut results: Vec<ToolResult> = Vec::with_capacity(message.tool_calls.len());
         // What is stored for each call: the result after the hooks, or `None` (dropped).
         let mut stored: Vec<Option<ToolResult>> = Vec::with_capacity(message.tool_calls.len());
@@ -1205,15 +1242,8 @@ impl Runtime {
             hooks.tool_call_started(t, call).await;
             let result = if let Some((_, target)) = handoffs.iter().find(|(n, _)| *n == call.name) {
                 let schema = decide::side_a_schema(&project, target);
-                let invalid = jsonschema::validator_for(&schema)
-                    .ok()
-                    .map(|v| {
-                        v.iter_errors(&call.arguments)
-                            .map(|e| e.to_string())
-                            .collect::<Vec<_>>()
-                    })
-                    .filter(|errors| !errors.is_empty());
-                if let Some(errors) = invalid {
+                let errors = crate::subagents::schema_errors(&schema, &call.arguments);
+                if !errors.is_empty() {
                     ToolResult::error(format!(
                         "Invalid arguments for `{}`: {}",
                         call.name,
@@ -1263,7 +1293,7 @@ impl Runtime {
                         t.next_seq = seq;
                         return self.abort(t).await.map(Flow::Done);
                     }
-                    r = self.inner.tools.run(ctx, &call.name, &call.arguments, &env_fn) => r,
+                    r = self.inner.tools.run(ctx, &call.name, &call.arguments, &env_lookup) => r,
                 }
             } else {
                 let names: Vec<&str> = offered.iter().map(|o| o.name.as_str()).collect();
@@ -1431,11 +1461,7 @@ impl Runtime {
             t.agent = target;
             t.acting = Some(SideId::A);
         }
-        let mut written = Vec::with_capacity(new.len());
-        for m in new {
-            written.push(hooks.before_create_message(t, m).await);
-        }
-        let new = written;
+        let new = hooks.before_create_all(t, new).await;
         records.extend(hook_failures(t, &mut hooks, now));
         let outcome = self
             .commit(
@@ -1456,7 +1482,6 @@ impl Runtime {
             self.inner.store.set_child_status(t.id, text).await?;
         }
         hooks.after_create_message(t, &new).await;
-        warn_hook_failures(t, &mut hooks);
         msgs.extend(new);
         Ok(Flow::of(outcome, t))
     }
@@ -1490,20 +1515,23 @@ impl Runtime {
             Box::pin(self.immediate_spawns(agent, cfg, side, t, msgs, caller, cancel));
         let notes = run.await?;
         let now = self.now();
-        let mut new = Vec::with_capacity(notes.len());
-        for note in notes {
-            // On the owning side's perspective, like every child-to-parent message.
-            let mut m = Message::text(
-                t.take_seq(),
-                t.session,
-                Role::authored_by(side.sibling()),
-                Some(side.sibling()),
-                note,
-                now,
-            );
-            m.silent = true;
-            new.push(hooks.before_create_message(t, m).await);
-        }
+        // On the owning side's perspective, like every child-to-parent message.
+        let notes: Vec<Message> = notes
+            .into_iter()
+            .map(|note| {
+                let mut m = Message::text(
+                    t.take_seq(),
+                    t.session,
+                    Role::authored_by(side.sibling()),
+                    Some(side.sibling()),
+                    note,
+                    now,
+                );
+                m.silent = true;
+                m
+            })
+            .collect();
+        let new = hooks.before_create_all(t, notes).await;
         t.updated_at = now;
         self.commit(
             t,
@@ -1520,7 +1548,6 @@ impl Runtime {
         )
         .await?;
         hooks.after_create_message(t, &new).await;
-        warn_hook_failures(t, hooks);
         msgs.extend(new);
         if cancel.is_cancelled() {
             return self.abort(t).await.map(|s| Some(Flow::Done(s)));
@@ -1567,22 +1594,24 @@ impl Runtime {
             .await?;
         emit_messages(events, &new);
         hooks.after_create_message(t, &new).await;
-        warn_hook_failures(t, &mut hooks);
         msgs.extend(new);
         Ok(Flow::of(outcome, t))
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn handler_turn(
         &self,
-        agent: &Agent,
         cfg: &HandlerSide,
-        side: SideId,
+        turn: &Turn<'_>,
         t: &mut Thread,
         msgs: &mut Vec<Message>,
-        events: &EventSink,
-        cancel: &CancellationToken,
     ) -> Result<Flow, RunError> {
+        let Turn {
+            agent,
+            side,
+            scope,
+            events,
+            cancel,
+        } = *turn;
         let project = self.inner.project.clone();
         let builtin = project
             .handlers
@@ -1596,12 +1625,9 @@ impl Runtime {
                 )
                 .await;
         };
-        let (arguments, scoped) = self.scope(t).await?;
-        let env = self.env(agent, None, &scoped);
+        let env = self.env(agent, None, &scope.env);
         // A handler side has no prompt: the agent's hooks (and its children's parent hooks).
-        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
-        let refs = crate::hooks::resolve(&project, agent, None, &env_lookup);
-        let hooks = match self.inner.hooks.activate(&project, refs) {
+        let hooks = match self.hooks_for(agent, None, &env) {
             Ok(active) => active,
             Err(e) => return self.step_error(t, &format!("hooks fail closed: {e}")).await,
         };
@@ -1637,7 +1663,7 @@ impl Runtime {
                 runtime: self,
                 relationships: &cfg.subagents,
                 sibling_relationships: sibling,
-                arguments: &arguments,
+                arguments: &scope.arguments,
                 hooks: hooks.clone(),
                 effects: Effects::default(),
             };
@@ -1713,7 +1739,6 @@ impl Runtime {
             queued |= self.commit(t, commit).await? == CommitOutcome::Committed { queued: true };
             emit_messages(events, &new);
             hooks.after_create_message(t, &new).await;
-            warn_hook_failures(t, &mut hooks);
             msgs.extend(new);
             if let Some(text) = child_status.take() {
                 self.inner.store.set_child_status(t.id, &text).await?;
@@ -1783,14 +1808,6 @@ pub(crate) fn hook_failures(
         .into_iter()
         .map(|f| record(t.take_seq(), RecordKind::HookFailed, f, now))
         .collect()
-}
-
-/// Hook failures after the commit (observers of committed messages) have no step to be journaled
-/// with: they go to the log.
-fn warn_hook_failures(t: &Thread, hooks: &mut crate::hooks::ActiveHooks) {
-    for f in std::mem::take(&mut hooks.failures) {
-        tracing::warn!(thread = %t.id, failure = %f, "hook failed after commit");
-    }
 }
 
 fn record(seq: i64, kind: RecordKind, data: serde_json::Value, now: i64) -> Record {

@@ -192,64 +192,68 @@ impl ThreadState<'_> {
         relationship: &str,
         message: &str,
     ) -> Result<String, HandlerError> {
-        let rels: Vec<&duet_spec::SubagentRelationship> = self.relationships.iter().collect();
-        let args = serde_json::json!({"agent": relationship, "message": message, "attachments": [], "name": relationship});
-        let forced: Vec<duet_spec::SubagentRelationship> = rels
+        let Some(rel) = self
+            .relationships
             .iter()
-            .map(|r| duet_spec::SubagentRelationship {
-                blocking: false,
-                ..(*r).clone()
-            })
-            .collect();
-        let forced_refs: Vec<&duet_spec::SubagentRelationship> = forced.iter().collect();
-        let result = self
-            .runtime
-            .lifecycle_call(
+            .find(|r| r.name() == relationship)
+            .cloned()
+        else {
+            return Err(HandlerError::new(format!(
+                "No subagent relationship `{relationship}` on this side."
+            )));
+        };
+        let spawn = crate::subagents::Spawn {
+            message: message.to_owned(),
+            name: Some(relationship.to_owned()),
+            arguments: serde_json::json!({}),
+            check_arguments: false,
+            blocking: false,
+            scoped: Vec::new(),
+        };
+        let side = self.side;
+        self.start(&rel, side, spawn)
+            .await
+            .map(|run| run.key().to_owned())
+            .map_err(|refused| HandlerError::new(refused.content))
+    }
+
+    /// Starts a child of `rel`, owned by side `owner`, with this delivery's env and hooks.
+    async fn start(
+        &mut self,
+        rel: &duet_spec::SubagentRelationship,
+        owner: SideId,
+        spawn: crate::subagents::Spawn,
+    ) -> Result<crate::subagents::ChildRun, ToolResult> {
+        let caller = crate::subagents::Caller {
+            env: self.env,
+            hooks: &mut self.hooks,
+        };
+        self.runtime
+            .spawn(
                 self.thread,
-                self.side,
-                &forced_refs,
-                &[],
-                crate::subagents::CREATE,
-                &args,
-                crate::subagents::Caller {
-                    env: self.env,
-                    hooks: &mut self.hooks,
-                },
+                owner,
+                rel,
+                spawn,
+                caller,
                 &tokio_util::sync::CancellationToken::new(),
             )
-            .await;
-        if !result.is_ok() {
-            return Err(HandlerError::new(result.content));
-        }
-        Ok(result
-            .content
-            .rsplit("Reference: ")
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_owned())
+            .await
+            .unwrap_or_else(|e| {
+                Err(ToolResult::error(format!(
+                    "The subagent call failed inside duet: {e}"
+                )))
+            })
     }
 
     /// Sends `message` to a live child of this thread, by key; its answer comes back as an
     /// inbound message.
     pub async fn message_child(&self, key: &str, message: &str) -> Result<(), HandlerError> {
-        let args = serde_json::json!({"referenceId": key, "message": message, "attachments": []});
+        let args = serde_json::json!({"referenceId": key, "message": message});
         let result = self
             .runtime
-            .lifecycle_call(
-                self.thread,
-                self.side,
-                &[],
-                &[],
-                crate::subagents::MESSAGE,
-                &args,
-                crate::subagents::Caller {
-                    env: self.env,
-                    hooks: &mut crate::hooks::ActiveHooks::default(),
-                },
-                &tokio_util::sync::CancellationToken::new(),
-            )
-            .await;
+            .message_child(self.thread, &args)
+            .await
+            .map_err(|e| HandlerError::new(format!("The subagent call failed inside duet: {e}")))?;
         if result.is_ok() {
             Ok(())
         } else {
@@ -329,11 +333,10 @@ impl ThreadState<'_> {
             .or_else(|| sibling.map(|r| (r, self.side.sibling())))
         {
             let env = |k: &str| self.env(k);
-            if let Some(flag) = rel.optional.as_deref()
-                && !crate::subagents::flag_on(env(flag))
-            {
+            if !crate::subagents::enabled(rel, &env) {
                 return ToolResult::error(format!(
-                    "Subagent \"{name}\" is not enabled: its `optional` flag `{flag}` is not true, 1 or yes."
+                    "Subagent \"{name}\" is not enabled: its `optional` flag `{}` is not true, 1 or yes.",
+                    rel.optional.as_deref().unwrap_or_default()
                 ));
             }
             let spawn = crate::subagents::map_code_spawn(rel, &args, &env);
@@ -346,25 +349,9 @@ impl ThreadState<'_> {
                 ));
             }
             let rel = rel.clone();
-            let caller = crate::subagents::Caller {
-                env: self.env,
-                hooks: &mut self.hooks,
-            };
-            let started = self
-                .runtime
-                .spawn(
-                    self.thread,
-                    owner,
-                    &rel,
-                    spawn,
-                    caller,
-                    &tokio_util::sync::CancellationToken::new(),
-                )
-                .await;
-            return match started {
-                Ok(Ok(run)) => run.tool_result(),
-                Ok(Err(refused)) => refused,
-                Err(e) => ToolResult::error(format!("The subagent call failed inside duet: {e}")),
+            return match self.start(&rel, owner, spawn).await {
+                Ok(run) => run.tool_result(),
+                Err(refused) => refused,
             };
         }
         let ctx = ToolContext {

@@ -201,20 +201,13 @@ pub fn resolve(
     prompt: Option<&Prompt>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(String, HookSource)> {
-    let enabled = |flag: &Option<String>| {
-        flag.as_deref().is_none_or(|f| {
-            env(f).is_some_and(|v| {
-                matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1" | "yes")
-            })
-        })
-    };
     let required = |stage: HookStage| -> Vec<(String, HookSource)> {
         agent
             .side_a
             .subagents()
             .iter()
             .chain(agent.side_b.subagents())
-            .filter(|r| enabled(&r.optional))
+            .filter(|r| crate::subagents::enabled(r, env))
             .filter_map(|r| project.agents.get(&r.agent).map(|child| (r, &child.def)))
             .flat_map(|(r, child)| {
                 child
@@ -428,11 +421,26 @@ impl ActiveHooks {
         Ok(keep_identity(message, &original))
     }
 
-    pub(crate) async fn after_create_message(&mut self, t: &Thread, messages: &[Message]) {
+    /// `before_create_message` for each of `messages`, in order.
+    pub(crate) async fn before_create_all(
+        &mut self,
+        t: &Thread,
+        messages: Vec<Message>,
+    ) -> Vec<Message> {
+        let mut out = Vec::with_capacity(messages.len());
+        for m in messages {
+            out.push(self.before_create_message(t, m).await);
+        }
+        out
+    }
+
+    /// `after_create_message` for messages already committed: a failure has no step left to be
+    /// journaled with, so it goes to the log.
+    pub(crate) async fn after_create_message(&self, t: &Thread, messages: &[Message]) {
         for h in self.of("after_create_message") {
             for m in messages {
                 if let Err(e) = h.hook.after_create_message(&h.ctx(t), m).await {
-                    self.failed(&h, &e);
+                    tracing::warn!(thread = %t.id, hook = %h.id, error = %e, "after_create_message failed");
                 }
             }
         }

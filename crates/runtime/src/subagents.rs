@@ -35,20 +35,34 @@ pub(crate) fn canonical(name: &str) -> &str {
 }
 
 /// Whether an env flag is on: `true`, `1` or `yes`, in any case.
-pub(crate) fn flag_on(value: Option<String>) -> bool {
+fn flag_on(value: Option<String>) -> bool {
     value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
 }
 
-/// The relationships a prompt side offers its model: enabled (`optional` flag on) and not hidden.
+/// Whether a relationship is enabled: it names no `optional` flag, or its flag is on.
+pub(crate) fn enabled(rel: &SubagentRelationship, env: &dyn Fn(&str) -> Option<String>) -> bool {
+    rel.optional
+        .as_deref()
+        .is_none_or(|flag| flag_on(env(flag)))
+}
+
+/// The relationships a prompt side offers its model: enabled and not hidden.
 pub(crate) fn offered<'a>(
     side: &'a PromptSide,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<&'a SubagentRelationship> {
     side.subagents
         .iter()
-        .filter(|r| !r.hidden)
-        .filter(|r| r.optional.as_deref().is_none_or(|flag| flag_on(env(flag))))
+        .filter(|r| !r.hidden && enabled(r, env))
         .collect()
+}
+
+/// What is wrong with `value` against JSON Schema `schema` (nothing when the schema itself
+/// does not compile: definitions are validated when the project loads).
+pub(crate) fn schema_errors(schema: &serde_json::Value, value: &serde_json::Value) -> Vec<String> {
+    jsonschema::validator_for(schema)
+        .map(|v| v.iter_errors(value).map(|e| e.to_string()).collect())
+        .unwrap_or_default()
 }
 
 /// The lifecycle tools for `relationships` (none when there are none).
@@ -120,10 +134,7 @@ pub(crate) fn tool_specs(
 }
 
 fn valid(spec: &ToolSpec, args: &serde_json::Value) -> Result<(), ToolResult> {
-    let Ok(validator) = jsonschema::validator_for(&spec.parameters) else {
-        return Ok(());
-    };
-    let errors: Vec<String> = validator.iter_errors(args).map(|e| e.to_string()).collect();
+    let errors = schema_errors(&spec.parameters, args);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -228,6 +239,13 @@ pub(crate) enum ChildRun {
 }
 
 impl ChildRun {
+    /// The child's key (its reference).
+    pub(crate) fn key(&self) -> &str {
+        match self {
+            ChildRun::Started(key) | ChildRun::Queued(key) | ChildRun::Settled(key, _) => key,
+        }
+    }
+
     /// The parent's tool result.
     pub(crate) fn tool_result(self) -> ToolResult {
         match self {
@@ -332,8 +350,6 @@ impl Runtime {
         {
             return invalid;
         }
-        // No specs: the call comes from code (a handler), not a model.
-        let from_code = specs.is_empty();
         let result = match name {
             CREATE => {
                 let str_arg = |k: &str| {
@@ -348,14 +364,13 @@ impl Runtime {
                         "No subagent relationship `{relationship}` on this side."
                     ));
                 };
-                // The child's side A prompt says what arguments it takes. A model must give
-                // them; code (a handler relaying a person's words) may start a child with its
-                // message alone.
+                // The child's side A prompt says what arguments it takes; a model must give
+                // them.
                 let spawn = Spawn {
                     message: str_arg("message"),
                     name: Some(str_arg("name")),
                     arguments: args.get("arguments").cloned().unwrap_or_else(|| json!({})),
-                    check_arguments: !from_code || args.get("arguments").is_some(),
+                    check_arguments: true,
                     blocking: rel.blocking,
                     scoped: Vec::new(),
                 };
@@ -397,13 +412,9 @@ impl Runtime {
                 )));
             }
         };
-        let schema = crate::decide::side_a_schema(self.project(), target);
-        if let Some(v) = spawn
-            .check_arguments
-            .then(|| jsonschema::validator_for(&schema).ok())
-            .flatten()
-        {
-            let errors: Vec<String> = v.iter_errors(&arguments).map(|e| e.to_string()).collect();
+        if spawn.check_arguments {
+            let schema = crate::decide::side_a_schema(self.project(), target);
+            let errors = schema_errors(&schema, &arguments);
             if !errors.is_empty() {
                 return Ok(Err(ToolResult::error(format!(
                     "Invalid `arguments` for `{relationship}`: {}",
@@ -615,8 +626,7 @@ impl Runtime {
         let due: Vec<&SubagentRelationship> = cfg
             .subagents
             .iter()
-            .filter(|r| r.immediate.is_some())
-            .filter(|r| r.optional.as_deref().is_none_or(|f| flag_on(env_fn(f))))
+            .filter(|r| r.immediate.is_some() && enabled(r, &env_fn))
             .collect();
         if due.is_empty() {
             return Ok(Vec::new());
@@ -700,7 +710,9 @@ impl Runtime {
         Ok(notes)
     }
 
-    async fn message_child(
+    /// `subagent_message`: `args.message` to the live child `args.referenceId` of `parent`, in
+    /// the background (its answer comes back as a message).
+    pub(crate) async fn message_child(
         &self,
         parent: &Thread,
         args: &serde_json::Value,
