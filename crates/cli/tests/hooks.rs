@@ -71,16 +71,7 @@ async fn parent_hooks_wrap_the_base_hooks_with_their_provenance() {
             .providers(duet_models::providers())
             .hooks(hooks)
             .build();
-        let done = rt
-            .send(
-                "t",
-                Some("parent"),
-                "hi",
-                &EventSink::discard(),
-                &CancellationToken::new(),
-            )
-            .await;
-        assert!(matches!(done, Ok(Delivered::Settled(_))), "{done:?}");
+        settled(&rt, "t", "parent", "hi").await;
         let seen = recorder.0.lock().map(|s| s.clone()).unwrap_or_default();
         let child = HookSource::Child {
             relationship: "helper".into(),
@@ -117,29 +108,16 @@ async fn a_required_hook_this_build_lacks_fails_closed() {
         .providers(duet_models::providers())
         .hooks(hooks)
         .build();
-    let done = rt
-        .send(
-            "t",
-            Some("parent"),
-            "hi",
-            &EventSink::discard(),
-            &CancellationToken::new(),
-        )
-        .await;
-    match done {
-        Ok(Delivered::Settled(s)) => {
-            assert_eq!(s.stop_reason, Some(StopReason::StepError));
-            assert!(
-                s.result
-                    .as_deref()
-                    .unwrap_or("")
-                    .contains("hooks fail closed: hook `late`"),
-                "{:?}",
-                s.result
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    let s = settled(&rt, "t", "parent", "hi").await;
+    assert_eq!(s.stop_reason, Some(StopReason::StepError));
+    assert!(
+        s.result
+            .as_deref()
+            .unwrap_or("")
+            .contains("hooks fail closed: hook `late`"),
+        "{:?}",
+        s.result
+    );
     assert!(
         recorder.0.lock().map(|s| s.is_empty()).unwrap_or(false),
         "no hook ran: nothing half-installed"
@@ -545,16 +523,7 @@ async fn a_failing_before_create_message_rejects_a_handler_write() {
         let probe = Probe::default();
         let rt = probed_runtime(project.clone(), backend.open().await, &probe);
         for text in ["a secret", "nope"] {
-            let done = rt
-                .send(
-                    "h",
-                    Some("echoer"),
-                    text,
-                    &EventSink::discard(),
-                    &CancellationToken::new(),
-                )
-                .await;
-            assert!(matches!(done, Ok(Delivered::Settled(_))), "{done:?}");
+            settled(&rt, "h", "echoer", text).await;
         }
         let store = rt.store();
         let t = store.thread("h").await.expect("read").expect("thread");

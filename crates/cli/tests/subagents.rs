@@ -362,6 +362,7 @@ fn intake_project() -> Arc<duet_spec::Project> {
         "name: desk\nenv: { TEAM: platform }\nsideA:\n  handler: intake\n  subagents:\n\
          \x20   - { agent: ticketer, as: ticket, blocking: true, initUserMessageProperty: summary, initAgentNameProperty: who, scopedEnv: [TEAM] }\n\
          \x20   - { agent: ticketer, as: elsewhere, scopedEnv: [DUET_TEST_NEVER_SET] }\n\
+         \x20   - { agent: ticketer, as: gated, optional: DUET_TEST_GATE_NEVER_SET }\n\
          sideB: { human: true }\n",
     );
     write(
@@ -402,6 +403,7 @@ async fn code_invokes_a_relationship_by_name_through_its_init_mappings() {
             r#"{"rel": "ticket", "args": {"summary": "The printer is on fire.", "priority": 2, "who": "  ana \n b  "}}"#,
             r#"{"rel": "ticket", "args": {"summary": "Again.", "priority": "high"}}"#,
             r#"{"rel": "elsewhere", "args": {"priority": 1}}"#,
+            r#"{"rel": "gated", "args": {"priority": 1}}"#,
         ];
         for request in requests {
             send(&rt, "d", Some("desk"), request).await;
@@ -429,6 +431,12 @@ async fn code_invokes_a_relationship_by_name_through_its_init_mappings() {
                 "error: Subagent \"elsewhere\" needs env values this thread does not have: DUET_TEST_NEVER_SET."
             ),
             "{replies:?}"
+        );
+
+        assert_eq!(
+            replies[3],
+            "error: Subagent \"gated\" is not enabled: its `optional` flag `DUET_TEST_GATE_NEVER_SET` is not true, 1 or yes.",
+            "a relationship whose flag is off is refused to code too"
         );
 
         let desk = store.thread("d").await.expect("read").expect("thread");
