@@ -175,7 +175,7 @@ fn summary(t: &Thread) -> serde_json::Value {
         "statusText": t.status_text,
         "stopReason": t.stop_reason.map(|r| r.as_str()),
         "result": t.result,
-        "turns": {"a": t.turns_a, "b": t.turns_b},
+        "turns": {"a": t.turns.a, "b": t.turns.b},
     })
 }
 

@@ -46,8 +46,8 @@ async fn describe(out: &mut String, store: &dyn Store, thread: &Thread) {
         thread.session_open,
         thread.stop_reason.map_or("-", |r| r.as_str()),
         thread.result,
-        thread.turns_a,
-        thread.turns_b,
+        thread.turns.a,
+        thread.turns.b,
         thread.status_text,
     )
     .ok();

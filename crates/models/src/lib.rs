@@ -20,7 +20,7 @@ pub fn providers() -> Providers {
 pub struct Scripted;
 
 impl Provider for Scripted {
-    fn model(&self, definition: &duet_spec::Model) -> Result<Arc<dyn Model>, ModelError> {
+    fn model(&self, definition: &duet_spec::ModelDef) -> Result<Arc<dyn Model>, ModelError> {
         Ok(Arc::new(ScriptedModel {
             name: definition.name.clone(),
             script: Arc::new(definition.script.clone()),

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use duet_spec::{Project, Prompt, PromptContent, PromptPart};
+use duet_spec::{Project, PromptContent, PromptDef, PromptPart};
 
 use crate::model::ChatMessage;
 use crate::types::{Message, Role, SideId};
@@ -45,7 +45,7 @@ fn inbound_start(messages: &[Message], acting: SideId) -> usize {
 }
 
 /// The chat context for `acting` under `prompt`'s flags.
-pub fn messages(messages: &[Message], acting: SideId, prompt: &Prompt) -> Vec<ChatMessage> {
+pub fn messages(messages: &[Message], acting: SideId, prompt: &PromptDef) -> Vec<ChatMessage> {
     let start = if prompt.include_chat {
         0
     } else {
@@ -92,7 +92,7 @@ pub fn messages(messages: &[Message], acting: SideId, prompt: &Prompt) -> Vec<Ch
 /// `{{name}}` variables in its text filled from `arguments` (a child's spawn arguments).
 pub fn system_prompt(
     project: &Project,
-    prompt: &Prompt,
+    prompt: &PromptDef,
     env: &BTreeMap<String, String>,
     arguments: &serde_json::Value,
 ) -> String {
@@ -142,7 +142,7 @@ pub fn interpolate(text: &str, arguments: &serde_json::Value) -> String {
 
 fn render<'p>(
     project: &'p Project,
-    prompt: &'p Prompt,
+    prompt: &'p PromptDef,
     scope: &Scope<'_>,
     out: &mut String,
     stack: &mut Vec<&'p str>,
@@ -196,8 +196,8 @@ mod tests {
         Message::text(seq, 1, role, Some(side), content.into(), 0)
     }
 
-    fn prompt(include_chat: bool, include_past_tools: bool) -> Prompt {
-        Prompt {
+    fn prompt(include_chat: bool, include_past_tools: bool) -> PromptDef {
+        PromptDef {
             name: "p".into(),
             tool_description: "d".into(),
             prompt: PromptContent::Text("sys".into()),

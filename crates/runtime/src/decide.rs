@@ -2,7 +2,7 @@
 //! when a step completes a turn, when a session ends, when to park. No IO, no clock: the driver
 //! (`engine.rs`) does the doing, and most engine tests live here.
 
-use duet_spec::{Agent, PromptSide, Side};
+use duet_spec::{AgentDef, PromptSide, Side};
 
 use crate::types::{Message, SideId, StopReason, Thread, ThreadStatus, ToolStatus};
 
@@ -10,14 +10,14 @@ use crate::types::{Message, SideId, StopReason, Thread, ThreadStatus, ToolStatus
 pub const MAX_STEPS: i64 = 250;
 
 /// The step ceiling for `agent`.
-pub fn step_ceiling(agent: &Agent) -> i64 {
+pub fn step_ceiling(agent: &AgentDef) -> i64 {
     let side_max = |s: &Side| match s {
         Side::Prompt(p) => p.max_steps.map_or(0, i64::from),
         _ => 0,
     };
     MAX_STEPS
-        .max(side_max(&agent.side_a))
-        .max(side_max(&agent.side_b))
+        .max(side_max(&agent.sides.a))
+        .max(side_max(&agent.sides.b))
 }
 
 /// What the runner does next.
@@ -37,22 +37,19 @@ pub enum Next {
     Step(SideId),
 }
 
-pub fn side(agent: &Agent, id: SideId) -> &Side {
-    match id {
-        SideId::A => &agent.side_a,
-        SideId::B => &agent.side_b,
-    }
+pub fn side(agent: &AgentDef, id: SideId) -> &Side {
+    agent.side(id)
 }
 
 /// Whether the exchange cap `maxSessionTurns` is reached: `min(turns_a, turns_b) >= cap`.
-pub fn cap_reached(agent: &Agent, t: &Thread) -> bool {
+pub fn cap_reached(agent: &AgentDef, t: &Thread) -> bool {
     agent
         .max_session_turns
-        .is_some_and(|cap| t.turns_a.min(t.turns_b) >= i64::from(cap))
+        .is_some_and(|cap| t.turns.a.min(t.turns.b) >= i64::from(cap))
 }
 
 /// The next action for a thread whose runner holds its lease.
-pub fn next(agent: &Agent, t: &Thread) -> Next {
+pub fn next(agent: &AgentDef, t: &Thread) -> Next {
     if t.status != ThreadStatus::Running {
         return Next::Settle;
     }
@@ -66,7 +63,7 @@ pub fn next(agent: &Agent, t: &Thread) -> Next {
         Side::Human(_) => Next::Park,
         Side::Handler(_) => Next::Handler(acting),
         Side::Prompt(p) => {
-            if p.max_steps.is_some_and(|m| t.steps(acting) >= i64::from(m)) {
+            if p.max_steps.is_some_and(|m| t.steps[acting] >= i64::from(m)) {
                 Next::Stop(StopReason::MaxSideSteps)
             } else if t.steps_total >= step_ceiling(agent) {
                 Next::Stop(StopReason::MaxTotalSteps)
@@ -181,7 +178,7 @@ pub enum AfterTurn {
     Switch(SideId),
 }
 
-pub fn after_turn(agent: &Agent, t: &Thread, side_id: SideId, reason: StopReason) -> AfterTurn {
+pub fn after_turn(agent: &AgentDef, t: &Thread, side_id: SideId, reason: StopReason) -> AfterTurn {
     if cap_reached(agent, t) {
         return AfterTurn::EndSession(StopReason::MaxSessionTurns);
     }
@@ -196,7 +193,7 @@ pub fn after_turn(agent: &Agent, t: &Thread, side_id: SideId, reason: StopReason
 /// What follows a handler turn: as [`after_turn`], except that a turn with no inbound message
 /// before a sibling handler stops the run (`handler_idle`) instead of ping-ponging empty turns.
 pub fn after_handler_turn(
-    agent: &Agent,
+    agent: &AgentDef,
     t: &Thread,
     side_id: SideId,
     had_inbound: bool,
@@ -215,9 +212,9 @@ pub fn after_handler_turn(
 /// no prompt, and no subagent relationship of `agent` (seed §5).
 pub fn handoff_targets<'p>(
     project: &'p duet_spec::Project,
-    agent: &Agent,
-    prompt: &duet_spec::Prompt,
-) -> Vec<(&'p str, &'p Agent)> {
+    agent: &AgentDef,
+    prompt: &duet_spec::PromptDef,
+) -> Vec<(&'p str, &'p AgentDef)> {
     let relationships = agent.relationship_names();
     prompt
         .tools
@@ -231,8 +228,8 @@ pub fn handoff_targets<'p>(
 }
 
 /// The argument schema of an exposed agent used as a tool: its side A prompt's `requiredSchema`.
-pub fn side_a_schema(project: &duet_spec::Project, agent: &Agent) -> serde_json::Value {
-    let schema = match &agent.side_a {
+pub fn side_a_schema(project: &duet_spec::Project, agent: &AgentDef) -> serde_json::Value {
+    let schema = match &agent.sides.a {
         Side::Prompt(p) => project
             .prompts
             .get(&p.prompt)
@@ -244,9 +241,9 @@ pub fn side_a_schema(project: &duet_spec::Project, agent: &Agent) -> serde_json:
 
 /// The session result when the exchange cap ends it: with terminal session tools and no call to
 /// them, there is none (the session did not finish its work); otherwise the newest message.
-pub fn cap_result(agent: &Agent, messages: &[Message]) -> Option<String> {
+pub fn cap_result(agent: &AgentDef, messages: &[Message]) -> Option<String> {
     let terminal = |s: &Side| matches!(s, Side::Prompt(p) if p.session_stop.is_some() || p.session_fail.is_some());
-    if terminal(&agent.side_a) || terminal(&agent.side_b) {
+    if terminal(&agent.sides.a) || terminal(&agent.sides.b) {
         return None;
     }
     messages
@@ -345,11 +342,10 @@ mod tests {
         assert_eq!(after_step(&side, Some("   "), &[]), AfterStep::Continue);
     }
 
-    fn agent(side_a: Side, side_b: Side, cap: Option<u32>) -> Agent {
-        Agent {
+    fn agent(side_a: Side, side_b: Side, cap: Option<u32>) -> AgentDef {
+        AgentDef {
             name: "x".into(),
-            side_a,
-            side_b,
+            sides: duet_spec::PerSide::new(side_a, side_b),
             max_session_turns: cap,
             expose_as_tool: false,
             tool_description: None,
@@ -378,12 +374,12 @@ mod tests {
         t.status = ThreadStatus::Running;
         t.acting = Some(SideId::A);
         assert_eq!(next(&a, &t), Next::Step(SideId::A));
-        t.steps_a = 3;
+        t.steps.a = 3;
         assert_eq!(next(&a, &t), Next::Stop(StopReason::MaxSideSteps));
         t.acting = Some(SideId::B);
         assert_eq!(next(&a, &t), Next::Park);
-        t.turns_a = 2;
-        t.turns_b = 2;
+        t.turns.a = 2;
+        t.turns.b = 2;
         assert_eq!(
             next(&a, &t),
             Next::EndSession(StopReason::MaxSessionTurns),

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use duet_spec::{Agent, HandlerSide, Project, PromptSide, Side};
+use duet_spec::{AgentDef, HandlerSide, Project, PromptSide, Side};
 use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -254,7 +254,7 @@ impl Default for Scope {
 /// Who acts in a step or handler turn, and for which run.
 #[derive(Clone, Copy)]
 struct Turn<'a> {
-    agent: &'a Agent,
+    agent: &'a AgentDef,
     side: SideId,
     scope: &'a Scope,
     events: &'a EventSink,
@@ -477,7 +477,7 @@ impl Runtime {
         Ok(ran)
     }
 
-    fn agent_def(&self, name: &str) -> Result<&Agent, RunError> {
+    fn agent_def(&self, name: &str) -> Result<&AgentDef, RunError> {
         self.inner
             .project
             .agents
@@ -794,8 +794,8 @@ impl Runtime {
     /// hooks. `Err` names a hook this build cannot run: composition fails closed.
     fn hooks_for(
         &self,
-        agent: &Agent,
-        prompt: Option<&duet_spec::Prompt>,
+        agent: &AgentDef,
+        prompt: Option<&duet_spec::PromptDef>,
         env: &BTreeMap<String, String>,
     ) -> Result<crate::hooks::ActiveHooks, String> {
         let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
@@ -806,7 +806,7 @@ impl Runtime {
     /// The hooks in force for `side` of `agent` (see [`Runtime::hooks_for`]).
     fn side_hooks(
         &self,
-        agent: &Agent,
+        agent: &AgentDef,
         side: SideId,
         scope: &Scope,
     ) -> Result<crate::hooks::ActiveHooks, String> {
@@ -856,8 +856,8 @@ impl Runtime {
         let mut commit = Commit::default();
         let mut pending_arguments = None;
         if t.status != ThreadStatus::Running {
-            t.steps_a = 0;
-            t.steps_b = 0;
+            t.steps.a = 0;
+            t.steps.b = 0;
             t.steps_total = 0;
             t.stop_reason = None;
         }
@@ -870,8 +870,8 @@ impl Runtime {
         if !t.session_open {
             t.session += 1;
             t.session_open = true;
-            t.turns_a = 0;
-            t.turns_b = 0;
+            t.turns.a = 0;
+            t.turns.b = 0;
             t.result = None;
             let seq = t.take_seq();
             commit.records.push(record(
@@ -909,7 +909,7 @@ impl Runtime {
             let slot = usize::from(q.side == SideId::B);
             if q.human && !counted[slot] {
                 counted[slot] = true;
-                *t.turns_mut(q.side) += 1;
+                t.turns[q.side] += 1;
                 let seq = t.take_seq();
                 commit.records.push(record(
                     seq,
@@ -994,8 +994,8 @@ impl Runtime {
         t.status = ThreadStatus::Idle;
         t.stop_reason = Some(reason);
         t.result.clone_from(&result);
-        t.turns_a = 0;
-        t.turns_b = 0;
+        t.turns.a = 0;
+        t.turns.b = 0;
         t.acting = None;
         let seq = t.take_seq();
         vec![record(
@@ -1040,8 +1040,8 @@ impl Runtime {
     /// the fallback for names none of them has.
     fn env(
         &self,
-        agent: &Agent,
-        prompt: Option<&duet_spec::Prompt>,
+        agent: &AgentDef,
+        prompt: Option<&duet_spec::PromptDef>,
         scoped: &BTreeMap<String, String>,
     ) -> BTreeMap<String, String> {
         let mut env = prompt.map(|p| p.env.clone()).unwrap_or_default();
@@ -1372,7 +1372,7 @@ impl Runtime {
         };
         let status = decide::status_text(cfg, &outcomes);
         drop(outcomes);
-        *t.steps_mut(side) += 1;
+        t.steps[side] += 1;
         t.steps_total += 1;
         t.updated_at = now;
         let mut records = Vec::new();
@@ -1388,7 +1388,7 @@ impl Runtime {
                 settle = true;
             }
             AfterStep::TurnComplete(reason) => {
-                *t.turns_mut(side) += 1;
+                t.turns[side] += 1;
                 let seq = t.take_seq();
                 records.push(record(
                     seq,
@@ -1492,7 +1492,7 @@ impl Runtime {
     #[allow(clippy::too_many_arguments)]
     async fn spawn_immediate(
         &self,
-        agent: &Agent,
+        agent: &AgentDef,
         cfg: &PromptSide,
         side: SideId,
         t: &mut Thread,
@@ -1642,7 +1642,7 @@ impl Runtime {
             .filter(|m| {
                 m.side == Some(side.sibling())
                     && matches!(m.role, Role::User | Role::Assistant)
-                    && m.seq > t.watermark(side)
+                    && m.seq > t.watermarks[side]
             })
             .cloned()
             .collect();
@@ -1698,7 +1698,7 @@ impl Runtime {
                 }
             }
             // The watermark moves before the effects apply: delivery is at most once.
-            *t.watermark_mut(side) = m.seq;
+            t.watermarks[side] = m.seq;
             let mut commit = Commit::default();
             match result {
                 Ok(()) => {
@@ -1751,7 +1751,7 @@ impl Runtime {
         let now = self.now();
         let mut records = Vec::new();
         if !inbound.is_empty() {
-            *t.turns_mut(side) += 1;
+            t.turns[side] += 1;
             let seq = t.take_seq();
             records.push(record(
                 seq,
@@ -1839,7 +1839,7 @@ fn halt(t: &mut Thread, status: ThreadStatus, reason: StopReason, now: i64) -> V
 
 /// The message written for an inbound text: by the agent's human side, or as `user` (side B's
 /// authorship) so side A acts first.
-fn inbound(agent: &Agent, text: &str) -> NewQueued {
+fn inbound(agent: &AgentDef, text: &str) -> NewQueued {
     let human = [SideId::B, SideId::A]
         .into_iter()
         .find(|s| decide::side(agent, *s).is_human());

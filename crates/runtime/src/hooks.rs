@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use duet_spec::{Agent, HookStage, Project, Prompt};
+use duet_spec::{AgentDef, HookStage, Project, PromptDef};
 
 use crate::model::ChatMessage;
 use crate::tools::ToolResult;
@@ -197,16 +197,17 @@ pub(crate) struct Active {
 /// ones still do.
 pub fn resolve(
     project: &Project,
-    agent: &Agent,
-    prompt: Option<&Prompt>,
+    agent: &AgentDef,
+    prompt: Option<&PromptDef>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(String, HookSource)> {
     let required = |stage: HookStage| -> Vec<(String, HookSource)> {
         agent
-            .side_a
+            .sides
+            .a
             .subagents()
             .iter()
-            .chain(agent.side_b.subagents())
+            .chain(agent.sides.b.subagents())
             .filter(|r| crate::subagents::enabled(r, env))
             .filter_map(|r| project.agents.get(&r.agent).map(|child| (r, &child.def)))
             .flat_map(|(r, child)| {

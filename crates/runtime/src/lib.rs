@@ -46,6 +46,6 @@ pub use store::{Commit, CommitOutcome, Lease, NewThread, Renewal, Store, StoreEr
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolContext, ToolResult, Tools, render};
 pub use types::{
-    Child, Message, NewQueued, Queued, Record, RecordKind, Role, SideId, StopReason, Thread,
-    ThreadId, ThreadStatus, ToolCall, ToolStatus, parse_side, side_str,
+    Child, Message, NewQueued, PerSide, Queued, Record, RecordKind, Role, SideId, StopReason,
+    Thread, ThreadId, ThreadStatus, ToolCall, ToolStatus, parse_side, side_str,
 };

@@ -84,7 +84,7 @@ pub trait Model: Send + Sync + 'static {
 
 /// Builds models of one provider from their definitions.
 pub trait Provider: Send + Sync + 'static {
-    fn model(&self, definition: &duet_spec::Model) -> Result<Arc<dyn Model>, ModelError>;
+    fn model(&self, definition: &duet_spec::ModelDef) -> Result<Arc<dyn Model>, ModelError>;
 }
 
 /// Providers by name (`scripted`, `openai`, ...).

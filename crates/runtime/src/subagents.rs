@@ -614,7 +614,7 @@ impl Runtime {
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn immediate_spawns(
         &self,
-        agent: &duet_spec::Agent,
+        agent: &duet_spec::AgentDef,
         cfg: &PromptSide,
         side: SideId,
         parent: &Thread,

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-pub use duet_spec::SideId;
+pub use duet_spec::{PerSide, SideId};
 
 /// A thread's internal id (UUID v7). Callers address threads by their own string key.
 pub type ThreadId = Uuid;
@@ -348,17 +348,14 @@ pub struct Thread {
     /// The last ended session's result.
     pub result: Option<String>,
     /// Completed turns per side in the open session.
-    pub turns_a: i64,
-    pub turns_b: i64,
+    pub turns: PerSide<i64>,
     /// Model steps per side, and in all, in the current run.
-    pub steps_a: i64,
-    pub steps_b: i64,
+    pub steps: PerSide<i64>,
     pub steps_total: i64,
     /// The side whose turn it is.
     pub acting: Option<SideId>,
     /// Handler delivery watermarks: the last message seq delivered to each side's handler.
-    pub watermark_a: i64,
-    pub watermark_b: i64,
+    pub watermarks: PerSide<i64>,
     /// The next journal sequence number.
     pub next_seq: i64,
     pub lease_owner: Option<Uuid>,
@@ -390,61 +387,16 @@ impl Thread {
             session_open: false,
             stop_reason: None,
             result: None,
-            turns_a: 0,
-            turns_b: 0,
-            steps_a: 0,
-            steps_b: 0,
+            turns: PerSide::default(),
+            steps: PerSide::default(),
             steps_total: 0,
             acting: None,
-            watermark_a: 0,
-            watermark_b: 0,
+            watermarks: PerSide::default(),
             next_seq: 1,
             lease_owner: None,
             lease_expires: 0,
             created_at: now,
             updated_at: now,
-        }
-    }
-
-    pub fn turns(&self, side: SideId) -> i64 {
-        match side {
-            SideId::A => self.turns_a,
-            SideId::B => self.turns_b,
-        }
-    }
-
-    pub fn turns_mut(&mut self, side: SideId) -> &mut i64 {
-        match side {
-            SideId::A => &mut self.turns_a,
-            SideId::B => &mut self.turns_b,
-        }
-    }
-
-    pub fn steps(&self, side: SideId) -> i64 {
-        match side {
-            SideId::A => self.steps_a,
-            SideId::B => self.steps_b,
-        }
-    }
-
-    pub fn steps_mut(&mut self, side: SideId) -> &mut i64 {
-        match side {
-            SideId::A => &mut self.steps_a,
-            SideId::B => &mut self.steps_b,
-        }
-    }
-
-    pub fn watermark_mut(&mut self, side: SideId) -> &mut i64 {
-        match side {
-            SideId::A => &mut self.watermark_a,
-            SideId::B => &mut self.watermark_b,
-        }
-    }
-
-    pub fn watermark(&self, side: SideId) -> i64 {
-        match side {
-            SideId::A => self.watermark_a,
-            SideId::B => self.watermark_b,
         }
     }
 

@@ -21,10 +21,10 @@ pub const RESERVED_TOOL_NAMES: &[&str] = &[
 /// An agent: the top-level conversation orchestrator.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Agent {
+pub struct AgentDef {
     pub name: String,
-    pub side_a: Side,
-    pub side_b: Side,
+    /// Side A and side B.
+    pub sides: PerSide<Side>,
     /// Exchange cap: the session ends when both sides completed this many turns.
     pub max_session_turns: Option<u32>,
     pub expose_as_tool: bool,
@@ -43,15 +43,59 @@ pub struct Agent {
     pub package: Packaging,
 }
 
-impl Agent {
+impl AgentDef {
     /// The names of the subagent relationships on both sides, side A's first.
     pub fn relationship_names(&self) -> Vec<&str> {
-        self.side_a
+        self.sides
+            .a
             .subagents()
             .iter()
-            .chain(self.side_b.subagents())
+            .chain(self.sides.b.subagents())
             .map(SubagentRelationship::name)
             .collect()
+    }
+
+    /// The configuration of side `id`.
+    pub fn side(&self, id: SideId) -> &Side {
+        &self.sides[id]
+    }
+}
+
+/// One value per side of an agent: `a` and `b`, also indexed by [`SideId`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+pub struct PerSide<T> {
+    pub a: T,
+    pub b: T,
+}
+
+impl<T> PerSide<T> {
+    /// A pair from its two values.
+    pub fn new(a: T, b: T) -> Self {
+        PerSide { a, b }
+    }
+
+    /// Both values with their side, side A first.
+    pub fn iter(&self) -> impl Iterator<Item = (SideId, &T)> {
+        [(SideId::A, &self.a), (SideId::B, &self.b)].into_iter()
+    }
+}
+
+impl<T> std::ops::Index<SideId> for PerSide<T> {
+    type Output = T;
+    fn index(&self, id: SideId) -> &T {
+        match id {
+            SideId::A => &self.a,
+            SideId::B => &self.b,
+        }
+    }
+}
+
+impl<T> std::ops::IndexMut<SideId> for PerSide<T> {
+    fn index_mut(&mut self, id: SideId) -> &mut T {
+        match id {
+            SideId::A => &mut self.a,
+            SideId::B => &mut self.b,
+        }
     }
 }
 
@@ -309,7 +353,7 @@ const RELATIONSHIP_FIELDS: &[&str] = &[
 /// that are, so their references can be checked even while the other side is broken.
 pub(crate) struct DecodedAgent {
     pub(crate) name: Option<String>,
-    pub(crate) agent: Option<Agent>,
+    pub(crate) agent: Option<AgentDef>,
     pub(crate) sides: Vec<(SideId, Side)>,
 }
 
@@ -465,10 +509,9 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> DecodedAgent {
         }
     }
     if let (Some(name), Some(side_a), Some(side_b)) = (name, side_a, side_b) {
-        out.agent = Some(Agent {
+        out.agent = Some(AgentDef {
             name,
-            side_a,
-            side_b,
+            sides: PerSide::new(side_a, side_b),
             max_session_turns,
             expose_as_tool,
             tool_description,

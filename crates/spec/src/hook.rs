@@ -44,7 +44,7 @@ pub const NEVER_FIRED: &[&str] = &[
 
 /// A hook: code that decorates turns, run only where referenced.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Hook {
+pub struct HookDef {
     pub id: String,
     /// The hook kind (`filter_messages`...).
     pub hook: String,
@@ -53,7 +53,7 @@ pub struct Hook {
     pub builtin: String,
 }
 
-impl Hook {
+impl HookDef {
     /// Whether the kind is thread-scoped (and so may be a parent hook).
     pub fn is_thread_scoped(&self) -> bool {
         THREAD_HOOKS.contains(&self.hook.as_str())
@@ -62,7 +62,7 @@ impl Hook {
 
 /// A handler: code that takes a side's turns.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Handler {
+pub struct HandlerDef {
     /// The file name without extension.
     pub name: String,
     pub description: Option<String>,
@@ -96,7 +96,7 @@ fn execute_function(
     }
 }
 
-pub(crate) fn decode_hook(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<Hook>) {
+pub(crate) fn decode_hook(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<HookDef>) {
     let Some(mut o) = ctx.object(root, "") else {
         return (None, None);
     };
@@ -144,7 +144,7 @@ pub(crate) fn decode_hook(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Op
         crate::agent::check_name(ctx, id, "id", id_span);
     }
     let hook = match (id.clone(), kind) {
-        (Some(id), Some(hook)) => Some(Hook {
+        (Some(id), Some(hook)) => Some(HookDef {
             id,
             hook,
             description,
@@ -155,7 +155,7 @@ pub(crate) fn decode_hook(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Op
     (id, hook)
 }
 
-pub(crate) fn decode_handler(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<Handler> {
+pub(crate) fn decode_handler(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<HandlerDef> {
     let mut o = ctx.object(root, "")?;
     if o.has("name") {
         ctx.push(
@@ -176,7 +176,7 @@ pub(crate) fn decode_handler(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Opti
     let builtin = builtin.unwrap_or_else(|| name.to_owned());
     execute_function(ctx, o.take("execute"), "this handler", &builtin, explicit);
     o.finish(ctx, &["description", "builtin", "execute"]);
-    Some(Handler {
+    Some(HandlerDef {
         name: name.to_owned(),
         description,
         builtin,

@@ -36,21 +36,21 @@ mod validate;
 mod yaml;
 
 pub use agent::{
-    Agent, HandlerSide, HookStage, HumanSide, Immediate, Packaging, ParentCommunication,
-    ParentHookRequirement, PromptSide, RESERVED_TOOL_NAMES, SessionToolBinding, Side, SideId,
-    SubagentRelationship,
+    AgentDef, HandlerSide, HookStage, HumanSide, Immediate, Packaging, ParentCommunication,
+    ParentHookRequirement, PerSide, PromptSide, RESERVED_TOOL_NAMES, SessionToolBinding, Side,
+    SideId, SubagentRelationship,
 };
 pub use fs::LoadError;
-pub use hook::{Handler, Hook, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
+pub use hook::{HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};
-pub use model::{Capabilities, Model, PROVIDERS, ScriptEntry, ScriptToolCall};
+pub use model::{Capabilities, ModelDef, PROVIDERS, ScriptEntry, ScriptToolCall};
 pub use node::Span;
 pub use project::{Defined, Kind, Loaded, MAX_FILE_BYTES, Project, Source, SourceFile, Syntax};
 pub use prompt::{
-    Prompt, PromptContent, PromptPart, PromptTool, Reasoning, ToolChoice, Variable, VariableKind,
+    PromptContent, PromptDef, PromptPart, PromptTool, Reasoning, ToolChoice, Variable, VariableKind,
 };
 pub use schema::property_names;
-pub use tool::{HttpCall, HttpMethod, Tool, ToolImpl, placeholders};
+pub use tool::{HttpCall, HttpMethod, ToolDef, ToolImpl, placeholders};
 pub use validate::Builtins;
 
 /// Loads and validates the project at `dir`: a project root (the folder holding `agents/`) or

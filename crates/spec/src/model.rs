@@ -12,7 +12,7 @@ pub const PROVIDERS: &[&str] = &["scripted", "openai", "anthropic"];
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Model {
+pub struct ModelDef {
     pub name: String,
     pub provider: String,
     /// The provider's model id.
@@ -83,7 +83,7 @@ const CAPABILITY_FIELDS: &[&str] = &[
     "maxOutputTokens",
 ];
 
-pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<Model>) {
+pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<ModelDef>) {
     let Some(mut o) = ctx.object(root, "") else {
         return (None, None);
     };
@@ -158,7 +158,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
         _ => {}
     }
     let out = match (name.clone(), provider, model) {
-        (Some(name), Some(provider), Some(model)) => Some(Model {
+        (Some(name), Some(provider), Some(model)) => Some(ModelDef {
             name,
             provider,
             model,

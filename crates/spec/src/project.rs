@@ -6,14 +6,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::agent::{self, Agent, Side, SideId};
+use crate::agent::{self, AgentDef, Side, SideId};
 use crate::decode::{Ctx, is_snake_case};
-use crate::hook::{self, Handler, Hook};
+use crate::hook::{self, HandlerDef, HookDef};
 use crate::issue::{Code, Issue, Severity};
-use crate::model::{self, Model};
+use crate::model::{self, ModelDef};
 use crate::node::{Node, Span, Value};
-use crate::prompt::{self, Prompt};
-use crate::tool::{self, Tool};
+use crate::prompt::{self, PromptDef};
+use crate::tool::{self, ToolDef};
 use crate::{ts, yaml};
 
 /// Definition files larger than this are refused (a definition is a few kilobytes).
@@ -153,12 +153,12 @@ pub struct Defined<T> {
 /// prompt does not also make every agent that names it report an unknown prompt.
 #[derive(Clone, Debug, Default)]
 pub struct Project {
-    pub agents: BTreeMap<String, Defined<Agent>>,
-    pub prompts: BTreeMap<String, Defined<Prompt>>,
-    pub tools: BTreeMap<String, Defined<Tool>>,
-    pub hooks: BTreeMap<String, Defined<Hook>>,
-    pub handlers: BTreeMap<String, Defined<Handler>>,
-    pub models: BTreeMap<String, Defined<Model>>,
+    pub agents: BTreeMap<String, Defined<AgentDef>>,
+    pub prompts: BTreeMap<String, Defined<PromptDef>>,
+    pub tools: BTreeMap<String, Defined<ToolDef>>,
+    pub hooks: BTreeMap<String, Defined<HookDef>>,
+    pub handlers: BTreeMap<String, Defined<HandlerDef>>,
+    pub models: BTreeMap<String, Defined<ModelDef>>,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
     /// Well-formed sides of agents whose other side is not, so their references still get checked.

@@ -13,7 +13,7 @@ use crate::schema;
 /// A prompt: what a prompt-backed side sends its model.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Prompt {
+pub struct PromptDef {
     pub name: String,
     /// The description when the prompt is called as a tool (sub-prompt, handoff, subagent).
     pub tool_description: String,
@@ -158,7 +158,7 @@ const LEGACY_SUBAGENT_KEYS: &[&str] = &[
     "initAgentNameProperty",
 ];
 
-pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<Prompt>) {
+pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<PromptDef>) {
     let Some(mut o) = ctx.object(root, "") else {
         return (None, None);
     };
@@ -256,7 +256,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
         crate::agent::check_name(ctx, n, "name", name_span);
     }
     let prompt = match (name.clone(), tool_description, prompt, model) {
-        (Some(name), Some(tool_description), Some(prompt), Some(model)) => Some(Prompt {
+        (Some(name), Some(tool_description), Some(prompt), Some(model)) => Some(PromptDef {
             name,
             tool_description,
             prompt,

@@ -14,7 +14,7 @@ use crate::schema;
 /// A tool a prompt can offer its model.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Tool {
+pub struct ToolDef {
     /// The file name without extension.
     pub name: String,
     pub description: String,
@@ -71,7 +71,7 @@ const TOOL_FIELDS: &[&str] = &[
     "executionProvider",
 ];
 
-pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<Tool> {
+pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolDef> {
     let mut o = ctx.object(root, "")?;
     if o.has("name") {
         ctx.push(
@@ -177,7 +177,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<Tool>
     if let Some(imp) = &implementation {
         check_templates(ctx, imp, args.as_ref(), root);
     }
-    Some(Tool {
+    Some(ToolDef {
         name: name.to_owned(),
         description: description?,
         args,

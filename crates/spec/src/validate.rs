@@ -4,11 +4,11 @@
 
 use std::collections::BTreeSet;
 
-use crate::agent::{Agent, RESERVED_TOOL_NAMES, Side, SideId};
+use crate::agent::{AgentDef, RESERVED_TOOL_NAMES, Side, SideId};
 use crate::decode::nearest;
 use crate::issue::{Code, Issue};
 use crate::project::{Defined, Kind, Project, Source};
-use crate::prompt::{Prompt, PromptContent, PromptPart};
+use crate::prompt::{PromptContent, PromptDef, PromptPart};
 use crate::tool::ToolImpl;
 
 /// The names of the Rust implementations a build of duet registers, to check `builtin:` names.
@@ -71,7 +71,7 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
     };
     for d in project.agents.values() {
         check_agent(&mut out, d);
-        for (id, side) in [(SideId::A, &d.def.side_a), (SideId::B, &d.def.side_b)] {
+        for (id, side) in [(SideId::A, &d.def.sides.a), (SideId::B, &d.def.sides.b)] {
             check_side(&mut out, &d.source, id, side, Some(&d.def));
         }
     }
@@ -115,7 +115,7 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
     out.issues
 }
 
-fn check_agent(out: &mut Out<'_>, d: &Defined<Agent>) {
+fn check_agent(out: &mut Out<'_>, d: &Defined<AgentDef>) {
     let project = out.project;
     for (i, h) in d.def.hooks.iter().enumerate() {
         if !project.declares(Kind::Hook, h) {
@@ -153,7 +153,13 @@ fn check_agent(out: &mut Out<'_>, d: &Defined<Agent>) {
     }
 }
 
-fn check_side(out: &mut Out<'_>, source: &Source, id: SideId, side: &Side, agent: Option<&Agent>) {
+fn check_side(
+    out: &mut Out<'_>,
+    source: &Source,
+    id: SideId,
+    side: &Side,
+    agent: Option<&AgentDef>,
+) {
     let project = out.project;
     let field = id.field();
     match side {
@@ -261,7 +267,13 @@ fn check_side(out: &mut Out<'_>, source: &Source, id: SideId, side: &Side, agent
 
 /// A prompt's tool entry naming an exposed agent without a relationship is a handoff; the target
 /// must have a human side where this agent has one (the thread's conversational surface).
-fn check_handoffs(out: &mut Out<'_>, source: &Source, field: &str, prompt: &Prompt, agent: &Agent) {
+fn check_handoffs(
+    out: &mut Out<'_>,
+    source: &Source,
+    field: &str,
+    prompt: &PromptDef,
+    agent: &AgentDef,
+) {
     let relationships = agent.relationship_names();
     for t in &prompt.tools {
         if relationships.contains(&t.name.as_str()) {
@@ -277,8 +289,8 @@ fn check_handoffs(out: &mut Out<'_>, source: &Source, field: &str, prompt: &Prom
             continue;
         }
         for (id, side, target_side) in [
-            (SideId::A, &agent.side_a, &target.def.side_a),
-            (SideId::B, &agent.side_b, &target.def.side_b),
+            (SideId::A, &agent.sides.a, &target.def.sides.a),
+            (SideId::B, &agent.sides.b, &target.def.sides.b),
         ] {
             if side.is_human() && !target_side.is_human() {
                 let issue = Issue::new(
@@ -292,7 +304,7 @@ fn check_handoffs(out: &mut Out<'_>, source: &Source, field: &str, prompt: &Prom
     }
 }
 
-fn check_prompt(out: &mut Out<'_>, d: &Defined<Prompt>) {
+fn check_prompt(out: &mut Out<'_>, d: &Defined<PromptDef>) {
     let project = out.project;
     let p = &d.def;
     if !project.declares(Kind::Model, &p.model) {

@@ -33,7 +33,8 @@ fn the_example_project_validates_clean() {
     let orchestrator = &p.agents["orchestrator"].def;
     assert!(
         orchestrator
-            .side_a
+            .sides
+            .a
             .subagents()
             .iter()
             .any(|r| r.agent == "approval_gate")
