@@ -312,7 +312,7 @@ async fn a_run_killed_mid_step_is_finished_by_the_next_runner() {
         let records: Vec<_> = store.records(t.id).await.expect("r");
         let kinds = |rs: &[duet_runtime::Record]| {
             rs.iter()
-                .map(|r| (r.seq, r.kind, r.data.clone()))
+                .map(|r| (r.seq, r.kind().to_owned(), r.data()))
                 .collect::<Vec<_>>()
         };
         assert_eq!(

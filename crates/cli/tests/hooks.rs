@@ -474,15 +474,15 @@ async fn every_hook_kind_runs_where_and_in_the_order_the_digest_says() {
         );
         // The failing `filter_messages` was skipped, journaled with each step it failed in.
         let records = store.records(t.id).await.expect("records");
-        let failed: Vec<&serde_json::Value> = records
+        let failed: Vec<serde_json::Value> = records
             .iter()
-            .filter(|r| r.kind == duet_runtime::RecordKind::HookFailed)
-            .map(|r| &r.data)
+            .filter(|r| r.kind() == "hook_failed")
+            .map(|r| r.data())
             .collect();
         assert_eq!(failed.len(), 3, "one per model step: {failed:?}");
         assert_eq!(
             failed[0],
-            &serde_json::json!({"id": "filter_messages", "kind": "filter_messages", "error": "no filter today"})
+            serde_json::json!({"id": "filter_messages", "kind": "filter_messages", "error": "no filter today"})
         );
     }
 }
@@ -548,11 +548,9 @@ async fn a_failing_before_create_message_rejects_a_handler_write() {
             backend.name()
         );
         let records = store.records(t.id).await.expect("records");
-        let rejected = records
-            .iter()
-            .find(|r| r.kind == duet_runtime::RecordKind::HandlerError);
+        let rejected = records.iter().find(|r| r.kind() == "handler_error");
         assert!(
-            rejected.is_some_and(|r| r.data["error"]
+            rejected.is_some_and(|r| r.data()["error"]
                 .as_str()
                 .is_some_and(|e| e.contains("hook `before_create_message`: nope is not allowed"))),
             "{records:?}"

@@ -62,8 +62,14 @@ async fn describe(out: &mut String, store: &dyn Store, thread: &Thread) {
             "  child {key} relationship={} owner={} status={}",
             c.relationship,
             side_str(c.owner),
-            c.status
+            c.status.as_str()
         );
+        if let Some(text) = &c.status_text {
+            write!(line, " status_text={text:?}").ok();
+        }
+        if let Some(call) = &c.awaiting {
+            write!(line, " awaited_by={call}").ok();
+        }
         if let Some(name) = &c.name {
             write!(line, " name={name:?}").ok();
         }
@@ -103,7 +109,7 @@ async fn describe(out: &mut String, store: &dyn Store, thread: &Thread) {
     }
     writeln!(out, "records").ok();
     for r in store.records(thread.id).await.expect("records") {
-        writeln!(out, "  {:>3} {} {}", r.seq, r.kind.as_str(), r.data).ok();
+        writeln!(out, "  {:>3} {} {}", r.seq, r.kind(), r.data()).ok();
     }
     assert!(
         store.queue(thread.id).await.expect("queue").is_empty(),

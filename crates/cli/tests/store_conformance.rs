@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 
 use duet_runtime::{
-    Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Record, RecordKind, Renewal, Role,
+    Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Record, RecordBody, Renewal, Role,
     SideId, StopReason, Store, StoreError, Thread, ThreadStatus, ToolCall, ToolStatus,
 };
 use serde_json::json;
@@ -39,6 +39,7 @@ fn human(text: &str) -> NewQueued {
         human: true,
         silent: false,
         follow_up: false,
+        tool: None,
     }
 }
 
@@ -204,8 +205,7 @@ async fn everything_a_commit_writes_reads_back() {
         result.silent = true;
         let record = Record {
             seq: s3,
-            kind: RecordKind::TurnCompleted,
-            data: json!({"side": "a"}),
+            body: RecordBody::TurnCompleted { side: SideId::A },
             created_at: 12,
         };
         let commit = Commit {

@@ -118,7 +118,7 @@ async fn a_non_blocking_childs_result_reaches_its_parent_which_runs_on() {
         let t = store.thread("p").await.expect("read").expect("thread");
         let children = store.children(t.id).await.expect("registry");
         assert_eq!(children.len(), 1);
-        assert_eq!(children[0].status, "idle", "{}", backend.name());
+        assert_eq!(children[0].status.as_str(), "idle", "{}", backend.name());
         let child = store
             .thread("p/summary-1")
             .await
@@ -309,7 +309,12 @@ async fn terminating_a_parent_terminates_its_children_and_refuses_them_after() {
         }
         let parent = store.thread("o").await.expect("read").expect("thread");
         let entries = store.children(parent.id).await.expect("registry");
-        assert_eq!(entries[0].status, "terminated", "{}", backend.name());
+        assert_eq!(
+            entries[0].status.as_str(),
+            "terminated",
+            "{}",
+            backend.name()
+        );
     }
 }
 
@@ -520,7 +525,9 @@ async fn a_blocking_immediate_childs_result_survives_the_parents_death() {
                 name: Some("ledger lookup".into()),
                 blocking: true,
                 explicit: false,
-                status: "running".into(),
+                status: duet_runtime::ChildStatus::Running,
+                status_text: None,
+                awaiting: None,
                 created_at: 1,
                 arguments: serde_json::json!({}),
                 env: Default::default(),
@@ -688,7 +695,7 @@ async fn follow_ups_reach_the_child_and_every_session_reports_back() {
             .await
             .expect("records")
             .iter()
-            .filter(|r| r.kind == duet_runtime::RecordKind::SessionEnded)
+            .filter(|r| r.kind() == "session_ended")
             .count();
         assert_eq!(
             ended, 3,
@@ -778,6 +785,6 @@ async fn a_blocking_childs_later_session_reports_after_the_tool_result() {
             .expect("child");
         assert_eq!(child.session, 2);
         let entry = store.child(child.id).await.expect("read").expect("entry");
-        assert_eq!(entry.status, "idle");
+        assert_eq!(entry.status.as_str(), "idle");
     }
 }

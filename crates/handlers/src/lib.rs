@@ -128,7 +128,7 @@ impl Handler for Relay {
             .ok_or_else(|| HandlerError::new("relay needs a subagent relationship on its side"))?;
         let mut live = None;
         for child in state.children().await? {
-            if child.relationship == relationship && child.status != "terminated" {
+            if child.relationship == relationship && child.status.is_live() {
                 live = state.child_key(&child).await?;
             }
         }

@@ -26,33 +26,12 @@ use futures::stream::{self, BoxStream};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Delivered, Origin, RunError, Runtime, WhenBusy};
+use crate::codes;
+use crate::delivery::{Delivered, Origin, WhenBusy};
+use crate::engine::Runtime;
+use crate::error::RunError;
 use crate::event::{AgentEvent, EventSink};
 use crate::store::StoreError;
-
-/// The `failed.code` values duet emits. Each is documented where it is produced.
-pub mod codes {
-    /// Another run holds the session; nothing was written. Retryable.
-    pub const SESSION_BUSY: &str = "session_busy";
-    /// The run was stopped on purpose (control-plane abort).
-    pub const ABORTED: &str = "aborted";
-    /// A step failed for good (a model error, an exhausted script, an unregistered handler).
-    pub const STEP_ERROR: &str = "step_error";
-    /// The session belongs to another principal.
-    pub const FORBIDDEN: &str = "forbidden";
-    /// The auth middleware refused the caller.
-    pub const UNAUTHORIZED: &str = "unauthorized";
-    /// The budget middleware stopped the run.
-    pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
-    /// The agent is not in the project, or the thread belongs to another agent.
-    pub const UNKNOWN_AGENT: &str = "unknown_agent";
-    /// The thread was terminated.
-    pub const TERMINATED: &str = "terminated";
-    /// The prompt cannot be delivered (empty text).
-    pub const INVALID_PROMPT: &str = "invalid_prompt";
-    /// The store failed, or the run's lease was taken over. Retryable.
-    pub const INTERNAL: &str = "internal";
-}
 
 /// Who is calling: an identity the runtime stores on the threads it creates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

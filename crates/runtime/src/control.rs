@@ -9,10 +9,10 @@ use futures::stream::{self, BoxStream};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::Runtime;
 use crate::agent::{Principal, Prompt, Scope};
-use crate::engine::Runtime;
 use crate::store::StoreError;
-use crate::types::{NewQueued, Role, SideId, Thread, ThreadStatus, side_str};
+use crate::types::{NewQueued, Thread, ThreadStatus, side_str};
 
 /// A command for a session's run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,7 +158,7 @@ impl Runtime {
             Command::Abort => {
                 // Cancellation flows down: children still running stop with their parent.
                 for child in self.store().children(thread.id).await.unwrap_or_default() {
-                    if child.status == "running" {
+                    if child.status == crate::types::ChildStatus::Running {
                         self.cancel_local(child.child);
                         let _ = self.store().request_abort(child.child, now).await;
                     }
@@ -190,17 +190,9 @@ impl Runtime {
                 false,
             );
         };
-        let human = [SideId::B, SideId::A]
-            .into_iter()
-            .find(|s| crate::decide::side(&agent.def, *s).is_human());
-        let side = human.unwrap_or(SideId::B);
         let message = NewQueued {
-            role: Role::authored_by(side),
-            side,
-            content: prompt.text,
-            human: human.is_some(),
-            silent: false,
             follow_up,
+            ..crate::decide::inbound(&agent.def, &prompt.text)
         };
         match self
             .store()
@@ -300,8 +292,8 @@ impl Runtime {
                 .filter(|r| r.seq > since)
                 .map(|r| Entry {
                     seq: r.seq,
-                    kind: r.kind.as_str().into(),
-                    data: r.data,
+                    kind: r.kind().into(),
+                    data: r.data(),
                     created_at: r.created_at,
                 }),
         );

@@ -4,7 +4,9 @@
 
 use duet_spec::{AgentDef, PromptSide, Side};
 
-use crate::types::{Message, SideId, StopReason, Thread, ThreadStatus, ToolStatus};
+use crate::types::{
+    Message, NewQueued, Role, SideId, StopReason, Thread, ThreadStatus, ToolStatus,
+};
 
 /// The global step ceiling per run, raised to the largest per-side `maxSteps`.
 pub const MAX_STEPS: i64 = 250;
@@ -239,6 +241,19 @@ pub fn side_a_schema(project: &duet_spec::Project, agent: &AgentDef) -> serde_js
     schema.unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}))
 }
 
+/// The queued message for an inbound text: written by the agent's human side (it counts as that
+/// side's turn), or, for an agent without one, as `user` (side B's authorship) so side A acts.
+pub fn inbound(agent: &AgentDef, text: &str) -> NewQueued {
+    let human = [SideId::B, SideId::A]
+        .into_iter()
+        .find(|s| side(agent, *s).is_human());
+    let side = human.unwrap_or(SideId::B);
+    NewQueued {
+        human: human.is_some(),
+        ..NewQueued::new(Role::authored_by(side), side, text)
+    }
+}
+
 /// The session result when the exchange cap ends it: with terminal session tools and no call to
 /// them, there is none (the session did not finish its work); otherwise the newest message.
 pub fn cap_result(agent: &AgentDef, messages: &[Message]) -> Option<String> {
@@ -249,7 +264,7 @@ pub fn cap_result(agent: &AgentDef, messages: &[Message]) -> Option<String> {
     messages
         .iter()
         .rev()
-        .find(|m| m.role != crate::types::Role::Tool && !m.silent)
+        .find(|m| m.role != Role::Tool && !m.silent)
         .and_then(|m| m.content.clone())
 }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::children::{Caller, ChildRun, Children, Spawn, SpawnMode};
 use crate::store::{Store, StoreError};
 use crate::tools::{ToolContext, ToolResult, Tools};
 use crate::types::{Message, NewQueued, Role, SideId, Thread};
@@ -82,13 +83,16 @@ pub struct ThreadState<'a> {
     pub(crate) env: &'a BTreeMap<String, String>,
     pub(crate) store: &'a dyn Store,
     pub(crate) tools: &'a Tools,
-    pub(crate) runtime: &'a crate::engine::Runtime,
+    /// What this delivery may do with subagents.
+    pub(crate) children: &'a dyn Children,
     /// The subagent relationships this handler's side owns, and its sibling side's (code may
     /// start those too).
     pub(crate) relationships: &'a [duet_spec::SubagentRelationship],
     pub(crate) sibling_relationships: &'a [duet_spec::SubagentRelationship],
     /// The thread's spawn arguments (`{}` unless it is a child spawned with some).
     pub(crate) arguments: &'a serde_json::Value,
+    /// The project, for what a child's outcome means.
+    pub(crate) project: &'a duet_spec::Project,
     /// The agent's hooks (a handler side has no prompt): `after_subagent_created` for its
     /// spawns; failures are journaled with the delivery.
     pub(crate) hooks: crate::hooks::ActiveHooks,
@@ -96,6 +100,10 @@ pub struct ThreadState<'a> {
 }
 
 impl ThreadState<'_> {
+    fn project_agent(&self, name: &str) -> Option<&duet_spec::AgentDef> {
+        self.project.agents.get(name).map(|d| &d.def)
+    }
+
     /// The caller-owned key of the thread.
     pub fn key(&self) -> &str {
         &self.thread.key
@@ -137,14 +145,9 @@ impl ThreadState<'_> {
         } else {
             SideId::B
         };
-        self.effects.queued.push(NewQueued {
-            role,
-            side,
-            content: content.into(),
-            human: false,
-            silent: false,
-            follow_up: false,
-        });
+        self.effects
+            .queued
+            .push(NewQueued::new(role, side, content));
     }
 
     /// Ends the session after this delivery, with `result` (default "Session stopped.").
@@ -202,12 +205,12 @@ impl ThreadState<'_> {
                 "No subagent relationship `{relationship}` on this side."
             )));
         };
-        let spawn = crate::subagents::Spawn {
+        let spawn = Spawn {
             message: message.to_owned(),
             name: Some(relationship.to_owned()),
             arguments: serde_json::json!({}),
             check_arguments: false,
-            blocking: false,
+            mode: SpawnMode::Background,
             scoped: Vec::new(),
         };
         let side = self.side;
@@ -222,13 +225,13 @@ impl ThreadState<'_> {
         &mut self,
         rel: &duet_spec::SubagentRelationship,
         owner: SideId,
-        spawn: crate::subagents::Spawn,
-    ) -> Result<crate::subagents::ChildRun, ToolResult> {
-        let caller = crate::subagents::Caller {
+        spawn: Spawn,
+    ) -> Result<ChildRun, ToolResult> {
+        let caller = Caller {
             env: self.env,
             hooks: &mut self.hooks,
         };
-        self.runtime
+        self.children
             .spawn(
                 self.thread,
                 owner,
@@ -248,10 +251,9 @@ impl ThreadState<'_> {
     /// Sends `message` to a live child of this thread, by key; its answer comes back as an
     /// inbound message.
     pub async fn message_child(&self, key: &str, message: &str) -> Result<(), HandlerError> {
-        let args = serde_json::json!({"referenceId": key, "message": message});
         let result = self
-            .runtime
-            .message_child(self.thread, &args)
+            .children
+            .message(self.thread, key, message)
             .await
             .map_err(|e| HandlerError::new(format!("The subagent call failed inside duet: {e}")))?;
         if result.is_ok() {
@@ -268,34 +270,13 @@ impl ThreadState<'_> {
         if content.trim().is_empty() {
             return Err(HandlerError::new("notify_parent needs content"));
         }
-        let parent_id = self
-            .thread
-            .parent
-            .ok_or_else(|| HandlerError::new("this thread is not a subagent"))?;
-        let entry = self
-            .store
-            .child(self.thread.id)
-            .await?
-            .ok_or_else(|| HandlerError::new("this thread is not in its parent's registry"))?;
-        let parent = self
-            .store
-            .thread_by_id(parent_id)
-            .await?
-            .ok_or_else(|| HandlerError::new("the parent thread is gone"))?;
-        let owner = entry.owner;
-        let message = NewQueued {
-            role: Role::authored_by(owner.sibling()),
-            side: owner.sibling(),
-            content: content.to_owned(),
-            human: false,
-            silent: true,
-            follow_up: false,
-        };
-        let rt = self.runtime.clone();
-        self.runtime.spawn_background(async move {
-            let _ = rt.deliver_queued(&parent, message).await;
-        });
-        Ok(())
+        if self.thread.parent.is_none() {
+            return Err(HandlerError::new("this thread is not a subagent"));
+        }
+        self.children
+            .notify_parent(self.thread, content)
+            .await
+            .map_err(|e| HandlerError::new(e.to_string()))
     }
 
     /// The subagent relationships this handler's side owns.
@@ -333,7 +314,7 @@ impl ThreadState<'_> {
             .or_else(|| sibling.map(|r| (r, self.side.sibling())))
         {
             let env = |k: &str| self.env(k);
-            if !crate::subagents::enabled(rel, &env) {
+            if !rel.enabled(&env) {
                 return ToolResult::error(format!(
                     "Subagent \"{name}\" is not enabled: its `optional` flag `{}` is not true, 1 or yes.",
                     rel.optional.as_deref().unwrap_or_default()
@@ -350,7 +331,7 @@ impl ThreadState<'_> {
             }
             let rel = rel.clone();
             return match self.start(&rel, owner, spawn).await {
-                Ok(run) => run.tool_result(),
+                Ok(run) => run.tool_result(self.project_agent(&rel.agent)),
                 Err(refused) => refused,
             };
         }

@@ -192,25 +192,49 @@ pub(crate) struct Active {
     pub(crate) source: HookSource,
 }
 
-/// The references in order, as `(hook id, source)`: children's `before_parent`, the base hooks,
-/// children's `after_parent`. Relationships disabled by `optional` contribute nothing; `hidden`
-/// ones still do.
+/// The children `agent` composes under `prompt`, as `(relationship or handoff name, child)`:
+/// its enabled relationships (hidden ones too; those disabled by `optional` compose nothing),
+/// then the exposed agents the prompt offers as handoffs (seed §6: adding an agent "to an enabled
+/// parent prompt as a handoff" composes it).
+fn composed<'p>(
+    project: &'p Project,
+    agent: &'p AgentDef,
+    prompt: Option<&'p PromptDef>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(&'p str, &'p AgentDef)> {
+    let mut out: Vec<(&str, &AgentDef)> = agent
+        .sides
+        .a
+        .subagents()
+        .iter()
+        .chain(agent.sides.b.subagents())
+        .filter(|r| r.enabled(env))
+        .filter_map(|r| {
+            project
+                .agents
+                .get(&r.agent)
+                .map(|child| (r.name(), &child.def))
+        })
+        .collect();
+    if let Some(prompt) = prompt {
+        out.extend(crate::decide::handoff_targets(project, agent, prompt));
+    }
+    out
+}
+
+/// The references in order, as `(hook id, source)`: the composed children's `before_parent`
+/// hooks, the base hooks, the children's `after_parent` hooks.
 pub fn resolve(
     project: &Project,
     agent: &AgentDef,
     prompt: Option<&PromptDef>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(String, HookSource)> {
+    let children = composed(project, agent, prompt, env);
     let required = |stage: HookStage| -> Vec<(String, HookSource)> {
-        agent
-            .sides
-            .a
-            .subagents()
+        children
             .iter()
-            .chain(agent.sides.b.subagents())
-            .filter(|r| crate::subagents::enabled(r, env))
-            .filter_map(|r| project.agents.get(&r.agent).map(|child| (r, &child.def)))
-            .flat_map(|(r, child)| {
+            .flat_map(|(name, child)| {
                 child
                     .parent_hooks
                     .iter()
@@ -219,7 +243,7 @@ pub fn resolve(
                         (
                             h.hook.clone(),
                             HookSource::Child {
-                                relationship: r.name().to_owned(),
+                                relationship: (*name).to_owned(),
                                 agent: child.name.clone(),
                             },
                         )
@@ -292,7 +316,7 @@ impl Hooks {
 #[derive(Clone, Default)]
 pub(crate) struct ActiveHooks {
     hooks: Arc<[Active]>,
-    pub(crate) failures: Vec<serde_json::Value>,
+    pub(crate) failures: Vec<crate::record::RecordBody>,
 }
 
 impl ActiveHooks {
@@ -309,11 +333,11 @@ impl ActiveHooks {
     }
 
     fn failed(&mut self, h: &Active, e: &HookError) {
-        self.failures.push(serde_json::json!({
-            "id": h.id,
-            "kind": h.kind,
-            "error": e.0,
-        }));
+        self.failures.push(crate::record::RecordBody::HookFailed {
+            id: h.id.clone(),
+            kind: h.kind.clone(),
+            error: e.0.clone(),
+        });
     }
 
     pub(crate) async fn after_thread_created(&mut self, t: &Thread) {

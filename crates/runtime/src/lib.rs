@@ -16,36 +16,44 @@
 //! other crates implement. Decisions (`decide`) are pure functions over a thread's state.
 
 mod agent;
+mod children;
 pub mod clock;
+pub mod codes;
 pub mod context;
 pub mod control;
 pub mod decide;
+mod delivery;
 mod engine;
+mod error;
 mod event;
 mod handler;
 pub mod hooks;
 pub mod middleware;
 mod model;
+mod record;
 mod store;
 mod subagents;
 mod tools;
+pub mod transition;
 mod types;
 
 pub use agent::{
-    Agent, AgentFailure, Collected, ImageRef, Principal, Prompt, RuntimeAgent, Scope, codes,
-    collect,
+    Agent, AgentFailure, Collected, ImageRef, Principal, Prompt, RuntimeAgent, Scope, collect,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use engine::{Delivered, Origin, RunError, Runtime, RuntimeBuilder, Settled, WhenBusy};
+pub use delivery::{Delivered, Origin, Settled, WhenBusy};
+pub use engine::{Runtime, RuntimeBuilder};
+pub use error::RunError;
 pub use event::{AgentEvent, EventSink};
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
     ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
 };
+pub use record::{Record, RecordBody};
 pub use store::{Commit, CommitOutcome, Lease, NewThread, Renewal, Store, StoreError};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolContext, ToolResult, Tools, render};
 pub use types::{
-    Child, Message, NewQueued, PerSide, Queued, Record, RecordKind, Role, SideId, StopReason,
-    Thread, ThreadId, ThreadStatus, ToolCall, ToolStatus, parse_side, side_str,
+    Child, ChildStatus, Message, NewQueued, PerSide, Queued, Role, SideId, StopReason, Thread,
+    ThreadId, ThreadStatus, ToolCall, ToolReply, ToolStatus, parse_side, side_str,
 };

@@ -12,7 +12,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::{self, BoxStream};
 
-use crate::agent::{Agent, Prompt, Scope, codes};
+use crate::agent::{Agent, Prompt, Scope};
+use crate::codes;
 use crate::event::AgentEvent;
 
 /// Wraps an agent in another.

@@ -8,7 +8,10 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::types::{Child, Message, NewQueued, Queued, Record, Thread, ThreadId, ThreadStatus};
+use crate::record::Record;
+use crate::types::{
+    Child, ChildStatus, Message, NewQueued, Queued, Thread, ThreadId, ThreadStatus,
+};
 
 /// A lease claim: `owner` holds the thread until `until` (ms), as of `now`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,8 +45,12 @@ pub struct Commit {
     pub values: Vec<(String, Option<serde_json::Value>)>,
     /// Messages to queue on this thread (a handler's `queue_message`).
     pub enqueue: Vec<NewQueued>,
-    /// Release the lease after writing, unless the queue holds messages; then keep it and say so.
+    /// Release the lease after writing, unless the queue holds runnable messages (see
+    /// [`Store::recoverable`]); then keep it and say so.
     pub settle: bool,
+    /// With `settle`: release the lease even if messages wait (an abort: they wait for the next
+    /// delivery).
+    pub release: bool,
 }
 
 /// What a commit did.
@@ -146,16 +153,39 @@ pub trait Store: Send + Sync + 'static {
     /// A durable value of a thread.
     async fn value(&self, id: ThreadId, key: &str)
     -> Result<Option<serde_json::Value>, StoreError>;
-    /// Threads that need a runner: running with an expired lease, or with queued messages and no
-    /// live lease.
+    /// Threads that need a runner: running with an expired lease, or with *runnable* queued
+    /// messages and no live lease. A queued message is runnable unless the thread was aborted
+    /// (stop reason `aborted`: its queue waits for the next delivery), or the thread is `waiting`
+    /// and the message is not a late tool result.
     async fn recoverable(&self, now: i64) -> Result<Vec<ThreadId>, StoreError>;
     /// Terminates a thread for good: status `terminated`, lease taken away (a run still going
     /// fails its next commit and stops), queue emptied, its registry entry `terminated`.
     async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError>;
     /// Adds a child to its parent's registry (or replaces the entry).
     async fn put_child(&self, child: &Child) -> Result<(), StoreError>;
-    /// Sets a registry entry's status; `false` if there is no such child.
-    async fn set_child_status(&self, child: ThreadId, status: &str) -> Result<bool, StoreError>;
+    /// Sets a registry entry's lifecycle status; `false` if there is no such child.
+    async fn set_child_status(
+        &self,
+        child: ThreadId,
+        status: ChildStatus,
+    ) -> Result<bool, StoreError>;
+    /// Sets a registry entry's free-text status; `false` if there is no such child.
+    async fn set_child_status_text(&self, child: ThreadId, text: &str) -> Result<bool, StoreError>;
+    /// Sets (or clears) the parent's tool call that waits for `child`; `false` if there is no
+    /// such child.
+    async fn set_awaiting(&self, child: ThreadId, call: Option<&str>) -> Result<bool, StoreError>;
+    /// Answers a waiting call, exactly once: if `call` of the parent waits for `child`, clears the
+    /// wait, queues `reply` on `parent` and tries the parent's lease with `claim`, all in one
+    /// transaction. `None` when nothing waited (someone answered first, or the wait was ended);
+    /// else whether the lease was taken.
+    async fn resolve_await(
+        &self,
+        child: ThreadId,
+        call: &str,
+        parent: ThreadId,
+        reply: NewQueued,
+        claim: Lease,
+    ) -> Result<Option<bool>, StoreError>;
     /// A thread's registry entry as a child, if it is one.
     async fn child(&self, child: ThreadId) -> Result<Option<Child>, StoreError>;
     /// A parent's children, oldest first.

@@ -151,70 +151,6 @@ impl Message {
     }
 }
 
-/// A journal fact other than a message.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Record {
-    pub seq: i64,
-    pub kind: RecordKind,
-    pub data: serde_json::Value,
-    pub created_at: i64,
-}
-
-/// The kinds of journal record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecordKind {
-    /// A new session opened (`data.session`).
-    SessionStarted,
-    /// A side completed a turn (`data.side`).
-    TurnCompleted,
-    /// The run stopped (`data.stopReason`, `data.status`); the session stays open.
-    Stopped,
-    /// The session ended (`data.stopReason`, `data.result`).
-    SessionEnded,
-    /// The status text changed (`data.text`).
-    Status,
-    /// A handler delivery failed (`data.error`, `data.message`).
-    HandlerError,
-    /// A step failed (`data.error`).
-    StepError,
-    /// The thread passed to another agent (`data.from`, `data.to`).
-    Handoff,
-    /// A hook failed and was skipped (`data.id`, `data.kind`, `data.error`).
-    HookFailed,
-}
-
-impl RecordKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecordKind::SessionStarted => "session_started",
-            RecordKind::TurnCompleted => "turn_completed",
-            RecordKind::Stopped => "stopped",
-            RecordKind::SessionEnded => "session_ended",
-            RecordKind::Status => "status",
-            RecordKind::HandlerError => "handler_error",
-            RecordKind::StepError => "step_error",
-            RecordKind::Handoff => "handoff",
-            RecordKind::HookFailed => "hook_failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<RecordKind> {
-        Some(match s {
-            "session_started" => RecordKind::SessionStarted,
-            "turn_completed" => RecordKind::TurnCompleted,
-            "stopped" => RecordKind::Stopped,
-            "session_ended" => RecordKind::SessionEnded,
-            "status" => RecordKind::Status,
-            "handler_error" => RecordKind::HandlerError,
-            "step_error" => RecordKind::StepError,
-            "handoff" => RecordKind::Handoff,
-            "hook_failed" => RecordKind::HookFailed,
-            _ => return None,
-        })
-    }
-}
-
 /// Where a thread is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -223,6 +159,9 @@ pub enum ThreadStatus {
     Running,
     /// Parked: the next turn is a person's.
     AwaitingHuman,
+    /// A tool call of the acting side waits for a blocking child's session to end: the thread
+    /// holds no lease and no task; the child's result, when it comes, is that call's tool result.
+    Waiting,
     /// Nothing runs: the session ended, or the run stopped on a safety limit or an error.
     Idle,
     /// Terminated for good.
@@ -234,6 +173,7 @@ impl ThreadStatus {
         match self {
             ThreadStatus::Running => "running",
             ThreadStatus::AwaitingHuman => "awaiting_human",
+            ThreadStatus::Waiting => "waiting",
             ThreadStatus::Idle => "idle",
             ThreadStatus::Terminated => "terminated",
         }
@@ -243,6 +183,7 @@ impl ThreadStatus {
         Some(match s {
             "running" => ThreadStatus::Running,
             "awaiting_human" => ThreadStatus::AwaitingHuman,
+            "waiting" => ThreadStatus::Waiting,
             "idle" => ThreadStatus::Idle,
             "terminated" => ThreadStatus::Terminated,
             _ => return None,
@@ -421,7 +362,20 @@ pub struct Queued {
     pub silent: bool,
     /// A follow-up: delivered only when the run would otherwise settle.
     pub follow_up: bool,
+    /// A blocking child's result for the parent's open tool call (then `role` is `tool`).
+    pub tool: Option<ToolReply>,
     pub created_at: i64,
+}
+
+/// A tool result that arrives after its step committed: a blocking child's outcome for the tool
+/// call its parent made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolReply {
+    /// The parent's tool call it answers.
+    pub call_id: String,
+    /// That call's tool name.
+    pub name: String,
+    pub status: ToolStatus,
 }
 
 /// A message to queue.
@@ -434,6 +388,23 @@ pub struct NewQueued {
     pub silent: bool,
     /// Hold it until the run would otherwise settle (the control plane's `follow_up`).
     pub follow_up: bool,
+    /// A late tool result (see [`Queued::tool`]).
+    pub tool: Option<ToolReply>,
+}
+
+impl NewQueued {
+    /// A message written by `side` with `role`: not a person's, not silent, not a follow-up.
+    pub fn new(role: Role, side: SideId, content: impl Into<String>) -> Self {
+        NewQueued {
+            role,
+            side,
+            content: content.into(),
+            human: false,
+            silent: false,
+            follow_up: false,
+            tool: None,
+        }
+    }
 }
 
 /// A subagent instance in its parent's registry.
@@ -452,11 +423,66 @@ pub struct Child {
     pub blocking: bool,
     /// `parentCommunication: explicit`: nothing is delivered to the parent automatically.
     pub explicit: bool,
-    /// `running`, `idle`, `failed`, `awaiting_human`, `terminated`, or free text.
-    pub status: String,
+    /// Where the child is in its life.
+    pub status: ChildStatus,
+    /// The free text its `sessionStatus` binding or handler last set, if any.
+    pub status_text: Option<String>,
+    /// The parent's tool call that waits for this child's session to end (a blocking spawn or
+    /// continuation), while it waits.
+    pub awaiting: Option<String>,
     pub created_at: i64,
     /// The arguments it was spawned with (a JSON object): its prompts' `{{name}}` variables.
     pub arguments: serde_json::Value,
     /// The env values its relationship's `scopedEnv` copied from the parent.
     pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// A child's lifecycle state in its parent's registry (its free-text status is apart, in
+/// [`Child::status_text`], so no status text can read as a state).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildStatus {
+    /// Started, or a message was routed to it; its session is open.
+    Running,
+    /// Its last session ended well.
+    Idle,
+    /// Its last session failed (`sessionFail`, an error, a cap without its terminal tool).
+    Failed,
+    /// It waits for a person.
+    AwaitingHuman,
+    /// It waits for a blocking child of its own.
+    Waiting,
+    /// Terminated for good: no message reaches it.
+    Terminated,
+}
+
+impl ChildStatus {
+    pub const ALL: [ChildStatus; 6] = [
+        ChildStatus::Running,
+        ChildStatus::Idle,
+        ChildStatus::Failed,
+        ChildStatus::AwaitingHuman,
+        ChildStatus::Waiting,
+        ChildStatus::Terminated,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChildStatus::Running => "running",
+            ChildStatus::Idle => "idle",
+            ChildStatus::Failed => "failed",
+            ChildStatus::AwaitingHuman => "awaiting_human",
+            ChildStatus::Waiting => "waiting",
+            ChildStatus::Terminated => "terminated",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ChildStatus> {
+        ChildStatus::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// Whether messages may still reach it.
+    pub fn is_live(self) -> bool {
+        self != ChildStatus::Terminated
+    }
 }

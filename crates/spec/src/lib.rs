@@ -29,6 +29,7 @@ mod model;
 mod node;
 mod project;
 mod prompt;
+mod relationship;
 mod schema;
 mod tool;
 mod ts;

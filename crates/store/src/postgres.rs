@@ -91,15 +91,23 @@ impl PgStore {
         let mut batch = Batch::new(t, owner);
         let drained = batch.param(Arg::Ints(commit.drained.clone()));
         let settle = batch.param(Arg::Bool(commit.settle && commit.enqueue.is_empty()));
+        let release = batch.param(Arg::Bool(commit.release));
         // The CTEs share one snapshot, so the queue rows this commit deletes are excluded by id.
         let waiting = format!(
             "SELECT 1 FROM queue q WHERE q.thread = threads.num AND NOT (q.id = ANY({drained}))"
         );
+        // What keeps the lease: a runnable row, for the thread's new status (`$4`) and stop
+        // reason (`$8`).
+        let runnable = format!(
+            "{waiting} AND {}",
+            crate::sql::runnable!("$4::text", "$8::text")
+        );
+        let free = format!("{settle} AND ({release} OR NOT EXISTS ({runnable}))");
         let mut sql = format!(
             "WITH del AS (DELETE FROM queue WHERE thread = (SELECT num FROM threads WHERE id = $1) AND id = ANY({drained})), \
              upd AS (UPDATE threads SET {THREAD_SET}, \
-                 lease_owner = CASE WHEN {settle} AND NOT EXISTS ({waiting}) THEN NULL ELSE lease_owner END, \
-                 lease_expires = CASE WHEN {settle} AND NOT EXISTS ({waiting}) THEN 0 ELSE lease_expires END \
+                 lease_owner = CASE WHEN {free} THEN NULL ELSE lease_owner END, \
+                 lease_expires = CASE WHEN {free} THEN 0 ELSE lease_expires END \
                  WHERE id = $1 AND lease_owner = $2 \
                  RETURNING num, lease_owner, (SELECT COUNT(*) FROM ({waiting}) w) AS waiting)"
         );

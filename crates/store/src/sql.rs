@@ -120,16 +120,13 @@ fn message_row(m: &Message) -> Result<Vec<Arg>, StoreError> {
 }
 
 fn record_row(r: &Record) -> Vec<Arg> {
-    let mut row = vec![
-        Arg::Int(r.seq),
-        Arg::Text(Some(r.kind.as_str().into())),
-        Arg::OptInt(None),
-    ];
+    let (kind, data) = r.body.to_parts();
+    let mut row = vec![Arg::Int(r.seq), Arg::Text(Some(kind)), Arg::OptInt(None)];
     row.extend((0..8).map(|_| Arg::Text(None)));
     row.extend([
         Arg::Bool(false),
         Arg::Text(None),
-        Arg::Text(Some(r.data.to_string())),
+        Arg::Text(Some(data.to_string())),
         Arg::Int(r.created_at),
     ]);
     row
@@ -175,6 +172,25 @@ macro_rules! thread_cols {
 }
 pub(crate) use thread_cols;
 
+/// The SQL condition that a queue row `q` is runnable for a thread whose status and stop reason
+/// are the SQL expressions `$status` and `$stop` (its columns, or in a commit the values being
+/// written): the thread was not aborted (its queue then waits for the next delivery), and,
+/// while the thread waits for a blocking child, the row is a late tool result.
+macro_rules! runnable {
+    ($status:literal, $stop:literal) => {
+        concat!(
+            "(",
+            $stop,
+            " IS NULL OR ",
+            $stop,
+            " <> 'aborted') AND (",
+            $status,
+            " <> 'waiting' OR q.tool_call_id IS NOT NULL)"
+        )
+    };
+}
+pub(crate) use runnable;
+
 /// `impl Store` for `$store`, whose `writer()` gives the connection writes go through (`$begin`
 /// starts their transactions) and whose `read` pool serves reads. `$lock` is appended to the statement that reads the thread row inside a write
 /// transaction (` FOR UPDATE` on Postgres; SQLite's `BEGIN IMMEDIATE` already serialises). Each
@@ -183,8 +199,8 @@ macro_rules! store_impl {
     ($store:ident, $db:ty, $begin:literal, $lock:literal, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
-            Child, Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Renewal, Queued, Record, RecordKind, Role, StopReason, Store,
-            StoreError, Thread, ThreadId, ThreadStatus, ToolStatus, parse_side, side_str,
+            Child, ChildStatus, Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Renewal, Queued, Record, RecordBody, Role, StopReason, Store,
+            StoreError, Thread, ThreadId, ThreadStatus, ToolReply, ToolStatus, parse_side, side_str,
         };
         use sqlx::Row;
         use uuid::Uuid;
@@ -245,7 +261,12 @@ macro_rules! store_impl {
                 name: row.try_get("name").map_err(db_error)?,
                 blocking: row.try_get("blocking").map_err(db_error)?,
                 explicit: row.try_get("explicit").map_err(db_error)?,
-                status: text("status")?,
+                status: {
+                    let s = text("status")?;
+                    ChildStatus::parse(&s).ok_or_else(|| corrupt("child status", &s))?
+                },
+                status_text: row.try_get("status_text").map_err(db_error)?,
+                awaiting: row.try_get("awaiting").map_err(db_error)?,
                 created_at: row.try_get("created_at").map_err(db_error)?,
                 arguments: {
                     let s = text("arguments")?;
@@ -392,10 +413,10 @@ macro_rules! store_impl {
                     .map(|row| {
                         let kind: String = row.try_get("kind").map_err(db_error)?;
                         let data: String = row.try_get("data").map_err(db_error)?;
+                        let data = serde_json::from_str(&data).map_err(|_| corrupt("record data", &data))?;
                         Ok(Record {
                             seq: row.try_get("seq").map_err(db_error)?,
-                            kind: RecordKind::parse(&kind).ok_or_else(|| corrupt("record kind", &kind))?,
-                            data: serde_json::from_str(&data).map_err(|_| corrupt("record data", &data))?,
+                            body: RecordBody::from_parts(&kind, data),
                             created_at: row.try_get("created_at").map_err(db_error)?,
                         })
                     })
@@ -404,7 +425,7 @@ macro_rules! store_impl {
 
             async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
                 let rows = sqlx::query(
-                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.created_at FROM queue q \
+                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, q.tool_name, q.tool_status, q.created_at FROM queue q \
                      JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id",
                 )
                 .bind(id.to_string())
@@ -423,6 +444,22 @@ macro_rules! store_impl {
                             human: row.try_get("human").map_err(db_error)?,
                             silent: row.try_get("silent").map_err(db_error)?,
                             follow_up: row.try_get("follow_up").map_err(db_error)?,
+                            tool: {
+                                let call: Option<String> = row.try_get("tool_call_id").map_err(db_error)?;
+                                let name: Option<String> = row.try_get("tool_name").map_err(db_error)?;
+                                let status: Option<String> = row.try_get("tool_status").map_err(db_error)?;
+                                match call {
+                                    None => None,
+                                    Some(call_id) => {
+                                        let status = status.unwrap_or_default();
+                                        Some(ToolReply {
+                                            call_id,
+                                            name: name.unwrap_or_default(),
+                                            status: ToolStatus::parse(&status).ok_or_else(|| corrupt("tool status", &status))?,
+                                        })
+                                    }
+                                }
+                            },
                             created_at: row.try_get("created_at").map_err(db_error)?,
                         })
                     })
@@ -564,8 +601,8 @@ macro_rules! store_impl {
 
             async fn recoverable(&self, now: i64) -> Result<Vec<ThreadId>, StoreError> {
                 let rows = sqlx::query(
-                    "SELECT id FROM threads WHERE (lease_owner IS NULL OR lease_expires < $1) AND \
-                     (status = 'running' OR EXISTS (SELECT 1 FROM queue q WHERE q.thread = threads.num)) ORDER BY num",
+                    concat!("SELECT id FROM threads WHERE (lease_owner IS NULL OR lease_expires < $1) AND \
+                     (status = 'running' OR EXISTS (SELECT 1 FROM queue q WHERE q.thread = threads.num AND ", crate::sql::runnable!("threads.status", "threads.stop_reason"), ")) ORDER BY num"),
                 )
                 .bind(now)
                 .fetch_all(&self.read)
@@ -604,9 +641,9 @@ macro_rules! store_impl {
 
             async fn put_child(&self, c: &Child) -> Result<(), StoreError> {
                 sqlx::query(
-                    "INSERT INTO children (child, parent, relationship, owner, agent, name, blocking, explicit, status, created_at, arguments, env) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-                     ON CONFLICT (child) DO UPDATE SET status = excluded.status",
+                    "INSERT INTO children (child, parent, relationship, owner, agent, name, blocking, explicit, status, created_at, arguments, env, status_text, awaiting) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+                     ON CONFLICT (child) DO UPDATE SET status = excluded.status, awaiting = excluded.awaiting",
                 )
                 .bind(c.child.to_string())
                 .bind(c.parent.to_string())
@@ -616,24 +653,83 @@ macro_rules! store_impl {
                 .bind(&c.name)
                 .bind(c.blocking)
                 .bind(c.explicit)
-                .bind(&c.status)
+                .bind(c.status.as_str())
                 .bind(c.created_at)
                 .bind(c.arguments.to_string())
                 .bind(serde_json::to_string(&c.env).unwrap_or_else(|_| "{}".to_owned()))
+                .bind(&c.status_text)
+                .bind(&c.awaiting)
                 .execute(&mut *self.writer().await?)
                 .await
                 .map_err(db_error)?;
                 Ok(())
             }
 
-            async fn set_child_status(&self, child: ThreadId, status: &str) -> Result<bool, StoreError> {
+            async fn set_child_status(&self, child: ThreadId, status: ChildStatus) -> Result<bool, StoreError> {
                 let done = sqlx::query("UPDATE children SET status = $1 WHERE child = $2")
-                    .bind(status)
+                    .bind(status.as_str())
                     .bind(child.to_string())
                     .execute(&mut *self.writer().await?)
                     .await
                     .map_err(db_error)?;
                 Ok(done.rows_affected() == 1)
+            }
+
+            async fn set_child_status_text(&self, child: ThreadId, text: &str) -> Result<bool, StoreError> {
+                let done = sqlx::query("UPDATE children SET status_text = $1 WHERE child = $2")
+                    .bind(text)
+                    .bind(child.to_string())
+                    .execute(&mut *self.writer().await?)
+                    .await
+                    .map_err(db_error)?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn set_awaiting(&self, child: ThreadId, call: Option<&str>) -> Result<bool, StoreError> {
+                let done = sqlx::query("UPDATE children SET awaiting = $1 WHERE child = $2")
+                    .bind(call)
+                    .bind(child.to_string())
+                    .execute(&mut *self.writer().await?)
+                    .await
+                    .map_err(db_error)?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn resolve_await(
+                &self,
+                child: ThreadId,
+                call: &str,
+                parent: ThreadId,
+                reply: NewQueued,
+                claim: Lease,
+            ) -> Result<Option<bool>, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                // The parent's row first: the lock order of every other write (enqueue, commit).
+                let (num, owner, expires) = lease_row(&mut tx, parent).await?;
+                let cleared = sqlx::query("UPDATE children SET awaiting = NULL WHERE child = $1 AND awaiting = $2")
+                    .bind(child.to_string())
+                    .bind(call)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                if cleared.rows_affected() == 0 {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Ok(None);
+                }
+                insert_queued(&mut tx, num, &reply, claim.now).await?;
+                let claimed = lease_free(&owner, expires, &claim);
+                if claimed {
+                    sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
+                        .bind(claim.owner.to_string())
+                        .bind(claim.until)
+                        .bind(num)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
+                tx.commit().await.map_err(db_error)?;
+                Ok(Some(claimed))
             }
 
             async fn child(&self, child: ThreadId) -> Result<Option<Child>, StoreError> {
@@ -691,6 +787,9 @@ macro_rules! store_impl {
                 Arg::Bool(q.silent),
                 Arg::Bool(q.follow_up),
                 Arg::Int(now),
+                Arg::Text(q.tool.as_ref().map(|r| r.call_id.clone())),
+                Arg::Text(q.tool.as_ref().map(|r| r.name.clone())),
+                Arg::Text(q.tool.as_ref().map(|r| r.status.as_str().to_owned())),
             ]
         }
 
@@ -701,8 +800,8 @@ macro_rules! store_impl {
             now: i64,
         ) -> Result<(), StoreError> {
             sqlx::query(
-                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             )
             .bind(num)
             .bind(q.role.as_str())
@@ -712,6 +811,9 @@ macro_rules! store_impl {
             .bind(q.silent)
             .bind(q.follow_up)
             .bind(now)
+            .bind(q.tool.as_ref().map(|r| r.call_id.as_str()))
+            .bind(q.tool.as_ref().map(|r| r.name.as_str()))
+            .bind(q.tool.as_ref().map(|r| r.status.as_str()))
             .execute(&mut **tx)
             .await
             .map_err(db_error)?;

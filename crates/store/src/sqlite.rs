@@ -140,7 +140,7 @@ impl SqliteStore {
         for q in &commit.enqueue {
             let values = batch.values(vec![queued_row(q, t.updated_at)]);
             batch.sql.push_str(&format!(
-                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at) \
+                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status) \
                  SELECT t.num, v.* FROM threads t, ({values}) v WHERE t.id = $1 AND t.lease_owner = $2;\n"
             ));
         }
@@ -162,10 +162,17 @@ impl SqliteStore {
             }
         }
         let settle = commit.settle && commit.enqueue.is_empty();
-        let release = format!(
-            "{} AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.thread = threads.num)",
-            i32::from(settle)
-        );
+        // The thread's new status and stop reason are `$4` and `$8`.
+        let release = if !settle {
+            "0".to_owned()
+        } else if commit.release {
+            "1".to_owned()
+        } else {
+            format!(
+                "NOT EXISTS (SELECT 1 FROM queue q WHERE q.thread = threads.num AND {})",
+                crate::sql::runnable!("$4", "$8")
+            )
+        };
         batch.sql.push_str(&format!(
             "UPDATE threads SET {THREAD_SET}, \
              lease_owner = CASE WHEN {release} THEN NULL ELSE lease_owner END, \

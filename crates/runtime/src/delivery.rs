@@ -1,0 +1,100 @@
+//! What a delivery is and how a run ended: who delivers ([`Origin`]), what happens when the
+//! thread is busy ([`WhenBusy`]), and the outcome ([`Delivered`], [`Settled`]).
+
+use serde_json::json;
+
+use crate::event::AgentEvent;
+use crate::types::{StopReason, Thread, ThreadId, ThreadStatus};
+
+/// What a delivery does when another runner holds the thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WhenBusy {
+    /// Queue the message durably for that runner (`duet send`, a parent's message to a child).
+    Queue,
+    /// Refuse it, writing nothing: `invoke`'s `session_busy`.
+    Reject,
+}
+
+/// Who delivers a message, and from where.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Origin<'a> {
+    /// The principal as canonical JSON; a thread created under one is theirs alone.
+    pub principal: Option<&'a str>,
+    pub source: Option<&'a str>,
+    /// The parent thread, when a parent delivers to its child: the message enters as `user` (side
+    /// A acts on it) and a new thread is created as that parent's child.
+    pub parent: Option<ThreadId>,
+    /// The parent waits for this run inline (a blocking spawn): its outcome is the parent's tool
+    /// result, so it is not also delivered to the parent as a message.
+    pub inline: bool,
+}
+
+/// How a run settled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settled {
+    pub thread: ThreadId,
+    /// The parent thread, for a subagent.
+    pub parent: Option<ThreadId>,
+    pub key: String,
+    pub session: i64,
+    pub status: ThreadStatus,
+    pub stop_reason: Option<StopReason>,
+    pub result: Option<String>,
+}
+
+impl Settled {
+    pub(crate) fn of(t: &Thread) -> Self {
+        Settled {
+            thread: t.id,
+            parent: t.parent,
+            key: t.key.clone(),
+            session: t.session,
+            status: t.status,
+            stop_reason: t.stop_reason,
+            result: t.result.clone(),
+        }
+    }
+
+    /// The terminal event for this outcome: `failed` for a step error, `completed` otherwise,
+    /// with `data: {thread, session, status, stopReason, result}`.
+    pub fn terminal_event(&self) -> AgentEvent {
+        if self.stop_reason == Some(StopReason::Aborted) {
+            return AgentEvent::Failed {
+                details: "the run was aborted".into(),
+                retryable: false,
+                code: Some(crate::codes::ABORTED.into()),
+            };
+        }
+        if self.stop_reason == Some(StopReason::StepError) {
+            return AgentEvent::Failed {
+                details: self
+                    .result
+                    .clone()
+                    .unwrap_or_else(|| "a step failed".into()),
+                // Providers retry transient failures themselves (emitting `retrying`); what
+                // reaches here failed for good.
+                retryable: false,
+                code: Some("step_error".into()),
+            };
+        }
+        AgentEvent::Completed {
+            data: Some(json!({
+                "thread": self.key,
+                "session": self.session,
+                "status": self.status.as_str(),
+                "stopReason": self.stop_reason.map(StopReason::as_str),
+                "result": self.result,
+            })),
+        }
+    }
+}
+
+/// What delivering an inbound message did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delivered {
+    /// This caller ran the thread until it settled.
+    Settled(Settled),
+    /// Another runner holds the thread: the message is queued durably and that runner delivers
+    /// it before its next step.
+    Queued { thread: ThreadId },
+}

@@ -1,0 +1,192 @@
+//! A blocking subagent call as a durable await. The step that makes it commits with the thread
+//! `waiting` (its other calls' results written, a `child_awaited` record per open call); the run
+//! then drives each child it started; when a child's session ends — in this run, or weeks later
+//! in another process — its result is queued on the parent as the tool result of that call
+//! (`Store::resolve_await`, which also clears the wait), and the parent's next drain writes it.
+//! Once no call is open the step completes: the stop rules run over all its results.
+
+use duet_spec::{AgentDef, Side};
+use uuid::Uuid;
+
+use super::{Flow, Runtime, Turn, emit, hook_failures, step};
+use crate::delivery::Settled;
+use crate::error::RunError;
+use crate::event::EventSink;
+use crate::hooks::ActiveHooks;
+use crate::store::Commit;
+use crate::subagents;
+use crate::transition;
+use crate::types::{
+    Child, ChildStatus, Message, NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus, ToolCall,
+    ToolReply, ToolStatus,
+};
+
+impl Runtime {
+    /// Commits a step whose blocking calls wait (the thread `waiting`), then runs each child it
+    /// started until that child settles. What they answer is drained next.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn await_children(
+        &self,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+        new: Vec<Message>,
+        calls: &[ToolCall],
+        awaiting: &[(usize, ThreadId, String)],
+        mut hooks: ActiveHooks,
+        turn: &Turn<'_>,
+    ) -> Result<Flow, RunError> {
+        let now = self.now();
+        let mut records = step::awaited(t, calls, awaiting, now);
+        let new = hooks.before_create_all(t, new).await;
+        records.extend(hook_failures(t, &mut hooks, now));
+        self.commit(
+            t,
+            Commit {
+                messages: new.clone(),
+                records,
+                ..Commit::default()
+            },
+        )
+        .await?;
+        emit::messages(turn.events, &new);
+        hooks.after_create_message(t, &new).await;
+        msgs.extend(new);
+        for (_, child, _) in awaiting {
+            if turn.cancel.is_cancelled() {
+                break;
+            }
+            // The child's first message is queued; run it here unless another run has it.
+            let run = Uuid::now_v7();
+            if self.inner.store.claim(*child, self.lease(run)).await? {
+                let cancel = turn.cancel.child_token();
+                let sink = EventSink::discard();
+                if let Err(e) = self.drive(*child, run, &sink, &cancel, true).await {
+                    tracing::warn!(child = %child, error = %e, "a blocking child's run failed");
+                }
+            }
+        }
+        // Whatever the children answered is in this thread's queue now.
+        Ok(Flow::Continue { queued: true })
+    }
+
+    /// Completes the step of `side` whose blocking calls have all been answered.
+    pub(super) async fn complete_awaited_step(
+        &self,
+        agent: &AgentDef,
+        side: SideId,
+        t: &mut Thread,
+        msgs: &[Message],
+    ) -> Result<Flow, RunError> {
+        let Side::Prompt(cfg) = agent.side(side) else {
+            // A handoff or a definition change left no prompt to complete: the run goes on.
+            t.status = ThreadStatus::Running;
+            return Ok(Flow::Continue { queued: false });
+        };
+        let now = self.now();
+        t.status = ThreadStatus::Running;
+        let calls = msgs
+            .iter()
+            .rev()
+            .find(|m| m.side == Some(side) && m.model.is_some())
+            .map(|m| m.tool_calls.clone())
+            .unwrap_or_default();
+        let outcomes = transition::outcomes_of(&calls, msgs);
+        let (records, settle) =
+            transition::complete_step(agent, cfg, t, side, msgs, &outcomes, false, now);
+        let status = records.iter().find_map(|r| match &r.body {
+            crate::record::RecordBody::Status { text } => Some(text.clone()),
+            _ => None,
+        });
+        let outcome = self
+            .commit(
+                t,
+                Commit {
+                    records,
+                    settle,
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        if let (Some(text), Some(_)) = (&status, t.parent) {
+            self.inner.store.set_child_status_text(t.id, text).await?;
+        }
+        Ok(Flow::of(outcome, t))
+    }
+
+    /// The wait of `parent`'s call `call` is over without an answer (an abort): the child that
+    /// was to answer it reports, if ever, as an ordinary message.
+    pub(super) async fn end_wait(&self, parent: ThreadId, call: &str) -> Result<(), RunError> {
+        for c in self.inner.store.children(parent).await? {
+            if c.awaiting.as_deref() == Some(call) {
+                self.inner.store.set_awaiting(c.child, None).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// If `settled`'s parent waits for it (a blocking call), its session result becomes that
+    /// call's tool result: queued on the parent, which runs on if no run holds it. Returns
+    /// whether an await was resolved (then nothing else is reported for this session).
+    pub(super) async fn resolve_await(
+        &self,
+        settled: &Settled,
+        entry: &Child,
+    ) -> Result<bool, RunError> {
+        let (Some(call), Some(parent_id)) = (entry.awaiting.as_deref(), settled.parent) else {
+            return Ok(false);
+        };
+        if matches!(
+            settled.status,
+            ThreadStatus::AwaitingHuman | ThreadStatus::Waiting
+        ) {
+            // Still on its way: a person (or its own child) answers first.
+            return Ok(false);
+        }
+        let agent = self.inner.project.agents.get(&entry.agent).map(|d| &d.def);
+        let (content, ok) = subagents::call_result(settled, agent);
+        let Some(parent) = self.inner.store.thread_by_id(parent_id).await? else {
+            return Ok(false);
+        };
+        let call_name = subagents::CREATE.to_owned();
+        let reply = NewQueued {
+            tool: Some(ToolReply {
+                call_id: call.to_owned(),
+                name: call_name,
+                status: if ok {
+                    ToolStatus::Success
+                } else {
+                    ToolStatus::Error
+                },
+            }),
+            ..NewQueued::new(Role::Tool, entry.owner, content)
+        };
+        let run = Uuid::now_v7();
+        let claimed = self
+            .inner
+            .store
+            .resolve_await(entry.child, call, parent.id, reply, self.lease(run))
+            .await?;
+        match claimed {
+            None => Ok(false),
+            Some(false) => Ok(true),
+            Some(true) => {
+                // No run holds the parent: it runs on from here, so whoever answered the child
+                // sees the parent settle too.
+                let (sink, cancel) = (
+                    EventSink::discard(),
+                    tokio_util::sync::CancellationToken::new(),
+                );
+                if let Err(e) = self.drive(parent.id, run, &sink, &cancel, false).await {
+                    tracing::warn!(parent = %parent.key, error = %e, "the parent's run after its child's answer failed");
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// The registry status for a settled child run.
+    pub(super) fn child_status(&self, settled: &Settled, entry: &Child) -> ChildStatus {
+        let agent = self.inner.project.agents.get(&entry.agent).map(|d| &d.def);
+        subagents::status_of(settled, agent)
+    }
+}

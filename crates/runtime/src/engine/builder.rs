@@ -1,0 +1,107 @@
+//! [`RuntimeBuilder`]: the parts a [`Runtime`] is made of.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use duet_spec::Project;
+
+use super::{Inner, Runtime, deliver, lease};
+use crate::clock::{Clock, SystemClock};
+use crate::handler::{Handler, Handlers};
+use crate::hooks::Hooks;
+use crate::model::Providers;
+use crate::store::Store;
+use crate::tools::{Tool, Tools};
+
+/// Builds a [`Runtime`].
+pub struct RuntimeBuilder {
+    project: Arc<Project>,
+    store: Arc<dyn Store>,
+    providers: Providers,
+    handlers: Handlers,
+    hooks: Hooks,
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+    clock: Arc<dyn Clock>,
+    lease_ms: i64,
+}
+
+impl Runtime {
+    /// A builder for a runtime of `project` on `store`, with no providers, handlers, hooks or
+    /// builtin tools yet, the system clock and 30-second leases.
+    pub fn builder(project: Arc<Project>, store: Arc<dyn Store>) -> RuntimeBuilder {
+        RuntimeBuilder {
+            project,
+            store,
+            providers: Providers::new(),
+            handlers: Handlers::new(),
+            hooks: Hooks::new(),
+            tools: BTreeMap::new(),
+            clock: Arc::new(SystemClock),
+            lease_ms: 30_000,
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// The model providers, by name.
+    pub fn providers(mut self, providers: Providers) -> Self {
+        self.providers = providers;
+        self
+    }
+
+    /// The handler implementations, by registered name.
+    pub fn handlers(mut self, handlers: Handlers) -> Self {
+        self.handlers = handlers;
+        self
+    }
+
+    /// The hook implementations, by registered name.
+    pub fn hooks(mut self, hooks: Hooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Registers one more handler (beside those of [`RuntimeBuilder::handlers`]).
+    pub fn handler(mut self, name: &str, handler: impl Handler) -> Self {
+        self.handlers = std::mem::take(&mut self.handlers).with(name, handler);
+        self
+    }
+
+    /// Registers a builtin tool under `name` (a tool file's `builtin:`).
+    pub fn tool(mut self, name: &str, tool: impl Tool) -> Self {
+        self.tools.insert(name.to_owned(), Arc::new(tool));
+        self
+    }
+
+    /// The clock (a [`crate::ManualClock`] in tests).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How long a lease lasts without renewal (default 30 s); a runner renews it every third.
+    pub fn lease_ms(mut self, ms: i64) -> Self {
+        self.lease_ms = ms.max(3);
+        self
+    }
+
+    /// The runtime.
+    pub fn build(self) -> Runtime {
+        let tools = Tools::new(self.project.clone(), self.tools);
+        Runtime {
+            inner: Arc::new(Inner {
+                project: self.project,
+                store: self.store,
+                providers: self.providers,
+                handlers: self.handlers,
+                hooks: self.hooks,
+                tools,
+                clock: self.clock,
+                lease_ms: self.lease_ms,
+                models: Mutex::new(HashMap::new()),
+                runs: lease::Runs::default(),
+                background: deliver::Background::default(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Deliveries: an inbound message queued durably and, when this caller takes the lease, the run
+//! that follows; recovery of threads whose runner died; and the runs that go on in the
+//! background (non-blocking children, parents woken by a child's result).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::Runtime;
+use crate::decide;
+use crate::delivery::{Delivered, Origin, Settled, WhenBusy};
+use crate::error::RunError;
+use crate::event::EventSink;
+use crate::store::{NewThread, StoreError};
+use crate::types::{NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus};
+
+/// Background runs in flight, and a signal when the count drops.
+#[derive(Default)]
+pub(super) struct Background {
+    count: AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+impl Runtime {
+    /// Delivers `text` to the thread `key` (created for `agent` if new) and runs it until it
+    /// settles: parked for a person, waiting for a blocking child, or the session ended, or a
+    /// run stop.
+    ///
+    /// The message is written by the agent's human side (or, for an agent without one, as a
+    /// `user` message so side A acts first). If another runner holds the thread, the message is
+    /// queued for it and `Delivered::Queued` comes back at once.
+    pub async fn send(
+        &self,
+        key: &str,
+        agent: Option<&str>,
+        text: &str,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Delivered, RunError> {
+        self.deliver(
+            key,
+            agent,
+            text,
+            Origin::default(),
+            WhenBusy::Queue,
+            events,
+            cancel,
+        )
+        .await
+    }
+
+    /// [`Runtime::send`] with an origin and a busy policy: the delivery under `invoke` and the
+    /// control plane.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn deliver(
+        &self,
+        key: &str,
+        agent: Option<&str>,
+        text: &str,
+        origin: Origin<'_>,
+        when_busy: WhenBusy,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Delivered, RunError> {
+        let thread = self.open(key, agent, &origin).await?;
+        let agent = self.agent_def(&thread.agent)?;
+        let message = if origin.parent.is_some() {
+            // Parent to child: always a `user` message, so the child's side A acts on it.
+            NewQueued::new(Role::User, SideId::B, text)
+        } else {
+            decide::inbound(agent, text)
+        };
+        let run = Uuid::now_v7();
+        let now = self.now();
+        let store = &self.inner.store;
+        let claimed = match when_busy {
+            WhenBusy::Queue => {
+                store
+                    .enqueue(thread.id, message, Some(self.lease(run)), now)
+                    .await?
+            }
+            WhenBusy::Reject => {
+                if !store
+                    .deliver_if_free(thread.id, message, self.lease(run))
+                    .await?
+                {
+                    return Err(RunError::Busy(key.to_owned()));
+                }
+                true
+            }
+        };
+        if !claimed {
+            return Ok(Delivered::Queued { thread: thread.id });
+        }
+        self.drive(thread.id, run, events, cancel, origin.inline)
+            .await
+            .map(Delivered::Settled)
+    }
+
+    /// The thread `key`: opened (created for `agent` if new) when an agent is named, else it
+    /// must exist; refused when it is another principal's or terminated.
+    async fn open(
+        &self,
+        key: &str,
+        agent: Option<&str>,
+        origin: &Origin<'_>,
+    ) -> Result<Thread, RunError> {
+        let store = &self.inner.store;
+        let thread = match agent {
+            Some(name) => {
+                if !self.inner.project.agents.contains_key(name) {
+                    return Err(RunError::UnknownAgent(name.to_owned()));
+                }
+                let new = NewThread {
+                    id: Uuid::now_v7(),
+                    agent: name,
+                    parent: origin.parent,
+                    principal: origin.principal,
+                    source: origin.source,
+                    now: self.now(),
+                };
+                let t = store.open_thread(key, new).await?;
+                // A thread handed off to another agent is still addressed by its first agent.
+                if t.agent != name && t.origin != name {
+                    return Err(StoreError::AgentMismatch {
+                        key: key.to_owned(),
+                        agent: t.agent,
+                    }
+                    .into());
+                }
+                t
+            }
+            None => store
+                .thread(key)
+                .await?
+                .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?,
+        };
+        if thread.principal.is_some() && thread.principal.as_deref() != origin.principal {
+            return Err(RunError::Forbidden(key.to_owned()));
+        }
+        if thread.status == ThreadStatus::Terminated {
+            return Err(RunError::Terminated(key.to_owned()));
+        }
+        Ok(thread)
+    }
+
+    /// Runs every thread that needs a runner (a dead runner's, or one with runnable queued
+    /// messages and no runner). Returns how many were run. Safe to call from any number of
+    /// processes.
+    pub async fn recover(&self, cancel: &CancellationToken) -> Result<usize, RunError> {
+        let ids = self.inner.store.recoverable(self.now()).await?;
+        let mut ran = 0;
+        for id in ids {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let run = Uuid::now_v7();
+            if self.inner.store.claim(id, self.lease(run)).await? {
+                match self
+                    .drive(id, run, &EventSink::discard(), cancel, false)
+                    .await
+                {
+                    Ok(_) | Err(RunError::Store(StoreError::LeaseLost(_))) => ran += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(ran)
+    }
+
+    /// Runs thread `id`, whose lease `run` holds, in the background.
+    pub(super) fn drive_in_background(&self, id: ThreadId, run: Uuid) {
+        let rt = self.clone();
+        self.spawn_background(async move {
+            let (sink, cancel) = (EventSink::discard(), CancellationToken::new());
+            if let Err(e) = rt.drive(id, run, &sink, &cancel, false).await {
+                tracing::warn!(thread = %id, error = %e, "a background run failed");
+            }
+        });
+    }
+
+    /// Queues `message` on `t` and tries its lease: the run id when this caller must run it.
+    pub(super) async fn queue_claiming(
+        &self,
+        t: &Thread,
+        message: NewQueued,
+    ) -> Result<Option<Uuid>, RunError> {
+        let run = Uuid::now_v7();
+        let claimed = self
+            .inner
+            .store
+            .enqueue(t.id, message, Some(self.lease(run)), self.now())
+            .await?;
+        Ok(claimed.then_some(run))
+    }
+
+    /// Queues a ready-made message on `t` and, if no run holds it, runs it (a child's result
+    /// for its parent).
+    pub(super) async fn deliver_queued(
+        &self,
+        t: &Thread,
+        message: NewQueued,
+    ) -> Result<Option<Settled>, RunError> {
+        let Some(run) = self.queue_claiming(t, message).await? else {
+            return Ok(None);
+        };
+        let (sink, cancel) = (EventSink::discard(), CancellationToken::new());
+        self.drive(t.id, run, &sink, &cancel, false).await.map(Some)
+    }
+
+    /// Runs `work` in the background, counted so that [`Runtime::quiesce`] can wait for it.
+    pub(super) fn spawn_background(
+        &self,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        self.inner.background.count.fetch_add(1, Ordering::SeqCst);
+        let rt = self.clone();
+        tokio::spawn(async move {
+            work.await;
+            rt.inner.background.count.fetch_sub(1, Ordering::SeqCst);
+            rt.inner.background.done.notify_waiters();
+        });
+    }
+
+    /// Waits until no background run of this runtime is in flight (subagents started without
+    /// blocking, and the parent runs their results trigger): for tests and graceful shutdown.
+    pub async fn quiesce(&self) {
+        loop {
+            // Registered before the check, so a run finishing in between still wakes us.
+            let notified = self.inner.background.done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.inner.background.count.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! A handler's turn: one delivery per inbound message past the side's watermark, each with a
+//! [`ThreadState`] whose writes are buffered and committed with that delivery; then the turn's
+//! end (a `stopSession`, the exchange cap, a park, or the sibling's turn).
+
+use duet_spec::HandlerSide;
+
+use super::{Flow, Runtime, Turn, emit, hook_failures};
+use crate::decide;
+use crate::error::RunError;
+use crate::handler::{Effects, HandlerError, ThreadState};
+use crate::record::{Record, RecordBody};
+use crate::store::{Commit, CommitOutcome};
+use crate::transition;
+use crate::types::{Message, Role, SideId, StopReason, Thread};
+
+impl Runtime {
+    pub(super) async fn handler_turn(
+        &self,
+        cfg: &HandlerSide,
+        turn: &Turn<'_>,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+    ) -> Result<Flow, RunError> {
+        let Turn {
+            agent,
+            side,
+            scope,
+            events,
+            cancel,
+        } = *turn;
+        let project = self.inner.project.clone();
+        let builtin = project
+            .handlers
+            .get(&cfg.handler)
+            .map_or(cfg.handler.as_str(), |h| h.def.builtin.as_str());
+        let Some(handler) = self.inner.handlers.get(builtin).cloned() else {
+            return self
+                .step_error(
+                    t,
+                    &format!("handler `{builtin}` is not registered in this build of duet"),
+                )
+                .await;
+        };
+        let env = self.env(agent, None, &scope.env);
+        // A handler side has no prompt: the agent's hooks (and its children's parent hooks).
+        let hooks = match self.hooks_for(agent, None, &env) {
+            Ok(active) => active,
+            Err(e) => return self.step_error(t, &format!("hooks fail closed: {e}")).await,
+        };
+        let sibling = agent.side(side.sibling()).subagents();
+        let inbound: Vec<Message> = msgs
+            .iter()
+            .filter(|m| {
+                m.side == Some(side.sibling())
+                    && matches!(m.role, Role::User | Role::Assistant)
+                    && m.seq > t.watermarks[side]
+            })
+            .cloned()
+            .collect();
+        let mut stop_result: Option<Option<String>> = None;
+        let mut queued = false;
+        let mut child_status: Option<String> = None;
+        for m in &inbound {
+            if cancel.is_cancelled() {
+                return self.abort(t, msgs).await.map(Flow::Done);
+            }
+            let mut state = ThreadState {
+                thread: t,
+                messages: msgs,
+                side,
+                env: &env,
+                store: self.inner.store.as_ref(),
+                tools: &self.inner.tools,
+                children: self,
+                project: &project,
+                relationships: &cfg.subagents,
+                sibling_relationships: sibling,
+                arguments: &scope.arguments,
+                hooks: hooks.clone(),
+                effects: Effects::default(),
+            };
+            let result = tokio::select! {
+                () = cancel.cancelled() => return self.abort(t, msgs).await.map(Flow::Done),
+                r = handler.handle(&mut state, m) => r,
+            };
+            let effects = std::mem::take(&mut state.effects);
+            let mut hooks = std::mem::take(&mut state.hooks);
+            drop(state);
+            let now = self.now();
+            // Each message the handler wrote passes `before_create_message`; a hook that fails
+            // rejects the delivery like a handler error.
+            let mut written = Vec::with_capacity(effects.injected.len());
+            let mut result = result;
+            if result.is_ok() {
+                for (role, content, silent) in &effects.injected {
+                    let writer = match role {
+                        Role::Assistant => Some(SideId::A),
+                        Role::User => Some(SideId::B),
+                        _ => None,
+                    };
+                    let mut msg = Message::text(0, t.session, *role, writer, content.clone(), now);
+                    msg.silent = *silent;
+                    match hooks.before_create_message_strict(t, msg).await {
+                        Ok(m) => written.push(m),
+                        Err(e) => {
+                            result = Err(HandlerError::new(e.0));
+                            break;
+                        }
+                    }
+                }
+            }
+            // The watermark moves before the effects apply: delivery is at most once.
+            t.watermarks[side] = m.seq;
+            let mut commit = Commit::default();
+            match result {
+                Ok(()) => {
+                    for mut msg in written {
+                        msg.seq = t.take_seq();
+                        commit.messages.push(msg);
+                    }
+                    commit.enqueue = effects.queued;
+                    commit.values = effects.values;
+                    if let Some(text) = effects.status {
+                        if t.parent.is_some() {
+                            child_status = Some(text.clone());
+                        }
+                        t.status_text = Some(text.clone());
+                        let seq = t.take_seq();
+                        commit
+                            .records
+                            .push(Record::new(seq, RecordBody::Status { text }, now));
+                    }
+                    stop_result = effects.stop;
+                }
+                Err(e) => {
+                    let seq = t.take_seq();
+                    let body = RecordBody::HandlerError {
+                        handler: builtin.to_owned(),
+                        message: m.seq,
+                        error: e.to_string(),
+                    };
+                    commit.records.push(Record::new(seq, body, now));
+                }
+            }
+            commit.records.extend(hook_failures(t, &mut hooks, now));
+            t.updated_at = now;
+            let new = commit.messages.clone();
+            queued |= self.commit(t, commit).await? == CommitOutcome::Committed { queued: true };
+            emit::messages(events, &new);
+            hooks.after_create_message(t, &new).await;
+            msgs.extend(new);
+            if let Some(text) = child_status.take() {
+                self.inner.store.set_child_status_text(t.id, &text).await?;
+            }
+            if stop_result.is_some() {
+                break;
+            }
+        }
+
+        let now = self.now();
+        let mut records = Vec::new();
+        if !inbound.is_empty() {
+            records.push(transition::turn_completed(t, side, now));
+        }
+        let mut settle = true;
+        if let Some(result) = stop_result {
+            let result = result.unwrap_or_else(|| "Session stopped.".to_owned());
+            records.push(transition::end_session(
+                t,
+                StopReason::StateStopSession,
+                Some(result),
+                now,
+            ));
+        } else {
+            let next = decide::after_handler_turn(agent, t, side, !inbound.is_empty());
+            settle = transition::apply_after_turn(agent, t, next, msgs, now, &mut records);
+        }
+        t.updated_at = now;
+        let outcome = self
+            .commit(
+                t,
+                Commit {
+                    records,
+                    settle,
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        Ok(match Flow::of(outcome, t) {
+            Flow::Continue { queued: more } => Flow::Continue {
+                queued: queued || more,
+            },
+            done => done,
+        })
+    }
+}

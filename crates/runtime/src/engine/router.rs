@@ -1,0 +1,240 @@
+//! The tool router: what each tool a prompt offers is, and where a call to it goes. Every call a
+//! model makes is sorted here into one [`Route`] — a project tool (builtin, template or http, as
+//! its definition says), a subagent lifecycle tool, a handoff, a sub-prompt — or none (unknown),
+//! and dispatched in `route_call`. Adding a kind of tool is one arm here.
+
+use std::collections::BTreeMap;
+
+use duet_spec::{AgentDef, Project, PromptDef, PromptSide, SubagentRelationship};
+use serde_json::json;
+
+use super::{Runtime, Turn};
+use crate::children::{Caller, ChildRun};
+use crate::decide;
+use crate::hooks::ActiveHooks;
+use crate::model::ToolSpec;
+use crate::subagents;
+use crate::tools::{ToolContext, ToolResult};
+use crate::types::{Thread, ThreadId, ToolCall};
+
+/// Where a call goes.
+#[derive(Clone, Copy)]
+pub(super) enum Route<'p> {
+    /// A tool definition of the project: it runs as its definition says (a Rust builtin, a
+    /// result template, an http call).
+    Tool,
+    /// `subagent_create`, `subagent_message` (or its legacy name) or `subagents`.
+    Lifecycle,
+    /// An exposed agent with no relationship here: the thread passes to it.
+    Handoff(&'p str, &'p AgentDef),
+    /// A prompt named in `tools`: not offered to models yet, so no call reaches it.
+    SubPrompt,
+}
+
+/// What one step offers its model, and where each name goes.
+pub(super) struct Offer<'p> {
+    pub(super) specs: Vec<ToolSpec>,
+    routes: BTreeMap<String, Route<'p>>,
+    /// The relationships the side offers (enabled, not hidden).
+    pub(super) relationships: Vec<&'p SubagentRelationship>,
+    lifecycle: Vec<ToolSpec>,
+}
+
+impl<'p> Offer<'p> {
+    /// The tools `prompt` offers on `cfg`'s side of `agent`, with `env` deciding which
+    /// relationships are enabled.
+    pub(super) fn new(
+        project: &'p Project,
+        agent: &AgentDef,
+        cfg: &'p PromptSide,
+        prompt: &'p PromptDef,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Self {
+        let mut specs = Vec::new();
+        let mut routes = BTreeMap::new();
+        for entry in &prompt.tools {
+            if let Some(tool) = project.tools.get(&entry.name) {
+                specs.push(ToolSpec {
+                    name: entry.name.clone(),
+                    description: tool.def.description.clone(),
+                    parameters: tool
+                        .def
+                        .args
+                        .clone()
+                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                });
+                routes.insert(entry.name.clone(), Route::Tool);
+            } else if project.prompts.contains_key(&entry.name) {
+                // Known, so a call is not "unknown"; not offered until sub-prompts run.
+                routes.insert(entry.name.clone(), Route::SubPrompt);
+            }
+        }
+        let relationships = subagents::offered(cfg, env);
+        let lifecycle = subagents::tool_specs(project, &relationships);
+        for spec in &lifecycle {
+            routes.insert(spec.name.clone(), Route::Lifecycle);
+        }
+        specs.extend(lifecycle.iter().cloned());
+        for (name, target) in decide::handoff_targets(project, agent, prompt) {
+            specs.push(ToolSpec {
+                name: name.to_owned(),
+                description: target.tool_description.clone().unwrap_or_default(),
+                parameters: decide::side_a_schema(project, target),
+            });
+            routes.insert(name.to_owned(), Route::Handoff(name, target));
+        }
+        Offer {
+            specs,
+            routes,
+            relationships,
+            lifecycle,
+        }
+    }
+
+    /// Where a call of `name` goes; `None` for a tool this step does not offer.
+    pub(super) fn route(&self, name: &str) -> Option<Route<'p>> {
+        self.routes.get(subagents::canonical(name)).copied()
+    }
+
+    fn unknown(&self, name: &str) -> ToolResult {
+        let names: Vec<&str> = self.specs.iter().map(|o| o.name.as_str()).collect();
+        ToolResult::error(format!(
+            "Unknown tool `{name}`. Available tools: {}.",
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        ))
+    }
+}
+
+/// What a dispatched call did.
+pub(super) enum Dispatched {
+    /// Its result.
+    Done(ToolResult),
+    /// A handoff to this agent, if the step keeps it.
+    Handoff(String, ToolResult),
+    /// A blocking child was started (or continued): the call's result is that child's session
+    /// result, written when it ends.
+    Awaiting { child: ThreadId, key: String },
+}
+
+/// The step's state a call may need: whether a handoff or an await is already pending.
+pub(super) struct StepCalls<'a> {
+    pub(super) thread: &'a Thread,
+    pub(super) env: &'a std::collections::BTreeMap<String, String>,
+    pub(super) hooks: &'a mut ActiveHooks,
+    pub(super) handoff_made: bool,
+    pub(super) awaiting: bool,
+}
+
+impl Runtime {
+    /// Runs `call` where its route says.
+    pub(super) async fn route_call(
+        &self,
+        offer: &Offer<'_>,
+        turn: &Turn<'_>,
+        call: &ToolCall,
+        step: &mut StepCalls<'_>,
+    ) -> Dispatched {
+        let project = &self.inner.project;
+        let Some(route) = offer.route(&call.name) else {
+            return Dispatched::Done(offer.unknown(&call.name));
+        };
+        match route {
+            Route::Tool => {
+                let ctx = ToolContext {
+                    thread: step.thread.id,
+                    idempotency_key: format!("{}:{}", step.thread.id, call.id),
+                };
+                let env = |k: &str| step.env.get(k).cloned().or_else(|| std::env::var(k).ok());
+                Dispatched::Done(
+                    self.inner
+                        .tools
+                        .run(ctx, &call.name, &call.arguments, &env)
+                        .await,
+                )
+            }
+            Route::SubPrompt => Dispatched::Done(offer.unknown(&call.name)),
+            Route::Handoff(name, target) => {
+                let schema = decide::side_a_schema(project, target);
+                let errors = subagents::schema_errors(&schema, &call.arguments);
+                Dispatched::Done(if !errors.is_empty() {
+                    ToolResult::error(format!(
+                        "Invalid arguments for `{}`: {}",
+                        call.name,
+                        errors.join("; ")
+                    ))
+                } else if step.handoff_made {
+                    ToolResult::error("Only one handoff per step: this one was not made.")
+                } else if step.awaiting {
+                    ToolResult::error(
+                        "No handoff while a blocking subagent call of this step is waiting: this one was not made.",
+                    )
+                } else {
+                    step.handoff_made = true;
+                    return Dispatched::Handoff(
+                        name.to_owned(),
+                        ToolResult::ok("Handoff complete"),
+                    );
+                })
+            }
+            Route::Lifecycle => {
+                let name = subagents::canonical(&call.name);
+                if let Some(spec) = offer.lifecycle.iter().find(|s| s.name == name)
+                    && let Err(invalid) = subagents::valid(spec, &call.arguments)
+                {
+                    return Dispatched::Done(invalid);
+                }
+                let caller = Caller {
+                    env: step.env,
+                    hooks: step.hooks,
+                };
+                let result = match name {
+                    subagents::CREATE => {
+                        if step.handoff_made {
+                            return Dispatched::Done(ToolResult::error(
+                                "No subagent call after a handoff in the same step: the thread has passed to another agent.",
+                            ));
+                        }
+                        let request = subagents::create_request(&call.arguments);
+                        let Some(rel) = offer
+                            .relationships
+                            .iter()
+                            .find(|r| r.name() == request.relationship)
+                        else {
+                            return Dispatched::Done(ToolResult::error(format!(
+                                "No subagent relationship `{}` on this side.",
+                                request.relationship
+                            )));
+                        };
+                        let spawn = request.spawn(rel, Some(call.id.clone()));
+                        match self
+                            .spawn_child(step.thread, turn.side, rel, spawn, caller, turn.cancel)
+                            .await
+                        {
+                            Ok(Ok(ChildRun::Awaiting { child, key })) => {
+                                step.awaiting = true;
+                                return Dispatched::Awaiting { child, key };
+                            }
+                            Ok(Ok(run)) => {
+                                Ok(run.tool_result(project.agents.get(&rel.agent).map(|d| &d.def)))
+                            }
+                            Ok(Err(refused)) => Ok(refused),
+                            Err(e) => Err(e),
+                        }
+                    }
+                    subagents::MESSAGE => {
+                        let (reference, message) = subagents::message_request(&call.arguments);
+                        self.message_child(step.thread, reference, message).await
+                    }
+                    _ => self.list_children(step.thread, &offer.relationships).await,
+                };
+                Dispatched::Done(result.unwrap_or_else(|e| {
+                    ToolResult::error(format!("The subagent call failed inside duet: {e}"))
+                }))
+            }
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! The run loop: while a run holds a thread's lease it drains queued messages into the journal,
+//! asks `decide::next` what to do, does it (a model step, a handler turn, a settle), commits, and
+//! only then emits — until the thread settles.
+
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::lease::LeaseGuard;
+use super::{ChildScope, Flow, Runtime, Turn, emit, hook_failures};
+use crate::decide::{self, Next};
+use crate::delivery::Settled;
+use crate::error::RunError;
+use crate::event::EventSink;
+use crate::store::{Commit, CommitOutcome, StoreError};
+use crate::transition;
+use duet_spec::Side;
+
+use crate::types::{Message, Role, StopReason, Thread, ThreadId, ThreadStatus, ToolStatus};
+
+impl Runtime {
+    /// Runs a thread whose lease run `run` holds, renewing the lease meanwhile, then reports a
+    /// child's outcome to its parent. `inline`: a parent drives this child's run and waits for it
+    /// (a blocking spawn): the run stops at its session's end, and what was queued meanwhile runs
+    /// on in the background. Boxed: a child's run may run its parent, so runs recurse.
+    pub(super) fn drive<'a>(
+        &'a self,
+        id: ThreadId,
+        run: Uuid,
+        events: &'a EventSink,
+        cancel: &'a CancellationToken,
+        inline: bool,
+    ) -> futures::future::BoxFuture<'a, Result<Settled, RunError>> {
+        Box::pin(async move {
+            let guard = LeaseGuard::hold(self, id, run, cancel);
+            let result = self
+                .run(id, events, &guard.abort, &guard.lost, inline)
+                .await;
+            drop(guard);
+            let (result, rest) = match result {
+                Ok((settled, rest)) => (Ok(settled), rest),
+                Err(e) => (Err(e), false),
+            };
+            if let Ok(settled) = &result
+                && settled.parent.is_some()
+            {
+                self.after_child_settled(settled, inline, rest).await;
+            }
+            if rest {
+                // Stopped at its session's end with messages waiting: they run on in the
+                // background under the same lease, reporting as a non-blocking child does.
+                self.drive_in_background(id, run);
+            }
+            result
+        })
+    }
+
+    async fn run(
+        &self,
+        id: ThreadId,
+        events: &EventSink,
+        cancel: &CancellationToken,
+        lost: &CancellationToken,
+        inline: bool,
+    ) -> Result<(Settled, bool), RunError> {
+        let store = &self.inner.store;
+        let mut t = store
+            .thread_by_id(id)
+            .await?
+            .ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
+        let mut msgs = store.messages(id).await?;
+        let project = self.inner.project.clone();
+        // The queue is read when a commit said messages wait (and once at the start): each
+        // commit reports the queue as of its own transaction, right before the next step.
+        let mut queued = true;
+        // Read once per run: a child's arguments and scoped env never change after its spawn.
+        let scope = self.child_scope(&t).await?;
+        if t.session == 0 {
+            // A new thread: `after_thread_created` runs before anything else does. (Should the
+            // process die before the first session opens, it runs again: hooks are meant to be
+            // idempotent.)
+            self.thread_created(&mut t, &scope).await?;
+        }
+        loop {
+            if lost.is_cancelled() {
+                return Err(StoreError::LeaseLost(id).into());
+            }
+            if cancel.is_cancelled() {
+                return self.abort(&mut t, &msgs).await.map(|s| (s, false));
+            }
+            if queued {
+                let queue = transition::drainable(&t, store.queue(id).await?);
+                queued = !queue.is_empty()
+                    && self.drain(&mut t, &mut msgs, queue, &scope, events).await?;
+            }
+            let session_was_open = t.session_open;
+            // Looked up each round: a handoff changes the thread's agent.
+            let agent = &project
+                .agents
+                .get(&t.agent)
+                .ok_or_else(|| RunError::UnknownAgent(t.agent.clone()))?
+                .def;
+            let flow = if t.status == ThreadStatus::Waiting
+                && let Some(side) = t.acting
+                && transition::open_calls(&msgs, side).is_empty()
+            {
+                // Every blocking child this step waited for has answered: the step completes.
+                self.complete_awaited_step(agent, side, &mut t, &msgs)
+                    .await?
+            } else {
+                match decide::next(agent, &t) {
+                    Next::Settle => {
+                        // Nothing to run. A thread left `running` with no side to act (never made
+                        // by this engine, but a journal from elsewhere could) stops rather than
+                        // being recovered forever.
+                        let records = if t.status == ThreadStatus::Running {
+                            vec![transition::stop(&mut t, StopReason::Aborted, self.now())]
+                        } else {
+                            Vec::new()
+                        };
+                        self.finish(&mut t, records).await?
+                    }
+                    Next::EndSession(reason) => {
+                        let result = decide::cap_result(agent, &msgs);
+                        let records =
+                            vec![transition::end_session(&mut t, reason, result, self.now())];
+                        self.finish(&mut t, records).await?
+                    }
+                    Next::Park => {
+                        let records = vec![transition::park(
+                            &mut t,
+                            StopReason::AwaitingHuman,
+                            self.now(),
+                        )];
+                        self.finish(&mut t, records).await?
+                    }
+                    Next::Stop(reason) => {
+                        let records = vec![transition::stop(&mut t, reason, self.now())];
+                        self.finish(&mut t, records).await?
+                    }
+                    Next::Handler(side) | Next::Step(side) => {
+                        let turn = Turn {
+                            agent,
+                            side,
+                            scope: &scope,
+                            events,
+                            cancel,
+                        };
+                        match decide::side(agent, side) {
+                            Side::Handler(cfg) => {
+                                self.handler_turn(cfg, &turn, &mut t, &mut msgs).await?
+                            }
+                            Side::Prompt(cfg) => self.step(cfg, &turn, &mut t, &mut msgs).await?,
+                            Side::Human(_) => continue,
+                        }
+                    }
+                }
+            };
+            match flow {
+                Flow::Done(settled) => return Ok((settled, false)),
+                Flow::Continue { queued: more } => {
+                    if session_was_open && !t.session_open && t.parent.is_some() {
+                        if inline {
+                            // The parent waits for this session's outcome; what was queued
+                            // meanwhile runs on in a run of its own (the lease is still held).
+                            return Ok((Settled::of(&t), true));
+                        }
+                        // The run goes on with the next session: this one reports now, before
+                        // the next can.
+                        self.report_session(&t).await;
+                    }
+                    queued |= more;
+                }
+            }
+        }
+    }
+
+    /// Runs `after_thread_created` (the agent's hooks: no prompt is active yet).
+    async fn thread_created(&self, t: &mut Thread, scope: &ChildScope) -> Result<(), RunError> {
+        let agent = self.agent_def(&t.agent)?;
+        // A missing hook is reported by the first step, which fails closed.
+        let Ok(mut hooks) = self.hooks_for(agent, None, &self.env(agent, None, &scope.env)) else {
+            return Ok(());
+        };
+        if !hooks.has("after_thread_created") {
+            return Ok(());
+        }
+        hooks.after_thread_created(t).await;
+        let records = hook_failures(t, &mut hooks, self.now());
+        if !records.is_empty() {
+            let commit = Commit {
+                records,
+                ..Commit::default()
+            };
+            self.commit(t, commit).await?;
+        }
+        Ok(())
+    }
+
+    /// Persists the queued messages `queue` (see [`transition::drain`]); their inserts pass the
+    /// create hooks of the side about to act, and late tool results its tool-result hooks.
+    /// Returns whether more messages arrived meanwhile.
+    async fn drain(
+        &self,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+        queue: Vec<crate::types::Queued>,
+        scope: &ChildScope,
+        events: &EventSink,
+    ) -> Result<bool, RunError> {
+        let now = self.now();
+        // A late tool result whose call is no longer open (answered by an abort, or made by a
+        // step that never committed) has nothing to answer: it is dropped.
+        let open: Vec<String> = t
+            .acting
+            .map(|side| transition::open_calls(msgs, side))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.id.clone())
+            .collect();
+        let (queue, stale): (Vec<_>, Vec<_>) = queue.into_iter().partition(|q| {
+            q.tool
+                .as_ref()
+                .is_none_or(|r| t.status == ThreadStatus::Waiting && open.contains(&r.call_id))
+        });
+        for q in &stale {
+            tracing::warn!(thread = %t.key, queued = q.id, "a late tool result answers no open call; dropped");
+        }
+        let mut commit = transition::drain(t, &queue, &scope.arguments, now);
+        commit.drained.extend(stale.iter().map(|q| q.id));
+        let acting = t.acting.unwrap_or(crate::types::SideId::A);
+        // Should the side's hooks not resolve, they run for none of them: that side's step
+        // fails closed.
+        let mut hooks = self
+            .agent_def(&t.agent)
+            .ok()
+            .and_then(|agent| self.side_hooks(agent, acting, scope).ok());
+        if let Some(hooks) = hooks.as_mut() {
+            let mut messages = Vec::with_capacity(commit.messages.len());
+            for mut m in std::mem::take(&mut commit.messages) {
+                if let Some(call) = late_call(msgs, &m) {
+                    let result = crate::tools::ToolResult {
+                        status: m.tool_status.unwrap_or(ToolStatus::Success),
+                        content: m.content.clone().unwrap_or_default(),
+                    };
+                    // A late result cannot leave the history (its call is committed): a hook's
+                    // `None` keeps it as it was.
+                    if let Some(kept) = hooks.tool_result(t, &call, result).await {
+                        m.tool_status = Some(kept.status);
+                        m.content = Some(kept.content);
+                    }
+                }
+                messages.push(m);
+            }
+            commit.messages = hooks.before_create_all(t, messages).await;
+            commit.records.extend(hook_failures(t, hooks, now));
+        }
+        let new = commit.messages.clone();
+        let outcome = self.commit(t, commit).await?;
+        emit::tool_ends(events, &new);
+        if let Some(hooks) = &hooks {
+            hooks.after_create_message(t, &new).await;
+        }
+        msgs.extend(new);
+        Ok(outcome == CommitOutcome::Committed { queued: true })
+    }
+
+    /// Stops the run on an abort: a tool call still waiting for a blocking child gets an error
+    /// result (the wait is over; the child stops with its parent, or answers later as an
+    /// ordinary message), and queued messages stay queued for the next delivery — an aborted
+    /// thread is not run again by recovery.
+    pub(super) async fn abort(
+        &self,
+        t: &mut Thread,
+        msgs: &[Message],
+    ) -> Result<Settled, RunError> {
+        let now = self.now();
+        let mut commit = Commit {
+            settle: true,
+            release: true,
+            ..Commit::default()
+        };
+        if let Some(side) = t.acting {
+            for call in transition::open_calls(msgs, side) {
+                self.end_wait(t.id, &call.id).await?;
+                let mut m = Message::text(
+                    t.take_seq(),
+                    t.session,
+                    Role::Tool,
+                    Some(side),
+                    "The run was aborted while this call waited for its subagent.".into(),
+                    now,
+                );
+                m.tool_call_id = Some(call.id.clone());
+                m.tool_name = Some(call.name.clone());
+                m.tool_status = Some(ToolStatus::Error);
+                commit.messages.push(m);
+            }
+        }
+        commit
+            .records
+            .push(transition::stop(t, StopReason::Aborted, now));
+        self.commit(t, commit).await?;
+        Ok(Settled::of(t))
+    }
+}
+
+/// For a late tool result, the call it answers (from the committed history).
+fn late_call(history: &[Message], m: &Message) -> Option<crate::types::ToolCall> {
+    if m.role != Role::Tool {
+        return None;
+    }
+    let id = m.tool_call_id.as_deref()?;
+    history
+        .iter()
+        .rev()
+        .flat_map(|h| h.tool_calls.iter())
+        .find(|c| c.id == id)
+        .cloned()
+}

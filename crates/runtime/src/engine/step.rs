@@ -1,0 +1,407 @@
+//! One model step: the context and the tools on offer, the model call, each tool call routed in
+//! order, then the stop rules — committed in one transaction before its events are sent. A step
+//! whose blocking subagent calls wait commits with the thread `waiting`, runs those children,
+//! and completes when their results are in (`awaits`).
+
+use duet_spec::PromptSide;
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::router::{Dispatched, Offer, StepCalls};
+use super::{Flow, Runtime, Turn, emit, hook_failures};
+use crate::context;
+use crate::decide::{self, CallOutcome};
+use crate::error::RunError;
+use crate::hooks::Prefiltered;
+use crate::model::{ModelChunk, ModelRequest};
+use crate::record::{Record, RecordBody};
+use crate::store::Commit;
+use crate::tools::ToolResult;
+use crate::transition;
+use crate::types::{Message, Role, Thread, ThreadId, ThreadStatus, ToolCall};
+
+/// What the model answered.
+struct Answer {
+    text: String,
+    thinking: String,
+    calls: Vec<(Option<String>, String, serde_json::Value)>,
+}
+
+/// How the tool calls of a step went.
+#[derive(Default)]
+struct Calls {
+    /// What each call produced, in order (`None`: still waiting for a blocking child).
+    results: Vec<Option<ToolResult>>,
+    /// What is stored for each call: the result after the hooks (`None`: dropped, or waiting).
+    stored: Vec<Option<ToolResult>>,
+    /// The agent the thread passes to, and which call made the handoff.
+    handoff: Option<(String, usize)>,
+    /// The blocking children the step waits for: call index, child, child key.
+    awaiting: Vec<(usize, ThreadId, String)>,
+}
+
+impl Runtime {
+    pub(super) async fn step(
+        &self,
+        cfg: &PromptSide,
+        turn: &Turn<'_>,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+    ) -> Result<Flow, RunError> {
+        let (agent, side) = (turn.agent, turn.side);
+        let project = self.inner.project.clone();
+        let Some(prompt) = project.prompts.get(&cfg.prompt).map(|d| &d.def) else {
+            return self
+                .step_error(t, &format!("no prompt `{}`", cfg.prompt))
+                .await;
+        };
+        let model = match self.model(&prompt.model) {
+            Ok(m) => m,
+            Err(e) => return self.step_error(t, &e.message).await,
+        };
+        let env = self.env(agent, Some(prompt), &turn.scope.env);
+        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
+        let offer = Offer::new(&project, agent, cfg, prompt, &env_lookup);
+        // The hooks of this prompt on this agent, in order; a missing one fails closed.
+        let mut hooks = match self.hooks_for(agent, Some(prompt), &env) {
+            Ok(active) => active,
+            Err(e) => return self.step_error(t, &format!("hooks fail closed: {e}")).await,
+        };
+        // `immediate` children start when their side first acts, before its first model call.
+        if let Some(flow) = self
+            .spawn_immediate(agent, cfg, side, t, msgs, &env, &mut hooks, turn.cancel)
+            .await?
+        {
+            return Ok(flow);
+        }
+        let system = context::system_prompt(&project, prompt, &env, &turn.scope.arguments);
+        let system = hooks.after_system_message(t, system).await;
+        let context_messages = context::messages(msgs, side, prompt);
+        let context_messages = hooks.filter_messages(t, context_messages).await;
+        let context_messages = match hooks.prefilter_llm_history(t, context_messages).await {
+            Prefiltered::Messages(m) => m,
+            Prefiltered::Block(why) => {
+                return self
+                    .hook_blocked(side, t, msgs, turn.events, hooks, why)
+                    .await;
+            }
+        };
+        let request = ModelRequest {
+            thread: t.id,
+            call_index: context::call_index(msgs, &prompt.model),
+            system,
+            messages: context_messages,
+            tools: offer.specs.clone(),
+            tool_choice: prompt.tool_choice,
+            parallel_tool_calls: prompt.parallel_tool_calls,
+        };
+        let answer = match call_model(model.as_ref(), request, turn.cancel).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) => return self.abort(t, msgs).await.map(Flow::Done),
+            Err(e) => {
+                return self
+                    .step_error(t, &format!("model `{}`: {e}", prompt.model))
+                    .await;
+            }
+        };
+
+        let now = self.now();
+        let seq = t.take_seq();
+        let tool_calls: Vec<ToolCall> = answer
+            .calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, (id, name, arguments))| ToolCall {
+                id: id.unwrap_or_else(|| format!("call_{seq}_{i}")),
+                name,
+                arguments,
+            })
+            .collect();
+        let call_refs: Vec<(&str, &serde_json::Value)> = tool_calls
+            .iter()
+            .map(|c| (c.name.as_str(), &c.arguments))
+            .collect();
+        let text = answer.text;
+        let content =
+            decide::stop_tool_response(cfg, &call_refs).or((!text.is_empty()).then_some(text));
+        let mut message = Message {
+            seq,
+            session: t.session,
+            role: Role::authored_by(side),
+            side: Some(side),
+            content,
+            thinking: (!answer.thinking.is_empty()).then_some(answer.thinking),
+            tool_calls,
+            tool_call_id: None,
+            tool_name: None,
+            tool_status: None,
+            silent: false,
+            model: Some(prompt.model.clone()),
+            created_at: now,
+        };
+
+        // Run the tools, in order.
+        let mut done = Calls::default();
+        for call in &message.tool_calls {
+            if turn.cancel.is_cancelled() {
+                t.next_seq = seq;
+                return self.abort(t, msgs).await.map(Flow::Done);
+            }
+            hooks.tool_call_started(t, call).await;
+            let mut step = StepCalls {
+                thread: t,
+                env: &env,
+                hooks: &mut hooks,
+                handoff_made: done.handoff.is_some(),
+                awaiting: !done.awaiting.is_empty(),
+            };
+            // A cancelled run stops waiting on its tool at once; the step is not committed.
+            let dispatched = tokio::select! {
+                () = turn.cancel.cancelled() => {
+                    t.next_seq = seq;
+                    return self.abort(t, msgs).await.map(Flow::Done);
+                }
+                d = self.route_call(&offer, turn, call, &mut step) => d,
+            };
+            let result = match dispatched {
+                Dispatched::Done(result) => result,
+                Dispatched::Handoff(target, result) => {
+                    done.handoff = Some((target, done.stored.len()));
+                    result
+                }
+                Dispatched::Awaiting { child, key } => {
+                    done.awaiting.push((done.stored.len(), child, key));
+                    done.stored.push(None);
+                    done.results.push(None);
+                    continue;
+                }
+            };
+            let kept = hooks.tool_result(t, call, result.clone()).await;
+            // A handoff whose result a hook turned into an error is not made.
+            if done
+                .handoff
+                .as_ref()
+                .is_some_and(|(_, at)| *at == done.stored.len())
+                && kept.as_ref().is_some_and(|r| !r.is_ok())
+            {
+                done.handoff = None;
+            }
+            done.stored.push(kept);
+            done.results.push(Some(result));
+        }
+        let calls = message.tool_calls.clone();
+        let tool_messages: Vec<Message> = calls
+            .iter()
+            .zip(&done.stored)
+            .filter_map(|(call, r)| Some((call, r.as_ref()?)))
+            .map(|(call, r)| tool_message(t, side, call, r, now))
+            .collect();
+        // A call a hook dropped leaves the history with its result; it still counts below. A
+        // call that waits for its child stays.
+        message.tool_calls.retain(|c| {
+            calls
+                .iter()
+                .zip(done.stored.iter().zip(&done.results))
+                .any(|(k, (s, r))| k.id == c.id && (s.is_some() || r.is_none()))
+        });
+        t.steps[side] += 1;
+        t.steps_total += 1;
+        t.updated_at = now;
+
+        let mut new = Vec::with_capacity(2 + tool_messages.len());
+        new.push(message);
+        new.extend(tool_messages);
+        if !done.awaiting.is_empty() {
+            return self
+                .await_children(t, msgs, new, &calls, &done.awaiting, hooks, turn)
+                .await;
+        }
+        // The stop rules read what was stored (a hook may have rewritten a result); a dropped
+        // call counts as it ran.
+        let outcomes: Vec<CallOutcome<'_>> = calls
+            .iter()
+            .zip(done.results.iter().zip(&done.stored))
+            .filter_map(|(c, (r, s))| Some((c, s.as_ref().or(r.as_ref())?)))
+            .map(|(c, r)| CallOutcome {
+                name: &c.name,
+                arguments: &c.arguments,
+                status: r.status,
+                content: &r.content,
+            })
+            .collect();
+        let mut history = msgs.clone();
+        history.extend(new.iter().cloned());
+        let (mut records, settle) = transition::complete_step(
+            agent,
+            cfg,
+            t,
+            side,
+            &history,
+            &outcomes,
+            done.handoff.is_some(),
+            now,
+        );
+        drop(outcomes);
+        let mut values = Vec::new();
+        if let Some((target, at)) = done.handoff {
+            let handed = transition::handoff(t, prompt, &target, &calls[at].arguments, now);
+            records.push(handed.record);
+            new.extend(handed.messages);
+            values = handed.values;
+        }
+        let status_changed = records.iter().find_map(|r| match &r.body {
+            RecordBody::Status { text } => Some(text.clone()),
+            _ => None,
+        });
+        let new = hooks.before_create_all(t, new).await;
+        records.extend(hook_failures(t, &mut hooks, now));
+        let outcome = self
+            .commit(
+                t,
+                Commit {
+                    messages: new.clone(),
+                    records,
+                    settle,
+                    values,
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        // Committed: now the caller may see it, and the hooks that watch messages; a child's
+        // free-text status shows in its parent's registry.
+        emit::messages(turn.events, &new);
+        if let (Some(text), Some(_)) = (&status_changed, t.parent) {
+            self.inner.store.set_child_status_text(t.id, text).await?;
+        }
+        hooks.after_create_message(t, &new).await;
+        msgs.extend(new);
+        Ok(Flow::of(outcome, t))
+    }
+
+    /// A `prefilter_llm_history` hook blocked the step: its message is written by the acting
+    /// side and the session ends (`hook_blocked`) before any model call.
+    async fn hook_blocked(
+        &self,
+        side: crate::types::SideId,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+        events: &crate::event::EventSink,
+        mut hooks: crate::hooks::ActiveHooks,
+        why: String,
+    ) -> Result<Flow, RunError> {
+        let now = self.now();
+        let seq = t.take_seq();
+        let message = Message::text(
+            seq,
+            t.session,
+            Role::authored_by(side),
+            Some(side),
+            why.clone(),
+            now,
+        );
+        let message = hooks.before_create_message(t, message).await;
+        let mut records = vec![transition::end_session(
+            t,
+            crate::types::StopReason::HookBlocked,
+            Some(why),
+            now,
+        )];
+        records.extend(hook_failures(t, &mut hooks, now));
+        let new = vec![message];
+        let outcome = self
+            .commit(
+                t,
+                Commit {
+                    messages: new.clone(),
+                    records,
+                    settle: true,
+                    ..Commit::default()
+                },
+            )
+            .await?;
+        emit::messages(events, &new);
+        hooks.after_create_message(t, &new).await;
+        msgs.extend(new);
+        Ok(Flow::of(outcome, t))
+    }
+}
+
+/// Calls the model and gathers its answer; `Ok(None)` when the run was cancelled meanwhile.
+async fn call_model(
+    model: &dyn crate::model::Model,
+    request: ModelRequest,
+    cancel: &CancellationToken,
+) -> Result<Option<Answer>, String> {
+    let mut stream = model.stream(request);
+    let mut answer = Answer {
+        text: String::new(),
+        thinking: String::new(),
+        calls: Vec::new(),
+    };
+    loop {
+        let chunk = tokio::select! {
+            () = cancel.cancelled() => return Ok(None),
+            chunk = stream.next() => chunk,
+        };
+        match chunk {
+            None => return Ok(Some(answer)),
+            Some(Ok(ModelChunk::Text(s))) => answer.text.push_str(&s),
+            Some(Ok(ModelChunk::Thinking(s))) => answer.thinking.push_str(&s),
+            Some(Ok(ModelChunk::ToolCall {
+                id,
+                name,
+                arguments,
+            })) => answer.calls.push((id, name, arguments)),
+            Some(Ok(ModelChunk::Usage { .. })) => {}
+            Some(Err(e)) => return Err(e.message),
+        }
+    }
+}
+
+/// The stored result of `call`.
+fn tool_message(
+    t: &mut Thread,
+    side: crate::types::SideId,
+    call: &ToolCall,
+    r: &ToolResult,
+    now: i64,
+) -> Message {
+    Message {
+        seq: t.take_seq(),
+        session: t.session,
+        role: Role::Tool,
+        side: Some(side),
+        content: Some(r.content.clone()),
+        thinking: None,
+        tool_calls: Vec::new(),
+        tool_call_id: Some(call.id.clone()),
+        tool_name: Some(call.name.clone()),
+        tool_status: Some(r.status),
+        silent: false,
+        model: None,
+        created_at: now,
+    }
+}
+
+/// A thread that waits: the records saying which calls wait for which children.
+pub(super) fn awaited(
+    t: &mut Thread,
+    calls: &[ToolCall],
+    awaiting: &[(usize, ThreadId, String)],
+    now: i64,
+) -> Vec<Record> {
+    t.status = ThreadStatus::Waiting;
+    awaiting
+        .iter()
+        .map(|(at, _, key)| {
+            Record::new(
+                t.take_seq(),
+                RecordBody::ChildAwaited {
+                    call: calls[*at].id.clone(),
+                    child: key.clone(),
+                },
+                now,
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,24 @@
+//! Why a delivery or a run could not proceed.
+
+use crate::store::StoreError;
+
+/// Why a delivery or run could not proceed. Problems *inside* a run (a model error, a bad tool
+/// call, a failing handler) are not errors: they are journaled and end in a stop reason.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no agent named `{0}` in the project")]
+    UnknownAgent(String),
+    #[error("no thread `{0}`")]
+    UnknownThread(String),
+    #[error("thread `{0}` is terminated")]
+    Terminated(String),
+    /// The thread belongs to another principal.
+    #[error("thread `{0}` belongs to another principal")]
+    Forbidden(String),
+    /// Another runner holds the thread and the delivery refuses to queue (`invoke`).
+    #[error("session busy: a run is already in flight for `{0}`")]
+    Busy(String),
+}

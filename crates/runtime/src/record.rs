@@ -1,0 +1,197 @@
+//! The typed journal: every fact of a thread's history other than a message is a [`Record`]
+//! whose [`RecordBody`] names its kind and carries that kind's fields.
+//!
+//! Stored as two columns, a kind (`session_started`, …) and a JSON object of fields
+//! ([`RecordBody::to_parts`], [`RecordBody::from_parts`]). The format is versioned by its kinds:
+//! a kind is never renamed and its fields are only ever added (as optional), and a stored kind
+//! this build does not know (written by a newer one) reads back as [`RecordBody::Unknown`] rather
+//! than failing the whole journal.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{SideId, StopReason, ThreadStatus};
+
+/// A journal fact other than a message, at its place in the thread's sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub seq: i64,
+    pub created_at: i64,
+    pub body: RecordBody,
+}
+
+impl Record {
+    pub fn new(seq: i64, body: RecordBody, now: i64) -> Self {
+        Record {
+            seq,
+            created_at: now,
+            body,
+        }
+    }
+
+    /// The stored kind (`session_started`, …).
+    pub fn kind(&self) -> &str {
+        self.body.kind()
+    }
+
+    /// The stored fields, as JSON.
+    pub fn data(&self) -> serde_json::Value {
+        self.body.to_parts().1
+    }
+}
+
+/// One kind of journal fact, with its fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum RecordBody {
+    /// A new session opened.
+    SessionStarted { session: i64 },
+    /// A side completed a turn.
+    TurnCompleted { side: SideId },
+    /// The run stopped; the session stays open.
+    #[serde(rename_all = "camelCase")]
+    Stopped {
+        stop_reason: StopReason,
+        status: ThreadStatus,
+    },
+    /// The session ended.
+    #[serde(rename_all = "camelCase")]
+    SessionEnded {
+        stop_reason: StopReason,
+        result: Option<String>,
+    },
+    /// The free-text status changed.
+    Status { text: String },
+    /// A handler delivery failed: `message` is the seq of the message it was handed.
+    HandlerError {
+        handler: String,
+        message: i64,
+        error: String,
+    },
+    /// A step failed.
+    StepError { error: String },
+    /// The thread passed to another agent.
+    Handoff { from: String, to: String },
+    /// A hook failed and was skipped.
+    HookFailed {
+        id: String,
+        kind: String,
+        error: String,
+    },
+    /// A tool call (`call`) of the step waits for the blocking child `child` (its key): its
+    /// result is written when the child's session ends.
+    ChildAwaited { call: String, child: String },
+    /// A kind this build does not know, kept as stored.
+    #[serde(skip)]
+    Unknown {
+        kind: String,
+        data: serde_json::Value,
+    },
+}
+
+impl RecordBody {
+    /// The stored kind.
+    pub fn kind(&self) -> &str {
+        match self {
+            RecordBody::SessionStarted { .. } => "session_started",
+            RecordBody::TurnCompleted { .. } => "turn_completed",
+            RecordBody::Stopped { .. } => "stopped",
+            RecordBody::SessionEnded { .. } => "session_ended",
+            RecordBody::Status { .. } => "status",
+            RecordBody::HandlerError { .. } => "handler_error",
+            RecordBody::StepError { .. } => "step_error",
+            RecordBody::Handoff { .. } => "handoff",
+            RecordBody::HookFailed { .. } => "hook_failed",
+            RecordBody::ChildAwaited { .. } => "child_awaited",
+            RecordBody::Unknown { kind, .. } => kind,
+        }
+    }
+
+    /// The stored form: the kind and the fields as a JSON object.
+    pub fn to_parts(&self) -> (String, serde_json::Value) {
+        if let RecordBody::Unknown { kind, data } = self {
+            return (kind.clone(), data.clone());
+        }
+        let data = serde_json::to_value(self)
+            .ok()
+            .and_then(|mut v| v.get_mut("data").map(serde_json::Value::take))
+            .unwrap_or_else(|| serde_json::json!({}));
+        (self.kind().to_owned(), data)
+    }
+
+    /// Reads a stored record back; a kind (or a shape) this build does not know is
+    /// [`RecordBody::Unknown`].
+    pub fn from_parts(kind: &str, data: serde_json::Value) -> RecordBody {
+        let tagged = serde_json::json!({"kind": kind, "data": data});
+        serde_json::from_value(tagged).unwrap_or_else(|_| RecordBody::Unknown {
+            kind: kind.to_owned(),
+            data,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_kind_round_trips_in_the_stored_shape() {
+        let cases = [
+            (
+                RecordBody::Stopped {
+                    stop_reason: StopReason::AwaitingHuman,
+                    status: ThreadStatus::AwaitingHuman,
+                },
+                "stopped",
+                json!({"stopReason": "awaiting_human", "status": "awaiting_human"}),
+            ),
+            (
+                RecordBody::SessionEnded {
+                    stop_reason: StopReason::SessionStop,
+                    result: None,
+                },
+                "session_ended",
+                json!({"stopReason": "session_stop", "result": null}),
+            ),
+            (
+                RecordBody::TurnCompleted { side: SideId::B },
+                "turn_completed",
+                json!({"side": "b"}),
+            ),
+            (
+                RecordBody::HandlerError {
+                    handler: "echo".into(),
+                    message: 3,
+                    error: "no".into(),
+                },
+                "handler_error",
+                json!({"handler": "echo", "message": 3, "error": "no"}),
+            ),
+            (
+                RecordBody::ChildAwaited {
+                    call: "c1".into(),
+                    child: "k/gate-1".into(),
+                },
+                "child_awaited",
+                json!({"call": "c1", "child": "k/gate-1"}),
+            ),
+        ];
+        for (body, kind, data) in cases {
+            let (k, d) = body.to_parts();
+            assert_eq!((k.as_str(), &d), (kind, &data));
+            // Field order is part of the stored shape (journals are compared as text).
+            assert_eq!(d.to_string(), data.to_string());
+            assert_eq!(RecordBody::from_parts(kind, data), body);
+        }
+    }
+
+    #[test]
+    fn unknown_kinds_and_shapes_are_kept_as_stored() {
+        let future = RecordBody::from_parts("budget_spent", json!({"tokens": 12}));
+        assert_eq!(future.kind(), "budget_spent");
+        assert_eq!(future.to_parts().1, json!({"tokens": 12}));
+        // A known kind with fields it cannot have is not silently misread.
+        let odd = RecordBody::from_parts("status", json!({"text": 3}));
+        assert!(matches!(odd, RecordBody::Unknown { .. }));
+    }
+}
