@@ -12,7 +12,7 @@ use crate::Place;
 pub(crate) struct Args {
     #[command(subcommand)]
     show: Option<Show>,
-    /// Only threads with this status: running, awaiting_human, idle, terminated.
+    /// Only threads with this status: running, awaiting_human, waiting, idle, terminated.
     #[arg(long)]
     status: Option<String>,
     /// Print JSON.
@@ -37,7 +37,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         Some((_, Some(s))) => Some(s),
         Some((s, None)) => {
             eprintln!(
-                "duet: unknown status `{s}`; statuses: running, awaiting_human, idle, terminated"
+                "duet: unknown status `{s}`; statuses: running, awaiting_human, waiting, idle, terminated"
             );
             return ExitCode::from(2);
         }
@@ -108,7 +108,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     .flatten()
                     .map(|t| t.key)
                     .unwrap_or_default();
-                children.push(json!({"id": key, "relationship": c.relationship, "agent": c.agent, "status": c.status, "name": c.name, "arguments": c.arguments}));
+                children.push(json!({"id": key, "relationship": c.relationship, "agent": c.agent, "status": c.status.as_str(), "statusText": c.status_text, "awaitedBy": c.awaiting, "name": c.name, "arguments": c.arguments}));
             }
             doc["children"] = serde_json::Value::Array(children.clone());
             if args.json {
@@ -129,9 +129,18 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                         .as_str()
                         .map(|n| format!(" \"{n}\""))
                         .unwrap_or_default();
+                    let text = c["statusText"]
+                        .as_str()
+                        .map(|t| format!(" — {t}"))
+                        .unwrap_or_default();
+                    // A `waiting` thread's open call, and the child it waits for.
+                    let awaited = c["awaitedBy"]
+                        .as_str()
+                        .map(|call| format!(" (call {call} waits for it)"))
+                        .unwrap_or_default();
                     let _ = writeln!(
                         out,
-                        "  child {}{name} ({}, {}): {}",
+                        "  child {}{name} ({}, {}): {}{text}{awaited}",
                         c["id"].as_str().unwrap_or(""),
                         c["relationship"].as_str().unwrap_or(""),
                         c["agent"].as_str().unwrap_or(""),

@@ -143,7 +143,8 @@ fn an_approval_parks_in_one_process_and_finishes_in_another() {
 }
 
 /// `threads show` lists a parent's children: key, instance name, relationship, agent, status and
-/// the arguments it was started with; the child answered from another process finishes it.
+/// the arguments it was started with, and which call of a `waiting` parent waits for it; the
+/// child answered from another process finishes it.
 #[test]
 fn threads_show_lists_a_parents_children() {
     let duet = Duet::new();
@@ -157,6 +158,23 @@ fn threads_show_lists_a_parents_children() {
         "--json",
     ]);
     assert_eq!(code, 0, "{err}");
+    // The orchestrator's blocking call waits for its child, which waits for a person.
+    let (code, lines, _) = duet.run(&["threads", "--status", "waiting", "--json"]);
+    assert_eq!(code, 0);
+    let waiting = json(&lines[0]);
+    let keys: Vec<&str> = waiting
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t["id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["o"], "{waiting}");
+    let (code, lines, _) = duet.run(&["threads", "show", "o"]);
+    assert_eq!(code, 0);
+    assert!(
+        lines.contains(
+            &"  child o/approval-1 \"rotate-keys\" (approval, approval_gate): awaiting_human (call call_4_0 waits for it)".to_owned()
+        ),
+        "{lines:#?}"
+    );
     let (code, _, err) = duet.run(&["send", "o/approval-1", "Yes, approved.", "--json"]);
     assert_eq!(code, 0, "{err}");
     let (code, lines, _) = duet.run(&["threads", "show", "o", "--json"]);
@@ -170,6 +188,8 @@ fn threads_show_lists_a_parents_children() {
             "relationship": "approval",
             "agent": "approval_gate",
             "status": "idle",
+            "statusText": null,
+            "awaitedBy": null,
             "arguments": {"action": "rotate the production API keys tonight"},
         }])
     );

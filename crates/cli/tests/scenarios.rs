@@ -7,8 +7,8 @@
 //!
 //! Script lines: `agent NAME` (first), `send TEXT` (a message from the human side, or a `user`
 //! message when the agent has none), `send-to KEY TEXT` (the same, to another thread, such as a
-//! subagent), `reopen` (drop the runtime and the store connection and open new ones: a process
-//! restart). `DUET_BLESS=1` rewrites the `expected` files.
+//! subagent), `abort [KEY]` (the control plane's abort, of the main thread or KEY), `reopen` (drop
+//! the runtime and the store connection and open new ones: a process restart). `DUET_BLESS=1` rewrites the `expected` files.
 
 mod support;
 
@@ -141,6 +141,21 @@ async fn play(case: &Path, backend: &support::Backend) -> String {
                 drop(rt);
                 rt = build(backend.open().await);
                 writeln!(out, "reopen").ok();
+                continue;
+            }
+            "abort" => {
+                let target = if rest.is_empty() { key } else { rest };
+                let scope = duet_runtime::Scope::new(target);
+                let result = rt
+                    .dispatch(&scope, duet_runtime::control::Command::Abort)
+                    .await;
+                rt.quiesce().await;
+                writeln!(
+                    out,
+                    "abort {target}\n  => {}",
+                    serde_json::to_string(&result).unwrap_or_default()
+                )
+                .ok();
                 continue;
             }
             "send" => (key, agent.as_deref(), rest),

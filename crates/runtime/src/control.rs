@@ -158,7 +158,10 @@ impl Runtime {
             Command::Abort => {
                 // Cancellation flows down: children still running stop with their parent.
                 for child in self.store().children(thread.id).await.unwrap_or_default() {
-                    if child.status == crate::types::ChildStatus::Running {
+                    if matches!(
+                        child.status,
+                        crate::types::ChildStatus::Running | crate::types::ChildStatus::Waiting
+                    ) {
                         self.cancel_local(child.child);
                         let _ = self.store().request_abort(child.child, now).await;
                     }
@@ -169,6 +172,20 @@ impl Runtime {
                         run_id: Some(run.to_string()),
                     },
                     Ok(None) if local => SessionResult::Ok { run_id: None },
+                    // No run, but a call that waits for a blocking child: the wait is aborted.
+                    Ok(None) if thread.status == ThreadStatus::Waiting => {
+                        match self.abort_wait(thread.id).await {
+                            Ok(true) => SessionResult::Ok { run_id: None },
+                            Ok(false) => reject(
+                                control_codes::NO_ACTIVE_RUN,
+                                "no run is in flight for this session",
+                                false,
+                            ),
+                            Err(e) => {
+                                reject(control_codes::RUN_COMMAND_FAILED, e.to_string(), true)
+                            }
+                        }
+                    }
                     Ok(None) => reject(
                         control_codes::NO_ACTIVE_RUN,
                         "no run is in flight for this session",

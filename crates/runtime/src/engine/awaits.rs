@@ -113,6 +113,28 @@ impl Runtime {
         Ok(Flow::of(outcome, t))
     }
 
+    /// Aborts a thread that waits for blocking children with no run in flight: its open calls
+    /// get error results and it stops `aborted`. `false` when it was not waiting (or another run
+    /// took it meanwhile).
+    pub(crate) async fn abort_wait(&self, id: ThreadId) -> Result<bool, RunError> {
+        let store = &self.inner.store;
+        let run = Uuid::now_v7();
+        if !store.claim(id, self.lease(run)).await? {
+            return Ok(false);
+        }
+        let Some(mut t) = store.thread_by_id(id).await? else {
+            return Ok(false);
+        };
+        if t.status != ThreadStatus::Waiting {
+            // Answered meanwhile: it runs on as any claimed thread would.
+            self.drive_in_background(id, run);
+            return Ok(false);
+        }
+        let msgs = store.messages(id).await?;
+        self.abort(&mut t, &msgs).await?;
+        Ok(true)
+    }
+
     /// The wait of `parent`'s call `call` is over without an answer (an abort): the child that
     /// was to answer it reports, if ever, as an ordinary message.
     pub(super) async fn end_wait(&self, parent: ThreadId, call: &str) -> Result<(), RunError> {
