@@ -574,3 +574,122 @@ async fn the_stop_rules_read_the_result_the_hooks_left() {
         );
     }
 }
+
+/// A required parent hook acts on the parent's thread state: it reads a value, sets one, and
+/// injects a context message, all committed with the step it runs in.
+#[derive(Clone, Default)]
+struct Context(Arc<Mutex<Vec<String>>>);
+
+#[async_trait]
+impl Hook for Context {
+    async fn after_system_message(
+        &self,
+        ctx: &HookContext<'_>,
+        text: String,
+    ) -> Result<String, HookError> {
+        let seen = ctx.get_value("audit:count").await?;
+        let count = seen.and_then(|v| v.as_i64()).unwrap_or(0) + 1;
+        ctx.set_value("audit:count", Some(serde_json::json!(count)))?;
+        ctx.inject_message(Role::System, format!("audit context #{count}"), true)?;
+        Ok(text)
+    }
+
+    async fn after_create_message(
+        &self,
+        ctx: &HookContext<'_>,
+        _message: &Message,
+    ) -> Result<(), HookError> {
+        // After the commit nothing can be written.
+        let answer = match ctx.set_value("late", None) {
+            Err(_) => "refused",
+            Ok(()) => "accepted",
+        };
+        if let Ok(mut seen) = self.0.lock() {
+            seen.push(answer.to_owned());
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_parent_hook_writes_through_the_parents_thread_state() {
+    let dir = support::Scratch::new("hook-state");
+    let write = |path: &str, text: &str| dir.write(path, text);
+    write(
+        "agents/hooks/audit.yaml",
+        "hook: after_system_message\nid: audit\n",
+    );
+    write(
+        "agents/hooks/late.yaml",
+        "hook: after_create_message\nid: late\n",
+    );
+    write(
+        "agents/agents/child.yaml",
+        "name: child\nexposeAsTool: true\ntoolDescription: A child.\nsideA: { prompt: pp }\nsideB: { human: true }\n\
+         parentHooks:\n  - { hook: audit, reason: Audits the parent., stage: before_parent }\n  - { hook: late, reason: Watches., stage: after_parent }\n",
+    );
+    write(
+        "agents/agents/parent.yaml",
+        "name: parent\nsideA:\n  prompt: pp\n  subagents: [{ agent: child, as: helper, hidden: true }]\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/pp.yaml",
+        "name: pp\ntoolDescription: d\nmodel: m\nprompt: base prompt\n",
+    );
+    write(
+        "agents/models/m.yaml",
+        "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - text: one\n  - text: two\n",
+    );
+    let project = dir.project();
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let context = Context::default();
+        let hooks = Hooks::new()
+            .with("audit", context.clone())
+            .with("late", context.clone());
+        let rt = duet_runtime::Runtime::builder(project.clone(), store.clone())
+            .providers(duet_models::providers())
+            .hooks(hooks)
+            .build();
+        settled(&rt, "t", "parent", "hi").await;
+        settled(&rt, "t", "parent", "again").await;
+        let t = store.thread("t").await.expect("read").expect("thread");
+        assert_eq!(
+            store.value(t.id, "audit:count").await.expect("value"),
+            Some(serde_json::json!(2)),
+            "{}: each step read the value the last one wrote",
+            backend.name()
+        );
+        let injected: Vec<(Role, Option<String>, bool)> = store
+            .messages(t.id)
+            .await
+            .expect("messages")
+            .into_iter()
+            .filter(|m| m.role == Role::System)
+            .map(|m| (m.role, m.content, m.silent))
+            .collect();
+        assert_eq!(
+            injected,
+            vec![
+                (Role::System, Some("audit context #1".into()), true),
+                (Role::System, Some("audit context #2".into()), true),
+            ],
+            "{}",
+            backend.name()
+        );
+        let failed = store
+            .records(t.id)
+            .await
+            .expect("records")
+            .into_iter()
+            .filter(|r| r.kind() == "hook_failed")
+            .count();
+        assert_eq!(failed, 0, "{}", backend.name());
+        let late = context.0.lock().map(|s| s.clone()).unwrap_or_default();
+        assert!(
+            !late.is_empty() && late.iter().all(|a| a == "refused"),
+            "{}: {late:?}",
+            backend.name()
+        );
+    }
+}

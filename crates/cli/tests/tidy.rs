@@ -125,3 +125,92 @@ fn every_rust_file_opens_with_a_doc_line() {
         missing.join("\n")
     );
 }
+
+/// The runtime's ports, which must not name the engine (it depends on them, never the reverse).
+const PORTS: &[&str] = &[
+    "store.rs",
+    "model.rs",
+    "tools.rs",
+    "handler.rs",
+    "hooks.rs",
+    "children.rs",
+    "clock.rs",
+    "subagents.rs",
+    "decide.rs",
+    "transition.rs",
+    "record.rs",
+    "types.rs",
+];
+
+#[test]
+fn no_rust_file_is_over_800_lines() {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates"), &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .count();
+            (lines > 800).then(|| format!("{} ({lines} lines)", f.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "split these by responsibility:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn ports_do_not_import_the_engine() {
+    let src = root().join("crates/runtime/src");
+    let mut problems = Vec::new();
+    for port in PORTS {
+        let text = std::fs::read_to_string(src.join(port)).expect("a port module");
+        for (i, line) in text.lines().enumerate() {
+            if line.contains("crate::engine") || line.contains("Runtime") && line.contains("use ") {
+                problems.push(format!("{port}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Tests wait on events (a channel, a `Notify`, the change feed, a child's output), not on
+/// time; a sleep is allowed only where time itself is the condition, said in a
+/// `tidy:allow-sleep` comment right above it.
+#[test]
+fn tests_do_not_sleep_to_wait() {
+    let mut files = Vec::new();
+    for dir in std::fs::read_dir(root().join("crates"))
+        .expect("crates/")
+        .flatten()
+    {
+        let tests = dir.path().join("tests");
+        if tests.is_dir() {
+            rust_files(&tests, &mut files);
+        }
+    }
+    let mut problems = Vec::new();
+    for f in &files {
+        if f.ends_with("tidy.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let sleeps = line.contains("thread::sleep(") || line.contains("time::sleep(");
+            let allowed = lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| l.trim_start().starts_with("//"))
+                .any(|l| l.contains("tidy:allow-sleep"));
+            if sleeps && !allowed {
+                problems.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

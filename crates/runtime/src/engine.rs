@@ -250,7 +250,8 @@ impl Runtime {
     ) -> Result<ActiveHooks, String> {
         let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
         let refs = crate::hooks::resolve(&self.inner.project, agent, prompt, &env_lookup);
-        self.inner.hooks.activate(&self.inner.project, refs)
+        let active = self.inner.hooks.activate(&self.inner.project, refs)?;
+        Ok(active.with_state(self.inner.store.clone(), env.clone()))
     }
 
     /// The hooks in force for `side` of `agent` (see [`Runtime::hooks_for`]).
@@ -279,4 +280,34 @@ fn hook_failures(t: &mut Thread, hooks: &mut ActiveHooks, now: i64) -> Vec<Recor
         .into_iter()
         .map(|f| Record::new(t.take_seq(), f, now))
         .collect()
+}
+
+/// Adds to `commit` what the hooks left: their failures as records, the messages they injected
+/// (after the commit's own) and the values they set. Returns the injected messages.
+fn hook_output(
+    t: &mut Thread,
+    hooks: &mut ActiveHooks,
+    now: i64,
+    commit: &mut Commit,
+) -> Vec<crate::types::Message> {
+    commit.records.extend(hook_failures(t, hooks, now));
+    let writes = hooks.take_writes();
+    commit.values.extend(writes.values);
+    let injected: Vec<crate::types::Message> = writes
+        .messages
+        .into_iter()
+        .map(|(role, content, silent)| {
+            let writer = match role {
+                crate::types::Role::Assistant => Some(SideId::A),
+                crate::types::Role::User => Some(SideId::B),
+                _ => None,
+            };
+            let mut m =
+                crate::types::Message::text(t.take_seq(), t.session, role, writer, content, now);
+            m.silent = silent;
+            m
+        })
+        .collect();
+    commit.messages.extend(injected.iter().cloned());
+    injected
 }

@@ -5,14 +5,19 @@
 //! where it came from ([`HookSource`]).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use duet_spec::{AgentDef, HookStage, Project, PromptDef};
 
+mod active;
+
+pub(crate) use active::ActiveHooks;
+
 use crate::model::ChatMessage;
+use crate::store::Store;
 use crate::tools::ToolResult;
-use crate::types::{Message, Thread, ToolCall};
+use crate::types::{Message, Role, Thread, ToolCall};
 
 /// Why a hook runs: the provenance of its reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,14 +30,116 @@ pub enum HookSource {
     Child { relationship: String, agent: String },
 }
 
-/// What a hook run knows.
-#[derive(Clone, Debug)]
+/// What a hook run knows, and the thread state it may act on (seed §6: "the hook receives the
+/// parent's ThreadState"): read durable values and env, inject messages, set values. Writes are
+/// buffered, as a handler's are, and committed with the step (or drain, or handler delivery) the
+/// hook runs in, injected messages after that commit's own (a model sees them from its next
+/// call). `after_create_message` runs after its commit, so there it may read but not write.
+#[derive(Clone)]
 pub struct HookContext<'a> {
     /// The thread whose turn it decorates (for a parent hook, the parent's).
     pub thread: &'a Thread,
     /// The hook definition's id.
     pub id: &'a str,
     pub source: HookSource,
+    pub(crate) state: &'a HookState,
+    /// Whether writes are still possible (not after the commit).
+    pub(crate) writable: bool,
+}
+
+impl std::fmt::Debug for HookContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookContext")
+            .field("thread", &self.thread.key)
+            .field("id", &self.id)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What hooks wrote, to commit with the step they ran in.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HookWrites {
+    /// `(role, content, silent)`, in order.
+    pub(crate) messages: Vec<(Role, String, bool)>,
+    pub(crate) values: Vec<(String, Option<serde_json::Value>)>,
+}
+
+/// The state behind the contexts of one step's hooks: the store (for reads), the side's env,
+/// and the buffered writes.
+#[derive(Default)]
+pub(crate) struct HookState {
+    pub(crate) store: Option<Arc<dyn Store>>,
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) writes: Mutex<HookWrites>,
+}
+
+impl HookContext<'_> {
+    fn write(&self, f: impl FnOnce(&mut HookWrites)) -> Result<(), HookError> {
+        if !self.writable {
+            return Err(HookError::new(
+                "after_create_message runs after its commit: it cannot write",
+            ));
+        }
+        let mut writes = self
+            .state
+            .writes
+            .lock()
+            .map_err(|_| HookError::new("hook writes poisoned"))?;
+        f(&mut writes);
+        Ok(())
+    }
+
+    /// Writes a message with `role` into the thread (committed with this step, after its own
+    /// messages; no execution is started by it).
+    pub fn inject_message(
+        &self,
+        role: Role,
+        content: impl Into<String>,
+        silent: bool,
+    ) -> Result<(), HookError> {
+        let content = content.into();
+        self.write(|w| w.messages.push((role, content, silent)))
+    }
+
+    /// Sets (or with `None` deletes) a durable value of the thread.
+    pub fn set_value(
+        &self,
+        key: impl Into<String>,
+        value: Option<serde_json::Value>,
+    ) -> Result<(), HookError> {
+        let key = key.into();
+        self.write(|w| w.values.push((key, value)))
+    }
+
+    /// A durable value of the thread: this step's hook writes first, then the store.
+    pub async fn get_value(&self, key: &str) -> Result<Option<serde_json::Value>, HookError> {
+        let pending = self
+            .state
+            .writes
+            .lock()
+            .ok()
+            .and_then(|w| w.values.iter().rev().find(|(k, _)| k == key).cloned());
+        if let Some((_, v)) = pending {
+            return Ok(v);
+        }
+        match &self.state.store {
+            Some(store) => store
+                .value(self.thread.id, key)
+                .await
+                .map_err(|e| HookError::new(e.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    /// An env value of the side the hook runs for, then the process environment.
+    pub fn env(&self, name: &str) -> Option<String> {
+        self.state
+            .env
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+    }
 }
 
 /// A hook failed. Where the digest lets a hook veto (`before_create_message` on a handler's
@@ -183,15 +290,6 @@ impl Hooks {
     }
 }
 
-/// One hook to run: its kind, implementation, id and provenance.
-#[derive(Clone)]
-pub(crate) struct Active {
-    pub(crate) kind: String,
-    pub(crate) hook: Arc<dyn Hook>,
-    pub(crate) id: String,
-    pub(crate) source: HookSource,
-}
-
 /// The children `agent` composes under `prompt`, as `(relationship or handoff name, child)`:
 /// its enabled relationships (hidden ones too; those disabled by `optional` compose nothing),
 /// then the exposed agents the prompt offers as handoffs (seed §6: adding an agent "to an enabled
@@ -273,329 +371,4 @@ pub fn resolve(
     }
     out.extend(required(HookStage::AfterParent));
     out
-}
-
-impl Hooks {
-    /// The implementations for `refs`; a reference with no definition or no registered
-    /// implementation is returned as the error (composition fails closed).
-    pub(crate) fn activate(
-        &self,
-        project: &Project,
-        refs: Vec<(String, HookSource)>,
-    ) -> Result<ActiveHooks, String> {
-        let hooks: Vec<Active> = refs
-            .into_iter()
-            .map(|(id, source)| {
-                let def = project
-                    .hooks
-                    .get(&id)
-                    .ok_or_else(|| format!("hook `{id}` is not defined"))?;
-                let hook = self.0.get(&def.def.builtin).cloned().ok_or_else(|| {
-                    format!(
-                        "hook `{id}` needs `{}`, which this build does not register",
-                        def.def.builtin
-                    )
-                })?;
-                Ok(Active {
-                    kind: def.def.hook.clone(),
-                    hook,
-                    id,
-                    source,
-                })
-            })
-            .collect::<Result<_, String>>()?;
-        Ok(ActiveHooks {
-            hooks: hooks.into(),
-            failures: Vec::new(),
-        })
-    }
-}
-
-/// The hooks in force for one step (or handler delivery), in order, and the failures seen: each
-/// failed hook is skipped, its input passed on, and the failure journaled with the step.
-#[derive(Clone, Default)]
-pub(crate) struct ActiveHooks {
-    hooks: Arc<[Active]>,
-    pub(crate) failures: Vec<crate::record::RecordBody>,
-}
-
-impl ActiveHooks {
-    fn of(&self, kind: &'static str) -> Vec<Active> {
-        self.hooks
-            .iter()
-            .filter(|h| h.kind == kind)
-            .cloned()
-            .collect()
-    }
-
-    pub(crate) fn has(&self, kind: &str) -> bool {
-        self.hooks.iter().any(|h| h.kind == kind)
-    }
-
-    fn failed(&mut self, h: &Active, e: &HookError) {
-        self.failures.push(crate::record::RecordBody::HookFailed {
-            id: h.id.clone(),
-            kind: h.kind.clone(),
-            error: e.0.clone(),
-        });
-    }
-
-    pub(crate) async fn after_thread_created(&mut self, t: &Thread) {
-        for h in self.of("after_thread_created") {
-            if let Err(e) = h.hook.after_thread_created(&h.ctx(t)).await {
-                self.failed(&h, &e);
-            }
-        }
-    }
-
-    pub(crate) async fn after_subagent_created(&mut self, t: &Thread, child: &Thread) {
-        for h in self.of("after_subagent_created") {
-            if let Err(e) = h.hook.after_subagent_created(&h.ctx(t), child).await {
-                self.failed(&h, &e);
-            }
-        }
-    }
-
-    pub(crate) async fn after_system_message(&mut self, t: &Thread, mut text: String) -> String {
-        for h in self.of("after_system_message") {
-            match h.hook.after_system_message(&h.ctx(t), text.clone()).await {
-                Ok(new) => text = new,
-                Err(e) => self.failed(&h, &e),
-            }
-        }
-        text
-    }
-
-    pub(crate) async fn filter_messages(
-        &mut self,
-        t: &Thread,
-        mut messages: Vec<ChatMessage>,
-    ) -> Vec<ChatMessage> {
-        let hooks = self.of("filter_messages");
-        if hooks.is_empty() {
-            return messages;
-        }
-        for h in hooks {
-            match h.hook.filter_messages(&h.ctx(t), messages.clone()).await {
-                Ok(new) => messages = new,
-                Err(e) => self.failed(&h, &e),
-            }
-        }
-        repair_pairs(messages)
-    }
-
-    pub(crate) async fn prefilter_llm_history(
-        &mut self,
-        t: &Thread,
-        mut messages: Vec<ChatMessage>,
-    ) -> Prefiltered {
-        for h in self.of("prefilter_llm_history") {
-            match h
-                .hook
-                .prefilter_llm_history(&h.ctx(t), messages.clone())
-                .await
-            {
-                Ok(Prefiltered::Messages(new)) => messages = new,
-                Ok(Prefiltered::Block(why)) => return Prefiltered::Block(why),
-                Err(e) => self.failed(&h, &e),
-            }
-        }
-        Prefiltered::Messages(messages)
-    }
-
-    /// `before_create_message` for a message the runtime writes: a failing hook is skipped.
-    pub(crate) async fn before_create_message(&mut self, t: &Thread, message: Message) -> Message {
-        let hooks = self.of("before_create_message");
-        if hooks.is_empty() {
-            return message;
-        }
-        let original = message.clone();
-        let mut message = message;
-        for h in hooks {
-            match h
-                .hook
-                .before_create_message(&h.ctx(t), message.clone())
-                .await
-            {
-                Ok(new) => message = new,
-                Err(e) => self.failed(&h, &e),
-            }
-        }
-        keep_identity(message, &original)
-    }
-
-    /// `before_create_message` for a message a handler writes: a failing hook rejects the write.
-    pub(crate) async fn before_create_message_strict(
-        &self,
-        t: &Thread,
-        message: Message,
-    ) -> Result<Message, HookError> {
-        let hooks = self.of("before_create_message");
-        if hooks.is_empty() {
-            return Ok(message);
-        }
-        let original = message.clone();
-        let mut message = message;
-        for h in hooks {
-            message = h
-                .hook
-                .before_create_message(&h.ctx(t), message)
-                .await
-                .map_err(|e| HookError(format!("hook `{}`: {}", h.id, e.0)))?;
-        }
-        Ok(keep_identity(message, &original))
-    }
-
-    /// `before_create_message` for each of `messages`, in order.
-    pub(crate) async fn before_create_all(
-        &mut self,
-        t: &Thread,
-        messages: Vec<Message>,
-    ) -> Vec<Message> {
-        let mut out = Vec::with_capacity(messages.len());
-        for m in messages {
-            out.push(self.before_create_message(t, m).await);
-        }
-        out
-    }
-
-    /// `after_create_message` for messages already committed: a failure has no step left to be
-    /// journaled with, so it goes to the log.
-    pub(crate) async fn after_create_message(&self, t: &Thread, messages: &[Message]) {
-        for h in self.of("after_create_message") {
-            for m in messages {
-                if let Err(e) = h.hook.after_create_message(&h.ctx(t), m).await {
-                    tracing::warn!(thread = %t.id, hook = %h.id, error = %e, "after_create_message failed");
-                }
-            }
-        }
-    }
-
-    pub(crate) async fn tool_call_started(&mut self, t: &Thread, call: &ToolCall) {
-        for h in self.of("tool_call_started") {
-            if let Err(e) = h.hook.tool_call_started(&h.ctx(t), call).await {
-                self.failed(&h, &e);
-            }
-        }
-    }
-
-    /// After a tool ran, in the digest's order: `tool_call_done`, then
-    /// `after_tool_call_success` or `_failure` (`None`: drop the call from the history), then
-    /// `before_store_tool_result`.
-    pub(crate) async fn tool_result(
-        &mut self,
-        t: &Thread,
-        call: &ToolCall,
-        result: ToolResult,
-    ) -> Option<ToolResult> {
-        for h in self.of("tool_call_done") {
-            if let Err(e) = h.hook.tool_call_done(&h.ctx(t), call, &result).await {
-                self.failed(&h, &e);
-            }
-        }
-        // The kind follows what the tool did, even if a hook of it changes the status.
-        let succeeded = result.is_ok();
-        let mut result = result;
-        let after = if succeeded {
-            "after_tool_call_success"
-        } else {
-            "after_tool_call_failure"
-        };
-        for h in self.of(after) {
-            let ctx = h.ctx(t);
-            let answer = if succeeded {
-                h.hook
-                    .after_tool_call_success(&ctx, call, result.clone())
-                    .await
-            } else {
-                h.hook
-                    .after_tool_call_failure(&ctx, call, result.clone())
-                    .await
-            };
-            match answer {
-                Ok(Some(new)) => result = new,
-                Ok(None) => return None,
-                Err(e) => self.failed(&h, &e),
-            }
-        }
-        for h in self.of("before_store_tool_result") {
-            match h
-                .hook
-                .before_store_tool_result(&h.ctx(t), call, result.clone())
-                .await
-            {
-                Ok(new) => result = new,
-                Err(e) => self.failed(&h, &e),
-            }
-        }
-        Some(result)
-    }
-}
-
-/// What `before_create_message` may not change: where the message sits (sequence, session),
-/// who wrote it (role, side, model) and how it pairs with tool traffic (call ids and names; the
-/// tool result's call id, name and status). Content, thinking, silence and call arguments are
-/// the hook's to change.
-fn keep_identity(mut message: Message, original: &Message) -> Message {
-    message.seq = original.seq;
-    message.session = original.session;
-    message.role = original.role;
-    message.side = original.side;
-    message.model.clone_from(&original.model);
-    message.tool_call_id.clone_from(&original.tool_call_id);
-    message.tool_name.clone_from(&original.tool_name);
-    message.tool_status = original.tool_status;
-    message.created_at = original.created_at;
-    let same_calls = message.tool_calls.len() == original.tool_calls.len()
-        && message
-            .tool_calls
-            .iter()
-            .zip(&original.tool_calls)
-            .all(|(a, b)| a.id == b.id && a.name == b.name);
-    if !same_calls {
-        message.tool_calls.clone_from(&original.tool_calls);
-    }
-    message
-}
-
-impl Active {
-    fn ctx<'a>(&'a self, thread: &'a Thread) -> HookContext<'a> {
-        HookContext {
-            thread,
-            id: &self.id,
-            source: self.source.clone(),
-        }
-    }
-}
-
-/// Drops tool results whose call is gone and calls whose result is gone (a `filter_messages`
-/// hook that split a pair), and messages left with nothing in them.
-fn repair_pairs(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
-    use crate::types::Role;
-    use std::collections::BTreeSet;
-    let calls: BTreeSet<String> = messages
-        .iter()
-        .flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone()))
-        .collect();
-    let results: BTreeSet<String> = messages
-        .iter()
-        .filter(|m| m.role == Role::Tool)
-        .filter_map(|m| m.tool_call_id.clone())
-        .collect();
-    messages
-        .into_iter()
-        .filter_map(|mut m| {
-            if m.role == Role::Tool {
-                return m
-                    .tool_call_id
-                    .as_ref()
-                    .is_some_and(|id| calls.contains(id))
-                    .then_some(m);
-            }
-            let had_calls = !m.tool_calls.is_empty();
-            m.tool_calls.retain(|c| results.contains(&c.id));
-            let empty = m.content.as_deref().is_none_or(str::is_empty) && m.tool_calls.is_empty();
-            (!(had_calls && empty)).then_some(m)
-        })
-        .collect()
 }

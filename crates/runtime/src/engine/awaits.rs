@@ -8,7 +8,7 @@
 use duet_spec::{AgentDef, Side};
 use uuid::Uuid;
 
-use super::{Flow, Runtime, Turn, emit, hook_failures, step};
+use super::{Flow, Runtime, Turn, emit, hook_output, step};
 use crate::delivery::Settled;
 use crate::error::RunError;
 use crate::event::EventSink;
@@ -36,18 +36,15 @@ impl Runtime {
         turn: &Turn<'_>,
     ) -> Result<Flow, RunError> {
         let now = self.now();
-        let mut records = step::awaited(t, calls, awaiting, now);
-        let new = hooks.before_create_all(t, new).await;
-        records.extend(hook_failures(t, &mut hooks, now));
-        self.commit(
-            t,
-            Commit {
-                messages: new.clone(),
-                records,
-                ..Commit::default()
-            },
-        )
-        .await?;
+        let records = step::awaited(t, calls, awaiting, now);
+        let mut commit = Commit {
+            messages: hooks.before_create_all(t, new).await,
+            records,
+            ..Commit::default()
+        };
+        hook_output(t, &mut hooks, now, &mut commit);
+        let new = commit.messages.clone();
+        self.commit(t, commit).await?;
         emit::messages(turn.events, &new);
         hooks.after_create_message(t, &new).await;
         msgs.extend(new);

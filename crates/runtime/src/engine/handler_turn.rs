@@ -4,7 +4,7 @@
 
 use duet_spec::HandlerSide;
 
-use super::{Flow, Runtime, Turn, emit, hook_failures};
+use super::{Flow, Runtime, Turn, emit, hook_output};
 use crate::decide;
 use crate::error::RunError;
 use crate::handler::{Effects, HandlerError, ThreadState};
@@ -142,7 +142,7 @@ impl Runtime {
                     commit.records.push(Record::new(seq, body, now));
                 }
             }
-            commit.records.extend(hook_failures(t, &mut hooks, now));
+            hook_output(t, &mut hooks, now, &mut commit);
             t.updated_at = now;
             let new = commit.messages.clone();
             queued |= self.commit(t, commit).await? == CommitOutcome::Committed { queued: true };

@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::lease::LeaseGuard;
-use super::{ChildScope, Flow, Runtime, Turn, emit, hook_failures};
+use super::{ChildScope, Flow, Runtime, Turn, emit, hook_output};
 use crate::decide::{self, Next};
 use crate::delivery::Settled;
 use crate::error::RunError;
@@ -185,12 +185,9 @@ impl Runtime {
             return Ok(());
         }
         hooks.after_thread_created(t).await;
-        let records = hook_failures(t, &mut hooks, self.now());
-        if !records.is_empty() {
-            let commit = Commit {
-                records,
-                ..Commit::default()
-            };
+        let mut commit = Commit::default();
+        hook_output(t, &mut hooks, self.now(), &mut commit);
+        if !commit.records.is_empty() || !commit.messages.is_empty() || !commit.values.is_empty() {
             self.commit(t, commit).await?;
         }
         Ok(())
@@ -252,7 +249,7 @@ impl Runtime {
                 messages.push(m);
             }
             commit.messages = hooks.before_create_all(t, messages).await;
-            commit.records.extend(hook_failures(t, hooks, now));
+            hook_output(t, hooks, now, &mut commit);
         }
         let new = commit.messages.clone();
         let outcome = self.commit(t, commit).await?;

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::router::{Dispatched, Offer, StepCalls};
-use super::{Flow, Runtime, Turn, emit, hook_failures};
+use super::{Flow, Runtime, Turn, emit, hook_output};
 use crate::context;
 use crate::decide::{self, CallOutcome};
 use crate::error::RunError;
@@ -253,20 +253,16 @@ impl Runtime {
             RecordBody::Status { text } => Some(text.clone()),
             _ => None,
         });
-        let new = hooks.before_create_all(t, new).await;
-        records.extend(hook_failures(t, &mut hooks, now));
-        let outcome = self
-            .commit(
-                t,
-                Commit {
-                    messages: new.clone(),
-                    records,
-                    settle,
-                    values,
-                    ..Commit::default()
-                },
-            )
-            .await?;
+        let mut commit = Commit {
+            messages: hooks.before_create_all(t, new).await,
+            records,
+            settle,
+            values,
+            ..Commit::default()
+        };
+        hook_output(t, &mut hooks, now, &mut commit);
+        let new = commit.messages.clone();
+        let outcome = self.commit(t, commit).await?;
         // Committed: now the caller may see it, and the hooks that watch messages; a child's
         // free-text status shows in its parent's registry.
         emit::messages(turn.events, &new);
@@ -300,25 +296,21 @@ impl Runtime {
             now,
         );
         let message = hooks.before_create_message(t, message).await;
-        let mut records = vec![transition::end_session(
+        let records = vec![transition::end_session(
             t,
             crate::types::StopReason::HookBlocked,
             Some(why),
             now,
         )];
-        records.extend(hook_failures(t, &mut hooks, now));
-        let new = vec![message];
-        let outcome = self
-            .commit(
-                t,
-                Commit {
-                    messages: new.clone(),
-                    records,
-                    settle: true,
-                    ..Commit::default()
-                },
-            )
-            .await?;
+        let mut commit = Commit {
+            messages: vec![message],
+            records,
+            settle: true,
+            ..Commit::default()
+        };
+        hook_output(t, &mut hooks, now, &mut commit);
+        let new = commit.messages.clone();
+        let outcome = self.commit(t, commit).await?;
         emit::messages(events, &new);
         hooks.after_create_message(t, &new).await;
         msgs.extend(new);
