@@ -7,7 +7,8 @@
 //!
 //! Script lines: `agent NAME` (first), `send TEXT` (a message from the human side, or a `user`
 //! message when the agent has none), `send-to KEY TEXT` (the same, to another thread, such as a
-//! subagent), `abort [KEY]` (the control plane's abort, of the main thread or KEY), `reopen` (drop
+//! subagent), `abort [KEY]` (the control plane's abort, of the main thread or KEY), `terminate
+//! KEY` (a thread and its descendants, for good), `reopen` (drop
 //! the runtime and the store connection and open new ones: a process restart). `DUET_BLESS=1` rewrites the `expected` files.
 
 mod support;
@@ -156,6 +157,13 @@ async fn play(case: &Path, backend: &support::Backend) -> String {
                     serde_json::to_string(&result).unwrap_or_default()
                 )
                 .ok();
+                continue;
+            }
+            "terminate" => {
+                let scope = duet_runtime::Scope::new(rest);
+                let result = rt.terminate(&scope).await.map_err(|e| e.to_string());
+                rt.quiesce().await;
+                writeln!(out, "terminate {rest}\n  => {result:?}").ok();
                 continue;
             }
             "send" => (key, agent.as_deref(), rest),

@@ -250,6 +250,10 @@ impl Runtime {
             self.cancel_local(*id);
             self.store().terminate(*id, now).await?;
         }
+        // A parent whose call waits for this thread gets the termination as that call's result.
+        if let Err(e) = self.answer_terminated(&thread).await {
+            tracing::warn!(thread = %thread.key, error = %e, "answering the parent's waiting call failed");
+        }
         Ok(all.len())
     }
 

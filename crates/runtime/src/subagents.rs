@@ -205,6 +205,12 @@ pub(crate) fn call_result(settled: &Settled, agent: Option<&AgentDef>) -> (Strin
             ),
             false,
         ),
+        None if settled.status == ThreadStatus::Terminated => (
+            format!(
+                "The subagent was terminated before its session ended.\n\nReference: {reference}"
+            ),
+            false,
+        ),
         None if settled.stop_reason == Some(StopReason::Aborted) => (
             format!("The subagent was aborted before its session ended.\n\nReference: {reference}"),
             false,

@@ -203,6 +203,27 @@ impl Runtime {
         }
     }
 
+    /// `child` was terminated: if its parent's call waits for it, that call's result is the
+    /// termination (an error), and the parent runs on.
+    pub(crate) async fn answer_terminated(&self, child: &Thread) -> Result<(), RunError> {
+        let Some(entry) = self.inner.store.child(child.id).await? else {
+            return Ok(());
+        };
+        let Some(mut settled) = self
+            .inner
+            .store
+            .thread_by_id(child.id)
+            .await?
+            .map(|t| Settled::of(&t))
+        else {
+            return Ok(());
+        };
+        // Terminated reads as an abort of its session: the call's result says it ended early.
+        settled.status = ThreadStatus::Terminated;
+        settled.stop_reason = Some(crate::types::StopReason::Aborted);
+        self.resolve_await(&settled, &entry).await.map(|_| ())
+    }
+
     /// The registry status for a settled child run.
     pub(super) fn child_status(&self, settled: &Settled, entry: &Child) -> ChildStatus {
         let agent = self.inner.project.agents.get(&entry.agent).map(|d| &d.def);
