@@ -278,20 +278,26 @@ pub fn codes_markdown() -> String {
          never renamed or reused. This file is checked against `crates/spec/src/issue.rs` by a test\n\
          (`cargo test -p duet-spec codes_doc`); regenerate it with `duet validate --codes`.\n",
     );
-    let mut group = "";
+    // Groups in the order they first appear; new codes go at the end of the table, and are
+    // still listed under their group.
+    let mut groups: Vec<&str> = Vec::new();
     for code in Code::ALL {
-        if code.group() != group {
-            group = code.group();
+        if !groups.contains(&code.group()) {
+            groups.push(code.group());
+        }
+    }
+    for group in groups {
+        out.push_str(&format!(
+            "\n## {group}\n\n| code | severity | meaning |\n| --- | --- | --- |\n"
+        ));
+        for code in Code::ALL.iter().filter(|c| c.group() == group) {
             out.push_str(&format!(
-                "\n## {group}\n\n| code | severity | meaning |\n| --- | --- | --- |\n"
+                "| `{}` | {} | {} |\n",
+                code.as_str(),
+                code.severity(),
+                code.summary().replace('|', "\\|")
             ));
         }
-        out.push_str(&format!(
-            "| `{}` | {} | {} |\n",
-            code.as_str(),
-            code.severity(),
-            code.summary().replace('|', "\\|")
-        ));
     }
     out
 }

@@ -1,0 +1,378 @@
+//! Decoding an agent's sides: the backing, prompt-only fields, session bindings and subagent
+//! relationships (seed §8.2–§8.7).
+
+use crate::decode::{Ctx, Obj, is_snake_case};
+use crate::issue::{Code, Issue};
+use crate::node::{Node, Value};
+
+use super::{
+    HandlerSide, HumanSide, Immediate, ParentCommunication, PromptSide, RESERVED_TOOL_NAMES,
+    SessionToolBinding, Side, SideId, SubagentRelationship,
+};
+
+const PROMPT_ONLY: &[&str] = &[
+    "stopOnResponse",
+    "stopTool",
+    "stopToolResponseProperty",
+    "maxSteps",
+    "sessionStop",
+    "sessionFail",
+    "sessionStatus",
+    "manualStopCondition",
+];
+const LEGACY_ALIASES: &[(&str, &str)] = &[
+    ("endSessionTool", "sessionStop"),
+    ("failSessionTool", "sessionFail"),
+    ("statusTool", "sessionStatus"),
+];
+const RELATIONSHIP_FIELDS: &[&str] = &[
+    "agent",
+    "as",
+    "description",
+    "blocking",
+    "maxInstances",
+    "parentCommunication",
+    "immediate",
+    "scopedEnv",
+    "optional",
+    "hidden",
+    "initUserMessageProperty",
+    "initAttachmentsProperty",
+    "initAgentNameProperty",
+];
+
+pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> Option<Side> {
+    let path = id.field();
+    if let Value::String(s) = &node.value {
+        ctx.push(
+            Issue::new(
+                Code::SideBacking,
+                format!("`{path}` must be an object naming exactly one backing, not a string"),
+            )
+            .at(ctx.file, path, Some(node.span))
+            .hint(format!(
+                "write `{path}: {{ prompt: {s} }}` (or `human: true`, or `handler: ...`)"
+            )),
+        );
+        return None;
+    }
+    let mut o = ctx.object(node, path)?;
+    let backings: Vec<&str> = ["human", "prompt", "handler"]
+        .into_iter()
+        .filter(|k| o.has(k))
+        .collect();
+    if backings.len() != 1 {
+        let message = if backings.is_empty() {
+            format!(
+                "`{path}` has no backing: exactly one of `human`, `prompt` or `handler` must be present"
+            )
+        } else {
+            format!(
+                "`{path}` has {} backings ({}); exactly one of `human`, `prompt` or `handler` must be present",
+                backings.len(),
+                backings.join(", ")
+            )
+        };
+        ctx.push(
+            Issue::new(Code::SideBacking, message)
+                .at(ctx.file, path, Some(node.span))
+                .hint("a person: `human: true`; a model: `prompt: NAME`; code: `handler: NAME`"),
+        );
+        // Still report misspelt fields (`humn`) against everything a side may hold.
+        for key in ["human", "prompt", "handler", "label", "subagents"]
+            .iter()
+            .chain(PROMPT_ONLY)
+        {
+            o.take(key);
+        }
+        let all: Vec<&str> = ["human", "prompt", "handler", "label", "subagents"]
+            .iter()
+            .chain(PROMPT_ONLY)
+            .copied()
+            .collect();
+        o.finish(ctx, &all);
+        return None;
+    }
+    let label = o.string(ctx, "label");
+    let side = match backings[0] {
+        "human" => {
+            let human_span = o.key_span("human");
+            if let Some(false) = o.boolean(ctx, "human") {
+                ctx.push(
+                    Issue::new(Code::InvalidValue, "`human` can only be `true`")
+                        .at(ctx.file, &o.path("human"), Some(human_span))
+                        .hint("a side that is not human names a `prompt` or a `handler`"),
+                );
+            }
+            if o.take("subagents").is_some() {
+                ctx.push(
+                    Issue::new(
+                        Code::SubagentsOnHumanSide,
+                        "a human side cannot own subagents: nothing on it can invoke them",
+                    )
+                    .at(
+                        ctx.file,
+                        &o.path("subagents"),
+                        Some(o.key_span("subagents")),
+                    )
+                    .hint("declare the relationship on the prompt or handler side"),
+                );
+            }
+            reject_prompt_only(ctx, &mut o, "human");
+            o.finish(ctx, &["human", "label"]);
+            Side::Human(HumanSide { label })
+        }
+        "handler" => {
+            let handler = o.name(ctx, "handler");
+            let subagents = decode_relationships(ctx, &mut o);
+            reject_prompt_only(ctx, &mut o, "handler");
+            o.finish(ctx, &["handler", "label", "subagents"]);
+            Side::Handler(HandlerSide {
+                handler: handler?,
+                label,
+                subagents,
+            })
+        }
+        _ => {
+            let prompt = o.name(ctx, "prompt");
+            let subagents = decode_relationships(ctx, &mut o);
+            for (alias, new) in LEGACY_ALIASES {
+                if o.take(alias).is_some() {
+                    ctx.push(
+                        Issue::new(
+                            Code::LegacyBindingAlias,
+                            format!("`{alias}` is the 0.1.0 name of `{new}`"),
+                        )
+                        .at(ctx.file, &o.path(alias), Some(o.key_span(alias)))
+                        .hint(format!("write `{new}: {{ name: TOOL }}`")),
+                    );
+                }
+            }
+            let side = PromptSide {
+                prompt: prompt.unwrap_or_default(),
+                label,
+                subagents,
+                stop_on_response: o.boolean(ctx, "stopOnResponse").unwrap_or(true),
+                stop_tool: o.name(ctx, "stopTool"),
+                stop_tool_response_property: o.string(ctx, "stopToolResponseProperty"),
+                max_steps: o.count(ctx, "maxSteps"),
+                session_stop: binding(ctx, &mut o, "sessionStop"),
+                session_fail: binding(ctx, &mut o, "sessionFail"),
+                session_status: binding(ctx, &mut o, "sessionStatus"),
+                manual_stop_condition: o.boolean(ctx, "manualStopCondition").unwrap_or(false),
+            };
+            let mut allowed = vec!["prompt", "label", "subagents"];
+            allowed.extend(PROMPT_ONLY);
+            o.finish(ctx, &allowed);
+            if side.prompt.is_empty() {
+                return None;
+            }
+            Side::Prompt(side)
+        }
+    };
+    Some(side)
+}
+
+fn reject_prompt_only(ctx: &mut Ctx<'_>, o: &mut Obj<'_>, backing: &str) {
+    for key in PROMPT_ONLY
+        .iter()
+        .chain(LEGACY_ALIASES.iter().map(|(k, _)| k))
+    {
+        if o.take(key).is_some() {
+            ctx.push(
+                Issue::new(
+                    Code::PromptOnlyField,
+                    format!("`{key}` belongs on a prompt side; this side is {backing}-backed"),
+                )
+                .at(ctx.file, &o.path(key), Some(o.key_span(key)))
+                .hint(if backing == "handler" {
+                    "handlers end sessions with `state.stopSession()`; remove the field"
+                } else {
+                    "remove the field; a human side takes no stop or session bindings"
+                }),
+            );
+        }
+    }
+}
+
+fn binding(ctx: &mut Ctx<'_>, o: &mut Obj<'_>, key: &str) -> Option<SessionToolBinding> {
+    let node = o.take(key)?;
+    let path = o.path(key);
+    if let Value::String(s) = &node.value {
+        ctx.push(
+            Issue::new(
+                Code::SessionBindingNotObject,
+                format!("`{key}` must be in object form; the bare string was removed in 0.2.0"),
+            )
+            .at(ctx.file, &path, Some(node.span))
+            .hint(format!("write `{key}: {{ name: {s} }}`")),
+        );
+        return None;
+    }
+    let mut b = match &node.value {
+        Value::Object(_) => ctx.object(node, &path)?,
+        _ => {
+            ctx.push(
+                Issue::new(Code::SessionBindingNotObject, format!("`{key}` must be an object `{{ name, messageProperty?, attachmentsProperty? }}`, not {}", node.kind()))
+                    .at(ctx.file, &path, Some(node.span)),
+            );
+            return None;
+        }
+    };
+    let name = b.required_name(ctx, "name");
+    let message_property = b.name(ctx, "messageProperty");
+    let attachments_property = b.name(ctx, "attachmentsProperty");
+    b.finish(ctx, &["name", "messageProperty", "attachmentsProperty"]);
+    Some(SessionToolBinding {
+        name: name?,
+        message_property,
+        attachments_property,
+    })
+}
+
+fn decode_relationships(ctx: &mut Ctx<'_>, o: &mut Obj<'_>) -> Vec<SubagentRelationship> {
+    let path = o.path("subagents");
+    let Some(node) = o.take("subagents") else {
+        return Vec::new();
+    };
+    let items = ctx.array(node, &path);
+    let mut out: Vec<SubagentRelationship> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        let Some(r) = decode_relationship(ctx, item, &p) else {
+            continue;
+        };
+        if out.iter().any(|x| x.name() == r.name()) {
+            ctx.push(
+                Issue::new(
+                    Code::RelationshipNameConflict,
+                    format!("relationship `{}` is declared twice on this side", r.name()),
+                )
+                .at(ctx.file, &p, Some(item.span))
+                .hint("give one of them a distinct `as`"),
+            );
+            continue;
+        }
+        out.push(r);
+    }
+    out
+}
+
+fn decode_relationship(ctx: &mut Ctx<'_>, node: &Node, path: &str) -> Option<SubagentRelationship> {
+    let mut o = ctx.object(node, path)?;
+    for legacy in ["resumable", "receives_messages", "receivesMessages"] {
+        if o.take(legacy).is_some() {
+            ctx.push(
+                Issue::new(Code::LegacyResumable, format!("`{legacy}` was removed in 0.2.0: children are persistent and parent messages always enter side A"))
+                    .at(ctx.file, &o.path(legacy), Some(o.key_span(legacy)))
+                    .hint("remove it; `maxInstances` and `parentCommunication` sit directly on the relationship"),
+            );
+        }
+    }
+    let agent = o.required_name(ctx, "agent");
+    let alias_span = o.take("as").map(|n| n.span);
+    let alias = o.name(ctx, "as");
+    if let (Some(a), Some(span)) = (&alias, alias_span)
+        && !is_snake_case(a)
+    {
+        ctx.push(
+            Issue::new(
+                Code::NameNotSnakeCase,
+                format!("relationship name `{a}` is not snake_case"),
+            )
+            .at(ctx.file, &o.path("as"), Some(span)),
+        );
+    }
+    let pc_path = o.path("parentCommunication");
+    let pc_node = o.take("parentCommunication");
+    let parent_communication = match pc_node.map(|n| (n, ctx.string(n, &pc_path))) {
+        None | Some((_, None)) => ParentCommunication::Implicit,
+        Some((_, Some(s))) if s == "implicit" => ParentCommunication::Implicit,
+        Some((_, Some(s))) if s == "explicit" => ParentCommunication::Explicit,
+        Some((n, Some(s))) => {
+            ctx.report(
+                Code::InvalidValue,
+                format!("`parentCommunication` is `implicit` or `explicit`, not `{s}`"),
+                &pc_path,
+                n.span,
+            );
+            ParentCommunication::Implicit
+        }
+    };
+    let imm_path = o.path("immediate");
+    let immediate = match o.take("immediate") {
+        None => None,
+        Some(n) => match &n.value {
+            Value::Bool(true) => Some(Immediate {
+                name_env: None,
+                description_env: None,
+                scoped_env: Vec::new(),
+            }),
+            Value::Bool(false) => None,
+            Value::Object(_) => {
+                let mut io = ctx.object(n, &imm_path)?;
+                let imm = Immediate {
+                    name_env: io.name(ctx, "nameEnv"),
+                    description_env: io.name(ctx, "descriptionEnv"),
+                    scoped_env: io.strings(ctx, "scopedEnv"),
+                };
+                io.finish(ctx, &["nameEnv", "descriptionEnv", "scopedEnv"]);
+                Some(imm)
+            }
+            _ => {
+                ctx.report(Code::WrongType, format!("`{imm_path}` must be a boolean or `{{ nameEnv?, descriptionEnv?, scopedEnv? }}`, not {}", n.kind()), &imm_path, n.span);
+                None
+            }
+        },
+    };
+    let r = SubagentRelationship {
+        agent: agent.unwrap_or_default(),
+        alias,
+        description: o.string(ctx, "description"),
+        blocking: o.boolean(ctx, "blocking").unwrap_or(false),
+        max_instances: o.count(ctx, "maxInstances"),
+        parent_communication,
+        immediate,
+        scoped_env: o.strings(ctx, "scopedEnv"),
+        optional: o.name(ctx, "optional"),
+        hidden: o.boolean(ctx, "hidden").unwrap_or(false),
+        init_user_message_property: o.name(ctx, "initUserMessageProperty"),
+        init_attachments_property: o.name(ctx, "initAttachmentsProperty"),
+        init_agent_name_property: o.name(ctx, "initAgentNameProperty"),
+    };
+    o.finish(ctx, RELATIONSHIP_FIELDS);
+    if r.agent.is_empty() {
+        return None;
+    }
+    if RESERVED_TOOL_NAMES.contains(&r.name()) {
+        ctx.push(
+            Issue::new(
+                Code::RelationshipNameConflict,
+                format!(
+                    "relationship name `{}` collides with a reserved lifecycle tool",
+                    r.name()
+                ),
+            )
+            .at(ctx.file, path, Some(node.span))
+            .hint("set `as` to another name"),
+        );
+    }
+    Some(r)
+}
+
+pub(super) fn check_relationship_names(
+    ctx: &mut Ctx<'_>,
+    a: &Side,
+    b: &Side,
+    side_b: crate::node::Span,
+) {
+    for r in b.subagents() {
+        if a.subagents().iter().any(|x| x.name() == r.name()) {
+            ctx.push(
+                Issue::new(Code::RelationshipNameConflict, format!("relationship name `{}` appears on both sides", r.name()))
+                    .at(ctx.file, "sideB.subagents", Some(side_b))
+                    .hint("a relationship name is the registry identity: give one of them a distinct `as`"),
+            );
+        }
+    }
+}
