@@ -138,3 +138,65 @@ fn builtins_this_build_lacks_are_errors() {
         .collect();
     assert_eq!(unknown, ["agents/tools/uses.yaml"], "{stdout}");
 }
+
+/// Runs `duet ARGS`, killing it after `limit`: a hang fails the test instead of hanging it.
+fn duet_within(args: &[&str], limit: std::time::Duration) -> (i32, String) {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("duet runs");
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut stdout = String::new();
+            if let Some(mut out) = child.stdout.take() {
+                let _ = out.read_to_string(&mut stdout);
+            }
+            return (status.code().unwrap_or(-1), stdout);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("duet {args:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_named_pipe_or_a_linked_folder_is_a_warning_not_a_hang() {
+    let dir = tempdir().join("not-files");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("agents/agents")).expect("folders");
+    std::fs::create_dir_all(dir.join("agents/tools")).expect("folders");
+    std::fs::write(
+        dir.join("agents/tools/ok.yaml"),
+        "description: d\nresult: ok\n",
+    )
+    .expect("write");
+    let made = Command::new("mkfifo")
+        .arg(dir.join("agents/agents/pipe.yaml"))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    std::os::unix::fs::symlink(dir.join("agents"), dir.join("agents/tools/loop.yaml"))
+        .expect("link");
+    let (code, stdout) = duet_within(
+        &["validate", &dir.display().to_string()],
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("agents/agents/pipe.yaml: warning[not_a_file]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("agents/tools/loop.yaml: warning[not_a_file]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 tools"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

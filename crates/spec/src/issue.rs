@@ -181,6 +181,8 @@ codes! {
         "A hook of a kind duet never fires: `before_update_message` and `after_update_message` (messages are never updated) and the user-scoped kinds (duet has no user clients yet).";
     ImmediateOnHandlerSide = "immediate_on_handler_side", Warning, "advice",
         "A handler side's relationship is `immediate`: immediate children start when a prompt side activates, so this one never starts by itself (start it from the handler).";
+    NotAFile = "not_a_file", Warning, "files",
+        "An entry under `agents/` is not a regular file (a named pipe, a socket, a device, a symbolic link to a folder or to nothing); it is skipped without being opened. A symbolic link to a regular file is followed.";
 }
 
 impl fmt::Display for Code {

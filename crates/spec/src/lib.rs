@@ -45,7 +45,10 @@ pub use hook::{HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};
 pub use model::{Capabilities, ModelDef, PROVIDERS, ScriptEntry, ScriptToolCall};
 pub use node::Span;
-pub use project::{Defined, Kind, Loaded, MAX_FILE_BYTES, Project, Source, SourceFile, Syntax};
+pub use project::{
+    Defined, Kind, Listing, Loaded, MAX_FILE_BYTES, Project, SkipReason, Skipped, Source,
+    SourceFile, Syntax,
+};
 pub use prompt::{
     PromptContent, PromptDef, PromptPart, PromptTool, Reasoning, ToolChoice, Variable, VariableKind,
 };
@@ -57,5 +60,5 @@ pub use validate::Builtins;
 /// that `agents/` folder itself.
 pub fn load(dir: &std::path::Path) -> Result<Loaded, LoadError> {
     let root = fs::project_root(dir)?;
-    Ok(Project::from_files(fs::read_project(&root)?))
+    Ok(Project::from_listing(fs::read_project(&root)?))
 }
