@@ -183,6 +183,8 @@ codes! {
         "A handler side's relationship is `immediate`: immediate children start when a prompt side activates, so this one never starts by itself (start it from the handler).";
     NotAFile = "not_a_file", Warning, "files",
         "An entry under `agents/` is not a regular file (a named pipe, a socket, a device, a symbolic link to a folder or to nothing); it is skipped without being opened. A symbolic link to a regular file is followed.";
+    TsMultipleDefaultExports = "ts_multiple_default_exports", Error, "files",
+        "A `.ts` file has more than one `export default`; each file holds one definition (the first is read).";
 }
 
 impl fmt::Display for Code {
