@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::agent::{self, AgentDef, Side, SideId};
+use crate::agent::{self, AgentDef, ParentHookRequirement, Side, SideId};
 use crate::decode::{Ctx, is_snake_case};
 use crate::hook::{self, HandlerDef, HookDef};
 use crate::issue::{Code, Issue, Severity};
@@ -189,8 +189,20 @@ pub struct Project {
     pub models: BTreeMap<String, Defined<ModelDef>>,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
-    /// Well-formed sides of agents whose other side is not, so their references still get checked.
-    pub(crate) partial_sides: Vec<(String, Source, SideId, Side)>,
+    /// What could be read of agents whose files leave them incomplete, so their references
+    /// still get checked.
+    pub(crate) partial: Vec<PartialAgent>,
+}
+
+/// An agent whose file has errors that leave it incomplete: the parts that are well-formed.
+#[derive(Clone, Debug)]
+pub(crate) struct PartialAgent {
+    pub(crate) name: String,
+    pub(crate) source: Source,
+    /// Well-formed sides, and the well-formed parts of a side that is not.
+    pub(crate) sides: Vec<(SideId, Side)>,
+    pub(crate) hooks: Vec<String>,
+    pub(crate) parent_hooks: Vec<ParentHookRequirement>,
 }
 
 /// A project and every issue found while loading and validating it.
@@ -351,12 +363,13 @@ impl Project {
                     Some(def) => {
                         self.agents.insert(name, Defined { def, source });
                     }
-                    None => {
-                        for (id, side) in decoded.sides {
-                            self.partial_sides
-                                .push((name.clone(), source.clone(), id, side));
-                        }
-                    }
+                    None => self.partial.push(PartialAgent {
+                        name,
+                        source,
+                        sides: decoded.sides,
+                        hooks: decoded.hooks,
+                        parent_hooks: decoded.parent_hooks,
+                    }),
                 }
             }
             Kind::Prompt => {

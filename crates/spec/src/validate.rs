@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::agent::{AgentDef, RESERVED_TOOL_NAMES, Side, SideId};
+use crate::agent::{AgentDef, ParentHookRequirement, RESERVED_TOOL_NAMES, Side, SideId};
 use crate::decode::nearest;
 use crate::issue::{Code, Issue};
 use crate::project::{Defined, Kind, Project, Source};
@@ -70,13 +70,22 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
         issues: Vec::new(),
     };
     for d in project.agents.values() {
-        check_agent(&mut out, d);
+        check_agent_hooks(
+            &mut out,
+            &d.source,
+            &d.def.name,
+            &d.def.hooks,
+            &d.def.parent_hooks,
+        );
         for (id, side) in [(SideId::A, &d.def.sides.a), (SideId::B, &d.def.sides.b)] {
             check_side(&mut out, &d.source, id, side, Some(&d.def));
         }
     }
-    for (_, source, id, side) in &project.partial_sides {
-        check_side(&mut out, source, *id, side, None);
+    for p in &project.partial {
+        check_agent_hooks(&mut out, &p.source, &p.name, &p.hooks, &p.parent_hooks);
+        for (id, side) in &p.sides {
+            check_side(&mut out, &p.source, *id, side, None);
+        }
     }
     for d in project.prompts.values() {
         check_prompt(&mut out, d);
@@ -115,12 +124,20 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
     out.issues
 }
 
-fn check_agent(out: &mut Out<'_>, d: &Defined<AgentDef>) {
+/// An agent's `hooks` and `parentHooks` name hooks that are defined (and thread-scoped, for
+/// parent hooks).
+fn check_agent_hooks(
+    out: &mut Out<'_>,
+    source: &Source,
+    agent: &str,
+    hooks: &[String],
+    parent_hooks: &[ParentHookRequirement],
+) {
     let project = out.project;
-    for (i, h) in d.def.hooks.iter().enumerate() {
+    for (i, h) in hooks.iter().enumerate() {
         if !project.declares(Kind::Hook, h) {
             out.unknown(
-                &d.source,
+                source,
                 &format!("hooks[{i}]"),
                 Code::UnknownHook,
                 Kind::Hook,
@@ -128,27 +145,27 @@ fn check_agent(out: &mut Out<'_>, d: &Defined<AgentDef>) {
             );
         }
     }
-    for (i, req) in d.def.parent_hooks.iter().enumerate() {
+    for (i, req) in parent_hooks.iter().enumerate() {
         let path = format!("parentHooks[{i}].hook");
         if !project.declares(Kind::Hook, &req.hook) {
             let issue = Issue::new(
                 Code::ParentHookUnknown,
                 format!(
                     "required parent hook `{}` is not defined, so composing `{}` fails closed",
-                    req.hook, d.def.name
+                    req.hook, agent
                 ),
             )
             .hint(format!(
                 "define it in `agents/hooks/` with `id: {}`",
                 req.hook
             ));
-            out.push(&d.source, &path, issue);
+            out.push(source, &path, issue);
         } else if let Some(h) = project.hooks.get(&req.hook)
             && !h.def.is_thread_scoped()
         {
             let issue = Issue::new(Code::ParentHookUserScoped, format!("`{}` is a `{}` hook, which is user-scoped; only thread hooks can be required of a parent", req.hook, h.def.hook))
                     .hint("require a thread hook, such as `filter_messages` or `after_create_message`");
-            out.push(&d.source, &path, issue);
+            out.push(source, &path, issue);
         }
     }
 }
@@ -175,6 +192,8 @@ fn check_side(
                 );
             }
         }
+        // The relationships of a side whose backing is broken, alone (see `agent::side`).
+        Side::Prompt(s) if s.prompt.is_empty() => {}
         Side::Prompt(s) => {
             if !project.declares(Kind::Prompt, &s.prompt) {
                 out.unknown(

@@ -32,12 +32,15 @@ const AGENT_FIELDS: &[&str] = &[
     "license",
 ];
 
-/// What decoding an agent file gives: the agent when both sides are well-formed, and the sides
-/// that are, so their references can be checked even while the other side is broken.
+/// What decoding an agent file gives: the agent when both sides are well-formed; otherwise the
+/// sides (or the parts of a side) that are, and its hook references, so their references can be
+/// checked even while the agent is broken.
 pub(crate) struct DecodedAgent {
     pub(crate) name: Option<String>,
     pub(crate) agent: Option<AgentDef>,
     pub(crate) sides: Vec<(SideId, Side)>,
+    pub(crate) hooks: Vec<String>,
+    pub(crate) parent_hooks: Vec<ParentHookRequirement>,
 }
 
 pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> DecodedAgent {
@@ -45,6 +48,16 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> DecodedAgent {
         name: None,
         agent: None,
         sides: Vec::new(),
+        hooks: Vec::new(),
+        parent_hooks: Vec::new(),
+    };
+    let mut parts: Vec<(SideId, Side)> = Vec::new();
+    let mut side = |ctx: &mut Ctx<'_>, n: &Node, id: SideId| match decode_side(ctx, n, id) {
+        Ok(s) => Some(s),
+        Err(p) => {
+            parts.extend(p.into_iter().map(|s| (id, s)));
+            None
+        }
     };
     let Some(mut o) = ctx.object(root, "") else {
         return out;
@@ -75,7 +88,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> DecodedAgent {
     }
 
     let side_a = match o.take("sideA") {
-        Some(n) => decode_side(ctx, n, SideId::A),
+        Some(n) => side(ctx, n, SideId::A),
         None => {
             ctx.report(
                 Code::MissingField,
@@ -87,7 +100,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> DecodedAgent {
         }
     };
     let side_b = match o.take("sideB") {
-        Some(n) => decode_side(ctx, n, SideId::B),
+        Some(n) => side(ctx, n, SideId::B),
         None => {
             ctx.push(
                 Issue::new(
@@ -191,6 +204,9 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> DecodedAgent {
             out.sides.push((id, s.clone()));
         }
     }
+    out.sides.extend(parts);
+    out.hooks.clone_from(&hooks);
+    out.parent_hooks.clone_from(&parent_hooks);
     if let (Some(name), Some(side_a), Some(side_b)) = (name, side_a, side_b) {
         out.agent = Some(AgentDef {
             name,

@@ -41,7 +41,14 @@ const RELATIONSHIP_FIELDS: &[&str] = &[
     "initAgentNameProperty",
 ];
 
-pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> Option<Side> {
+/// A side as decoded: `Ok` when well-formed; otherwise the parts that could be read, as sides
+/// whose references can still be checked (a prompt side with an empty `prompt` carries
+/// relationships alone).
+pub(super) type DecodedSide = Result<Side, Vec<Side>>;
+
+const SIDE_FIELDS: &[&str] = &["human", "prompt", "handler", "label", "subagents"];
+
+pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> DecodedSide {
     let path = id.field();
     if let Value::String(s) = &node.value {
         ctx.push(
@@ -54,9 +61,11 @@ pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> Option<
                 "write `{path}: {{ prompt: {s} }}` (or `human: true`, or `handler: ...`)"
             )),
         );
-        return None;
+        return Err(Vec::new());
     }
-    let mut o = ctx.object(node, path)?;
+    let Some(mut o) = ctx.object(node, path) else {
+        return Err(Vec::new());
+    };
     let backings: Vec<&str> = ["human", "prompt", "handler"]
         .into_iter()
         .filter(|k| o.has(k))
@@ -78,32 +87,12 @@ pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> Option<
                 .at(ctx.file, path, Some(node.span))
                 .hint("a person: `human: true`; a model: `prompt: NAME`; code: `handler: NAME`"),
         );
-        // Still report misspelt fields (`humn`) against everything a side may hold.
-        for key in ["human", "prompt", "handler", "label", "subagents"]
-            .iter()
-            .chain(PROMPT_ONLY)
-        {
-            o.take(key);
-        }
-        let all: Vec<&str> = ["human", "prompt", "handler", "label", "subagents"]
-            .iter()
-            .chain(PROMPT_ONLY)
-            .copied()
-            .collect();
-        o.finish(ctx, &all);
-        return None;
+        return Err(decode_unbacked(ctx, o, &backings));
     }
     let label = o.string(ctx, "label");
     let side = match backings[0] {
         "human" => {
-            let human_span = o.key_span("human");
-            if let Some(false) = o.boolean(ctx, "human") {
-                ctx.push(
-                    Issue::new(Code::InvalidValue, "`human` can only be `true`")
-                        .at(ctx.file, &o.path("human"), Some(human_span))
-                        .hint("a side that is not human names a `prompt` or a `handler`"),
-                );
-            }
+            human_value(ctx, &mut o);
             if o.take("subagents").is_some() {
                 ctx.push(
                     Issue::new(
@@ -127,50 +116,137 @@ pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> Option<
             let subagents = decode_relationships(ctx, &mut o);
             reject_prompt_only(ctx, &mut o, "handler");
             o.finish(ctx, &["handler", "label", "subagents"]);
-            Side::Handler(HandlerSide {
-                handler: handler?,
-                label,
-                subagents,
-            })
+            match handler {
+                Some(handler) => Side::Handler(HandlerSide {
+                    handler,
+                    label,
+                    subagents,
+                }),
+                None => return Err(relationships_only(subagents)),
+            }
         }
         _ => {
-            let prompt = o.name(ctx, "prompt");
+            let prompt = o.name(ctx, "prompt").unwrap_or_default();
             let subagents = decode_relationships(ctx, &mut o);
-            for (alias, new) in LEGACY_ALIASES {
-                if o.take(alias).is_some() {
-                    ctx.push(
-                        Issue::new(
-                            Code::LegacyBindingAlias,
-                            format!("`{alias}` is the 0.1.0 name of `{new}`"),
-                        )
-                        .at(ctx.file, &o.path(alias), Some(o.key_span(alias)))
-                        .hint(format!("write `{new}: {{ name: TOOL }}`")),
-                    );
-                }
-            }
-            let side = PromptSide {
-                prompt: prompt.unwrap_or_default(),
-                label,
-                subagents,
-                stop_on_response: o.boolean(ctx, "stopOnResponse").unwrap_or(true),
-                stop_tool: o.name(ctx, "stopTool"),
-                stop_tool_response_property: o.string(ctx, "stopToolResponseProperty"),
-                max_steps: o.count(ctx, "maxSteps"),
-                session_stop: binding(ctx, &mut o, "sessionStop"),
-                session_fail: binding(ctx, &mut o, "sessionFail"),
-                session_status: binding(ctx, &mut o, "sessionStatus"),
-                manual_stop_condition: o.boolean(ctx, "manualStopCondition").unwrap_or(false),
-            };
+            let side = prompt_side(ctx, &mut o, prompt, label, subagents);
             let mut allowed = vec!["prompt", "label", "subagents"];
             allowed.extend(PROMPT_ONLY);
             o.finish(ctx, &allowed);
             if side.prompt.is_empty() {
-                return None;
+                return Err(relationships_only(side.subagents));
             }
             Side::Prompt(side)
         }
     };
-    Some(side)
+    Ok(side)
+}
+
+/// `human` can only be `true`.
+fn human_value(ctx: &mut Ctx<'_>, o: &mut Obj<'_>) {
+    let human_span = o.key_span("human");
+    if let Some(false) = o.boolean(ctx, "human") {
+        ctx.push(
+            Issue::new(Code::InvalidValue, "`human` can only be `true`")
+                .at(ctx.file, &o.path("human"), Some(human_span))
+                .hint("a side that is not human names a `prompt` or a `handler`"),
+        );
+    }
+}
+
+/// The prompt-only fields of a prompt side, around its prompt, label and relationships.
+fn prompt_side(
+    ctx: &mut Ctx<'_>,
+    o: &mut Obj<'_>,
+    prompt: String,
+    label: Option<String>,
+    subagents: Vec<SubagentRelationship>,
+) -> PromptSide {
+    for (alias, new) in LEGACY_ALIASES {
+        if o.take(alias).is_some() {
+            ctx.push(
+                Issue::new(
+                    Code::LegacyBindingAlias,
+                    format!("`{alias}` is the 0.1.0 name of `{new}`"),
+                )
+                .at(ctx.file, &o.path(alias), Some(o.key_span(alias)))
+                .hint(format!("write `{new}: {{ name: TOOL }}`")),
+            );
+        }
+    }
+    PromptSide {
+        prompt,
+        label,
+        subagents,
+        stop_on_response: o.boolean(ctx, "stopOnResponse").unwrap_or(true),
+        stop_tool: o.name(ctx, "stopTool"),
+        stop_tool_response_property: o.string(ctx, "stopToolResponseProperty"),
+        max_steps: o.count(ctx, "maxSteps"),
+        session_stop: binding(ctx, o, "sessionStop"),
+        session_fail: binding(ctx, o, "sessionFail"),
+        session_status: binding(ctx, o, "sessionStatus"),
+        manual_stop_condition: o.boolean(ctx, "manualStopCondition").unwrap_or(false),
+    }
+}
+
+/// A side without exactly one backing is still read through: every field it holds is checked
+/// as the backings it names would check it (prompt-only fields are fine next to a `prompt`,
+/// and read as a prompt side's when it names no backing at all), and the parts it names come
+/// back as sides, so their references are checked too.
+fn decode_unbacked(ctx: &mut Ctx<'_>, mut o: Obj<'_>, backings: &[&str]) -> Vec<Side> {
+    let label = o.string(ctx, "label");
+    if backings.contains(&"human") {
+        human_value(ctx, &mut o);
+    }
+    let prompt = o.name(ctx, "prompt");
+    let handler = o.name(ctx, "handler");
+    let subagents = decode_relationships(ctx, &mut o);
+    let prompt_fields = backings.is_empty() || backings.contains(&"prompt");
+    let mut parts = Vec::new();
+    if prompt_fields {
+        let side = prompt_side(
+            ctx,
+            &mut o,
+            prompt.unwrap_or_default(),
+            label.clone(),
+            subagents.clone(),
+        );
+        if !side.prompt.is_empty() || !side.subagents.is_empty() {
+            parts.push(Side::Prompt(side));
+        }
+    } else {
+        reject_prompt_only(ctx, &mut o, "handler");
+    }
+    if let Some(handler) = handler {
+        parts.push(Side::Handler(HandlerSide {
+            handler,
+            label,
+            // The relationships are checked once, with the prompt part when there is one.
+            subagents: if prompt_fields { Vec::new() } else { subagents },
+        }));
+    }
+    let allowed: Vec<&str> = SIDE_FIELDS.iter().chain(PROMPT_ONLY).copied().collect();
+    o.finish(ctx, &allowed);
+    parts
+}
+
+/// Relationships of a side whose backing is broken, as a part whose references can be checked.
+fn relationships_only(subagents: Vec<SubagentRelationship>) -> Vec<Side> {
+    if subagents.is_empty() {
+        return Vec::new();
+    }
+    vec![Side::Prompt(PromptSide {
+        prompt: String::new(),
+        label: None,
+        subagents,
+        stop_on_response: true,
+        stop_tool: None,
+        stop_tool_response_property: None,
+        max_steps: None,
+        session_stop: None,
+        session_fail: None,
+        session_status: None,
+        manual_stop_condition: false,
+    })]
 }
 
 fn reject_prompt_only(ctx: &mut Ctx<'_>, o: &mut Obj<'_>, backing: &str) {
