@@ -131,9 +131,24 @@ pub struct Source {
     pub file: String,
     pub syntax: Syntax,
     node: Node,
+    /// The written index of each decoded item of lists that drop items (see [`Source::item`]).
+    written: BTreeMap<String, Vec<usize>>,
 }
 
 impl Source {
+    /// The path of the `i`-th item of the decoded list at `list` (`parentHooks`,
+    /// `sideA.subagents`) as written in the file. Decoding drops invalid and duplicate items
+    /// (each with its own issue), so the third requirement kept may be the fourth written.
+    pub fn item(&self, list: &str, i: usize) -> String {
+        let written = self
+            .written
+            .get(list)
+            .and_then(|w| w.get(i))
+            .copied()
+            .unwrap_or(i);
+        format!("{list}[{written}]")
+    }
+
     /// The position of the value at `path` (`sideA.subagents[0].agent`), or of the nearest
     /// enclosing value that exists.
     pub fn span(&self, path: &str) -> Span {
@@ -326,12 +341,13 @@ impl Project {
         }
         issues.append(&mut parse_issues);
         let Some(node) = node else { return };
-        let source = Source {
+        let mut source = Source {
             file: path.to_owned(),
             syntax,
             node,
+            written: BTreeMap::new(),
         };
-        let mut ctx = Ctx { file: path, issues };
+        let mut ctx = Ctx::new(path, issues);
         let root = &source.node;
 
         let file_named = matches!(kind, Kind::Tool | Kind::Handler);
@@ -355,6 +371,7 @@ impl Project {
         match kind {
             Kind::Agent => {
                 let decoded = agent::decode(&mut ctx, root);
+                source.written = std::mem::take(&mut ctx.written);
                 let Some(name) = decoded.name else { return };
                 if !self.declare(&mut ctx, kind, &name, &source) {
                     return;

@@ -146,7 +146,7 @@ fn check_agent_hooks(
         }
     }
     for (i, req) in parent_hooks.iter().enumerate() {
-        let path = format!("parentHooks[{i}].hook");
+        let path = format!("{}.hook", source.item("parentHooks", i));
         if !project.declares(Kind::Hook, &req.hook) {
             let issue = Issue::new(
                 Code::ParentHookUnknown,
@@ -237,7 +237,11 @@ fn check_side(
                             ),
                         )
                         .hint("set `as` to a name no tool of the side has");
-                        out.push(source, &format!("{field}.subagents[{i}]"), issue);
+                        out.push(
+                            source,
+                            &source.item(&format!("{field}.subagents"), i),
+                            issue,
+                        );
                     }
                 }
                 if let Some(agent) = agent {
@@ -257,12 +261,16 @@ fn check_side(
                     ),
                 )
                 .hint("start it from the handler (`invoke_tool` with the relationship name), or move it to a prompt side");
-                out.push(source, &format!("{field}.subagents[{i}].immediate"), issue);
+                let path = format!(
+                    "{}.immediate",
+                    source.item(&format!("{field}.subagents"), i)
+                );
+                out.push(source, &path, issue);
             }
         }
     }
     for (i, r) in side.subagents().iter().enumerate() {
-        let path = format!("{field}.subagents[{i}].agent");
+        let path = format!("{}.agent", source.item(&format!("{field}.subagents"), i));
         if !project.declares(Kind::Agent, &r.agent) {
             out.unknown(source, &path, Code::UnknownAgent, Kind::Agent, &r.agent);
         } else if let Some(target) = project.agents.get(&r.agent)

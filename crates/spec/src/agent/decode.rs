@@ -286,11 +286,15 @@ fn decode_parent_hooks(
     }
     let items = ctx.array(node, "parentHooks");
     let mut out: Vec<ParentHookRequirement> = Vec::new();
+    // Every hook id written so far, valid entry or not: a second one is a duplicate either way.
+    let mut seen: Vec<String> = Vec::new();
+    let mut written = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let path = format!("parentHooks[{i}]");
         let Some(mut o) = ctx.object(item, &path) else {
             continue;
         };
+        let hook_span = o.take("hook").map_or(item.span, |n| n.span);
         let hook = o.required_name(ctx, "hook");
         let reason_span = o.take("reason").map(|n| n.span);
         let reason = o.string(ctx, "reason").filter(|r| !r.trim().is_empty());
@@ -324,24 +328,27 @@ fn decode_parent_hooks(
         };
         o.finish(ctx, &["hook", "reason", "stage"]);
         let Some(hook) = hook else { continue };
-        if out.iter().any(|h| h.hook == hook) {
+        if seen.contains(&hook) {
             ctx.push(
                 Issue::new(
                     Code::ParentHookDuplicate,
                     format!("hook `{hook}` is required twice"),
                 )
-                .at(ctx.file, &format!("{path}.hook"), Some(item.span))
+                .at(ctx.file, &format!("{path}.hook"), Some(hook_span))
                 .hint("list each hook once"),
             );
             continue;
         }
+        seen.push(hook.clone());
         if let (Some(reason), Some(stage)) = (reason, stage) {
             out.push(ParentHookRequirement {
                 hook,
                 reason,
                 stage,
             });
+            written.push(i);
         }
     }
+    ctx.written.insert("parentHooks".to_owned(), written);
     out
 }

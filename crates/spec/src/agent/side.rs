@@ -313,6 +313,7 @@ fn decode_relationships(ctx: &mut Ctx<'_>, o: &mut Obj<'_>) -> Vec<SubagentRelat
     };
     let items = ctx.array(node, &path);
     let mut out: Vec<SubagentRelationship> = Vec::new();
+    let mut written = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let p = format!("{path}[{i}]");
         let Some(r) = decode_relationship(ctx, item, &p) else {
@@ -330,7 +331,9 @@ fn decode_relationships(ctx: &mut Ctx<'_>, o: &mut Obj<'_>) -> Vec<SubagentRelat
             continue;
         }
         out.push(r);
+        written.push(i);
     }
+    ctx.written.insert(path, written);
     out
 }
 
