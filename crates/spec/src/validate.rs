@@ -237,11 +237,10 @@ fn check_side(
                             ),
                         )
                         .hint("set `as` to a name no tool of the side has");
-                        out.push(
-                            source,
-                            &source.item(&format!("{field}.subagents"), i),
-                            issue,
-                        );
+                        // At the name as written: `as`, else the `agent` it defaults to.
+                        let item = source.item(&format!("{field}.subagents"), i);
+                        let name = if r.alias.is_some() { "as" } else { "agent" };
+                        out.push(source, &format!("{item}.{name}"), issue);
                     }
                 }
                 if let Some(agent) = agent {

@@ -158,6 +158,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> DecodedAgent {
     let name_span = o.take("name").map_or(root_span, |n| n.span);
     let expose_span = o.key_span("exposeAsTool");
     let side_b_span = o.key_span("sideB");
+    let o_side_b = o.take("sideB");
     o.finish(ctx, AGENT_FIELDS);
 
     if let Some(n) = &name {
@@ -196,7 +197,9 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> DecodedAgent {
                 ),
             );
         }
-        check_relationship_names(ctx, a, b, side_b_span);
+        if let Some(node) = o_side_b {
+            check_relationship_names(ctx, a, b, node);
+        }
     }
 
     for (id, side) in [(SideId::A, &side_a), (SideId::B, &side_b)] {

@@ -3,7 +3,7 @@
 
 use crate::decode::{Ctx, Obj, is_snake_case};
 use crate::issue::{Code, Issue};
-use crate::node::{Node, Value};
+use crate::node::{Node, Span, Value};
 
 use super::{
     HandlerSide, HumanSide, Immediate, ParentCommunication, PromptSide, RESERVED_TOOL_NAMES,
@@ -320,12 +320,13 @@ fn decode_relationships(ctx: &mut Ctx<'_>, o: &mut Obj<'_>) -> Vec<SubagentRelat
             continue;
         };
         if out.iter().any(|x| x.name() == r.name()) {
+            let (name_path, name_span) = name_at(item, &p);
             ctx.push(
                 Issue::new(
                     Code::RelationshipNameConflict,
                     format!("relationship `{}` is declared twice on this side", r.name()),
                 )
-                .at(ctx.file, &p, Some(item.span))
+                .at(ctx.file, &name_path, Some(name_span))
                 .hint("give one of them a distinct `as`"),
             );
             continue;
@@ -424,6 +425,7 @@ fn decode_relationship(ctx: &mut Ctx<'_>, node: &Node, path: &str) -> Option<Sub
         return None;
     }
     if RESERVED_TOOL_NAMES.contains(&r.name()) {
+        let (name_path, name_span) = name_at(node, path);
         ctx.push(
             Issue::new(
                 Code::RelationshipNameConflict,
@@ -432,26 +434,49 @@ fn decode_relationship(ctx: &mut Ctx<'_>, node: &Node, path: &str) -> Option<Sub
                     r.name()
                 ),
             )
-            .at(ctx.file, path, Some(node.span))
+            .at(ctx.file, &name_path, Some(name_span))
             .hint("set `as` to another name"),
         );
     }
     Some(r)
 }
 
-pub(super) fn check_relationship_names(
-    ctx: &mut Ctx<'_>,
-    a: &Side,
-    b: &Side,
-    side_b: crate::node::Span,
-) {
-    for r in b.subagents() {
+/// A relationship name on both sides is reported at side B's relationship, where its name is
+/// written.
+pub(super) fn check_relationship_names(ctx: &mut Ctx<'_>, a: &Side, b: &Side, side_b: &Node) {
+    let items: &[Node] = match side_b.get("subagents").map(|n| &n.value) {
+        Some(Value::Array(items)) => items,
+        _ => &[],
+    };
+    for (i, r) in b.subagents().iter().enumerate() {
         if a.subagents().iter().any(|x| x.name() == r.name()) {
+            let written = ctx
+                .written
+                .get("sideB.subagents")
+                .and_then(|w| w.get(i))
+                .copied()
+                .unwrap_or(i);
+            let item_path = format!("sideB.subagents[{written}]");
+            let (path, span) = match items.get(written) {
+                Some(item) => name_at(item, &item_path),
+                None => (item_path, side_b.span),
+            };
             ctx.push(
                 Issue::new(Code::RelationshipNameConflict, format!("relationship name `{}` appears on both sides", r.name()))
-                    .at(ctx.file, "sideB.subagents", Some(side_b))
+                    .at(ctx.file, &path, Some(span))
                     .hint("a relationship name is the registry identity: give one of them a distinct `as`"),
             );
         }
     }
+}
+
+/// Where a relationship's name is written: its `as`, else its `agent` (the name it defaults
+/// to), else the relationship itself.
+fn name_at(item: &Node, path: &str) -> (String, Span) {
+    for key in ["as", "agent"] {
+        if let Some(n) = item.get(key) {
+            return (format!("{path}.{key}"), n.span);
+        }
+    }
+    (path.to_owned(), item.span)
 }
