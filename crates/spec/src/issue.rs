@@ -185,6 +185,8 @@ codes! {
         "An entry under `agents/` is not a regular file (a named pipe, a socket, a device, a symbolic link to a folder or to nothing); it is skipped without being opened. A symbolic link to a regular file is followed.";
     TsMultipleDefaultExports = "ts_multiple_default_exports", Error, "files",
         "A `.ts` file has more than one `export default`; each file holds one definition (the first is read).";
+    UnboundedHandlerPair = "unbounded_handler_pair", Warning, "advice",
+        "Neither side is human, at least one is a handler, and `maxSessionTurns` is not set: nothing external stops the two sides answering each other (as `unbounded_prompt_pair` for two prompts).";
 }
 
 impl fmt::Display for Code {

@@ -185,8 +185,9 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> DecodedAgent {
                 .hint("back one side with a `prompt` or a `handler`"),
             );
         }
-        if matches!((a, b), (Side::Prompt(_), Side::Prompt(_))) && max_session_turns.is_none() {
-            ctx.push(
+        match (a, b) {
+            _ if max_session_turns.is_some() => {}
+            (Side::Prompt(_), Side::Prompt(_)) => ctx.push(
                 Issue::new(
                     Code::UnboundedPromptPair,
                     "two prompt sides and no `maxSessionTurns`: nothing external stops two models",
@@ -195,7 +196,19 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> DecodedAgent {
                 .hint(
                     "set `maxSessionTurns`, or make sure a session binding always ends the session",
                 ),
-            );
+            ),
+            (Side::Handler(_), Side::Handler(_) | Side::Prompt(_))
+            | (Side::Prompt(_), Side::Handler(_)) => ctx.push(
+                Issue::new(
+                    Code::UnboundedHandlerPair,
+                    "no human side, a handler on one, and no `maxSessionTurns`: nothing external stops the two sides answering each other",
+                )
+                .at(ctx.file, "", Some(name_span))
+                .hint(
+                    "set `maxSessionTurns`, or make sure the handler (`stopSession()`) or a session binding always ends the session",
+                ),
+            ),
+            _ => {}
         }
         if let Some(node) = o_side_b {
             check_relationship_names(ctx, a, b, node);
