@@ -149,8 +149,8 @@ codes! {
         "A prompt's `tools` entry names more than one kind of callable (a tool and a prompt, say).";
     HandoffWithoutHumanSide = "handoff_without_human_side", Error, "references",
         "A handoff target lacks a human side where the agents handing off to it have theirs.";
-    UnknownBuiltin = "unknown_builtin", Error, "references",
-        "A `builtin:` tool, handler or hook names nothing registered in this build of duet.";
+    UnknownBuiltin = "unknown_builtin", Warning, "references",
+        "A `builtin:` tool, handler or hook names nothing registered in this build of duet. A warning (the code may live elsewhere), an error with `duet validate --strict`, and an error before `duet run` / `duet send` runs an agent that needs it.";
     ParentHooksNotExposed = "parent_hooks_not_exposed", Error, "parent hooks",
         "`parentHooks` on an agent without `exposeAsTool: true`.";
     ParentHookMissingReason = "parent_hook_missing_reason", Error, "parent hooks",
@@ -206,7 +206,7 @@ impl Serialize for Code {
 pub struct Issue {
     /// The stable code.
     pub code: Code,
-    /// Error or warning (always `code.severity()`).
+    /// Error or warning: `code.severity()`, unless the issue was [escalated](Issue::escalated).
     pub severity: Severity,
     /// What is wrong, in a sentence.
     pub message: String,
@@ -245,6 +245,13 @@ impl Issue {
         self.path = path.to_owned();
         self.line = span.map(|s| s.line);
         self.column = span.map(|s| s.column);
+        self
+    }
+
+    /// The issue as an error, whatever its code's severity: `unknown_builtin` is a warning in a
+    /// project, and an error for the agent about to run (and under `duet validate --strict`).
+    pub fn escalated(mut self) -> Self {
+        self.severity = Severity::Error;
         self
     }
 

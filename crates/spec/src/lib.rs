@@ -21,6 +21,7 @@
 //! This crate is pure: no async runtime, and no IO but [`fs`], which reads a directory.
 
 mod agent;
+mod compose;
 mod decode;
 pub mod fs;
 mod hook;
@@ -40,6 +41,7 @@ pub use agent::{
     ParentHookRequirement, PerSide, PromptSide, RESERVED_TOOL_NAMES, SessionToolBinding, Side,
     SideId, SubagentRelationship,
 };
+pub use compose::Builtins;
 pub use fs::LoadError;
 pub use hook::{HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};
@@ -54,7 +56,6 @@ pub use prompt::{
 };
 pub use schema::property_names;
 pub use tool::{HttpCall, HttpMethod, ToolDef, ToolImpl, placeholders};
-pub use validate::Builtins;
 
 /// Loads and validates the project at `dir`: a project root (the folder holding `agents/`) or
 /// that `agents/` folder itself.

@@ -2,22 +2,11 @@
 //! bindings name tools their prompt offers, required parent hooks exist and are thread hooks.
 //! Checks local to one file happen while decoding it; these need the whole project.
 
-use std::collections::BTreeSet;
-
 use crate::agent::{AgentDef, ParentHookRequirement, RESERVED_TOOL_NAMES, Side, SideId};
 use crate::decode::nearest;
 use crate::issue::{Code, Issue};
 use crate::project::{Defined, Kind, Project, Source};
 use crate::prompt::{PromptContent, PromptDef, PromptPart};
-use crate::tool::ToolImpl;
-
-/// The names of the Rust implementations a build of duet registers, to check `builtin:` names.
-#[derive(Clone, Debug, Default)]
-pub struct Builtins {
-    pub tools: BTreeSet<String>,
-    pub handlers: BTreeSet<String>,
-    pub hooks: BTreeSet<String>,
-}
 
 struct Out<'p> {
     project: &'p Project,
@@ -300,30 +289,17 @@ fn check_handoffs(
     prompt: &PromptDef,
     agent: &AgentDef,
 ) {
-    let relationships = agent.relationship_names();
-    for t in &prompt.tools {
-        if relationships.contains(&t.name.as_str()) {
-            continue;
-        }
-        let Some(target) = out.project.agents.get(&t.name) else {
-            continue;
-        };
-        if !target.def.expose_as_tool
-            || out.project.declares(Kind::Tool, &t.name)
-            || out.project.declares(Kind::Prompt, &t.name)
-        {
-            continue;
-        }
+    for (name, target) in out.project.handoff_targets(agent, prompt) {
         for (id, side, target_side) in [
-            (SideId::A, &agent.sides.a, &target.def.sides.a),
-            (SideId::B, &agent.sides.b, &target.def.sides.b),
+            (SideId::A, &agent.sides.a, &target.sides.a),
+            (SideId::B, &agent.sides.b, &target.sides.b),
         ] {
             if side.is_human() && !target_side.is_human() {
                 let issue = Issue::new(
                     Code::HandoffWithoutHumanSide,
-                    format!("prompt `{}` hands off to `{}`, which has no human {} where `{}` has its person", prompt.name, t.name, id.field(), agent.name),
+                    format!("prompt `{}` hands off to `{}`, which has no human {} where `{}` has its person", prompt.name, name, id.field(), agent.name),
                 )
-                .hint(format!("give `{}` a human {}, or compose it as a subagent instead", t.name, id.field()));
+                .hint(format!("give `{name}` a human {}, or compose it as a subagent instead", id.field()));
                 out.push(source, &format!("{field}.prompt"), issue);
             }
         }
@@ -456,61 +432,5 @@ fn check_prompt(out: &mut Out<'_>, d: &Defined<PromptDef>) {
                 out.push(&d.source, &path, issue);
             }
         }
-    }
-}
-
-impl Project {
-    /// Checks every `builtin:` name (and the implicit ones of hooks and handlers) against what a
-    /// build of duet registers.
-    pub fn check_builtins(&self, builtins: &Builtins) -> Vec<Issue> {
-        let mut out = Out {
-            project: self,
-            issues: Vec::new(),
-        };
-        let missing = |kind: &str, name: &str, known: &BTreeSet<String>| {
-            let listed: Vec<&str> = known.iter().map(String::as_str).collect();
-            let hint = match nearest(name, &listed) {
-                Some(n) => format!("did you mean `{n}`?"),
-                None => format!(
-                    "registered {kind}s: {}",
-                    if listed.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        listed.join(", ")
-                    }
-                ),
-            };
-            Issue::new(
-                Code::UnknownBuiltin,
-                format!("no {kind} `{name}` is registered in this build of duet"),
-            )
-            .hint(hint)
-        };
-        for d in self.tools.values() {
-            if let Some(ToolImpl::Builtin(b)) = &d.def.implementation
-                && !builtins.tools.contains(b)
-            {
-                out.push(&d.source, "builtin", missing("tool", b, &builtins.tools));
-            }
-        }
-        for d in self.handlers.values() {
-            if !builtins.handlers.contains(&d.def.builtin) {
-                out.push(
-                    &d.source,
-                    "builtin",
-                    missing("handler", &d.def.builtin, &builtins.handlers),
-                );
-            }
-        }
-        for d in self.hooks.values() {
-            if !builtins.hooks.contains(&d.def.builtin) {
-                out.push(
-                    &d.source,
-                    "builtin",
-                    missing("hook", &d.def.builtin, &builtins.hooks),
-                );
-            }
-        }
-        out.issues
     }
 }
