@@ -97,16 +97,30 @@ async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
     {
         builder = builder.lease_ms(ms);
     }
-    let rt = builder.build();
-    let missing: Vec<_> = rt.project().check_builtins(&rt.builtins());
-    if !missing.is_empty() {
-        for issue in &missing {
-            eprintln!("{issue}");
-        }
-        eprintln!("duet: the project names code this build of duet does not have");
-        return Err(ExitCode::from(2));
+    Ok(builder.build())
+}
+
+/// Refuses, before anything runs, `agents` when what they compose names code this build of
+/// duet lacks (the project's other agents may name code that lives elsewhere).
+fn refuse_missing_code(rt: &Runtime, agents: &[String]) -> Result<(), ExitCode> {
+    let registered = rt.builtins();
+    let mut missing: Vec<duet_spec::Issue> = agents
+        .iter()
+        .flat_map(|a| rt.project().check_builtins_for(a, &registered))
+        .collect();
+    missing.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    missing.dedup();
+    if missing.is_empty() {
+        return Ok(());
     }
-    Ok(rt)
+    for issue in &missing {
+        eprintln!("{issue}");
+    }
+    eprintln!(
+        "duet: `{}` needs code this build of duet does not have",
+        agents.join("`, `")
+    );
+    Err(ExitCode::from(2))
 }
 
 /// The names this build registers for `builtin:` (tools, handlers, hooks).
@@ -134,6 +148,9 @@ pub(crate) async fn run(args: RunArgs) -> ExitCode {
             names.join(", ")
         );
         return ExitCode::from(2);
+    }
+    if let Err(code) = refuse_missing_code(&rt, std::slice::from_ref(&args.agent)) {
+        return code;
     }
     let key = args
         .session
@@ -169,8 +186,10 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    match rt.store().thread(&args.key).await {
-        Ok(Some(_)) => {}
+    // The thread's agent runs, and so do its ancestors when a child's result reaches them.
+    let mut agents = Vec::new();
+    let mut next = match rt.store().thread(&args.key).await {
+        Ok(Some(t)) => Some(t),
         Ok(None) => {
             eprintln!("duet: no thread `{}`", args.key);
             return ExitCode::from(2);
@@ -179,6 +198,17 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
             eprintln!("duet: {e}");
             return ExitCode::from(1);
         }
+    };
+    while let Some(t) = next.take() {
+        if !agents.contains(&t.agent) {
+            agents.push(t.agent.clone());
+        }
+        if let Some(parent) = t.parent {
+            next = rt.store().thread_by_id(parent).await.ok().flatten();
+        }
+    }
+    if let Err(code) = refuse_missing_code(&rt, &agents) {
+        return code;
     }
     converse(&rt, &args.key, None, Some(args.text), args.json).await
 }

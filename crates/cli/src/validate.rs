@@ -1,6 +1,7 @@
 //! `duet validate [DIR]`: compiler-style issues, or JSON for tools.
 //!
 //! Exit codes: 0 no errors (warnings allowed), 1 errors, 2 the directory cannot be read.
+//! `--strict` makes `builtin:` names this build lacks errors instead of warnings.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,6 +20,9 @@ pub(crate) struct Args {
     /// Print the table of issue codes (Markdown) and exit.
     #[arg(long)]
     codes: bool,
+    /// Report `builtin:` names this build lacks as errors, not warnings.
+    #[arg(long)]
+    strict: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -40,10 +44,14 @@ pub(crate) fn run(args: &Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // `builtin:` names must be registered in this build: composition fails closed at load.
-    loaded
-        .issues
-        .extend(loaded.project.check_builtins(&crate::run::builtins()));
+    // `builtin:` names this build lacks: a warning (the code may live elsewhere; `duet run`
+    // refuses an agent that needs it), an error with `--strict`.
+    let builtins = loaded.project.check_builtins(&crate::run::builtins());
+    loaded.issues.extend(
+        builtins
+            .into_iter()
+            .map(|i| if args.strict { i.escalated() } else { i }),
+    );
     loaded
         .issues
         .sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));

@@ -217,16 +217,7 @@ pub fn handoff_targets<'p>(
     agent: &AgentDef,
     prompt: &duet_spec::PromptDef,
 ) -> Vec<(&'p str, &'p AgentDef)> {
-    let relationships = agent.relationship_names();
-    prompt
-        .tools
-        .iter()
-        .filter(|e| !relationships.contains(&e.name.as_str()))
-        .filter(|e| !project.tools.contains_key(&e.name) && !project.prompts.contains_key(&e.name))
-        .filter_map(|e| project.agents.get_key_value(&e.name))
-        .filter(|(_, d)| d.def.expose_as_tool)
-        .map(|(name, d)| (name.as_str(), &d.def))
-        .collect()
+    project.handoff_targets(agent, prompt)
 }
 
 /// The argument schema of an exposed agent used as a tool: its side A prompt's `requiredSchema`.

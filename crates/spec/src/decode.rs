@@ -12,6 +12,19 @@ use crate::node::{Entry, Node, Span, Value};
 pub(crate) struct Ctx<'a> {
     pub(crate) file: &'a str,
     pub(crate) issues: &'a mut Vec<Issue>,
+    /// For lists whose invalid or duplicate items are dropped while decoding (`parentHooks`,
+    /// `sideA.subagents`), the index as written of each item kept; see [`crate::Source`].
+    pub(crate) written: BTreeMap<String, Vec<usize>>,
+}
+
+impl<'a> Ctx<'a> {
+    pub(crate) fn new(file: &'a str, issues: &'a mut Vec<Issue>) -> Self {
+        Ctx {
+            file,
+            issues,
+            written: BTreeMap::new(),
+        }
+    }
 }
 
 impl Ctx<'_> {

@@ -149,8 +149,8 @@ codes! {
         "A prompt's `tools` entry names more than one kind of callable (a tool and a prompt, say).";
     HandoffWithoutHumanSide = "handoff_without_human_side", Error, "references",
         "A handoff target lacks a human side where the agents handing off to it have theirs.";
-    UnknownBuiltin = "unknown_builtin", Error, "references",
-        "A `builtin:` tool, handler or hook names nothing registered in this build of duet.";
+    UnknownBuiltin = "unknown_builtin", Warning, "references",
+        "A `builtin:` tool, handler or hook names nothing registered in this build of duet. A warning (the code may live elsewhere), an error with `duet validate --strict`, and an error before `duet run` / `duet send` runs an agent that needs it.";
     ParentHooksNotExposed = "parent_hooks_not_exposed", Error, "parent hooks",
         "`parentHooks` on an agent without `exposeAsTool: true`.";
     ParentHookMissingReason = "parent_hook_missing_reason", Error, "parent hooks",
@@ -181,6 +181,12 @@ codes! {
         "A hook of a kind duet never fires: `before_update_message` and `after_update_message` (messages are never updated) and the user-scoped kinds (duet has no user clients yet).";
     ImmediateOnHandlerSide = "immediate_on_handler_side", Warning, "advice",
         "A handler side's relationship is `immediate`: immediate children start when a prompt side activates, so this one never starts by itself (start it from the handler).";
+    NotAFile = "not_a_file", Warning, "files",
+        "An entry under `agents/` is not a regular file (a named pipe, a socket, a device, a symbolic link to a folder or to nothing); it is skipped without being opened. A symbolic link to a regular file is followed.";
+    TsMultipleDefaultExports = "ts_multiple_default_exports", Error, "files",
+        "A `.ts` file has more than one `export default`; each file holds one definition (the first is read).";
+    UnboundedHandlerPair = "unbounded_handler_pair", Warning, "advice",
+        "Neither side is human, at least one is a handler, and `maxSessionTurns` is not set: nothing external stops the two sides answering each other (as `unbounded_prompt_pair` for two prompts).";
 }
 
 impl fmt::Display for Code {
@@ -200,7 +206,7 @@ impl Serialize for Code {
 pub struct Issue {
     /// The stable code.
     pub code: Code,
-    /// Error or warning (always `code.severity()`).
+    /// Error or warning: `code.severity()`, unless the issue was [escalated](Issue::escalated).
     pub severity: Severity,
     /// What is wrong, in a sentence.
     pub message: String,
@@ -242,6 +248,13 @@ impl Issue {
         self
     }
 
+    /// The issue as an error, whatever its code's severity: `unknown_builtin` is a warning in a
+    /// project, and an error for the agent about to run (and under `duet validate --strict`).
+    pub fn escalated(mut self) -> Self {
+        self.severity = Severity::Error;
+        self
+    }
+
     /// Adds a fix hint.
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
@@ -278,20 +291,26 @@ pub fn codes_markdown() -> String {
          never renamed or reused. This file is checked against `crates/spec/src/issue.rs` by a test\n\
          (`cargo test -p duet-spec codes_doc`); regenerate it with `duet validate --codes`.\n",
     );
-    let mut group = "";
+    // Groups in the order they first appear; new codes go at the end of the table, and are
+    // still listed under their group.
+    let mut groups: Vec<&str> = Vec::new();
     for code in Code::ALL {
-        if code.group() != group {
-            group = code.group();
+        if !groups.contains(&code.group()) {
+            groups.push(code.group());
+        }
+    }
+    for group in groups {
+        out.push_str(&format!(
+            "\n## {group}\n\n| code | severity | meaning |\n| --- | --- | --- |\n"
+        ));
+        for code in Code::ALL.iter().filter(|c| c.group() == group) {
             out.push_str(&format!(
-                "\n## {group}\n\n| code | severity | meaning |\n| --- | --- | --- |\n"
+                "| `{}` | {} | {} |\n",
+                code.as_str(),
+                code.severity(),
+                code.summary().replace('|', "\\|")
             ));
         }
-        out.push_str(&format!(
-            "| `{}` | {} | {} |\n",
-            code.as_str(),
-            code.severity(),
-            code.summary().replace('|', "\\|")
-        ));
     }
     out
 }

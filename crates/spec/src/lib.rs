@@ -21,6 +21,7 @@
 //! This crate is pure: no async runtime, and no IO but [`fs`], which reads a directory.
 
 mod agent;
+mod compose;
 mod decode;
 pub mod fs;
 mod hook;
@@ -41,22 +42,25 @@ pub use agent::{
     ParentHookRequirement, PerSide, PromptSide, RESERVED_TOOL_NAMES, SessionToolBinding, Side,
     SideId, SubagentRelationship,
 };
+pub use compose::Builtins;
 pub use fs::LoadError;
 pub use hook::{HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};
 pub use model::{Capabilities, ModelDef, PROVIDERS, ScriptEntry, ScriptToolCall};
 pub use node::Span;
-pub use project::{Defined, Kind, Loaded, MAX_FILE_BYTES, Project, Source, SourceFile, Syntax};
+pub use project::{
+    Defined, Kind, Listing, Loaded, MAX_FILE_BYTES, Project, SkipReason, Skipped, Source,
+    SourceFile, Syntax,
+};
 pub use prompt::{
     PromptContent, PromptDef, PromptPart, PromptTool, Reasoning, ToolChoice, Variable, VariableKind,
 };
 pub use schema::property_names;
 pub use tool::{HttpCall, HttpMethod, ToolDef, ToolImpl, placeholders};
-pub use validate::Builtins;
 
 /// Loads and validates the project at `dir`: a project root (the folder holding `agents/`) or
 /// that `agents/` folder itself.
 pub fn load(dir: &std::path::Path) -> Result<Loaded, LoadError> {
     let root = fs::project_root(dir)?;
-    Ok(Project::from_files(fs::read_project(&root)?))
+    Ok(Project::from_listing(fs::read_project(&root)?))
 }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::agent::{self, AgentDef, Side, SideId};
+use crate::agent::{self, AgentDef, ParentHookRequirement, Side, SideId};
 use crate::decode::{Ctx, is_snake_case};
 use crate::hook::{self, HandlerDef, HookDef};
 use crate::issue::{Code, Issue, Severity};
@@ -25,6 +25,34 @@ pub struct SourceFile {
     /// The path relative to the project root, with `/` separators: `agents/agents/x.yaml`.
     pub path: String,
     pub bytes: Vec<u8>,
+}
+
+/// An entry of a project folder that was not read, and why: each becomes an issue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// The path relative to the project root, with `/` separators.
+    pub path: String,
+    pub reason: SkipReason,
+}
+
+/// Why an entry of a project folder was not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// Not a regular file, nor a symbolic link to one; says what it is (`a named pipe (FIFO)`).
+    /// It was never opened.
+    NotAFile(String),
+    /// Its metadata gives a size over [`MAX_FILE_BYTES`], so it was not read.
+    TooLarge(u64),
+    /// The file system refused to read it (the error, in words).
+    Unreadable(String),
+}
+
+/// What reading a project folder gives: the files read, and the entries that were not.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    pub files: Vec<SourceFile>,
+    pub skipped: Vec<Skipped>,
 }
 
 /// The syntax a definition was written in.
@@ -103,9 +131,24 @@ pub struct Source {
     pub file: String,
     pub syntax: Syntax,
     node: Node,
+    /// The written index of each decoded item of lists that drop items (see [`Source::item`]).
+    written: BTreeMap<String, Vec<usize>>,
 }
 
 impl Source {
+    /// The path of the `i`-th item of the decoded list at `list` (`parentHooks`,
+    /// `sideA.subagents`) as written in the file. Decoding drops invalid and duplicate items
+    /// (each with its own issue), so the third requirement kept may be the fourth written.
+    pub fn item(&self, list: &str, i: usize) -> String {
+        let written = self
+            .written
+            .get(list)
+            .and_then(|w| w.get(i))
+            .copied()
+            .unwrap_or(i);
+        format!("{list}[{written}]")
+    }
+
     /// The position of the value at `path` (`sideA.subagents[0].agent`), or of the nearest
     /// enclosing value that exists.
     pub fn span(&self, path: &str) -> Span {
@@ -161,8 +204,20 @@ pub struct Project {
     pub models: BTreeMap<String, Defined<ModelDef>>,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
-    /// Well-formed sides of agents whose other side is not, so their references still get checked.
-    pub(crate) partial_sides: Vec<(String, Source, SideId, Side)>,
+    /// What could be read of agents whose files leave them incomplete, so their references
+    /// still get checked.
+    pub(crate) partial: Vec<PartialAgent>,
+}
+
+/// An agent whose file has errors that leave it incomplete: the parts that are well-formed.
+#[derive(Clone, Debug)]
+pub(crate) struct PartialAgent {
+    pub(crate) name: String,
+    pub(crate) source: Source,
+    /// Well-formed sides, and the well-formed parts of a side that is not.
+    pub(crate) sides: Vec<(SideId, Side)>,
+    pub(crate) hooks: Vec<String>,
+    pub(crate) parent_hooks: Vec<ParentHookRequirement>,
 }
 
 /// A project and every issue found while loading and validating it.
@@ -191,12 +246,24 @@ impl Loaded {
 impl Project {
     /// Loads and validates the definitions among `files`. Paths not under `agents/` are ignored.
     pub fn from_files(files: impl IntoIterator<Item = SourceFile>) -> Loaded {
-        let mut files: Vec<SourceFile> = files.into_iter().collect();
+        Project::from_listing(Listing {
+            files: files.into_iter().collect(),
+            skipped: Vec::new(),
+        })
+    }
+
+    /// As [`Project::from_files`], with an issue for each entry that was not read (what
+    /// [`crate::fs::read_project`] gives).
+    pub fn from_listing(listing: Listing) -> Loaded {
+        let Listing { mut files, skipped } = listing;
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let mut project = Project::default();
         let mut issues = Vec::new();
         for file in &files {
             project.load_file(file, &mut issues);
+        }
+        for entry in &skipped {
+            issues.extend(skipped_issue(entry));
         }
         issues.extend(crate::validate::check(&project));
         issues.sort_by(|a, b| {
@@ -223,73 +290,21 @@ impl Project {
 
     fn load_file(&mut self, file: &SourceFile, issues: &mut Vec<Issue>) {
         let path = file.path.as_str();
-        let mut parts = path.split('/');
-        if parts.next() != Some("agents") {
-            return;
-        }
-        let rest: Vec<&str> = parts.collect();
-        let unsupported =
-            |message: String| Issue::new(Code::UnsupportedFile, message).at(path, "", None);
-        let (folder, file_name) = match rest.as_slice() {
-            [folder, file_name] => (*folder, *file_name),
-            [_] => {
-                issues.push(unsupported(
-                    "files directly under `agents/` are not definitions; it is ignored".into(),
-                ));
+        let (kind, folder, stem, syntax) = match classify(path) {
+            Class::Outside => return,
+            Class::Unsupported(issue) => {
+                issues.push(issue);
                 return;
             }
-            _ => {
-                issues.push(unsupported(
-                    "definitions sit directly in their kind's folder; nested files are ignored"
-                        .into(),
-                ));
-                return;
-            }
-        };
-        let Some(kind) = Kind::from_folder(folder) else {
-            let message = match folder {
-                "effects" | "api" | "providers" | "packed" => {
-                    format!("`agents/{folder}/` is not supported by duet yet; this file is ignored")
-                }
-                _ => format!(
-                    "`agents/{folder}/` is not a Standard Agents definition folder; this file is ignored"
-                ),
-            };
-            issues.push(
-                unsupported(message)
-                    .hint("definition folders: agents, prompts, tools, hooks, handlers, models"),
-            );
-            return;
-        };
-        let (stem, syntax) = if let Some(s) = file_name.strip_suffix(".d.ts") {
-            (s, None)
-        } else if let Some(s) = file_name.strip_suffix(".ts") {
-            (s, Some(Syntax::Ts))
-        } else if let Some(s) = file_name
-            .strip_suffix(".yaml")
-            .or_else(|| file_name.strip_suffix(".yml"))
-        {
-            (s, Some(Syntax::Yaml))
-        } else {
-            (file_name, None)
-        };
-        let Some(syntax) = syntax else {
-            issues.push(unsupported(
-                "only `.yaml`, `.yml` and `.ts` files are definitions; this file is ignored".into(),
-            ));
-            return;
+            Class::Definition {
+                kind,
+                folder,
+                stem,
+                syntax,
+            } => (kind, folder, stem, syntax),
         };
         if file.bytes.len() > MAX_FILE_BYTES {
-            issues.push(
-                Issue::new(
-                    Code::ReadError,
-                    format!(
-                        "the file is larger than {} MiB; a definition is a few kilobytes",
-                        MAX_FILE_BYTES >> 20
-                    ),
-                )
-                .at(path, "", None),
-            );
+            issues.push(Issue::new(Code::ReadError, too_large()).at(path, "", None));
             return;
         }
         let Ok(text) = std::str::from_utf8(&file.bytes) else {
@@ -326,12 +341,13 @@ impl Project {
         }
         issues.append(&mut parse_issues);
         let Some(node) = node else { return };
-        let source = Source {
+        let mut source = Source {
             file: path.to_owned(),
             syntax,
             node,
+            written: BTreeMap::new(),
         };
-        let mut ctx = Ctx { file: path, issues };
+        let mut ctx = Ctx::new(path, issues);
         let root = &source.node;
 
         let file_named = matches!(kind, Kind::Tool | Kind::Handler);
@@ -355,6 +371,7 @@ impl Project {
         match kind {
             Kind::Agent => {
                 let decoded = agent::decode(&mut ctx, root);
+                source.written = std::mem::take(&mut ctx.written);
                 let Some(name) = decoded.name else { return };
                 if !self.declare(&mut ctx, kind, &name, &source) {
                     return;
@@ -363,12 +380,13 @@ impl Project {
                     Some(def) => {
                         self.agents.insert(name, Defined { def, source });
                     }
-                    None => {
-                        for (id, side) in decoded.sides {
-                            self.partial_sides
-                                .push((name.clone(), source.clone(), id, side));
-                        }
-                    }
+                    None => self.partial.push(PartialAgent {
+                        name,
+                        source,
+                        sides: decoded.sides,
+                        hooks: decoded.hooks,
+                        parent_hooks: decoded.parent_hooks,
+                    }),
                 }
             }
             Kind::Prompt => {
@@ -449,5 +467,118 @@ fn insert<T>(
     }
     if let Some(def) = def {
         map(project).insert(name, Defined { def, source });
+    }
+}
+
+/// Where a path under the project root belongs.
+enum Class<'p> {
+    /// Not under `agents/`: not part of the project.
+    Outside,
+    /// Under `agents/` but not a definition duet reads: the issue says why.
+    Unsupported(Issue),
+    Definition {
+        kind: Kind,
+        folder: &'p str,
+        stem: &'p str,
+        syntax: Syntax,
+    },
+}
+
+fn classify(path: &str) -> Class<'_> {
+    let mut parts = path.split('/');
+    if parts.next() != Some("agents") {
+        return Class::Outside;
+    }
+    let rest: Vec<&str> = parts.collect();
+    let unsupported = |message: String| {
+        Class::Unsupported(Issue::new(Code::UnsupportedFile, message).at(path, "", None))
+    };
+    let (folder, file_name) = match rest.as_slice() {
+        [folder, file_name] => (*folder, *file_name),
+        [_] => {
+            return unsupported(
+                "files directly under `agents/` are not definitions; it is ignored".into(),
+            );
+        }
+        _ => {
+            return unsupported(
+                "definitions sit directly in their kind's folder; nested files are ignored".into(),
+            );
+        }
+    };
+    let Some(kind) = Kind::from_folder(folder) else {
+        let message = match folder {
+            "effects" | "api" | "providers" | "packed" => {
+                format!("`agents/{folder}/` is not supported by duet yet; this file is ignored")
+            }
+            _ => format!(
+                "`agents/{folder}/` is not a Standard Agents definition folder; this file is ignored"
+            ),
+        };
+        return Class::Unsupported(
+            Issue::new(Code::UnsupportedFile, message)
+                .at(path, "", None)
+                .hint("definition folders: agents, prompts, tools, hooks, handlers, models"),
+        );
+    };
+    let (stem, syntax) = if let Some(s) = file_name.strip_suffix(".d.ts") {
+        (s, None)
+    } else if let Some(s) = file_name.strip_suffix(".ts") {
+        (s, Some(Syntax::Ts))
+    } else if let Some(s) = file_name
+        .strip_suffix(".yaml")
+        .or_else(|| file_name.strip_suffix(".yml"))
+    {
+        (s, Some(Syntax::Yaml))
+    } else {
+        (file_name, None)
+    };
+    match syntax {
+        Some(syntax) => Class::Definition {
+            kind,
+            folder,
+            stem,
+            syntax,
+        },
+        None => unsupported(
+            "only `.yaml`, `.yml` and `.ts` files are definitions; this file is ignored".into(),
+        ),
+    }
+}
+
+fn too_large() -> String {
+    format!(
+        "the file is larger than {} MiB; a definition is a few kilobytes",
+        MAX_FILE_BYTES >> 20
+    )
+}
+
+/// The issue for an entry that was not read. A non-file is reported wherever it is; a file too
+/// large or unreadable is an error only where a definition would be, and otherwise gets the
+/// issue its path would have had anyway (its bytes were never needed).
+fn skipped_issue(entry: &Skipped) -> Option<Issue> {
+    let path = entry.path.as_str();
+    let class = classify(path);
+    if matches!(class, Class::Outside) {
+        return None;
+    }
+    let message = match &entry.reason {
+        SkipReason::NotAFile(what) => {
+            return Some(
+                Issue::new(
+                    Code::NotAFile,
+                    format!("this entry is {what}, not a regular file; it is skipped unopened"),
+                )
+                .at(path, "", None)
+                .hint("definitions are regular files (a symbolic link to one is followed)"),
+            );
+        }
+        SkipReason::TooLarge(_) => too_large(),
+        SkipReason::Unreadable(why) => format!("the file cannot be read: {why}"),
+    };
+    match class {
+        Class::Definition { .. } => Some(Issue::new(Code::ReadError, message).at(path, "", None)),
+        Class::Unsupported(issue) => Some(issue),
+        Class::Outside => None,
     }
 }

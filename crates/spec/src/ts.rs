@@ -120,10 +120,23 @@ fn parse_here(text: &str) -> (Option<Definition>, Vec<Issue>) {
         lines: &lines,
         issues: Vec::new(),
     };
-    let export = ret.program.body.iter().find_map(|s| match s {
+    let mut exports = ret.program.body.iter().filter_map(|s| match s {
         Statement::ExportDefaultDeclaration(e) => Some(e),
         _ => None,
     });
+    let export = exports.next();
+    // One file, one definition: a second `export default` is an error, not a definition
+    // silently dropped (the first is still read, so its own problems are reported too).
+    for extra in exports {
+        reader.issues.push(
+            Issue::new(
+                Code::TsMultipleDefaultExports,
+                "a definition file has one `export default`; this is another",
+            )
+            .at("", "", Some(lines.span(extra.span.start as usize)))
+            .hint("put each definition in a file of its own"),
+        );
+    }
     let Some(export) = export else {
         return (
             None,
@@ -143,38 +156,29 @@ fn parse_here(text: &str) -> (Option<Definition>, Vec<Issue>) {
     let call = match expr.map(Expression::get_inner_expression) {
         Some(Expression::CallExpression(call)) => call,
         _ => {
-            return (
-                None,
-                vec![no_definition(
-                    at,
-                    "the default export is not a call such as `defineAgent({...})`",
-                )],
-            );
+            return reader.fail(no_definition(
+                at,
+                "the default export is not a call such as `defineAgent({...})`",
+            ));
         }
     };
     let function = match call.callee.get_inner_expression() {
         Expression::Identifier(id) => id.name.to_string(),
         _ => {
-            return (
-                None,
-                vec![no_definition(
-                    at,
-                    "the default export calls something other than a define function",
-                )],
-            );
+            return reader.fail(no_definition(
+                at,
+                "the default export calls something other than a define function",
+            ));
         }
     };
     let arg = match call.arguments.as_slice() {
         [arg] => arg,
         _ => {
             let span = reader.lines.span(call.span.start as usize);
-            return (
-                None,
-                vec![no_definition(
-                    span,
-                    &format!("`{function}` must be called with exactly one object literal"),
-                )],
-            );
+            return reader.fail(no_definition(
+                span,
+                &format!("`{function}` must be called with exactly one object literal"),
+            ));
         }
     };
     let node = match arg {
@@ -222,6 +226,12 @@ struct Reader<'l, 's> {
 }
 
 impl Reader<'_, '_> {
+    /// No definition: `issue`, after what was reported so far.
+    fn fail(mut self, issue: Issue) -> (Option<Definition>, Vec<Issue>) {
+        self.issues.push(issue);
+        (None, self.issues)
+    }
+
     fn span(&self, offset: u32) -> Span {
         self.lines.span(offset as usize)
     }
@@ -435,6 +445,28 @@ approval.`,
         assert_eq!(issues[0].code, Code::TsNoDefinition);
         let (_, issues) = parse(&"(".repeat(100_000));
         assert_eq!(issues[0].code, Code::TsSyntax);
+    }
+
+    #[test]
+    fn a_second_default_export_is_an_error_and_the_first_is_read() {
+        let (d, issues) = parse(
+            "export default defineAgent({ name: 'one' });\n\nexport default defineAgent({ name: 'two' });\n",
+        );
+        let d = d.expect("the first definition");
+        assert_eq!(d.node.get("name").and_then(Node::as_str), Some("one"));
+        let places: Vec<_> = issues.iter().map(|i| (i.code, i.line, i.column)).collect();
+        assert_eq!(
+            places,
+            vec![(Code::TsMultipleDefaultExports, Some(3), Some(1))]
+        );
+        // Reported even when the first export is no definition at all.
+        let (d, issues) = parse("export default 1;\nexport default defineAgent({});\n");
+        assert!(d.is_none());
+        let codes: Vec<_> = issues.iter().map(|i| i.code).collect();
+        assert_eq!(
+            codes,
+            vec![Code::TsMultipleDefaultExports, Code::TsNoDefinition]
+        );
     }
 
     #[test]

@@ -2,22 +2,11 @@
 //! bindings name tools their prompt offers, required parent hooks exist and are thread hooks.
 //! Checks local to one file happen while decoding it; these need the whole project.
 
-use std::collections::BTreeSet;
-
-use crate::agent::{AgentDef, RESERVED_TOOL_NAMES, Side, SideId};
+use crate::agent::{AgentDef, ParentHookRequirement, RESERVED_TOOL_NAMES, Side, SideId};
 use crate::decode::nearest;
 use crate::issue::{Code, Issue};
 use crate::project::{Defined, Kind, Project, Source};
 use crate::prompt::{PromptContent, PromptDef, PromptPart};
-use crate::tool::ToolImpl;
-
-/// The names of the Rust implementations a build of duet registers, to check `builtin:` names.
-#[derive(Clone, Debug, Default)]
-pub struct Builtins {
-    pub tools: BTreeSet<String>,
-    pub handlers: BTreeSet<String>,
-    pub hooks: BTreeSet<String>,
-}
 
 struct Out<'p> {
     project: &'p Project,
@@ -70,13 +59,22 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
         issues: Vec::new(),
     };
     for d in project.agents.values() {
-        check_agent(&mut out, d);
+        check_agent_hooks(
+            &mut out,
+            &d.source,
+            &d.def.name,
+            &d.def.hooks,
+            &d.def.parent_hooks,
+        );
         for (id, side) in [(SideId::A, &d.def.sides.a), (SideId::B, &d.def.sides.b)] {
             check_side(&mut out, &d.source, id, side, Some(&d.def));
         }
     }
-    for (_, source, id, side) in &project.partial_sides {
-        check_side(&mut out, source, *id, side, None);
+    for p in &project.partial {
+        check_agent_hooks(&mut out, &p.source, &p.name, &p.hooks, &p.parent_hooks);
+        for (id, side) in &p.sides {
+            check_side(&mut out, &p.source, *id, side, None);
+        }
     }
     for d in project.prompts.values() {
         check_prompt(&mut out, d);
@@ -115,12 +113,20 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
     out.issues
 }
 
-fn check_agent(out: &mut Out<'_>, d: &Defined<AgentDef>) {
+/// An agent's `hooks` and `parentHooks` name hooks that are defined (and thread-scoped, for
+/// parent hooks).
+fn check_agent_hooks(
+    out: &mut Out<'_>,
+    source: &Source,
+    agent: &str,
+    hooks: &[String],
+    parent_hooks: &[ParentHookRequirement],
+) {
     let project = out.project;
-    for (i, h) in d.def.hooks.iter().enumerate() {
+    for (i, h) in hooks.iter().enumerate() {
         if !project.declares(Kind::Hook, h) {
             out.unknown(
-                &d.source,
+                source,
                 &format!("hooks[{i}]"),
                 Code::UnknownHook,
                 Kind::Hook,
@@ -128,27 +134,27 @@ fn check_agent(out: &mut Out<'_>, d: &Defined<AgentDef>) {
             );
         }
     }
-    for (i, req) in d.def.parent_hooks.iter().enumerate() {
-        let path = format!("parentHooks[{i}].hook");
+    for (i, req) in parent_hooks.iter().enumerate() {
+        let path = format!("{}.hook", source.item("parentHooks", i));
         if !project.declares(Kind::Hook, &req.hook) {
             let issue = Issue::new(
                 Code::ParentHookUnknown,
                 format!(
                     "required parent hook `{}` is not defined, so composing `{}` fails closed",
-                    req.hook, d.def.name
+                    req.hook, agent
                 ),
             )
             .hint(format!(
                 "define it in `agents/hooks/` with `id: {}`",
                 req.hook
             ));
-            out.push(&d.source, &path, issue);
+            out.push(source, &path, issue);
         } else if let Some(h) = project.hooks.get(&req.hook)
             && !h.def.is_thread_scoped()
         {
             let issue = Issue::new(Code::ParentHookUserScoped, format!("`{}` is a `{}` hook, which is user-scoped; only thread hooks can be required of a parent", req.hook, h.def.hook))
                     .hint("require a thread hook, such as `filter_messages` or `after_create_message`");
-            out.push(&d.source, &path, issue);
+            out.push(source, &path, issue);
         }
     }
 }
@@ -175,6 +181,8 @@ fn check_side(
                 );
             }
         }
+        // The relationships of a side whose backing is broken, alone (see `agent::side`).
+        Side::Prompt(s) if s.prompt.is_empty() => {}
         Side::Prompt(s) => {
             if !project.declares(Kind::Prompt, &s.prompt) {
                 out.unknown(
@@ -218,7 +226,10 @@ fn check_side(
                             ),
                         )
                         .hint("set `as` to a name no tool of the side has");
-                        out.push(source, &format!("{field}.subagents[{i}]"), issue);
+                        // At the name as written: `as`, else the `agent` it defaults to.
+                        let item = source.item(&format!("{field}.subagents"), i);
+                        let name = if r.alias.is_some() { "as" } else { "agent" };
+                        out.push(source, &format!("{item}.{name}"), issue);
                     }
                 }
                 if let Some(agent) = agent {
@@ -238,12 +249,16 @@ fn check_side(
                     ),
                 )
                 .hint("start it from the handler (`invoke_tool` with the relationship name), or move it to a prompt side");
-                out.push(source, &format!("{field}.subagents[{i}].immediate"), issue);
+                let path = format!(
+                    "{}.immediate",
+                    source.item(&format!("{field}.subagents"), i)
+                );
+                out.push(source, &path, issue);
             }
         }
     }
     for (i, r) in side.subagents().iter().enumerate() {
-        let path = format!("{field}.subagents[{i}].agent");
+        let path = format!("{}.agent", source.item(&format!("{field}.subagents"), i));
         if !project.declares(Kind::Agent, &r.agent) {
             out.unknown(source, &path, Code::UnknownAgent, Kind::Agent, &r.agent);
         } else if let Some(target) = project.agents.get(&r.agent)
@@ -274,30 +289,17 @@ fn check_handoffs(
     prompt: &PromptDef,
     agent: &AgentDef,
 ) {
-    let relationships = agent.relationship_names();
-    for t in &prompt.tools {
-        if relationships.contains(&t.name.as_str()) {
-            continue;
-        }
-        let Some(target) = out.project.agents.get(&t.name) else {
-            continue;
-        };
-        if !target.def.expose_as_tool
-            || out.project.declares(Kind::Tool, &t.name)
-            || out.project.declares(Kind::Prompt, &t.name)
-        {
-            continue;
-        }
+    for (name, target) in out.project.handoff_targets(agent, prompt) {
         for (id, side, target_side) in [
-            (SideId::A, &agent.sides.a, &target.def.sides.a),
-            (SideId::B, &agent.sides.b, &target.def.sides.b),
+            (SideId::A, &agent.sides.a, &target.sides.a),
+            (SideId::B, &agent.sides.b, &target.sides.b),
         ] {
             if side.is_human() && !target_side.is_human() {
                 let issue = Issue::new(
                     Code::HandoffWithoutHumanSide,
-                    format!("prompt `{}` hands off to `{}`, which has no human {} where `{}` has its person", prompt.name, t.name, id.field(), agent.name),
+                    format!("prompt `{}` hands off to `{}`, which has no human {} where `{}` has its person", prompt.name, name, id.field(), agent.name),
                 )
-                .hint(format!("give `{}` a human {}, or compose it as a subagent instead", t.name, id.field()));
+                .hint(format!("give `{name}` a human {}, or compose it as a subagent instead", id.field()));
                 out.push(source, &format!("{field}.prompt"), issue);
             }
         }
@@ -430,61 +432,5 @@ fn check_prompt(out: &mut Out<'_>, d: &Defined<PromptDef>) {
                 out.push(&d.source, &path, issue);
             }
         }
-    }
-}
-
-impl Project {
-    /// Checks every `builtin:` name (and the implicit ones of hooks and handlers) against what a
-    /// build of duet registers.
-    pub fn check_builtins(&self, builtins: &Builtins) -> Vec<Issue> {
-        let mut out = Out {
-            project: self,
-            issues: Vec::new(),
-        };
-        let missing = |kind: &str, name: &str, known: &BTreeSet<String>| {
-            let listed: Vec<&str> = known.iter().map(String::as_str).collect();
-            let hint = match nearest(name, &listed) {
-                Some(n) => format!("did you mean `{n}`?"),
-                None => format!(
-                    "registered {kind}s: {}",
-                    if listed.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        listed.join(", ")
-                    }
-                ),
-            };
-            Issue::new(
-                Code::UnknownBuiltin,
-                format!("no {kind} `{name}` is registered in this build of duet"),
-            )
-            .hint(hint)
-        };
-        for d in self.tools.values() {
-            if let Some(ToolImpl::Builtin(b)) = &d.def.implementation
-                && !builtins.tools.contains(b)
-            {
-                out.push(&d.source, "builtin", missing("tool", b, &builtins.tools));
-            }
-        }
-        for d in self.handlers.values() {
-            if !builtins.handlers.contains(&d.def.builtin) {
-                out.push(
-                    &d.source,
-                    "builtin",
-                    missing("handler", &d.def.builtin, &builtins.handlers),
-                );
-            }
-        }
-        for d in self.hooks.values() {
-            if !builtins.hooks.contains(&d.def.builtin) {
-                out.push(
-                    &d.source,
-                    "builtin",
-                    missing("hook", &d.def.builtin, &builtins.hooks),
-                );
-            }
-        }
-        out.issues
     }
 }

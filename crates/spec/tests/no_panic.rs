@@ -11,7 +11,9 @@ const FOLDERS: [&str; 6] = ["agents", "prompts", "tools", "hooks", "handlers", "
 
 fn examples() -> Vec<SourceFile> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    duet_spec::fs::read_project(&root).expect("examples readable")
+    duet_spec::fs::read_project(&root)
+        .expect("examples readable")
+        .files
 }
 
 fn load(path: String, bytes: Vec<u8>) {
