@@ -248,13 +248,19 @@ pub fn inbound(agent: &AgentDef, text: &str) -> NewQueued {
 /// The session result when the exchange cap ends it: with terminal session tools and no call to
 /// them, there is none (the session did not finish its work); otherwise the newest message.
 pub fn cap_result(agent: &AgentDef, messages: &[Message]) -> Option<String> {
+    cap_result_of(agent, messages.iter().rev())
+}
+
+/// [`cap_result`] over messages given newest first.
+pub fn cap_result_of<'m>(
+    agent: &AgentDef,
+    mut newest_first: impl Iterator<Item = &'m Message>,
+) -> Option<String> {
     let terminal = |s: &Side| matches!(s, Side::Prompt(p) if p.session_stop.is_some() || p.session_fail.is_some());
     if terminal(&agent.sides.a) || terminal(&agent.sides.b) {
         return None;
     }
-    messages
-        .iter()
-        .rev()
+    newest_first
         .find(|m| m.role != Role::Tool && !m.silent)
         .and_then(|m| m.content.clone())
 }

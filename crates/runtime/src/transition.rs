@@ -190,6 +190,29 @@ pub fn open_calls(messages: &[Message], side: SideId) -> Vec<&ToolCall> {
         .collect()
 }
 
+/// A thread's history as a step sees it: what is committed, and the step's own messages not yet
+/// committed (read as coming after). Borrowed, so a step never copies the history.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct History<'a> {
+    pub committed: &'a [Message],
+    pub pending: &'a [Message],
+}
+
+impl<'a> History<'a> {
+    /// Committed messages only.
+    pub fn of(committed: &'a [Message]) -> Self {
+        History {
+            committed,
+            pending: &[],
+        }
+    }
+
+    /// Every message, newest first.
+    pub fn newest_first(self) -> impl Iterator<Item = &'a Message> {
+        self.pending.iter().rev().chain(self.committed.iter().rev())
+    }
+}
+
 /// What a model step (or, for a step that waited on blocking children, its completion) does to
 /// the thread once all its tool results are in: the `sessionStatus` text, then the seed's stop
 /// order. `handoff` is the agent the step handed the thread to, if any: that ends the step with
@@ -200,7 +223,7 @@ pub fn complete_step(
     cfg: &PromptSide,
     t: &mut Thread,
     side: SideId,
-    history: &[Message],
+    history: History<'_>,
     outcomes: &[CallOutcome<'_>],
     handoff: bool,
     now: i64,
@@ -215,8 +238,7 @@ pub fn complete_step(
         return (records, false);
     }
     let text = history
-        .iter()
-        .rev()
+        .newest_first()
         .find(|m| m.side == Some(side) && m.role != Role::Tool && m.model.is_some())
         .and_then(|m| m.content.as_deref());
     match decide::after_step(cfg, text, outcomes) {
@@ -240,7 +262,7 @@ pub fn after_turn(
     t: &mut Thread,
     side: SideId,
     reason: StopReason,
-    history: &[Message],
+    history: History<'_>,
     now: i64,
     records: &mut Vec<Record>,
 ) -> bool {
@@ -259,13 +281,13 @@ pub fn apply_after_turn(
     agent: &AgentDef,
     t: &mut Thread,
     next: AfterTurn,
-    history: &[Message],
+    history: History<'_>,
     now: i64,
     records: &mut Vec<Record>,
 ) -> bool {
     match next {
         AfterTurn::EndSession(r) => {
-            let result = decide::cap_result(agent, history);
+            let result = decide::cap_result_of(agent, history.newest_first());
             records.push(end_session(t, r, result, now));
             true
         }

@@ -233,7 +233,14 @@ fn produce(case: &Value) -> Value {
             let outcomes: Vec<CallOutcome<'_>> = transition::outcomes_of(&calls, &history);
             let handoff = args["handoff"].as_bool().unwrap_or(false);
             let (records, settle) = transition::complete_step(
-                agent, cfg, &mut t, acting, &history, &outcomes, handoff, now,
+                agent,
+                cfg,
+                &mut t,
+                acting,
+                transition::History::of(&history),
+                &outcomes,
+                handoff,
+                now,
             );
             Commit {
                 records,

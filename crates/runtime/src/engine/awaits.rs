@@ -88,8 +88,16 @@ impl Runtime {
             .map(|m| m.tool_calls.clone())
             .unwrap_or_default();
         let outcomes = transition::outcomes_of(&calls, msgs);
-        let (records, settle) =
-            transition::complete_step(agent, cfg, t, side, msgs, &outcomes, false, now);
+        let (records, settle) = transition::complete_step(
+            agent,
+            cfg,
+            t,
+            side,
+            transition::History::of(msgs),
+            &outcomes,
+            false,
+            now,
+        );
         let status = records.iter().find_map(|r| match &r.body {
             crate::record::RecordBody::Status { text } => Some(text.clone()),
             _ => None,

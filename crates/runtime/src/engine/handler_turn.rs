@@ -173,7 +173,14 @@ impl Runtime {
             ));
         } else {
             let next = decide::after_handler_turn(agent, t, side, !inbound.is_empty());
-            settle = transition::apply_after_turn(agent, t, next, msgs, now, &mut records);
+            settle = transition::apply_after_turn(
+                agent,
+                t,
+                next,
+                transition::History::of(msgs),
+                now,
+                &mut records,
+            );
         }
         t.updated_at = now;
         let outcome = self

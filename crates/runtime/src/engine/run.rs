@@ -207,13 +207,15 @@ impl Runtime {
         let now = self.now();
         // A late tool result whose call is no longer open (answered by an abort, or made by a
         // step that never committed) has nothing to answer: it is dropped.
-        let open: Vec<String> = t
-            .acting
-            .map(|side| transition::open_calls(msgs, side))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|c| c.id.clone())
-            .collect();
+        let open: Vec<String> = match t.acting {
+            Some(side) if queue.iter().any(|q| q.tool.is_some()) => {
+                transition::open_calls(msgs, side)
+                    .into_iter()
+                    .map(|c| c.id.clone())
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
         let (queue, stale): (Vec<_>, Vec<_>) = queue.into_iter().partition(|q| {
             q.tool
                 .as_ref()

@@ -229,14 +229,16 @@ impl Runtime {
                 content: &r.content,
             })
             .collect();
-        let mut history = msgs.clone();
-        history.extend(new.iter().cloned());
+        let history = transition::History {
+            committed: msgs,
+            pending: &new,
+        };
         let (mut records, settle) = transition::complete_step(
             agent,
             cfg,
             t,
             side,
-            &history,
+            history,
             &outcomes,
             done.handoff.is_some(),
             now,
