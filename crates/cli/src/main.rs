@@ -89,10 +89,7 @@ fn main() -> ExitCode {
                     println!("database is up to date");
                     ExitCode::SUCCESS
                 }
-                Err(e) => {
-                    eprintln!("duet: {e:#}");
-                    ExitCode::from(1)
-                }
+                Err(code) => code,
             },
         }
     })

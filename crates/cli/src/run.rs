@@ -36,8 +36,12 @@ pub(crate) struct RunArgs {
 pub(crate) struct SendArgs {
     /// The thread's key.
     key: String,
-    /// The message.
-    text: String,
+    /// The message; `-` reads it from standard input.
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    text: Option<String>,
+    /// Read the message from this file.
+    #[arg(long, value_name = "FILE")]
+    file: Option<std::path::PathBuf>,
     /// Print one JSON event per line.
     #[arg(long)]
     json: bool,
@@ -45,20 +49,84 @@ pub(crate) struct SendArgs {
     place: Place,
 }
 
-/// Opens the store `place` names (migrating it).
-pub(crate) async fn store(place: &Place) -> anyhow::Result<Arc<dyn Store>> {
-    let url = match &place.db {
-        Some(url) => url.clone(),
-        None => place
-            .project
-            .join(".duet")
-            .join("duet.db")
-            .display()
-            .to_string(),
+/// The database `place` names: `--db` as given, else `PROJECT/.duet/duet.db`. Refused in one
+/// line when it cannot be what the user meant: an empty `--db`, a SQLite file in a folder that
+/// does not exist (only the default `.duet/` is ever created), or a project folder without
+/// `agents/` (which would otherwise get an empty database of its own).
+pub(crate) fn database(place: &Place) -> anyhow::Result<String> {
+    if duet_spec::fs::project_root(&place.project).is_err() {
+        anyhow::bail!(
+            "{} is not a Standard Agents project (no `agents/` folder); pass --project DIR",
+            place.project.display()
+        );
+    }
+    match &place.db {
+        Some(url) if url.trim().is_empty() => {
+            anyhow::bail!("--db is empty: give a SQLite file or a postgres:// URL")
+        }
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Ok(url.clone())
+        }
+        Some(url) => {
+            let path = url
+                .strip_prefix("sqlite://")
+                .or_else(|| url.strip_prefix("sqlite:"))
+                .unwrap_or(url);
+            let folder = std::path::Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty());
+            if let Some(folder) = folder
+                && !folder.is_dir()
+            {
+                anyhow::bail!(
+                    "--db {url}: the folder {} does not exist (duet creates only the default .duet/)",
+                    folder.display()
+                );
+            }
+            Ok(url.clone())
+        }
+        None => {
+            let root = duet_spec::fs::project_root(&place.project)
+                .unwrap_or_else(|_| place.project.clone());
+            let dir = root.join(".duet");
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            Ok(dir.join("duet.db").display().to_string())
+        }
+    }
+}
+
+/// Opens the store `place` names (migrating it). A place that cannot be meant exits 2, a
+/// database that cannot be opened 1, each said in one line.
+pub(crate) async fn store(place: &Place) -> Result<Arc<dyn Store>, ExitCode> {
+    let url = database(place).map_err(|e| {
+        eprintln!("duet: {e:#}");
+        ExitCode::from(2)
+    })?;
+    duet_store::connect(&url).await.map_err(|e| {
+        eprintln!("duet: cannot open the database {url}: {e}");
+        ExitCode::from(1)
+    })
+}
+
+/// A thread key as a person typed it: not empty, no control characters, at most 512 bytes.
+pub(crate) fn check_key(key: &str) -> Result<(), ExitCode> {
+    let why = if key.trim().is_empty() {
+        Some("is empty")
+    } else if key.chars().any(char::is_control) {
+        Some("contains a control character")
+    } else if key.len() > 512 {
+        Some("is longer than 512 bytes")
+    } else {
+        None
     };
-    duet_store::connect(&url)
-        .await
-        .with_context(|| format!("cannot open the database {url}"))
+    match why {
+        None => Ok(()),
+        Some(why) => {
+            eprintln!("duet: the thread key {key:?} {why}");
+            Err(ExitCode::from(2))
+        }
+    }
 }
 
 /// Loads the project and composes the runtime; `Err` carries the exit code after reporting.
@@ -81,10 +149,7 @@ async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
         eprintln!("duet: the project has errors; `duet validate` lists them");
         return Err(ExitCode::from(2));
     }
-    let store = store(place).await.map_err(|e| {
-        eprintln!("duet: {e:#}");
-        ExitCode::from(1)
-    })?;
+    let store = store(place).await?;
     let mut builder = Runtime::builder(Arc::new(loaded.project), store)
         .providers(duet_models::providers())
         .handlers(duet_handlers::handlers())
@@ -156,6 +221,9 @@ pub(crate) async fn run(args: RunArgs) -> ExitCode {
         .session
         .clone()
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    if let Err(code) = check_key(&key) {
+        return code;
+    }
     if args.session.is_none() {
         eprintln!("session: {key}");
     }
@@ -181,7 +249,40 @@ pub(crate) async fn recover(place: Place) -> ExitCode {
     }
 }
 
+/// The message `duet send` delivers: the argument, standard input (`-`), or a file.
+fn message_text(args: &SendArgs) -> Result<String, ExitCode> {
+    use std::io::Read;
+    let text = match (&args.text, &args.file) {
+        (_, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+            eprintln!("duet: cannot read {}: {e}", path.display());
+            ExitCode::from(2)
+        })?,
+        (Some(t), None) if t == "-" => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).map_err(|e| {
+                eprintln!("duet: cannot read standard input: {e}");
+                ExitCode::from(2)
+            })?;
+            text
+        }
+        (Some(t), None) => t.clone(),
+        (None, None) => String::new(),
+    };
+    if text.trim().is_empty() {
+        eprintln!("duet: the message is empty");
+        return Err(ExitCode::from(2));
+    }
+    Ok(text)
+}
+
 pub(crate) async fn send(args: SendArgs) -> ExitCode {
+    if let Err(code) = check_key(&args.key) {
+        return code;
+    }
+    let text = match message_text(&args) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
     let rt = match runtime(&args.place).await {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -210,7 +311,7 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
     if let Err(code) = refuse_missing_code(&rt, &agents) {
         return code;
     }
-    converse(&rt, &args.key, None, Some(args.text), args.json).await
+    converse(&rt, &args.key, None, Some(text), args.json).await
 }
 
 /// Delivers messages until the thread settles without asking for more (or the person stops).
@@ -345,6 +446,10 @@ fn print_event(event: &AgentEvent, json: bool) {
             let reason = field("stopReason").unwrap_or_default();
             match (status.as_str(), field("result")) {
                 ("awaiting_human", _) => writeln!(out, "[waiting for you]"),
+                ("waiting", _) => writeln!(
+                    out,
+                    "[waiting for a subagent; it runs on when that answers]"
+                ),
                 (_, Some(result)) if reason != StopReason::Aborted.as_str() => {
                     writeln!(out, "[session ended: {reason}] {result}")
                 }

@@ -44,10 +44,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     };
     let store = match crate::run::store(&args.place).await {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("duet: {e:#}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let mut out = std::io::stdout().lock();
     match args.show {
@@ -63,6 +60,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 let list: Vec<_> = threads.iter().map(summary).collect();
                 let _ = writeln!(out, "{}", serde_json::Value::Array(list));
             } else {
+                let _ = writeln!(out, "KEY\tAGENT\tSTATUS\tSESSION\tSTOP");
                 for t in &threads {
                     let _ = writeln!(
                         out,

@@ -246,3 +246,142 @@ fn bad_usage_exits_2() {
     let (code, _, _) = duet.run(&["threads", "--status", "sleeping"]);
     assert_eq!(code, 2);
 }
+
+/// What a new user trips over, each refused in one line with exit 2 and nothing created.
+#[test]
+fn a_wrong_place_or_key_is_refused_and_creates_nothing() {
+    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("places-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&scratch).expect("scratch");
+    let empty = scratch.join("not-a-project");
+    std::fs::create_dir_all(&empty).expect("folder");
+    let missing_folder = scratch.join("no/such/dir/x.db");
+    let repo = repo().display().to_string();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["threads", "--project", &empty.display().to_string()],
+            "is not a Standard Agents project",
+        ),
+        (
+            &[
+                "threads",
+                "--project",
+                &repo,
+                "--db",
+                &missing_folder.display().to_string(),
+            ],
+            "does not exist",
+        ),
+        (
+            &["threads", "--project", &repo, "--db", ""],
+            "--db is empty",
+        ),
+        (&["send", "", "hi", "--project", &repo], "is empty"),
+        (
+            &[
+                "run",
+                "assistant",
+                "--session",
+                "a\u{7}b",
+                "-m",
+                "hi",
+                "--project",
+                &repo,
+            ],
+            "control character",
+        ),
+        (
+            &["send", "k", "  ", "--project", &repo],
+            "the message is empty",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_duet"))
+            .args(*args)
+            .env_remove("DUET_DATABASE_URL")
+            .stdin(Stdio::null())
+            .output()
+            .expect("duet runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+    }
+    assert!(
+        !empty.join(".duet").exists(),
+        "no database made in a non-project"
+    );
+    assert!(!scratch.join("no").exists(), "no folders made for --db");
+}
+
+/// `duet send KEY -` and `--file F` read the message (of any size) instead of an argument.
+#[test]
+fn send_reads_the_message_from_stdin_or_a_file() {
+    let duet = Duet::new();
+    let (code, _, err) = duet.run(&[
+        "run",
+        "approval_gate",
+        "--session",
+        "g",
+        "-m",
+        "Rotate?",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // Larger than an OS argument may be.
+    let big = format!("Approved. {}", "x".repeat(300 * 1024));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args(["send", "g", "-", "--json", "--project"])
+        .arg(repo())
+        .arg("--db")
+        .arg(&duet.db)
+        .env_remove("DUET_DATABASE_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("duet runs");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(big.as_bytes()).expect("write");
+    }
+    let out = child.wait_with_output().expect("finishes");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, lines, _) = duet.run(&["threads", "show", "g", "--json"]);
+    assert_eq!(code, 0);
+    let doc = json(&lines[0]);
+    let sent = doc["messages"]
+        .as_array()
+        .and_then(|ms| {
+            ms.iter().find(|m| {
+                m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("Approved. x"))
+            })
+        })
+        .and_then(|m| m["content"].as_str())
+        .map(str::len);
+    assert_eq!(sent, Some(big.len()), "the whole message arrived");
+    // From a file, to another thread.
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("msg-{}.txt", uuid::Uuid::now_v7().simple()));
+    std::fs::write(&file, "Yes, approved.").expect("write");
+    let (code, _, err) = duet.run(&[
+        "run",
+        "approval_gate",
+        "--session",
+        "h",
+        "-m",
+        "Rotate?",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = duet.run(&["send", "h", "--file", &file.display().to_string(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+}
