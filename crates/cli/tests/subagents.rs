@@ -624,7 +624,12 @@ fn follow_up_project() -> Arc<duet_spec::Project> {
     );
     write(
         "agents/agents/scribe.yaml",
-        "name: scribe\nexposeAsTool: true\ntoolDescription: Takes notes.\nsideA:\n  prompt: scribe\n  sessionStop: { name: finish, messageProperty: summary }\nsideB: { human: true }\n",
+        "name: scribe\nexposeAsTool: true\ntoolDescription: Takes notes.\nhooks: [taken_in]\nsideA:\n  prompt: scribe\n  sessionStop: { name: finish, messageProperty: summary }\nsideB: { human: true }\n",
+    );
+    // Says when the scribe has taken a message in, so a test can wait on it.
+    write(
+        "agents/hooks/taken_in.yaml",
+        "hook: after_create_message\nid: taken_in\n",
     );
     write(
         "agents/prompts/scribe.yaml",
@@ -645,6 +650,33 @@ fn follow_up_project() -> Arc<duet_spec::Project> {
     dir.project()
 }
 
+/// Signals each message the scribe commits (its `taken_in` hook).
+#[derive(Clone, Default)]
+struct TakenIn(Arc<tokio::sync::Notify>);
+
+#[async_trait::async_trait]
+impl duet_runtime::hooks::Hook for TakenIn {
+    async fn after_create_message(
+        &self,
+        _ctx: &duet_runtime::hooks::HookContext<'_>,
+        _message: &duet_runtime::Message,
+    ) -> Result<(), duet_runtime::hooks::HookError> {
+        self.0.notify_one();
+        Ok(())
+    }
+}
+
+/// The follow-up project's runtime, with the scribe's `taken_in` hook.
+fn follow_up_runtime(
+    project: &Arc<duet_spec::Project>,
+    store: Arc<dyn duet_runtime::Store>,
+    taken_in: &TakenIn,
+) -> duet_runtime::Runtime {
+    support::runtime(project.clone(), store)
+        .hooks(duet_handlers::hooks().with("taken_in", taken_in.clone()))
+        .build()
+}
+
 /// Follow-ups reach a live child by `subagent_message` and by its legacy name `send_to_agent`;
 /// an unknown reference is an error; and every session the child ends reports to the parent —
 /// also when follow-ups queued behind each other run as several sessions in one run.
@@ -653,7 +685,7 @@ async fn follow_ups_reach_the_child_and_every_session_reports_back() {
     let project = follow_up_project();
     for backend in support::backends().await {
         let store = backend.open().await;
-        let rt = support::runtime(project.clone(), store.clone()).build();
+        let rt = follow_up_runtime(&project, store.clone(), &TakenIn::default());
         send(&rt, "f", Some("lead"), "Take notes.").await;
         rt.quiesce().await;
 
@@ -738,25 +770,17 @@ async fn a_blocking_childs_later_session_reports_after_the_tool_result() {
     let project = follow_up_project();
     for backend in support::backends().await {
         let store = backend.open().await;
-        let rt = support::runtime(project.clone(), store.clone()).build();
+        let taken_in = TakenIn::default();
+        let rt = follow_up_runtime(&project, store.clone(), &taken_in);
         let parent = {
             let rt = rt.clone();
             tokio::spawn(async move { send(&rt, "g", Some("asker"), "Take notes.").await })
         };
         // The child's first answer takes 400 ms: once it has taken its first message in, write
         // to it.
-        let mut waited = 0;
-        loop {
-            let child = store.thread("g/scribe-1").await.expect("read");
-            if let Some(child) = child
-                && !store.messages(child.id).await.expect("messages").is_empty()
-            {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            waited += 1;
-            assert!(waited < 1000, "the child never started");
-        }
+        tokio::time::timeout(std::time::Duration::from_secs(20), taken_in.0.notified())
+            .await
+            .expect("the child never started");
         let queued = rt
             .send(
                 "g/scribe-1",

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use duet_runtime::{Store, StoreError};
 
+mod batch;
 mod postgres;
 mod sql;
 mod sqlite;

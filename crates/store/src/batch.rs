@@ -1,0 +1,138 @@
+//! A write as data: SQL text with numbered arguments (`Batch`, `Arg`), and the journal rows of a
+//! commit in the column order both backends insert.
+
+use duet_runtime::{Commit, Message, Record, StopReason, StoreError, Thread, side_str};
+use uuid::Uuid;
+
+/// A bind value of a batch.
+#[derive(Clone)]
+pub(crate) enum Arg {
+    Int(i64),
+    OptInt(Option<i64>),
+    Text(Option<String>),
+    Bool(bool),
+    Ints(Vec<i64>),
+}
+
+/// SQL text and its numbered arguments; `$1` is the thread id, `$2` the lease owner, `$3..$19`
+/// the thread's columns.
+pub(crate) struct Batch {
+    pub(crate) sql: String,
+    pub(crate) args: Vec<Arg>,
+}
+
+impl Batch {
+    pub(crate) fn new(t: &Thread, owner: Uuid) -> Self {
+        let text = |s: Option<&str>| Arg::Text(s.map(str::to_owned));
+        let args = vec![
+            text(Some(&t.id.to_string())),
+            text(Some(&owner.to_string())),
+            text(Some(&t.agent)),
+            text(Some(t.status.as_str())),
+            text(t.status_text.as_deref()),
+            Arg::Int(t.session),
+            Arg::Bool(t.session_open),
+            text(t.stop_reason.map(StopReason::as_str)),
+            text(t.result.as_deref()),
+            Arg::Int(t.turns.a),
+            Arg::Int(t.turns.b),
+            Arg::Int(t.steps.a),
+            Arg::Int(t.steps.b),
+            Arg::Int(t.steps_total),
+            text(t.acting.map(side_str)),
+            Arg::Int(t.watermarks.a),
+            Arg::Int(t.watermarks.b),
+            Arg::Int(t.next_seq),
+            Arg::Int(t.updated_at),
+        ];
+        Batch {
+            sql: String::new(),
+            args,
+        }
+    }
+
+    /// Adds an argument and returns its placeholder.
+    pub(crate) fn param(&mut self, arg: Arg) -> String {
+        self.args.push(arg);
+        format!("${}", self.args.len())
+    }
+
+    /// `VALUES (..), (..)` over `rows`, their arguments added.
+    pub(crate) fn values(&mut self, rows: Vec<Vec<Arg>>) -> String {
+        let mut out = String::from("VALUES ");
+        for (i, row) in rows.into_iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push('(');
+            for (j, arg) in row.into_iter().enumerate() {
+                if j > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&self.param(arg));
+            }
+            out.push(')');
+        }
+        out
+    }
+}
+
+/// The journal rows of a commit: its messages, then its records, as batch arguments in the
+/// column order of `JOURNAL_COLUMNS` (after `thread`).
+pub(crate) fn journal_rows(commit: &Commit) -> Result<Vec<Vec<Arg>>, StoreError> {
+    let mut rows: Vec<Vec<Arg>> = Vec::new();
+    for m in &commit.messages {
+        rows.push(message_row(m)?);
+    }
+    for r in &commit.records {
+        rows.push(record_row(r));
+    }
+    Ok(rows)
+}
+
+/// `journal`'s columns after `thread`.
+pub(crate) const JOURNAL_COLUMNS: &str = "seq, kind, session, role, side, content, thinking, tool_calls, \
+     tool_call_id, tool_name, tool_status, silent, model, data, created_at";
+
+fn message_row(m: &Message) -> Result<Vec<Arg>, StoreError> {
+    let calls = if m.tool_calls.is_empty() {
+        None
+    } else {
+        Some(serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt(e.to_string()))?)
+    };
+    Ok(vec![
+        Arg::Int(m.seq),
+        Arg::Text(Some("message".into())),
+        Arg::OptInt(Some(m.session)),
+        Arg::Text(Some(m.role.as_str().into())),
+        Arg::Text(m.side.map(|s| side_str(s).into())),
+        Arg::Text(m.content.clone()),
+        Arg::Text(m.thinking.clone()),
+        Arg::Text(calls),
+        Arg::Text(m.tool_call_id.clone()),
+        Arg::Text(m.tool_name.clone()),
+        Arg::Text(m.tool_status.map(|s| s.as_str().into())),
+        Arg::Bool(m.silent),
+        Arg::Text(m.model.clone()),
+        Arg::Text(None),
+        Arg::Int(m.created_at),
+    ])
+}
+
+fn record_row(r: &Record) -> Vec<Arg> {
+    let (kind, data) = r.body.to_parts();
+    let mut row = vec![Arg::Int(r.seq), Arg::Text(Some(kind)), Arg::OptInt(None)];
+    row.extend((0..8).map(|_| Arg::Text(None)));
+    row.extend([
+        Arg::Bool(false),
+        Arg::Text(None),
+        Arg::Text(Some(data.to_string())),
+        Arg::Int(r.created_at),
+    ]);
+    row
+}
+
+/// The `SET` list writing a thread's state from `Batch::new`'s `$3..$19`.
+pub(crate) const THREAD_SET: &str = "agent = $3, status = $4, status_text = $5, session = $6, session_open = $7, \
+     stop_reason = $8, result = $9, turns_a = $10, turns_b = $11, steps_a = $12, steps_b = $13, \
+     steps_total = $14, acting = $15, watermark_a = $16, watermark_b = $17, next_seq = $18, updated_at = $19";
