@@ -17,8 +17,11 @@ use crate::tool::ToolImpl;
 /// names), or that an agent needs ([`Project::builtins_needed`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Builtins {
+    /// Rust tools, the names tools' `builtin:` refers to.
     pub tools: BTreeSet<String>,
+    /// Rust handlers, the names handlers' `builtin:` (or file name) refers to.
     pub handlers: BTreeSet<String>,
+    /// Rust hooks, the names hooks' `builtin:` (or id) refers to.
     pub hooks: BTreeSet<String>,
 }
 

@@ -22,7 +22,9 @@ pub enum LoadError {
     /// The file system refused.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file or folder that could not be read.
         path: PathBuf,
+        /// What the file system said.
         #[source]
         source: std::io::Error,
     },

@@ -45,17 +45,20 @@ pub const NEVER_FIRED: &[&str] = &[
 /// A hook: code that decorates turns, run only where referenced.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HookDef {
+    /// `id`: how `hooks` and `parentHooks` refer to the hook; required, unique, snake_case.
     pub id: String,
-    /// The hook kind (`filter_messages`...).
+    /// `hook`: the hook kind (`filter_messages`...), one of [`THREAD_HOOKS`] or [`USER_HOOKS`];
+    /// required.
     pub hook: String,
+    /// `description`: what the hook does, for people; optional.
     pub description: Option<String>,
-    /// The name of the Rust hook that implements it.
+    /// `builtin`: the name of the Rust hook that implements it; default the hook's `id`.
     pub builtin: String,
 }
 
 impl HookDef {
     /// Whether the kind is thread-scoped (and so may be a parent hook).
-    pub fn is_thread_scoped(&self) -> bool {
+    pub(crate) fn is_thread_scoped(&self) -> bool {
         THREAD_HOOKS.contains(&self.hook.as_str())
     }
 }
@@ -65,8 +68,9 @@ impl HookDef {
 pub struct HandlerDef {
     /// The file name without extension.
     pub name: String,
+    /// `description`: what the handler does, for people; optional.
     pub description: Option<String>,
-    /// The name of the Rust handler that implements it.
+    /// `builtin`: the name of the Rust handler that implements it; default the file name.
     pub builtin: String,
 }
 

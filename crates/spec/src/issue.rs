@@ -52,12 +52,12 @@ macro_rules! codes {
             }
 
             /// The group the code is documented under.
-            pub fn group(self) -> &'static str {
+            pub(crate) fn group(self) -> &'static str {
                 match self { $(Code::$variant => $group,)* }
             }
 
             /// One sentence saying what the code means.
-            pub fn summary(self) -> &'static str {
+            pub(crate) fn summary(self) -> &'static str {
                 match self { $(Code::$variant => $summary,)* }
             }
         }
@@ -226,7 +226,7 @@ pub struct Issue {
 
 impl Issue {
     /// A new issue with `code`'s severity, not yet placed in a file.
-    pub fn new(code: Code, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: Code, message: impl Into<String>) -> Self {
         Issue {
             code,
             severity: code.severity(),
@@ -240,7 +240,7 @@ impl Issue {
     }
 
     /// Places the issue at `path` in `file`, at `span`.
-    pub fn at(mut self, file: &str, path: &str, span: Option<Span>) -> Self {
+    pub(crate) fn at(mut self, file: &str, path: &str, span: Option<Span>) -> Self {
         self.file = Some(file.to_owned());
         self.path = path.to_owned();
         self.line = span.map(|s| s.line);
@@ -256,7 +256,7 @@ impl Issue {
     }
 
     /// Adds a fix hint.
-    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
     }

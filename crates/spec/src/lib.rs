@@ -20,6 +20,8 @@
 //!
 //! This crate is pure: no async runtime, and no IO but [`fs`], which reads a directory.
 
+#![warn(missing_docs)]
+
 mod agent;
 mod compose;
 mod decode;

@@ -10,52 +10,79 @@ use crate::node::Node;
 /// The providers duet has. `scripted` plays a fixed script, for tests, demos and benchmarks.
 pub const PROVIDERS: &[&str] = &["scripted", "openai", "anthropic"];
 
+/// A model: the provider and model id a prompt's requests go to.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelDef {
+    /// `name`: how prompts and `fallbacks` refer to the model; required, unique, snake_case.
     pub name: String,
+    /// `provider`: the provider that serves it, one of [`PROVIDERS`]; required.
     pub provider: String,
-    /// The provider's model id.
+    /// `model`: the provider's model id; required.
     pub model: String,
-    /// Model names tried in order once this one's retries are exhausted.
+    /// `fallbacks`: model names tried in order once this one's retries are exhausted; default
+    /// none.
     pub fallbacks: Vec<String>,
+    /// `includedProviders`: the upstream providers a routing provider may use; default empty,
+    /// no restriction.
     pub included_providers: Vec<String>,
-    /// USD per million tokens.
+    /// `inputPrice`: USD per million input tokens; optional.
     pub input_price: Option<f64>,
+    /// `outputPrice`: USD per million output tokens; optional.
     pub output_price: Option<f64>,
+    /// `cachedPrice`: USD per million cached input tokens; optional.
     pub cached_price: Option<f64>,
+    /// `capabilities`: what the model supports; default all unset.
     pub capabilities: Capabilities,
+    /// `providerOptions`: provider request options, under a prompt's own; default empty.
     pub provider_options: serde_json::Map<String, serde_json::Value>,
+    /// `providerTools`: tools the provider runs itself; default none.
     pub provider_tools: Vec<String>,
-    /// For `scripted`: one entry per model call, per thread, in call order.
+    /// `script`: for `scripted`, one entry per model call, per thread, in call order; required
+    /// there and an error on any other provider.
     pub script: Vec<ScriptEntry>,
 }
 
+/// A model's `capabilities`, as declared.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
+    /// `reasoningLevels`: the provider's name (or `null`) for each reasoning level 0–100, as
+    /// written; optional.
     pub reasoning_levels: Option<serde_json::Value>,
+    /// `supportsImages`: whether the model takes images; optional.
     pub supports_images: Option<bool>,
+    /// `supportsToolCalls`: whether the model calls tools; optional.
     pub supports_tool_calls: Option<bool>,
+    /// `supportsStreaming`: whether the model streams its answers; optional.
     pub supports_streaming: Option<bool>,
+    /// `supportsJsonMode`: whether the model has a JSON output mode; optional.
     pub supports_json_mode: Option<bool>,
+    /// `maxContextTokens`: the context window, in tokens; optional.
     pub max_context_tokens: Option<u32>,
+    /// `maxOutputTokens`: the most tokens one answer may have; optional.
     pub max_output_tokens: Option<u32>,
 }
 
 /// One scripted model response.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ScriptEntry {
+    /// `text`: the answer's text; an entry needs `text` or `tool_calls`.
     pub text: Option<String>,
+    /// `thinking`: reasoning streamed before the answer; optional.
     pub thinking: Option<String>,
+    /// `tool_calls`: the tools the response calls, in order; default none.
     pub tool_calls: Vec<ScriptToolCall>,
-    /// Milliseconds to wait before answering (`delayMs`): latency for demos and tests.
+    /// `delayMs`: milliseconds to wait before answering, latency for demos and tests; optional.
     pub delay_ms: Option<u32>,
 }
 
+/// One tool call of a scripted response.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ScriptToolCall {
+    /// `name`: the tool called; required.
     pub name: String,
+    /// `arguments`: the call's argument object; default `{}`.
     pub arguments: serde_json::Value,
 }
 

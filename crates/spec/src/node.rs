@@ -17,7 +17,7 @@ pub struct Span {
 
 impl Span {
     /// A position at `line`, `column` (both 1-based).
-    pub fn new(line: u32, column: u32) -> Self {
+    pub(crate) fn new(line: u32, column: u32) -> Self {
         Span { line, column }
     }
 }

@@ -24,6 +24,7 @@ pub const MAX_FILE_BYTES: usize = 4 << 20;
 pub struct SourceFile {
     /// The path relative to the project root, with `/` separators: `agents/agents/x.yaml`.
     pub path: String,
+    /// The file's contents, as read.
     pub bytes: Vec<u8>,
 }
 
@@ -32,6 +33,7 @@ pub struct SourceFile {
 pub struct Skipped {
     /// The path relative to the project root, with `/` separators.
     pub path: String,
+    /// Why it was not read.
     pub reason: SkipReason,
 }
 
@@ -51,30 +53,41 @@ pub enum SkipReason {
 /// What reading a project folder gives: the files read, and the entries that were not.
 #[derive(Clone, Debug, Default)]
 pub struct Listing {
+    /// The files read.
     pub files: Vec<SourceFile>,
+    /// The entries that were not read.
     pub skipped: Vec<Skipped>,
 }
 
 /// The syntax a definition was written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Syntax {
+    /// A `.yaml` or `.yml` file.
     Yaml,
+    /// A `.ts` file, read statically: `export default defineX({...})`.
     Ts,
 }
 
 /// The kinds of definition, each with its folder under `agents/`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
+    /// `agents/agents/`: [`AgentDef`]s.
     Agent,
+    /// `agents/prompts/`: [`PromptDef`]s.
     Prompt,
+    /// `agents/tools/`: [`ToolDef`]s.
     Tool,
+    /// `agents/hooks/`: [`HookDef`]s.
     Hook,
+    /// `agents/handlers/`: [`HandlerDef`]s.
     Handler,
+    /// `agents/models/`: [`ModelDef`]s.
     Model,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    /// Every kind, in this order.
+    pub(crate) const ALL: [Kind; 6] = [
         Kind::Agent,
         Kind::Prompt,
         Kind::Tool,
@@ -84,7 +97,7 @@ impl Kind {
     ];
 
     /// The folder under `agents/` that holds this kind.
-    pub fn folder(self) -> &'static str {
+    pub(crate) fn folder(self) -> &'static str {
         match self {
             Kind::Agent => "agents",
             Kind::Prompt => "prompts",
@@ -96,7 +109,7 @@ impl Kind {
     }
 
     /// The TS define function for this kind.
-    pub fn define_function(self) -> &'static str {
+    pub(crate) fn define_function(self) -> &'static str {
         match self {
             Kind::Agent => "defineAgent",
             Kind::Prompt => "definePrompt",
@@ -108,7 +121,7 @@ impl Kind {
     }
 
     /// The word for messages.
-    pub fn noun(self) -> &'static str {
+    pub(crate) fn noun(self) -> &'static str {
         match self {
             Kind::Agent => "agent",
             Kind::Prompt => "prompt",
@@ -129,6 +142,7 @@ impl Kind {
 pub struct Source {
     /// The path relative to the project root.
     pub file: String,
+    /// The syntax it is written in.
     pub syntax: Syntax,
     node: Node,
     /// The written index of each decoded item of lists that drop items (see [`Source::item`]).
@@ -139,7 +153,7 @@ impl Source {
     /// The path of the `i`-th item of the decoded list at `list` (`parentHooks`,
     /// `sideA.subagents`) as written in the file. Decoding drops invalid and duplicate items
     /// (each with its own issue), so the third requirement kept may be the fourth written.
-    pub fn item(&self, list: &str, i: usize) -> String {
+    pub(crate) fn item(&self, list: &str, i: usize) -> String {
         let written = self
             .written
             .get(list)
@@ -151,7 +165,7 @@ impl Source {
 
     /// The position of the value at `path` (`sideA.subagents[0].agent`), or of the nearest
     /// enclosing value that exists.
-    pub fn span(&self, path: &str) -> Span {
+    pub(crate) fn span(&self, path: &str) -> Span {
         let mut node = &self.node;
         for seg in path.split('.').filter(|s| !s.is_empty()) {
             let (key, indices) = match seg.find('[') {
@@ -185,7 +199,9 @@ impl Source {
 /// A definition with its source.
 #[derive(Clone, Debug)]
 pub struct Defined<T> {
+    /// The definition as decoded.
     pub def: T,
+    /// The file it was decoded from.
     pub source: Source,
 }
 
@@ -196,11 +212,17 @@ pub struct Defined<T> {
 /// prompt does not also make every agent that names it report an unknown prompt.
 #[derive(Clone, Debug, Default)]
 pub struct Project {
+    /// `agents/agents/`, by `name`.
     pub agents: BTreeMap<String, Defined<AgentDef>>,
+    /// `agents/prompts/`, by `name`.
     pub prompts: BTreeMap<String, Defined<PromptDef>>,
+    /// `agents/tools/`, by file name.
     pub tools: BTreeMap<String, Defined<ToolDef>>,
+    /// `agents/hooks/`, by `id`.
     pub hooks: BTreeMap<String, Defined<HookDef>>,
+    /// `agents/handlers/`, by file name.
     pub handlers: BTreeMap<String, Defined<HandlerDef>>,
+    /// `agents/models/`, by `name`.
     pub models: BTreeMap<String, Defined<ModelDef>>,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
@@ -223,6 +245,7 @@ pub(crate) struct PartialAgent {
 /// A project and every issue found while loading and validating it.
 #[derive(Clone, Debug)]
 pub struct Loaded {
+    /// The well-formed definitions.
     pub project: Project,
     /// Sorted by file, line and column; project-wide issues first.
     pub issues: Vec<Issue>,
@@ -274,14 +297,14 @@ impl Project {
     }
 
     /// Whether a file declared a definition of `kind` named `name` (even a broken one).
-    pub fn declares(&self, kind: Kind, name: &str) -> bool {
+    pub(crate) fn declares(&self, kind: Kind, name: &str) -> bool {
         self.declared
             .get(&kind)
             .is_some_and(|m| m.contains_key(name))
     }
 
     /// The declared names of `kind`, sorted.
-    pub fn declared_names(&self, kind: Kind) -> BTreeSet<&str> {
+    pub(crate) fn declared_names(&self, kind: Kind) -> BTreeSet<&str> {
         self.declared
             .get(&kind)
             .map(|m| m.keys().map(String::as_str).collect())

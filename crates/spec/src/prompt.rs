@@ -14,28 +14,45 @@ use crate::schema;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptDef {
+    /// `name`: how sides, `tools` entries and includes refer to the prompt; required, unique,
+    /// snake_case.
     pub name: String,
-    /// The description when the prompt is called as a tool (sub-prompt, handoff, subagent).
+    /// `toolDescription`: the description when the prompt is called as a tool (sub-prompt,
+    /// handoff, subagent); required.
     pub tool_description: String,
+    /// `prompt`: the system prompt, as text or parts; required.
     pub prompt: PromptContent,
-    /// A model name (`agents/models/`).
+    /// `model`: a model name (`agents/models/`); required.
     pub model: String,
-    /// Default `false`.
+    /// `includeChat`: whether the model sees the whole conversation, not only the sibling's
+    /// latest messages; default `false`.
     pub include_chat: bool,
-    /// Default `false`.
+    /// `includePastTools`: whether earlier turns' tool calls and results stay in the context;
+    /// default `false`.
     pub include_past_tools: bool,
-    /// Unset means the provider's default.
+    /// `parallelToolCalls`: whether the model may call several tools at once; unset means the
+    /// provider's default.
     pub parallel_tool_calls: Option<bool>,
+    /// `toolChoice`: whether the model may, must not or must call a tool; default `auto`.
     pub tool_choice: ToolChoice,
-    /// A JSON Schema for an object: the arguments when the prompt is called as a tool.
+    /// `requiredSchema`: a JSON Schema for an object: the arguments when the prompt is called as
+    /// a tool; absent, none.
     pub required_schema: Option<serde_json::Value>,
+    /// `tools`: what the model may call: tools, sub-prompts, handoffs; default none.
     pub tools: Vec<PromptTool>,
+    /// `variables`: the env values the prompt declares it needs; default none.
     pub variables: Vec<Variable>,
+    /// `env`: prompt-level env defaults; default empty.
     pub env: BTreeMap<String, String>,
+    /// `reasoning`: the model's reasoning settings; absent, the provider's default.
     pub reasoning: Option<Reasoning>,
+    /// `recentImageThreshold`: images older than this many messages reach the model as text
+    /// descriptions; absent, 10.
     pub recent_image_threshold: Option<u32>,
+    /// `providerOptions`: provider request options, merged over the model's (the prompt's win);
+    /// default empty.
     pub provider_options: serde_json::Map<String, serde_json::Value>,
-    /// Prompt-scoped hook ids; when present they replace the agent's.
+    /// `hooks`: prompt-scoped hook ids; when present they replace the agent's. Default none.
     pub hooks: Vec<String>,
 }
 
@@ -43,7 +60,9 @@ pub struct PromptDef {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum PromptContent {
+    /// `prompt: TEXT`: the whole system prompt.
     Text(String),
+    /// `prompt: [PART, ...]`: parts joined in order.
     Parts(Vec<PromptPart>),
 }
 
@@ -51,25 +70,33 @@ pub enum PromptContent {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum PromptPart {
+    /// `{ type: text, content }`: literal text.
     Text {
+        /// `content`: the text, as written; required.
         content: String,
     },
-    /// Another prompt's text, by name.
+    /// `{ type: include, prompt }`: another prompt's text, by name.
     Include {
+        /// `prompt`: the prompt whose text goes here; required.
         prompt: String,
     },
-    /// An env value, by name.
+    /// `{ type: env, property }`: an env value, by name.
     Env {
+        /// `property`: the env name whose value goes here; required.
         property: String,
     },
 }
 
+/// `toolChoice`: whether the model calls tools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolChoice {
+    /// `auto`, the default: the model decides.
     #[default]
     Auto,
+    /// `none`: the model calls no tool.
     None,
+    /// `required`: the model must call a tool.
     Required,
 }
 
@@ -79,41 +106,66 @@ pub enum ToolChoice {
 pub struct PromptTool {
     /// A tool, a prompt (sub-prompt), an exposed agent (handoff) or `provider:NAME`.
     pub name: String,
-    /// Sub-prompt result shaping (default `true` each).
+    /// `includeTextResponse`: whether a sub-prompt's result holds its text answer; default
+    /// `true`.
     pub include_text_response: bool,
+    /// `includeToolCalls`: whether a sub-prompt's result holds its tool calls; default `true`.
     pub include_tool_calls: bool,
+    /// `includeErrors`: whether a sub-prompt's result holds its errors; default `true`.
     pub include_errors: bool,
+    /// `initUserMessageProperty`: the call argument that becomes the callee's first user
+    /// message (sub-prompt, handoff); optional.
     pub init_user_message_property: Option<String>,
+    /// `initAttachmentsProperty`: the call argument holding attachment path(s) for that message;
+    /// optional.
     pub init_attachments_property: Option<String>,
-    /// Tool entry options.
+    /// `env`: env values for this tool entry (`tenvs`, the deprecated alias, is merged in);
+    /// default empty.
     pub env: BTreeMap<String, String>,
+    /// `options`: options for this tool entry; default empty.
     pub options: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A declared env need.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Variable {
+    /// `name`: the env name the value is read under; required.
     pub name: String,
+    /// `type`: `text` or `secret`; required.
     #[serde(rename = "type")]
     pub kind: VariableKind,
+    /// `required`: whether a thread cannot be created without the value; default `false`.
     pub required: bool,
+    /// `scoped`: whether the value resets for the declaring agent's subtree instead of being
+    /// inherited from the parent thread; default `false`.
     pub scoped: bool,
+    /// `description`: what the value is for; optional.
     pub description: Option<String>,
 }
 
+/// A variable's `type`: what its value may be shown to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum VariableKind {
+    /// `text`: a plain value.
     Text,
+    /// `secret`: used only inside tools, never in prompt text or model-visible output.
     Secret,
 }
 
+/// A prompt's `reasoning`: how the model reasons before it answers.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Reasoning {
+    /// `effort`: `low`, `medium` or `high`; absent, the provider's default.
     pub effort: Option<String>,
+    /// `maxTokens`: the cap on reasoning tokens; absent, no cap.
     pub max_tokens: Option<u32>,
+    /// `include`: whether the reasoning comes back with the answer; unset, the provider's
+    /// default.
     pub include: Option<bool>,
+    /// `exclude`: whether the model reasons without returning the reasoning; unset, the
+    /// provider's default.
     pub exclude: Option<bool>,
 }
 

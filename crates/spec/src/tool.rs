@@ -17,13 +17,17 @@ use crate::schema;
 pub struct ToolDef {
     /// The file name without extension.
     pub name: String,
+    /// `description`: what the tool does, when to call it and what it returns, for the model;
+    /// required.
     pub description: String,
-    /// A JSON Schema for the argument object; `None` means no arguments.
+    /// `args`: a JSON Schema for the argument object; absent (`None`), no arguments.
     pub args: Option<serde_json::Value>,
-    /// How the tool runs; `None` only for a `.ts` tool whose `execute` is a function (a warning).
+    /// `builtin`, `result` or `http`, exactly one: how the tool runs; `None` only for a `.ts`
+    /// tool whose `execute` is a function (a warning).
     pub implementation: Option<ToolImpl>,
+    /// `variables`: the env values the tool declares it needs; default none.
     pub variables: Vec<Variable>,
-    /// Tools this tool may call through `invokeTool` / `queueTool`.
+    /// `uses`: tools this tool may call through `invokeTool` / `queueTool`; default none.
     pub uses: Vec<String>,
 }
 
@@ -31,30 +35,40 @@ pub struct ToolDef {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ToolImpl {
-    /// A tool registered in Rust under this name.
+    /// `builtin`: a tool registered in Rust under this name.
     Builtin(String),
-    /// A fixed string, or one with `{{arg}}` placeholders filled from the arguments.
+    /// `result`: a fixed string, or one with `{{arg}}` placeholders filled from the arguments.
     Result(String),
-    /// An HTTP request carrying the arguments as JSON.
+    /// `http`: an HTTP request carrying the arguments as JSON.
     Http(HttpCall),
 }
 
+/// A tool's `http`: the request that runs it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HttpCall {
+    /// `method`: the request method, in any case; default `POST`.
     pub method: HttpMethod,
-    /// May hold `{{arg}}` and `{{env.NAME}}` placeholders.
+    /// `url`: an `http://` or `https://` address; may hold `{{arg}}` and `{{env.NAME}}`
+    /// placeholders. Required.
     pub url: String,
-    /// Values may hold `{{env.NAME}}` placeholders (secrets stay out of definitions).
+    /// `headers`: values may hold `{{env.NAME}}` placeholders (secrets stay out of
+    /// definitions); default none.
     pub headers: BTreeMap<String, String>,
 }
 
+/// An HTTP tool's `method`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum HttpMethod {
+    /// `GET`, to read.
     Get,
+    /// `POST`, the default.
     Post,
+    /// `PUT`, to replace.
     Put,
+    /// `PATCH`, to change in part.
     Patch,
+    /// `DELETE`, to remove.
     Delete,
 }
 
