@@ -13,7 +13,7 @@ use crate::types::{
 };
 
 /// Stops the run with `status` and `reason`; the session stays open.
-pub fn halt(t: &mut Thread, status: ThreadStatus, reason: StopReason, now: i64) -> Record {
+pub(crate) fn halt(t: &mut Thread, status: ThreadStatus, reason: StopReason, now: i64) -> Record {
     t.status = status;
     t.stop_reason = Some(reason);
     t.updated_at = now;
@@ -28,17 +28,22 @@ pub fn halt(t: &mut Thread, status: ThreadStatus, reason: StopReason, now: i64) 
 }
 
 /// Parks the run for a person: the session stays open.
-pub fn park(t: &mut Thread, reason: StopReason, now: i64) -> Record {
+pub(crate) fn park(t: &mut Thread, reason: StopReason, now: i64) -> Record {
     halt(t, ThreadStatus::AwaitingHuman, reason, now)
 }
 
 /// Stops the run (a safety limit, an error, an abort): the session stays open.
-pub fn stop(t: &mut Thread, reason: StopReason, now: i64) -> Record {
+pub(crate) fn stop(t: &mut Thread, reason: StopReason, now: i64) -> Record {
     halt(t, ThreadStatus::Idle, reason, now)
 }
 
 /// Ends the session with `reason` and `result`: counters reset, nobody acting.
-pub fn end_session(t: &mut Thread, reason: StopReason, result: Option<String>, now: i64) -> Record {
+pub(crate) fn end_session(
+    t: &mut Thread,
+    reason: StopReason,
+    result: Option<String>,
+    now: i64,
+) -> Record {
     t.session_open = false;
     t.status = ThreadStatus::Idle;
     t.stop_reason = Some(reason);
@@ -58,7 +63,7 @@ pub fn end_session(t: &mut Thread, reason: StopReason, result: Option<String>, n
 
 /// Records a failed step and stops the run (`step_error`): the session stays open, and the
 /// error is the thread's result.
-pub fn step_error(t: &mut Thread, error: &str, now: i64) -> Vec<Record> {
+pub(crate) fn step_error(t: &mut Thread, error: &str, now: i64) -> Vec<Record> {
     let failed = Record::new(
         t.take_seq(),
         RecordBody::StepError {
@@ -72,7 +77,7 @@ pub fn step_error(t: &mut Thread, error: &str, now: i64) -> Vec<Record> {
 }
 
 /// A completed turn of `side`.
-pub fn turn_completed(t: &mut Thread, side: SideId, now: i64) -> Record {
+pub(crate) fn turn_completed(t: &mut Thread, side: SideId, now: i64) -> Record {
     t.turns[side] += 1;
     Record::new(t.take_seq(), RecordBody::TurnCompleted { side }, now)
 }
@@ -81,7 +86,7 @@ pub fn turn_completed(t: &mut Thread, side: SideId, now: i64) -> Record {
 /// run would otherwise have settled (the thread is not running); and while the thread waits
 /// for a blocking child, only late tool results (a message cannot come between a tool call
 /// and its result).
-pub fn drainable(t: &Thread, queue: Vec<Queued>) -> Vec<Queued> {
+pub(crate) fn drainable(t: &Thread, queue: Vec<Queued>) -> Vec<Queued> {
     if t.status == ThreadStatus::Waiting {
         return queue.into_iter().filter(|q| q.tool.is_some()).collect();
     }
@@ -100,7 +105,12 @@ pub fn drainable(t: &Thread, queue: Vec<Queued>) -> Vec<Queued> {
 /// first one starts with its spawn arguments, silent), counts a human side's turn once per side
 /// per drain, and gives the turn to the sibling of the first message's author. Late tool results
 /// go in as tool messages and leave the turn where it is.
-pub fn drain(t: &mut Thread, queue: &[Queued], arguments: &serde_json::Value, now: i64) -> Commit {
+pub(crate) fn drain(
+    t: &mut Thread,
+    queue: &[Queued],
+    arguments: &serde_json::Value,
+    now: i64,
+) -> Commit {
     let mut commit = Commit::default();
     let replies_only = queue.iter().all(|q| q.tool.is_some());
     if t.status != ThreadStatus::Running && !replies_only {
@@ -171,7 +181,7 @@ pub fn drain(t: &mut Thread, queue: &[Queued], arguments: &serde_json::Value, no
 
 /// The tool calls of `side`'s newest model message that have no result yet: what a waiting
 /// thread waits for.
-pub fn open_calls(messages: &[Message], side: SideId) -> Vec<&ToolCall> {
+pub(crate) fn open_calls(messages: &[Message], side: SideId) -> Vec<&ToolCall> {
     let Some(at) = messages
         .iter()
         .rposition(|m| m.side == Some(side) && m.role != Role::Tool && m.role != Role::System)
@@ -195,7 +205,7 @@ pub fn open_calls(messages: &[Message], side: SideId) -> Vec<&ToolCall> {
 /// order. `handoff` is the agent the step handed the thread to, if any: that ends the step with
 /// no turn counted. Returns the records and whether the run settles.
 #[allow(clippy::too_many_arguments)]
-pub fn complete_step(
+pub(crate) fn complete_step(
     agent: &AgentDef,
     cfg: &PromptSide,
     t: &mut Thread,
@@ -235,7 +245,7 @@ pub fn complete_step(
 }
 
 /// Applies what follows a completed turn; returns whether the run settles.
-pub fn after_turn(
+pub(crate) fn after_turn(
     agent: &AgentDef,
     t: &mut Thread,
     side: SideId,
@@ -255,7 +265,7 @@ pub fn after_turn(
 }
 
 /// Applies an [`AfterTurn`] decision; returns whether the run settles.
-pub fn apply_after_turn(
+pub(crate) fn apply_after_turn(
     agent: &AgentDef,
     t: &mut Thread,
     next: AfterTurn,
@@ -286,7 +296,10 @@ pub fn apply_after_turn(
 
 /// The outcomes of the step whose calls are `calls`, read from the tool messages in `history`
 /// (a dropped call counts as a success with empty content: it ran).
-pub fn outcomes_of<'a>(calls: &'a [ToolCall], history: &'a [Message]) -> Vec<CallOutcome<'a>> {
+pub(crate) fn outcomes_of<'a>(
+    calls: &'a [ToolCall],
+    history: &'a [Message],
+) -> Vec<CallOutcome<'a>> {
     calls
         .iter()
         .map(|c| {
@@ -308,15 +321,18 @@ pub fn outcomes_of<'a>(calls: &'a [ToolCall], history: &'a [Message]) -> Vec<Cal
 
 /// What a handoff writes: its record, the new agent's first user message (when the prompt's tool
 /// entry maps one from the call's arguments), and the re-armed activation marks.
-pub struct Handoff {
-    pub record: Record,
-    pub messages: Vec<Message>,
-    pub values: Vec<(String, Option<serde_json::Value>)>,
+pub(crate) struct Handoff {
+    /// The `handoff` record.
+    pub(crate) record: Record,
+    /// The new agent's first user message, if the call's arguments give one.
+    pub(crate) messages: Vec<Message>,
+    /// The activation marks to clear (`None` deletes), so `immediate` children start again.
+    pub(crate) values: Vec<(String, Option<serde_json::Value>)>,
 }
 
 /// Passes the thread to `target`, called with `args` from `prompt`: the history stays, the new
 /// agent's side A acts next, and its `immediate` children are re-armed.
-pub fn handoff(
+pub(crate) fn handoff(
     t: &mut Thread,
     prompt: &duet_spec::PromptDef,
     target: &str,
