@@ -36,9 +36,15 @@ use crate::store::StoreError;
 /// Who is calling: an identity the runtime stores on the threads it creates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Principal {
+    /// What kind of identity it is (`type` on the wire), e.g. `user`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// Who vouches for the identity (e.g. `https://id.example`): [`AuthLayer`] admits callers
+    /// by it.
+    ///
+    /// [`AuthLayer`]: crate::middleware::AuthLayer
     pub issuer: String,
+    /// The identity's name at its issuer (e.g. `alice`).
     pub subject: String,
 }
 
@@ -55,13 +61,16 @@ impl Principal {
 pub struct Scope {
     /// The conversation anchor: the key of a thread (created on first use).
     pub session: String,
+    /// Who is calling: a thread created under a principal answers to that principal alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<Principal>,
+    /// Where the call comes from (free text), kept on a thread the call creates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }
 
 impl Scope {
+    /// A scope for the session keyed `session`, with no principal and no source.
     pub fn new(session: impl Into<String>) -> Self {
         Scope {
             session: session.into(),
@@ -70,6 +79,7 @@ impl Scope {
         }
     }
 
+    /// This scope, calling as `principal`.
     pub fn with_principal(mut self, principal: Principal) -> Self {
         self.principal = Some(principal);
         self
@@ -79,6 +89,7 @@ impl Scope {
 /// An image attached to a prompt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageRef {
+    /// The image's media type (`mimeType` on the wire), e.g. `image/png`.
     #[serde(rename = "mimeType")]
     pub mime_type: String,
     /// Base64.
@@ -88,6 +99,7 @@ pub struct ImageRef {
 /// What the caller says.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prompt {
+    /// The message the session receives.
     pub text: String,
     /// Ignored by agents whose models take no images (all of today's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -95,6 +107,7 @@ pub struct Prompt {
 }
 
 impl Prompt {
+    /// A prompt of `text` alone, with no images.
     pub fn text(text: impl Into<String>) -> Self {
         Prompt {
             text: text.into(),
@@ -109,6 +122,7 @@ impl Prompt {
 /// end; iterating it never panics or errors (failures are `failed` events); dropping it aborts
 /// the work in flight and releases the session.
 pub trait Agent: Send + Sync + 'static {
+    /// Runs one turn of the session `scope.session` on `prompt`, streaming its events.
     fn invoke(&self, scope: Scope, prompt: Prompt) -> BoxStream<'static, AgentEvent>;
 }
 
@@ -253,7 +267,9 @@ impl Agent for RuntimeAgent {
 /// What a buffered consumer gets: all `text` deltas, and the `completed` data.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Collected {
+    /// Every `text` delta, joined in order.
     pub text: String,
+    /// The `completed` event's data, if it carried any.
     pub data: Option<serde_json::Value>,
 }
 
@@ -261,8 +277,11 @@ pub struct Collected {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{details}")]
 pub struct AgentFailure {
+    /// What went wrong, for people.
     pub details: String,
+    /// Whether sending again to the same session may succeed.
     pub retryable: bool,
+    /// What kind of failure it is: one of [`codes`], or another agent's own code.
     pub code: Option<String>,
 }
 

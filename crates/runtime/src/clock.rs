@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 /// Milliseconds since the Unix epoch.
 pub trait Clock: Send + Sync + 'static {
+    /// Now, in ms since the Unix epoch.
     fn now_ms(&self) -> i64;
 }
 
@@ -26,10 +27,12 @@ impl Clock for SystemClock {
 pub struct ManualClock(AtomicI64);
 
 impl ManualClock {
+    /// A clock stopped at `start_ms` (ms since the Unix epoch).
     pub fn new(start_ms: i64) -> Self {
         ManualClock(AtomicI64::new(start_ms))
     }
 
+    /// Moves the clock forward by `ms` milliseconds.
     pub fn advance(&self, ms: i64) {
         self.0.fetch_add(ms, Ordering::SeqCst);
     }

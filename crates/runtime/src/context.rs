@@ -45,7 +45,11 @@ fn inbound_start(messages: &[Message], acting: SideId) -> usize {
 }
 
 /// The chat context for `acting` under `prompt`'s flags.
-pub fn messages(messages: &[Message], acting: SideId, prompt: &PromptDef) -> Vec<ChatMessage> {
+pub(crate) fn messages(
+    messages: &[Message],
+    acting: SideId,
+    prompt: &PromptDef,
+) -> Vec<ChatMessage> {
     let start = if prompt.include_chat {
         0
     } else {
@@ -90,7 +94,7 @@ pub fn messages(messages: &[Message], acting: SideId, prompt: &PromptDef) -> Vec
 
 /// The system prompt text: parts joined, includes resolved (cycles cut), env parts filled, and
 /// `{{name}}` variables in its text filled from `arguments` (a child's spawn arguments).
-pub fn system_prompt(
+pub(crate) fn system_prompt(
     project: &Project,
     prompt: &PromptDef,
     env: &BTreeMap<String, String>,
@@ -110,7 +114,7 @@ struct Scope<'a> {
 /// `text` with each `{{name}}` (spaces allowed inside the braces; `a.b` reaches into objects)
 /// replaced by that argument: a string as it is, any other value as JSON. A name with no argument
 /// is left as written, so a missing value shows rather than vanishing.
-pub fn interpolate(text: &str, arguments: &serde_json::Value) -> String {
+pub(crate) fn interpolate(text: &str, arguments: &serde_json::Value) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(open) = rest.find("{{") {
@@ -180,7 +184,7 @@ fn render<'p>(
 }
 
 /// How many calls of model `name` the thread has committed.
-pub fn call_index(messages: &[Message], name: &str) -> usize {
+pub(crate) fn call_index(messages: &[Message], name: &str) -> usize {
     messages
         .iter()
         .filter(|m| m.model.as_deref() == Some(name))

@@ -9,10 +9,10 @@ use crate::types::{
 };
 
 /// The global step ceiling per run, raised to the largest per-side `maxSteps`.
-pub const MAX_STEPS: i64 = 250;
+pub(crate) const MAX_STEPS: i64 = 250;
 
 /// The step ceiling for `agent`.
-pub fn step_ceiling(agent: &AgentDef) -> i64 {
+pub(crate) fn step_ceiling(agent: &AgentDef) -> i64 {
     let side_max = |s: &Side| match s {
         Side::Prompt(p) => p.max_steps.map_or(0, i64::from),
         _ => 0,
@@ -24,7 +24,7 @@ pub fn step_ceiling(agent: &AgentDef) -> i64 {
 
 /// What the runner does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// Nothing is running and nothing was delivered: settle as is.
     Settle,
     /// The exchange cap is reached: end the session.
@@ -39,19 +39,20 @@ pub enum Next {
     Step(SideId),
 }
 
-pub fn side(agent: &AgentDef, id: SideId) -> &Side {
+/// The definition of `agent`'s side `id`.
+pub(crate) fn side(agent: &AgentDef, id: SideId) -> &Side {
     agent.side(id)
 }
 
 /// Whether the exchange cap `maxSessionTurns` is reached: `min(turns_a, turns_b) >= cap`.
-pub fn cap_reached(agent: &AgentDef, t: &Thread) -> bool {
+pub(crate) fn cap_reached(agent: &AgentDef, t: &Thread) -> bool {
     agent
         .max_session_turns
         .is_some_and(|cap| t.turns.a.min(t.turns.b) >= i64::from(cap))
 }
 
 /// The next action for a thread whose runner holds its lease.
-pub fn next(agent: &AgentDef, t: &Thread) -> Next {
+pub(crate) fn next(agent: &AgentDef, t: &Thread) -> Next {
     if t.status != ThreadStatus::Running {
         return Next::Settle;
     }
@@ -79,17 +80,26 @@ pub fn next(agent: &AgentDef, t: &Thread) -> Next {
 /// A tool call of a step with how it went.
 #[derive(Clone, Debug)]
 pub struct CallOutcome<'a> {
+    /// The tool it called.
     pub name: &'a str,
+    /// The arguments the model gave it.
     pub arguments: &'a serde_json::Value,
+    /// Whether it succeeded.
     pub status: ToolStatus,
+    /// Its result text.
     pub content: &'a str,
 }
 
 /// What a model step means for the turn.
 #[derive(Clone, Debug, PartialEq)]
-pub enum AfterStep {
+pub(crate) enum AfterStep {
     /// A session binding fired: the session ends with this result.
-    EndSession { reason: StopReason, result: String },
+    EndSession {
+        /// `session_stop` or `session_fail`: which binding fired.
+        reason: StopReason,
+        /// The session's result: the binding's mapped value.
+        result: String,
+    },
     /// The turn is complete (`StopTool`, `StopOnResponse`, or `None` when the side has no turn
     /// stop condition and every step is a turn).
     TurnComplete(Option<StopReason>),
@@ -110,7 +120,11 @@ fn mapped(property: Option<&str>, call: &CallOutcome<'_>) -> String {
 /// Evaluates the seed's stop order after a step: session bindings (`sessionFail` wins over
 /// `sessionStop` when both succeed in one step: a reported failure is never hidden by a
 /// success), then `stopTool`, then `stopOnResponse`.
-pub fn after_step(side: &PromptSide, text: Option<&str>, calls: &[CallOutcome<'_>]) -> AfterStep {
+pub(crate) fn after_step(
+    side: &PromptSide,
+    text: Option<&str>,
+    calls: &[CallOutcome<'_>],
+) -> AfterStep {
     let succeeded = |name: &str| {
         calls
             .iter()
@@ -146,7 +160,7 @@ pub fn after_step(side: &PromptSide, text: Option<&str>, calls: &[CallOutcome<'_
 }
 
 /// The status text a `sessionStatus` call sets, if one was made.
-pub fn status_text(side: &PromptSide, calls: &[CallOutcome<'_>]) -> Option<String> {
+pub(crate) fn status_text(side: &PromptSide, calls: &[CallOutcome<'_>]) -> Option<String> {
     let b = side.session_status.as_ref()?;
     let call = calls.iter().rev().find(|c| c.name == b.name)?;
     Some(mapped(b.message_property.as_deref(), call))
@@ -154,7 +168,7 @@ pub fn status_text(side: &PromptSide, calls: &[CallOutcome<'_>]) -> Option<Strin
 
 /// The text that replaces the model's message when `stopToolResponseProperty` is set and the
 /// stop tool was called with that string argument.
-pub fn stop_tool_response(
+pub(crate) fn stop_tool_response(
     side: &PromptSide,
     calls: &[(&str, &serde_json::Value)],
 ) -> Option<String> {
@@ -170,7 +184,8 @@ pub fn stop_tool_response(
 
 /// What follows a completed turn of `side` (turn counters already include it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AfterTurn {
+pub(crate) enum AfterTurn {
+    /// The exchange cap is reached: end the session.
     EndSession(StopReason),
     /// The sibling is human: park, with this reason.
     Park(StopReason),
@@ -180,7 +195,14 @@ pub enum AfterTurn {
     Switch(SideId),
 }
 
-pub fn after_turn(agent: &AgentDef, t: &Thread, side_id: SideId, reason: StopReason) -> AfterTurn {
+/// What follows a turn of `side_id` that completed for `reason`: the exchange cap ends the
+/// session; a human sibling parks the thread (with `reason`); otherwise the sibling acts.
+pub(crate) fn after_turn(
+    agent: &AgentDef,
+    t: &Thread,
+    side_id: SideId,
+    reason: StopReason,
+) -> AfterTurn {
     if cap_reached(agent, t) {
         return AfterTurn::EndSession(StopReason::MaxSessionTurns);
     }
@@ -194,7 +216,7 @@ pub fn after_turn(agent: &AgentDef, t: &Thread, side_id: SideId, reason: StopRea
 
 /// What follows a handler turn: as [`after_turn`], except that a turn with no inbound message
 /// before a sibling handler stops the run (`handler_idle`) instead of ping-ponging empty turns.
-pub fn after_handler_turn(
+pub(crate) fn after_handler_turn(
     agent: &AgentDef,
     t: &Thread,
     side_id: SideId,
@@ -212,7 +234,7 @@ pub fn after_handler_turn(
 
 /// The handoffs a prompt offers on `agent`: exposed agents named in its `tools` that are no tool,
 /// no prompt, and no subagent relationship of `agent` (seed §5).
-pub fn handoff_targets<'p>(
+pub(crate) fn handoff_targets<'p>(
     project: &'p duet_spec::Project,
     agent: &AgentDef,
     prompt: &duet_spec::PromptDef,
@@ -221,7 +243,7 @@ pub fn handoff_targets<'p>(
 }
 
 /// The argument schema of an exposed agent used as a tool: its side A prompt's `requiredSchema`.
-pub fn side_a_schema(project: &duet_spec::Project, agent: &AgentDef) -> serde_json::Value {
+pub(crate) fn side_a_schema(project: &duet_spec::Project, agent: &AgentDef) -> serde_json::Value {
     let schema = match &agent.sides.a {
         Side::Prompt(p) => project
             .prompts
@@ -234,7 +256,7 @@ pub fn side_a_schema(project: &duet_spec::Project, agent: &AgentDef) -> serde_js
 
 /// The queued message for an inbound text: written by the agent's human side (it counts as that
 /// side's turn), or, for an agent without one, as `user` (side B's authorship) so side A acts.
-pub fn inbound(agent: &AgentDef, text: &str) -> NewQueued {
+pub(crate) fn inbound(agent: &AgentDef, text: &str) -> NewQueued {
     let human = [SideId::B, SideId::A]
         .into_iter()
         .find(|s| side(agent, *s).is_human());
@@ -247,12 +269,12 @@ pub fn inbound(agent: &AgentDef, text: &str) -> NewQueued {
 
 /// The session result when the exchange cap ends it: with terminal session tools and no call to
 /// them, there is none (the session did not finish its work); otherwise the newest message.
-pub fn cap_result(agent: &AgentDef, messages: &[Message]) -> Option<String> {
+pub(crate) fn cap_result(agent: &AgentDef, messages: &[Message]) -> Option<String> {
     cap_result_of(agent, messages.iter().rev())
 }
 
 /// [`cap_result`] over messages given newest first.
-pub fn cap_result_of<'m>(
+pub(crate) fn cap_result_of<'m>(
     agent: &AgentDef,
     mut newest_first: impl Iterator<Item = &'m Message>,
 ) -> Option<String> {

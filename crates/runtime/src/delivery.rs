@@ -20,6 +20,7 @@ pub enum WhenBusy {
 pub struct Origin<'a> {
     /// The principal as canonical JSON; a thread created under one is theirs alone.
     pub principal: Option<&'a str>,
+    /// Where the message comes from (`scope.source`), kept on a thread the delivery creates.
     pub source: Option<&'a str>,
     /// The parent thread, when a parent delivers to its child: the message enters as `user` (side
     /// A acts on it) and a new thread is created as that parent's child.
@@ -32,13 +33,19 @@ pub struct Origin<'a> {
 /// How a run settled.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settled {
+    /// The id of the thread that ran.
     pub thread: ThreadId,
     /// The parent thread, for a subagent.
     pub parent: Option<ThreadId>,
+    /// The thread's caller-owned key.
     pub key: String,
+    /// The thread's current (or last) session number.
     pub session: i64,
+    /// Where the thread was left.
     pub status: ThreadStatus,
+    /// Why the run stopped (none while the thread waits for a blocking child).
     pub stop_reason: Option<StopReason>,
+    /// The last ended session's result, or the error of the step that failed the run.
     pub result: Option<String>,
 }
 
@@ -96,5 +103,8 @@ pub enum Delivered {
     Settled(Settled),
     /// Another runner holds the thread: the message is queued durably and that runner delivers
     /// it before its next step.
-    Queued { thread: ThreadId },
+    Queued {
+        /// The id of the thread it is queued on.
+        thread: ThreadId,
+    },
 }

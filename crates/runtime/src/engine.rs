@@ -8,7 +8,8 @@
 //! - `run`: the run loop — drain → decide → do → commit → emit.
 //! - `step`: one model step; `router`: what each tool call is and where it goes.
 //! - `handler_turn`: a handler's turn; `immediate`: `immediate` children at activation.
-//! - `children`: the [`crate::Children`] port on this runtime (spawn, message, report).
+//! - `children`: the [`Children`](crate::children::Children) port on this runtime (spawn,
+//!   message, report).
 //! - `awaits`: a blocking child's result reaching the parent's open tool call.
 
 mod awaits;
@@ -119,10 +120,12 @@ impl Runtime {
         self.inner.clock.now_ms()
     }
 
+    /// The loaded project whose agents this runtime runs.
     pub fn project(&self) -> &Arc<Project> {
         &self.inner.project
     }
 
+    /// The store that holds this runtime's threads, journals and queues.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
     }

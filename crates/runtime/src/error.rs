@@ -7,12 +7,16 @@ use crate::store::StoreError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
+    /// The store refused or failed (a lost lease, a thread of another agent, a database error).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The project defines no agent of that name.
     #[error("no agent named `{0}` in the project")]
     UnknownAgent(String),
+    /// No such thread (named by its key or its id).
     #[error("no thread `{0}`")]
     UnknownThread(String),
+    /// The thread was terminated: nothing more runs on it.
     #[error("thread `{0}` is terminated")]
     Terminated(String),
     /// The thread belongs to another principal.

@@ -9,34 +9,58 @@ use serde::{Deserialize, Serialize};
 /// (MUSTs 4 and 5).
 #[derive(Clone, Debug, PartialEq)]
 pub enum AgentEvent {
+    /// Output text: a run's answer is all its `text` deltas, in order.
     Text {
+        /// The next piece of text.
         delta: String,
     },
+    /// Model reasoning: process, not the answer ([`collect`](crate::collect) ignores it).
     Thinking {
+        /// The next piece of reasoning.
         delta: String,
     },
+    /// A tool call starts.
     ToolStarted {
+        /// The call's id, which its `tool_ended` repeats.
         id: String,
+        /// The tool it calls.
         name: String,
+        /// The call's arguments.
         args: serde_json::Value,
     },
+    /// A tool call's result is in.
     ToolEnded {
+        /// The id of the call it ends.
         id: String,
+        /// Whether the call failed (`isError` on the wire).
         is_error: bool,
+        /// The result (duet sends its text as a JSON string).
         content: serde_json::Value,
     },
+    /// Advisory: a transient failure is retried after a pause; the next event closes it.
     Retrying {
+        /// Which attempt this is, counting from 1.
         attempt: u32,
+        /// How many attempts will be made in all (`maxAttempts` on the wire).
         max_attempts: u32,
+        /// The pause before the next attempt, in ms (`delayMs` on the wire).
         delay_ms: u64,
+        /// Why, in prose for people.
         reason: String,
     },
+    /// Terminal: the run succeeded.
     Completed {
+        /// Structured data, when there is some; duet's is `{thread, session, status,
+        /// stopReason, result}`.
         data: Option<serde_json::Value>,
     },
+    /// Terminal: the run failed, or could not start.
     Failed {
+        /// What went wrong, for people.
         details: String,
+        /// Whether sending again to the same session may succeed.
         retryable: bool,
+        /// What kind of failure it is: one of [`codes`](crate::codes) for duet's own.
         code: Option<String>,
     },
     /// An event of a type this build does not know, kept whole.
@@ -218,6 +242,7 @@ impl EventSink {
         EventSink(None)
     }
 
+    /// Sends `event` to the receiver, if there is one still listening.
     pub fn send(&self, event: AgentEvent) {
         if let Some(tx) = &self.0 {
             let _ = tx.send(event);

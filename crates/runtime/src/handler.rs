@@ -21,6 +21,7 @@ use crate::types::{Message, NewQueued, Role, SideId, Thread};
 pub struct HandlerError(pub String);
 
 impl HandlerError {
+    /// A failure whose journaled error text is `message`.
     pub fn new(message: impl Into<String>) -> Self {
         HandlerError(message.into())
     }
@@ -35,6 +36,7 @@ impl From<StoreError> for HandlerError {
 /// Code that takes a side's turns. Called once per inbound message.
 #[async_trait]
 pub trait Handler: Send + Sync + 'static {
+    /// Takes `message`, the side's next inbound message, acting through `state`.
     async fn handle(
         &self,
         state: &mut ThreadState<'_>,
@@ -47,19 +49,23 @@ pub trait Handler: Send + Sync + 'static {
 pub struct Handlers(BTreeMap<String, Arc<dyn Handler>>);
 
 impl Handlers {
+    /// No handlers.
     pub fn new() -> Self {
         Handlers::default()
     }
 
+    /// These handlers and `handler`, registered as `name` (replacing any of that name).
     pub fn with(mut self, name: &str, handler: impl Handler) -> Self {
         self.0.insert(name.to_owned(), Arc::new(handler));
         self
     }
 
+    /// The handler registered as `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Handler>> {
         self.0.get(name)
     }
 
+    /// The registered names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
@@ -109,10 +115,12 @@ impl ThreadState<'_> {
         &self.thread.key
     }
 
+    /// The thread's internal id.
     pub fn thread_id(&self) -> crate::types::ThreadId {
         self.thread.id
     }
 
+    /// The agent now taking the thread's turns.
     pub fn agent(&self) -> &str {
         &self.thread.agent
     }

@@ -23,11 +23,22 @@ use crate::types::{Message, Role, Thread, ToolCall};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HookSource {
     /// Named by the prompt's `hooks`.
-    Prompt { prompt: String },
+    Prompt {
+        /// The prompt's name.
+        prompt: String,
+    },
     /// Named by the agent's `hooks` (the prompt named none).
-    Agent { agent: String },
+    Agent {
+        /// The agent's name.
+        agent: String,
+    },
     /// Required by a composed child's `parentHooks`.
-    Child { relationship: String, agent: String },
+    Child {
+        /// The relationship (or handoff) name that composes the child.
+        relationship: String,
+        /// The child agent whose `parentHooks` require it.
+        agent: String,
+    },
 }
 
 /// What a hook run knows, and the thread state it may act on (seed §6: "the hook receives the
@@ -41,6 +52,7 @@ pub struct HookContext<'a> {
     pub thread: &'a Thread,
     /// The hook definition's id.
     pub id: &'a str,
+    /// Why this hook runs here.
     pub source: HookSource,
     pub(crate) state: &'a HookState,
     /// Whether writes are still possible (not after the commit).
@@ -150,6 +162,7 @@ impl HookContext<'_> {
 pub struct HookError(pub String);
 
 impl HookError {
+    /// A failure with `message` as its error text (what `hook_failed` journals).
     pub fn new(message: impl Into<String>) -> Self {
         HookError(message.into())
     }
@@ -159,7 +172,10 @@ impl HookError {
 /// session before the model is called (`hook_blocked`), its message written by the acting side.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Prefiltered {
+    /// Send the model these messages.
     Messages(Vec<ChatMessage>),
+    /// End the session without calling the model: the text is written as the acting side's
+    /// message and is the session's result.
     Block(String),
 }
 
@@ -276,15 +292,18 @@ pub trait Hook: Send + Sync + 'static {
 pub struct Hooks(BTreeMap<String, Arc<dyn Hook>>);
 
 impl Hooks {
+    /// No hooks.
     pub fn new() -> Self {
         Hooks::default()
     }
 
+    /// These hooks and `hook`, registered as `name` (replacing any of that name).
     pub fn with(mut self, name: &str, hook: impl Hook) -> Self {
         self.0.insert(name.to_owned(), Arc::new(hook));
         self
     }
 
+    /// The registered names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
@@ -322,7 +341,7 @@ fn composed<'p>(
 
 /// The references in order, as `(hook id, source)`: the composed children's `before_parent`
 /// hooks, the base hooks, the children's `after_parent` hooks.
-pub fn resolve(
+pub(crate) fn resolve(
     project: &Project,
     agent: &AgentDef,
     prompt: Option<&PromptDef>,

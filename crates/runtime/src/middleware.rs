@@ -18,15 +18,18 @@ use crate::event::AgentEvent;
 
 /// Wraps an agent in another.
 pub trait Layer {
+    /// `inner`, wrapped in this layer.
     fn layer(&self, inner: Arc<dyn Agent>) -> Arc<dyn Agent>;
 }
 
 /// Limits on one invocation. `None` means no limit.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Budget {
+    /// The most tool calls (`tool_started` events) the invocation may start.
     pub max_tool_calls: Option<u32>,
     /// Characters of `text` (a stand-in for output tokens that needs no tokenizer).
     pub max_text_chars: Option<usize>,
+    /// The longest the invocation may run, from its start to its terminal event.
     pub max_wall_time: Option<Duration>,
 }
 
@@ -150,6 +153,7 @@ pub struct AuthLayer {
 }
 
 impl AuthLayer {
+    /// Admits principals whose `issuer` is one of `issuers`.
     pub fn issuers(issuers: impl IntoIterator<Item = impl Into<String>>) -> Self {
         AuthLayer {
             issuers: Arc::new(issuers.into_iter().map(Into::into).collect()),

@@ -11,17 +11,24 @@ use crate::types::{Role, ThreadId, ToolCall};
 /// One message of a model's context, from the acting side's perspective.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatMessage {
+    /// Its role for the acting side: its own messages are `assistant`, its sibling's `user`.
     pub role: Role,
+    /// Its text, if it has any.
     pub content: Option<String>,
+    /// The tool calls it made (only the acting side's own are kept).
     pub tool_calls: Vec<ToolCall>,
+    /// For a `tool` message: the id of the call it answers.
     pub tool_call_id: Option<String>,
+    /// For a `tool` message: the name of the tool that answered.
     pub name: Option<String>,
 }
 
 /// A tool offered to the model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolSpec {
+    /// The name the model calls it by.
     pub name: String,
+    /// What it does, for the model.
     pub description: String,
     /// JSON Schema of the argument object.
     pub parameters: serde_json::Value,
@@ -30,31 +37,46 @@ pub struct ToolSpec {
 /// One model call.
 #[derive(Clone, Debug)]
 pub struct ModelRequest {
+    /// The thread the call is made for.
     pub thread: ThreadId,
     /// How many calls of this model the thread has committed before this one. The scripted
     /// provider plays `script[call_index]`, so its position follows the committed history and
     /// survives restarts.
     pub call_index: usize,
+    /// The system prompt text, includes and variables filled.
     pub system: String,
+    /// The context, from the acting side's perspective.
     pub messages: Vec<ChatMessage>,
+    /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
+    /// Whether the model may, must or must not call a tool (the prompt's `toolChoice`).
     pub tool_choice: duet_spec::ToolChoice,
+    /// Whether the model may call several tools in one answer (the prompt's
+    /// `parallelToolCalls`); `None` leaves it to the provider.
     pub parallel_tool_calls: Option<bool>,
 }
 
 /// A piece of a model's answer.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ModelChunk {
+    /// A piece of the answer's text.
     Text(String),
+    /// A piece of the model's reasoning.
     Thinking(String),
     /// A complete tool call (providers assemble streamed argument pieces).
     ToolCall {
+        /// The provider's id for the call; without one the runtime makes one up.
         id: Option<String>,
+        /// The tool to call.
         name: String,
+        /// The call's arguments.
         arguments: serde_json::Value,
     },
+    /// What the call cost, in tokens, as the provider counts them.
     Usage {
+        /// Tokens the model read (the request).
         input_tokens: u64,
+        /// Tokens the model wrote.
         output_tokens: u64,
     },
 }
@@ -63,12 +85,14 @@ pub enum ModelChunk {
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct ModelError {
+    /// What went wrong, for people: a failed step's error text.
     pub message: String,
     /// Whether trying again may succeed.
     pub retryable: bool,
 }
 
 impl ModelError {
+    /// A failure described by `message`; `retryable` if trying again may succeed.
     pub fn new(message: impl Into<String>, retryable: bool) -> Self {
         ModelError {
             message: message.into(),
@@ -79,11 +103,14 @@ impl ModelError {
 
 /// A model ready to call.
 pub trait Model: Send + Sync + 'static {
+    /// Calls the model on `request`, streaming its answer. An error item fails the step:
+    /// providers retry transient failures themselves before giving one.
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelChunk, ModelError>>;
 }
 
 /// Builds models of one provider from their definitions.
 pub trait Provider: Send + Sync + 'static {
+    /// The model `definition` describes (a runtime builds each model once, then reuses it).
     fn model(&self, definition: &duet_spec::ModelDef) -> Result<Arc<dyn Model>, ModelError>;
 }
 
@@ -92,15 +119,19 @@ pub trait Provider: Send + Sync + 'static {
 pub struct Providers(BTreeMap<String, Arc<dyn Provider>>);
 
 impl Providers {
+    /// No providers.
     pub fn new() -> Self {
         Providers::default()
     }
 
+    /// These providers and `provider`, registered as `name`: the `provider` a model
+    /// definition names.
     pub fn with(mut self, name: &str, provider: impl Provider) -> Self {
         self.0.insert(name.to_owned(), Arc::new(provider));
         self
     }
 
+    /// The provider registered as `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Provider>> {
         self.0.get(name)
     }

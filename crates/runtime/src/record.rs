@@ -14,12 +14,16 @@ use crate::types::{SideId, StopReason, ThreadStatus};
 /// A journal fact other than a message, at its place in the thread's sequence.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
+    /// Its place in the thread's journal (a sequence messages share).
     pub seq: i64,
+    /// When it was written, in ms since the Unix epoch.
     pub created_at: i64,
+    /// Its kind and that kind's fields.
     pub body: RecordBody,
 }
 
 impl Record {
+    /// A record of `body` at journal position `seq`, written at `now` (ms since the Unix epoch).
     pub fn new(seq: i64, body: RecordBody, now: i64) -> Self {
         Record {
             seq,
@@ -44,46 +48,80 @@ impl Record {
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum RecordBody {
     /// A new session opened.
-    SessionStarted { session: i64 },
+    SessionStarted {
+        /// Its number: 1 for the thread's first session.
+        session: i64,
+    },
     /// A side completed a turn.
-    TurnCompleted { side: SideId },
+    TurnCompleted {
+        /// The side whose turn it was.
+        side: SideId,
+    },
     /// The run stopped; the session stays open.
     #[serde(rename_all = "camelCase")]
     Stopped {
+        /// Why the run stopped.
         stop_reason: StopReason,
+        /// Where it left the thread (`idle`, or `awaiting_human` when parked).
         status: ThreadStatus,
     },
     /// The session ended.
     #[serde(rename_all = "camelCase")]
     SessionEnded {
+        /// Why it ended.
         stop_reason: StopReason,
+        /// The session's result, if it has one.
         result: Option<String>,
     },
     /// The free-text status changed.
-    Status { text: String },
+    Status {
+        /// The new status text.
+        text: String,
+    },
     /// A handler delivery failed: `message` is the seq of the message it was handed.
     HandlerError {
+        /// The name the handler is registered under.
         handler: String,
+        /// The seq of the message it was handed.
         message: i64,
+        /// Its error text.
         error: String,
     },
     /// A step failed.
-    StepError { error: String },
+    StepError {
+        /// What failed, as text (also the thread's result).
+        error: String,
+    },
     /// The thread passed to another agent.
-    Handoff { from: String, to: String },
+    Handoff {
+        /// The agent that had the thread.
+        from: String,
+        /// The agent that takes its turns from now on.
+        to: String,
+    },
     /// A hook failed and was skipped.
     HookFailed {
+        /// The hook definition's id.
         id: String,
+        /// The hook kind that failed (`filter_messages`, …).
         kind: String,
+        /// Its error text.
         error: String,
     },
     /// A tool call (`call`) of the step waits for the blocking child `child` (its key): its
     /// result is written when the child's session ends.
-    ChildAwaited { call: String, child: String },
+    ChildAwaited {
+        /// The id of the waiting tool call.
+        call: String,
+        /// The blocking child's key.
+        child: String,
+    },
     /// A kind this build does not know, kept as stored.
     #[serde(skip)]
     Unknown {
+        /// The stored kind.
         kind: String,
+        /// The stored fields, as read.
         data: serde_json::Value,
     },
 }

@@ -2,7 +2,7 @@
 //! (`subagent_create`, `subagent_message`, `subagents`), the arguments those tools take, and what
 //! a child's outcome means for its parent (its registry status, its tool result or message).
 //! The doing — spawning, running, reporting — is the runtime's (`engine/children.rs`), behind
-//! the [`crate::Children`] port.
+//! the [`Children`](crate::children::Children) port.
 //!
 //! - **blocking**: a model's call waits durably for the child's session to end; the child's
 //!   result is that call's tool result (`engine/awaits.rs`).

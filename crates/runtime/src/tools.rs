@@ -13,11 +13,14 @@ use crate::types::{ThreadId, ToolStatus};
 /// What a tool call produced.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolResult {
+    /// Whether the call succeeded.
     pub status: ToolStatus,
+    /// The result text the model sees (on failure, what went wrong).
     pub content: String,
 }
 
 impl ToolResult {
+    /// A success whose text is `content`.
     pub fn ok(content: impl Into<String>) -> Self {
         ToolResult {
             status: ToolStatus::Success,
@@ -25,6 +28,7 @@ impl ToolResult {
         }
     }
 
+    /// A failure whose text, telling the model what went wrong, is `content`.
     pub fn error(content: impl Into<String>) -> Self {
         ToolResult {
             status: ToolStatus::Error,
@@ -32,6 +36,7 @@ impl ToolResult {
         }
     }
 
+    /// Whether the call succeeded.
     pub fn is_ok(&self) -> bool {
         self.status == ToolStatus::Success
     }
@@ -40,6 +45,7 @@ impl ToolResult {
 /// What a builtin tool knows of its call.
 #[derive(Clone, Debug)]
 pub struct ToolContext {
+    /// The thread whose model made the call.
     pub thread: ThreadId,
     /// Stable across redeliveries of the same call (`thread:call id`): tools with side effects
     /// use it to act at most once, since a call whose result was not committed is redone.
@@ -49,6 +55,8 @@ pub struct ToolContext {
 /// A tool implemented in Rust, registered by name and named by `builtin:` in a tool file.
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
+    /// Runs one call with `args`, already checked against the tool's `args` schema. Failures are
+    /// error results the model sees.
     async fn call(&self, ctx: ToolContext, args: serde_json::Value) -> ToolResult;
 }
 

@@ -5,7 +5,8 @@
 
 use duet_spec::{AgentDef, PromptSide};
 
-use crate::decide::{self, AfterStep, AfterTurn, CallOutcome};
+pub use crate::decide::CallOutcome;
+use crate::decide::{self, AfterStep, AfterTurn};
 use crate::record::{Record, RecordBody};
 use crate::store::Commit;
 use crate::types::{
@@ -194,7 +195,9 @@ pub fn open_calls(messages: &[Message], side: SideId) -> Vec<&ToolCall> {
 /// committed (read as coming after). Borrowed, so a step never copies the history.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct History<'a> {
+    /// The thread's committed messages, in seq order.
     pub committed: &'a [Message],
+    /// The step's own messages, not yet committed, in the order they will be.
     pub pending: &'a [Message],
 }
 
@@ -277,7 +280,7 @@ pub fn after_turn(
 }
 
 /// Applies an [`AfterTurn`] decision; returns whether the run settles.
-pub fn apply_after_turn(
+pub(crate) fn apply_after_turn(
     agent: &AgentDef,
     t: &mut Thread,
     next: AfterTurn,
@@ -331,8 +334,11 @@ pub fn outcomes_of<'a>(calls: &'a [ToolCall], history: &'a [Message]) -> Vec<Cal
 /// What a handoff writes: its record, the new agent's first user message (when the prompt's tool
 /// entry maps one from the call's arguments), and the re-armed activation marks.
 pub struct Handoff {
+    /// The `handoff` record.
     pub record: Record,
+    /// The new agent's first user message, if the call's arguments give one.
     pub messages: Vec<Message>,
+    /// The activation marks to clear (`None` deletes), so `immediate` children start again.
     pub values: Vec<(String, Option<serde_json::Value>)>,
 }
 

@@ -15,13 +15,18 @@ pub type ThreadId = Uuid;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// Context that is no side's turn: a child's initial arguments, a note a hook injected.
     System,
+    /// Written by side B.
     User,
+    /// Written by side A.
     Assistant,
+    /// A tool call's result.
     Tool,
 }
 
 impl Role {
+    /// The stored form: `system`, `user`, `assistant` or `tool`.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::System => "system",
@@ -31,6 +36,7 @@ impl Role {
         }
     }
 
+    /// Reads the stored form back; `None` for any other text.
     pub fn parse(s: &str) -> Option<Role> {
         Some(match s {
             "system" => Role::System,
@@ -70,8 +76,12 @@ pub fn parse_side(s: &str) -> Option<SideId> {
 /// A tool call a model asked for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
+    /// The call's id, which its result's `tool_call_id` names (the runtime makes one up when the
+    /// provider gives none).
     pub id: String,
+    /// The tool it calls.
     pub name: String,
+    /// The arguments the model gave.
     pub arguments: serde_json::Value,
 }
 
@@ -79,11 +89,14 @@ pub struct ToolCall {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolStatus {
+    /// The call did its work.
     Success,
+    /// The call failed: its content says why.
     Error,
 }
 
 impl ToolStatus {
+    /// The stored form: `success` or `error`.
     pub fn as_str(self) -> &'static str {
         match self {
             ToolStatus::Success => "success",
@@ -91,6 +104,7 @@ impl ToolStatus {
         }
     }
 
+    /// Reads the stored form back; `None` for any other text.
     pub fn parse(s: &str) -> Option<ToolStatus> {
         match s {
             "success" => Some(ToolStatus::Success),
@@ -103,23 +117,31 @@ impl ToolStatus {
 /// One message of a thread. `seq` orders a thread's journal (messages and records share it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
+    /// Its place in the thread's journal.
     pub seq: i64,
     /// The session it was written in.
     pub session: i64,
+    /// Its stored role: who wrote it.
     pub role: Role,
     /// The side that wrote it (for `tool` messages, the side whose call it answers).
     pub side: Option<SideId>,
+    /// Its text; `None` for a model message of tool calls alone.
     pub content: Option<String>,
     /// Model reasoning that came with it, if any.
     pub thinking: Option<String>,
+    /// The tool calls the model made in it.
     pub tool_calls: Vec<ToolCall>,
+    /// For a `tool` message: the id of the call it answers.
     pub tool_call_id: Option<String>,
+    /// For a `tool` message: the tool that answered.
     pub tool_name: Option<String>,
+    /// For a `tool` message: whether the call succeeded.
     pub tool_status: Option<ToolStatus>,
     /// Hidden from ordinary listings (lifecycle traffic).
     pub silent: bool,
     /// The model definition that produced it, for model messages.
     pub model: Option<String>,
+    /// When it was written, in ms since the Unix epoch.
     pub created_at: i64,
 }
 
@@ -169,6 +191,7 @@ pub enum ThreadStatus {
 }
 
 impl ThreadStatus {
+    /// The stored form: `running`, `awaiting_human`, `waiting`, `idle` or `terminated`.
     pub fn as_str(self) -> &'static str {
         match self {
             ThreadStatus::Running => "running",
@@ -179,6 +202,7 @@ impl ThreadStatus {
         }
     }
 
+    /// Reads the stored form back; `None` for any other text.
     pub fn parse(s: &str) -> Option<ThreadStatus> {
         Some(match s {
             "running" => ThreadStatus::Running,
@@ -191,27 +215,45 @@ impl ThreadStatus {
     }
 }
 
-/// Why a run stopped. The first four end the session; the rest leave it open.
+/// Why a run stopped. The first four and [`StopReason::HookBlocked`] end the session (see
+/// [`StopReason::ends_session`]); the rest leave it open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
+    /// The side's `sessionStop` tool succeeded: the session did its work.
     SessionStop,
+    /// The side's `sessionFail` tool succeeded: the session reports a failure.
     SessionFail,
+    /// A handler ended the session ([`crate::ThreadState::stop_session`]).
     StateStopSession,
+    /// The exchange cap `maxSessionTurns` is reached.
     MaxSessionTurns,
+    /// The acting side used up its `maxSteps` in this run.
     MaxSideSteps,
+    /// The run used up its step ceiling (250, or the largest per-side `maxSteps`).
     MaxTotalSteps,
+    /// A turn ended on the side's `stopTool` call; the next turn is a person's.
     StopTool,
+    /// A turn ended on the model's answer (`stopOnResponse`, or a side whose every step is a
+    /// turn); the next turn is a person's.
     StopOnResponse,
+    /// The run parked for a person otherwise: the acting side is human, or a handler's turn
+    /// ended before one.
     AwaitingHuman,
+    /// A handler's turn had no inbound message and its sibling is a handler too: the run stops
+    /// rather than trade empty turns.
     HandlerIdle,
+    /// A step failed for good (a model error, an exhausted script, an unregistered handler); the
+    /// error is the thread's result.
     StepError,
+    /// The run was aborted on purpose (the control plane's `abort`).
     Aborted,
     /// A `prefilter_llm_history` hook blocked the step: the session ends before the model call.
     HookBlocked,
 }
 
 impl StopReason {
+    /// Every stop reason, in declaration order.
     pub const ALL: [StopReason; 13] = [
         StopReason::SessionStop,
         StopReason::SessionFail,
@@ -228,6 +270,7 @@ impl StopReason {
         StopReason::HookBlocked,
     ];
 
+    /// The stored form (`session_stop`, `max_side_steps`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             StopReason::SessionStop => "session_stop",
@@ -246,6 +289,7 @@ impl StopReason {
         }
     }
 
+    /// Reads the stored form back; `None` for any other text.
     pub fn parse(s: &str) -> Option<StopReason> {
         StopReason::ALL.into_iter().find(|r| r.as_str() == s)
     }
@@ -266,6 +310,7 @@ impl StopReason {
 /// A thread's current state: the cache of its journal that the store keeps beside it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Thread {
+    /// Its internal id: what the store, its children and their registry rows refer to it by.
     pub id: ThreadId,
     /// The caller-owned key that addresses it.
     pub key: String,
@@ -273,18 +318,23 @@ pub struct Thread {
     pub agent: String,
     /// The agent the thread was created for: callers may keep addressing it by that name.
     pub origin: String,
+    /// The parent thread, for a subagent's thread.
     pub parent: Option<ThreadId>,
     /// The principal that owns the thread (canonical JSON of `{type, issuer, subject}`), if it
     /// was created under one: no other principal may invoke, read or resume it.
     pub principal: Option<String>,
     /// Where the thread was first invoked from (`scope.source`).
     pub source: Option<String>,
+    /// Where the thread is.
     pub status: ThreadStatus,
     /// Free text set by `sessionStatus` or a handler's `set_status`.
     pub status_text: Option<String>,
     /// The current (or last) session number; 0 before the first.
     pub session: i64,
+    /// Whether that session is still open: the next inbound message continues it rather than
+    /// starting another.
     pub session_open: bool,
+    /// Why the last run stopped or the last session ended; cleared when a new run starts.
     pub stop_reason: Option<StopReason>,
     /// The last ended session's result.
     pub result: Option<String>,
@@ -292,6 +342,7 @@ pub struct Thread {
     pub turns: PerSide<i64>,
     /// Model steps per side, and in all, in the current run.
     pub steps: PerSide<i64>,
+    /// Model steps of both sides together in the current run.
     pub steps_total: i64,
     /// The side whose turn it is.
     pub acting: Option<SideId>,
@@ -299,9 +350,13 @@ pub struct Thread {
     pub watermarks: PerSide<i64>,
     /// The next journal sequence number.
     pub next_seq: i64,
+    /// The run that holds the thread's lease (every run has an id of its own), if one does.
     pub lease_owner: Option<Uuid>,
+    /// When that lease runs out unless renewed, in ms since the Unix epoch.
     pub lease_expires: i64,
+    /// When the thread was created, in ms since the Unix epoch.
     pub created_at: i64,
+    /// When its state last changed, in ms since the Unix epoch.
     pub updated_at: i64,
 }
 
@@ -352,18 +407,24 @@ impl Thread {
 /// An inbound message waiting in a thread's durable queue.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Queued {
+    /// The queue row's id: what [`Commit::drained`](crate::Commit::drained) lists once it is
+    /// written.
     pub id: i64,
+    /// The stored role it is written with.
     pub role: Role,
     /// The side that wrote it.
     pub side: SideId,
+    /// The message text.
     pub content: String,
     /// Whether a person on a human side wrote it (counts as that side's turn).
     pub human: bool,
+    /// Hidden from ordinary listings once written (lifecycle traffic).
     pub silent: bool,
     /// A follow-up: delivered only when the run would otherwise settle.
     pub follow_up: bool,
     /// A blocking child's result for the parent's open tool call (then `role` is `tool`).
     pub tool: Option<ToolReply>,
+    /// When it was queued, in ms since the Unix epoch.
     pub created_at: i64,
 }
 
@@ -375,16 +436,22 @@ pub struct ToolReply {
     pub call_id: String,
     /// That call's tool name.
     pub name: String,
+    /// Whether the call succeeded: an error when the child's session failed or was aborted.
     pub status: ToolStatus,
 }
 
 /// A message to queue.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewQueued {
+    /// The stored role it is written with.
     pub role: Role,
+    /// The side that wrote it.
     pub side: SideId,
+    /// The message text.
     pub content: String,
+    /// Whether a person on a human side wrote it (counts as that side's turn).
     pub human: bool,
+    /// Hide it from ordinary listings once written (lifecycle traffic).
     pub silent: bool,
     /// Hold it until the run would otherwise settle (the control plane's `follow_up`).
     pub follow_up: bool,
@@ -412,14 +479,17 @@ impl NewQueued {
 pub struct Child {
     /// The child thread (its id is the reference the parent's model uses).
     pub child: ThreadId,
+    /// The parent thread whose registry it is in.
     pub parent: ThreadId,
     /// The relationship name (`as`, else the agent).
     pub relationship: String,
     /// The parent side that owns the relationship.
     pub owner: SideId,
+    /// The agent the child runs.
     pub agent: String,
     /// The instance name the parent gave it.
     pub name: Option<String>,
+    /// Whether the parent waits for the child's session to end (else the child runs beside it).
     pub blocking: bool,
     /// `parentCommunication: explicit`: nothing is delivered to the parent automatically.
     pub explicit: bool,
@@ -430,6 +500,7 @@ pub struct Child {
     /// The parent's tool call that waits for this child's session to end (a blocking spawn or
     /// continuation), while it waits.
     pub awaiting: Option<String>,
+    /// When it was spawned, in ms since the Unix epoch.
     pub created_at: i64,
     /// The arguments it was spawned with (a JSON object): its prompts' `{{name}}` variables.
     pub arguments: serde_json::Value,
@@ -457,6 +528,7 @@ pub enum ChildStatus {
 }
 
 impl ChildStatus {
+    /// Every child status, in declaration order.
     pub const ALL: [ChildStatus; 6] = [
         ChildStatus::Running,
         ChildStatus::Idle,
@@ -466,6 +538,7 @@ impl ChildStatus {
         ChildStatus::Terminated,
     ];
 
+    /// The stored form (`running`, `awaiting_human`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             ChildStatus::Running => "running",
@@ -477,6 +550,7 @@ impl ChildStatus {
         }
     }
 
+    /// Reads the stored form back; `None` for any other text.
     pub fn parse(s: &str) -> Option<ChildStatus> {
         ChildStatus::ALL.into_iter().find(|c| c.as_str() == s)
     }

@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use duet_runtime::decide::CallOutcome;
 use duet_runtime::transition;
+use duet_runtime::transition::CallOutcome;
 use duet_runtime::{
     Commit, Message, Queued, Role, SideId, StopReason, Thread, ThreadStatus, ToolReply, ToolStatus,
 };
