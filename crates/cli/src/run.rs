@@ -340,6 +340,8 @@ async fn converse(
         }
     };
     loop {
+        // Where the thread's ancestors stand before: a child's answer may wake them.
+        let before = ancestors(rt, key).await;
         let (sink, mut rx) = EventSink::channel();
         let printer = tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
@@ -381,6 +383,7 @@ async fn converse(
         };
         let terminal = settled.terminal_event();
         print_event(&terminal, json);
+        woken(rt, &before, json).await;
         let failed = matches!(terminal, AgentEvent::Failed { .. });
         if failed {
             return ExitCode::from(1);
@@ -393,6 +396,91 @@ async fn converse(
             None => return ExitCode::SUCCESS,
         };
     }
+}
+
+/// The ancestors of thread `key`, nearest first, each with the seq its journal had reached.
+async fn ancestors(rt: &Runtime, key: &str) -> Vec<(duet_runtime::ThreadId, i64)> {
+    let store = rt.store();
+    let mut out = Vec::new();
+    let mut next = store
+        .thread(key)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|t| t.parent);
+    while let Some(id) = next.take() {
+        if let Ok(Some(t)) = store.thread_by_id(id).await {
+            out.push((t.id, t.next_seq));
+            next = t.parent;
+        }
+    }
+    out
+}
+
+/// What the ancestors in `before` did since (a child's result woke them and they ran on): for
+/// each that advanced, a `thread` line naming it, the events of its new messages, and where it
+/// settled — so `duet send` to a child shows the parent's continuation too.
+async fn woken(rt: &Runtime, before: &[(duet_runtime::ThreadId, i64)], json: bool) {
+    let store = rt.store();
+    for (id, seq) in before {
+        let Ok(Some(t)) = store.thread_by_id(*id).await else {
+            continue;
+        };
+        if t.next_seq == *seq {
+            continue;
+        }
+        let messages = store.messages(t.id).await.unwrap_or_default();
+        let fresh: Vec<&duet_runtime::Message> =
+            messages.iter().filter(|m| m.seq >= *seq).collect();
+        let header = AgentEvent::Other(serde_json::json!({"type": "thread", "thread": t.key}));
+        print_event(&header, json);
+        if !json {
+            println!("── {} ({}) ──", t.key, t.agent);
+        }
+        for m in fresh {
+            for event in events_of(m) {
+                print_event(&event, json);
+            }
+        }
+        print_event(&duet_runtime::Settled::of(&t).terminal_event(), json);
+    }
+}
+
+/// The events a committed message stands for (what its run streamed when it was written).
+fn events_of(m: &duet_runtime::Message) -> Vec<AgentEvent> {
+    use duet_runtime::Role;
+    let mut out = Vec::new();
+    if m.silent {
+        return out;
+    }
+    match m.role {
+        Role::Tool => {
+            if let Some(id) = &m.tool_call_id {
+                out.push(AgentEvent::ToolEnded {
+                    id: id.clone(),
+                    is_error: m.tool_status == Some(duet_runtime::ToolStatus::Error),
+                    content: serde_json::json!(m.content.clone().unwrap_or_default()),
+                });
+            }
+        }
+        Role::User | Role::Assistant => {
+            if let Some(th) = &m.thinking {
+                out.push(AgentEvent::Thinking { delta: th.clone() });
+            }
+            if let Some(c) = m.content.as_ref().filter(|c| !c.is_empty()) {
+                out.push(AgentEvent::Text { delta: c.clone() });
+            }
+            for call in &m.tool_calls {
+                out.push(AgentEvent::ToolStarted {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    args: call.arguments.clone(),
+                });
+            }
+        }
+        Role::System => {}
+    }
+    out
 }
 
 /// Reads a line from the person at the terminal; `None` at end of input.

@@ -175,8 +175,23 @@ fn threads_show_lists_a_parents_children() {
         ),
         "{lines:#?}"
     );
-    let (code, _, err) = duet.run(&["send", "o/approval-1", "Yes, approved.", "--json"]);
+    let (code, sent, err) = duet.run(&["send", "o/approval-1", "Yes, approved.", "--json"]);
     assert_eq!(code, 0, "{err}");
+    // The answer woke the orchestrator: its continuation follows the child's own outcome.
+    let at = sent
+        .iter()
+        .position(|l| json(l) == serde_json::json!({"type": "thread", "thread": "o"}))
+        .unwrap_or_else(|| panic!("no continuation of `o`: {sent:#?}"));
+    let after: Vec<serde_json::Value> = sent[at..].iter().map(|l| json(l)).collect();
+    assert!(
+        after.iter().any(|e| e["type"] == "text"
+            && e["delta"] == "The approver said yes: the key rotation is approved for tonight."),
+        "{after:#?}"
+    );
+    assert_eq!(
+        after.last().map(|e| e["type"].clone()),
+        Some("completed".into())
+    );
     let (code, lines, _) = duet.run(&["threads", "show", "o", "--json"]);
     assert_eq!(code, 0);
     let doc = json(&lines[0]);

@@ -50,7 +50,8 @@ pub struct Settled {
 }
 
 impl Settled {
-    pub(crate) fn of(t: &Thread) -> Self {
+    /// How `t` stands now, as a settled run's outcome.
+    pub fn of(t: &Thread) -> Self {
         Settled {
             thread: t.id,
             parent: t.parent,

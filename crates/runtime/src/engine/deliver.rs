@@ -15,6 +15,9 @@ use crate::event::EventSink;
 use crate::store::{NewThread, StoreError};
 use crate::types::{NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus};
 
+/// How many threads `recover` continues at once.
+const RECOVER_AT_ONCE: usize = 8;
+
 /// Background runs in flight, and a signal when the count drops.
 #[derive(Default)]
 pub(super) struct Background {
@@ -149,22 +152,33 @@ impl Runtime {
     /// messages and no runner). Returns how many were run. Safe to call from any number of
     /// processes.
     pub async fn recover(&self, cancel: &CancellationToken) -> Result<usize, RunError> {
+        use futures::StreamExt;
         let ids = self.inner.store.recoverable(self.now()).await?;
-        let mut ran = 0;
-        for id in ids {
-            if cancel.is_cancelled() {
-                break;
-            }
-            let run = Uuid::now_v7();
-            if self.inner.store.claim(id, self.lease(run)).await? {
+        // A few at a time: each is a run of its own (one runner per thread), and a run mostly
+        // waits on the database or a model.
+        let outcomes: Vec<Result<bool, RunError>> = futures::stream::iter(ids)
+            .map(|id| async move {
+                if cancel.is_cancelled() {
+                    return Ok(false);
+                }
+                let run = Uuid::now_v7();
+                if !self.inner.store.claim(id, self.lease(run)).await? {
+                    return Ok(false);
+                }
                 match self
                     .drive(id, run, &EventSink::discard(), cancel, false)
                     .await
                 {
-                    Ok(_) | Err(RunError::Store(StoreError::LeaseLost(_))) => ran += 1,
-                    Err(e) => return Err(e),
+                    Ok(_) | Err(RunError::Store(StoreError::LeaseLost(_))) => Ok(true),
+                    Err(e) => Err(e),
                 }
-            }
+            })
+            .buffer_unordered(RECOVER_AT_ONCE)
+            .collect()
+            .await;
+        let mut ran = 0;
+        for outcome in outcomes {
+            ran += usize::from(outcome?);
         }
         Ok(ran)
     }
