@@ -66,7 +66,7 @@ pub enum Renewal {
     Lost,
 }
 
-/// Store failures.
+/// Store failures, by kind: what a caller can act on is the variant, never the message text.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -78,13 +78,51 @@ pub enum StoreError {
     NotFound(String),
     /// The thread exists for another agent.
     #[error("thread `{key}` belongs to agent `{agent}`")]
-    AgentMismatch { key: String, agent: String },
+    AgentMismatch {
+        /// The thread's key.
+        key: String,
+        /// The agent the thread is for.
+        agent: String,
+    },
     /// Stored data that cannot be read back (a bug or a foreign write).
     #[error("corrupt row: {0}")]
     Corrupt(String),
-    /// The database failed.
-    #[error("database: {0}")]
-    Database(String),
+    /// A write broke a constraint of the schema (a unique key taken, a reference to a missing
+    /// row): nothing was written, and the same write will fail again until what it collides with
+    /// changes.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The database (or the file system, or the connection to it) failed; `source` is the
+    /// underlying error. Usually transient: retrying may succeed.
+    #[error("database: {message}")]
+    Backend {
+        /// What failed, for people.
+        message: String,
+        /// The backend's own error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl StoreError {
+    /// A [`StoreError::Backend`] with `source` as its cause and its text as the message.
+    pub fn backend(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError::Backend {
+            message: source.to_string(),
+            source: Box::new(source),
+        }
+    }
+
+    /// A [`StoreError::Backend`] saying what was being done (`context`) when `source` failed.
+    pub fn backend_in(
+        context: impl std::fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Backend {
+            message: format!("{context}: {source}"),
+            source: Box::new(source),
+        }
+    }
 }
 
 /// The store port.

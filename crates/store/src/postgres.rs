@@ -28,7 +28,7 @@ impl PgStore {
         MIGRATOR
             .run_direct(None, &mut *conn, false)
             .await
-            .map_err(|e| duet_runtime::StoreError::Database(e.to_string()))?;
+            .map_err(|e| duet_runtime::StoreError::backend_in("migrating", e))?;
         drop(conn);
         Ok(PgStore {
             write: pool.clone(),

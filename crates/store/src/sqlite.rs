@@ -36,9 +36,9 @@ async fn open_writer(
         let opened = match options.connect().await {
             Ok(mut conn) => match MIGRATOR.run_direct(None, &mut conn, false).await {
                 Ok(()) => Ok(conn),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(duet_runtime::StoreError::backend_in("migrating", e)),
             },
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(crate::db_error(e)),
         };
         match opened {
             Ok(conn) => return Ok(conn),
@@ -46,7 +46,7 @@ async fn open_writer(
                 attempt += 1;
                 tokio::time::sleep(Duration::from_millis(25 * attempt)).await;
             }
-            Err(e) => return Err(duet_runtime::StoreError::Database(e)),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -70,7 +70,7 @@ impl SqliteStore {
     pub async fn open(path: &Path) -> Result<Self, duet_runtime::StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
-                duet_runtime::StoreError::Database(format!("cannot create {}: {e}", dir.display()))
+                duet_runtime::StoreError::backend_in(format!("cannot create {}", dir.display()), e)
             })?;
         }
         let options = SqliteConnectOptions::new()
@@ -192,7 +192,7 @@ impl SqliteStore {
         });
         let rows = batch_run
             .await
-            .map_err(|e| StoreError::Database(format!("the commit task failed: {e}")))?
+            .map_err(|e| StoreError::backend_in("the commit task failed", e))?
             .map_err(db_error)?;
         outcome(rows.first(), t, &commit)
     }
