@@ -6,8 +6,9 @@ mod support;
 use std::sync::Arc;
 
 use duet_runtime::{
-    Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Record, RecordKind, Renewal, Role,
-    SideId, StopReason, Store, StoreError, Thread, ThreadStatus, ToolCall, ToolStatus,
+    Commit, CommitOutcome, JournalEntry, Lease, Message, NewQueued, NewThread, Record, RecordKind,
+    Renewal, Role, SideId, StopReason, Store, StoreError, Thread, ThreadStatus, ToolCall,
+    ToolStatus,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -349,6 +350,77 @@ async fn everything_a_commit_writes_reads_back() {
                 .is_empty()
         );
         assert!(store.size_bytes().await.expect("size") > 0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_journal_reads_from_a_cursor_in_seq_order() {
+    each(async |store, name| {
+        let mut t = thread(&store, "k").await;
+        let mut other = thread(&store, "other").await;
+        let owner = Uuid::now_v7();
+        assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
+        assert!(
+            store
+                .claim(other.id, lease(owner, 1_000))
+                .await
+                .expect("claim")
+        );
+        let text = |seq, s: &str| Message::text(seq, 1, Role::User, Some(SideId::B), s.into(), 5);
+        let record = |seq, kind| Record {
+            seq,
+            kind,
+            data: json!({"at": seq}),
+            created_at: 6,
+        };
+        // Two commits, each with messages and records whose seqs interleave.
+        let (m1, r2, m3) = (t.take_seq(), t.take_seq(), t.take_seq());
+        let first = Commit {
+            messages: vec![text(m1, "one"), text(m3, "three")],
+            records: vec![record(r2, RecordKind::TurnCompleted)],
+            ..Commit::default()
+        };
+        store.commit(&t, owner, first).await.expect("commit");
+        let (r4, m5) = (t.take_seq(), t.take_seq());
+        let second = Commit {
+            messages: vec![text(m5, "five")],
+            records: vec![record(r4, RecordKind::Stopped)],
+            ..Commit::default()
+        };
+        store.commit(&t, owner, second).await.expect("commit");
+        let noise = Commit {
+            messages: vec![text(other.take_seq(), "elsewhere")],
+            ..Commit::default()
+        };
+        store.commit(&other, owner, noise).await.expect("commit");
+
+        let all = store.journal_since(t.id, 0).await.expect("read");
+        assert_eq!(
+            all.iter().map(JournalEntry::seq).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5],
+            "{name}"
+        );
+        assert_eq!(all[0], JournalEntry::Message(text(m1, "one")), "{name}");
+        assert_eq!(
+            all[3],
+            JournalEntry::Record(record(r4, RecordKind::Stopped)),
+            "{name}"
+        );
+        let later = store.journal_since(t.id, 2).await.expect("read");
+        assert_eq!(later, all[2..].to_vec(), "{name}");
+        assert!(
+            store.journal_since(t.id, 5).await.expect("read").is_empty(),
+            "{name}: nothing after the last"
+        );
+        assert!(
+            store
+                .journal_since(Uuid::now_v7(), 0)
+                .await
+                .expect("read")
+                .is_empty(),
+            "{name}: no such thread, no entries"
+        );
     })
     .await;
 }

@@ -11,8 +11,8 @@ use serde_json::json;
 
 use crate::agent::{Principal, Prompt, Scope};
 use crate::engine::Runtime;
-use crate::store::StoreError;
-use crate::types::{NewQueued, Role, SideId, Thread, ThreadStatus, side_str};
+use crate::store::{JournalEntry, StoreError};
+use crate::types::{NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus, side_str};
 
 /// A command for a session's run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,6 +95,35 @@ pub struct Entry {
     pub kind: String,
     pub data: serde_json::Value,
     pub created_at: i64,
+}
+
+impl From<JournalEntry> for Entry {
+    fn from(entry: JournalEntry) -> Self {
+        match entry {
+            JournalEntry::Message(m) => Entry {
+                seq: m.seq,
+                kind: "message".into(),
+                created_at: m.created_at,
+                data: json!({
+                    "role": m.role.as_str(),
+                    "side": m.side.map(side_str),
+                    "content": m.content,
+                    "thinking": m.thinking,
+                    "toolCalls": m.tool_calls,
+                    "toolCallId": m.tool_call_id,
+                    "toolName": m.tool_name,
+                    "toolStatus": m.tool_status.map(|s| s.as_str()),
+                    "silent": m.silent,
+                }),
+            },
+            JournalEntry::Record(r) => Entry {
+                seq: r.seq,
+                kind: r.kind.as_str().into(),
+                data: r.data,
+                created_at: r.created_at,
+            },
+        }
+    }
 }
 
 /// Why an observation failed.
@@ -269,44 +298,12 @@ impl Runtime {
     /// The session's journal entries after `since` (0 for all), in order.
     pub async fn entries(&self, scope: &Scope, since: i64) -> Result<Vec<Entry>, ControlError> {
         let thread = self.session(scope).await?;
-        let mut out: Vec<Entry> = self
-            .store()
-            .messages(thread.id)
-            .await?
-            .into_iter()
-            .filter(|m| m.seq > since)
-            .map(|m| Entry {
-                seq: m.seq,
-                kind: "message".into(),
-                created_at: m.created_at,
-                data: json!({
-                    "role": m.role.as_str(),
-                    "side": m.side.map(side_str),
-                    "content": m.content,
-                    "thinking": m.thinking,
-                    "toolCalls": m.tool_calls,
-                    "toolCallId": m.tool_call_id,
-                    "toolName": m.tool_name,
-                    "toolStatus": m.tool_status.map(|s| s.as_str()),
-                    "silent": m.silent,
-                }),
-            })
-            .collect();
-        out.extend(
-            self.store()
-                .records(thread.id)
-                .await?
-                .into_iter()
-                .filter(|r| r.seq > since)
-                .map(|r| Entry {
-                    seq: r.seq,
-                    kind: r.kind.as_str().into(),
-                    data: r.data,
-                    created_at: r.created_at,
-                }),
-        );
-        out.sort_by_key(|e| e.seq);
-        Ok(out)
+        self.entries_of(thread.id, since).await
+    }
+
+    async fn entries_of(&self, id: ThreadId, since: i64) -> Result<Vec<Entry>, ControlError> {
+        let journal = self.store().journal_since(id, since).await?;
+        Ok(journal.into_iter().map(Entry::from).collect())
     }
 
     /// Follows `scope.session` from the cursor `since`: every entry committed after it, as it

@@ -42,7 +42,10 @@ pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
     ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
 };
-pub use store::{Commit, CommitOutcome, Lease, NewThread, Renewal, Store, StoreError};
+pub use store::{
+    Commit, CommitOutcome, CommitStore, JournalEntry, JournalStore, Lease, LeaseStore, NewThread,
+    QueueStore, RegistryStore, Renewal, Store, StoreError, ThreadStore,
+};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolContext, ToolResult, Tools, render};
 pub use types::{

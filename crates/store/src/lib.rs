@@ -11,6 +11,7 @@ use std::sync::Arc;
 use duet_runtime::{Store, StoreError};
 
 mod postgres;
+mod rows;
 mod sql;
 mod sqlite;
 

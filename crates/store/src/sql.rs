@@ -183,8 +183,9 @@ macro_rules! store_impl {
     ($store:ident, $db:ty, $begin:literal, $lock:literal, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
-            Child, Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Renewal, Queued, Record, RecordKind, Role, StopReason, Store,
-            StoreError, Thread, ThreadId, ThreadStatus, ToolStatus, parse_side, side_str,
+            Child, Commit, CommitOutcome, CommitStore, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
+            QueueStore, Queued, Record, RecordKind, RegistryStore, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
+            ThreadStatus, ThreadStore, ToolStatus, parse_side, side_str,
         };
         use sqlx::Row;
         use uuid::Uuid;
@@ -192,95 +193,7 @@ macro_rules! store_impl {
         use crate::db_error;
         use crate::sql::thread_cols;
 
-        fn corrupt(what: &str, value: &str) -> StoreError {
-            StoreError::Corrupt(format!("{what} `{value}`"))
-        }
-
-        fn thread_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Thread, StoreError> {
-            let text = |c: &str| row.try_get::<String, _>(c).map_err(db_error);
-            let opt = |c: &str| row.try_get::<Option<String>, _>(c).map_err(db_error);
-            let int = |c: &str| row.try_get::<i64, _>(c).map_err(db_error);
-            let uuid = |s: String| Uuid::parse_str(&s).map_err(|_| corrupt("thread id", &s));
-            let status = text("status")?;
-            Ok(Thread {
-                id: uuid(text("id")?)?,
-                key: text("key")?,
-                agent: text("agent")?,
-                origin: text("origin")?,
-                parent: opt("parent")?.map(uuid).transpose()?,
-                principal: opt("principal")?,
-                source: opt("source")?,
-                status: ThreadStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
-                status_text: opt("status_text")?,
-                session: int("session")?,
-                session_open: row.try_get::<bool, _>("session_open").map_err(db_error)?,
-                stop_reason: match opt("stop_reason")? {
-                    Some(s) => Some(StopReason::parse(&s).ok_or_else(|| corrupt("stop reason", &s))?),
-                    None => None,
-                },
-                result: opt("result")?,
-                turns: duet_runtime::PerSide::new(int("turns_a")?, int("turns_b")?),
-                steps: duet_runtime::PerSide::new(int("steps_a")?, int("steps_b")?),
-                steps_total: int("steps_total")?,
-                acting: opt("acting")?.and_then(|s| parse_side(&s)),
-                watermarks: duet_runtime::PerSide::new(int("watermark_a")?, int("watermark_b")?),
-                next_seq: int("next_seq")?,
-                lease_owner: opt("lease_owner")?.map(uuid).transpose()?,
-                lease_expires: int("lease_expires")?,
-                created_at: int("created_at")?,
-                updated_at: int("updated_at")?,
-            })
-        }
-
-        fn child_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Child, StoreError> {
-            let text = |c: &str| row.try_get::<String, _>(c).map_err(db_error);
-            let uuid = |s: String| Uuid::parse_str(&s).map_err(|_| corrupt("thread id", &s));
-            let owner = text("owner")?;
-            Ok(Child {
-                child: uuid(text("child")?)?,
-                parent: uuid(text("parent")?)?,
-                relationship: text("relationship")?,
-                owner: parse_side(&owner).ok_or_else(|| corrupt("side", &owner))?,
-                agent: text("agent")?,
-                name: row.try_get("name").map_err(db_error)?,
-                blocking: row.try_get("blocking").map_err(db_error)?,
-                explicit: row.try_get("explicit").map_err(db_error)?,
-                status: text("status")?,
-                created_at: row.try_get("created_at").map_err(db_error)?,
-                arguments: {
-                    let s = text("arguments")?;
-                    serde_json::from_str(&s).map_err(|_| corrupt("child arguments", &s))?
-                },
-                env: {
-                    let s = text("env")?;
-                    serde_json::from_str(&s).map_err(|_| corrupt("child env", &s))?
-                },
-            })
-        }
-
-        fn message_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Message, StoreError> {
-            let opt = |c: &str| row.try_get::<Option<String>, _>(c).map_err(db_error);
-            let role: String = row.try_get("role").map_err(db_error)?;
-            let tool_calls = match opt("tool_calls")? {
-                Some(s) => serde_json::from_str(&s).map_err(|_| corrupt("tool calls", &s))?,
-                None => Vec::new(),
-            };
-            Ok(Message {
-                seq: row.try_get("seq").map_err(db_error)?,
-                session: row.try_get("session").map_err(db_error)?,
-                role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
-                side: opt("side")?.and_then(|s| parse_side(&s)),
-                content: opt("content")?,
-                thinking: opt("thinking")?,
-                tool_calls,
-                tool_call_id: opt("tool_call_id")?,
-                tool_name: opt("tool_name")?,
-                tool_status: opt("tool_status")?.and_then(|s| ToolStatus::parse(&s)),
-                silent: row.try_get("silent").map_err(db_error)?,
-                model: opt("model")?,
-                created_at: row.try_get("created_at").map_err(db_error)?,
-            })
-        }
+        crate::rows::decoders!($db);
 
         /// Locks (on Postgres) and reads the lease columns of thread `id` inside `tx`.
         async fn lease_row(
@@ -308,7 +221,7 @@ macro_rules! store_impl {
         }
 
         #[async_trait]
-        impl Store for $store {
+        impl ThreadStore for $store {
             async fn open_thread(&self, key: &str, new: NewThread<'_>) -> Result<Thread, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
@@ -367,6 +280,32 @@ macro_rules! store_impl {
                 rows.iter().map(thread_from_row).collect()
             }
 
+            async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let (num, _, _) = lease_row(&mut tx, id).await?;
+                sqlx::query(
+                    "UPDATE threads SET status = 'terminated', lease_owner = NULL, lease_expires = 0, \
+                     abort_requested = FALSE, updated_at = $1 WHERE num = $2",
+                )
+                .bind(now)
+                .bind(num)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                sqlx::query("DELETE FROM queue WHERE thread = $1").bind(num).execute(&mut *tx).await.map_err(db_error)?;
+                sqlx::query("UPDATE children SET status = 'terminated' WHERE child = $1")
+                    .bind(id.to_string())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
+                Ok(())
+            }
+        }
+
+        #[async_trait]
+        impl JournalStore for $store {
             async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError> {
                 let rows = sqlx::query(
                     "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.kind = 'message' \
@@ -388,47 +327,33 @@ macro_rules! store_impl {
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
-                rows.iter()
-                    .map(|row| {
-                        let kind: String = row.try_get("kind").map_err(db_error)?;
-                        let data: String = row.try_get("data").map_err(db_error)?;
-                        Ok(Record {
-                            seq: row.try_get("seq").map_err(db_error)?,
-                            kind: RecordKind::parse(&kind).ok_or_else(|| corrupt("record kind", &kind))?,
-                            data: serde_json::from_str(&data).map_err(|_| corrupt("record data", &data))?,
-                            created_at: row.try_get("created_at").map_err(db_error)?,
-                        })
-                    })
-                    .collect()
+                rows.iter().map(record_from_row).collect()
             }
 
-            async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
+            async fn journal_since(&self, id: ThreadId, seq: i64) -> Result<Vec<JournalEntry>, StoreError> {
                 let rows = sqlx::query(
-                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.created_at FROM queue q \
-                     JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id",
+                    "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.seq > $2 ORDER BY j.seq",
                 )
                 .bind(id.to_string())
+                .bind(seq)
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
                 rows.iter()
                     .map(|row| {
-                        let role: String = row.try_get("role").map_err(db_error)?;
-                        let side: String = row.try_get("side").map_err(db_error)?;
-                        Ok(Queued {
-                            id: row.try_get("id").map_err(db_error)?,
-                            role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
-                            side: parse_side(&side).ok_or_else(|| corrupt("side", &side))?,
-                            content: row.try_get("content").map_err(db_error)?,
-                            human: row.try_get("human").map_err(db_error)?,
-                            silent: row.try_get("silent").map_err(db_error)?,
-                            follow_up: row.try_get("follow_up").map_err(db_error)?,
-                            created_at: row.try_get("created_at").map_err(db_error)?,
-                        })
+                        let kind: String = row.try_get("kind").map_err(db_error)?;
+                        if kind == "message" {
+                            message_from_row(row).map(JournalEntry::Message)
+                        } else {
+                            record_from_row(row).map(JournalEntry::Record)
+                        }
                     })
                     .collect()
             }
+        }
 
+        #[async_trait]
+        impl QueueStore for $store {
             async fn enqueue(&self, id: ThreadId, message: NewQueued, claim: Option<Lease>, now: i64) -> Result<bool, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
@@ -474,6 +399,52 @@ macro_rules! store_impl {
                 Ok(true)
             }
 
+            async fn enqueue_if_running(&self, id: ThreadId, message: NewQueued, now: i64) -> Result<Option<Uuid>, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let (num, owner, expires) = lease_row(&mut tx, id).await?;
+                let run = match owner {
+                    Some(o) if expires >= now => o,
+                    _ => {
+                        tx.rollback().await.map_err(db_error)?;
+                        return Ok(None);
+                    }
+                };
+                insert_queued(&mut tx, num, &message, now).await?;
+                tx.commit().await.map_err(db_error)?;
+                Uuid::parse_str(&run).map(Some).map_err(|_| corrupt("lease owner", &run))
+            }
+
+            async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.created_at FROM queue q \
+                     JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id",
+                )
+                .bind(id.to_string())
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|row| {
+                        let role: String = row.try_get("role").map_err(db_error)?;
+                        let side: String = row.try_get("side").map_err(db_error)?;
+                        Ok(Queued {
+                            id: row.try_get("id").map_err(db_error)?,
+                            role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
+                            side: parse_side(&side).ok_or_else(|| corrupt("side", &side))?,
+                            content: row.try_get("content").map_err(db_error)?,
+                            human: row.try_get("human").map_err(db_error)?,
+                            silent: row.try_get("silent").map_err(db_error)?,
+                            follow_up: row.try_get("follow_up").map_err(db_error)?,
+                            created_at: row.try_get("created_at").map_err(db_error)?,
+                        })
+                    })
+                    .collect()
+            }
+        }
+
+        #[async_trait]
+        impl LeaseStore for $store {
             async fn claim(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError> {
                 let done = sqlx::query(
                     "UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE \
@@ -505,22 +476,6 @@ macro_rules! store_impl {
                 })
             }
 
-            async fn enqueue_if_running(&self, id: ThreadId, message: NewQueued, now: i64) -> Result<Option<Uuid>, StoreError> {
-                let mut conn = self.writer().await?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let (num, owner, expires) = lease_row(&mut tx, id).await?;
-                let run = match owner {
-                    Some(o) if expires >= now => o,
-                    _ => {
-                        tx.rollback().await.map_err(db_error)?;
-                        return Ok(None);
-                    }
-                };
-                insert_queued(&mut tx, num, &message, now).await?;
-                tx.commit().await.map_err(db_error)?;
-                Uuid::parse_str(&run).map(Some).map_err(|_| corrupt("lease owner", &run))
-            }
-
             async fn request_abort(&self, id: ThreadId, now: i64) -> Result<Option<Uuid>, StoreError> {
                 let row = sqlx::query(
                     "UPDATE threads SET abort_requested = TRUE \
@@ -536,28 +491,6 @@ macro_rules! store_impl {
                     Some(row) => {
                         let owner: String = row.try_get("lease_owner").map_err(db_error)?;
                         Uuid::parse_str(&owner).map(Some).map_err(|_| corrupt("lease owner", &owner))
-                    }
-                }
-            }
-
-            async fn commit(&self, t: &Thread, owner: Uuid, commit: Commit) -> Result<CommitOutcome, StoreError> {
-                self.commit_impl(t, owner, commit).await
-            }
-
-            async fn value(&self, id: ThreadId, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
-                let row = sqlx::query(
-                    "SELECT v.value FROM thread_values v JOIN threads t ON t.num = v.thread WHERE t.id = $1 AND v.key = $2",
-                )
-                .bind(id.to_string())
-                .bind(key)
-                .fetch_optional(&self.read)
-                .await
-                .map_err(db_error)?;
-                match row {
-                    None => Ok(None),
-                    Some(row) => {
-                        let text: String = row.try_get("value").map_err(db_error)?;
-                        serde_json::from_str(&text).map(Some).map_err(|_| corrupt("value", &text))
                     }
                 }
             }
@@ -578,30 +511,10 @@ macro_rules! store_impl {
                     })
                     .collect()
             }
+        }
 
-            async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
-                let mut conn = self.writer().await?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let (num, _, _) = lease_row(&mut tx, id).await?;
-                sqlx::query(
-                    "UPDATE threads SET status = 'terminated', lease_owner = NULL, lease_expires = 0, \
-                     abort_requested = FALSE, updated_at = $1 WHERE num = $2",
-                )
-                .bind(now)
-                .bind(num)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                sqlx::query("DELETE FROM queue WHERE thread = $1").bind(num).execute(&mut *tx).await.map_err(db_error)?;
-                sqlx::query("UPDATE children SET status = 'terminated' WHERE child = $1")
-                    .bind(id.to_string())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)?;
-                Ok(())
-            }
-
+        #[async_trait]
+        impl RegistryStore for $store {
             async fn put_child(&self, c: &Child) -> Result<(), StoreError> {
                 sqlx::query(
                     "INSERT INTO children (child, parent, relationship, owner, agent, name, blocking, explicit, status, created_at, arguments, env) \
@@ -653,7 +566,35 @@ macro_rules! store_impl {
                     .map_err(db_error)?;
                 rows.iter().map(child_from_row).collect()
             }
+        }
 
+        #[async_trait]
+        impl CommitStore for $store {
+            async fn commit(&self, t: &Thread, owner: Uuid, commit: Commit) -> Result<CommitOutcome, StoreError> {
+                self.commit_impl(t, owner, commit).await
+            }
+
+            async fn value(&self, id: ThreadId, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+                let row = sqlx::query(
+                    "SELECT v.value FROM thread_values v JOIN threads t ON t.num = v.thread WHERE t.id = $1 AND v.key = $2",
+                )
+                .bind(id.to_string())
+                .bind(key)
+                .fetch_optional(&self.read)
+                .await
+                .map_err(db_error)?;
+                match row {
+                    None => Ok(None),
+                    Some(row) => {
+                        let text: String = row.try_get("value").map_err(db_error)?;
+                        serde_json::from_str(&text).map(Some).map_err(|_| corrupt("value", &text))
+                    }
+                }
+            }
+        }
+
+        #[async_trait]
+        impl Store for $store {
             async fn size_bytes(&self) -> Result<i64, StoreError> {
                 let row = sqlx::query($size_sql).fetch_one(&self.read).await.map_err(db_error)?;
                 row.try_get::<i64, _>(0).map_err(db_error)
