@@ -6,8 +6,9 @@ mod support;
 use std::sync::Arc;
 
 use duet_runtime::{
-    Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Record, RecordBody, Renewal, Role,
-    SideId, StopReason, Store, StoreError, Thread, ThreadStatus, ToolCall, ToolStatus,
+    Commit, CommitOutcome, JournalEntry, Lease, Message, NewQueued, NewThread, Record, RecordBody,
+    Renewal, Role, SideId, StopReason, Store, StoreError, Thread, ThreadStatus, ToolCall,
+    ToolStatus,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -161,6 +162,85 @@ async fn commits_are_fenced_by_the_lease() {
 }
 
 #[tokio::test]
+async fn a_write_that_breaks_a_constraint_is_a_conflict_and_writes_nothing() {
+    each(async |store, name| {
+        let mut t = thread(&store, "k").await;
+        let owner = Uuid::now_v7();
+        assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
+        let seq = t.take_seq();
+        let first = Commit {
+            messages: vec![Message::text(
+                seq,
+                1,
+                Role::User,
+                Some(SideId::B),
+                "one".into(),
+                5,
+            )],
+            ..Commit::default()
+        };
+        store.commit(&t, owner, first).await.expect("commit");
+        // The same seq again (a runner that lost track of its thread): the journal's key is taken.
+        let again = Commit {
+            messages: vec![Message::text(
+                seq,
+                1,
+                Role::User,
+                Some(SideId::B),
+                "two".into(),
+                6,
+            )],
+            values: vec![("written".into(), Some(json!(true)))],
+            ..Commit::default()
+        };
+        t.status = ThreadStatus::Running;
+        let err = store.commit(&t, owner, again).await;
+        assert!(
+            matches!(err, Err(StoreError::Conflict(_))),
+            "{name}: {err:?}"
+        );
+        let contents: Vec<_> = store
+            .messages(t.id)
+            .await
+            .expect("read")
+            .into_iter()
+            .filter_map(|m| m.content)
+            .collect();
+        assert_eq!(contents, ["one"], "{name}");
+        assert_eq!(
+            store.value(t.id, "written").await.expect("read"),
+            None,
+            "{name}"
+        );
+        assert_eq!(
+            store
+                .thread_by_id(t.id)
+                .await
+                .expect("read")
+                .map(|x| x.status),
+            Some(ThreadStatus::Idle),
+            "{name}: the thread row was not written either"
+        );
+        // A new thread reusing another's id under a new key.
+        let taken = NewThread {
+            id: t.id,
+            ..new("agent", 200)
+        };
+        let err = store.open_thread("other key", taken).await;
+        assert!(
+            matches!(err, Err(StoreError::Conflict(_))),
+            "{name}: {err:?}"
+        );
+        // The store still works after both.
+        store
+            .open_thread("fine", new("agent", 300))
+            .await
+            .expect("open");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn everything_a_commit_writes_reads_back() {
     each(async |store, name| {
         let mut t = thread(&store, "k").await;
@@ -270,6 +350,76 @@ async fn everything_a_commit_writes_reads_back() {
                 .is_empty()
         );
         assert!(store.size_bytes().await.expect("size") > 0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_journal_reads_from_a_cursor_in_seq_order() {
+    each(async |store, name| {
+        let mut t = thread(&store, "k").await;
+        let mut other = thread(&store, "other").await;
+        let owner = Uuid::now_v7();
+        assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
+        assert!(
+            store
+                .claim(other.id, lease(owner, 1_000))
+                .await
+                .expect("claim")
+        );
+        let text = |seq, s: &str| Message::text(seq, 1, Role::User, Some(SideId::B), s.into(), 5);
+        let record = |seq, kind: &str| Record {
+            seq,
+            body: RecordBody::from_parts(kind, json!({"at": seq})),
+            created_at: 6,
+        };
+        // Two commits, each with messages and records whose seqs interleave.
+        let (m1, r2, m3) = (t.take_seq(), t.take_seq(), t.take_seq());
+        let first = Commit {
+            messages: vec![text(m1, "one"), text(m3, "three")],
+            records: vec![record(r2, "turn_completed")],
+            ..Commit::default()
+        };
+        store.commit(&t, owner, first).await.expect("commit");
+        let (r4, m5) = (t.take_seq(), t.take_seq());
+        let second = Commit {
+            messages: vec![text(m5, "five")],
+            records: vec![record(r4, "stopped")],
+            ..Commit::default()
+        };
+        store.commit(&t, owner, second).await.expect("commit");
+        let noise = Commit {
+            messages: vec![text(other.take_seq(), "elsewhere")],
+            ..Commit::default()
+        };
+        store.commit(&other, owner, noise).await.expect("commit");
+
+        let all = store.journal_since(t.id, 0).await.expect("read");
+        assert_eq!(
+            all.iter().map(JournalEntry::seq).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5],
+            "{name}"
+        );
+        assert_eq!(all[0], JournalEntry::Message(text(m1, "one")), "{name}");
+        assert_eq!(
+            all[3],
+            JournalEntry::Record(record(r4, "stopped")),
+            "{name}"
+        );
+        let later = store.journal_since(t.id, 2).await.expect("read");
+        assert_eq!(later, all[2..].to_vec(), "{name}");
+        assert!(
+            store.journal_since(t.id, 5).await.expect("read").is_empty(),
+            "{name}: nothing after the last"
+        );
+        assert!(
+            store
+                .journal_since(Uuid::now_v7(), 0)
+                .await
+                .expect("read")
+                .is_empty(),
+            "{name}: no such thread, no entries"
+        );
     })
     .await;
 }
@@ -537,4 +687,30 @@ async fn processes_opening_a_new_database_at_once_all_succeed() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn a_failing_backend_keeps_its_cause() {
+    let file = std::env::temp_dir().join(format!("duet-not-a-dir-{}", Uuid::now_v7().simple()));
+    std::fs::write(&file, "").expect("scratch file");
+    let under_a_file = file.join("store.db").display().to_string();
+    let mut urls = vec![under_a_file];
+    // A database the server refuses (answered at once: an unreachable server is retried).
+    if let Some((server, _)) = std::env::var("DATABASE_URL")
+        .ok()
+        .as_deref()
+        .and_then(|u| u.rsplit_once('/'))
+    {
+        urls.push(format!("{server}/duet_no_such_database"));
+    }
+    for url in &urls {
+        match duet_store::connect(url).await {
+            Err(err @ StoreError::Backend { .. }) => {
+                assert!(std::error::Error::source(&err).is_some(), "{url}: {err}");
+            }
+            Err(other) => panic!("{url}: not a backend failure: {other:?}"),
+            Ok(_) => panic!("{url}: opened"),
+        }
+    }
+    let _ = std::fs::remove_file(file);
 }

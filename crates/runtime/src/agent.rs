@@ -156,7 +156,14 @@ fn failure(e: &RunError) -> AgentEvent {
         }
         RunError::UnknownThread(_) => (codes::UNKNOWN_AGENT, false),
         RunError::Terminated(_) => (codes::TERMINATED, false),
-        RunError::Store(_) => (codes::INTERNAL, true),
+        // Retrying cannot read a corrupt row; every other store failure may pass.
+        RunError::Store(StoreError::Corrupt(_)) => (codes::INTERNAL, false),
+        RunError::Store(
+            StoreError::LeaseLost(_)
+            | StoreError::NotFound(_)
+            | StoreError::Conflict(_)
+            | StoreError::Backend { .. },
+        ) => (codes::INTERNAL, true),
     };
     AgentEvent::Failed {
         details: e.to_string(),

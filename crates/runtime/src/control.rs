@@ -2,8 +2,6 @@
 //! `abort`) and never starts one; `state`, `entries` and `follow` observe a session. Steering and
 //! follow-ups are durable: they are queue rows, so a crash loses neither.
 
-use std::time::Duration;
-
 use futures::StreamExt;
 use futures::stream::{self, BoxStream};
 use serde::{Deserialize, Serialize};
@@ -11,17 +9,23 @@ use serde_json::json;
 
 use crate::Runtime;
 use crate::agent::{Principal, Prompt, Scope};
-use crate::store::StoreError;
-use crate::types::{NewQueued, Thread, ThreadStatus, side_str};
+use crate::store::{FeedEvent, JournalEntry, StoreError};
+use crate::types::{NewQueued, Thread, ThreadId, ThreadStatus, side_str};
 
 /// A command for a session's run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Command {
     /// Delivered before the run's next model call.
-    Steer { prompt: Prompt },
+    Steer {
+        /// What the person (the human side, or `user`) says.
+        prompt: Prompt,
+    },
     /// Delivered when the run would otherwise settle, in order.
-    FollowUp { prompt: Prompt },
+    FollowUp {
+        /// What the person (the human side, or `user`) says.
+        prompt: Prompt,
+    },
     /// Stops the run: its `invoke` stream ends with `failed{code:"aborted"}`.
     Abort,
 }
@@ -30,12 +34,18 @@ pub enum Command {
 /// result safe to retry blindly).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SessionResult {
+    /// Accepted: the run it reached will act on it.
     Ok {
+        /// The run that holds the session, when one does.
         run_id: Option<String>,
     },
+    /// Refused before anything was written.
     Err {
+        /// One of [`control_codes`].
         code: &'static str,
+        /// Why, for people.
         message: String,
+        /// Whether the same command may succeed later.
         retryable: bool,
     },
 }
@@ -73,8 +83,10 @@ pub mod control_codes {
 pub struct SessionState {
     /// `running`, `parked` (waiting for a person), or `idle`.
     pub status: &'static str,
+    /// The run that holds the session's lease, while one does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_run_id: Option<String>,
+    /// Commands queued for that run.
     pub pending: Pending,
 }
 
@@ -82,7 +94,9 @@ pub struct SessionState {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Pending {
+    /// Messages to deliver before the next model call (`steer`, and plain inbound ones).
     pub steering: usize,
+    /// Follow-ups, delivered when the run would otherwise settle.
     pub follow_up: usize,
 }
 
@@ -90,21 +104,56 @@ pub struct Pending {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
+    /// Its place in the thread's journal: the cursor to follow from.
     pub seq: i64,
     /// `message`, or a record kind (`turn_completed`, `session_ended`, ...).
     pub kind: String,
+    /// The message's fields, or the record's.
     pub data: serde_json::Value,
+    /// When it was committed (ms since the Unix epoch).
     pub created_at: i64,
+}
+
+impl From<JournalEntry> for Entry {
+    fn from(entry: JournalEntry) -> Self {
+        match entry {
+            JournalEntry::Message(m) => Entry {
+                seq: m.seq,
+                kind: "message".into(),
+                created_at: m.created_at,
+                data: json!({
+                    "role": m.role.as_str(),
+                    "side": m.side.map(side_str),
+                    "content": m.content,
+                    "thinking": m.thinking,
+                    "toolCalls": m.tool_calls,
+                    "toolCallId": m.tool_call_id,
+                    "toolName": m.tool_name,
+                    "toolStatus": m.tool_status.map(|s| s.as_str()),
+                    "silent": m.silent,
+                }),
+            },
+            JournalEntry::Record(r) => Entry {
+                seq: r.seq,
+                kind: r.kind().into(),
+                data: r.data(),
+                created_at: r.created_at,
+            },
+        }
+    }
 }
 
 /// Why an observation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ControlError {
+    /// No thread has this key.
     #[error("no session `{0}`")]
     NoSuchSession(String),
+    /// The thread is another principal's.
     #[error("session `{0}` belongs to another principal")]
     Forbidden(String),
+    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -282,64 +331,78 @@ impl Runtime {
     /// The session's journal entries after `since` (0 for all), in order.
     pub async fn entries(&self, scope: &Scope, since: i64) -> Result<Vec<Entry>, ControlError> {
         let thread = self.session(scope).await?;
-        let mut out: Vec<Entry> = self
-            .store()
-            .messages(thread.id)
-            .await?
-            .into_iter()
-            .filter(|m| m.seq > since)
-            .map(|m| Entry {
-                seq: m.seq,
-                kind: "message".into(),
-                created_at: m.created_at,
-                data: json!({
-                    "role": m.role.as_str(),
-                    "side": m.side.map(side_str),
-                    "content": m.content,
-                    "thinking": m.thinking,
-                    "toolCalls": m.tool_calls,
-                    "toolCallId": m.tool_call_id,
-                    "toolName": m.tool_name,
-                    "toolStatus": m.tool_status.map(|s| s.as_str()),
-                    "silent": m.silent,
-                }),
-            })
-            .collect();
-        out.extend(
-            self.store()
-                .records(thread.id)
-                .await?
-                .into_iter()
-                .filter(|r| r.seq > since)
-                .map(|r| Entry {
-                    seq: r.seq,
-                    kind: r.kind().into(),
-                    data: r.data(),
-                    created_at: r.created_at,
-                }),
-        );
-        out.sort_by_key(|e| e.seq);
-        Ok(out)
+        self.entries_of(thread.id, since).await
+    }
+
+    async fn entries_of(&self, id: ThreadId, since: i64) -> Result<Vec<Entry>, ControlError> {
+        let journal = self.store().journal_since(id, since).await?;
+        Ok(journal.into_iter().map(Entry::from).collect())
     }
 
     /// Follows `scope.session` from the cursor `since`: every entry committed after it, as it
-    /// commits (checked every `every`), until the stream is dropped. A failed read ends it.
-    pub fn follow(&self, scope: Scope, since: i64, every: Duration) -> BoxStream<'static, Entry> {
-        let rt = self.clone();
-        stream::unfold(
-            (rt, scope, since, true),
-            move |(rt, scope, mut cursor, first)| async move {
-                if !first {
-                    tokio::time::sleep(every).await;
-                }
-                let batch = rt.entries(&scope, cursor).await.ok()?;
-                if let Some(last) = batch.last() {
-                    cursor = last.seq;
-                }
-                Some((batch, (rt, scope, cursor, false)))
-            },
-        )
+    /// commits, until the stream is dropped. It reads the journal after its cursor, then waits on
+    /// the store's change feed for this thread (or a resync) and reads again: no polling. A failed
+    /// read, or the feed ending, ends it.
+    pub fn follow(&self, scope: Scope, since: i64) -> BoxStream<'static, Entry> {
+        // Subscribed before the first read, so whatever commits after that read is announced.
+        let follower = Follower {
+            changes: self.store().changes(),
+            rt: self.clone(),
+            scope,
+            thread: None,
+            cursor: since,
+        };
+        stream::unfold(follower, |mut f| async move {
+            let batch = f.next_batch().await?;
+            Some((batch, f))
+        })
         .flat_map(stream::iter)
         .boxed()
+    }
+}
+
+/// The state of one `follow` stream.
+struct Follower {
+    rt: Runtime,
+    scope: Scope,
+    changes: BoxStream<'static, FeedEvent>,
+    /// The session's thread, once resolved (on the first read).
+    thread: Option<ThreadId>,
+    /// The last seq handed out.
+    cursor: i64,
+}
+
+impl Follower {
+    /// The next non-empty batch of entries after the cursor; `None` ends the stream.
+    async fn next_batch(&mut self) -> Option<Vec<Entry>> {
+        loop {
+            let id = match self.thread {
+                Some(id) => {
+                    self.wait(id).await?;
+                    id
+                }
+                None => {
+                    let id = self.rt.session(&self.scope).await.ok()?.id;
+                    self.thread = Some(id);
+                    id
+                }
+            };
+            let batch = self.rt.entries_of(id, self.cursor).await.ok()?;
+            if let Some(last) = batch.last() {
+                self.cursor = last.seq;
+                return Some(batch);
+            }
+        }
+    }
+
+    /// Waits until the feed says thread `id` went past the cursor, or asks for a resync.
+    async fn wait(&mut self, id: ThreadId) -> Option<()> {
+        loop {
+            match self.changes.next().await? {
+                FeedEvent::Changed(c) if c.thread == id && c.seq <= self.cursor => {}
+                event if event.concerns(id) => return Some(()),
+                _ => {}
+            }
+        }
     }
 }

@@ -22,8 +22,6 @@ mod children;
 pub mod clock;
 pub mod codes;
 mod context;
-// `control.rs` and `store.rs` are being rewritten; their docs come with the rewrite.
-#[allow(missing_docs)]
 pub mod control;
 mod decide;
 mod delivery;
@@ -35,7 +33,6 @@ pub mod hooks;
 pub mod middleware;
 mod model;
 mod record;
-#[allow(missing_docs)]
 mod store;
 mod subagents;
 mod tools;
@@ -55,7 +52,11 @@ pub use model::{
     ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
 };
 pub use record::{Record, RecordBody};
-pub use store::{Commit, CommitOutcome, Lease, NewThread, Renewal, Store, StoreError};
+pub use store::{
+    Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry,
+    JournalStore, Lease, LeaseStore, NewThread, QueueStore, RegistryStore, Renewal, Store,
+    StoreError, ThreadStore,
+};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolContext, ToolResult, Tools, render};
 pub use types::{

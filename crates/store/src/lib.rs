@@ -11,7 +11,9 @@ use std::sync::Arc;
 use duet_runtime::{Store, StoreError};
 
 mod batch;
+mod listen;
 mod postgres;
+mod rows;
 mod sql;
 mod sqlite;
 
@@ -35,6 +37,24 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
     }
 }
 
+/// A sqlx error as a [`StoreError`] of its kind: a constraint the write broke (by the database's
+/// own classification, never by its message) is a [`StoreError::Conflict`]; anything else is a
+/// [`StoreError::Backend`] that keeps the sqlx error as its source.
 pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
-    StoreError::Database(e.to_string())
+    use sqlx::error::ErrorKind;
+    let constraint = e.as_database_error().is_some_and(|d| {
+        matches!(
+            d.kind(),
+            ErrorKind::UniqueViolation
+                | ErrorKind::ForeignKeyViolation
+                | ErrorKind::NotNullViolation
+                | ErrorKind::CheckViolation
+                | ErrorKind::ExclusionViolation
+        )
+    });
+    if constraint {
+        StoreError::Conflict(e.to_string())
+    } else {
+        StoreError::backend(e)
+    }
 }

@@ -62,11 +62,12 @@ pub(crate) use runnable;
 /// transaction (` FOR UPDATE` on Postgres; SQLite's `BEGIN IMMEDIATE` already serialises). Each
 /// backend writes its own `commit_impl`: the shapes differ (statements vs one batch).
 macro_rules! store_impl {
-    ($store:ident, $db:ty, $begin:literal, $lock:literal, $size_sql:literal) => {
+    ($store:ident, $db:ty, $begin:literal, $lock:literal, $notify:literal, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
-            Child, ChildStatus, Commit, CommitOutcome, Lease, Message, NewQueued, NewThread, Renewal, Queued, Record, RecordBody, Role, StopReason, Store,
-            StoreError, Thread, ThreadId, ThreadStatus, ToolReply, ToolStatus, parse_side, side_str,
+            Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
+            QueueStore, Queued, Record, RecordBody, RegistryStore, ChildStatus, ToolReply, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
+            ThreadStatus, ThreadStore, ToolStatus, parse_side, side_str,
         };
         use sqlx::Row;
         use uuid::Uuid;
@@ -74,117 +75,39 @@ macro_rules! store_impl {
         use crate::db_error;
         use crate::sql::thread_cols;
 
-        fn corrupt(what: &str, value: &str) -> StoreError {
-            StoreError::Corrupt(format!("{what} `{value}`"))
-        }
+        crate::rows::decoders!($db);
 
-        fn thread_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Thread, StoreError> {
-            let text = |c: &str| row.try_get::<String, _>(c).map_err(db_error);
-            let opt = |c: &str| row.try_get::<Option<String>, _>(c).map_err(db_error);
-            let int = |c: &str| row.try_get::<i64, _>(c).map_err(db_error);
-            let uuid = |s: String| Uuid::parse_str(&s).map_err(|_| corrupt("thread id", &s));
-            let status = text("status")?;
-            Ok(Thread {
-                id: uuid(text("id")?)?,
-                key: text("key")?,
-                agent: text("agent")?,
-                origin: text("origin")?,
-                parent: opt("parent")?.map(uuid).transpose()?,
-                principal: opt("principal")?,
-                source: opt("source")?,
-                status: ThreadStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
-                status_text: opt("status_text")?,
-                session: int("session")?,
-                session_open: row.try_get::<bool, _>("session_open").map_err(db_error)?,
-                stop_reason: match opt("stop_reason")? {
-                    Some(s) => Some(StopReason::parse(&s).ok_or_else(|| corrupt("stop reason", &s))?),
-                    None => None,
-                },
-                result: opt("result")?,
-                turns: duet_runtime::PerSide::new(int("turns_a")?, int("turns_b")?),
-                steps: duet_runtime::PerSide::new(int("steps_a")?, int("steps_b")?),
-                steps_total: int("steps_total")?,
-                acting: opt("acting")?.and_then(|s| parse_side(&s)),
-                watermarks: duet_runtime::PerSide::new(int("watermark_a")?, int("watermark_b")?),
-                next_seq: int("next_seq")?,
-                lease_owner: opt("lease_owner")?.map(uuid).transpose()?,
-                lease_expires: int("lease_expires")?,
-                created_at: int("created_at")?,
-                updated_at: int("updated_at")?,
-            })
-        }
-
-        fn child_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Child, StoreError> {
-            let text = |c: &str| row.try_get::<String, _>(c).map_err(db_error);
-            let uuid = |s: String| Uuid::parse_str(&s).map_err(|_| corrupt("thread id", &s));
-            let owner = text("owner")?;
-            Ok(Child {
-                child: uuid(text("child")?)?,
-                parent: uuid(text("parent")?)?,
-                relationship: text("relationship")?,
-                owner: parse_side(&owner).ok_or_else(|| corrupt("side", &owner))?,
-                agent: text("agent")?,
-                name: row.try_get("name").map_err(db_error)?,
-                blocking: row.try_get("blocking").map_err(db_error)?,
-                explicit: row.try_get("explicit").map_err(db_error)?,
-                status: {
-                    let s = text("status")?;
-                    ChildStatus::parse(&s).ok_or_else(|| corrupt("child status", &s))?
-                },
-                status_text: row.try_get("status_text").map_err(db_error)?,
-                awaiting: row.try_get("awaiting").map_err(db_error)?,
-                created_at: row.try_get("created_at").map_err(db_error)?,
-                arguments: {
-                    let s = text("arguments")?;
-                    serde_json::from_str(&s).map_err(|_| corrupt("child arguments", &s))?
-                },
-                env: {
-                    let s = text("env")?;
-                    serde_json::from_str(&s).map_err(|_| corrupt("child env", &s))?
-                },
-            })
-        }
-
-        fn message_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Message, StoreError> {
-            let opt = |c: &str| row.try_get::<Option<String>, _>(c).map_err(db_error);
-            let role: String = row.try_get("role").map_err(db_error)?;
-            let tool_calls = match opt("tool_calls")? {
-                Some(s) => serde_json::from_str(&s).map_err(|_| corrupt("tool calls", &s))?,
-                None => Vec::new(),
-            };
-            Ok(Message {
-                seq: row.try_get("seq").map_err(db_error)?,
-                session: row.try_get("session").map_err(db_error)?,
-                role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
-                side: opt("side")?.and_then(|s| parse_side(&s)),
-                content: opt("content")?,
-                thinking: opt("thinking")?,
-                tool_calls,
-                tool_call_id: opt("tool_call_id")?,
-                tool_name: opt("tool_name")?,
-                tool_status: opt("tool_status")?.and_then(|s| ToolStatus::parse(&s)),
-                silent: row.try_get("silent").map_err(db_error)?,
-                model: opt("model")?,
-                created_at: row.try_get("created_at").map_err(db_error)?,
-            })
+        /// A thread row's lease columns, and what the change feed says about it.
+        struct LeaseRow {
+            num: i64,
+            owner: Option<String>,
+            expires: i64,
+            /// The thread as of this row, for the change feed.
+            change: Change,
         }
 
         /// Locks (on Postgres) and reads the lease columns of thread `id` inside `tx`.
-        async fn lease_row(
-            tx: &mut sqlx::Transaction<'_, $db>,
-            id: ThreadId,
-        ) -> Result<(i64, Option<String>, i64), StoreError> {
-            let row = sqlx::query(concat!("SELECT num, lease_owner, lease_expires FROM threads WHERE id = $1", $lock))
-                .bind(id.to_string())
-                .fetch_optional(&mut **tx)
-                .await
-                .map_err(db_error)?
-                .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-            Ok((
-                row.try_get("num").map_err(db_error)?,
-                row.try_get("lease_owner").map_err(db_error)?,
-                row.try_get("lease_expires").map_err(db_error)?,
+        async fn lease_row(tx: &mut sqlx::Transaction<'_, $db>, id: ThreadId) -> Result<LeaseRow, StoreError> {
+            let row = sqlx::query(concat!(
+                "SELECT num, lease_owner, lease_expires, next_seq, status FROM threads WHERE id = $1",
+                $lock
             ))
+            .bind(id.to_string())
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+            let status: String = row.try_get("status").map_err(db_error)?;
+            Ok(LeaseRow {
+                num: row.try_get("num").map_err(db_error)?,
+                owner: row.try_get("lease_owner").map_err(db_error)?,
+                expires: row.try_get("lease_expires").map_err(db_error)?,
+                change: Change {
+                    thread: id,
+                    seq: row.try_get::<i64, _>("next_seq").map_err(db_error)? - 1,
+                    status: ThreadStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
+                },
+            })
         }
 
         fn lease_free(owner: &Option<String>, expires: i64, lease: &Lease) -> bool {
@@ -195,14 +118,15 @@ macro_rules! store_impl {
         }
 
         #[async_trait]
-        impl Store for $store {
+        impl ThreadStore for $store {
             async fn open_thread(&self, key: &str, new: NewThread<'_>) -> Result<Thread, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                sqlx::query(
+                let created = sqlx::query(concat!(
                     "INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7) ON CONFLICT (key) DO NOTHING",
-                )
+                     VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7) ON CONFLICT (key) DO NOTHING RETURNING ",
+                    $notify
+                ))
                 .bind(new.id.to_string())
                 .bind(key)
                 .bind(new.agent)
@@ -212,14 +136,20 @@ macro_rules! store_impl {
                 .bind(new.now)
                 .execute(&mut *tx)
                 .await
-                .map_err(db_error)?;
+                .map_err(db_error)?
+                .rows_affected()
+                    == 1;
                 let row = sqlx::query(concat!("SELECT ", thread_cols!(), " FROM threads WHERE key = $1"))
                     .bind(key)
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(db_error)?;
                 tx.commit().await.map_err(db_error)?;
-                thread_from_row(&row)
+                let thread = thread_from_row(&row)?;
+                if created {
+                    self.publish(Change { thread: thread.id, seq: thread.next_seq - 1, status: thread.status });
+                }
+                Ok(thread)
             }
 
             async fn thread(&self, key: &str) -> Result<Option<Thread>, StoreError> {
@@ -254,6 +184,34 @@ macro_rules! store_impl {
                 rows.iter().map(thread_from_row).collect()
             }
 
+            async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let LeaseRow { num, change, .. } = lease_row(&mut tx, id).await?;
+                sqlx::query(concat!(
+                    "UPDATE threads SET status = 'terminated', lease_owner = NULL, lease_expires = 0, \
+                     abort_requested = FALSE, updated_at = $1 WHERE num = $2 RETURNING ",
+                    $notify
+                ))
+                .bind(now)
+                .bind(num)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                sqlx::query("DELETE FROM queue WHERE thread = $1").bind(num).execute(&mut *tx).await.map_err(db_error)?;
+                sqlx::query("UPDATE children SET status = 'terminated' WHERE child = $1")
+                    .bind(id.to_string())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
+                self.publish(Change { status: ThreadStatus::Terminated, ..change });
+                Ok(())
+            }
+        }
+
+        #[async_trait]
+        impl JournalStore for $store {
             async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError> {
                 let rows = sqlx::query(
                     "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.kind = 'message' \
@@ -275,18 +233,95 @@ macro_rules! store_impl {
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
+                rows.iter().map(record_from_row).collect()
+            }
+
+            async fn journal_since(&self, id: ThreadId, seq: i64) -> Result<Vec<JournalEntry>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.seq > $2 ORDER BY j.seq",
+                )
+                .bind(id.to_string())
+                .bind(seq)
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
                 rows.iter()
                     .map(|row| {
                         let kind: String = row.try_get("kind").map_err(db_error)?;
-                        let data: String = row.try_get("data").map_err(db_error)?;
-                        let data = serde_json::from_str(&data).map_err(|_| corrupt("record data", &data))?;
-                        Ok(Record {
-                            seq: row.try_get("seq").map_err(db_error)?,
-                            body: RecordBody::from_parts(&kind, data),
-                            created_at: row.try_get("created_at").map_err(db_error)?,
-                        })
+                        if kind == "message" {
+                            message_from_row(row).map(JournalEntry::Message)
+                        } else {
+                            record_from_row(row).map(JournalEntry::Record)
+                        }
                     })
                     .collect()
+            }
+        }
+
+        #[async_trait]
+        impl QueueStore for $store {
+            async fn enqueue(&self, id: ThreadId, message: NewQueued, claim: Option<Lease>, now: i64) -> Result<bool, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
+                insert_queued(&mut tx, num, &message, now, true).await?;
+                let mut claimed = false;
+                if let Some(lease) = claim {
+                    if lease_free(&owner, expires, &lease) {
+                        sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
+                            .bind(lease.owner.to_string())
+                            .bind(lease.until)
+                            .bind(num)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
+                        claimed = true;
+                    }
+                }
+                tx.commit().await.map_err(db_error)?;
+                self.publish(change);
+                Ok(claimed)
+            }
+
+            async fn deliver_if_free(&self, id: ThreadId, message: NewQueued, lease: Lease) -> Result<bool, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
+                if !lease_free(&owner, expires, &lease) {
+                    // Roll back explicitly: a transaction dropped on SQLite's single write
+                    // connection leaves its rollback for later, and the next user of the
+                    // connection would wait on it.
+                    tx.rollback().await.map_err(db_error)?;
+                    return Ok(false);
+                }
+                sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
+                    .bind(lease.owner.to_string())
+                    .bind(lease.until)
+                    .bind(num)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                insert_queued(&mut tx, num, &message, lease.now, true).await?;
+                tx.commit().await.map_err(db_error)?;
+                self.publish(change);
+                Ok(true)
+            }
+
+            async fn enqueue_if_running(&self, id: ThreadId, message: NewQueued, now: i64) -> Result<Option<Uuid>, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
+                let run = match owner {
+                    Some(o) if expires >= now => o,
+                    _ => {
+                        tx.rollback().await.map_err(db_error)?;
+                        return Ok(None);
+                    }
+                };
+                insert_queued(&mut tx, num, &message, now, true).await?;
+                tx.commit().await.map_err(db_error)?;
+                self.publish(change);
+                Uuid::parse_str(&run).map(Some).map_err(|_| corrupt("lease owner", &run))
             }
 
             async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
@@ -331,52 +366,10 @@ macro_rules! store_impl {
                     })
                     .collect()
             }
+        }
 
-            async fn enqueue(&self, id: ThreadId, message: NewQueued, claim: Option<Lease>, now: i64) -> Result<bool, StoreError> {
-                let mut conn = self.writer().await?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let (num, owner, expires) = lease_row(&mut tx, id).await?;
-                insert_queued(&mut tx, num, &message, now).await?;
-                let mut claimed = false;
-                if let Some(lease) = claim {
-                    if lease_free(&owner, expires, &lease) {
-                        sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
-                            .bind(lease.owner.to_string())
-                            .bind(lease.until)
-                            .bind(num)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(db_error)?;
-                        claimed = true;
-                    }
-                }
-                tx.commit().await.map_err(db_error)?;
-                Ok(claimed)
-            }
-
-            async fn deliver_if_free(&self, id: ThreadId, message: NewQueued, lease: Lease) -> Result<bool, StoreError> {
-                let mut conn = self.writer().await?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let (num, owner, expires) = lease_row(&mut tx, id).await?;
-                if !lease_free(&owner, expires, &lease) {
-                    // Roll back explicitly: a transaction dropped on SQLite's single write
-                    // connection leaves its rollback for later, and the next user of the
-                    // connection would wait on it.
-                    tx.rollback().await.map_err(db_error)?;
-                    return Ok(false);
-                }
-                sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
-                    .bind(lease.owner.to_string())
-                    .bind(lease.until)
-                    .bind(num)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                insert_queued(&mut tx, num, &message, lease.now).await?;
-                tx.commit().await.map_err(db_error)?;
-                Ok(true)
-            }
-
+        #[async_trait]
+        impl LeaseStore for $store {
             async fn claim(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError> {
                 let done = sqlx::query(
                     "UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE \
@@ -408,22 +401,6 @@ macro_rules! store_impl {
                 })
             }
 
-            async fn enqueue_if_running(&self, id: ThreadId, message: NewQueued, now: i64) -> Result<Option<Uuid>, StoreError> {
-                let mut conn = self.writer().await?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let (num, owner, expires) = lease_row(&mut tx, id).await?;
-                let run = match owner {
-                    Some(o) if expires >= now => o,
-                    _ => {
-                        tx.rollback().await.map_err(db_error)?;
-                        return Ok(None);
-                    }
-                };
-                insert_queued(&mut tx, num, &message, now).await?;
-                tx.commit().await.map_err(db_error)?;
-                Uuid::parse_str(&run).map(Some).map_err(|_| corrupt("lease owner", &run))
-            }
-
             async fn request_abort(&self, id: ThreadId, now: i64) -> Result<Option<Uuid>, StoreError> {
                 let row = sqlx::query(
                     "UPDATE threads SET abort_requested = TRUE \
@@ -439,28 +416,6 @@ macro_rules! store_impl {
                     Some(row) => {
                         let owner: String = row.try_get("lease_owner").map_err(db_error)?;
                         Uuid::parse_str(&owner).map(Some).map_err(|_| corrupt("lease owner", &owner))
-                    }
-                }
-            }
-
-            async fn commit(&self, t: &Thread, owner: Uuid, commit: Commit) -> Result<CommitOutcome, StoreError> {
-                self.commit_impl(t, owner, commit).await
-            }
-
-            async fn value(&self, id: ThreadId, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
-                let row = sqlx::query(
-                    "SELECT v.value FROM thread_values v JOIN threads t ON t.num = v.thread WHERE t.id = $1 AND v.key = $2",
-                )
-                .bind(id.to_string())
-                .bind(key)
-                .fetch_optional(&self.read)
-                .await
-                .map_err(db_error)?;
-                match row {
-                    None => Ok(None),
-                    Some(row) => {
-                        let text: String = row.try_get("value").map_err(db_error)?;
-                        serde_json::from_str(&text).map(Some).map_err(|_| corrupt("value", &text))
                     }
                 }
             }
@@ -481,30 +436,10 @@ macro_rules! store_impl {
                     })
                     .collect()
             }
+        }
 
-            async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
-                let mut conn = self.writer().await?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let (num, _, _) = lease_row(&mut tx, id).await?;
-                sqlx::query(
-                    "UPDATE threads SET status = 'terminated', lease_owner = NULL, lease_expires = 0, \
-                     abort_requested = FALSE, updated_at = $1 WHERE num = $2",
-                )
-                .bind(now)
-                .bind(num)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                sqlx::query("DELETE FROM queue WHERE thread = $1").bind(num).execute(&mut *tx).await.map_err(db_error)?;
-                sqlx::query("UPDATE children SET status = 'terminated' WHERE child = $1")
-                    .bind(id.to_string())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)?;
-                Ok(())
-            }
-
+        #[async_trait]
+        impl RegistryStore for $store {
             async fn put_child(&self, c: &Child) -> Result<(), StoreError> {
                 sqlx::query(
                     "INSERT INTO children (child, parent, relationship, owner, agent, name, blocking, explicit, status, created_at, arguments, env, status_text, awaiting) \
@@ -572,7 +507,7 @@ macro_rules! store_impl {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
                 // The parent's row first: the lock order of every other write (enqueue, commit).
-                let (num, owner, expires) = lease_row(&mut tx, parent).await?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, parent).await?;
                 let cleared = sqlx::query("UPDATE children SET awaiting = NULL WHERE child = $1 AND awaiting = $2")
                     .bind(child.to_string())
                     .bind(call)
@@ -583,7 +518,7 @@ macro_rules! store_impl {
                     tx.rollback().await.map_err(db_error)?;
                     return Ok(None);
                 }
-                insert_queued(&mut tx, num, &reply, claim.now).await?;
+                insert_queued(&mut tx, num, &reply, claim.now, true).await?;
                 let claimed = lease_free(&owner, expires, &claim);
                 if claimed {
                     sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
@@ -595,6 +530,7 @@ macro_rules! store_impl {
                         .map_err(db_error)?;
                 }
                 tx.commit().await.map_err(db_error)?;
+                self.publish(change);
                 Ok(Some(claimed))
             }
 
@@ -615,7 +551,41 @@ macro_rules! store_impl {
                     .map_err(db_error)?;
                 rows.iter().map(child_from_row).collect()
             }
+        }
 
+        #[async_trait]
+        impl CommitStore for $store {
+            async fn commit(&self, t: &Thread, owner: Uuid, commit: Commit) -> Result<CommitOutcome, StoreError> {
+                self.commit_impl(t, owner, commit).await
+            }
+
+            async fn value(&self, id: ThreadId, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+                let row = sqlx::query(
+                    "SELECT v.value FROM thread_values v JOIN threads t ON t.num = v.thread WHERE t.id = $1 AND v.key = $2",
+                )
+                .bind(id.to_string())
+                .bind(key)
+                .fetch_optional(&self.read)
+                .await
+                .map_err(db_error)?;
+                match row {
+                    None => Ok(None),
+                    Some(row) => {
+                        let text: String = row.try_get("value").map_err(db_error)?;
+                        serde_json::from_str(&text).map(Some).map_err(|_| corrupt("value", &text))
+                    }
+                }
+            }
+        }
+
+        impl ChangeFeed for $store {
+            fn changes(&self) -> futures::stream::BoxStream<'static, FeedEvent> {
+                self.subscribe()
+            }
+        }
+
+        #[async_trait]
+        impl Store for $store {
             async fn size_bytes(&self) -> Result<i64, StoreError> {
                 let row = sqlx::query($size_sql).fetch_one(&self.read).await.map_err(db_error)?;
                 row.try_get::<i64, _>(0).map_err(db_error)
@@ -659,16 +629,24 @@ macro_rules! store_impl {
             ]
         }
 
+        /// Queues `q` on thread row `num` inside `tx`; with `announce`, the insert also announces
+        /// the thread on the change feed (Postgres: `pg_notify`, delivered if `tx` commits).
         async fn insert_queued(
             tx: &mut sqlx::Transaction<'_, $db>,
             num: i64,
             q: &NewQueued,
             now: i64,
+            announce: bool,
         ) -> Result<(), StoreError> {
-            sqlx::query(
+            const INSERT: &str = "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+            const ANNOUNCED: &str = concat!(
                 "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-            )
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING (SELECT ",
+                $notify,
+                " FROM threads WHERE num = $1)"
+            );
+            sqlx::query(if announce { ANNOUNCED } else { INSERT })
             .bind(num)
             .bind(q.role.as_str())
             .bind(side_str(q.side))

@@ -1,0 +1,59 @@
+//! Commits: a step's writes to the journal, the queue, durable values and the thread row, in
+//! one transaction fenced by the lease; and reading the durable values only commits write.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::StoreError;
+use crate::record::Record;
+use crate::types::{Message, NewQueued, Thread, ThreadId};
+
+/// Everything one step (or drain, or settle) writes.
+#[derive(Clone, Debug, Default)]
+pub struct Commit {
+    /// Queue rows consumed by this commit.
+    pub drained: Vec<i64>,
+    /// New messages, in seq order.
+    pub messages: Vec<Message>,
+    /// New journal records, in seq order.
+    pub records: Vec<Record>,
+    /// Durable key/value writes (`None` deletes).
+    pub values: Vec<(String, Option<serde_json::Value>)>,
+    /// Messages to queue on this thread (a handler's `queue_message`).
+    pub enqueue: Vec<NewQueued>,
+    /// Release the lease after writing, unless the queue holds runnable messages (see
+    /// [`super::LeaseStore::recoverable`]); then keep it and say so.
+    pub settle: bool,
+    /// With `settle`: release the lease even if messages wait (an abort: they wait for the next
+    /// delivery).
+    pub release: bool,
+}
+
+/// What a commit did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// Written; the lease is still held. `queued`: messages wait in the thread's queue (as of the
+    /// commit), so the runner drains them before its next step. A `settle` commit that finds
+    /// messages waiting keeps the lease and says so here.
+    Committed {
+        /// Whether messages wait in the queue.
+        queued: bool,
+    },
+    /// Written and the lease released (only for `settle`, with the queue empty).
+    Settled,
+}
+
+/// Committing a step, and the durable values commits write.
+#[async_trait]
+pub trait CommitStore: Send + Sync {
+    /// Writes `commit` and the thread's new state in one transaction, if `owner` holds the lease.
+    async fn commit(
+        &self,
+        thread: &Thread,
+        owner: Uuid,
+        commit: Commit,
+    ) -> Result<CommitOutcome, StoreError>;
+    /// A durable value of a thread.
+    async fn value(&self, id: ThreadId, key: &str)
+    -> Result<Option<serde_json::Value>, StoreError>;
+}

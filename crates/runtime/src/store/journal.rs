@@ -1,0 +1,37 @@
+//! The journal table: a thread's messages and records in one sequence.
+
+use async_trait::async_trait;
+
+use super::StoreError;
+use crate::record::Record;
+use crate::types::{Message, ThreadId};
+
+/// One entry of a thread's journal: a message or a record, each with its place (`seq`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum JournalEntry {
+    /// A message of the conversation.
+    Message(Message),
+    /// Any other fact of a run (a turn completed, a stop, a session's end, ...).
+    Record(Record),
+}
+
+impl JournalEntry {
+    /// The entry's place in its thread's journal.
+    pub fn seq(&self) -> i64 {
+        match self {
+            JournalEntry::Message(m) => m.seq,
+            JournalEntry::Record(r) => r.seq,
+        }
+    }
+}
+
+/// Reading the journal (it is written only by [`super::CommitStore::commit`]).
+#[async_trait]
+pub trait JournalStore: Send + Sync {
+    /// A thread's messages in seq order.
+    async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError>;
+    /// A thread's records in seq order.
+    async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError>;
+    /// A thread's entries after `seq` (0 for all), messages and records together, in seq order.
+    async fn journal_since(&self, id: ThreadId, seq: i64) -> Result<Vec<JournalEntry>, StoreError>;
+}

@@ -1,0 +1,40 @@
+//! The threads table: opening, reading, listing and terminating threads.
+
+use async_trait::async_trait;
+
+use super::StoreError;
+use crate::types::{Thread, ThreadId, ThreadStatus};
+
+/// What a new thread is made with.
+#[derive(Clone, Copy, Debug)]
+pub struct NewThread<'a> {
+    /// The new thread's id (ignored when the key already has a thread).
+    pub id: ThreadId,
+    /// The agent it runs.
+    pub agent: &'a str,
+    /// The parent thread, for a subagent.
+    pub parent: Option<ThreadId>,
+    /// The principal that owns it (canonical JSON), if any.
+    pub principal: Option<&'a str>,
+    /// Where it came from (a channel name), if known.
+    pub source: Option<&'a str>,
+    /// Creation time (ms).
+    pub now: i64,
+}
+
+/// Threads: one row each, the cached state of its journal.
+#[async_trait]
+pub trait ThreadStore: Send + Sync {
+    /// The thread addressed by `key`, created (idle, for `new.agent`, owned by `new.principal`,
+    /// from `new.source`) if absent; an existing thread comes back as it is.
+    async fn open_thread(&self, key: &str, new: NewThread<'_>) -> Result<Thread, StoreError>;
+    /// The thread addressed by `key`.
+    async fn thread(&self, key: &str) -> Result<Option<Thread>, StoreError>;
+    /// The thread with id `id`.
+    async fn thread_by_id(&self, id: ThreadId) -> Result<Option<Thread>, StoreError>;
+    /// Threads, oldest first, optionally with one status.
+    async fn threads(&self, status: Option<ThreadStatus>) -> Result<Vec<Thread>, StoreError>;
+    /// Terminates a thread for good: status `terminated`, lease taken away (a run still going
+    /// fails its next commit and stops), queue emptied, its registry entry `terminated`.
+    async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError>;
+}
