@@ -277,50 +277,70 @@ async fn commands_are_checked_before_acceptance() {
     );
 }
 
+/// The observer follows through the store's change feed: on Postgres from a store of its own (as
+/// another process would), on SQLite (whose feed is in process) through the running one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_observer_follows_a_session_from_a_cursor() {
     let project = project();
-    let backend = support::backends().await.remove(0);
-    let gate = Gate::default();
-    let rt = runtime(&project, backend.open().await, &gate, 30_000);
-    let scope = scope();
-    let agent = rt.agent("gated").expect("agent");
-    let run = tokio::spawn(
-        agent
-            .invoke(scope.clone(), Prompt::text("start"))
-            .collect::<Vec<_>>(),
-    );
-    gate.entered.notified().await;
-    let before = rt.entries(&scope, 0).await.expect("entries");
-    let cursor = before.last().map_or(0, |e| e.seq);
-    assert!(
-        before
-            .iter()
-            .any(|e| e.kind == "message" && e.data["content"] == "start")
-    );
-    let mut feed = rt.follow(scope.clone(), cursor, Duration::from_millis(20));
-    gate.release.notify_one();
-    run.await.expect("joins");
-    // Only what came after the cursor, in order, ending with the park.
-    let mut seen = Vec::new();
-    while let Ok(Some(entry)) = tokio::time::timeout(Duration::from_secs(10), feed.next()).await {
-        assert!(entry.seq > cursor);
-        let done = entry.kind == "stopped";
-        seen.push(entry);
-        if done {
-            break;
+    for backend in support::backends().await {
+        let name = backend.name();
+        let gate = Gate::default();
+        let rt = runtime(&project, backend.open().await, &gate, 30_000);
+        let observer = match backend {
+            support::Backend::Postgres(_) => {
+                runtime(&project, backend.open().await, &Gate::default(), 30_000)
+            }
+            _ => rt.clone(),
+        };
+        let scope = scope();
+        let agent = rt.agent("gated").expect("agent");
+        let run = tokio::spawn(
+            agent
+                .invoke(scope.clone(), Prompt::text("start"))
+                .collect::<Vec<_>>(),
+        );
+        gate.entered.notified().await;
+        let before = observer.entries(&scope, 0).await.expect("entries");
+        let cursor = before.last().map_or(0, |e| e.seq);
+        assert!(
+            before
+                .iter()
+                .any(|e| e.kind == "message" && e.data["content"] == "start"),
+            "{name}"
+        );
+        let mut feed = observer.follow(scope.clone(), cursor);
+        gate.release.notify_one();
+        // Only what came after the cursor, in order, ending with the park.
+        let mut seen = Vec::new();
+        while let Ok(Some(entry)) = tokio::time::timeout(Duration::from_secs(10), feed.next()).await
+        {
+            assert!(entry.seq > cursor, "{name}");
+            let done = entry.kind == "stopped";
+            seen.push(entry);
+            if done {
+                break;
+            }
         }
+        run.await.expect("joins");
+        let seqs: Vec<i64> = seen.iter().map(|e| e.seq).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{name}: {seqs:?}");
+        assert!(
+            seen.iter().any(|e| e.data["content"] == "second answer"),
+            "{name}: {seen:?}"
+        );
+        assert_eq!(
+            seen.last().map(|e| e.data["stopReason"].clone()),
+            Some(serde_json::json!("stop_on_response")),
+            "{name}"
+        );
+        // Everything after the cursor, nothing twice.
+        let all = observer.entries(&scope, cursor).await.expect("entries");
+        assert_eq!(
+            all.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            seqs,
+            "{name}"
+        );
     }
-    let seqs: Vec<i64> = seen.iter().map(|e| e.seq).collect();
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
-    assert!(
-        seen.iter().any(|e| e.data["content"] == "second answer"),
-        "{seen:?}"
-    );
-    assert_eq!(
-        seen.last().map(|e| e.data["stopReason"].clone()),
-        Some(serde_json::json!("stop_on_response"))
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

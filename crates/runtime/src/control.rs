@@ -2,8 +2,6 @@
 //! `abort`) and never starts one; `state`, `entries` and `follow` observe a session. Steering and
 //! follow-ups are durable: they are queue rows, so a crash loses neither.
 
-use std::time::Duration;
-
 use futures::StreamExt;
 use futures::stream::{self, BoxStream};
 use serde::{Deserialize, Serialize};
@@ -11,7 +9,7 @@ use serde_json::json;
 
 use crate::agent::{Principal, Prompt, Scope};
 use crate::engine::Runtime;
-use crate::store::{JournalEntry, StoreError};
+use crate::store::{FeedEvent, JournalEntry, StoreError};
 use crate::types::{NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus, side_str};
 
 /// A command for a session's run.
@@ -307,23 +305,69 @@ impl Runtime {
     }
 
     /// Follows `scope.session` from the cursor `since`: every entry committed after it, as it
-    /// commits (checked every `every`), until the stream is dropped. A failed read ends it.
-    pub fn follow(&self, scope: Scope, since: i64, every: Duration) -> BoxStream<'static, Entry> {
-        let rt = self.clone();
-        stream::unfold(
-            (rt, scope, since, true),
-            move |(rt, scope, mut cursor, first)| async move {
-                if !first {
-                    tokio::time::sleep(every).await;
-                }
-                let batch = rt.entries(&scope, cursor).await.ok()?;
-                if let Some(last) = batch.last() {
-                    cursor = last.seq;
-                }
-                Some((batch, (rt, scope, cursor, false)))
-            },
-        )
+    /// commits, until the stream is dropped. It reads the journal after its cursor, then waits on
+    /// the store's change feed for this thread (or a resync) and reads again: no polling. A failed
+    /// read, or the feed ending, ends it.
+    pub fn follow(&self, scope: Scope, since: i64) -> BoxStream<'static, Entry> {
+        // Subscribed before the first read, so whatever commits after that read is announced.
+        let follower = Follower {
+            changes: self.store().changes(),
+            rt: self.clone(),
+            scope,
+            thread: None,
+            cursor: since,
+        };
+        stream::unfold(follower, |mut f| async move {
+            let batch = f.next_batch().await?;
+            Some((batch, f))
+        })
         .flat_map(stream::iter)
         .boxed()
+    }
+}
+
+/// The state of one `follow` stream.
+struct Follower {
+    rt: Runtime,
+    scope: Scope,
+    changes: BoxStream<'static, FeedEvent>,
+    /// The session's thread, once resolved (on the first read).
+    thread: Option<ThreadId>,
+    /// The last seq handed out.
+    cursor: i64,
+}
+
+impl Follower {
+    /// The next non-empty batch of entries after the cursor; `None` ends the stream.
+    async fn next_batch(&mut self) -> Option<Vec<Entry>> {
+        loop {
+            let id = match self.thread {
+                Some(id) => {
+                    self.wait(id).await?;
+                    id
+                }
+                None => {
+                    let id = self.rt.session(&self.scope).await.ok()?.id;
+                    self.thread = Some(id);
+                    id
+                }
+            };
+            let batch = self.rt.entries_of(id, self.cursor).await.ok()?;
+            if let Some(last) = batch.last() {
+                self.cursor = last.seq;
+                return Some(batch);
+            }
+        }
+    }
+
+    /// Waits until the feed says thread `id` went past the cursor, or asks for a resync.
+    async fn wait(&mut self, id: ThreadId) -> Option<()> {
+        loop {
+            match self.changes.next().await? {
+                FeedEvent::Changed(c) if c.thread == id && c.seq <= self.cursor => {}
+                event if event.concerns(id) => return Some(()),
+                _ => {}
+            }
+        }
     }
 }

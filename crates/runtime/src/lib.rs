@@ -43,8 +43,9 @@ pub use model::{
     ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
 };
 pub use store::{
-    Commit, CommitOutcome, CommitStore, JournalEntry, JournalStore, Lease, LeaseStore, NewThread,
-    QueueStore, RegistryStore, Renewal, Store, StoreError, ThreadStore,
+    Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry,
+    JournalStore, Lease, LeaseStore, NewThread, QueueStore, RegistryStore, Renewal, Store,
+    StoreError, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolContext, ToolResult, Tools, render};

@@ -1,7 +1,7 @@
 //! The store port: everything the engine needs from persistence, one trait per table (threads,
-//! journal, queue, leases, registry, commits), and [`Store`], the supertrait of them all that
-//! the engine holds as `Arc<dyn Store>`. `duet-store` implements it on SQLite and Postgres; all
-//! implementations pass one conformance suite.
+//! journal, queue, leases, registry, commits), the change feed, and [`Store`], the supertrait of
+//! them all that the engine holds as `Arc<dyn Store>`. `duet-store` implements it on SQLite and
+//! Postgres; all implementations pass one conformance suite.
 //!
 //! Writes that change a thread go through [`CommitStore::commit`], one transaction fenced by the
 //! runner's lease, so a runner that lost its lease cannot write, and a step's messages, records
@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use crate::types::ThreadId;
 
 mod commits;
+mod feed;
 mod journal;
 mod leases;
 mod queue;
@@ -19,6 +20,7 @@ mod registry;
 mod threads;
 
 pub use commits::{Commit, CommitOutcome, CommitStore};
+pub use feed::{Change, ChangeFeed, ChangeHub, FeedEvent};
 pub use journal::{JournalEntry, JournalStore};
 pub use leases::{Lease, LeaseStore, Renewal};
 pub use queue::QueueStore;
@@ -88,7 +90,14 @@ impl StoreError {
 /// `Arc<dyn Store>` is what the engine holds; any method of the part traits can be called on it.
 #[async_trait]
 pub trait Store:
-    ThreadStore + JournalStore + QueueStore + LeaseStore + RegistryStore + CommitStore + 'static
+    ThreadStore
+    + JournalStore
+    + QueueStore
+    + LeaseStore
+    + RegistryStore
+    + CommitStore
+    + ChangeFeed
+    + 'static
 {
     /// The database's size in bytes (for benchmarks and operators).
     async fn size_bytes(&self) -> Result<i64, StoreError>;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use duet_runtime::{Store, StoreError};
 
+mod listen;
 mod postgres;
 mod rows;
 mod sql;

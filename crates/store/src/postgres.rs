@@ -1,13 +1,23 @@
 //! The Postgres store: a connection pool; every write transaction locks the thread row
 //! (`SELECT … FOR UPDATE`), which serialises a thread's writers across processes.
+//!
+//! The change feed crosses processes: every write that changes a thread calls
+//! `pg_notify('duet_changes', 'ID SEQ STATUS')` inside its transaction (so the notification is
+//! delivered only if it commits, in commit order: in the commit, one more column of the
+//! statement that writes), and a store with subscribers listens for them (`listen.rs`).
+
+use std::sync::Arc;
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
+
+use crate::listen::{CHANNEL, Feed};
 
 /// The store on a Postgres database.
 #[derive(Clone, Debug)]
 pub struct PgStore {
     write: PgPool,
     read: PgPool,
+    feed: Arc<Feed>,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
@@ -33,8 +43,17 @@ impl PgStore {
         Ok(PgStore {
             write: pool.clone(),
             read: pool,
+            feed: Arc::new(Feed::start(url)),
         })
     }
+
+    fn subscribe(&self) -> futures::stream::BoxStream<'static, duet_runtime::FeedEvent> {
+        self.feed.subscribe()
+    }
+
+    /// Nothing to do after a commit: the write's `pg_notify` reaches this store's subscribers
+    /// (and every other store's) through the listener.
+    fn publish(&self, _: Change) {}
 
     async fn writer(
         &self,
@@ -60,10 +79,10 @@ impl PgStore {
         let mut tx = sqlx::Connection::begin(&mut *conn)
             .await
             .map_err(db_error)?;
-        let (num, _, _) = lease_row(&mut tx, t.id).await?;
+        let num = lease_row(&mut tx, t.id).await?.num;
         // Rare writes (a handler's queued messages and values) go first, on their own.
         for q in &commit.enqueue {
-            insert_queued(&mut tx, num, q, t.updated_at).await?;
+            insert_queued(&mut tx, num, q, t.updated_at, false).await?;
         }
         for (key, value) in &commit.values {
             match value {
@@ -110,7 +129,17 @@ impl PgStore {
                 ", ins AS (INSERT INTO journal (thread, {JOURNAL_COLUMNS}) SELECT upd.num, v.* FROM upd, ({values}) v)"
             ));
         }
-        sql.push_str(" SELECT lease_owner, waiting FROM upd");
+        // The change feed's notification, sent only if the thread row was written (and delivered
+        // only if the transaction commits).
+        let change = batch.param(Arg::Text(Some(format!(
+            "{} {} {}",
+            t.id,
+            t.next_seq - 1,
+            t.status.as_str()
+        ))));
+        sql.push_str(&format!(
+            " SELECT lease_owner, waiting, pg_notify('{CHANNEL}', {change}) FROM upd"
+        ));
         let query =
             crate::sql::bind_args!(sqlx::query(sqlx::AssertSqlSafe(sql)), batch.args, arrays);
         let row = query.fetch_optional(&mut *tx).await.map_err(db_error)?;
@@ -127,5 +156,6 @@ crate::sql::store_impl!(
     sqlx::Postgres,
     "BEGIN",
     " FOR UPDATE",
+    "pg_notify('duet_changes', id || ' ' || (next_seq - 1) || ' ' || status)",
     "SELECT pg_database_size(current_database())"
 );

@@ -180,10 +180,10 @@ pub(crate) use thread_cols;
 /// transaction (` FOR UPDATE` on Postgres; SQLite's `BEGIN IMMEDIATE` already serialises). Each
 /// backend writes its own `commit_impl`: the shapes differ (statements vs one batch).
 macro_rules! store_impl {
-    ($store:ident, $db:ty, $begin:literal, $lock:literal, $size_sql:literal) => {
+    ($store:ident, $db:ty, $begin:literal, $lock:literal, $notify:literal, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
-            Child, Commit, CommitOutcome, CommitStore, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
+            Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
             QueueStore, Queued, Record, RecordKind, RegistryStore, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
             ThreadStatus, ThreadStore, ToolStatus, parse_side, side_str,
         };
@@ -195,22 +195,37 @@ macro_rules! store_impl {
 
         crate::rows::decoders!($db);
 
+        /// A thread row's lease columns, and what the change feed says about it.
+        struct LeaseRow {
+            num: i64,
+            owner: Option<String>,
+            expires: i64,
+            /// The thread as of this row, for the change feed.
+            change: Change,
+        }
+
         /// Locks (on Postgres) and reads the lease columns of thread `id` inside `tx`.
-        async fn lease_row(
-            tx: &mut sqlx::Transaction<'_, $db>,
-            id: ThreadId,
-        ) -> Result<(i64, Option<String>, i64), StoreError> {
-            let row = sqlx::query(concat!("SELECT num, lease_owner, lease_expires FROM threads WHERE id = $1", $lock))
-                .bind(id.to_string())
-                .fetch_optional(&mut **tx)
-                .await
-                .map_err(db_error)?
-                .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-            Ok((
-                row.try_get("num").map_err(db_error)?,
-                row.try_get("lease_owner").map_err(db_error)?,
-                row.try_get("lease_expires").map_err(db_error)?,
+        async fn lease_row(tx: &mut sqlx::Transaction<'_, $db>, id: ThreadId) -> Result<LeaseRow, StoreError> {
+            let row = sqlx::query(concat!(
+                "SELECT num, lease_owner, lease_expires, next_seq, status FROM threads WHERE id = $1",
+                $lock
             ))
+            .bind(id.to_string())
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+            let status: String = row.try_get("status").map_err(db_error)?;
+            Ok(LeaseRow {
+                num: row.try_get("num").map_err(db_error)?,
+                owner: row.try_get("lease_owner").map_err(db_error)?,
+                expires: row.try_get("lease_expires").map_err(db_error)?,
+                change: Change {
+                    thread: id,
+                    seq: row.try_get::<i64, _>("next_seq").map_err(db_error)? - 1,
+                    status: ThreadStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
+                },
+            })
         }
 
         fn lease_free(owner: &Option<String>, expires: i64, lease: &Lease) -> bool {
@@ -225,10 +240,11 @@ macro_rules! store_impl {
             async fn open_thread(&self, key: &str, new: NewThread<'_>) -> Result<Thread, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                sqlx::query(
+                let created = sqlx::query(concat!(
                     "INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7) ON CONFLICT (key) DO NOTHING",
-                )
+                     VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7) ON CONFLICT (key) DO NOTHING RETURNING ",
+                    $notify
+                ))
                 .bind(new.id.to_string())
                 .bind(key)
                 .bind(new.agent)
@@ -238,14 +254,20 @@ macro_rules! store_impl {
                 .bind(new.now)
                 .execute(&mut *tx)
                 .await
-                .map_err(db_error)?;
+                .map_err(db_error)?
+                .rows_affected()
+                    == 1;
                 let row = sqlx::query(concat!("SELECT ", thread_cols!(), " FROM threads WHERE key = $1"))
                     .bind(key)
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(db_error)?;
                 tx.commit().await.map_err(db_error)?;
-                thread_from_row(&row)
+                let thread = thread_from_row(&row)?;
+                if created {
+                    self.publish(Change { thread: thread.id, seq: thread.next_seq - 1, status: thread.status });
+                }
+                Ok(thread)
             }
 
             async fn thread(&self, key: &str) -> Result<Option<Thread>, StoreError> {
@@ -283,11 +305,12 @@ macro_rules! store_impl {
             async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let (num, _, _) = lease_row(&mut tx, id).await?;
-                sqlx::query(
+                let LeaseRow { num, change, .. } = lease_row(&mut tx, id).await?;
+                sqlx::query(concat!(
                     "UPDATE threads SET status = 'terminated', lease_owner = NULL, lease_expires = 0, \
-                     abort_requested = FALSE, updated_at = $1 WHERE num = $2",
-                )
+                     abort_requested = FALSE, updated_at = $1 WHERE num = $2 RETURNING ",
+                    $notify
+                ))
                 .bind(now)
                 .bind(num)
                 .execute(&mut *tx)
@@ -300,6 +323,7 @@ macro_rules! store_impl {
                     .await
                     .map_err(db_error)?;
                 tx.commit().await.map_err(db_error)?;
+                self.publish(Change { status: ThreadStatus::Terminated, ..change });
                 Ok(())
             }
         }
@@ -357,8 +381,8 @@ macro_rules! store_impl {
             async fn enqueue(&self, id: ThreadId, message: NewQueued, claim: Option<Lease>, now: i64) -> Result<bool, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let (num, owner, expires) = lease_row(&mut tx, id).await?;
-                insert_queued(&mut tx, num, &message, now).await?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
+                insert_queued(&mut tx, num, &message, now, true).await?;
                 let mut claimed = false;
                 if let Some(lease) = claim {
                     if lease_free(&owner, expires, &lease) {
@@ -373,13 +397,14 @@ macro_rules! store_impl {
                     }
                 }
                 tx.commit().await.map_err(db_error)?;
+                self.publish(change);
                 Ok(claimed)
             }
 
             async fn deliver_if_free(&self, id: ThreadId, message: NewQueued, lease: Lease) -> Result<bool, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let (num, owner, expires) = lease_row(&mut tx, id).await?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
                 if !lease_free(&owner, expires, &lease) {
                     // Roll back explicitly: a transaction dropped on SQLite's single write
                     // connection leaves its rollback for later, and the next user of the
@@ -394,15 +419,16 @@ macro_rules! store_impl {
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
-                insert_queued(&mut tx, num, &message, lease.now).await?;
+                insert_queued(&mut tx, num, &message, lease.now, true).await?;
                 tx.commit().await.map_err(db_error)?;
+                self.publish(change);
                 Ok(true)
             }
 
             async fn enqueue_if_running(&self, id: ThreadId, message: NewQueued, now: i64) -> Result<Option<Uuid>, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let (num, owner, expires) = lease_row(&mut tx, id).await?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
                 let run = match owner {
                     Some(o) if expires >= now => o,
                     _ => {
@@ -410,8 +436,9 @@ macro_rules! store_impl {
                         return Ok(None);
                     }
                 };
-                insert_queued(&mut tx, num, &message, now).await?;
+                insert_queued(&mut tx, num, &message, now, true).await?;
                 tx.commit().await.map_err(db_error)?;
+                self.publish(change);
                 Uuid::parse_str(&run).map(Some).map_err(|_| corrupt("lease owner", &run))
             }
 
@@ -593,6 +620,12 @@ macro_rules! store_impl {
             }
         }
 
+        impl ChangeFeed for $store {
+            fn changes(&self) -> futures::stream::BoxStream<'static, FeedEvent> {
+                self.subscribe()
+            }
+        }
+
         #[async_trait]
         impl Store for $store {
             async fn size_bytes(&self) -> Result<i64, StoreError> {
@@ -635,16 +668,24 @@ macro_rules! store_impl {
             ]
         }
 
+        /// Queues `q` on thread row `num` inside `tx`; with `announce`, the insert also announces
+        /// the thread on the change feed (Postgres: `pg_notify`, delivered if `tx` commits).
         async fn insert_queued(
             tx: &mut sqlx::Transaction<'_, $db>,
             num: i64,
             q: &NewQueued,
             now: i64,
+            announce: bool,
         ) -> Result<(), StoreError> {
-            sqlx::query(
+            const INSERT: &str = "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+            const ANNOUNCED: &str = concat!(
                 "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING (SELECT ",
+                $notify,
+                " FROM threads WHERE num = $1)"
+            );
+            sqlx::query(if announce { ANNOUNCED } else { INSERT })
             .bind(num)
             .bind(q.role.as_str())
             .bind(side_str(q.side))

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use duet_runtime::ChangeHub;
 use sqlx::ConnectOptions;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
@@ -14,11 +15,14 @@ use sqlx::sqlite::{
 };
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-/// The store on one SQLite file.
+/// The store on one SQLite file. Its change feed is in process: a write publishes to it after
+/// committing, while it still holds the write connection, so changes arrive in commit order.
+/// (Another process writing to the same file is not seen on this feed.)
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     write: Arc<Mutex<SqliteConnection>>,
     read: SqlitePool,
+    hub: ChangeHub,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -92,11 +96,24 @@ impl SqliteStore {
         let write = Arc::new(Mutex::new(write));
         let checkpointer = options.connect().await.map_err(crate::db_error)?;
         tokio::spawn(checkpoint(checkpointer, Arc::downgrade(&write)));
-        Ok(SqliteStore { write, read })
+        Ok(SqliteStore {
+            write,
+            read,
+            hub: ChangeHub::default(),
+        })
     }
 
     async fn writer(&self) -> Result<OwnedMutexGuard<SqliteConnection>, duet_runtime::StoreError> {
         Ok(self.write.clone().lock_owned().await)
+    }
+
+    fn subscribe(&self) -> futures::stream::BoxStream<'static, duet_runtime::FeedEvent> {
+        self.hub.subscribe()
+    }
+
+    /// Announces a committed write (called while the write connection is still held).
+    fn publish(&self, change: Change) {
+        self.hub.publish(change);
     }
 }
 
@@ -105,6 +122,7 @@ crate::sql::store_impl!(
     sqlx::Sqlite,
     "BEGIN IMMEDIATE",
     "",
+    "NULL",
     "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
 );
 
@@ -176,14 +194,27 @@ impl SqliteStore {
         ));
 
         let mut conn = self.writer().await?;
+        let hub = self.hub.clone();
+        let change = Change {
+            thread: t.id,
+            seq: t.next_seq - 1,
+            status: t.status,
+        };
         // The batch runs as a task of its own: once started it finishes (commits, or rolls back
         // after a failed statement) even if the run that asked for it is dropped meanwhile —
-        // dropped halfway, it would leave the write connection inside its transaction.
+        // dropped halfway, it would leave the write connection inside its transaction. It
+        // announces the commit before it lets go of the connection.
         let batch_run = tokio::spawn(async move {
             let query =
                 crate::sql::bind_args!(sqlx::query(sqlx::AssertSqlSafe(batch.sql)), batch.args);
             match query.fetch_all(&mut *conn).await {
-                Ok(rows) => Ok(rows),
+                Ok(rows) => {
+                    // No row: the lease was lost and nothing was written.
+                    if !rows.is_empty() {
+                        hub.publish(change);
+                    }
+                    Ok(rows)
+                }
                 Err(e) => {
                     let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
                     Err(e)

@@ -80,6 +80,23 @@ mod sqlx_free {
     }
 }
 
+/// Runs `sql` through `psql` on the database of `url` and returns its unaligned output.
+pub async fn psql(url: &str, sql: &str) -> String {
+    let out = tokio::process::Command::new("psql")
+        .arg(url)
+        .arg("-qtAc")
+        .arg(sql)
+        .output()
+        .await
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
