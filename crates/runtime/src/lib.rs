@@ -28,6 +28,8 @@ pub mod middleware;
 mod model;
 mod store;
 mod subagents;
+#[cfg(feature = "test-util")]
+pub mod testing;
 mod tools;
 mod types;
 

@@ -1,7 +1,7 @@
-//! One conformance suite for every store backend: SQLite always, Postgres when `DATABASE_URL`
-//! is set (`scripts/test` sets it). Each check runs on a fresh database of each backend.
-//! `commits.rs`: commits and the journal; `queue.rs`: the queue and leases; `feed.rs`: the
-//! change feed.
+//! One conformance suite for every store implementation: SQLite and the in-memory store always,
+//! Postgres when `DATABASE_URL` is set (`scripts/test` sets it). Each check runs on a fresh
+//! database of each. `commits.rs`: commits and the journal; `queue.rs`: the queue, leases, the
+//! registry and termination; `feed.rs`: the change feed.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -48,7 +48,7 @@ pub(crate) fn human(text: &str) -> NewQueued {
 }
 
 pub(crate) async fn each(check: impl AsyncFn(Arc<dyn Store>, &'static str)) {
-    for backend in support::backends().await {
+    for backend in support::store_backends().await {
         let store = backend.open().await;
         check(store, backend.name()).await;
     }

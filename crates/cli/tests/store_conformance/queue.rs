@@ -1,7 +1,8 @@
-//! The queue and leases.
+//! The queue, leases, the registry and termination.
 
 use super::*;
-use duet_runtime::{Commit, CommitOutcome, Renewal};
+use duet_runtime::{Child, Commit, CommitOutcome, Renewal};
+use serde_json::json;
 
 #[tokio::test]
 async fn leases_exclude_other_owners_until_they_expire() {
@@ -285,6 +286,133 @@ async fn control_requests_need_a_live_run() {
                 .expect("enqueue"),
             None,
             "{name}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_registry_keeps_children_and_termination_takes_everything_away() {
+    each(async |store, name| {
+        let parent = thread(&store, "p").await;
+        let (older, younger) = (thread(&store, "p/a-1").await, thread(&store, "p/b-1").await);
+        let child = |c: &Thread, created_at: i64| Child {
+            child: c.id,
+            parent: parent.id,
+            relationship: "rel".into(),
+            owner: SideId::A,
+            agent: "agent".into(),
+            name: Some("n".into()),
+            blocking: true,
+            explicit: false,
+            status: "running".into(),
+            created_at,
+            arguments: json!({"topic": "x"}),
+            env: [("KEY".to_owned(), "v".to_owned())].into(),
+        };
+        // Registered out of order: children come back oldest first.
+        store.put_child(&child(&younger, 20)).await.expect("put");
+        store.put_child(&child(&older, 10)).await.expect("put");
+        // Putting a child again changes its status only.
+        let again = Child {
+            status: "idle".into(),
+            relationship: "changed".into(),
+            arguments: json!({}),
+            ..child(&older, 99)
+        };
+        store.put_child(&again).await.expect("put");
+        assert_eq!(
+            store.child(older.id).await.expect("read"),
+            Some(Child {
+                status: "idle".into(),
+                ..child(&older, 10)
+            }),
+            "{name}"
+        );
+        assert_eq!(
+            store
+                .children(parent.id)
+                .await
+                .expect("read")
+                .iter()
+                .map(|c| c.child)
+                .collect::<Vec<_>>(),
+            [older.id, younger.id],
+            "{name}"
+        );
+        assert!(
+            store
+                .set_child_status(younger.id, "awaiting_human")
+                .await
+                .expect("set"),
+            "{name}"
+        );
+        assert!(
+            !store
+                .set_child_status(parent.id, "idle")
+                .await
+                .expect("set"),
+            "{name}: not a child"
+        );
+        assert_eq!(store.child(parent.id).await.expect("read"), None, "{name}");
+
+        // Terminating a running child: its lease, queue and registry status go.
+        let mut running = younger.clone();
+        let owner = Uuid::now_v7();
+        assert!(
+            store
+                .enqueue(running.id, human("a"), Some(lease(owner, 1_000)), 1_000)
+                .await
+                .expect("enqueue")
+        );
+        store
+            .enqueue(running.id, human("b"), None, 1_000)
+            .await
+            .expect("enqueue");
+        store.terminate(running.id, 1_500).await.expect("terminate");
+        let gone = store
+            .thread_by_id(running.id)
+            .await
+            .expect("read")
+            .expect("thread");
+        assert_eq!(
+            (gone.status, gone.lease_owner, gone.updated_at),
+            (ThreadStatus::Terminated, None, 1_500),
+            "{name}"
+        );
+        assert!(
+            store.queue(running.id).await.expect("queue").is_empty(),
+            "{name}"
+        );
+        assert_eq!(
+            store
+                .child(running.id)
+                .await
+                .expect("read")
+                .map(|c| c.status),
+            Some("terminated".into()),
+            "{name}"
+        );
+        running.status = ThreadStatus::Running;
+        let late = store.commit(&running, owner, Commit::default()).await;
+        assert!(
+            matches!(late, Err(StoreError::LeaseLost(_))),
+            "{name}: {late:?}"
+        );
+        assert!(
+            matches!(
+                store.terminate(Uuid::now_v7(), 1_600).await,
+                Err(StoreError::NotFound(_))
+            ),
+            "{name}"
+        );
+        assert!(
+            store
+                .recoverable(99_999)
+                .await
+                .expect("recoverable")
+                .is_empty(),
+            "{name}: nothing to run"
         );
     })
     .await;
