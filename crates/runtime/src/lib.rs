@@ -35,6 +35,8 @@ mod model;
 mod record;
 mod store;
 mod subagents;
+#[cfg(feature = "test-util")]
+pub mod testing;
 mod tools;
 pub mod transition;
 mod types;

@@ -1,6 +1,6 @@
 //! Shared by the engine and store tests: the backends to run against. SQLite always (a fresh
 //! file per store); Postgres too when `DATABASE_URL` is set (a fresh database per store, created
-//! through that URL's server).
+//! through that URL's server); for the store conformance suite, the in-memory store as well.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -14,6 +14,8 @@ use duet_runtime::{Runtime, Store};
 pub enum Backend {
     Sqlite(PathBuf),
     Postgres(String),
+    /// One in-memory store: every `open` is the same database (as a reconnection would be).
+    Memory(Arc<duet_runtime::testing::MemoryStore>),
 }
 
 impl Backend {
@@ -21,6 +23,7 @@ impl Backend {
         match self {
             Backend::Sqlite(_) => "sqlite",
             Backend::Postgres(_) => "postgres",
+            Backend::Memory(_) => "memory",
         }
     }
 
@@ -28,6 +31,7 @@ impl Backend {
         let url = match self {
             Backend::Sqlite(p) => p.display().to_string(),
             Backend::Postgres(u) => u.clone(),
+            Backend::Memory(store) => return store.clone(),
         };
         duet_store::connect(&url)
             .await
@@ -52,6 +56,14 @@ pub async fn backends() -> Vec<Backend> {
             fresh_postgres(&url, &format!("{prefix}{id}")).await,
         ));
     }
+    out
+}
+
+/// A fresh store on every store implementation: [`backends`] and the in-memory store. (Engine
+/// tests run on the SQL backends only.)
+pub async fn store_backends() -> Vec<Backend> {
+    let mut out = backends().await;
+    out.push(Backend::Memory(Arc::default()));
     out
 }
 

@@ -1,65 +1,14 @@
-//! The store's change feed, on every backend: each write that changes a thread is on it, in
-//! order; a settle announces the new status to every subscriber; on Postgres a store in another
-//! process hears of a commit at once, also after its listening connection was lost.
-#![allow(dead_code)]
+//! The change feed: every write that changes a thread, in order, to every subscriber; across
+//! processes on Postgres, and after a lost connection.
 
-mod support;
-
-use std::sync::Arc;
+use super::*;
 use std::time::Duration;
 
 use duet_runtime::{
-    Change, Commit, CommitOutcome, FeedEvent, Lease, Message, NewQueued, NewThread, Record,
-    RecordBody, Role, SideId, Store, StoreError, Thread, ThreadId, ThreadStatus,
+    Change, Commit, CommitOutcome, FeedEvent, Message, Record, RecordBody, ThreadId,
 };
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use uuid::Uuid;
-
-fn new(agent: &str, now: i64) -> NewThread<'_> {
-    NewThread {
-        id: Uuid::now_v7(),
-        agent,
-        parent: None,
-        principal: None,
-        source: None,
-        now,
-    }
-}
-
-fn lease(owner: Uuid, now: i64) -> Lease {
-    Lease {
-        owner,
-        until: now + 1_000,
-        now,
-    }
-}
-
-fn human(text: &str) -> NewQueued {
-    NewQueued {
-        role: Role::User,
-        side: SideId::B,
-        content: text.into(),
-        human: true,
-        silent: false,
-        follow_up: false,
-        tool: None,
-    }
-}
-
-async fn each(check: impl AsyncFn(Arc<dyn Store>, &'static str)) {
-    for backend in support::backends().await {
-        let store = backend.open().await;
-        check(store, backend.name()).await;
-    }
-}
-
-async fn thread(store: &Arc<dyn Store>, key: &str) -> Thread {
-    store
-        .open_thread(key, new("agent", 100))
-        .await
-        .expect("open")
-}
 
 /// A subscription to `store`'s feed once it is live (its opening resync received): every change
 /// committed from then on reaches it. Fails the test after 10 s.

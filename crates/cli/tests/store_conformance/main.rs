@@ -1,0 +1,125 @@
+//! One conformance suite for every store implementation: SQLite and the in-memory store always,
+//! Postgres when `DATABASE_URL` is set (`scripts/test` sets it). Each check runs on a fresh
+//! database of each. `commits.rs`: commits and the journal; `queue.rs`: the queue, leases, the
+//! registry and termination; `feed.rs`: the change feed.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod commits;
+mod feed;
+mod queue;
+
+use std::sync::Arc;
+
+use duet_runtime::{
+    Lease, NewQueued, NewThread, Role, SideId, Store, StoreError, Thread, ThreadStatus,
+};
+use uuid::Uuid;
+
+pub(crate) fn new(agent: &str, now: i64) -> NewThread<'_> {
+    NewThread {
+        id: Uuid::now_v7(),
+        agent,
+        parent: None,
+        principal: None,
+        source: None,
+        now,
+    }
+}
+
+pub(crate) fn lease(owner: Uuid, now: i64) -> Lease {
+    Lease {
+        owner,
+        until: now + 1_000,
+        now,
+    }
+}
+
+pub(crate) fn human(text: &str) -> NewQueued {
+    NewQueued {
+        role: Role::User,
+        side: SideId::B,
+        content: text.into(),
+        human: true,
+        silent: false,
+        follow_up: false,
+        tool: None,
+    }
+}
+
+pub(crate) async fn each(check: impl AsyncFn(Arc<dyn Store>, &'static str)) {
+    for backend in support::store_backends().await {
+        let store = backend.open().await;
+        check(store, backend.name()).await;
+    }
+}
+
+pub(crate) async fn thread(store: &Arc<dyn Store>, key: &str) -> Thread {
+    store
+        .open_thread(key, new("agent", 100))
+        .await
+        .expect("open")
+}
+
+#[tokio::test]
+async fn open_thread_is_idempotent_per_key() {
+    each(async |store, name| {
+        let a = thread(&store, "k1").await;
+        let again = store
+            .open_thread("k1", new("other", 200))
+            .await
+            .expect("open");
+        assert_eq!(a, again, "{name}: the first thread wins");
+        assert_eq!(a.status, ThreadStatus::Idle);
+        assert_eq!(store.thread("k1").await.expect("read"), Some(a.clone()));
+        assert_eq!(store.thread_by_id(a.id).await.expect("read"), Some(a));
+        assert_eq!(store.thread("nope").await.expect("read"), None);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_opening_a_new_database_at_once_all_succeed() {
+    for _ in 0..3 {
+        let backend = support::backends().await.remove(0);
+        let opens: Vec<_> = (0..4)
+            .map(|_| {
+                let b = backend.clone();
+                tokio::spawn(async move { b.open().await.threads(None).await.map(|t| t.len()) })
+            })
+            .collect();
+        for open in opens {
+            assert_eq!(
+                open.await.expect("joins").expect("migrated and readable"),
+                0
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_failing_backend_keeps_its_cause() {
+    let file = std::env::temp_dir().join(format!("duet-not-a-dir-{}", Uuid::now_v7().simple()));
+    std::fs::write(&file, "").expect("scratch file");
+    let under_a_file = file.join("store.db").display().to_string();
+    let mut urls = vec![under_a_file];
+    // A database the server refuses (answered at once: an unreachable server is retried).
+    if let Some((server, _)) = std::env::var("DATABASE_URL")
+        .ok()
+        .as_deref()
+        .and_then(|u| u.rsplit_once('/'))
+    {
+        urls.push(format!("{server}/duet_no_such_database"));
+    }
+    for url in &urls {
+        match duet_store::connect(url).await {
+            Err(err @ StoreError::Backend { .. }) => {
+                assert!(std::error::Error::source(&err).is_some(), "{url}: {err}");
+            }
+            Err(other) => panic!("{url}: not a backend failure: {other:?}"),
+            Ok(_) => panic!("{url}: opened"),
+        }
+    }
+    let _ = std::fs::remove_file(file);
+}

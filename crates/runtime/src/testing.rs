@@ -1,0 +1,579 @@
+//! Test doubles for embedders and the conformance suite, behind the `test-util` feature:
+//! [`MemoryStore`], the whole store port in memory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use uuid::Uuid;
+
+use crate::record::Record;
+use crate::store::{
+    Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry,
+    JournalStore, Lease, LeaseStore, NewThread, QueueStore, RegistryStore, Renewal, Store,
+    StoreError, ThreadStore,
+};
+use crate::types::{
+    Child, ChildStatus, Message, NewQueued, Queued, StopReason, Thread, ThreadId, ThreadStatus,
+};
+
+/// The store port in memory, with the SQL stores' semantics (one conformance suite checks all
+/// three): commits fenced by the lease and all-or-nothing, a settle that releases the lease only
+/// with an empty queue, queue rows in arrival order (ids shared by all threads), and the change
+/// feed, published under the store's lock so it is in commit order. Nothing survives the value;
+/// clones of an `Arc<MemoryStore>` are the same database.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+    hub: ChangeHub,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Threads in creation order (a thread's index is its `num`).
+    threads: Vec<Row>,
+    by_key: HashMap<String, usize>,
+    by_id: HashMap<ThreadId, usize>,
+    /// The last queue id handed out.
+    queue_ids: i64,
+    children: HashMap<ThreadId, Child>,
+}
+
+/// A thread and everything that belongs to it.
+#[derive(Debug)]
+struct Row {
+    thread: Thread,
+    abort_requested: bool,
+    journal: BTreeMap<i64, JournalEntry>,
+    queue: BTreeMap<i64, Queued>,
+    values: BTreeMap<String, serde_json::Value>,
+}
+
+impl Row {
+    fn change(&self) -> Change {
+        Change {
+            thread: self.thread.id,
+            seq: self.thread.next_seq - 1,
+            status: self.thread.status,
+        }
+    }
+
+    fn lease_free(&self, lease: &Lease) -> bool {
+        match self.thread.lease_owner {
+            None => true,
+            Some(owner) => self.thread.lease_expires < lease.now || owner == lease.owner,
+        }
+    }
+
+    fn take_lease(&mut self, lease: &Lease) {
+        self.thread.lease_owner = Some(lease.owner);
+        self.thread.lease_expires = lease.until;
+        self.abort_requested = false;
+    }
+}
+
+impl State {
+    fn row(&self, id: ThreadId) -> Option<&Row> {
+        self.by_id.get(&id).map(|&i| &self.threads[i])
+    }
+
+    fn row_mut(&mut self, id: ThreadId) -> Option<&mut Row> {
+        self.by_id.get(&id).map(|&i| &mut self.threads[i])
+    }
+
+    fn existing(&mut self, id: ThreadId) -> Result<&mut Row, StoreError> {
+        self.row_mut(id)
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))
+    }
+
+    fn queued(&mut self, q: NewQueued, now: i64) -> Queued {
+        self.queue_ids += 1;
+        Queued {
+            id: self.queue_ids,
+            role: q.role,
+            side: q.side,
+            content: q.content,
+            human: q.human,
+            silent: q.silent,
+            follow_up: q.follow_up,
+            tool: q.tool,
+            created_at: now,
+        }
+    }
+
+    /// Queues `message` on thread `id` (which must exist).
+    fn push(&mut self, id: ThreadId, message: NewQueued, now: i64) -> Result<Change, StoreError> {
+        let queued = self.queued(message, now);
+        let row = self.existing(id)?;
+        row.queue.insert(queued.id, queued);
+        Ok(row.change())
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere while holding the lock leaves consistent data: every method checks
+        // before it writes.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl ThreadStore for MemoryStore {
+    async fn open_thread(&self, key: &str, new: NewThread<'_>) -> Result<Thread, StoreError> {
+        let mut state = self.state();
+        if let Some(&i) = state.by_key.get(key) {
+            return Ok(state.threads[i].thread.clone());
+        }
+        if state.by_id.contains_key(&new.id) {
+            return Err(StoreError::Conflict(format!(
+                "a thread with id {} exists",
+                new.id
+            )));
+        }
+        let mut thread = Thread::new(
+            new.id,
+            key.to_owned(),
+            new.agent.to_owned(),
+            new.parent,
+            new.now,
+        );
+        thread.principal = new.principal.map(str::to_owned);
+        thread.source = new.source.map(str::to_owned);
+        let row = Row {
+            thread: thread.clone(),
+            abort_requested: false,
+            journal: BTreeMap::new(),
+            queue: BTreeMap::new(),
+            values: BTreeMap::new(),
+        };
+        self.hub.publish(row.change());
+        let i = state.threads.len();
+        state.threads.push(row);
+        state.by_key.insert(key.to_owned(), i);
+        state.by_id.insert(new.id, i);
+        Ok(thread)
+    }
+
+    async fn thread(&self, key: &str) -> Result<Option<Thread>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .by_key
+            .get(key)
+            .map(|&i| state.threads[i].thread.clone()))
+    }
+
+    async fn thread_by_id(&self, id: ThreadId) -> Result<Option<Thread>, StoreError> {
+        Ok(self.state().row(id).map(|r| r.thread.clone()))
+    }
+
+    async fn threads(&self, status: Option<ThreadStatus>) -> Result<Vec<Thread>, StoreError> {
+        Ok(self
+            .state()
+            .threads
+            .iter()
+            .filter(|r| status.is_none_or(|s| r.thread.status == s))
+            .map(|r| r.thread.clone())
+            .collect())
+    }
+
+    async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
+        let mut state = self.state();
+        let row = state.existing(id)?;
+        row.thread.status = ThreadStatus::Terminated;
+        row.thread.lease_owner = None;
+        row.thread.lease_expires = 0;
+        row.thread.updated_at = now;
+        row.abort_requested = false;
+        row.queue.clear();
+        let change = row.change();
+        if let Some(child) = state.children.get_mut(&id) {
+            child.status = ChildStatus::Terminated;
+        }
+        self.hub.publish(change);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl JournalStore for MemoryStore {
+    async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError> {
+        let state = self.state();
+        let journal = state.row(id).map(|r| r.journal.values());
+        Ok(journal
+            .into_iter()
+            .flatten()
+            .filter_map(|e| match e {
+                JournalEntry::Message(m) => Some(m.clone()),
+                JournalEntry::Record(_) => None,
+            })
+            .collect())
+    }
+
+    async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError> {
+        let state = self.state();
+        let journal = state.row(id).map(|r| r.journal.values());
+        Ok(journal
+            .into_iter()
+            .flatten()
+            .filter_map(|e| match e {
+                JournalEntry::Record(r) => Some(r.clone()),
+                JournalEntry::Message(_) => None,
+            })
+            .collect())
+    }
+
+    async fn journal_since(&self, id: ThreadId, seq: i64) -> Result<Vec<JournalEntry>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .row(id)
+            .map(|r| {
+                r.journal
+                    .range(seq.saturating_add(1)..)
+                    .map(|(_, e)| e.clone())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl QueueStore for MemoryStore {
+    async fn enqueue(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        claim: Option<Lease>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        let change = state.push(id, message, now)?;
+        let row = state.existing(id)?;
+        let mut claimed = false;
+        if let Some(lease) = claim.filter(|l| row.lease_free(l)) {
+            row.take_lease(&lease);
+            claimed = true;
+        }
+        self.hub.publish(change);
+        Ok(claimed)
+    }
+
+    async fn deliver_if_free(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        lease: Lease,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        let row = state.existing(id)?;
+        if !row.lease_free(&lease) {
+            return Ok(false);
+        }
+        row.take_lease(&lease);
+        let change = state.push(id, message, lease.now)?;
+        self.hub.publish(change);
+        Ok(true)
+    }
+
+    async fn enqueue_if_running(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        now: i64,
+    ) -> Result<Option<Uuid>, StoreError> {
+        let mut state = self.state();
+        let row = state.existing(id)?;
+        let Some(run) = row
+            .thread
+            .lease_owner
+            .filter(|_| row.thread.lease_expires >= now)
+        else {
+            return Ok(None);
+        };
+        let change = state.push(id, message, now)?;
+        self.hub.publish(change);
+        Ok(Some(run))
+    }
+
+    async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .row(id)
+            .map(|r| r.queue.values().cloned().collect())
+            .unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl LeaseStore for MemoryStore {
+    async fn claim(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        Ok(match state.row_mut(id) {
+            Some(row) if row.lease_free(&lease) => {
+                row.take_lease(&lease);
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn renew(&self, id: ThreadId, lease: Lease) -> Result<Renewal, StoreError> {
+        let mut state = self.state();
+        Ok(match state.row_mut(id) {
+            Some(row) if row.thread.lease_owner == Some(lease.owner) => {
+                row.thread.lease_expires = lease.until;
+                Renewal::Held {
+                    abort_requested: row.abort_requested,
+                }
+            }
+            _ => Renewal::Lost,
+        })
+    }
+
+    async fn request_abort(&self, id: ThreadId, now: i64) -> Result<Option<Uuid>, StoreError> {
+        let mut state = self.state();
+        let Some(row) = state.row_mut(id) else {
+            return Ok(None);
+        };
+        let run = row
+            .thread
+            .lease_owner
+            .filter(|_| row.thread.lease_expires >= now);
+        if run.is_some() {
+            row.abort_requested = true;
+        }
+        Ok(run)
+    }
+
+    async fn recoverable(&self, now: i64) -> Result<Vec<ThreadId>, StoreError> {
+        Ok(self
+            .state()
+            .threads
+            .iter()
+            .filter(|r| r.thread.lease_owner.is_none() || r.thread.lease_expires < now)
+            .filter(|r| {
+                r.thread.status == ThreadStatus::Running
+                    || r.queue
+                        .values()
+                        .any(|q| runnable(r.thread.status, r.thread.stop_reason, q))
+            })
+            .map(|r| r.thread.id)
+            .collect())
+    }
+}
+
+#[async_trait]
+impl RegistryStore for MemoryStore {
+    async fn put_child(&self, child: &Child) -> Result<(), StoreError> {
+        let mut state = self.state();
+        match state.children.get_mut(&child.child) {
+            // As the SQL stores do: a second put of the same child updates its status and wait
+            // only.
+            Some(existing) => {
+                existing.status = child.status;
+                existing.awaiting.clone_from(&child.awaiting);
+            }
+            None => {
+                state.children.insert(child.child, child.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn set_child_status(
+        &self,
+        child: ThreadId,
+        status: ChildStatus,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        Ok(state
+            .children
+            .get_mut(&child)
+            .map(|c| c.status = status)
+            .is_some())
+    }
+
+    async fn set_child_status_text(&self, child: ThreadId, text: &str) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        Ok(state
+            .children
+            .get_mut(&child)
+            .map(|c| c.status_text = Some(text.to_owned()))
+            .is_some())
+    }
+
+    async fn set_awaiting(&self, child: ThreadId, call: Option<&str>) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        Ok(state
+            .children
+            .get_mut(&child)
+            .map(|c| c.awaiting = call.map(str::to_owned))
+            .is_some())
+    }
+
+    async fn resolve_await(
+        &self,
+        child: ThreadId,
+        call: &str,
+        parent: ThreadId,
+        reply: NewQueued,
+        claim: Lease,
+    ) -> Result<Option<bool>, StoreError> {
+        let mut state = self.state();
+        state.existing(parent)?;
+        match state.children.get_mut(&child) {
+            Some(c) if c.awaiting.as_deref() == Some(call) => c.awaiting = None,
+            _ => return Ok(None),
+        }
+        let change = state.push(parent, reply, claim.now)?;
+        let row = state.existing(parent)?;
+        let claimed = row.lease_free(&claim);
+        if claimed {
+            row.take_lease(&claim);
+        }
+        drop(state);
+        self.hub.publish(change);
+        Ok(Some(claimed))
+    }
+
+    async fn child(&self, child: ThreadId) -> Result<Option<Child>, StoreError> {
+        Ok(self.state().children.get(&child).cloned())
+    }
+
+    async fn children(&self, parent: ThreadId) -> Result<Vec<Child>, StoreError> {
+        let mut out: Vec<Child> = self
+            .state()
+            .children
+            .values()
+            .filter(|c| c.parent == parent)
+            .cloned()
+            .collect();
+        out.sort_by_key(|c| (c.created_at, c.child));
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl CommitStore for MemoryStore {
+    async fn commit(
+        &self,
+        t: &Thread,
+        owner: Uuid,
+        commit: Commit,
+    ) -> Result<CommitOutcome, StoreError> {
+        let mut state = self.state();
+        let row = state.existing(t.id)?;
+        if row.thread.lease_owner != Some(owner) {
+            return Err(StoreError::LeaseLost(t.id));
+        }
+        // All or nothing: every check before the first write.
+        let entries = commit
+            .messages
+            .into_iter()
+            .map(JournalEntry::Message)
+            .chain(commit.records.into_iter().map(JournalEntry::Record));
+        let mut journal = BTreeMap::new();
+        for entry in entries {
+            let seq = entry.seq();
+            if row.journal.contains_key(&seq) || journal.insert(seq, entry).is_some() {
+                return Err(StoreError::Conflict(format!(
+                    "thread {} already has journal seq {seq}",
+                    t.id
+                )));
+            }
+        }
+        let settle = commit.settle && commit.enqueue.is_empty();
+        let enqueued = !commit.enqueue.is_empty();
+        let queued: Vec<Queued> = commit
+            .enqueue
+            .into_iter()
+            .map(|q| state.queued(q, t.updated_at))
+            .collect();
+        let row = state.existing(t.id)?;
+        row.journal.append(&mut journal);
+        for id in &commit.drained {
+            row.queue.remove(id);
+        }
+        row.queue.extend(queued.into_iter().map(|q| (q.id, q)));
+        for (key, value) in commit.values {
+            match value {
+                Some(v) => row.values.insert(key, v),
+                None => row.values.remove(&key),
+            };
+        }
+        let (lease_owner, lease_expires) = (row.thread.lease_owner, row.thread.lease_expires);
+        row.thread = Thread {
+            id: row.thread.id,
+            key: std::mem::take(&mut row.thread.key),
+            origin: std::mem::take(&mut row.thread.origin),
+            parent: row.thread.parent,
+            principal: row.thread.principal.take(),
+            source: row.thread.source.take(),
+            created_at: row.thread.created_at,
+            lease_owner,
+            lease_expires,
+            ..t.clone()
+        };
+        let waiting = !row.queue.is_empty();
+        let keeps = row
+            .queue
+            .values()
+            .any(|q| runnable(row.thread.status, row.thread.stop_reason, q));
+        let outcome = if settle && (commit.release || !keeps) {
+            row.thread.lease_owner = None;
+            row.thread.lease_expires = 0;
+            CommitOutcome::Settled
+        } else {
+            CommitOutcome::Committed {
+                queued: waiting || enqueued,
+            }
+        };
+        self.hub.publish(row.change());
+        Ok(outcome)
+    }
+
+    async fn value(
+        &self,
+        id: ThreadId,
+        key: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        Ok(self
+            .state()
+            .row(id)
+            .and_then(|r| r.values.get(key).cloned()))
+    }
+}
+
+impl ChangeFeed for MemoryStore {
+    fn changes(&self) -> BoxStream<'static, FeedEvent> {
+        self.hub.subscribe()
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    /// An estimate (there is no file): a page, and a quarter of one per row of any table.
+    async fn size_bytes(&self) -> Result<i64, StoreError> {
+        let state = self.state();
+        let rows: usize = state
+            .threads
+            .iter()
+            .map(|r| 1 + r.journal.len() + r.queue.len() + r.values.len())
+            .sum::<usize>()
+            + state.children.len();
+        Ok(4096 + 1024 * i64::try_from(rows).unwrap_or(i64::MAX / 2048))
+    }
+}
+
+/// Whether queued row `q` keeps a lease or needs a runner for a thread with `status` and `stop`
+/// (the SQL stores' `runnable!`): not after an abort, and while the thread waits for a blocking
+/// child only a late tool result.
+fn runnable(status: ThreadStatus, stop: Option<StopReason>, q: &Queued) -> bool {
+    stop != Some(StopReason::Aborted) && (status != ThreadStatus::Waiting || q.tool.is_some())
+}
