@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod awaits;
 mod commits;
 mod feed;
 mod queue;
