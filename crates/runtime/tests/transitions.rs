@@ -1,8 +1,10 @@
 //! The engine's transitions as data: each file of `tests/transitions/` is a small project, a
 //! thread's state and history, one transition (a drain, a step's completion, a park, a stop,
 //! a session's end, a handoff) and what it must produce — the thread's new state and the
-//! journal entries and queue ids to commit. No database and no clock: `transition.rs` is pure.
-//! `DUET_BLESS=1` rewrites each case's `expect` from what the code produces (check the diff).
+//! journal entries and queue ids to commit. `transition.rs` is pure: no database and no clock.
+//! Each commit is then applied to the in-memory store (`MemoryStore`, the port's reference
+//! semantics): the case also says whether the commit settled and what the journal holds after
+//! it. `DUET_BLESS=1` rewrites each case's `expect` from what the code produces (check the diff).
 
 use std::path::{Path, PathBuf};
 
@@ -200,10 +202,67 @@ fn queued(v: &Value) -> Vec<Queued> {
         .collect()
 }
 
+/// Applies `commit` of thread `t` (as the transition left it) to a fresh in-memory store holding
+/// the thread, under a lease; returns the outcome and the journal read back.
+async fn stored(before: &Thread, t: &Thread, commit: Commit) -> Value {
+    use duet_runtime::{
+        CommitOutcome, CommitStore, JournalEntry, JournalStore, Lease, LeaseStore, NewThread,
+        ThreadStore,
+    };
+    let store = duet_runtime::testing::MemoryStore::new();
+    let new = NewThread {
+        id: before.id,
+        agent: &before.agent,
+        parent: None,
+        principal: None,
+        source: None,
+        now: 0,
+    };
+    store.open_thread(&before.key, new).await.expect("open");
+    let owner = uuid::Uuid::now_v7();
+    let lease = Lease {
+        owner,
+        until: 1_000_000,
+        now: 1,
+    };
+    assert!(store.claim(before.id, lease).await.expect("claim"));
+    let mut t = t.clone();
+    t.lease_owner = Some(owner);
+    let outcome = store.commit(&t, owner, commit).await.expect("commit");
+    let journal: Vec<Value> = store
+        .journal_since(before.id, 0)
+        .await
+        .expect("journal")
+        .iter()
+        .map(|e| match e {
+            JournalEntry::Message(m) => json!([m.seq, "message"]),
+            JournalEntry::Record(r) => json!([r.seq, r.kind()]),
+        })
+        .collect();
+    let read = store
+        .thread(&before.key)
+        .await
+        .expect("read")
+        .expect("thread");
+    assert_eq!(
+        thread_json(&read),
+        thread_json(&t),
+        "the store keeps the thread as committed"
+    );
+    json!({
+        "outcome": match outcome {
+            CommitOutcome::Settled => "settled",
+            CommitOutcome::Committed { .. } => "committed",
+        },
+        "journal": journal,
+    })
+}
+
 /// Runs the case's transition and returns what it produced.
-fn produce(case: &Value) -> Value {
+async fn produce(case: &Value) -> Value {
     let project = project(&case["project"]);
     let mut t = thread(&case["thread"]);
+    let before = t.clone();
     let agent = &project
         .agents
         .get(&t.agent)
@@ -297,11 +356,13 @@ fn produce(case: &Value) -> Value {
         }
         other => panic!("unknown transition `{other}`"),
     };
-    commit_json(&t, &commit)
+    let mut out = commit_json(&t, &commit);
+    out["store"] = stored(&before, &t, commit).await;
+    out
 }
 
-#[test]
-fn every_transition_produces_its_commit() {
+#[tokio::test]
+async fn every_transition_produces_its_commit() {
     let bless = std::env::var_os("DUET_BLESS").is_some();
     let cases = cases();
     assert!(
@@ -313,7 +374,7 @@ fn every_transition_produces_its_commit() {
     for path in &cases {
         let text = std::fs::read_to_string(path).expect("readable");
         let mut case: Value = serde_json::from_str(&text).expect("a JSON case");
-        let got = produce(&case);
+        let got = produce(&case).await;
         if bless {
             case["expect"] = got;
             let pretty = serde_json::to_string_pretty(&case).expect("JSON");
