@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use duet_runtime::{
-    AgentEvent, CancellationToken, Delivered, EventSink, Runtime, StopReason, Store, ThreadStatus,
+    AgentEvent, CancellationToken, Delivered, EventSink, Runtime, StopReason, Store, Thread,
+    ThreadStatus,
 };
 
 use crate::Place;
@@ -42,6 +43,14 @@ pub(crate) struct SendArgs {
     /// Read the message from this file.
     #[arg(long, value_name = "FILE")]
     file: Option<std::path::PathBuf>,
+    /// Queue behind whatever runs (follow-up chat) instead of answering the question the thread
+    /// is parked at: without it, a send to a parked thread answers that park and is refused
+    /// (exit 1, `already_answered`) if someone answered first.
+    #[arg(long)]
+    queue: bool,
+    /// A message id of your choosing: sending the same id to the thread again writes nothing.
+    #[arg(long, value_name = "ID")]
+    message_id: Option<String>,
     /// Print one JSON event per line.
     #[arg(long)]
     json: bool,
@@ -227,7 +236,15 @@ pub(crate) async fn run(args: RunArgs) -> ExitCode {
     if args.session.is_none() {
         eprintln!("session: {key}");
     }
-    converse(&rt, &key, Some(&args.agent), args.message, args.json).await
+    converse(
+        &rt,
+        &key,
+        Some(&args.agent),
+        args.message,
+        args.json,
+        How::default(),
+    )
+    .await
 }
 
 /// `duet recover`: continues every thread whose runner died (or whose queued messages have no
@@ -300,6 +317,8 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // The question this answers, as read now: a second answer to it is refused.
+    let park = next.as_ref().and_then(Thread::park).filter(|_| !args.queue);
     while let Some(t) = next.take() {
         if !agents.contains(&t.agent) {
             agents.push(t.agent.clone());
@@ -311,7 +330,20 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
     if let Err(code) = refuse_missing_code(&rt, &agents) {
         return code;
     }
-    converse(&rt, &args.key, None, Some(text), args.json).await
+    let how = How {
+        answers: park,
+        message_id: args.message_id.clone(),
+    };
+    converse(&rt, &args.key, None, Some(text), args.json, how).await
+}
+
+/// How the first message of a conversation is delivered.
+#[derive(Default)]
+struct How {
+    /// The park it answers.
+    answers: Option<duet_runtime::Park>,
+    /// The caller's message id.
+    message_id: Option<String>,
 }
 
 /// Delivers messages until the thread settles without asking for more (or the person stops).
@@ -321,6 +353,7 @@ async fn converse(
     agent: Option<&str>,
     first: Option<String>,
     json: bool,
+    how: How,
 ) -> ExitCode {
     let interactive = !json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let cancel = CancellationToken::new();
@@ -339,6 +372,8 @@ async fn converse(
             return ExitCode::from(2);
         }
     };
+    let mut answers = how.answers;
+    let mut message_id = how.message_id;
     loop {
         // Where the thread's ancestors stand before: a child's answer may wake them.
         let before = ancestors(rt, key).await;
@@ -348,7 +383,14 @@ async fn converse(
                 print_event(&event, json);
             }
         });
-        let outcome = rt.send(key, agent, &next, &sink, &cancel).await;
+        let delivery = duet_runtime::Delivery {
+            agent,
+            answers,
+            message_id: message_id.as_deref(),
+            ..duet_runtime::Delivery::new(key, &next)
+        };
+        let outcome = rt.deliver_message(delivery, &sink, &cancel).await;
+        message_id = None;
         // Children started in the background (and the parent runs their results trigger) finish
         // before this process exits, or they would be left for recovery.
         rt.quiesce().await;
@@ -356,6 +398,22 @@ async fn converse(
         let _ = printer.await;
         let settled = match outcome {
             Ok(Delivered::Settled(s)) => s,
+            Ok(Delivered::Duplicate(s)) => {
+                let event = match s.terminal_event() {
+                    AgentEvent::Completed {
+                        data: Some(mut data),
+                    } => {
+                        data["duplicate"] = serde_json::json!(true);
+                        AgentEvent::Completed { data: Some(data) }
+                    }
+                    other => other,
+                };
+                print_event(&event, json);
+                if !json {
+                    eprintln!("(this message id was delivered before; nothing was sent again)");
+                }
+                return ExitCode::SUCCESS;
+            }
             Ok(Delivered::Queued { .. }) => {
                 let event = AgentEvent::Completed {
                     data: Some(
@@ -369,10 +427,16 @@ async fn converse(
                 return ExitCode::SUCCESS;
             }
             Err(e) => {
+                let code = match &e {
+                    duet_runtime::RunError::AlreadyAnswered { .. } => {
+                        Some(duet_runtime::codes::ALREADY_ANSWERED.to_owned())
+                    }
+                    _ => None,
+                };
                 let event = AgentEvent::Failed {
                     details: e.to_string(),
                     retryable: false,
-                    code: None,
+                    code,
                 };
                 print_event(&event, json);
                 if !json {
@@ -391,6 +455,8 @@ async fn converse(
         if !(interactive && settled.status == ThreadStatus::AwaitingHuman) {
             return ExitCode::SUCCESS;
         }
+        // The person at the terminal answers the question the thread just asked.
+        answers = settled.park;
         next = match ask() {
             Some(m) => m,
             None => return ExitCode::SUCCESS,

@@ -27,11 +27,12 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::codes;
-use crate::delivery::{Delivered, Origin, WhenBusy};
+use crate::delivery::{Delivered, Delivery, Origin, WhenBusy};
 use crate::engine::Runtime;
 use crate::error::RunError;
 use crate::event::{AgentEvent, EventSink};
 use crate::store::StoreError;
+use crate::types::Park;
 
 /// Who is calling: an identity the runtime stores on the threads it creates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +105,14 @@ pub struct Prompt {
     /// Ignored by agents whose models take no images (all of today's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ImageRef>,
+    /// The park this answers (`S:N`, from a parked run's `completed.data.park`): refused with
+    /// `already_answered`, writing nothing, once someone else answered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<String>,
+    /// A caller-chosen message id: the same id delivered again to the session writes nothing
+    /// and completes with the session as it stands (`data.duplicate: true`).
+    #[serde(default, rename = "messageId", skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 impl Prompt {
@@ -112,6 +121,8 @@ impl Prompt {
         Prompt {
             text: text.into(),
             images: Vec::new(),
+            answers: None,
+            message_id: None,
         }
     }
 }
@@ -156,12 +167,14 @@ fn failure(e: &RunError) -> AgentEvent {
         }
         RunError::UnknownThread(_) => (codes::UNKNOWN_AGENT, false),
         RunError::Terminated(_) => (codes::TERMINATED, false),
+        RunError::AlreadyAnswered { .. } => (codes::ALREADY_ANSWERED, false),
         // Retrying cannot read a corrupt row; every other store failure may pass.
         RunError::Store(StoreError::Corrupt(_)) => (codes::INTERNAL, false),
         RunError::Store(
             StoreError::LeaseLost(_)
             | StoreError::NotFound(_)
             | StoreError::Conflict(_)
+            | StoreError::Duplicate { .. }
             | StoreError::Backend { .. },
         ) => (codes::INTERNAL, true),
     };
@@ -208,6 +221,18 @@ impl Agent for RuntimeAgent {
                         };
                         return Some((vec![event], Phase::Done));
                     };
+                    let answers = match prompt.answers.as_deref().map(str::parse::<Park>) {
+                        None => None,
+                        Some(Ok(park)) => Some(park),
+                        Some(Err(why)) => {
+                            let event = AgentEvent::Failed {
+                                details: why,
+                                retryable: false,
+                                code: Some(codes::INVALID_PROMPT.into()),
+                            };
+                            return Some((vec![event], Phase::Done));
+                        }
+                    };
                     let cancel = CancellationToken::new();
                     let (sink, rx) = EventSink::channel();
                     let token = cancel.clone();
@@ -218,17 +243,15 @@ impl Agent for RuntimeAgent {
                             source: scope.source.as_deref(),
                             ..Origin::default()
                         };
-                        me.runtime
-                            .deliver(
-                                &scope.session,
-                                Some(&me.agent),
-                                &prompt.text,
-                                origin,
-                                WhenBusy::Reject,
-                                &sink,
-                                &token,
-                            )
-                            .await
+                        let delivery = Delivery {
+                            agent: Some(&me.agent),
+                            origin,
+                            when_busy: WhenBusy::Reject,
+                            answers,
+                            message_id: prompt.message_id.as_deref(),
+                            ..Delivery::new(&scope.session, &prompt.text)
+                        };
+                        me.runtime.deliver_message(delivery, &sink, &token).await
                     });
                     Some((
                         Vec::new(),
@@ -249,6 +272,15 @@ impl Agent for RuntimeAgent {
                         // The run is over (its sink is gone): its outcome is the terminal event.
                         let terminal = match run.await {
                             Ok(Ok(Delivered::Settled(s))) => s.terminal_event(),
+                            Ok(Ok(Delivered::Duplicate(s))) => match s.terminal_event() {
+                                AgentEvent::Completed {
+                                    data: Some(mut data),
+                                } => {
+                                    data["duplicate"] = serde_json::json!(true);
+                                    AgentEvent::Completed { data: Some(data) }
+                                }
+                                other => other,
+                            },
                             Ok(Ok(Delivered::Queued { .. })) => AgentEvent::Failed {
                                 details: "session busy".into(),
                                 retryable: true,

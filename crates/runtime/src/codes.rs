@@ -19,3 +19,6 @@ pub const TERMINATED: &str = "terminated";
 pub const INVALID_PROMPT: &str = "invalid_prompt";
 /// The store failed, or the run's lease was taken over. Retryable.
 pub const INTERNAL: &str = "internal";
+/// The delivery named a park the thread is no longer at: someone answered first. Nothing was
+/// written; `details` says what answered and when.
+pub const ALREADY_ANSWERED: &str = "already_answered";

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::event::AgentEvent;
-use crate::types::{StopReason, Thread, ThreadId, ThreadStatus};
+use crate::types::{Park, StopReason, Thread, ThreadId, ThreadStatus};
 
 /// What a delivery does when another runner holds the thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +47,8 @@ pub struct Settled {
     pub stop_reason: Option<StopReason>,
     /// The last ended session's result, or the error of the step that failed the run.
     pub result: Option<String>,
+    /// The question it is parked at, when it waits for a person: an answer names it.
+    pub park: Option<Park>,
 }
 
 impl Settled {
@@ -60,11 +62,12 @@ impl Settled {
             status: t.status,
             stop_reason: t.stop_reason,
             result: t.result.clone(),
+            park: t.park(),
         }
     }
 
     /// The terminal event for this outcome: `failed` for a step error, `completed` otherwise,
-    /// with `data: {thread, session, status, stopReason, result}`.
+    /// with `data: {thread, session, status, stopReason, result}` and, when parked, `park`.
     pub fn terminal_event(&self) -> AgentEvent {
         if self.stop_reason == Some(StopReason::Aborted) {
             return AgentEvent::Failed {
@@ -85,15 +88,17 @@ impl Settled {
                 code: Some("step_error".into()),
             };
         }
-        AgentEvent::Completed {
-            data: Some(json!({
-                "thread": self.key,
-                "session": self.session,
-                "status": self.status.as_str(),
-                "stopReason": self.stop_reason.map(StopReason::as_str),
-                "result": self.result,
-            })),
+        let mut data = json!({
+            "thread": self.key,
+            "session": self.session,
+            "status": self.status.as_str(),
+            "stopReason": self.stop_reason.map(StopReason::as_str),
+            "result": self.result,
+        });
+        if let Some(park) = self.park {
+            data["park"] = json!(park.to_string());
         }
+        AgentEvent::Completed { data: Some(data) }
     }
 }
 
@@ -108,4 +113,43 @@ pub enum Delivered {
         /// The id of the thread it is queued on.
         thread: ThreadId,
     },
+    /// A delivery with the same message id was made before: nothing was written, and this is
+    /// how the thread stands now.
+    Duplicate(Settled),
+}
+
+/// One inbound message and how to deliver it (see [`crate::Runtime::deliver_message`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Delivery<'a> {
+    /// The thread's key.
+    pub key: &'a str,
+    /// The agent to create the thread for, if it is new (`None`: it must exist).
+    pub agent: Option<&'a str>,
+    /// What is said.
+    pub text: &'a str,
+    /// Who delivers it.
+    pub origin: Origin<'a>,
+    /// What to do when another run holds the thread.
+    pub when_busy: WhenBusy,
+    /// Deliver only as the answer to this park: refused (`already_answered`), writing nothing,
+    /// once the thread has moved on from it or another answer is queued for it.
+    pub answers: Option<Park>,
+    /// A caller-chosen id: a second delivery with it to the same thread writes nothing and
+    /// returns [`Delivered::Duplicate`].
+    pub message_id: Option<&'a str>,
+}
+
+impl<'a> Delivery<'a> {
+    /// A delivery of `text` to `key` that queues behind a busy run, with no park and no id.
+    pub fn new(key: &'a str, text: &'a str) -> Self {
+        Delivery {
+            key,
+            agent: None,
+            text,
+            origin: Origin::default(),
+            when_busy: WhenBusy::Queue,
+            answers: None,
+            message_id: None,
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! Why a delivery or a run could not proceed.
 
-use crate::store::StoreError;
+use crate::store::{FirstAnswer, StoreError};
+use crate::types::Park;
 
 /// Why a delivery or run could not proceed. Problems *inside* a run (a model error, a bad tool
 /// call, a failing handler) are not errors: they are journaled and end in a stop reason.
@@ -25,4 +26,25 @@ pub enum RunError {
     /// Another runner holds the thread and the delivery refuses to queue (`invoke`).
     #[error("session busy: a run is already in flight for `{0}`")]
     Busy(String),
+    /// The delivery answers a park the thread has moved on from (someone answered first):
+    /// nothing was written.
+    #[error("{}", already_answered(key, park, first.as_ref()))]
+    AlreadyAnswered {
+        /// The thread's key.
+        key: String,
+        /// The park the delivery named.
+        park: Park,
+        /// The answer that won, when the store still has it.
+        first: Option<FirstAnswer>,
+    },
+}
+
+fn already_answered(key: &str, park: &Park, first: Option<&FirstAnswer>) -> String {
+    match first {
+        Some(f) => format!(
+            "`{key}` was already answered at park {park}: {:?} (at {} ms)",
+            f.content, f.at
+        ),
+        None => format!("`{key}` is no longer at park {park}: it was answered or moved on"),
+    }
 }

@@ -45,7 +45,7 @@ pub use agent::{
     Agent, AgentFailure, Collected, ImageRef, Principal, Prompt, RuntimeAgent, Scope, collect,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use delivery::{Delivered, Origin, Settled, WhenBusy};
+pub use delivery::{Delivered, Delivery, Origin, Settled, WhenBusy};
 pub use engine::{Runtime, RuntimeBuilder};
 pub use error::RunError;
 pub use event::{AgentEvent, EventSink};
@@ -55,13 +55,13 @@ pub use model::{
 };
 pub use record::{Record, RecordBody};
 pub use store::{
-    Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry,
-    JournalStore, Lease, LeaseStore, NewThread, QueueStore, RegistryStore, Renewal, Store,
-    StoreError, ThreadStore,
+    Answer, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,
+    FirstAnswer, JournalEntry, JournalStore, Lease, LeaseStore, NewThread, QueueStore,
+    RegistryStore, Renewal, Store, StoreError, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolContext, ToolResult, Tools, render};
 pub use types::{
-    Child, ChildStatus, Message, NewQueued, PerSide, Queued, Role, SideId, StopReason, Thread,
-    ThreadId, ThreadStatus, ToolCall, ToolReply, ToolStatus, parse_side, side_str,
+    Child, ChildStatus, Message, NewQueued, Park, PerSide, Queued, Role, SideId, StopReason,
+    Thread, ThreadId, ThreadStatus, ToolCall, ToolReply, ToolStatus, parse_side, side_str,
 };

@@ -23,7 +23,7 @@ pub use commits::{Commit, CommitOutcome, CommitStore};
 pub use feed::{Change, ChangeFeed, ChangeHub, FeedEvent};
 pub use journal::{JournalEntry, JournalStore};
 pub use leases::{Lease, LeaseStore, Renewal};
-pub use queue::QueueStore;
+pub use queue::{Answer, FirstAnswer, QueueStore};
 pub use registry::RegistryStore;
 pub use threads::{NewThread, ThreadStore};
 
@@ -44,6 +44,14 @@ pub enum StoreError {
         key: String,
         /// The agent the thread is for.
         agent: String,
+    },
+    /// A delivery with this message id was already made to this thread: nothing was written.
+    #[error("message `{message_id}` was already delivered to thread {thread}")]
+    Duplicate {
+        /// The thread.
+        thread: ThreadId,
+        /// The caller's message id.
+        message_id: String,
     },
     /// Stored data that cannot be read back (a bug or a foreign write).
     #[error("corrupt row: {0}")]

@@ -10,12 +10,13 @@ use uuid::Uuid;
 
 use crate::record::Record;
 use crate::store::{
-    Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry,
-    JournalStore, Lease, LeaseStore, NewThread, QueueStore, RegistryStore, Renewal, Store,
-    StoreError, ThreadStore,
+    Answer, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,
+    FirstAnswer, JournalEntry, JournalStore, Lease, LeaseStore, NewThread, QueueStore,
+    RegistryStore, Renewal, Store, StoreError, ThreadStore,
 };
 use crate::types::{
-    Child, ChildStatus, Message, NewQueued, Queued, StopReason, Thread, ThreadId, ThreadStatus,
+    Child, ChildStatus, Message, NewQueued, Park, Queued, StopReason, Thread, ThreadId,
+    ThreadStatus,
 };
 
 /// The store port in memory, with the SQL stores' semantics (one conformance suite checks all
@@ -48,6 +49,8 @@ struct Row {
     journal: BTreeMap<i64, JournalEntry>,
     queue: BTreeMap<i64, Queued>,
     values: BTreeMap<String, serde_json::Value>,
+    /// The caller-chosen message ids delivered to it.
+    delivered: std::collections::BTreeSet<String>,
 }
 
 impl Row {
@@ -103,9 +106,22 @@ impl State {
     }
 
     /// Queues `message` on thread `id` (which must exist).
+    /// Queues `message` on thread `id` (which must exist); a message id delivered before is
+    /// refused, writing nothing.
     fn push(&mut self, id: ThreadId, message: NewQueued, now: i64) -> Result<Change, StoreError> {
+        let message_id = message.message_id.clone();
+        let row = self.existing(id)?;
+        if let Some(m) = &message_id
+            && row.delivered.contains(m)
+        {
+            return Err(StoreError::Duplicate {
+                thread: id,
+                message_id: m.clone(),
+            });
+        }
         let queued = self.queued(message, now);
         let row = self.existing(id)?;
+        row.delivered.extend(message_id);
         row.queue.insert(queued.id, queued);
         Ok(row.change())
     }
@@ -152,6 +168,7 @@ impl ThreadStore for MemoryStore {
             journal: BTreeMap::new(),
             queue: BTreeMap::new(),
             values: BTreeMap::new(),
+            delivered: Default::default(),
         };
         self.hub.publish(row.change());
         let i = state.threads.len();
@@ -275,10 +292,50 @@ impl QueueStore for MemoryStore {
         if !row.lease_free(&lease) {
             return Ok(false);
         }
-        row.take_lease(&lease);
         let change = state.push(id, message, lease.now)?;
+        state.existing(id)?.take_lease(&lease);
         self.hub.publish(change);
         Ok(true)
+    }
+
+    async fn answer(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        park: Park,
+        claim: Lease,
+    ) -> Result<Answer, StoreError> {
+        let mut state = self.state();
+        let row = state.existing(id)?;
+        let queued = row
+            .queue
+            .values()
+            .find(|q| q.human && !q.follow_up)
+            .map(|q| FirstAnswer {
+                content: q.content.clone(),
+                at: q.created_at,
+            });
+        if row.thread.park() != Some(park) || queued.is_some() {
+            let first = queued.or_else(|| {
+                row.journal.range(park.seq..).find_map(|(_, e)| match e {
+                    JournalEntry::Message(m) => Some(FirstAnswer {
+                        content: m.content.clone().unwrap_or_default(),
+                        at: m.created_at,
+                    }),
+                    JournalEntry::Record(_) => None,
+                })
+            });
+            return Ok(Answer::Refused { first });
+        }
+        let change = state.push(id, message, claim.now)?;
+        let row = state.existing(id)?;
+        let claimed = row.lease_free(&claim);
+        if claimed {
+            row.take_lease(&claim);
+        }
+        drop(state);
+        self.hub.publish(change);
+        Ok(Answer::Accepted { claimed })
     }
 
     async fn enqueue_if_running(

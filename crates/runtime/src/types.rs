@@ -457,6 +457,9 @@ pub struct NewQueued {
     pub follow_up: bool,
     /// A late tool result (see [`Queued::tool`]).
     pub tool: Option<ToolReply>,
+    /// A caller-chosen id (an idempotency key): a second delivery with the same id to the same
+    /// thread is refused by the store, writing nothing.
+    pub message_id: Option<String>,
 }
 
 impl NewQueued {
@@ -470,6 +473,7 @@ impl NewQueued {
             silent: false,
             follow_up: false,
             tool: None,
+            message_id: None,
         }
     }
 }
@@ -558,5 +562,51 @@ impl ChildStatus {
     /// Whether messages may still reach it.
     pub fn is_live(self) -> bool {
         self != ChildStatus::Terminated
+    }
+}
+
+/// Where a thread parked for a person: the session and the journal position it parked at. While
+/// a thread is parked nothing is written to it, so this names one question; an answer that
+/// names it is refused once the thread has moved on (someone answered first). Written `S:N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Park {
+    /// The session the question belongs to.
+    pub session: i64,
+    /// The journal's next seq while parked: the answer is written there.
+    pub seq: i64,
+}
+
+impl std::fmt::Display for Park {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.session, self.seq)
+    }
+}
+
+impl std::str::FromStr for Park {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Park, String> {
+        let (session, seq) = s
+            .split_once(':')
+            .ok_or_else(|| format!("a park id is SESSION:SEQ, not `{s}`"))?;
+        let int = |v: &str| {
+            v.trim()
+                .parse::<i64>()
+                .map_err(|_| format!("a park id is SESSION:SEQ, not `{s}`"))
+        };
+        Ok(Park {
+            session: int(session)?,
+            seq: int(seq)?,
+        })
+    }
+}
+
+impl Thread {
+    /// The park the thread is at, when it waits for a person.
+    pub fn park(&self) -> Option<Park> {
+        (self.status == ThreadStatus::AwaitingHuman).then_some(Park {
+            session: self.session,
+            seq: self.next_seq,
+        })
     }
 }

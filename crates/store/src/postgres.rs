@@ -82,7 +82,7 @@ impl PgStore {
         let num = lease_row(&mut tx, t.id).await?.num;
         // Rare writes (a handler's queued messages and values) go first, on their own.
         for q in &commit.enqueue {
-            insert_queued(&mut tx, num, q, t.updated_at, false).await?;
+            insert_queued(&mut tx, t.id, num, q, t.updated_at, false).await?;
         }
         for (key, value) in &commit.values {
             match value {

@@ -66,7 +66,7 @@ macro_rules! store_impl {
         use async_trait::async_trait;
         use duet_runtime::{
             Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
-            QueueStore, Queued, Record, RecordBody, RegistryStore, ChildStatus, ToolReply, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
+            Answer, FirstAnswer, Park, QueueStore, Queued, Record, RecordBody, RegistryStore, ChildStatus, ToolReply, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
             ThreadStatus, ThreadStore, ToolStatus, parse_side, side_str,
         };
         use sqlx::Row;
@@ -264,7 +264,10 @@ macro_rules! store_impl {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
                 let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
-                insert_queued(&mut tx, num, &message, now, true).await?;
+                if let Err(e) = insert_queued(&mut tx, id, num, &message, now, true).await {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(e);
+                }
                 let mut claimed = false;
                 if let Some(lease) = claim {
                     if lease_free(&owner, expires, &lease) {
@@ -301,7 +304,10 @@ macro_rules! store_impl {
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
-                insert_queued(&mut tx, num, &message, lease.now, true).await?;
+                if let Err(e) = insert_queued(&mut tx, id, num, &message, lease.now, true).await {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(e);
+                }
                 tx.commit().await.map_err(db_error)?;
                 self.publish(change);
                 Ok(true)
@@ -318,10 +324,78 @@ macro_rules! store_impl {
                         return Ok(None);
                     }
                 };
-                insert_queued(&mut tx, num, &message, now, true).await?;
+                if let Err(e) = insert_queued(&mut tx, id, num, &message, now, true).await {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(e);
+                }
                 tx.commit().await.map_err(db_error)?;
                 self.publish(change);
                 Uuid::parse_str(&run).map(Some).map_err(|_| corrupt("lease owner", &run))
+            }
+
+            async fn answer(&self, id: ThreadId, message: NewQueued, park: Park, claim: Lease) -> Result<Answer, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
+                let row = sqlx::query("SELECT status, session, next_seq FROM threads WHERE num = $1")
+                    .bind(num)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                let status: String = row.try_get("status").map_err(db_error)?;
+                let at_park = status == ThreadStatus::AwaitingHuman.as_str()
+                    && row.try_get::<i64, _>("session").map_err(db_error)? == park.session
+                    && row.try_get::<i64, _>("next_seq").map_err(db_error)? == park.seq;
+                // An answer already queued (not yet drained) has taken the park too.
+                let queued = sqlx::query(
+                    "SELECT content, created_at FROM queue WHERE thread = $1 AND human = TRUE AND follow_up = FALSE ORDER BY id LIMIT 1",
+                )
+                .bind(num)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                if !at_park || queued.is_some() {
+                    let first = match queued {
+                        Some(r) => Some(FirstAnswer {
+                            content: r.try_get("content").map_err(db_error)?,
+                            at: r.try_get("created_at").map_err(db_error)?,
+                        }),
+                        None => sqlx::query(
+                            "SELECT content, created_at FROM journal WHERE thread = $1 AND kind = 'message' AND seq >= $2 ORDER BY seq LIMIT 1",
+                        )
+                        .bind(num)
+                        .bind(park.seq)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(db_error)?
+                        .map(|r| -> Result<FirstAnswer, StoreError> {
+                            Ok(FirstAnswer {
+                                content: r.try_get::<Option<String>, _>("content").map_err(db_error)?.unwrap_or_default(),
+                                at: r.try_get("created_at").map_err(db_error)?,
+                            })
+                        })
+                        .transpose()?,
+                    };
+                    tx.rollback().await.map_err(db_error)?;
+                    return Ok(Answer::Refused { first });
+                }
+                if let Err(e) = insert_queued(&mut tx, id, num, &message, claim.now, true).await {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(e);
+                }
+                let claimed = lease_free(&owner, expires, &claim);
+                if claimed {
+                    sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
+                        .bind(claim.owner.to_string())
+                        .bind(claim.until)
+                        .bind(num)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
+                tx.commit().await.map_err(db_error)?;
+                self.publish(change);
+                Ok(Answer::Accepted { claimed })
             }
 
             async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
@@ -518,7 +592,10 @@ macro_rules! store_impl {
                     tx.rollback().await.map_err(db_error)?;
                     return Ok(None);
                 }
-                insert_queued(&mut tx, num, &reply, claim.now, true).await?;
+                if let Err(e) = insert_queued(&mut tx, parent, num, &reply, claim.now, true).await {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(e);
+                }
                 let claimed = lease_free(&owner, expires, &claim);
                 if claimed {
                     sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
@@ -633,11 +710,34 @@ macro_rules! store_impl {
         /// the thread on the change feed (Postgres: `pg_notify`, delivered if `tx` commits).
         async fn insert_queued(
             tx: &mut sqlx::Transaction<'_, $db>,
+            id: ThreadId,
             num: i64,
             q: &NewQueued,
             now: i64,
             announce: bool,
         ) -> Result<(), StoreError> {
+            // A caller-chosen message id is a key of its own: a second delivery with it finds
+            // the key taken and nothing is queued (the caller rolls the transaction back).
+            if let Some(message_id) = &q.message_id {
+                let taken = sqlx::query(
+                    "INSERT INTO deliveries (thread, message_id, created_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (thread, message_id) DO NOTHING",
+                )
+                .bind(num)
+                .bind(message_id)
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(db_error)?
+                .rows_affected()
+                    == 0;
+                if taken {
+                    return Err(StoreError::Duplicate {
+                        thread: id,
+                        message_id: message_id.clone(),
+                    });
+                }
+            }
             const INSERT: &str = "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
             const ANNOUNCED: &str = concat!(

@@ -46,6 +46,7 @@ pub(crate) fn human(text: &str) -> NewQueued {
         silent: false,
         follow_up: false,
         tool: None,
+        message_id: None,
     }
 }
 

@@ -264,7 +264,9 @@ impl Runtime {
                     .await?;
                 Ok(match delivered {
                     Delivered::Queued { .. } => ChildRun::Queued(key.to_owned()),
-                    Delivered::Settled(s) => ChildRun::Settled(key.to_owned(), s),
+                    Delivered::Settled(s) | Delivered::Duplicate(s) => {
+                        ChildRun::Settled(key.to_owned(), s)
+                    }
                 })
             }
         }

@@ -9,10 +9,10 @@ use uuid::Uuid;
 
 use super::Runtime;
 use crate::decide;
-use crate::delivery::{Delivered, Origin, Settled, WhenBusy};
+use crate::delivery::{Delivered, Delivery, Origin, Settled, WhenBusy};
 use crate::error::RunError;
 use crate::event::EventSink;
-use crate::store::{NewThread, StoreError};
+use crate::store::{Answer, NewThread, StoreError};
 use crate::types::{NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus};
 
 /// How many threads `recover` continues at once.
@@ -66,32 +66,87 @@ impl Runtime {
         events: &EventSink,
         cancel: &CancellationToken,
     ) -> Result<Delivered, RunError> {
+        let delivery = Delivery {
+            agent,
+            origin,
+            when_busy,
+            ..Delivery::new(key, text)
+        };
+        self.deliver_message(delivery, events, cancel).await
+    }
+
+    /// Delivers one inbound message as `delivery` says — answering a park only while the
+    /// thread is still at it, idempotent by message id — and, when this caller takes the lease,
+    /// runs the thread until it settles.
+    pub async fn deliver_message(
+        &self,
+        delivery: Delivery<'_>,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Delivered, RunError> {
+        let Delivery {
+            key,
+            agent,
+            text,
+            origin,
+            when_busy,
+            answers,
+            message_id,
+        } = delivery;
         let thread = self.open(key, agent, &origin).await?;
         let agent = self.agent_def(&thread.agent)?;
-        let message = if origin.parent.is_some() {
+        let mut message = if origin.parent.is_some() {
             // Parent to child: always a `user` message, so the child's side A acts on it.
             NewQueued::new(Role::User, SideId::B, text)
         } else {
             decide::inbound(agent, text)
         };
+        message.message_id = message_id.map(str::to_owned);
         let run = Uuid::now_v7();
         let now = self.now();
         let store = &self.inner.store;
-        let claimed = match when_busy {
-            WhenBusy::Queue => {
-                store
-                    .enqueue(thread.id, message, Some(self.lease(run)), now)
-                    .await?
-            }
-            WhenBusy::Reject => {
-                if !store
-                    .deliver_if_free(thread.id, message, self.lease(run))
-                    .await?
-                {
-                    return Err(RunError::Busy(key.to_owned()));
+        let queued = match answers {
+            Some(park) => match store
+                .answer(thread.id, message, park, self.lease(run))
+                .await
+            {
+                Ok(Answer::Accepted { claimed }) => Ok(claimed),
+                Ok(Answer::Refused { first }) => {
+                    return Err(RunError::AlreadyAnswered {
+                        key: key.to_owned(),
+                        park,
+                        first,
+                    });
                 }
-                true
+                Err(e) => Err(e),
+            },
+            None => match when_busy {
+                WhenBusy::Queue => {
+                    store
+                        .enqueue(thread.id, message, Some(self.lease(run)), now)
+                        .await
+                }
+                WhenBusy::Reject => match store
+                    .deliver_if_free(thread.id, message, self.lease(run))
+                    .await
+                {
+                    Ok(false) => return Err(RunError::Busy(key.to_owned())),
+                    other => other,
+                },
+            },
+        };
+        let claimed = match queued {
+            Ok(claimed) => claimed,
+            Err(StoreError::Duplicate { .. }) => {
+                // Delivered before: nothing new is written; the thread as it stands is the
+                // outcome.
+                let now = store
+                    .thread_by_id(thread.id)
+                    .await?
+                    .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?;
+                return Ok(Delivered::Duplicate(Settled::of(&now)));
             }
+            Err(e) => return Err(e.into()),
         };
         if !claimed {
             return Ok(Delivered::Queued { thread: thread.id });

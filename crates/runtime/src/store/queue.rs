@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::{Lease, StoreError};
-use crate::types::{NewQueued, Queued, ThreadId};
+use crate::types::{NewQueued, Park, Queued, ThreadId};
 
 /// Queueing inbound messages (a runner drains them in [`super::CommitStore::commit`]).
 #[async_trait]
@@ -36,6 +36,42 @@ pub trait QueueStore: Send + Sync {
         message: NewQueued,
         now: i64,
     ) -> Result<Option<Uuid>, StoreError>;
+    /// Queues `message` as the answer to park `park` of thread `id`, and tries the lease with
+    /// `claim` — only if the thread is still parked there and no answer is queued for it yet
+    /// (one question, one answer). Otherwise writes nothing and says what answered first. In
+    /// one transaction on the thread row, so of two racing answers exactly one is accepted.
+    async fn answer(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        park: Park,
+        claim: Lease,
+    ) -> Result<Answer, StoreError>;
     /// A thread's queued inbound messages in arrival order.
     async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError>;
+}
+
+/// What [`QueueStore::answer`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Queued as the park's answer; `claimed`: this caller took the lease and must run it.
+    Accepted {
+        /// Whether the lease was taken.
+        claimed: bool,
+    },
+    /// The thread is no longer at that park: nothing was written.
+    Refused {
+        /// The answer that came first, when the store still has it (queued, or the first
+        /// message written at the park's seq).
+        first: Option<FirstAnswer>,
+    },
+}
+
+/// The answer that won a park.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FirstAnswer {
+    /// What it said.
+    pub content: String,
+    /// When it arrived (ms since the Unix epoch).
+    pub at: i64,
 }
