@@ -186,7 +186,7 @@ fn failure(e: &RunError) -> AgentEvent {
 }
 
 enum Phase {
-    Start(RuntimeAgent, Scope, Prompt),
+    Start(Box<(RuntimeAgent, Scope, Prompt)>),
     Running {
         rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
         run: tokio::task::JoinHandle<Result<Delivered, RunError>>,
@@ -198,11 +198,12 @@ enum Phase {
 
 impl Agent for RuntimeAgent {
     fn invoke(&self, scope: Scope, prompt: Prompt) -> BoxStream<'static, AgentEvent> {
-        let start = Phase::Start(self.clone(), scope, prompt);
+        let start = Phase::Start(Box::new((self.clone(), scope, prompt)));
         stream::unfold(start, |phase| async move {
             match phase {
                 Phase::Done => None,
-                Phase::Start(me, scope, prompt) => {
+                Phase::Start(start) => {
+                    let (me, scope, prompt) = *start;
                     if prompt.text.trim().is_empty() && prompt.images.is_empty() {
                         let event = AgentEvent::Failed {
                             details: "the prompt is empty".into(),
