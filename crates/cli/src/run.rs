@@ -317,8 +317,18 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    // The question this answers, as read now: a second answer to it is refused.
-    let park = next.as_ref().and_then(Thread::park).filter(|_| !args.queue);
+    // The question this answers, as read now: a second answer to it is refused. A thread that
+    // asks nothing (it runs, or its session ended) is answered only by --queue: the position read
+    // is not a park, so the store refuses it (a repeated --message-id still finds its first
+    // delivery).
+    let parked = next.as_ref().is_some_and(|t| t.park().is_some());
+    let park = next
+        .as_ref()
+        .filter(|_| !args.queue)
+        .map(|t| duet_runtime::Park {
+            session: t.session,
+            seq: t.next_seq,
+        });
     while let Some(t) = next.take() {
         if !agents.contains(&t.agent) {
             agents.push(t.agent.clone());
@@ -333,6 +343,7 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
     let how = How {
         answers: park,
         message_id: args.message_id.clone(),
+        parked,
     };
     converse(&rt, &args.key, None, Some(text), args.json, how).await
 }
@@ -344,6 +355,8 @@ struct How {
     answers: Option<duet_runtime::Park>,
     /// The caller's message id.
     message_id: Option<String>,
+    /// Whether the thread was parked when read (else a refusal means it asked nothing).
+    parked: bool,
 }
 
 /// Delivers messages until the thread settles without asking for more (or the person stops).
@@ -373,6 +386,7 @@ async fn converse(
         }
     };
     let mut answers = how.answers;
+    let mut parked = how.parked;
     let mut message_id = how.message_id;
     loop {
         // Where the thread's ancestors stand before: a child's answer may wake them.
@@ -427,20 +441,27 @@ async fn converse(
                 return ExitCode::SUCCESS;
             }
             Err(e) => {
-                let code = match &e {
-                    duet_runtime::RunError::AlreadyAnswered { .. } => {
-                        Some(duet_runtime::codes::ALREADY_ANSWERED.to_owned())
-                    }
-                    _ => None,
+                let (code, details) = match &e {
+                    duet_runtime::RunError::AlreadyAnswered { key, .. } if !parked => (
+                        Some("not_awaiting".to_owned()),
+                        format!(
+                            "`{key}` is not waiting for a person: nothing was sent; --queue sends it anyway"
+                        ),
+                    ),
+                    duet_runtime::RunError::AlreadyAnswered { .. } => (
+                        Some(duet_runtime::codes::ALREADY_ANSWERED.to_owned()),
+                        e.to_string(),
+                    ),
+                    _ => (None, e.to_string()),
                 };
                 let event = AgentEvent::Failed {
-                    details: e.to_string(),
+                    details: details.clone(),
                     retryable: false,
                     code,
                 };
                 print_event(&event, json);
                 if !json {
-                    eprintln!("duet: {e}");
+                    eprintln!("duet: {details}");
                 }
                 return ExitCode::from(1);
             }
@@ -457,6 +478,7 @@ async fn converse(
         }
         // The person at the terminal answers the question the thread just asked.
         answers = settled.park;
+        parked = true;
         next = match ask() {
             Some(m) => m,
             None => return ExitCode::SUCCESS,

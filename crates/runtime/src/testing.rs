@@ -307,6 +307,16 @@ impl QueueStore for MemoryStore {
     ) -> Result<Answer, StoreError> {
         let mut state = self.state();
         let row = state.existing(id)?;
+        if let Some(m) = message
+            .message_id
+            .as_ref()
+            .filter(|m| row.delivered.contains(*m))
+        {
+            return Err(StoreError::Duplicate {
+                thread: id,
+                message_id: m.clone(),
+            });
+        }
         let queued = row
             .queue
             .values()

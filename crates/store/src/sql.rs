@@ -342,6 +342,21 @@ macro_rules! store_impl {
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(db_error)?;
+                // A message id delivered before is its first delivery's, whatever the thread's
+                // state now.
+                if let Some(message_id) = &message.message_id {
+                    let seen = sqlx::query("SELECT 1 FROM deliveries WHERE thread = $1 AND message_id = $2")
+                        .bind(num)
+                        .bind(message_id)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(db_error)?
+                        .is_some();
+                    if seen {
+                        tx.rollback().await.map_err(db_error)?;
+                        return Err(StoreError::Duplicate { thread: id, message_id: message_id.clone() });
+                    }
+                }
                 let status: String = row.try_get("status").map_err(db_error)?;
                 let at_park = status == ThreadStatus::AwaitingHuman.as_str()
                     && row.try_get::<i64, _>("session").map_err(db_error)? == park.session
