@@ -10,8 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use duet_runtime::{
-    AgentEvent, CancellationToken, Delivered, EventSink, Runtime, StopReason, Store, Thread,
-    ThreadStatus,
+    AgentEvent, CancellationToken, Delivered, EventSink, Runtime, StopReason, Store, ThreadStatus,
 };
 
 use crate::Place;
