@@ -109,6 +109,30 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 children.push(json!({"id": key, "relationship": c.relationship, "agent": c.agent, "status": c.status.as_str(), "statusText": c.status_text, "awaitedBy": c.awaiting, "name": c.name, "arguments": c.arguments}));
             }
             doc["children"] = serde_json::Value::Array(children.clone());
+            // Delivered but not yet in the journal: a message queued behind a run, or for a thread
+            // that waits (it is written when the thread takes it in).
+            let queued = store.queue(thread.id).await.unwrap_or_default();
+            doc["queued"] = queued
+                .iter()
+                .map(|q| {
+                    json!({
+                        "role": q.role.as_str(),
+                        "side": side_str(q.side),
+                        "content": q.content,
+                        "followUp": q.follow_up,
+                        "toolCallId": q.tool.as_ref().map(|r| r.call_id.clone()),
+                        "createdAt": q.created_at,
+                    })
+                })
+                .collect();
+            // The run holding the thread, while one does (its lease not yet expired).
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            doc["run"] = match thread.lease_owner.filter(|_| thread.lease_expires >= now) {
+                Some(run) => json!({"id": run.to_string(), "leaseExpires": thread.lease_expires}),
+                None => serde_json::Value::Null,
+            };
             if args.json {
                 let _ = writeln!(out, "{doc}");
             } else {
@@ -122,6 +146,12 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     thread.stop_reason.map_or("-", |r| r.as_str()),
                     thread.result.as_deref().unwrap_or("-")
                 );
+                if let Some(park) = thread.park() {
+                    let _ = writeln!(out, "  parked at {park} (an answer names it)");
+                }
+                if let Some(run) = doc["run"]["id"].as_str() {
+                    let _ = writeln!(out, "  run {run} holds it");
+                }
                 for c in &children {
                     let name = c["name"]
                         .as_str()
@@ -167,6 +197,17 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                         }
                     );
                 }
+                if let Some(queued) = doc["queued"].as_array() {
+                    for q in queued {
+                        let _ = writeln!(
+                            out,
+                            "   … {:<9} {} {} (queued)",
+                            q["role"].as_str().unwrap_or(""),
+                            q["side"].as_str().unwrap_or(""),
+                            q["content"].as_str().unwrap_or("")
+                        );
+                    }
+                }
             }
             ExitCode::SUCCESS
         }
@@ -183,6 +224,7 @@ fn summary(t: &Thread) -> serde_json::Value {
         "stopReason": t.stop_reason.map(|r| r.as_str()),
         "result": t.result,
         "turns": {"a": t.turns.a, "b": t.turns.b},
+        "park": t.park().map(|p| p.to_string()),
     })
 }
 

@@ -175,6 +175,24 @@ fn threads_show_lists_a_parents_children() {
         ),
         "{lines:#?}"
     );
+    // A message to the waiting orchestrator waits in its queue, and shows there.
+    let (code, _, err) = duet.run(&["send", "o", "Any news?", "--queue", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, lines, _) = duet.run(&["threads", "show", "o", "--json"]);
+    assert_eq!(code, 0);
+    let doc = json(&lines[0]);
+    assert_eq!(doc["queued"][0]["content"], "Any news?", "{doc}");
+    assert_eq!(
+        doc["run"],
+        serde_json::Value::Null,
+        "nothing runs while it waits: {doc}"
+    );
+    let (code, lines, _) = duet.run(&["threads", "show", "o"]);
+    assert_eq!(code, 0);
+    assert!(
+        lines.iter().any(|l| l.contains("Any news? (queued)")),
+        "{lines:#?}"
+    );
     let (code, sent, err) = duet.run(&["send", "o/approval-1", "Yes, approved.", "--json"]);
     assert_eq!(code, 0, "{err}");
     // The answer woke the orchestrator: its continuation follows the child's own outcome.

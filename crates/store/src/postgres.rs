@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::listen::{CHANNEL, Feed};
 
@@ -25,10 +25,26 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/post
 impl PgStore {
     /// Connects to `url` and migrates the database.
     pub async fn connect(url: &str) -> Result<Self, duet_runtime::StoreError> {
+        // An unreachable server is said at once, with the driver's own error (connection
+        // refused, unknown host, authentication), not as the pool's "timed out" after 30 s: one
+        // connection first, given 5 s.
+        let options: PgConnectOptions = url.parse().map_err(crate::db_error)?;
+        let wait = std::time::Duration::from_secs(5);
+        match tokio::time::timeout(wait, sqlx::ConnectOptions::connect(&options)).await {
+            Ok(Ok(first)) => drop(first),
+            Ok(Err(e)) => return Err(crate::db_error(e)),
+            Err(_) => {
+                return Err(duet_runtime::StoreError::backend_in(
+                    format!("no answer from the server within {} s", wait.as_secs()),
+                    std::io::Error::from(std::io::ErrorKind::TimedOut),
+                ));
+            }
+        }
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .test_before_acquire(false)
-            .connect(url)
+            .acquire_timeout(wait)
+            .connect_with(options)
             .await
             .map_err(crate::db_error)?;
         // On a connection of its own (not `&pool`): this keeps `connect`'s future `Send` for any
