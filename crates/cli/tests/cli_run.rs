@@ -345,6 +345,22 @@ fn a_wrong_place_or_key_is_refused_and_creates_nothing() {
         "no database made in a non-project"
     );
     assert!(!scratch.join("no").exists(), "no folders made for --db");
+    // An unreachable Postgres is said with the driver's error, not a pool time-out.
+    let out = Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args([
+            "threads",
+            "--project",
+            &repo,
+            "--db",
+            "postgres://root@127.0.0.1:1/none",
+        ])
+        .env_remove("DUET_DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("duet runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("Connection refused"), "{err}");
 }
 
 /// `duet send KEY -` and `--file F` read the message (of any size) instead of an argument.
