@@ -106,6 +106,43 @@ impl State {
     }
 
     /// Queues `message` on thread `id` (which must exist).
+    /// A new thread `key` (which must not exist yet).
+    fn insert_thread(
+        &mut self,
+        key: &str,
+        new: NewThread<'_>,
+    ) -> Result<(Thread, Change), StoreError> {
+        if self.by_id.contains_key(&new.id) {
+            return Err(StoreError::Conflict(format!(
+                "a thread with id {} exists",
+                new.id
+            )));
+        }
+        let mut thread = Thread::new(
+            new.id,
+            key.to_owned(),
+            new.agent.to_owned(),
+            new.parent,
+            new.now,
+        );
+        thread.principal = new.principal.map(str::to_owned);
+        thread.source = new.source.map(str::to_owned);
+        let row = Row {
+            thread: thread.clone(),
+            abort_requested: false,
+            journal: BTreeMap::new(),
+            queue: BTreeMap::new(),
+            values: BTreeMap::new(),
+            delivered: Default::default(),
+        };
+        let change = row.change();
+        let i = self.threads.len();
+        self.threads.push(row);
+        self.by_key.insert(key.to_owned(), i);
+        self.by_id.insert(new.id, i);
+        Ok((thread, change))
+    }
+
     /// Queues `message` on thread `id` (which must exist); a message id delivered before is
     /// refused, writing nothing.
     fn push(&mut self, id: ThreadId, message: NewQueued, now: i64) -> Result<Change, StoreError> {
@@ -147,34 +184,8 @@ impl ThreadStore for MemoryStore {
         if let Some(&i) = state.by_key.get(key) {
             return Ok(state.threads[i].thread.clone());
         }
-        if state.by_id.contains_key(&new.id) {
-            return Err(StoreError::Conflict(format!(
-                "a thread with id {} exists",
-                new.id
-            )));
-        }
-        let mut thread = Thread::new(
-            new.id,
-            key.to_owned(),
-            new.agent.to_owned(),
-            new.parent,
-            new.now,
-        );
-        thread.principal = new.principal.map(str::to_owned);
-        thread.source = new.source.map(str::to_owned);
-        let row = Row {
-            thread: thread.clone(),
-            abort_requested: false,
-            journal: BTreeMap::new(),
-            queue: BTreeMap::new(),
-            values: BTreeMap::new(),
-            delivered: Default::default(),
-        };
-        self.hub.publish(row.change());
-        let i = state.threads.len();
-        state.threads.push(row);
-        state.by_key.insert(key.to_owned(), i);
-        state.by_id.insert(new.id, i);
+        let (thread, change) = state.insert_thread(key, new)?;
+        self.hub.publish(change);
         Ok(thread)
     }
 
@@ -296,6 +307,28 @@ impl QueueStore for MemoryStore {
         state.existing(id)?.take_lease(&lease);
         self.hub.publish(change);
         Ok(true)
+    }
+
+    async fn create_with(
+        &self,
+        key: &str,
+        new: NewThread<'_>,
+        message: NewQueued,
+        claim: Lease,
+    ) -> Result<Option<Thread>, StoreError> {
+        // One lock for the whole of it: nobody sees the thread without its message.
+        let mut state = self.state();
+        if state.by_key.contains_key(key) {
+            return Ok(None);
+        }
+        let (thread, _) = state.insert_thread(key, new)?;
+        let change = state.push(thread.id, message, claim.now)?;
+        let row = state.existing(thread.id)?;
+        row.take_lease(&claim);
+        let thread = row.thread.clone();
+        drop(state);
+        self.hub.publish(change);
+        Ok(Some(thread))
     }
 
     async fn answer(

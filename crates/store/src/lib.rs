@@ -13,6 +13,7 @@ use duet_runtime::{Store, StoreError};
 mod batch;
 mod listen;
 mod postgres;
+mod queue_sql;
 mod rows;
 mod sql;
 mod sqlite;

@@ -419,3 +419,52 @@ async fn the_registry_keeps_children_and_termination_takes_everything_away() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_thread_is_created_with_its_first_message_or_not_at_all() {
+    each(async |store, name| {
+        let run = Uuid::now_v7();
+        let made = store
+            .create_with(
+                "fresh",
+                crate::new("agent", 5),
+                human("hello"),
+                lease(run, 5),
+            )
+            .await
+            .expect("create")
+            .expect("a new key");
+        assert_eq!(made.lease_owner, Some(run), "{name}: the creator holds it");
+        let queue = store.queue(made.id).await.expect("queue");
+        assert_eq!(
+            queue.iter().map(|q| q.content.as_str()).collect::<Vec<_>>(),
+            ["hello"],
+            "{name}"
+        );
+        // A key that exists: nothing is written.
+        assert!(
+            store
+                .create_with(
+                    "fresh",
+                    crate::new("agent", 6),
+                    human("again"),
+                    lease(Uuid::now_v7(), 6)
+                )
+                .await
+                .expect("create")
+                .is_none(),
+            "{name}"
+        );
+        assert_eq!(
+            store.queue(made.id).await.expect("queue").len(),
+            1,
+            "{name}"
+        );
+        assert_eq!(
+            store.threads(None).await.expect("threads").len(),
+            1,
+            "{name}"
+        );
+    })
+    .await;
+}

@@ -93,6 +93,41 @@ impl Runtime {
             answers,
             message_id,
         } = delivery;
+        let run = Uuid::now_v7();
+        if let Some(name) = agent
+            && answers.is_none()
+            && let Some(def) = self.inner.project.agents.get(name).map(|d| &d.def)
+            && self.inner.store.thread(key).await?.is_none()
+        {
+            // A new thread and its first message are written together: a process that dies in
+            // between leaves neither.
+            let mut message = if origin.parent.is_some() {
+                NewQueued::new(Role::User, SideId::B, text)
+            } else {
+                decide::inbound(def, text)
+            };
+            message.message_id = message_id.map(str::to_owned);
+            let new = NewThread {
+                id: Uuid::now_v7(),
+                agent: name,
+                parent: origin.parent,
+                principal: origin.principal,
+                source: origin.source,
+                now: self.now(),
+            };
+            if let Some(created) = self
+                .inner
+                .store
+                .create_with(key, new, message, self.lease(run))
+                .await?
+            {
+                return self
+                    .drive(created.id, run, events, cancel, origin.inline)
+                    .await
+                    .map(Delivered::Settled);
+            }
+            // Created meanwhile by another delivery: deliver to it as to any thread.
+        }
         let thread = self.open(key, agent, &origin).await?;
         let agent = self.agent_def(&thread.agent)?;
         let mut message = if origin.parent.is_some() {
@@ -102,7 +137,6 @@ impl Runtime {
             decide::inbound(agent, text)
         };
         message.message_id = message_id.map(str::to_owned);
-        let run = Uuid::now_v7();
         let now = self.now();
         let store = &self.inner.store;
         let queued = match answers {

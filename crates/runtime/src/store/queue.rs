@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::{Lease, StoreError};
-use crate::types::{NewQueued, Park, Queued, ThreadId};
+use super::{Lease, NewThread, StoreError};
+use crate::types::{NewQueued, Park, Queued, Thread, ThreadId};
 
 /// Queueing inbound messages (a runner drains them in [`super::CommitStore::commit`]).
 #[async_trait]
@@ -47,6 +47,16 @@ pub trait QueueStore: Send + Sync {
         park: Park,
         claim: Lease,
     ) -> Result<Answer, StoreError>;
+    /// Creates the thread `key` (as [`super::ThreadStore::open_thread`] would) with `message`
+    /// queued on it and its lease taken by `claim`, in one transaction: a thread never exists
+    /// without its first message. `None`, writing nothing, when `key` exists already.
+    async fn create_with(
+        &self,
+        key: &str,
+        new: NewThread<'_>,
+        message: NewQueued,
+        claim: Lease,
+    ) -> Result<Option<Thread>, StoreError>;
     /// A thread's queued inbound messages in arrival order.
     async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError>;
 }

@@ -1,0 +1,246 @@
+//! The queue's half of the shared store implementation (`QueueStore`: enqueueing, answering a
+//! park, creating a thread with its first message), stamped out inside `store_impl!` with the
+//! helpers it defines there (`lease_row`, `insert_queued`, the decoders).
+
+/// `impl QueueStore for $store` (see `store_impl!`; `$begin` starts write transactions).
+macro_rules! queue_impl {
+    ($store:ident, $db:ty, $begin:literal) => {
+        #[async_trait]
+        impl QueueStore for $store {
+            async fn enqueue(&self, id: ThreadId, message: NewQueued, claim: Option<Lease>, now: i64) -> Result<bool, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
+                if let Err(e) = insert_queued(&mut tx, id, num, &message, now, true).await {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(e);
+                }
+                let mut claimed = false;
+                if let Some(lease) = claim {
+                    if lease_free(&owner, expires, &lease) {
+                        sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
+                            .bind(lease.owner.to_string())
+                            .bind(lease.until)
+                            .bind(num)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db_error)?;
+                        claimed = true;
+                    }
+                }
+                tx.commit().await.map_err(db_error)?;
+                self.publish(change);
+                Ok(claimed)
+            }
+
+            async fn deliver_if_free(&self, id: ThreadId, message: NewQueued, lease: Lease) -> Result<bool, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
+                if !lease_free(&owner, expires, &lease) {
+                    // Roll back explicitly: a transaction dropped on SQLite's single write
+                    // connection leaves its rollback for later, and the next user of the
+                    // connection would wait on it.
+                    tx.rollback().await.map_err(db_error)?;
+                    return Ok(false);
+                }
+                sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
+                    .bind(lease.owner.to_string())
+                    .bind(lease.until)
+                    .bind(num)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                if let Err(e) = insert_queued(&mut tx, id, num, &message, lease.now, true).await {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(e);
+                }
+                tx.commit().await.map_err(db_error)?;
+                self.publish(change);
+                Ok(true)
+            }
+
+            async fn enqueue_if_running(&self, id: ThreadId, message: NewQueued, now: i64) -> Result<Option<Uuid>, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
+                let run = match owner {
+                    Some(o) if expires >= now => o,
+                    _ => {
+                        tx.rollback().await.map_err(db_error)?;
+                        return Ok(None);
+                    }
+                };
+                if let Err(e) = insert_queued(&mut tx, id, num, &message, now, true).await {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(e);
+                }
+                tx.commit().await.map_err(db_error)?;
+                self.publish(change);
+                Uuid::parse_str(&run).map(Some).map_err(|_| corrupt("lease owner", &run))
+            }
+
+            async fn answer(&self, id: ThreadId, message: NewQueued, park: Park, claim: Lease) -> Result<Answer, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
+                let row = sqlx::query("SELECT status, session, next_seq FROM threads WHERE num = $1")
+                    .bind(num)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                // A message id delivered before is its first delivery's, whatever the thread's
+                // state now.
+                if let Some(message_id) = &message.message_id {
+                    let seen = sqlx::query("SELECT 1 FROM deliveries WHERE thread = $1 AND message_id = $2")
+                        .bind(num)
+                        .bind(message_id)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(db_error)?
+                        .is_some();
+                    if seen {
+                        tx.rollback().await.map_err(db_error)?;
+                        return Err(StoreError::Duplicate { thread: id, message_id: message_id.clone() });
+                    }
+                }
+                let status: String = row.try_get("status").map_err(db_error)?;
+                let at_park = status == ThreadStatus::AwaitingHuman.as_str()
+                    && row.try_get::<i64, _>("session").map_err(db_error)? == park.session
+                    && row.try_get::<i64, _>("next_seq").map_err(db_error)? == park.seq;
+                // An answer already queued (not yet drained) has taken the park too.
+                let queued = sqlx::query(
+                    "SELECT content, created_at FROM queue WHERE thread = $1 AND human = TRUE AND follow_up = FALSE ORDER BY id LIMIT 1",
+                )
+                .bind(num)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                if !at_park || queued.is_some() {
+                    let first = match queued {
+                        Some(r) => Some(FirstAnswer {
+                            content: r.try_get("content").map_err(db_error)?,
+                            at: r.try_get("created_at").map_err(db_error)?,
+                        }),
+                        None => sqlx::query(
+                            "SELECT content, created_at FROM journal WHERE thread = $1 AND kind = 'message' AND seq >= $2 ORDER BY seq LIMIT 1",
+                        )
+                        .bind(num)
+                        .bind(park.seq)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(db_error)?
+                        .map(|r| -> Result<FirstAnswer, StoreError> {
+                            Ok(FirstAnswer {
+                                content: r.try_get::<Option<String>, _>("content").map_err(db_error)?.unwrap_or_default(),
+                                at: r.try_get("created_at").map_err(db_error)?,
+                            })
+                        })
+                        .transpose()?,
+                    };
+                    tx.rollback().await.map_err(db_error)?;
+                    return Ok(Answer::Refused { first });
+                }
+                if let Err(e) = insert_queued(&mut tx, id, num, &message, claim.now, true).await {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(e);
+                }
+                let claimed = lease_free(&owner, expires, &claim);
+                if claimed {
+                    sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
+                        .bind(claim.owner.to_string())
+                        .bind(claim.until)
+                        .bind(num)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
+                tx.commit().await.map_err(db_error)?;
+                self.publish(change);
+                Ok(Answer::Accepted { claimed })
+            }
+
+            async fn create_with(&self, key: &str, new: NewThread<'_>, message: NewQueued, claim: Lease) -> Result<Option<Thread>, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let num: Option<i64> = sqlx::query_scalar(
+                    "INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
+                     VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING num",
+                )
+                .bind(new.id.to_string())
+                .bind(key)
+                .bind(new.agent)
+                .bind(new.parent.map(|p| p.to_string()))
+                .bind(new.principal)
+                .bind(new.source)
+                .bind(new.now)
+                .bind(claim.owner.to_string())
+                .bind(claim.until)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                let Some(num) = num else {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Ok(None);
+                };
+                if let Err(e) = insert_queued(&mut tx, new.id, num, &message, claim.now, true).await {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(e);
+                }
+                let row = sqlx::query(concat!("SELECT ", thread_cols!(), " FROM threads WHERE num = $1"))
+                    .bind(num)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
+                let thread = thread_from_row(&row)?;
+                self.publish(Change { thread: thread.id, seq: thread.next_seq - 1, status: thread.status });
+                Ok(Some(thread))
+            }
+
+            async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, q.tool_name, q.tool_status, q.created_at FROM queue q \
+                     JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id",
+                )
+                .bind(id.to_string())
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter()
+                    .map(|row| {
+                        let role: String = row.try_get("role").map_err(db_error)?;
+                        let side: String = row.try_get("side").map_err(db_error)?;
+                        Ok(Queued {
+                            id: row.try_get("id").map_err(db_error)?,
+                            role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
+                            side: parse_side(&side).ok_or_else(|| corrupt("side", &side))?,
+                            content: row.try_get("content").map_err(db_error)?,
+                            human: row.try_get("human").map_err(db_error)?,
+                            silent: row.try_get("silent").map_err(db_error)?,
+                            follow_up: row.try_get("follow_up").map_err(db_error)?,
+                            tool: {
+                                let call: Option<String> = row.try_get("tool_call_id").map_err(db_error)?;
+                                let name: Option<String> = row.try_get("tool_name").map_err(db_error)?;
+                                let status: Option<String> = row.try_get("tool_status").map_err(db_error)?;
+                                match call {
+                                    None => None,
+                                    Some(call_id) => {
+                                        let status = status.unwrap_or_default();
+                                        Some(ToolReply {
+                                            call_id,
+                                            name: name.unwrap_or_default(),
+                                            status: ToolStatus::parse(&status).ok_or_else(|| corrupt("tool status", &status))?,
+                                        })
+                                    }
+                                }
+                            },
+                            created_at: row.try_get("created_at").map_err(db_error)?,
+                        })
+                    })
+                    .collect()
+            }
+        }
+    };
+}
+pub(crate) use queue_impl;
