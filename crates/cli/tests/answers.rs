@@ -287,3 +287,55 @@ async fn a_message_id_delivered_twice_is_stored_once() {
         assert_eq!((answers.len(), session), (1, 1), "{}", backend.name());
     }
 }
+
+/// A `duet run` killed at any point while it creates a thread leaves either no thread or the
+/// thread with its first message: never an empty one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_while_creating_its_thread_leaves_no_empty_thread() {
+    for backend in support::backends().await {
+        let db = db_arg(&backend);
+        // The database exists (migrated) before the kills, so they land in the run itself.
+        let out = duet(&db, &["threads"]).output().expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for trial in 0..trials().min(20) {
+            let key = format!("killed-{trial}");
+            let mut child = duet(
+                &db,
+                &[
+                    "run",
+                    "approval_gate",
+                    "--session",
+                    &key,
+                    "-m",
+                    "Rotate?",
+                    "--json",
+                ],
+            )
+            .spawn()
+            .expect("spawns");
+            // Kill it a little later each trial: some die before the thread, some after.
+            let mut spin = 0u64;
+            for i in 0..(trial as u64 * 400_000) {
+                spin = spin.wrapping_add(i);
+            }
+            std::hint::black_box(spin);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let store = backend.open().await;
+        for t in store.threads(None).await.expect("threads") {
+            let written = store.messages(t.id).await.expect("messages").len();
+            let queued = store.queue(t.id).await.expect("queue").len();
+            assert!(
+                written + queued > 0,
+                "{}: thread {} exists without its first message",
+                backend.name(),
+                t.key
+            );
+        }
+    }
+}
