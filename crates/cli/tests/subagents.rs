@@ -4,9 +4,11 @@
 
 mod support;
 
+use support::{send, texts};
+
 use std::sync::Arc;
 
-use duet_runtime::{CancellationToken, Delivered, EventSink, Role, Runtime, Store};
+use duet_runtime::{CancellationToken, Delivered, EventSink, Role};
 
 fn project() -> Arc<duet_spec::Project> {
     let dir = support::Scratch::new("subagents");
@@ -57,33 +59,6 @@ fn project() -> Arc<duet_spec::Project> {
         );
     }
     dir.project()
-}
-
-async fn send(rt: &Runtime, key: &str, agent: Option<&str>, text: &str) {
-    let done = rt
-        .send(
-            key,
-            agent,
-            text,
-            &EventSink::discard(),
-            &CancellationToken::new(),
-        )
-        .await;
-    assert!(
-        matches!(done, Ok(Delivered::Settled(_) | Delivered::Queued { .. })),
-        "{done:?}"
-    );
-}
-
-async fn texts(store: &Arc<dyn Store>, key: &str) -> Vec<(Role, bool, String)> {
-    let t = store.thread(key).await.expect("read").expect("thread");
-    store
-        .messages(t.id)
-        .await
-        .expect("messages")
-        .into_iter()
-        .filter_map(|m| m.content.map(|c| (m.role, m.silent, c)))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,13 +18,7 @@ macro_rules! queue_impl {
                 let mut claimed = false;
                 if let Some(lease) = claim {
                     if lease_free(&owner, expires, &lease) {
-                        sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
-                            .bind(lease.owner.to_string())
-                            .bind(lease.until)
-                            .bind(num)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(db_error)?;
+                        take_lease(&mut tx, num, &lease).await?;
                         claimed = true;
                     }
                 }
@@ -44,13 +38,7 @@ macro_rules! queue_impl {
                     tx.rollback().await.map_err(db_error)?;
                     return Ok(false);
                 }
-                sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
-                    .bind(lease.owner.to_string())
-                    .bind(lease.until)
-                    .bind(num)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
+                take_lease(&mut tx, num, &lease).await?;
                 if let Err(e) = insert_queued(&mut tx, id, num, &message, lease.now, true).await {
                     tx.rollback().await.map_err(db_error)?;
                     return Err(e);
@@ -147,13 +135,7 @@ macro_rules! queue_impl {
                 }
                 let claimed = lease_free(&owner, expires, &claim);
                 if claimed {
-                    sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
-                        .bind(claim.owner.to_string())
-                        .bind(claim.until)
-                        .bind(num)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
+                    take_lease(&mut tx, num, &claim).await?;
                 }
                 tx.commit().await.map_err(db_error)?;
                 self.publish(change);

@@ -110,6 +110,19 @@ macro_rules! store_impl {
             })
         }
 
+        /// Gives thread row `num`'s lease to `lease` inside `tx` (a fresh claim clears any abort
+        /// request).
+        async fn take_lease(tx: &mut sqlx::Transaction<'_, $db>, num: i64, lease: &Lease) -> Result<(), StoreError> {
+            sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
+                .bind(lease.owner.to_string())
+                .bind(lease.until)
+                .bind(num)
+                .execute(&mut **tx)
+                .await
+                .map_err(db_error)?;
+            Ok(())
+        }
+
         fn lease_free(owner: &Option<String>, expires: i64, lease: &Lease) -> bool {
             match owner {
                 None => true,
@@ -416,13 +429,7 @@ macro_rules! store_impl {
                 }
                 let claimed = lease_free(&owner, expires, &claim);
                 if claimed {
-                    sqlx::query("UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE WHERE num = $3")
-                        .bind(claim.owner.to_string())
-                        .bind(claim.until)
-                        .bind(num)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
+                    take_lease(&mut tx, num, &claim).await?;
                 }
                 tx.commit().await.map_err(db_error)?;
                 self.publish(change);

@@ -164,3 +164,35 @@ impl Scratch {
         project(&self.0)
     }
 }
+
+/// Sends `text` to `key` (created for `agent` when given) and waits until it settles or queues.
+pub async fn send(rt: &Runtime, key: &str, agent: Option<&str>, text: &str) {
+    let done = rt
+        .send(
+            key,
+            agent,
+            text,
+            &duet_runtime::EventSink::discard(),
+            &duet_runtime::CancellationToken::new(),
+        )
+        .await;
+    assert!(
+        matches!(
+            done,
+            Ok(duet_runtime::Delivered::Settled(_) | duet_runtime::Delivered::Queued { .. })
+        ),
+        "{done:?}"
+    );
+}
+
+/// Thread `key`'s messages that have text: (role, silent, text).
+pub async fn texts(store: &Arc<dyn Store>, key: &str) -> Vec<(duet_runtime::Role, bool, String)> {
+    let t = store.thread(key).await.expect("read").expect("thread");
+    store
+        .messages(t.id)
+        .await
+        .expect("messages")
+        .into_iter()
+        .filter_map(|m| m.content.map(|c| (m.role, m.silent, c)))
+        .collect()
+}

@@ -101,12 +101,7 @@ impl Runtime {
         {
             // A new thread and its first message are written together: a process that dies in
             // between leaves neither.
-            let mut message = if origin.parent.is_some() {
-                NewQueued::new(Role::User, SideId::B, text)
-            } else {
-                decide::inbound(def, text)
-            };
-            message.message_id = message_id.map(str::to_owned);
+            let message = inbound(def, &origin, text, message_id);
             let new = NewThread {
                 id: Uuid::now_v7(),
                 agent: name,
@@ -130,13 +125,7 @@ impl Runtime {
         }
         let thread = self.open(key, agent, &origin).await?;
         let agent = self.agent_def(&thread.agent)?;
-        let mut message = if origin.parent.is_some() {
-            // Parent to child: always a `user` message, so the child's side A acts on it.
-            NewQueued::new(Role::User, SideId::B, text)
-        } else {
-            decide::inbound(agent, text)
-        };
-        message.message_id = message_id.map(str::to_owned);
+        let message = inbound(agent, &origin, text, message_id);
         let now = self.now();
         let store = &self.inner.store;
         let queued = match answers {
@@ -340,4 +329,22 @@ impl Runtime {
             notified.await;
         }
     }
+}
+
+/// The queued message for `text` delivered to a thread of `agent` by `origin`: a parent's to
+/// its child is always `user` (the child's side A acts on it); anyone else's is the agent's
+/// human side's (see `decide::inbound`).
+fn inbound(
+    agent: &duet_spec::AgentDef,
+    origin: &Origin<'_>,
+    text: &str,
+    message_id: Option<&str>,
+) -> NewQueued {
+    let mut message = if origin.parent.is_some() {
+        NewQueued::new(Role::User, SideId::B, text)
+    } else {
+        decide::inbound(agent, text)
+    };
+    message.message_id = message_id.map(str::to_owned);
+    message
 }
