@@ -156,24 +156,7 @@ async fn a_crash_while_the_parent_waits_is_finished_by_the_next_runner() {
         let (tool, entered) = slow(true);
         let store = backend.open().await;
         let victim = runtime(&project, store.clone(), 0, tool);
-        let task = tokio::spawn({
-            let victim = victim.clone();
-            async move {
-                victim
-                    .send(
-                        "t",
-                        Some("lead"),
-                        "go",
-                        &EventSink::discard(),
-                        &CancellationToken::new(),
-                    )
-                    .await
-            }
-        });
-        entered.notified().await;
-        task.abort();
-        assert!(task.await.is_err_and(|e| e.is_cancelled()));
-        drop(victim);
+        support::kill_mid_step(victim, "t", "lead", &entered).await;
         let lead = store.thread("t").await.expect("read").expect("thread");
         assert_eq!(
             lead.status,

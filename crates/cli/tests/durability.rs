@@ -234,24 +234,7 @@ async fn a_run_killed_mid_step_is_finished_by_the_next_runner() {
         };
         let clock = Arc::new(ManualClock::new(0));
         let victim = runtime(&project, backend.open().await, clock.clone(), slow);
-        let task = tokio::spawn({
-            let victim = victim.clone();
-            async move {
-                victim
-                    .send(
-                        "t",
-                        Some("gate"),
-                        "go",
-                        &EventSink::discard(),
-                        &CancellationToken::new(),
-                    )
-                    .await
-            }
-        });
-        entered.notified().await;
-        task.abort();
-        assert!(task.await.is_err_and(|e| e.is_cancelled()));
-        drop(victim);
+        support::kill_mid_step(victim, "t", "gate", &entered).await;
         let store = backend.open().await;
         let stuck = store.thread("t").await.expect("read").expect("thread");
         assert_eq!(

@@ -196,3 +196,32 @@ pub async fn texts(store: &Arc<dyn Store>, key: &str) -> Vec<(duet_runtime::Role
         .filter_map(|m| m.content.map(|c| (m.role, m.silent, c)))
         .collect()
 }
+
+/// Sends `text` to thread `key` of `agent` on a task of its own, waits until `entered` says the
+/// run is inside its first (never-returning) tool call, and kills the task there: a process that
+/// died mid-step. The runtime is dropped after.
+pub async fn kill_mid_step(
+    victim: Runtime,
+    key: &'static str,
+    agent: &'static str,
+    entered: &tokio::sync::Notify,
+) {
+    let task = tokio::spawn({
+        let victim = victim.clone();
+        async move {
+            victim
+                .send(
+                    key,
+                    Some(agent),
+                    "go",
+                    &duet_runtime::EventSink::discard(),
+                    &duet_runtime::CancellationToken::new(),
+                )
+                .await
+        }
+    });
+    entered.notified().await;
+    task.abort();
+    assert!(task.await.is_err_and(|e| e.is_cancelled()));
+    drop(victim);
+}
