@@ -57,10 +57,15 @@ macro_rules! runnable {
 }
 pub(crate) use runnable;
 
-/// `impl Store` for `$store`, whose `writer()` gives the connection writes go through (`$begin`
-/// starts their transactions) and whose `read` pool serves reads. `$lock` is appended to the statement that reads the thread row inside a write
-/// transaction (` FOR UPDATE` on Postgres; SQLite's `BEGIN IMMEDIATE` already serialises). Each
-/// backend writes its own `commit_impl`: the shapes differ (statements vs one batch).
+/// The store port's traits for `$store`, whose `writer()` gives the connection writes go through
+/// (`$begin` starts their transactions) and whose `read` pool serves reads. `$lock` is appended
+/// to the statement that reads the thread row inside a write transaction (` FOR UPDATE` on
+/// Postgres; SQLite's `BEGIN IMMEDIATE` already serialises). `$notify` is an SQL expression over
+/// a `threads` row that announces it on the change feed, evaluated by the statement that writes
+/// it (Postgres: `pg_notify`, delivered if the transaction commits; SQLite: `NULL`, since it
+/// announces in process); after committing, a write also calls the backend's `publish` (a no-op
+/// on Postgres), and `changes()` is the backend's `subscribe`. Each backend writes its own
+/// `commit_impl`: the shapes differ (statements vs one batch).
 macro_rules! store_impl {
     ($store:ident, $db:ty, $begin:literal, $lock:literal, $notify:literal, $size_sql:literal) => {
         use async_trait::async_trait;
