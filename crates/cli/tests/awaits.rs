@@ -5,13 +5,14 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use support::Slow;
 
-use async_trait::async_trait;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use duet_runtime::{
     CancellationToken, Delivered, EventSink, ManualClock, Message, Role, Runtime, Store,
-    ThreadStatus, Tool, ToolContext, ToolResult,
+    ThreadStatus,
 };
 use tokio::sync::Notify;
 
@@ -53,23 +54,6 @@ fn project() -> Arc<duet_spec::Project> {
         "name: worker_model\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: slow }]\n  - tool_calls: [{ name: done, arguments: { result: built } }]\n",
     );
     dir.project()
-}
-
-/// Blocks forever on its first call (after saying so), answers at once afterwards.
-struct Slow {
-    first: AtomicBool,
-    entered: Arc<Notify>,
-}
-
-#[async_trait]
-impl Tool for Slow {
-    async fn call(&self, _: ToolContext, _: serde_json::Value) -> ToolResult {
-        if self.first.swap(false, Ordering::SeqCst) {
-            self.entered.notify_one();
-            std::future::pending::<()>().await;
-        }
-        ToolResult::ok("done slowly")
-    }
 }
 
 fn slow(blocks: bool) -> (Slow, Arc<Notify>) {

@@ -51,10 +51,7 @@ pub(crate) struct Caller<'a> {
 impl Caller<'_> {
     /// An env value: the side's, then the process environment.
     pub(crate) fn env(&self, name: &str) -> Option<String> {
-        self.env
-            .get(name)
-            .cloned()
-            .or_else(|| std::env::var(name).ok())
+        crate::context::env_value(self.env, name)
     }
 }
 

@@ -12,6 +12,11 @@ use duet_spec::{Project, PromptContent, PromptDef, PromptPart};
 use crate::model::ChatMessage;
 use crate::types::{Message, Role, SideId};
 
+/// A side's env value `name`: its own (prompt, agent, scoped), else the process environment.
+pub(crate) fn env_value(env: &BTreeMap<String, String>, name: &str) -> Option<String> {
+    env.get(name).cloned().or_else(|| std::env::var(name).ok())
+}
+
 /// The role a stored message has for `acting`.
 fn perspective(role: Role, acting: SideId) -> Role {
     match (role, acting) {

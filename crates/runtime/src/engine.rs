@@ -251,7 +251,7 @@ impl Runtime {
         prompt: Option<&PromptDef>,
         env: &BTreeMap<String, String>,
     ) -> Result<ActiveHooks, String> {
-        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
+        let env_lookup = |k: &str| crate::context::env_value(env, k);
         let refs = crate::hooks::resolve(&self.inner.project, agent, prompt, &env_lookup);
         let active = self.inner.hooks.activate(&self.inner.project, refs)?;
         Ok(active.with_state(self.inner.store.clone(), env.clone()))

@@ -183,10 +183,7 @@ impl ThreadState<'_> {
 
     /// An env value: the agent's `env`, then the process environment.
     pub fn env(&self, name: &str) -> Option<String> {
-        self.env
-            .get(name)
-            .cloned()
-            .or_else(|| std::env::var(name).ok())
+        crate::context::env_value(self.env, name)
     }
 
     /// The arguments this thread was spawned with (an object; `{}` for a thread that is not a

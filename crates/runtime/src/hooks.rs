@@ -146,11 +146,7 @@ impl HookContext<'_> {
 
     /// An env value of the side the hook runs for, then the process environment.
     pub fn env(&self, name: &str) -> Option<String> {
-        self.state
-            .env
-            .get(name)
-            .cloned()
-            .or_else(|| std::env::var(name).ok())
+        crate::context::env_value(&self.state.env, name)
     }
 }
 

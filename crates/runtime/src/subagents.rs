@@ -261,12 +261,12 @@ pub(crate) fn create_request(args: &serde_json::Value) -> CreateRequest {
 
 impl CreateRequest {
     /// The spawn it asks for on `rel`: a blocking relationship's child is awaited by the call
-    /// `call` (when given); the child's side A prompt says what arguments it takes.
-    pub(crate) fn spawn(self, rel: &SubagentRelationship, call: Option<String>) -> Spawn {
-        let mode = match (rel.blocking, call) {
-            (true, Some(call)) => SpawnMode::Await(call),
-            (true, None) => SpawnMode::Inline,
-            (false, _) => SpawnMode::Background,
+    /// `call`; the child's side A prompt says what arguments it takes.
+    pub(crate) fn spawn(self, rel: &SubagentRelationship, call: String) -> Spawn {
+        let mode = if rel.blocking {
+            SpawnMode::Await(call)
+        } else {
+            SpawnMode::Background
         };
         Spawn {
             message: self.message,

@@ -252,31 +252,12 @@ pub fn complete_step(
         AfterStep::TurnComplete(reason) => {
             records.push(turn_completed(t, side, now));
             let reason = reason.unwrap_or(StopReason::StopOnResponse);
-            let settle = after_turn(agent, t, side, reason, history, now, &mut records);
+            let next = decide::after_turn(agent, t, side, reason);
+            let settle = apply_after_turn(agent, t, next, history, now, &mut records);
             (records, settle)
         }
         AfterStep::Continue => (records, false),
     }
-}
-
-/// Applies what follows a completed turn; returns whether the run settles.
-pub fn after_turn(
-    agent: &AgentDef,
-    t: &mut Thread,
-    side: SideId,
-    reason: StopReason,
-    history: History<'_>,
-    now: i64,
-    records: &mut Vec<Record>,
-) -> bool {
-    apply_after_turn(
-        agent,
-        t,
-        decide::after_turn(agent, t, side, reason),
-        history,
-        now,
-        records,
-    )
 }
 
 /// Applies an [`AfterTurn`] decision; returns whether the run settles.

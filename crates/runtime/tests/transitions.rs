@@ -322,11 +322,9 @@ async fn produce(case: &Value) -> Value {
                 .def;
             let to = args["to"].as_str().expect("to");
             let h = transition::handoff(&mut t, prompt, to, &args["arguments"], now);
-            let mut records = vec![h.record];
-            records.shrink_to_fit();
             Commit {
                 messages: h.messages,
-                records,
+                records: vec![h.record],
                 values: h.values,
                 ..Commit::default()
             }

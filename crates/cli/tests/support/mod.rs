@@ -225,3 +225,25 @@ pub async fn kill_mid_step(
     assert!(task.await.is_err_and(|e| e.is_cancelled()));
     drop(victim);
 }
+
+/// A builtin tool that blocks forever on its first call (after signalling `entered`) and answers
+/// at once afterwards: where a crash test kills a run mid-step.
+pub struct Slow {
+    pub first: std::sync::atomic::AtomicBool,
+    pub entered: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait::async_trait]
+impl duet_runtime::Tool for Slow {
+    async fn call(
+        &self,
+        _: duet_runtime::ToolContext,
+        _: serde_json::Value,
+    ) -> duet_runtime::ToolResult {
+        if self.first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.entered.notify_one();
+            std::future::pending::<()>().await;
+        }
+        duet_runtime::ToolResult::ok("done slowly")
+    }
+}

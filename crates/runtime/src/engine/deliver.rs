@@ -94,13 +94,21 @@ impl Runtime {
             message_id,
         } = delivery;
         let run = Uuid::now_v7();
+        let store = &self.inner.store;
         if let Some(name) = agent
-            && answers.is_none()
-            && let Some(def) = self.inner.project.agents.get(name).map(|d| &d.def)
-            && self.inner.store.thread(key).await?.is_none()
+            && !self.inner.project.agents.contains_key(name)
         {
-            // A new thread and its first message are written together: a process that dies in
-            // between leaves neither.
+            return Err(RunError::UnknownAgent(name.to_owned()));
+        }
+        // One read: an existing thread is checked and delivered to; a new one is created with
+        // its first message in one transaction, so a process that dies in between leaves
+        // neither.
+        let mut existing = store.thread(key).await?;
+        if existing.is_none()
+            && let Some(name) = agent
+            && answers.is_none()
+        {
+            let def = self.agent_def(name)?;
             let message = inbound(def, &origin, text, message_id);
             let new = NewThread {
                 id: Uuid::now_v7(),
@@ -110,24 +118,27 @@ impl Runtime {
                 source: origin.source,
                 now: self.now(),
             };
-            if let Some(created) = self
-                .inner
-                .store
+            match store
                 .create_with(key, new, message, self.lease(run))
                 .await?
             {
-                return self
-                    .drive(created.id, run, events, cancel, origin.inline)
-                    .await
-                    .map(Delivered::Settled);
+                Some(created) => {
+                    return self
+                        .drive(created.id, run, events, cancel, origin.inline)
+                        .await
+                        .map(Delivered::Settled);
+                }
+                // Created meanwhile by another delivery: deliver to it as to any thread.
+                None => existing = store.thread(key).await?,
             }
-            // Created meanwhile by another delivery: deliver to it as to any thread.
         }
-        let thread = self.open(key, agent, &origin).await?;
+        let thread = match existing {
+            Some(t) => self.check(t, key, agent, &origin)?,
+            None => return Err(RunError::UnknownThread(key.to_owned())),
+        };
         let agent = self.agent_def(&thread.agent)?;
         let message = inbound(agent, &origin, text, message_id);
         let now = self.now();
-        let store = &self.inner.store;
         let queued = match answers {
             Some(park) => match store
                 .answer(thread.id, message, park, self.lease(run))
@@ -179,51 +190,33 @@ impl Runtime {
             .map(Delivered::Settled)
     }
 
-    /// The thread `key`: opened (created for `agent` if new) when an agent is named, else it
-    /// must exist; refused when it is another principal's or terminated.
-    async fn open(
+    /// Thread `t` (addressed as `key`) if a delivery for `agent` by `origin` may reach it:
+    /// refused when it is another agent's (a thread handed off is still addressed by its first
+    /// agent), another principal's, or terminated.
+    fn check(
         &self,
+        t: Thread,
         key: &str,
         agent: Option<&str>,
         origin: &Origin<'_>,
     ) -> Result<Thread, RunError> {
-        let store = &self.inner.store;
-        let thread = match agent {
-            Some(name) => {
-                if !self.inner.project.agents.contains_key(name) {
-                    return Err(RunError::UnknownAgent(name.to_owned()));
-                }
-                let new = NewThread {
-                    id: Uuid::now_v7(),
-                    agent: name,
-                    parent: origin.parent,
-                    principal: origin.principal,
-                    source: origin.source,
-                    now: self.now(),
-                };
-                let t = store.open_thread(key, new).await?;
-                // A thread handed off to another agent is still addressed by its first agent.
-                if t.agent != name && t.origin != name {
-                    return Err(StoreError::AgentMismatch {
-                        key: key.to_owned(),
-                        agent: t.agent,
-                    }
-                    .into());
-                }
-                t
+        if let Some(name) = agent
+            && t.agent != name
+            && t.origin != name
+        {
+            return Err(StoreError::AgentMismatch {
+                key: key.to_owned(),
+                agent: t.agent,
             }
-            None => store
-                .thread(key)
-                .await?
-                .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?,
-        };
-        if thread.principal.is_some() && thread.principal.as_deref() != origin.principal {
+            .into());
+        }
+        if t.principal.is_some() && t.principal.as_deref() != origin.principal {
             return Err(RunError::Forbidden(key.to_owned()));
         }
-        if thread.status == ThreadStatus::Terminated {
+        if t.status == ThreadStatus::Terminated {
             return Err(RunError::Terminated(key.to_owned()));
         }
-        Ok(thread)
+        Ok(t)
     }
 
     /// Runs every thread that needs a runner (a dead runner's, or one with runnable queued

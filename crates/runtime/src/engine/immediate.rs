@@ -142,10 +142,8 @@ impl Runtime {
             });
             // Only `nameEnv` and `descriptionEnv` may reach a model; `scopedEnv` values go into
             // the child's env and nowhere else.
-            let lookup = |k: &Option<String>| {
-                k.as_deref()
-                    .and_then(|k| env.get(k).cloned().or_else(|| std::env::var(k).ok()))
-            };
+            let lookup =
+                |k: &Option<String>| k.as_deref().and_then(|k| crate::context::env_value(env, k));
             let name = lookup(&how.name_env);
             let mut message = format!(
                 "You were started automatically by `{}` when it began.",

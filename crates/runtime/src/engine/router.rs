@@ -148,7 +148,7 @@ impl Runtime {
                     thread: step.thread.id,
                     idempotency_key: format!("{}:{}", step.thread.id, call.id),
                 };
-                let env = |k: &str| step.env.get(k).cloned().or_else(|| std::env::var(k).ok());
+                let env = |k: &str| crate::context::env_value(step.env, k);
                 Dispatched::Done(
                     self.inner
                         .tools
@@ -209,7 +209,7 @@ impl Runtime {
                                 request.relationship
                             )));
                         };
-                        let spawn = request.spawn(rel, Some(call.id.clone()));
+                        let spawn = request.spawn(rel, call.id.clone());
                         match self
                             .spawn_child(step.thread, turn.side, rel, spawn, caller, turn.cancel)
                             .await

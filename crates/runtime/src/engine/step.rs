@@ -60,7 +60,7 @@ impl Runtime {
             Err(e) => return self.step_error(t, &e.message).await,
         };
         let env = self.env(agent, Some(prompt), &turn.scope.env);
-        let env_lookup = |k: &str| env.get(k).cloned().or_else(|| std::env::var(k).ok());
+        let env_lookup = |k: &str| crate::context::env_value(&env, k);
         let offer = Offer::new(&project, agent, cfg, prompt, &env_lookup);
         // The hooks of this prompt on this agent, in order; a missing one fails closed.
         let mut hooks = match self.hooks_for(agent, Some(prompt), &env) {
