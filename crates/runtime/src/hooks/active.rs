@@ -72,12 +72,16 @@ impl ActiveHooks {
     /// Gives the hooks their side's env and the store they read values from.
     pub(crate) fn with_state(
         mut self,
-        store: Arc<dyn crate::store::Store>,
-        env: std::collections::BTreeMap<String, String>,
+        store: &Arc<dyn crate::store::Store>,
+        env: &std::collections::BTreeMap<String, String>,
     ) -> Self {
+        if self.hooks.is_empty() {
+            // No hook runs, so none reads or writes: nothing to set up on this hot path.
+            return self;
+        }
         self.state = Arc::new(HookState {
-            store: Some(store),
-            env,
+            store: Some(store.clone()),
+            env: env.clone(),
             writes: Default::default(),
         });
         self
