@@ -22,3 +22,6 @@ pub const INTERNAL: &str = "internal";
 /// The delivery named a park the thread is no longer at: someone answered first. Nothing was
 /// written; `details` says what answered and when.
 pub const ALREADY_ANSWERED: &str = "already_answered";
+/// The process is shutting down: the run stopped at its last commit and another process (or
+/// this one, restarted) continues it. Retryable.
+pub const SHUTTING_DOWN: &str = "shutting_down";

@@ -118,6 +118,42 @@ pub enum Delivered {
     Duplicate(Settled),
 }
 
+/// What [`crate::Runtime::accept`] wrote.
+#[derive(Debug)]
+pub enum Accepted {
+    /// Written, and this caller took the lease: it must run the thread
+    /// ([`crate::Runtime::run_claimed`]).
+    Claimed(Claim),
+    /// Written; another runner holds the thread and delivers it before its next step.
+    Queued {
+        /// The id of the thread it is queued on.
+        thread: ThreadId,
+    },
+    /// A delivery with the same message id was made before: nothing was written.
+    Duplicate(Settled),
+}
+
+/// A thread's lease, taken by a delivery: the right (and the duty) to run it. Made only by the
+/// runtime.
+#[derive(Debug)]
+pub struct Claim {
+    pub(crate) thread: ThreadId,
+    pub(crate) run: uuid::Uuid,
+    pub(crate) inline: bool,
+}
+
+impl Claim {
+    /// The thread claimed.
+    pub fn thread(&self) -> ThreadId {
+        self.thread
+    }
+
+    /// The run that holds the lease (the control plane's `runId`).
+    pub fn run(&self) -> uuid::Uuid {
+        self.run
+    }
+}
+
 /// One inbound message and how to deliver it (see [`crate::Runtime::deliver_message`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Delivery<'a> {

@@ -64,6 +64,9 @@ struct Inner {
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     runs: lease::Runs,
     background: deliver::Background,
+    /// Cancelled by [`Runtime::shutdown`]: runs stop at their next commit and give their lease
+    /// back; nothing new is accepted.
+    detached: CancellationToken,
 }
 
 /// What a child thread carries from its spawn: its arguments (its prompts' `{{name}}`
@@ -118,6 +121,25 @@ impl Runtime {
 
     fn now(&self) -> i64 {
         self.inner.clock.now_ms()
+    }
+
+    /// Stops this runtime for a graceful shutdown: deliveries are refused from now on
+    /// ([`RunError::ShuttingDown`]), and every run of this process stops at its next commit —
+    /// nothing is journaled for the stop — giving its lease back, so another process (or this
+    /// one, restarted) continues the thread at once. Wait for the runs with
+    /// [`Runtime::quiesce`] and for the callers' own runs as they return.
+    pub fn shutdown(&self) {
+        self.inner.detached.cancel();
+    }
+
+    /// Whether [`Runtime::shutdown`] was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.detached.is_cancelled()
+    }
+
+    /// How many runs this process has in flight.
+    pub fn runs_in_flight(&self) -> usize {
+        self.inner.runs.len()
     }
 
     /// The loaded project whose agents this runtime runs.

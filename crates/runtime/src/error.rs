@@ -26,6 +26,10 @@ pub enum RunError {
     /// Another runner holds the thread and the delivery refuses to queue (`invoke`).
     #[error("session busy: a run is already in flight for `{0}`")]
     Busy(String),
+    /// The runtime is shutting down ([`crate::Runtime::shutdown`]): nothing new is accepted,
+    /// and a run stops at its next commit, its lease given back for another process to continue.
+    #[error("the runtime is shutting down")]
+    ShuttingDown,
     /// The delivery answers a park the thread has moved on from (someone answered first):
     /// nothing was written.
     #[error("{}", already_answered(key, park, first.as_ref()))]

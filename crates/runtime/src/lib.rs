@@ -45,7 +45,7 @@ pub use agent::{
     Agent, AgentFailure, Collected, ImageRef, Principal, Prompt, RuntimeAgent, Scope, collect,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use delivery::{Delivered, Delivery, Origin, Settled, WhenBusy};
+pub use delivery::{Accepted, Claim, Delivered, Delivery, Origin, Settled, WhenBusy};
 pub use engine::{Runtime, RuntimeBuilder};
 pub use error::RunError;
 pub use event::{AgentEvent, EventSink};
@@ -55,9 +55,9 @@ pub use model::{
 };
 pub use record::{Record, RecordBody};
 pub use store::{
-    Answer, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,
-    FirstAnswer, JournalEntry, JournalStore, Lease, LeaseStore, NewThread, QueueStore,
-    RegistryStore, Renewal, Store, StoreError, ThreadStore,
+    Answer, ApiKey, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,
+    FirstAnswer, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore, NewThread, ParentFilter,
+    QueueStore, RegistryStore, Renewal, Store, StoreError, ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolContext, ToolResult, Tools, render};

@@ -1,5 +1,5 @@
 //! The store port: everything the engine needs from persistence, one trait per table (threads,
-//! journal, queue, leases, registry, commits), the change feed, and [`Store`], the supertrait of
+//! journal, queue, leases, registry, commits, API keys), the change feed, and [`Store`], the supertrait of
 //! them all that the engine holds as `Arc<dyn Store>`. `duet-store` implements it on SQLite and
 //! Postgres; all implementations pass one conformance suite.
 //!
@@ -14,6 +14,7 @@ use crate::types::ThreadId;
 mod commits;
 mod feed;
 mod journal;
+mod keys;
 mod leases;
 mod queue;
 mod registry;
@@ -22,10 +23,11 @@ mod threads;
 pub use commits::{Commit, CommitOutcome, CommitStore};
 pub use feed::{Change, ChangeFeed, ChangeHub, FeedEvent};
 pub use journal::{JournalEntry, JournalStore};
+pub use keys::{ApiKey, KeyStore};
 pub use leases::{Lease, LeaseStore, Renewal};
 pub use queue::{Answer, FirstAnswer, QueueStore};
 pub use registry::RegistryStore;
-pub use threads::{NewThread, ThreadStore};
+pub use threads::{NewThread, ParentFilter, ThreadQuery, ThreadStore};
 
 /// Store failures, by kind: what a caller can act on is the variant, never the message text.
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +107,7 @@ pub trait Store:
     + RegistryStore
     + CommitStore
     + ChangeFeed
+    + KeyStore
     + 'static
 {
     /// The database's size in bytes (for benchmarks and operators).

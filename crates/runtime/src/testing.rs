@@ -8,15 +8,16 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use uuid::Uuid;
 
-use crate::record::Record;
+mod keys;
+mod reads;
+
 use crate::store::{
     Answer, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,
-    FirstAnswer, JournalEntry, JournalStore, Lease, LeaseStore, NewThread, QueueStore,
-    RegistryStore, Renewal, Store, StoreError, ThreadStore,
+    FirstAnswer, JournalEntry, Lease, LeaseStore, NewThread, QueueStore, RegistryStore, Renewal,
+    Store, StoreError,
 };
 use crate::types::{
-    Child, ChildStatus, Message, NewQueued, Park, Queued, StopReason, Thread, ThreadId,
-    ThreadStatus,
+    Child, ChildStatus, NewQueued, Park, Queued, StopReason, Thread, ThreadId, ThreadStatus,
 };
 
 /// The store port in memory, with the SQL stores' semantics (one conformance suite checks all
@@ -39,6 +40,10 @@ struct State {
     /// The last queue id handed out.
     queue_ids: i64,
     children: HashMap<ThreadId, Child>,
+    /// API keys with the hash they are found by.
+    keys: Vec<(String, crate::store::ApiKey)>,
+    /// The answers parks got: (thread, park) → the answer.
+    answers: HashMap<(ThreadId, Park), FirstAnswer>,
 }
 
 /// A thread and everything that belongs to it.
@@ -178,100 +183,6 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl ThreadStore for MemoryStore {
-    async fn open_thread(&self, key: &str, new: NewThread<'_>) -> Result<Thread, StoreError> {
-        let mut state = self.state();
-        if let Some(&i) = state.by_key.get(key) {
-            return Ok(state.threads[i].thread.clone());
-        }
-        let (thread, change) = state.insert_thread(key, new)?;
-        self.hub.publish(change);
-        Ok(thread)
-    }
-
-    async fn thread(&self, key: &str) -> Result<Option<Thread>, StoreError> {
-        let state = self.state();
-        Ok(state
-            .by_key
-            .get(key)
-            .map(|&i| state.threads[i].thread.clone()))
-    }
-
-    async fn thread_by_id(&self, id: ThreadId) -> Result<Option<Thread>, StoreError> {
-        Ok(self.state().row(id).map(|r| r.thread.clone()))
-    }
-
-    async fn threads(&self, status: Option<ThreadStatus>) -> Result<Vec<Thread>, StoreError> {
-        Ok(self
-            .state()
-            .threads
-            .iter()
-            .filter(|r| status.is_none_or(|s| r.thread.status == s))
-            .map(|r| r.thread.clone())
-            .collect())
-    }
-
-    async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
-        let mut state = self.state();
-        let row = state.existing(id)?;
-        row.thread.status = ThreadStatus::Terminated;
-        row.thread.lease_owner = None;
-        row.thread.lease_expires = 0;
-        row.thread.updated_at = now;
-        row.abort_requested = false;
-        row.queue.clear();
-        let change = row.change();
-        if let Some(child) = state.children.get_mut(&id) {
-            child.status = ChildStatus::Terminated;
-        }
-        self.hub.publish(change);
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl JournalStore for MemoryStore {
-    async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError> {
-        let state = self.state();
-        let journal = state.row(id).map(|r| r.journal.values());
-        Ok(journal
-            .into_iter()
-            .flatten()
-            .filter_map(|e| match e {
-                JournalEntry::Message(m) => Some(m.clone()),
-                JournalEntry::Record(_) => None,
-            })
-            .collect())
-    }
-
-    async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError> {
-        let state = self.state();
-        let journal = state.row(id).map(|r| r.journal.values());
-        Ok(journal
-            .into_iter()
-            .flatten()
-            .filter_map(|e| match e {
-                JournalEntry::Record(r) => Some(r.clone()),
-                JournalEntry::Message(_) => None,
-            })
-            .collect())
-    }
-
-    async fn journal_since(&self, id: ThreadId, seq: i64) -> Result<Vec<JournalEntry>, StoreError> {
-        let state = self.state();
-        Ok(state
-            .row(id)
-            .map(|r| {
-                r.journal
-                    .range(seq.saturating_add(1)..)
-                    .map(|(_, e)| e.clone())
-                    .collect()
-            })
-            .unwrap_or_default())
-    }
-}
-
-#[async_trait]
 impl QueueStore for MemoryStore {
     async fn enqueue(
         &self,
@@ -357,20 +268,33 @@ impl QueueStore for MemoryStore {
             .map(|q| FirstAnswer {
                 content: q.content.clone(),
                 at: q.created_at,
+                author: None,
+                message_id: None,
             });
         if row.thread.park() != Some(park) || queued.is_some() {
-            let first = queued.or_else(|| {
+            let recorded = state.answers.get(&(id, park)).cloned();
+            let row = state.existing(id)?;
+            let first = recorded.or(queued).or_else(|| {
                 row.journal.range(park.seq..).find_map(|(_, e)| match e {
                     JournalEntry::Message(m) => Some(FirstAnswer {
                         content: m.content.clone().unwrap_or_default(),
                         at: m.created_at,
+                        author: None,
+                        message_id: None,
                     }),
                     JournalEntry::Record(_) => None,
                 })
             });
             return Ok(Answer::Refused { first });
         }
+        let answer = FirstAnswer {
+            content: message.content.clone(),
+            at: claim.now,
+            author: message.author.clone(),
+            message_id: message.message_id.clone(),
+        };
         let change = state.push(id, message, claim.now)?;
+        state.answers.insert((id, park), answer);
         let row = state.existing(id)?;
         let claimed = row.lease_free(&claim);
         if claimed {
@@ -465,6 +389,40 @@ impl LeaseStore for MemoryStore {
             })
             .map(|r| r.thread.id)
             .collect())
+    }
+
+    async fn claim_runnable(
+        &self,
+        owners: &[Uuid],
+        until: i64,
+        now: i64,
+    ) -> Result<Vec<(ThreadId, Uuid)>, StoreError> {
+        let ids = self.recoverable(now).await?;
+        let mut state = self.state();
+        let mut claimed = Vec::new();
+        for (id, owner) in ids.into_iter().zip(owners) {
+            if let Some(row) = state.row_mut(id) {
+                row.take_lease(&Lease {
+                    owner: *owner,
+                    until,
+                    now,
+                });
+                claimed.push((id, *owner));
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn release(&self, id: ThreadId, owner: Uuid) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        Ok(match state.row_mut(id) {
+            Some(row) if row.thread.lease_owner == Some(owner) => {
+                row.thread.lease_owner = None;
+                row.thread.lease_expires = 0;
+                true
+            }
+            _ => false,
+        })
     }
 }
 

@@ -460,6 +460,9 @@ pub struct NewQueued {
     /// A caller-chosen id (an idempotency key): a second delivery with the same id to the same
     /// thread is refused by the store, writing nothing.
     pub message_id: Option<String>,
+    /// Who delivers it (a principal, canonical JSON): recorded with the answer to a park, so
+    /// the answer that won can be named.
+    pub author: Option<String>,
 }
 
 impl NewQueued {
@@ -474,6 +477,7 @@ impl NewQueued {
             follow_up: false,
             tool: None,
             message_id: None,
+            author: None,
         }
     }
 }

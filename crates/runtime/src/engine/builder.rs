@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
 
 use duet_spec::Project;
 
@@ -101,6 +102,7 @@ impl RuntimeBuilder {
                 models: Mutex::new(HashMap::new()),
                 runs: lease::Runs::default(),
                 background: deliver::Background::default(),
+                detached: CancellationToken::new(),
             }),
         }
     }

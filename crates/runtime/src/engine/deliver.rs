@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::Runtime;
 use crate::decide;
-use crate::delivery::{Delivered, Delivery, Origin, Settled, WhenBusy};
+use crate::delivery::{Accepted, Claim, Delivered, Delivery, Origin, Settled, WhenBusy};
 use crate::error::RunError;
 use crate::event::EventSink;
 use crate::store::{Answer, NewThread, StoreError};
@@ -77,13 +77,39 @@ impl Runtime {
 
     /// Delivers one inbound message as `delivery` says — answering a park only while the
     /// thread is still at it, idempotent by message id — and, when this caller takes the lease,
-    /// runs the thread until it settles.
+    /// runs the thread until it settles: [`Runtime::accept`] then [`Runtime::run_claimed`].
     pub async fn deliver_message(
         &self,
         delivery: Delivery<'_>,
         events: &EventSink,
         cancel: &CancellationToken,
     ) -> Result<Delivered, RunError> {
+        match self.accept(delivery).await? {
+            Accepted::Claimed(claim) => self
+                .run_claimed(claim, events, cancel)
+                .await
+                .map(Delivered::Settled),
+            Accepted::Queued { thread } => Ok(Delivered::Queued { thread }),
+            Accepted::Duplicate(settled) => Ok(Delivered::Duplicate(settled)),
+        }
+    }
+
+    /// Runs the thread a delivery claimed until it settles (see [`Runtime::accept`]).
+    pub async fn run_claimed(
+        &self,
+        claim: Claim,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Settled, RunError> {
+        self.drive(claim.thread, claim.run, events, cancel, claim.inline)
+            .await
+    }
+
+    /// Writes one inbound message as `delivery` says — durably, before this returns — without
+    /// running anything: a caller that answers at once (HTTP's `202 Accepted`) runs the
+    /// [`Claim`] it may get with [`Runtime::run_claimed`], in the background. A claim that is
+    /// dropped unrun leaves its thread to recovery when the lease runs out.
+    pub async fn accept(&self, delivery: Delivery<'_>) -> Result<Accepted, RunError> {
         let Delivery {
             key,
             agent,
@@ -93,7 +119,17 @@ impl Runtime {
             answers,
             message_id,
         } = delivery;
+        if self.inner.detached.is_cancelled() {
+            return Err(RunError::ShuttingDown);
+        }
         let run = Uuid::now_v7();
+        let claim = |thread| {
+            Accepted::Claimed(Claim {
+                thread,
+                run,
+                inline: origin.inline,
+            })
+        };
         let store = &self.inner.store;
         if let Some(name) = agent
             && !self.inner.project.agents.contains_key(name)
@@ -122,12 +158,7 @@ impl Runtime {
                 .create_with(key, new, message, self.lease(run))
                 .await?
             {
-                Some(created) => {
-                    return self
-                        .drive(created.id, run, events, cancel, origin.inline)
-                        .await
-                        .map(Delivered::Settled);
-                }
+                Some(created) => return Ok(claim(created.id)),
                 // Created meanwhile by another delivery: deliver to it as to any thread.
                 None => existing = store.thread(key).await?,
             }
@@ -169,8 +200,9 @@ impl Runtime {
                 },
             },
         };
-        let claimed = match queued {
-            Ok(claimed) => claimed,
+        match queued {
+            Ok(true) => Ok(claim(thread.id)),
+            Ok(false) => Ok(Accepted::Queued { thread: thread.id }),
             Err(StoreError::Duplicate { .. }) => {
                 // Delivered before: nothing new is written; the thread as it stands is the
                 // outcome.
@@ -178,16 +210,10 @@ impl Runtime {
                     .thread_by_id(thread.id)
                     .await?
                     .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?;
-                return Ok(Delivered::Duplicate(Settled::of(&now)));
+                Ok(Accepted::Duplicate(Settled::of(&now)))
             }
-            Err(e) => return Err(e.into()),
-        };
-        if !claimed {
-            return Ok(Delivered::Queued { thread: thread.id });
+            Err(e) => Err(e.into()),
         }
-        self.drive(thread.id, run, events, cancel, origin.inline)
-            .await
-            .map(Delivered::Settled)
     }
 
     /// Thread `t` (addressed as `key`) if a delivery for `agent` by `origin` may reach it:
@@ -224,34 +250,55 @@ impl Runtime {
     /// processes.
     pub async fn recover(&self, cancel: &CancellationToken) -> Result<usize, RunError> {
         use futures::StreamExt;
-        let ids = self.inner.store.recoverable(self.now()).await?;
-        // A few at a time: each is a run of its own (one runner per thread), and a run mostly
-        // waits on the database or a model.
-        let outcomes: Vec<Result<bool, RunError>> = futures::stream::iter(ids)
-            .map(|id| async move {
-                if cancel.is_cancelled() {
-                    return Ok(false);
-                }
-                let run = Uuid::now_v7();
-                if !self.inner.store.claim(id, self.lease(run)).await? {
-                    return Ok(false);
-                }
-                match self
-                    .drive(id, run, &EventSink::discard(), cancel, false)
-                    .await
-                {
-                    Ok(_) | Err(RunError::Store(StoreError::LeaseLost(_))) => Ok(true),
-                    Err(e) => Err(e),
-                }
-            })
-            .buffer_unordered(RECOVER_AT_ONCE)
-            .collect()
-            .await;
         let mut ran = 0;
-        for outcome in outcomes {
-            ran += usize::from(outcome?);
+        let mut seen = std::collections::HashSet::new();
+        // Claimed a batch at a time (on Postgres with SKIP LOCKED: processes recovering at once
+        // split the work), each claim a run of its own; a run mostly waits on the database or a
+        // model, so a few go at once.
+        loop {
+            if cancel.is_cancelled() || self.inner.detached.is_cancelled() {
+                return Ok(ran);
+            }
+            let owners: Vec<Uuid> = (0..RECOVER_AT_ONCE).map(|_| Uuid::now_v7()).collect();
+            let lease = self.lease(Uuid::nil());
+            let claimed = self
+                .inner
+                .store
+                .claim_runnable(&owners, lease.until, lease.now)
+                .await?;
+            if claimed.is_empty() {
+                return Ok(ran);
+            }
+            // A thread run once in this pass and runnable again is left to the next pass (a
+            // thread that cannot make progress must not spin here).
+            let (fresh, again): (Vec<_>, Vec<_>) =
+                claimed.into_iter().partition(|(id, _)| seen.insert(*id));
+            for (id, run) in again {
+                self.inner.store.release(id, run).await?;
+            }
+            if fresh.is_empty() {
+                return Ok(ran);
+            }
+            let outcomes: Vec<Result<(), RunError>> = futures::stream::iter(fresh)
+                .map(|(id, run)| async move {
+                    match self
+                        .drive(id, run, &EventSink::discard(), cancel, false)
+                        .await
+                    {
+                        Ok(_)
+                        | Err(RunError::Store(StoreError::LeaseLost(_)))
+                        | Err(RunError::ShuttingDown) => Ok(()),
+                        Err(e) => Err(e),
+                    }
+                })
+                .buffer_unordered(RECOVER_AT_ONCE)
+                .collect()
+                .await;
+            for outcome in outcomes {
+                outcome?;
+                ran += 1;
+            }
         }
-        Ok(ran)
     }
 
     /// Runs thread `id`, whose lease `run` holds, in the background.

@@ -30,6 +30,11 @@ impl Runs {
         }
     }
 
+    /// How many runs are in flight.
+    pub(super) fn len(&self) -> usize {
+        self.0.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
     /// Cancels the run of `id`; whether there was one.
     pub(super) fn cancel(&self, id: ThreadId) -> bool {
         let token = self.0.lock().ok().and_then(|r| r.get(&id).cloned());

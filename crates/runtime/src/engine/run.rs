@@ -36,6 +36,13 @@ impl Runtime {
                 .run(id, events, &guard.abort, &guard.lost, inline)
                 .await;
             drop(guard);
+            if matches!(result, Err(RunError::ShuttingDown)) {
+                // Stopped between commits: the thread is as its last commit left it, and the
+                // next process to look continues it.
+                if let Err(e) = self.inner.store.release(id, run).await {
+                    tracing::warn!(thread = %id, error = %e, "giving the lease back failed");
+                }
+            }
             let (result, rest) = match result {
                 Ok((settled, rest)) => (Ok(settled), rest),
                 Err(e) => (Err(e), false),
@@ -83,6 +90,9 @@ impl Runtime {
         loop {
             if lost.is_cancelled() {
                 return Err(StoreError::LeaseLost(id).into());
+            }
+            if self.inner.detached.is_cancelled() {
+                return Err(RunError::ShuttingDown);
             }
             if cancel.is_cancelled() {
                 return self.abort(&mut t, &msgs).await.map(|s| (s, false));

@@ -34,4 +34,13 @@ pub trait JournalStore: Send + Sync {
     async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError>;
     /// A thread's entries after `seq` (0 for all), messages and records together, in seq order.
     async fn journal_since(&self, id: ThreadId, seq: i64) -> Result<Vec<JournalEntry>, StoreError>;
+    /// At most `limit` of a thread's entries after `seq`, in seq order: a page of the journal.
+    async fn journal_page(
+        &self,
+        id: ThreadId,
+        seq: i64,
+        limit: usize,
+    ) -> Result<Vec<JournalEntry>, StoreError>;
+    /// A thread's last message with text (the question a parked thread asks), if any.
+    async fn last_message(&self, id: ThreadId) -> Result<Option<Message>, StoreError>;
 }

@@ -44,4 +44,17 @@ pub trait LeaseStore: Send + Sync {
     /// (stop reason `aborted`: its queue waits for the next delivery), or the thread is `waiting`
     /// and the message is not a late tool result.
     async fn recoverable(&self, now: i64) -> Result<Vec<ThreadId>, StoreError>;
+    /// Claims up to `owners.len()` [recoverable](LeaseStore::recoverable) threads at once, the
+    /// n-th claimed for `owners[n]` until `until`: what it claimed, as (thread, owner). Safe to
+    /// call from many processes at once: on Postgres the rows are picked `FOR UPDATE SKIP
+    /// LOCKED`, so concurrent callers split the work instead of queueing on each other.
+    async fn claim_runnable(
+        &self,
+        owners: &[Uuid],
+        until: i64,
+        now: i64,
+    ) -> Result<Vec<(ThreadId, Uuid)>, StoreError>;
+    /// Gives the lease back (a run stopping at shutdown): the thread is at once recoverable by
+    /// any process. Whether `owner` held it.
+    async fn release(&self, id: ThreadId, owner: Uuid) -> Result<bool, StoreError>;
 }

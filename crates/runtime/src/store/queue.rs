@@ -84,4 +84,8 @@ pub struct FirstAnswer {
     pub content: String,
     /// When it arrived (ms since the Unix epoch).
     pub at: i64,
+    /// Who gave it (the principal, canonical JSON), when the answer was recorded with one.
+    pub author: Option<String>,
+    /// The message id it was delivered with, if any.
+    pub message_id: Option<String>,
 }

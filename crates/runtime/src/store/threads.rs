@@ -22,6 +22,51 @@ pub struct NewThread<'a> {
     pub now: i64,
 }
 
+/// Which threads by parent a [`ThreadQuery`] lists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ParentFilter {
+    /// Top-level threads and subagents alike.
+    #[default]
+    Any,
+    /// Only threads with no parent.
+    TopLevel,
+    /// Only the children of this thread.
+    Of(ThreadId),
+}
+
+/// A page of threads to list: filters, a cursor and a page size.
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadQuery<'a> {
+    /// Only threads whose current agent is this one.
+    pub agent: Option<&'a str>,
+    /// Only threads with this status.
+    pub status: Option<ThreadStatus>,
+    /// Only threads with this parent (or none).
+    pub parent: ParentFilter,
+    /// Only threads owned by this principal (canonical JSON); `None`: every thread.
+    pub principal: Option<&'a str>,
+    /// The cursor: only threads after this one in the listing's order.
+    pub after: Option<ThreadId>,
+    /// Newest first (by id, which is time-ordered) instead of oldest first.
+    pub newest_first: bool,
+    /// At most this many.
+    pub limit: usize,
+}
+
+impl Default for ThreadQuery<'_> {
+    fn default() -> Self {
+        ThreadQuery {
+            agent: None,
+            status: None,
+            parent: ParentFilter::Any,
+            principal: None,
+            after: None,
+            newest_first: false,
+            limit: 100,
+        }
+    }
+}
+
 /// Threads: one row each, the cached state of its journal.
 #[async_trait]
 pub trait ThreadStore: Send + Sync {
@@ -34,6 +79,8 @@ pub trait ThreadStore: Send + Sync {
     async fn thread_by_id(&self, id: ThreadId) -> Result<Option<Thread>, StoreError>;
     /// Threads, oldest first, optionally with one status.
     async fn threads(&self, status: Option<ThreadStatus>) -> Result<Vec<Thread>, StoreError>;
+    /// One page of threads as `query` says, in id order (UUID v7: creation order).
+    async fn list_threads(&self, query: &ThreadQuery<'_>) -> Result<Vec<Thread>, StoreError>;
     /// Terminates a thread for good: status `terminated`, lease taken away (a run still going
     /// fails its next commit and stops), queue emptied, its registry entry `terminated`.
     async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError>;

@@ -1,0 +1,163 @@
+//! The thread and journal reads of [`MemoryStore`].
+
+use async_trait::async_trait;
+
+use super::MemoryStore;
+use crate::record::Record;
+use crate::store::{
+    JournalEntry, JournalStore, NewThread, ParentFilter, StoreError, ThreadQuery, ThreadStore,
+};
+use crate::types::{ChildStatus, Message, Thread, ThreadId, ThreadStatus};
+
+#[async_trait]
+impl ThreadStore for MemoryStore {
+    async fn open_thread(&self, key: &str, new: NewThread<'_>) -> Result<Thread, StoreError> {
+        let mut state = self.state();
+        if let Some(&i) = state.by_key.get(key) {
+            return Ok(state.threads[i].thread.clone());
+        }
+        let (thread, change) = state.insert_thread(key, new)?;
+        self.hub.publish(change);
+        Ok(thread)
+    }
+
+    async fn thread(&self, key: &str) -> Result<Option<Thread>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .by_key
+            .get(key)
+            .map(|&i| state.threads[i].thread.clone()))
+    }
+
+    async fn thread_by_id(&self, id: ThreadId) -> Result<Option<Thread>, StoreError> {
+        Ok(self.state().row(id).map(|r| r.thread.clone()))
+    }
+
+    async fn threads(&self, status: Option<ThreadStatus>) -> Result<Vec<Thread>, StoreError> {
+        Ok(self
+            .state()
+            .threads
+            .iter()
+            .filter(|r| status.is_none_or(|s| r.thread.status == s))
+            .map(|r| r.thread.clone())
+            .collect())
+    }
+
+    async fn list_threads(&self, q: &ThreadQuery<'_>) -> Result<Vec<Thread>, StoreError> {
+        let state = self.state();
+        let mut rows: Vec<&Thread> = state
+            .threads
+            .iter()
+            .map(|r| &r.thread)
+            .filter(|t| q.agent.is_none_or(|a| t.agent == a))
+            .filter(|t| q.status.is_none_or(|s| t.status == s))
+            .filter(|t| match q.parent {
+                ParentFilter::Any => true,
+                ParentFilter::TopLevel => t.parent.is_none(),
+                ParentFilter::Of(p) => t.parent == Some(p),
+            })
+            .filter(|t| {
+                q.principal
+                    .is_none_or(|p| t.principal.as_deref() == Some(p))
+            })
+            .filter(|t| match q.after {
+                None => true,
+                Some(after) if q.newest_first => t.id.to_string() < after.to_string(),
+                Some(after) => t.id.to_string() > after.to_string(),
+            })
+            .collect();
+        rows.sort_by_key(|t| t.id.to_string());
+        if q.newest_first {
+            rows.reverse();
+        }
+        Ok(rows.into_iter().take(q.limit).cloned().collect())
+    }
+
+    async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
+        let mut state = self.state();
+        let row = state.existing(id)?;
+        row.thread.status = ThreadStatus::Terminated;
+        row.thread.lease_owner = None;
+        row.thread.lease_expires = 0;
+        row.thread.updated_at = now;
+        row.abort_requested = false;
+        row.queue.clear();
+        let change = row.change();
+        if let Some(child) = state.children.get_mut(&id) {
+            child.status = ChildStatus::Terminated;
+        }
+        self.hub.publish(change);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl JournalStore for MemoryStore {
+    async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError> {
+        let state = self.state();
+        let journal = state.row(id).map(|r| r.journal.values());
+        Ok(journal
+            .into_iter()
+            .flatten()
+            .filter_map(|e| match e {
+                JournalEntry::Message(m) => Some(m.clone()),
+                JournalEntry::Record(_) => None,
+            })
+            .collect())
+    }
+
+    async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError> {
+        let state = self.state();
+        let journal = state.row(id).map(|r| r.journal.values());
+        Ok(journal
+            .into_iter()
+            .flatten()
+            .filter_map(|e| match e {
+                JournalEntry::Record(r) => Some(r.clone()),
+                JournalEntry::Message(_) => None,
+            })
+            .collect())
+    }
+
+    async fn journal_since(&self, id: ThreadId, seq: i64) -> Result<Vec<JournalEntry>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .row(id)
+            .map(|r| {
+                r.journal
+                    .range(seq.saturating_add(1)..)
+                    .map(|(_, e)| e.clone())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn journal_page(
+        &self,
+        id: ThreadId,
+        seq: i64,
+        limit: usize,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .row(id)
+            .map(|r| {
+                r.journal
+                    .range(seq.saturating_add(1)..)
+                    .take(limit)
+                    .map(|(_, e)| e.clone())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn last_message(&self, id: ThreadId) -> Result<Option<Message>, StoreError> {
+        let state = self.state();
+        Ok(state.row(id).and_then(|r| {
+            r.journal.values().rev().find_map(|e| match e {
+                JournalEntry::Message(m) if m.content.is_some() => Some(m.clone()),
+                _ => None,
+            })
+        }))
+    }
+}
