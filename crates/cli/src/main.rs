@@ -1,7 +1,9 @@
 //! `duet`: the command-line tool. This is the composition root: the only place (with the
 //! server's `main`) that picks concrete implementations.
 
+mod keys;
 mod run;
+mod serve;
 mod threads;
 mod validate;
 
@@ -39,6 +41,10 @@ enum Command {
     Send(run::SendArgs),
     /// List threads, or show one.
     Threads(threads::Args),
+    /// Serve the project over HTTP: threads, approvals, events and the Agent Handler protocol.
+    Serve(serve::Args),
+    /// Create, list or revoke the API keys `duet serve` admits.
+    Keys(keys::Args),
     /// Continue every thread whose runner died mid-run.
     Recover {
         #[command(flatten)]
@@ -83,6 +89,11 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Send(args) => run::send(args).await,
             Command::Threads(args) => threads::run(args).await,
+            Command::Serve(args) => {
+                logs();
+                serve::run(args).await
+            }
+            Command::Keys(args) => keys::run(args).await,
             Command::Recover { place } => run::recover(place).await,
             Command::Migrate { place } => match run::store(&place).await {
                 Ok(_) => {
@@ -93,4 +104,14 @@ fn main() -> ExitCode {
             },
         }
     })
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+fn logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

@@ -138,7 +138,7 @@ pub(crate) fn check_key(key: &str) -> Result<(), ExitCode> {
 }
 
 /// Loads the project and composes the runtime; `Err` carries the exit code after reporting.
-async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
+pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
     let loaded = match duet_spec::load(&place.project) {
         Ok(l) => l,
         Err(e) => {

@@ -22,6 +22,9 @@ pub struct Origin<'a> {
     pub principal: Option<&'a str>,
     /// Where the message comes from (`scope.source`), kept on a thread the delivery creates.
     pub source: Option<&'a str>,
+    /// Who writes it, when not `principal` (an admin answering another principal's thread):
+    /// recorded with the answer to a park.
+    pub author: Option<&'a str>,
     /// The parent thread, when a parent delivers to its child: the message enters as `user` (side
     /// A acts on it) and a new thread is created as that parent's child.
     pub parent: Option<ThreadId>,

@@ -1,4 +1,20 @@
-//! The duet server (not built yet).
+//! The duet server: the REST + SSE API for threads, messages, approvals and events, the Agent
+//! Handler protocol over HTTP (`/invoke`), API-key auth with one key space per principal, and
+//! graceful shutdown and periodic recovery for running several processes on one Postgres.
+//! It is the only crate that knows HTTP; [`serve`] is what `duet serve` runs.
 //!
-//! This crate will serve REST + SSE for threads, messages and events, the A2A 1.0 bindings for
-//! exposed agents, and the approval inbox page. It will be the only crate that knows HTTP.
+//! Every error is `application/problem+json` ([`Problem`]); the OpenAPI 3.1 document is served
+//! at `/openapi.json`, generated from the handlers ([`openapi`]).
+
+mod app;
+pub mod auth;
+mod body;
+mod problem;
+mod routes;
+mod serve;
+mod views;
+
+pub use app::{AppState, Options, openapi, router};
+pub use problem::{PROBLEM_JSON, Problem};
+pub use serve::{serve, shutdown_signal};
+pub use views::ApprovalId;

@@ -159,6 +159,11 @@ impl Scratch {
         std::fs::write(p, text).expect("write");
     }
 
+    /// The folder.
+    pub fn root(&self) -> &Path {
+        &self.0
+    }
+
     /// Loads the project written so far; it must validate.
     pub fn project(&self) -> Arc<duet_spec::Project> {
         project(&self.0)

@@ -192,6 +192,7 @@ impl Runtime {
             source: parent.source.as_deref(),
             parent: Some(parent.id),
             inline,
+            author: None,
         };
         match mode {
             SpawnMode::Await(call) => {
@@ -225,6 +226,7 @@ impl Runtime {
                 );
                 self.spawn_background(async move {
                     let origin = Origin {
+                        author: None,
                         principal: principal.as_deref(),
                         source: source.as_deref(),
                         parent: Some(parent_id),

@@ -386,5 +386,6 @@ fn inbound(
         decide::inbound(agent, text)
     };
     message.message_id = message_id.map(str::to_owned);
+    message.author = origin.author.or(origin.principal).map(str::to_owned);
     message
 }

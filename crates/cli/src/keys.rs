@@ -1,0 +1,130 @@
+//! `duet keys create|list|revoke`: the API keys `duet serve` admits. A key is shown once, when it
+//! is made; the database keeps only its hash.
+
+use std::process::ExitCode;
+
+use crate::Place;
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Make a key for a principal and print it (once).
+    Create {
+        /// Who the key acts as: its threads are theirs alone.
+        #[arg(long)]
+        principal: String,
+        /// The key sees and acts on every principal's threads.
+        #[arg(long)]
+        admin: bool,
+        /// A note on what the key is for.
+        #[arg(long)]
+        label: Option<String>,
+        #[command(flatten)]
+        place: Place,
+    },
+    /// List the keys (never the keys themselves).
+    List {
+        #[command(flatten)]
+        place: Place,
+    },
+    /// Revoke a key by its id (every server refuses it within seconds).
+    Revoke {
+        /// The key's id, as `duet keys list` shows it.
+        id: String,
+        #[command(flatten)]
+        place: Place,
+    },
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+pub(crate) async fn run(args: Args) -> ExitCode {
+    match args.command {
+        Command::Create {
+            principal,
+            admin,
+            label,
+            place,
+        } => {
+            let new = match duet_server::auth::new_key(&principal, admin, label, now()) {
+                Ok(k) => k,
+                Err(e) => {
+                    eprintln!("duet: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let store = match crate::run::store(&place).await {
+                Ok(s) => s,
+                Err(code) => return code,
+            };
+            if let Err(e) = store.create_key(&new.key, &new.hash).await {
+                eprintln!("duet: cannot store the key: {e}");
+                return ExitCode::from(1);
+            }
+            eprintln!(
+                "duet: key {} for {}{} — shown once, keep it secret:",
+                new.key.id,
+                new.key.principal,
+                if admin { " (admin)" } else { "" }
+            );
+            println!("{}", new.token);
+            ExitCode::SUCCESS
+        }
+        Command::List { place } => {
+            let store = match crate::run::store(&place).await {
+                Ok(s) => s,
+                Err(code) => return code,
+            };
+            match store.keys().await {
+                Ok(keys) => {
+                    println!("ID\tPRINCIPAL\tADMIN\tCREATED\tREVOKED\tLABEL");
+                    for k in keys {
+                        println!(
+                            "{}\t{}\t{}\t{}\t{}\t{}",
+                            k.id,
+                            k.principal,
+                            k.admin,
+                            k.created_at,
+                            k.revoked_at.map_or("-".to_owned(), |t| t.to_string()),
+                            k.label.unwrap_or_default()
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("duet: cannot read the keys: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Revoke { id, place } => {
+            let store = match crate::run::store(&place).await {
+                Ok(s) => s,
+                Err(code) => return code,
+            };
+            match store.revoke_key(&id, now()).await {
+                Ok(true) => {
+                    eprintln!("duet: key {id} revoked");
+                    ExitCode::SUCCESS
+                }
+                Ok(false) => {
+                    eprintln!("duet: no live key {id}");
+                    ExitCode::from(1)
+                }
+                Err(e) => {
+                    eprintln!("duet: cannot revoke the key: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! `duet serve`: the HTTP server on the project's runtime (SQLite by default, Postgres with
+//! `--db postgres://…`), until SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use duet_server::Options;
+
+use crate::Place;
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Where to listen (`127.0.0.1:0` picks a free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:8787", env = "DUET_LISTEN")]
+    listen: SocketAddr,
+    /// The agent `POST /invoke` and `/control/*` serve.
+    #[arg(long, value_name = "AGENT")]
+    default_agent: Option<String>,
+    /// Serve without API keys: every caller sees every thread. For local development only.
+    #[arg(long)]
+    no_auth: bool,
+    /// The largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 1024 * 1024, value_name = "BYTES")]
+    body_limit: usize,
+    /// How often to look for threads whose runner died, in milliseconds.
+    #[arg(
+        long,
+        default_value_t = 5_000,
+        value_name = "MS",
+        env = "DUET_RECOVER_EVERY_MS"
+    )]
+    recover_every_ms: u64,
+    /// How long a shutdown waits for runs and connections, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    shutdown_grace_ms: u64,
+    /// Print the OpenAPI document and exit.
+    #[arg(long)]
+    openapi: bool,
+    #[command(flatten)]
+    place: Place,
+}
+
+pub(crate) async fn run(args: Args) -> ExitCode {
+    if args.openapi {
+        match serde_json::to_string_pretty(&duet_server::openapi()) {
+            Ok(doc) => {
+                println!("{doc}");
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                eprintln!("duet: cannot write the OpenAPI document: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    let runtime = match crate::run::runtime(&args.place).await {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    if let Some(agent) = &args.default_agent
+        && !runtime.project().agents.contains_key(agent)
+    {
+        eprintln!("duet: --default-agent {agent}: no agent of that name in the project");
+        return ExitCode::from(2);
+    }
+    if args.no_auth {
+        eprintln!(
+            "duet serve: WARNING: --no-auth: every caller sees and acts on every thread. \
+             For local development only; never expose this server."
+        );
+    } else {
+        match runtime.store().keys().await {
+            Ok(keys) if keys.iter().all(|k| k.revoked_at.is_some()) => eprintln!(
+                "duet serve: no API keys yet: every request will be refused. \
+                 Create one with `duet keys create --principal NAME`."
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("duet: cannot read the API keys: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("duet: cannot listen on {}: {e}", args.listen);
+            return ExitCode::from(1);
+        }
+    };
+    let addr = listener.local_addr().map_or(args.listen, |a| a);
+    eprintln!("duet serve: listening on http://{addr}");
+    let options = Options {
+        auth: !args.no_auth,
+        default_agent: args.default_agent,
+        body_limit: args.body_limit,
+        recover_every: Duration::from_millis(args.recover_every_ms),
+        shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
+        ..Options::default()
+    };
+    match duet_server::serve(runtime, options, listener, duet_server::shutdown_signal()).await {
+        Ok(()) => {
+            eprintln!("duet serve: stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("duet: the server failed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

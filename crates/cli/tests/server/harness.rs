@@ -1,0 +1,235 @@
+//! A `duet serve` in this test process on 127.0.0.1 (a free port), over a fresh database on each
+//! backend, and a real HTTP client (reqwest) with an SSE reader.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use duet_runtime::Store;
+use futures::StreamExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{self, Backend};
+
+/// A running server.
+pub struct Server {
+    pub base: String,
+    pub store: Arc<dyn Store>,
+    pub backend: Backend,
+    stop: CancellationToken,
+    done: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    http: reqwest::Client,
+}
+
+/// Server options for tests: auth on, short heartbeats.
+pub fn options() -> duet_server::Options {
+    duet_server::Options {
+        heartbeat: Duration::from_millis(500),
+        recover_every: Duration::from_millis(200),
+        shutdown_grace: Duration::from_secs(5),
+        default_agent: Some("approval_gate".into()),
+        ..duet_server::Options::default()
+    }
+}
+
+impl Server {
+    /// A server for the repository's example project on `backend`.
+    pub async fn start(backend: &Backend) -> Server {
+        Server::start_with(backend, &support::repo(), options()).await
+    }
+
+    /// A server for the project at `root` on `backend`, with `options`.
+    pub async fn start_with(
+        backend: &Backend,
+        root: &Path,
+        options: duet_server::Options,
+    ) -> Server {
+        let store = backend.open().await;
+        let rt = support::runtime(support::project(root), store.clone()).build();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let stop = CancellationToken::new();
+        let signal = stop.clone();
+        let done = tokio::spawn(duet_server::serve(rt, options, listener, async move {
+            signal.cancelled().await;
+        }));
+        Server {
+            base,
+            store,
+            backend: backend.clone(),
+            stop,
+            done: Some(done),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// Shuts it down gracefully and waits until it has.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(done) = self.done.take() {
+            done.await.expect("server task").expect("server");
+        }
+    }
+
+    /// A new API key for `principal` (admin or not): its bearer token.
+    pub async fn key(&self, principal: &str, admin: bool) -> String {
+        let new = duet_server::auth::new_key(principal, admin, None, 0).expect("key");
+        self.store
+            .create_key(&new.key, &new.hash)
+            .await
+            .expect("store key");
+        new.token
+    }
+
+    /// A request to `path` as `token`.
+    pub fn req(&self, method: reqwest::Method, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(token)
+    }
+
+    /// `GET path` as `token`: (status, JSON body).
+    pub async fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        send(self.req(reqwest::Method::GET, path, token)).await
+    }
+
+    /// `POST path` with a JSON body as `token`: (status, JSON body).
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        send(self.req(reqwest::Method::POST, path, token).json(&body)).await
+    }
+
+    /// Follows `path` (an SSE stream) as `token`, with `last_id` as `Last-Event-ID`.
+    pub async fn events(&self, path: &str, token: &str, last_id: Option<i64>) -> Sse {
+        let mut req = self.req(reqwest::Method::GET, path, token);
+        if let Some(id) = last_id {
+            req = req.header("Last-Event-ID", id.to_string());
+        }
+        let resp = req.send().await.expect("events request");
+        assert_eq!(resp.status(), 200, "{path}");
+        Sse::new(resp)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Sends `req`: (status, body as JSON, or the text as a JSON string).
+pub async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
+    let resp = req.send().await.expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, body)
+}
+
+/// One Server-Sent Event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    pub id: Option<String>,
+    pub event: String,
+    pub data: Value,
+}
+
+/// An SSE stream being read.
+pub struct Sse {
+    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: String,
+    /// Comment lines seen (heartbeats).
+    pub comments: usize,
+}
+
+impl Sse {
+    fn new(resp: reqwest::Response) -> Sse {
+        Sse {
+            body: resp.bytes_stream().boxed(),
+            buffer: String::new(),
+            comments: 0,
+        }
+    }
+
+    /// The next event (comments counted and skipped); `None` when the stream ends.
+    pub async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = Event {
+                    id: None,
+                    event: "message".into(),
+                    data: Value::Null,
+                };
+                let mut data = String::new();
+                let mut any = false;
+                for line in block.lines() {
+                    if line.starts_with(':') {
+                        self.comments += 1;
+                        continue;
+                    }
+                    let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                    let value = value.strip_prefix(' ').unwrap_or(value);
+                    any = true;
+                    match field {
+                        "id" => event.id = Some(value.to_owned()),
+                        "event" => event.event = value.to_owned(),
+                        "data" => {
+                            if !data.is_empty() {
+                                data.push('\n');
+                            }
+                            data.push_str(value);
+                        }
+                        _ => {}
+                    }
+                }
+                if !any {
+                    continue;
+                }
+                event.data = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                return Some(event);
+            }
+            match self.body.next().await {
+                Some(Ok(chunk)) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Events until one satisfies `done` (included); panics if the stream ends first or it
+    /// takes longer than 20 s (a hung test, not a timing assertion).
+    pub async fn until(&mut self, done: impl Fn(&Event) -> bool) -> Vec<Event> {
+        let mut seen = Vec::new();
+        let wait = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(e) = self.next().await {
+                let stop = done(&e);
+                seen.push(e);
+                if stop {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert!(
+            matches!(wait, Ok(true)),
+            "the stream ended or hung; saw {seen:#?}"
+        );
+        seen
+    }
+}
+
+/// Percent-encodes a thread key for a path segment.
+pub fn seg(key: &str) -> String {
+    key.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

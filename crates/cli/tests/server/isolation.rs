@@ -1,0 +1,109 @@
+//! Principal isolation: one principal's threads are absent (404, not 403) to another — to list,
+//! read, follow, answer and terminate — while an admin key sees them all; and two principals'
+//! keys never collide.
+
+use serde_json::json;
+
+use crate::harness::Server;
+use crate::support;
+
+#[tokio::test]
+async fn another_principals_threads_are_not_there() {
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let bob = server.key("bob", false).await;
+        let admin = server.key("ops", true).await;
+        let (status, thread) = server
+            .post(
+                "/threads?wait=true",
+                &alice,
+                json!({"agent": "approval_gate", "key": "t-1", "text": "Deploy?"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{thread}");
+        let approval = thread["approval"].as_str().expect("approval").to_owned();
+
+        // Bob sees nothing of it.
+        for path in [
+            "/threads/t-1",
+            "/threads/t-1/messages",
+            "/threads/t-1/events",
+        ] {
+            let (status, body) = server.get(path, &bob).await;
+            assert_eq!(status, 404, "{path}: {body}");
+        }
+        assert_eq!(
+            server.get(&format!("/approvals/{approval}"), &bob).await.0,
+            404
+        );
+        let (status, _) = server
+            .post(
+                &format!("/approvals/{approval}"),
+                &bob,
+                json!({"text": "approved"}),
+            )
+            .await;
+        assert_eq!(status, 404);
+        let (status, _) = server
+            .post("/threads/t-1/messages", &bob, json!({"text": "hi"}))
+            .await;
+        assert_eq!(status, 404);
+        assert_eq!(
+            server
+                .post("/threads/t-1/terminate", &bob, json!({}))
+                .await
+                .0,
+            404
+        );
+        assert_eq!(server.get("/threads", &bob).await.1["items"], json!([]));
+        assert_eq!(server.get("/approvals", &bob).await.1["items"], json!([]));
+
+        // Bob's own `t-1` is another thread.
+        let (status, own) = server
+            .post(
+                "/threads?wait=true",
+                &bob,
+                json!({"agent": "approval_gate", "key": "t-1", "text": "Mine?"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{own}");
+        assert_ne!(own["id"], thread["id"]);
+        assert_eq!(
+            server.get("/threads", &alice).await.1["items"]
+                .as_array()
+                .map(Vec::len),
+            Some(1)
+        );
+
+        // The admin sees both, and may answer Alice's; the answer is recorded as the admin's.
+        let all = server.get("/threads", &admin).await.1;
+        assert_eq!(all["items"].as_array().map(Vec::len), Some(2), "{all}");
+        let (status, body) = server
+            .post(
+                &format!("/approvals/{approval}?wait=true"),
+                &admin,
+                json!({"text": "approved"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let (status, problem) = server
+            .post(
+                &format!("/approvals/{approval}"),
+                &alice,
+                json!({"text": "approved"}),
+            )
+            .await;
+        assert_eq!(status, 409, "{problem}");
+        assert_eq!(problem["answer"]["author"], "ops");
+
+        // A revoked key is refused.
+        let keys = server.store.keys().await.expect("keys");
+        let bobs = keys
+            .iter()
+            .find(|k| k.principal == "bob")
+            .expect("bob's key");
+        assert!(server.store.revoke_key(&bobs.id, 1).await.expect("revoke"));
+        server.stop().await;
+    }
+}

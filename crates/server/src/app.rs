@@ -1,0 +1,201 @@
+//! The server's shared state and its router: every route registered through utoipa's
+//! `OpenApiRouter`, so the OpenAPI document is generated from the handlers and cannot miss one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use duet_runtime::{Claim, RunError, Runtime, Settled, Thread};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::auth::{Caller, KeyCache};
+use crate::problem::Problem;
+use crate::routes;
+
+/// How `duet serve` behaves.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Require an API key on every request but the health checks (off only with `--no-auth`).
+    pub auth: bool,
+    /// The agent `POST /invoke` and `/control/*` serve.
+    pub default_agent: Option<String>,
+    /// The largest request body accepted, in bytes (413 above).
+    pub body_limit: usize,
+    /// How often every process looks for threads whose runner died (and runs them).
+    pub recover_every: Duration,
+    /// How long a shutdown waits for runs to reach their next commit before it exits anyway
+    /// (their leases then run out and another process continues them).
+    pub shutdown_grace: Duration,
+    /// How often an idle SSE stream sends a comment, so proxies keep it open.
+    pub heartbeat: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            auth: true,
+            default_agent: None,
+            body_limit: 1024 * 1024,
+            recover_every: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What every handler shares. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Shared>);
+
+struct Shared {
+    runtime: Runtime,
+    options: Options,
+    keys: KeyCache,
+    /// The runs this server started for requests that did not wait (and for those that did: a
+    /// run outlives the request that started it).
+    runs: TaskTracker,
+    /// Cancelled at shutdown: SSE streams end, so the graceful shutdown is not held open.
+    closing: CancellationToken,
+}
+
+impl AppState {
+    /// The state for `runtime` under `options`.
+    pub fn new(runtime: Runtime, options: Options) -> Self {
+        AppState(Arc::new(Shared {
+            runtime,
+            options,
+            keys: KeyCache::default(),
+            runs: TaskTracker::new(),
+            closing: CancellationToken::new(),
+        }))
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.0.runtime
+    }
+
+    /// The options.
+    pub fn options(&self) -> &Options {
+        &self.0.options
+    }
+
+    pub(crate) fn keys(&self) -> &KeyCache {
+        &self.0.keys
+    }
+
+    /// Cancelled when the server starts shutting down.
+    pub fn closing(&self) -> &CancellationToken {
+        &self.0.closing
+    }
+
+    /// The runs this server started.
+    pub(crate) fn runs(&self) -> &TaskTracker {
+        &self.0.runs
+    }
+
+    /// Runs `claim` to its end in a task of its own (tracked for shutdown), whatever becomes of
+    /// the request: the receiver gets its outcome.
+    pub(crate) fn spawn_run(
+        &self,
+        claim: Claim,
+    ) -> tokio::sync::oneshot::Receiver<Result<Settled, RunError>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let rt = self.runtime().clone();
+        self.runs().spawn(async move {
+            let cancel = CancellationToken::new();
+            let outcome = rt
+                .run_claimed(claim, &duet_runtime::EventSink::discard(), &cancel)
+                .await;
+            if let Err(e) = &outcome
+                && !matches!(e, RunError::ShuttingDown)
+            {
+                tracing::warn!(error = %e, "a run failed");
+            }
+            let _ = tx.send(outcome);
+        });
+        rx
+    }
+
+    /// The thread the caller calls `key`: 404 when there is none or it is another principal's.
+    pub(crate) async fn thread(&self, caller: &Caller, key: &str) -> Result<Thread, Problem> {
+        crate::body::check_key(key)?;
+        let stored = caller.stored_key(key);
+        match self.runtime().store().thread(&stored).await? {
+            Some(t) if caller.may_see(&t) => Ok(t),
+            _ => Err(Problem::not_found(format!("no thread `{key}`"))),
+        }
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "duet",
+        description = "A durable runtime for two-sided Standard Agents sessions: threads, \
+            approvals, events, the Agent Handler protocol and its session control plane."
+    ),
+    components(schemas(crate::problem::ProblemBody)),
+    modifiers(&BearerAuth)
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("duet API key")
+                    .build(),
+            ),
+        );
+        openapi.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new(
+            "bearer",
+            Vec::<String>::new(),
+        )]);
+    }
+}
+
+/// The whole API as a router, and its OpenAPI document.
+pub fn router(state: AppState) -> Router {
+    let limit = state.options().body_limit;
+    let (router, api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(routes::api())
+        .split_for_parts();
+    let api = Arc::new(api);
+    router
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || {
+                let api = api.clone();
+                async move { axum::Json(api.as_ref().clone()) }
+            }),
+        )
+        .fallback(|| async { Problem::not_found("no such route") })
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method",
+            )
+        })
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// The OpenAPI document alone (for `duet serve --openapi` and tests).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
+        .merge(routes::api())
+        .into_openapi()
+}

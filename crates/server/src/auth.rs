@@ -1,0 +1,236 @@
+//! Who is calling: an API key (`Authorization: Bearer duet_…`) maps to a principal. Keys are
+//! 256-bit random secrets stored as their SHA-256 (a key this long needs no slow hash: it cannot
+//! be guessed, only stolen, and the database holds no key). Each principal sees only its own
+//! threads, addressed in a key space of its own; an admin key sees all.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use duet_runtime::{ApiKey, Principal, Store, StoreError, Thread};
+use sha2::{Digest, Sha256};
+
+use crate::app::AppState;
+use crate::problem::Problem;
+
+/// The issuer of every principal an API key stands for.
+pub const ISSUER: &str = "duet:api-key";
+
+/// How long a looked-up key is trusted before it is read again (a revocation takes effect
+/// within this long on every server process).
+const CACHE_FOR: Duration = Duration::from_secs(5);
+
+/// A new API key: the secret (shown once) and what is stored of it.
+pub struct NewKey {
+    /// The bearer token: `duet_{id}_{secret}`. Shown once; never stored.
+    pub token: String,
+    /// Its stored facts.
+    pub key: ApiKey,
+    /// The hash it is found by.
+    pub hash: String,
+}
+
+/// Whether `principal` may name a principal: 1–64 of `A-Z a-z 0-9 . _ -`.
+pub fn check_principal(principal: &str) -> Result<(), String> {
+    let ok = !principal.is_empty()
+        && principal.len() <= 64
+        && principal
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "principal {principal:?}: use 1–64 letters, digits, `.`, `_` or `-`"
+        ))
+    }
+}
+
+/// Makes (but does not store) a key for `principal`.
+pub fn new_key(
+    principal: &str,
+    admin: bool,
+    label: Option<String>,
+    now: i64,
+) -> Result<NewKey, String> {
+    check_principal(principal)?;
+    let mut bytes = [0u8; 38];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for a key: {e}"))?;
+    let (id, secret) = bytes.split_at(6);
+    let id = hex(id);
+    let token = format!("duet_{id}_{}", hex(secret));
+    Ok(NewKey {
+        hash: hash(&token),
+        token,
+        key: ApiKey {
+            id,
+            principal: principal.to_owned(),
+            admin,
+            label,
+            created_at: now,
+            revoked_at: None,
+        },
+    })
+}
+
+/// The stored hash of a bearer token.
+pub fn hash(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The principal an API key acts as.
+pub fn principal(subject: &str) -> Principal {
+    Principal {
+        kind: "user".into(),
+        issuer: ISSUER.into(),
+        subject: subject.into(),
+    }
+}
+
+/// The caller of a request, as its key says.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// The principal (none when the server runs `--no-auth`).
+    pub principal: Option<Principal>,
+    /// Its canonical JSON, as threads store it.
+    pub canonical: Option<String>,
+    /// Whether it sees every principal's threads.
+    pub admin: bool,
+}
+
+impl Caller {
+    /// A caller with no key, on a server with auth off: it sees every thread.
+    pub fn anonymous() -> Self {
+        Caller {
+            principal: None,
+            canonical: None,
+            admin: true,
+        }
+    }
+
+    fn of(key: &ApiKey) -> Self {
+        let p = principal(&key.principal);
+        Caller {
+            canonical: Some(p.canonical()),
+            principal: Some(p),
+            admin: key.admin,
+        }
+    }
+
+    /// The key space prefix of a non-admin principal.
+    fn prefix(&self) -> Option<String> {
+        match (&self.principal, self.admin) {
+            (Some(p), false) => Some(format!("{}/", p.subject)),
+            _ => None,
+        }
+    }
+
+    /// The stored key of the thread this caller calls `key`.
+    pub fn stored_key(&self, key: &str) -> String {
+        match self.prefix() {
+            Some(prefix) => format!("{prefix}{key}"),
+            None => key.to_owned(),
+        }
+    }
+
+    /// The key this caller calls the thread stored as `stored`.
+    pub fn visible_key(&self, stored: &str) -> String {
+        match self.prefix() {
+            Some(prefix) => stored.strip_prefix(&prefix).unwrap_or(stored).to_owned(),
+            None => stored.to_owned(),
+        }
+    }
+
+    /// Whether this caller may see and act on `thread`.
+    pub fn may_see(&self, thread: &Thread) -> bool {
+        self.admin || (thread.principal.is_some() && thread.principal == self.canonical)
+    }
+
+    /// The principal filter for listings: none for an admin.
+    pub fn owner_filter(&self) -> Option<&str> {
+        if self.admin {
+            None
+        } else {
+            self.canonical.as_deref()
+        }
+    }
+
+    /// The principal a delivery to `thread` is made as: the thread's own owner when an admin
+    /// acts on another principal's thread (the answer is still recorded as the admin's).
+    pub fn acting_for<'a>(&'a self, thread: Option<&'a Thread>) -> Option<&'a str> {
+        match thread {
+            Some(t) if self.admin => t.principal.as_deref(),
+            _ => self.canonical.as_deref(),
+        }
+    }
+
+    /// A principal's stored canonical JSON shown as its subject (`alice`).
+    pub fn author_name(canonical: &str) -> String {
+        serde_json::from_str::<Principal>(canonical)
+            .map(|p| p.subject)
+            .unwrap_or_else(|_| canonical.to_owned())
+    }
+}
+
+/// Looked-up keys, by hash, for a few seconds.
+#[derive(Default)]
+pub(crate) struct KeyCache(Mutex<HashMap<String, (Option<ApiKey>, Instant)>>);
+
+impl KeyCache {
+    async fn find(&self, store: &dyn Store, hash: &str) -> Result<Option<ApiKey>, StoreError> {
+        if let Ok(cache) = self.0.lock()
+            && let Some((key, at)) = cache.get(hash)
+            && at.elapsed() < CACHE_FOR
+        {
+            return Ok(key.clone());
+        }
+        let key = store.key_by_hash(hash).await?;
+        if let Ok(mut cache) = self.0.lock() {
+            if cache.len() > 10_000 {
+                cache.clear();
+            }
+            cache.insert(hash.to_owned(), (key.clone(), Instant::now()));
+        }
+        Ok(key)
+    }
+}
+
+fn unauthorized(detail: &str) -> Problem {
+    Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        if !state.options().auth {
+            return Ok(Caller::anonymous());
+        }
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .ok_or_else(|| unauthorized("send an API key: `Authorization: Bearer duet_…`"))?;
+        let key = state
+            .keys()
+            .find(state.runtime().store().as_ref(), &hash(token))
+            .await?;
+        match key {
+            Some(key) if key.revoked_at.is_none() => Ok(Caller::of(&key)),
+            Some(_) => Err(unauthorized("this API key was revoked")),
+            None => Err(unauthorized("this API key is not known")),
+        }
+    }
+}

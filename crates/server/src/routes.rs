@@ -1,0 +1,45 @@
+//! The routes, one module per resource; [`api`] registers them all.
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::app::AppState;
+
+mod agents;
+mod approvals;
+mod deliver;
+mod events;
+mod health;
+mod invoke;
+mod messages;
+mod threads;
+
+/// Every route of the API.
+pub(crate) fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(agents::list))
+        .routes(routes!(threads::create, threads::list))
+        .routes(routes!(threads::get))
+        .routes(routes!(threads::terminate))
+        .routes(routes!(messages::list, messages::post))
+        .routes(routes!(events::follow))
+        .routes(routes!(approvals::list))
+        .routes(routes!(approvals::get, approvals::answer))
+        .routes(routes!(invoke::default_agent))
+        .routes(routes!(invoke::agent))
+}
+
+/// Percent-encodes `s` for one path segment (every byte but the unreserved ones).
+pub(crate) fn segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,189 @@
+//! `/approvals`: every question waiting for a person, across all threads and children at any
+//! depth, and the answer to one. One question, one answer: the first answer wins, a second gets
+//! 409 naming the one that won, and nothing of it is written.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use duet_runtime::{Thread, ThreadQuery, ThreadStatus};
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+
+use super::deliver::{self, Image, Inbound, Wait};
+use super::threads::{cursor, newest_first, page_size};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::body::{Json, Query};
+use crate::problem::Problem;
+use crate::views::{AcceptedView, ApprovalId, ApprovalView, Page, ParentView, ThreadView};
+
+/// How deep a parent chain is followed.
+const MAX_DEPTH: usize = 64;
+
+/// Filters and a cursor for the approvals.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    /// Only questions of this agent's threads.
+    pub agent: Option<String>,
+    /// `oldest` (default: who has waited longest) or `newest` first.
+    pub order: Option<String>,
+    /// The `nextCursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Page size, 1–500 (default 50).
+    pub limit: Option<usize>,
+}
+
+/// The approval view of parked thread `t`.
+async fn view(
+    state: &AppState,
+    caller: &Caller,
+    t: &Thread,
+) -> Result<Option<ApprovalView>, Problem> {
+    let Some(park) = t.park() else {
+        return Ok(None);
+    };
+    let store = state.runtime().store();
+    let question = store.last_message(t.id).await?.and_then(|m| m.content);
+    let mut parents = Vec::new();
+    let mut up = t.parent;
+    while let Some(id) = up
+        && parents.len() < MAX_DEPTH
+    {
+        let Some(p) = store.thread_by_id(id).await? else {
+            break;
+        };
+        parents.push(ParentView {
+            key: caller.visible_key(&p.key),
+            agent: p.agent.clone(),
+        });
+        up = p.parent;
+    }
+    Ok(Some(ApprovalView {
+        id: ApprovalId { thread: t.id, park }.to_string(),
+        thread: caller.visible_key(&t.key),
+        agent: t.agent.clone(),
+        park: park.to_string(),
+        question,
+        since: t.updated_at,
+        parents,
+    }))
+}
+
+/// What waits for a person, a page at a time.
+#[utoipa::path(get, path = "/approvals", tag = "approvals", params(ListQuery),
+    responses((status = 200, description = "A page of questions", body = Page<ApprovalView>)))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<axum::Json<Page<ApprovalView>>, Problem> {
+    let limit = page_size(q.limit)?;
+    let query = ThreadQuery {
+        agent: q.agent.as_deref(),
+        status: Some(ThreadStatus::AwaitingHuman),
+        principal: caller.owner_filter(),
+        after: cursor(q.cursor.as_deref())?,
+        newest_first: newest_first(q.order.as_deref())?,
+        limit,
+        ..ThreadQuery::default()
+    };
+    let threads = state.runtime().store().list_threads(&query).await?;
+    let next_cursor = (threads.len() == limit)
+        .then(|| threads.last().map(|t| t.id.to_string()))
+        .flatten();
+    let mut items = Vec::with_capacity(threads.len());
+    for t in &threads {
+        items.extend(view(&state, &caller, t).await?);
+    }
+    Ok(axum::Json(Page { items, next_cursor }))
+}
+
+/// The thread an approval id names, if the caller may see it.
+async fn parked(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<(ApprovalId, Thread), Problem> {
+    let approval: ApprovalId = id
+        .parse()
+        .map_err(|e: String| Problem::not_found(format!("no approval `{id}`: {e}")))?;
+    match state
+        .runtime()
+        .store()
+        .thread_by_id(approval.thread)
+        .await?
+    {
+        // A park the thread never reached is not a question anyone could have answered.
+        Some(t)
+            if caller.may_see(&t)
+                && (approval.park.session, approval.park.seq) <= (t.session, t.next_seq) =>
+        {
+            Ok((approval, t))
+        }
+        _ => Err(Problem::not_found(format!("no approval `{id}`"))),
+    }
+}
+
+/// One question, while it waits.
+#[utoipa::path(get, path = "/approvals/{id}", tag = "approvals",
+    params(("id" = String, Path, description = "The approval id")),
+    responses((status = 200, description = "The question", body = ApprovalView),
+        (status = 404, description = "No such approval, or it was answered", body = crate::problem::ProblemBody)))]
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<ApprovalView>, Problem> {
+    let (approval, t) = parked(&state, &caller, &id).await?;
+    match view(&state, &caller, &t).await? {
+        Some(v) if t.park() == Some(approval.park) => Ok(axum::Json(v)),
+        _ => Err(Problem::not_found(format!(
+            "approval `{id}` is no longer waiting"
+        ))),
+    }
+}
+
+/// An answer.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct AnswerBody {
+    /// What the person says (`approve`, `reject: too risky`, or anything the agent reads).
+    pub text: String,
+    /// Images with it.
+    #[serde(default)]
+    pub images: Vec<Image>,
+}
+
+/// Answers a question. The first answer wins; a later one gets 409 naming it.
+#[utoipa::path(post, path = "/approvals/{id}", tag = "approvals", request_body = AnswerBody,
+    params(("id" = String, Path, description = "The approval id"), Wait,
+        ("Idempotency-Key" = Option<String>, Header, description = "The message id: a retried answer writes nothing")),
+    responses(
+        (status = 202, description = "Stored; the thread resumes", body = AcceptedView),
+        (status = 200, description = "Settled (`?wait=true`), or a replayed answer", body = ThreadView),
+        (status = 404, description = "No such approval", body = crate::problem::ProblemBody),
+        (status = 409, description = "Answered first by someone else; nothing was written", body = crate::problem::ProblemBody)))]
+pub(crate) async fn answer(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(wait): Query<Wait>,
+    headers: HeaderMap,
+    Json(body): Json<AnswerBody>,
+) -> Result<Response, Problem> {
+    let message_id = deliver::message_id(&headers)?;
+    deliver::check_text(&body.text, &body.images)?;
+    let (approval, t) = parked(&state, &caller, &id).await?;
+    let stored = t.key.clone();
+    let inbound = Inbound {
+        key: &stored,
+        agent: None,
+        thread: Some(&t),
+        text: &body.text,
+        answers: Some(approval.park),
+        message_id: message_id.as_deref(),
+        wait: wait.wait,
+    };
+    deliver::deliver(&state, &caller, inbound).await
+}

@@ -1,0 +1,160 @@
+//! The Agent Handler protocol over HTTP, in its reference implementation's wire shape:
+//! `POST /agents/{agent}/invoke` (and `POST /invoke` for the default agent) with
+//! `{"session", "text"}` (or `{"scope", "prompt"}`), answered with SSE `data: <AgentEvent>`
+//! lines and `: ping` heartbeats, ending in exactly one terminal event — or in none when the
+//! client disconnects, which aborts the run.
+
+use std::convert::Infallible;
+
+use axum::extract::{Path, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use duet_runtime::{Agent, ImageRef, Prompt, Scope};
+use futures::stream::{BoxStream, StreamExt};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::body::{Json, check_key, parse};
+use crate::problem::Problem;
+
+/// The flat body: `{"session": "dev", "text": "hello"}`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct InvokeBody {
+    /// The session: the thread's key.
+    pub session: String,
+    /// The prompt's text.
+    pub text: String,
+    /// The prompt's images.
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub images: Vec<ImageRef>,
+    /// The session lineage extension: read only when a session is created; duet keeps a
+    /// thread's lineage itself, so it is accepted and not used.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub parent_session: Option<String>,
+    /// The lineage extension's hints (accepted, not used).
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub branch_hints: Option<Vec<String>>,
+    /// The park this answers (`SESSION:SEQ`).
+    #[serde(default)]
+    pub answers: Option<String>,
+    /// A caller-chosen message id.
+    #[serde(default)]
+    pub message_id: Option<String>,
+}
+
+/// The nested body: `{"scope": {"session": …}, "prompt": {"text": …, "images": […]}}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NestedBody {
+    scope: ScopeBody,
+    prompt: Prompt,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ScopeBody {
+    session: String,
+    #[serde(default)]
+    #[allow(dead_code)]
+    parent_session: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    branch_hints: Option<Vec<String>>,
+}
+
+/// Reads either body shape.
+fn read(value: serde_json::Value) -> Result<(String, Prompt), Problem> {
+    let nested = value.get("scope").is_some() || value.get("prompt").is_some();
+    let raw = value.to_string();
+    let (session, prompt) = if nested {
+        let b: NestedBody = parse(raw.as_bytes())?;
+        (b.scope.session, b.prompt)
+    } else {
+        let b: InvokeBody = parse(raw.as_bytes())?;
+        (
+            b.session,
+            Prompt {
+                text: b.text,
+                images: b.images,
+                answers: b.answers,
+                message_id: b.message_id,
+            },
+        )
+    };
+    check_key(&session)?;
+    Ok((session, prompt))
+}
+
+type Events = Response;
+
+/// Runs one turn of `agent` and streams it.
+pub(crate) fn invoke(
+    state: &AppState,
+    caller: &Caller,
+    agent: &str,
+    body: serde_json::Value,
+) -> Result<Events, Problem> {
+    let agent = state
+        .runtime()
+        .agent(agent)
+        .ok_or_else(|| Problem::not_found(format!("no agent named `{agent}`")))?;
+    let (session, prompt) = read(body)?;
+    let scope = Scope {
+        session: caller.stored_key(&session),
+        principal: caller.principal.clone(),
+        source: Some("http".into()),
+    };
+    let events: BoxStream<'static, Result<Event, Infallible>> = agent
+        .invoke(scope, prompt)
+        .map(|event| {
+            Ok(Event::default()
+                .json_data(&event)
+                .unwrap_or_else(|_| Event::default().data("{}")))
+        })
+        .boxed();
+    // Dropping the response body (a disconnect) drops the invoke stream, which aborts the run.
+    Ok(Sse::new(events)
+        .keep_alive(
+            KeepAlive::new()
+                .interval(state.options().heartbeat)
+                .text("ping"),
+        )
+        .into_response())
+}
+
+/// Runs one turn of the default agent (`duet serve --default-agent`).
+#[utoipa::path(post, path = "/invoke", tag = "agent handler", request_body = InvokeBody,
+    responses((status = 200, description = "`data: <AgentEvent JSON>` lines ending in one `completed` or `failed`", content_type = "text/event-stream", body = String),
+        (status = 400, description = "A malformed body", body = crate::problem::ProblemBody),
+        (status = 404, description = "No default agent", body = crate::problem::ProblemBody)))]
+pub(crate) async fn default_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Json(body): Json<serde_json::Value>,
+) -> Result<Events, Problem> {
+    let agent = state.options().default_agent.clone().ok_or_else(|| {
+        Problem::not_found("no default agent: start the server with --default-agent AGENT")
+    })?;
+    invoke(&state, &caller, &agent, body)
+}
+
+/// Runs one turn of `agent`.
+#[utoipa::path(post, path = "/agents/{agent}/invoke", tag = "agent handler", request_body = InvokeBody,
+    params(("agent" = String, Path, description = "The agent")),
+    responses((status = 200, description = "`data: <AgentEvent JSON>` lines ending in one `completed` or `failed`", content_type = "text/event-stream", body = String),
+        (status = 400, description = "A malformed body", body = crate::problem::ProblemBody),
+        (status = 404, description = "No such agent", body = crate::problem::ProblemBody)))]
+pub(crate) async fn agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(agent): Path<String>,
+    Json(body): Json<serde_json::Value>,
+) -> Result<Events, Problem> {
+    invoke(&state, &caller, &agent, body)
+}

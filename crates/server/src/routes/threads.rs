@@ -1,0 +1,262 @@
+//! `/threads`: create a thread with its first message, list threads, read one, terminate one.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use duet_runtime::{ParentFilter, Scope, ThreadQuery, ThreadStatus};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::deliver::{self, Image, Inbound, Wait};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::body::{Json, Query, check_key};
+use crate::problem::Problem;
+use crate::views::{AcceptedView, ChildView, Page, ThreadView};
+
+/// A new thread and its first message.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct NewThreadBody {
+    /// The agent it runs.
+    pub agent: String,
+    /// Its key (yours to choose; a UUID when absent).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// The first message.
+    pub text: String,
+    /// Images with it.
+    #[serde(default)]
+    pub images: Vec<Image>,
+}
+
+/// Creates a thread of `agent` with its first message, and runs it. A key that exists is a
+/// 409 — unless the request carries the `Idempotency-Key` its first delivery had, which makes a
+/// retried create safe (200, nothing written).
+#[utoipa::path(post, path = "/threads", tag = "threads", request_body = NewThreadBody,
+    params(Wait, ("Idempotency-Key" = Option<String>, Header, description = "The message id")),
+    responses(
+        (status = 202, description = "Stored; running", body = AcceptedView),
+        (status = 200, description = "Settled (`?wait=true`), or a replayed create", body = ThreadView),
+        (status = 409, description = "The key is taken", body = crate::problem::ProblemBody),
+        (status = 422, description = "Unknown agent or empty text", body = crate::problem::ProblemBody)))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(wait): Query<Wait>,
+    headers: HeaderMap,
+    Json(body): Json<NewThreadBody>,
+) -> Result<Response, Problem> {
+    let message_id = deliver::message_id(&headers)?;
+    deliver::check_text(&body.text, &body.images)?;
+    let key = body.key.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    check_key(&key)?;
+    if !state.runtime().project().agents.contains_key(&body.agent) {
+        return Err(Problem::unprocessable(
+            "unknown_agent",
+            format!("no agent named `{}`", body.agent),
+        ));
+    }
+    let stored = caller.stored_key(&key);
+    let existing = state.runtime().store().thread(&stored).await?;
+    if existing.is_some() && message_id.is_none() {
+        return Err(Problem::new(
+            axum::http::StatusCode::CONFLICT,
+            "thread_exists",
+            format!("a thread `{key}` exists: post to /threads/{{key}}/messages"),
+        ));
+    }
+    if let Some(t) = &existing
+        && !caller.may_see(t)
+    {
+        return Err(Problem::not_found(format!("no thread `{key}`")));
+    }
+    let inbound = Inbound {
+        key: &stored,
+        agent: Some(&body.agent),
+        thread: existing.as_ref(),
+        text: &body.text,
+        answers: None,
+        message_id: message_id.as_deref(),
+        wait: wait.wait,
+    };
+    deliver::deliver(&state, &caller, inbound).await
+}
+
+/// Filters and a cursor for listing threads.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    /// Only threads of this agent.
+    pub agent: Option<String>,
+    /// Only threads with this status: `awaiting_human`, `waiting`, `running`, `idle`,
+    /// `terminated`.
+    pub status: Option<String>,
+    /// Only children of this thread (its key), or `none` for top-level threads.
+    pub parent: Option<String>,
+    /// `oldest` (default) or `newest` first.
+    pub order: Option<String>,
+    /// The `nextCursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Page size, 1–500 (default 50).
+    pub limit: Option<usize>,
+}
+
+/// Reads a listing's page size: 1–500, default 50.
+pub(crate) fn page_size(limit: Option<usize>) -> Result<usize, Problem> {
+    match limit {
+        None => Ok(50),
+        Some(n) if (1..=500).contains(&n) => Ok(n),
+        Some(n) => Err(Problem::bad_request(
+            "invalid_query",
+            format!("limit {n}: use 1–500"),
+        )),
+    }
+}
+
+/// Reads `order`.
+pub(crate) fn newest_first(order: Option<&str>) -> Result<bool, Problem> {
+    match order {
+        None | Some("oldest") => Ok(false),
+        Some("newest") => Ok(true),
+        Some(other) => Err(Problem::bad_request(
+            "invalid_query",
+            format!("order `{other}`: use `oldest` or `newest`"),
+        )),
+    }
+}
+
+/// Reads a cursor (a thread id).
+pub(crate) fn cursor(cursor: Option<&str>) -> Result<Option<uuid::Uuid>, Problem> {
+    cursor
+        .map(|c| {
+            c.parse().map_err(|_| {
+                Problem::bad_request(
+                    "invalid_cursor",
+                    format!("cursor `{c}` is not one this server gave"),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// Lists the caller's threads, a page at a time.
+#[utoipa::path(get, path = "/threads", tag = "threads", params(ListQuery),
+    responses((status = 200, description = "A page of threads", body = Page<ThreadView>)))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<axum::Json<Page<ThreadView>>, Problem> {
+    let status = q
+        .status
+        .as_deref()
+        .map(|s| {
+            ThreadStatus::parse(s).ok_or_else(|| {
+                Problem::bad_request(
+                    "invalid_query",
+                    format!("status `{s}` is not a thread status"),
+                )
+            })
+        })
+        .transpose()?;
+    let parent = match q.parent.as_deref() {
+        None => ParentFilter::Any,
+        Some("none") => ParentFilter::TopLevel,
+        Some(key) => ParentFilter::Of(state.thread(&caller, key).await?.id),
+    };
+    let limit = page_size(q.limit)?;
+    let query = ThreadQuery {
+        agent: q.agent.as_deref(),
+        status,
+        parent,
+        principal: caller.owner_filter(),
+        after: cursor(q.cursor.as_deref())?,
+        newest_first: newest_first(q.order.as_deref())?,
+        limit,
+    };
+    let threads = state.runtime().store().list_threads(&query).await?;
+    let next_cursor = (threads.len() == limit)
+        .then(|| threads.last().map(|t| t.id.to_string()))
+        .flatten();
+    let mut items = Vec::with_capacity(threads.len());
+    for t in &threads {
+        let parent = match t.parent {
+            Some(p) => state.runtime().store().thread_by_id(p).await?,
+            None => None,
+        };
+        items.push(ThreadView::of(t, &caller, parent.as_ref()));
+    }
+    Ok(axum::Json(Page { items, next_cursor }))
+}
+
+/// One thread, with its subagents.
+#[utoipa::path(get, path = "/threads/{key}", tag = "threads",
+    params(("key" = String, Path, description = "The thread's key (percent-encoded)")),
+    responses((status = 200, description = "The thread", body = ThreadView),
+        (status = 404, description = "No such thread", body = crate::problem::ProblemBody)))]
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(key): Path<String>,
+) -> Result<axum::Json<ThreadView>, Problem> {
+    let t = state.thread(&caller, &key).await?;
+    let store = state.runtime().store();
+    let parent = match t.parent {
+        Some(p) => store.thread_by_id(p).await?,
+        None => None,
+    };
+    let mut view = ThreadView::of(&t, &caller, parent.as_ref());
+    let mut children = Vec::new();
+    for c in store.children(t.id).await? {
+        if let Some(child) = store.thread_by_id(c.child).await? {
+            children.push(ChildView::of(&c, &child.key, &caller));
+        }
+    }
+    view.children = Some(children);
+    Ok(axum::Json(view))
+}
+
+/// How many threads a termination ended.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Terminated {
+    /// The thread and its descendants.
+    pub terminated: usize,
+}
+
+/// Terminates a thread and every descendant: runs stop, queues are dropped, nothing more is
+/// delivered.
+#[utoipa::path(post, path = "/threads/{key}/terminate", tag = "threads",
+    params(("key" = String, Path, description = "The thread's key (percent-encoded)")),
+    responses((status = 200, description = "Terminated", body = Terminated),
+        (status = 404, description = "No such thread", body = crate::problem::ProblemBody)))]
+pub(crate) async fn terminate(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(key): Path<String>,
+) -> Result<axum::Json<Terminated>, Problem> {
+    let t = state.thread(&caller, &key).await?;
+    let scope = Scope {
+        session: t.key.clone(),
+        principal: None,
+        source: None,
+    };
+    // The thread is checked above (an admin may end another principal's); the runtime checks
+    // the principal again, so it is asked as the thread's owner.
+    let scope = match &t.principal {
+        Some(p) => match serde_json::from_str(p) {
+            Ok(principal) => Scope {
+                principal: Some(principal),
+                ..scope
+            },
+            Err(_) => scope,
+        },
+        None => scope,
+    };
+    let n = state
+        .runtime()
+        .terminate(&scope)
+        .await
+        .map_err(|e| Problem::internal(&e))?;
+    Ok(axum::Json(Terminated { terminated: n }))
+}

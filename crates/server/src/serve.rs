@@ -1,0 +1,122 @@
+//! Running the server: listen, recover periodically, and shut down gracefully — stop accepting,
+//! end the event streams, let runs stop at their next commit (giving their leases back), and
+//! exit within a bounded time whatever is still in flight.
+
+use std::future::Future;
+use std::time::Duration;
+
+use duet_runtime::Runtime;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::{AppState, Options, router};
+
+/// Serves `runtime` on `listener` until `shutdown` resolves, then shuts down gracefully.
+pub async fn serve(
+    runtime: Runtime,
+    options: Options,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let grace = options.shutdown_grace;
+    let state = AppState::new(runtime.clone(), options);
+    let recovery = tokio::spawn(recover_periodically(state.clone()));
+    let app = router(state.clone());
+    let stopping = CancellationToken::new();
+    let signal = {
+        let (state, stopping) = (state.clone(), stopping.clone());
+        async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new requests; runs stop at their next commit");
+            stopping.cancel();
+            state.closing().cancel();
+            state.runtime().shutdown();
+        }
+    };
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(signal)
+            .await
+    });
+    tokio::pin!(server);
+    // Until the signal, the server runs; after it, it gets `grace` to close its connections.
+    let served = tokio::select! {
+        r = &mut server => Some(r),
+        () = stopping.cancelled() => None,
+    };
+    let served = match served {
+        Some(r) => r,
+        None => match tokio::time::timeout(grace, &mut server).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!("connections still open after the grace period: closing them");
+                server.abort();
+                Ok(Ok(()))
+            }
+        },
+    };
+    recovery.abort();
+    let runs = state.runs();
+    runs.close();
+    let settled = tokio::time::timeout(grace, async {
+        runs.wait().await;
+        runtime.quiesce().await;
+    })
+    .await;
+    if settled.is_err() {
+        tracing::warn!(
+            runs = runtime.runs_in_flight(),
+            "runs still in flight after the grace period: their leases run out and another process continues them"
+        );
+    }
+    match served {
+        Ok(result) => result,
+        Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
+/// Every `recover_every`, runs the threads whose runner died (an expired lease) and those with
+/// runnable messages and no runner. Every process does this; on Postgres they split the work.
+async fn recover_periodically(state: AppState) {
+    let every = state.options().recover_every.max(Duration::from_millis(50));
+    let cancel = state.closing().clone();
+    loop {
+        match state.runtime().recover(&cancel).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(threads = n, "recovered threads"),
+            Err(e) => tracing::warn!(error = %e, "recovery failed; trying again later"),
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}
