@@ -75,11 +75,16 @@ async fn store() -> (Arc<dyn Store>, &'static str) {
             assert!(status.success());
             let (base, _) = url.rsplit_once('/').expect("URL ends in /DB");
             let url = format!("{base}/{name}");
-            (duet_store::connect(&url).await.expect("postgres"), "postgres")
+            (
+                duet_store::connect(&url).await.expect("postgres"),
+                "postgres",
+            )
         }
         Err(_) => {
             let path = scratch().join("bench.db");
-            let store = duet_store::connect(&path.display().to_string()).await.expect("sqlite");
+            let store = duet_store::connect(&path.display().to_string())
+                .await
+                .expect("sqlite");
             (store, "sqlite")
         }
     }
@@ -106,7 +111,10 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 struct Client {
@@ -135,17 +143,26 @@ impl Client {
     async fn park(&self, key: &str) -> (String, Duration) {
         let start = Instant::now();
         let t = self
-            .post("/threads?wait=true", json!({"agent": "gate", "key": key, "text": "Change the firewall?"}))
+            .post(
+                "/threads?wait=true",
+                json!({"agent": "gate", "key": key, "text": "Change the firewall?"}),
+            )
             .await;
         assert_eq!(t["status"], "awaiting_human", "{t}");
-        (t["approval"].as_str().expect("approval").to_owned(), start.elapsed())
+        (
+            t["approval"].as_str().expect("approval").to_owned(),
+            start.elapsed(),
+        )
     }
 
     /// Answers `approval` and waits until its thread settled: how long it took.
     async fn answer(&self, approval: &str) -> Duration {
         let start = Instant::now();
         let t = self
-            .post(&format!("/approvals/{approval}?wait=true"), json!({"text": "approved"}))
+            .post(
+                &format!("/approvals/{approval}?wait=true"),
+                json!({"text": "approved"}),
+            )
             .await;
         assert_eq!(t["status"], "idle", "{t}");
         start.elapsed()
@@ -170,13 +187,26 @@ async fn run() {
         .providers(duet_models::providers())
         .build();
     let key = duet_server::auth::new_key("bench", false, None, 0).expect("key");
-    store.create_key(&key.key, &key.hash).await.expect("store key");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    store
+        .create_key(&key.key, &key.hash)
+        .await
+        .expect("store key");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let options = duet_server::Options::default();
-    tokio::spawn(duet_server::serve(runtime, options, listener, std::future::pending()));
+    tokio::spawn(duet_server::serve(
+        runtime,
+        options,
+        listener,
+        std::future::pending(),
+    ));
     let client = Arc::new(Client {
-        http: reqwest::Client::builder().pool_max_idle_per_host(concurrency).build().expect("client"),
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(concurrency)
+            .build()
+            .expect("client"),
         base,
         token: key.token,
     });

@@ -24,7 +24,9 @@ fn project() -> support::Scratch {
     for side in ["a", "b"] {
         p.write(
             &format!("agents/prompts/p{side}.yaml"),
-            &format!("name: p{side}\ntoolDescription: d\nmodel: m{side}\nincludeChat: true\nprompt: p\n"),
+            &format!(
+                "name: p{side}\ntoolDescription: d\nmodel: m{side}\nincludeChat: true\nprompt: p\n"
+            ),
         );
     }
     p.write(
@@ -51,9 +53,10 @@ fn copy(from: &Path, to: &Path) {
     }
 }
 
-fn duet(project: &Path, db: &str) -> Command {
+fn duet(project: &Path, db: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_duet"));
-    cmd.arg("--project")
+    cmd.args(args)
+        .arg("--project")
         .arg(project)
         .arg("--db")
         .arg(db)
@@ -72,15 +75,18 @@ struct Process {
 }
 
 async fn serve(project: &Path, db: &str) -> Process {
-    let mut child = duet(project, db)
-        .args(["serve", "--listen", "127.0.0.1:0"])
+    let mut child = duet(project, db, &["serve", "--listen", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
         .expect("duet serve starts");
     let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
     let base = loop {
-        let line = lines.next_line().await.expect("stderr").expect("serve printed its address");
+        let line = lines
+            .next_line()
+            .await
+            .expect("stderr")
+            .expect("serve printed its address");
         if let Some(addr) = line.strip_prefix("duet serve: listening on ") {
             break addr.trim().to_owned();
         }
@@ -97,7 +103,10 @@ async fn call(req: reqwest::RequestBuilder) -> (u16, Value) {
 }
 
 /// Reads SSE events from `resp` until `done` holds for one: (event, id, data) of each.
-async fn follow(resp: reqwest::Response, done: impl Fn(&str, &Value) -> bool) -> Vec<(String, Option<i64>, Value)> {
+async fn follow(
+    resp: reqwest::Response,
+    done: impl Fn(&str, &Value) -> bool,
+) -> Vec<(String, Option<i64>, Value)> {
     use futures::StreamExt;
     let mut body = resp.bytes_stream();
     let mut buffer = String::new();
@@ -133,35 +142,45 @@ async fn follow(resp: reqwest::Response, done: impl Fn(&str, &Value) -> bool) ->
         }
     };
     let ok = tokio::time::timeout(std::time::Duration::from_secs(30), read).await;
-    assert!(matches!(ok, Ok(true)), "the stream ended or hung: {seen:#?}");
+    assert!(
+        matches!(ok, Ok(true)),
+        "the stream ended or hung: {seen:#?}"
+    );
     seen
 }
 
 #[tokio::test]
 async fn two_processes_on_one_postgres_serve_any_thread() {
-    let Some(db) = support::backends()
-        .await
-        .into_iter()
-        .find_map(|b| match b {
-            support::Backend::Postgres(url) => Some(url),
-            _ => None,
-        })
-    else {
+    let Some(db) = support::backends().await.into_iter().find_map(|b| match b {
+        support::Backend::Postgres(url) => Some(url),
+        _ => None,
+    }) else {
         eprintln!("scale-out: no DATABASE_URL; skipped");
         return;
     };
     let project = project();
-    let out = duet(project.root(), &db)
-        .args(["keys", "create", "--principal", "ops"])
-        .output()
-        .await
-        .expect("duet keys create");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = duet(
+        project.root(),
+        &db,
+        &["keys", "create", "--principal", "ops"],
+    )
+    .output()
+    .await
+    .expect("duet keys create");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let (a, b) = (serve(project.root(), &db).await, serve(project.root(), &db).await);
+    let (a, b) = (
+        serve(project.root(), &db).await,
+        serve(project.root(), &db).await,
+    );
     let http = reqwest::Client::new();
     let req = |p: &Process, method: reqwest::Method, path: &str| {
-        http.request(method, format!("{}{path}", p.base)).bearer_auth(&token)
+        http.request(method, format!("{}{path}", p.base))
+            .bearer_auth(&token)
     };
 
     // Started on A, parked; followed on both; answered on B.
@@ -172,35 +191,63 @@ async fn two_processes_on_one_postgres_serve_any_thread() {
     .await;
     assert_eq!(status, 200, "{thread}");
     let settled = |event: &str, data: &Value| event == "status" && data["status"] == "idle";
-    let on_a = req(&a, reqwest::Method::GET, "/threads/gate/events").send().await.expect("follow A");
-    let on_b = req(&b, reqwest::Method::GET, "/threads/gate/events").send().await.expect("follow B");
-    let followers = tokio::spawn(async move { (follow(on_a, settled).await, follow(on_b, settled).await) });
+    let on_a = req(&a, reqwest::Method::GET, "/threads/gate/events")
+        .send()
+        .await
+        .expect("follow A");
+    let on_b = req(&b, reqwest::Method::GET, "/threads/gate/events")
+        .send()
+        .await
+        .expect("follow B");
+    let followers =
+        tokio::spawn(async move { (follow(on_a, settled).await, follow(on_b, settled).await) });
     let approval = thread["approval"].as_str().expect("approval").to_owned();
     let (status, body) = call(
-        req(&b, reqwest::Method::POST, &format!("/approvals/{approval}")).json(&json!({"text": "approved"})),
+        req(&b, reqwest::Method::POST, &format!("/approvals/{approval}"))
+            .json(&json!({"text": "approved"})),
     )
     .await;
     assert_eq!(status, 202, "{body}");
     let (seen_a, seen_b) = followers.await.expect("followers");
-    let ids = |seen: &[(String, Option<i64>, Value)]| seen.iter().filter_map(|e| e.1).collect::<Vec<_>>();
-    let last = call(req(&a, reqwest::Method::GET, "/threads/gate")).await.1["seq"].as_i64().expect("seq");
-    assert_eq!(ids(&seen_a), (1..=last).collect::<Vec<_>>(), "A saw every entry once");
+    let ids =
+        |seen: &[(String, Option<i64>, Value)]| seen.iter().filter_map(|e| e.1).collect::<Vec<_>>();
+    let last = call(req(&a, reqwest::Method::GET, "/threads/gate")).await.1["seq"]
+        .as_i64()
+        .expect("seq");
+    assert_eq!(
+        ids(&seen_a),
+        (1..=last).collect::<Vec<_>>(),
+        "A saw every entry once"
+    );
     assert_eq!(ids(&seen_a), ids(&seen_b), "B saw the same");
 
     // A thread running on A when A is killed: B finishes it.
     let (status, body) = call(
-        req(&a, reqwest::Method::POST, "/threads").json(&json!({"agent": "pair", "key": "pair", "text": "go"})),
+        req(&a, reqwest::Method::POST, "/threads")
+            .json(&json!({"agent": "pair", "key": "pair", "text": "go"})),
     )
     .await;
     assert_eq!(status, 202, "{body}");
-    let on_b = req(&b, reqwest::Method::GET, "/threads/pair/events").send().await.expect("follow B");
+    let on_b = req(&b, reqwest::Method::GET, "/threads/pair/events")
+        .send()
+        .await
+        .expect("follow B");
     // Once `b1` is committed, A is in side A's slow second step.
-    follow(on_b, |event, data| event == "message" && data["data"]["content"] == "b1").await;
+    follow(on_b, |event, data| {
+        event == "message" && data["data"]["content"] == "b1"
+    })
+    .await;
     let mut a = a;
     a.child.start_kill().expect("SIGKILL");
     let _ = a.child.wait().await;
-    let on_b = req(&b, reqwest::Method::GET, "/threads/pair/events").send().await.expect("follow B");
-    follow(on_b, |event, data| event == "status" && data["status"] == "idle").await;
+    let on_b = req(&b, reqwest::Method::GET, "/threads/pair/events")
+        .send()
+        .await
+        .expect("follow B");
+    follow(on_b, |event, data| {
+        event == "status" && data["status"] == "idle"
+    })
+    .await;
     let (_, messages) = call(req(&b, reqwest::Method::GET, "/threads/pair/messages")).await;
     let texts: Vec<&str> = messages["items"]
         .as_array()
@@ -208,6 +255,10 @@ async fn two_processes_on_one_postgres_serve_any_thread() {
         .iter()
         .filter_map(|m| m["data"]["content"].as_str())
         .collect();
-    assert_eq!(texts, ["go", "a1", "b1", "a2", "b2", "a3"], "nothing lost, nothing doubled");
+    assert_eq!(
+        texts,
+        ["go", "a1", "b1", "a2", "b2", "a3", "b3"],
+        "nothing lost, nothing doubled"
+    );
     drop(b);
 }
