@@ -11,9 +11,12 @@ use std::sync::Arc;
 use duet_runtime::{Store, StoreError};
 
 mod batch;
+mod keys_sql;
+mod leases_sql;
 mod listen;
 mod postgres;
 mod queue_sql;
+mod reads_sql;
 mod rows;
 mod sql;
 mod sqlite;

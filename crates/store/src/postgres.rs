@@ -180,6 +180,7 @@ crate::sql::store_impl!(
     sqlx::Postgres,
     "BEGIN",
     " FOR UPDATE",
+    " FOR UPDATE SKIP LOCKED",
     // `listen::CHANNEL`, and the payload `parse_change` reads (a literal: `concat!` needs one).
     "pg_notify('duet_changes', id || ' ' || (next_seq - 1) || ' ' || status)",
     "SELECT pg_database_size(current_database())"

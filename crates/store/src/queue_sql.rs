@@ -105,12 +105,31 @@ macro_rules! queue_impl {
                 .await
                 .map_err(db_error)?;
                 if !at_park || queued.is_some() {
-                    let first = match queued {
-                        Some(r) => Some(FirstAnswer {
+                    // The answer recorded for this park first (it names its author), then one
+                    // queued, then the first message journaled at the park.
+                    let recorded = sqlx::query(
+                        "SELECT content, created_at, author, message_id FROM answers WHERE thread = $1 AND session = $2 AND seq = $3",
+                    )
+                    .bind(num)
+                    .bind(park.session)
+                    .bind(park.seq)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                    let first = match (recorded, queued) {
+                        (Some(r), _) => Some(FirstAnswer {
                             content: r.try_get("content").map_err(db_error)?,
                             at: r.try_get("created_at").map_err(db_error)?,
+                            author: r.try_get("author").map_err(db_error)?,
+                            message_id: r.try_get("message_id").map_err(db_error)?,
                         }),
-                        None => sqlx::query(
+                        (None, Some(r)) => Some(FirstAnswer {
+                            content: r.try_get("content").map_err(db_error)?,
+                            at: r.try_get("created_at").map_err(db_error)?,
+                            author: None,
+                            message_id: None,
+                        }),
+                        (None, None) => sqlx::query(
                             "SELECT content, created_at FROM journal WHERE thread = $1 AND kind = 'message' AND seq >= $2 ORDER BY seq LIMIT 1",
                         )
                         .bind(num)
@@ -122,6 +141,8 @@ macro_rules! queue_impl {
                             Ok(FirstAnswer {
                                 content: r.try_get::<Option<String>, _>("content").map_err(db_error)?.unwrap_or_default(),
                                 at: r.try_get("created_at").map_err(db_error)?,
+                                author: None,
+                                message_id: None,
                             })
                         })
                         .transpose()?,
@@ -132,6 +153,26 @@ macro_rules! queue_impl {
                 if let Err(e) = insert_queued(&mut tx, id, num, &message, claim.now, true).await {
                     tx.rollback().await.map_err(db_error)?;
                     return Err(e);
+                }
+                // The park's answer, by whom: what a later, refused answer is told.
+                let recorded = sqlx::query(
+                    "INSERT INTO answers (thread, session, seq, author, message_id, content, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (thread, session, seq) DO UPDATE SET \
+                     author = excluded.author, message_id = excluded.message_id, content = excluded.content, \
+                     created_at = excluded.created_at",
+                )
+                .bind(num)
+                .bind(park.session)
+                .bind(park.seq)
+                .bind(&message.author)
+                .bind(&message.message_id)
+                .bind(&message.content)
+                .bind(claim.now)
+                .execute(&mut *tx)
+                .await;
+                if let Err(e) = recorded {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(db_error(e));
                 }
                 let claimed = lease_free(&owner, expires, &claim);
                 if claimed {

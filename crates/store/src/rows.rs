@@ -101,6 +101,16 @@ macro_rules! decoders {
             })
         }
 
+        /// A journal row as what it is: a message (kind `message`) or a record.
+        fn entry_from_row(row: &<$db as sqlx::Database>::Row) -> Result<JournalEntry, StoreError> {
+            let kind: String = row.try_get("kind").map_err(db_error)?;
+            if kind == "message" {
+                message_from_row(row).map(JournalEntry::Message)
+            } else {
+                record_from_row(row).map(JournalEntry::Record)
+            }
+        }
+
         fn record_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Record, StoreError> {
             let kind: String = row.try_get("kind").map_err(db_error)?;
             let data: String = row.try_get("data").map_err(db_error)?;

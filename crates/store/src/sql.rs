@@ -60,19 +60,21 @@ pub(crate) use runnable;
 /// The store port's traits for `$store`, whose `writer()` gives the connection writes go through
 /// (`$begin` starts their transactions) and whose `read` pool serves reads. `$lock` is appended
 /// to the statement that reads the thread row inside a write transaction (` FOR UPDATE` on
-/// Postgres; SQLite's `BEGIN IMMEDIATE` already serialises). `$notify` is an SQL expression over
+/// Postgres; SQLite's `BEGIN IMMEDIATE` already serialises), and `$skip_locked` to the one that
+/// picks the threads `claim_runnable` claims (` FOR UPDATE SKIP LOCKED` on Postgres, so
+/// concurrent claimers split the work; nothing on SQLite). `$notify` is an SQL expression over
 /// a `threads` row that announces it on the change feed, evaluated by the statement that writes
 /// it (Postgres: `pg_notify`, delivered if the transaction commits; SQLite: `NULL`, since it
 /// announces in process); after committing, a write also calls the backend's `publish` (a no-op
 /// on Postgres), and `changes()` is the backend's `subscribe`. Each backend writes its own
 /// `commit_impl`: the shapes differ (statements vs one batch).
 macro_rules! store_impl {
-    ($store:ident, $db:ty, $begin:literal, $lock:literal, $notify:literal, $size_sql:literal) => {
+    ($store:ident, $db:ty, $begin:literal, $lock:literal, $skip_locked:literal, $notify:literal, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
-            Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
+            ApiKey, Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore, Message, NewQueued, NewThread,
             Answer, FirstAnswer, Park, QueueStore, Queued, Record, RecordBody, RegistryStore, ChildStatus, ToolReply, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
-            ThreadStatus, ThreadStore, ToolStatus, parse_side, side_str,
+            ThreadQuery, ThreadStatus, ThreadStore, ToolStatus, parse_side, side_str,
         };
         use sqlx::Row;
         use uuid::Uuid;
@@ -202,6 +204,10 @@ macro_rules! store_impl {
                 rows.iter().map(thread_from_row).collect()
             }
 
+            async fn list_threads(&self, query: &ThreadQuery<'_>) -> Result<Vec<Thread>, StoreError> {
+                list_threads(&self.read, query).await
+            }
+
             async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
@@ -228,125 +234,13 @@ macro_rules! store_impl {
             }
         }
 
-        #[async_trait]
-        impl JournalStore for $store {
-            async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError> {
-                let rows = sqlx::query(
-                    "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.kind = 'message' \
-                     ORDER BY j.seq",
-                )
-                .bind(id.to_string())
-                .fetch_all(&self.read)
-                .await
-                .map_err(db_error)?;
-                rows.iter().map(message_from_row).collect()
-            }
-
-            async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError> {
-                let rows = sqlx::query(
-                    "SELECT j.seq, j.kind, j.data, j.created_at FROM journal j JOIN threads t ON t.num = j.thread \
-                     WHERE t.id = $1 AND j.kind <> 'message' ORDER BY j.seq",
-                )
-                .bind(id.to_string())
-                .fetch_all(&self.read)
-                .await
-                .map_err(db_error)?;
-                rows.iter().map(record_from_row).collect()
-            }
-
-            async fn journal_since(&self, id: ThreadId, seq: i64) -> Result<Vec<JournalEntry>, StoreError> {
-                let rows = sqlx::query(
-                    "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.seq > $2 ORDER BY j.seq",
-                )
-                .bind(id.to_string())
-                .bind(seq)
-                .fetch_all(&self.read)
-                .await
-                .map_err(db_error)?;
-                rows.iter()
-                    .map(|row| {
-                        let kind: String = row.try_get("kind").map_err(db_error)?;
-                        if kind == "message" {
-                            message_from_row(row).map(JournalEntry::Message)
-                        } else {
-                            record_from_row(row).map(JournalEntry::Record)
-                        }
-                    })
-                    .collect()
-            }
-        }
+        crate::reads_sql::reads_impl!($store, $db);
 
         crate::queue_sql::queue_impl!($store, $db, $begin);
 
-        #[async_trait]
-        impl LeaseStore for $store {
-            async fn claim(&self, id: ThreadId, lease: Lease) -> Result<bool, StoreError> {
-                let done = sqlx::query(
-                    "UPDATE threads SET lease_owner = $1, lease_expires = $2, abort_requested = FALSE \
-                     WHERE id = $3 AND (lease_owner IS NULL OR lease_expires < $4 OR lease_owner = $1)",
-                )
-                .bind(lease.owner.to_string())
-                .bind(lease.until)
-                .bind(id.to_string())
-                .bind(lease.now)
-                .execute(&mut *self.writer().await?)
-                .await
-                .map_err(db_error)?;
-                Ok(done.rows_affected() == 1)
-            }
+        crate::leases_sql::lease_impl!($store, $db, $begin, $skip_locked);
 
-            async fn renew(&self, id: ThreadId, lease: Lease) -> Result<Renewal, StoreError> {
-                let row = sqlx::query(
-                    "UPDATE threads SET lease_expires = $1 WHERE id = $2 AND lease_owner = $3 RETURNING abort_requested",
-                )
-                .bind(lease.until)
-                .bind(id.to_string())
-                .bind(lease.owner.to_string())
-                .fetch_optional(&mut *self.writer().await?)
-                .await
-                .map_err(db_error)?;
-                Ok(match row {
-                    None => Renewal::Lost,
-                    Some(row) => Renewal::Held { abort_requested: row.try_get("abort_requested").map_err(db_error)? },
-                })
-            }
-
-            async fn request_abort(&self, id: ThreadId, now: i64) -> Result<Option<Uuid>, StoreError> {
-                let row = sqlx::query(
-                    "UPDATE threads SET abort_requested = TRUE \
-                     WHERE id = $1 AND lease_owner IS NOT NULL AND lease_expires >= $2 RETURNING lease_owner",
-                )
-                .bind(id.to_string())
-                .bind(now)
-                .fetch_optional(&mut *self.writer().await?)
-                .await
-                .map_err(db_error)?;
-                match row {
-                    None => Ok(None),
-                    Some(row) => {
-                        let owner: String = row.try_get("lease_owner").map_err(db_error)?;
-                        Uuid::parse_str(&owner).map(Some).map_err(|_| corrupt("lease owner", &owner))
-                    }
-                }
-            }
-
-            async fn recoverable(&self, now: i64) -> Result<Vec<ThreadId>, StoreError> {
-                let rows = sqlx::query(
-                    concat!("SELECT id FROM threads WHERE (lease_owner IS NULL OR lease_expires < $1) AND \
-                     (status = 'running' OR EXISTS (SELECT 1 FROM queue q WHERE q.thread = threads.num AND ", crate::sql::runnable!("threads.status", "threads.stop_reason"), ")) ORDER BY num"),
-                )
-                .bind(now)
-                .fetch_all(&self.read)
-                .await
-                .map_err(db_error)?;
-                rows.iter()
-                    .map(|row| {
-                        let id: String = row.try_get("id").map_err(db_error)?;
-                        Uuid::parse_str(&id).map_err(|_| corrupt("thread id", &id))
-                    })
-                    .collect()
-            }
-        }
+        crate::keys_sql::keys_impl!($store, $db);
 
         #[async_trait]
         impl RegistryStore for $store {

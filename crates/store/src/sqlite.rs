@@ -122,6 +122,7 @@ crate::sql::store_impl!(
     sqlx::Sqlite,
     "BEGIN IMMEDIATE",
     "",
+    "",
     "NULL",
     "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
 );

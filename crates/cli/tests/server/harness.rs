@@ -1,6 +1,8 @@
 //! A `duet serve` in this test process on 127.0.0.1 (a free port), over a fresh database on each
 //! backend, and a real HTTP client (reqwest) with an SSE reader.
 
+#![allow(dead_code, unreachable_pub)]
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;

@@ -70,7 +70,8 @@ async fn the_openapi_document_has_every_route_and_every_route_in_it_answers() {
             .replace("{key}", "no-such-thread")
             .replace("{id}", "no-such-approval")
             .replace("{agent}", "approval_gate");
-        let req = server.req(method.parse().expect("method"), &concrete, &token);
+        let method_name = method.to_uppercase();
+        let req = server.req(method_name.parse().expect("method"), &concrete, &token);
         let req = if method == "post" {
             req.json(&json!({}))
         } else {
@@ -88,21 +89,25 @@ async fn the_openapi_document_has_every_route_and_every_route_in_it_answers() {
     server.stop().await;
 }
 
-/// An agent whose model takes a while: a person asks, the model answers after `delayMs`.
+/// Two models, one exchange: side A answers after `delayMs`, then side B.
 fn slow_project() -> support::Scratch {
     let p = support::Scratch::new("slow");
     p.write(
         "agents/agents/slow.yaml",
-        "name: slow\nsideA: { prompt: slow_prompt, stopOnResponse: true }\nsideB: { human: true }\n",
+        "name: slow\nmaxSessionTurns: 1\nsideA: { prompt: pa }\nsideB: { prompt: pb }\n",
     );
-    p.write(
-        "agents/prompts/slow_prompt.yaml",
-        "name: slow_prompt\ntoolDescription: d\nmodel: slow_model\nprompt: p\n",
-    );
-    p.write(
-        "agents/models/slow_model.yaml",
-        "name: slow_model\nprovider: scripted\nmodel: demo\nscript:\n  - { text: done, delayMs: 1500 }\n",
-    );
+    for (side, script) in [("a", "{ text: a1, delayMs: 1500 }"), ("b", "{ text: b1 }")] {
+        p.write(
+            &format!("agents/prompts/p{side}.yaml"),
+            &format!(
+                "name: p{side}\ntoolDescription: d\nmodel: m{side}\nincludeChat: true\nprompt: p\n"
+            ),
+        );
+        p.write(
+            &format!("agents/models/m{side}.yaml"),
+            &format!("name: m{side}\nprovider: scripted\nmodel: demo\nscript:\n  - {script}\n"),
+        );
+    }
     p
 }
 
@@ -130,11 +135,17 @@ async fn a_shutdown_stops_a_run_at_its_next_commit_and_another_server_finishes_i
         let t = store.thread("ops/k").await.expect("read").expect("thread");
         assert_eq!(t.status, duet_runtime::ThreadStatus::Running, "{t:?}");
         assert!(t.lease_owner.is_none(), "the lease was given back: {t:?}");
+        let texts = support::texts(&store, "ops/k").await;
+        assert_eq!(
+            texts.last().map(|m| m.2.as_str()),
+            Some("a1"),
+            "the step in flight committed: {texts:?}"
+        );
         // The next server recovers it and the run ends as it would have.
         let next = Server::start_with(&backend, project.root(), options).await;
         let mut events = next.events("/threads/k/events", &token, None).await;
         events
-            .until(|e| e.event == "status" && e.data["status"] == "awaiting_human")
+            .until(|e| e.event == "status" && e.data["status"] == "idle")
             .await;
         let (_, messages) = next.get("/threads/k/messages", &token).await;
         let texts: Vec<&str> = messages["items"]
@@ -143,7 +154,7 @@ async fn a_shutdown_stops_a_run_at_its_next_commit_and_another_server_finishes_i
             .iter()
             .filter_map(|m| m["data"]["content"].as_str())
             .collect();
-        assert_eq!(texts, ["Go", "done"], "nothing lost or doubled");
+        assert_eq!(texts, ["Go", "a1", "b1"], "nothing lost or doubled");
         next.stop().await;
     }
 }

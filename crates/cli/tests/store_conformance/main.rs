@@ -1,14 +1,20 @@
 //! One conformance suite for every store implementation: SQLite and the in-memory store always,
 //! Postgres when `DATABASE_URL` is set (`scripts/test` sets it). Each check runs on a fresh
 //! database of each. `commits.rs`: commits and the journal; `queue.rs`: the queue, leases, the
-//! registry and termination; `feed.rs`: the change feed.
+//! registry and termination; `feed.rs`: the change feed; `listing.rs`: threads and the journal a
+//! page at a time; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
+//! API keys; `answers.rs`: who answered a park.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod answers;
 mod awaits;
+mod claims;
 mod commits;
 mod feed;
+mod keys;
+mod listing;
 mod queue;
 
 use std::sync::Arc;
@@ -47,6 +53,7 @@ pub(crate) fn human(text: &str) -> NewQueued {
         follow_up: false,
         tool: None,
         message_id: None,
+        author: None,
     }
 }
 

@@ -26,7 +26,10 @@ impl KeyStore for MemoryStore {
     }
 
     async fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
-        Ok(self.state().keys.iter().map(|(_, k)| k.clone()).collect())
+        // Oldest by `created_at` (then id), as the SQL stores order them, not by insertion.
+        let mut keys: Vec<ApiKey> = self.state().keys.iter().map(|(_, k)| k.clone()).collect();
+        keys.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(keys)
     }
 
     async fn revoke_key(&self, id: &str, now: i64) -> Result<bool, StoreError> {

@@ -81,9 +81,14 @@ pub(crate) async fn follow(
         let mut cursor = after;
         let mut sent: Option<serde_json::Value> = None;
         loop {
-            loop {
+            // The thread first, then its journal up to (at least) the thread's seq: a status is
+            // sent only after every entry it reflects.
+            let Ok(Some(t)) = store.thread_by_id(id).await else { return };
+            while cursor < t.next_seq - 1 {
                 let Ok(page) = store.journal_page(id, cursor, PAGE).await else { return };
-                let full = page.len() == PAGE;
+                if page.is_empty() {
+                    break;
+                }
                 for entry in page {
                     cursor = entry.seq();
                     let view = EntryView::from(Entry::from(entry));
@@ -92,11 +97,7 @@ pub(crate) async fn follow(
                         yield Ok(event);
                     }
                 }
-                if !full {
-                    break;
-                }
             }
-            let Ok(Some(t)) = store.thread_by_id(id).await else { return };
             let now = status(&t);
             if sent.as_ref() != Some(&now) {
                 yield Ok(Event::default().event("status").data(now.to_string()));

@@ -1,0 +1,290 @@
+//! The server benchmark (a documented command, not a test): `duet serve` in this process on
+//! 127.0.0.1, driven over HTTP by a client in the same process.
+//!
+//! ```sh
+//! cargo bench -p duet-cli --bench server                        # SQLite
+//! DATABASE_URL=postgres://root@127.0.0.1:5432/test \
+//!   cargo bench -p duet-cli --bench server                      # Postgres (a fresh database)
+//! BENCH_SERVER_PARKED=10000 cargo bench -p duet-cli --bench server   # fewer parked threads
+//! ```
+//!
+//! (a) 1,000 approval-gate threads created and parked (`POST /threads?wait=true`), then each
+//!     answered through `POST /approvals/{id}?wait=true` (park → answer → settled), `BENCH_
+//!     CONCURRENCY` (default 32) requests at a time: answered approvals/s and latency p50/p99;
+//! (b) `BENCH_SERVER_PARKED` (default 100,000) parked threads: the server process's RSS as they
+//!     accumulate (it must stay flat: a parked thread holds no memory).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use duet_runtime::{Runtime, Store};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("duet-bench-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn write(dir: &Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(p, text).expect("write");
+}
+
+/// `gate`: a model asks, a person answers, the model records the decision.
+fn project() -> Arc<duet_spec::Project> {
+    let dir = scratch();
+    write(
+        &dir,
+        "agents/agents/gate.yaml",
+        "name: gate\nsideA:\n  prompt: gate\n  sessionStop: { name: decide, messageProperty: decision }\nsideB: { human: true }\n",
+    );
+    write(
+        &dir,
+        "agents/prompts/gate.yaml",
+        "name: gate\ntoolDescription: d\nmodel: gate_model\nincludeChat: true\nprompt: Ask for approval.\ntools: [decide]\n",
+    );
+    write(
+        &dir,
+        "agents/tools/decide.yaml",
+        "description: Record the decision.\nargs: { type: object, properties: { decision: { type: string } }, required: [decision] }\nresult: \"Decision: {{decision}}\"\n",
+    );
+    write(
+        &dir,
+        "agents/models/gate_model.yaml",
+        "name: gate_model\nprovider: scripted\nmodel: demo\nscript:\n  - text: Approve the change?\n  - tool_calls: [{ name: decide, arguments: { decision: approved } }]\n",
+    );
+    let loaded = duet_spec::load(&dir).expect("bench project");
+    assert!(loaded.is_ok(), "{:?}", loaded.issues);
+    Arc::new(loaded.project)
+}
+
+async fn store() -> (Arc<dyn Store>, &'static str) {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) => {
+            let name = format!("duet_bench_{}", uuid::Uuid::now_v7().simple());
+            let status = std::process::Command::new("psql")
+                .arg(&url)
+                .arg("-qc")
+                .arg(format!("CREATE DATABASE {name}"))
+                .status()
+                .expect("psql");
+            assert!(status.success());
+            let (base, _) = url.rsplit_once('/').expect("URL ends in /DB");
+            let url = format!("{base}/{name}");
+            (
+                duet_store::connect(&url).await.expect("postgres"),
+                "postgres",
+            )
+        }
+        Err(_) => {
+            let path = scratch().join("bench.db");
+            let store = duet_store::connect(&path.display().to_string())
+                .await
+                .expect("sqlite");
+            (store, "sqlite")
+        }
+    }
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1_000.0
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Client {
+    async fn post(&self, path: &str, body: Value) -> Value {
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        let status = resp.status();
+        let body: Value = resp.json().await.expect("json");
+        assert!(status.is_success(), "{path}: {status} {body}");
+        body
+    }
+
+    /// Creates a parked gate thread: its approval id and how long it took.
+    async fn park(&self, key: &str) -> (String, Duration) {
+        let start = Instant::now();
+        let t = self
+            .post(
+                "/threads?wait=true",
+                json!({"agent": "gate", "key": key, "text": "Change the firewall?"}),
+            )
+            .await;
+        assert_eq!(t["status"], "awaiting_human", "{t}");
+        (
+            t["approval"].as_str().expect("approval").to_owned(),
+            start.elapsed(),
+        )
+    }
+
+    /// Answers `approval` and waits until its thread settled: how long it took.
+    async fn answer(&self, approval: &str) -> Duration {
+        let start = Instant::now();
+        let t = self
+            .post(
+                &format!("/approvals/{approval}?wait=true"),
+                json!({"text": "approved"}),
+            )
+            .await;
+        assert_eq!(t["status"], "idle", "{t}");
+        start.elapsed()
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    rt.block_on(run());
+}
+
+async fn run() {
+    let n = env("BENCH_APPROVALS", 1_000);
+    let concurrency = env("BENCH_CONCURRENCY", 32);
+    let parked = env("BENCH_SERVER_PARKED", 100_000);
+    let (store, backend) = store().await;
+    let runtime = Runtime::builder(project(), store.clone())
+        .providers(duet_models::providers())
+        .build();
+    let key = duet_server::auth::new_key("bench", false, None, 0).expect("key");
+    store
+        .create_key(&key.key, &key.hash)
+        .await
+        .expect("store key");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let options = duet_server::Options::default();
+    tokio::spawn(duet_server::serve(
+        runtime,
+        options,
+        listener,
+        std::future::pending(),
+    ));
+    let client = Arc::new(Client {
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(concurrency)
+            .build()
+            .expect("client"),
+        base,
+        token: key.token,
+    });
+    println!("backend: {backend}; {concurrency} requests at a time");
+
+    // (a) park, then answer.
+    let start = Instant::now();
+    let parks: Vec<(String, Duration)> = futures::stream::iter(0..n)
+        .map(|i| {
+            let c = client.clone();
+            async move { c.park(&format!("gate-{i}")).await }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let took = start.elapsed();
+    let mut park: Vec<Duration> = parks.iter().map(|p| p.1).collect();
+    park.sort();
+    println!(
+        "(a) {n} threads created and parked in {:.0} ms = {:.0}/s; park p50 {:.2} ms, p99 {:.2} ms",
+        ms(took),
+        n as f64 / took.as_secs_f64(),
+        ms(percentile(&park, 0.5)),
+        ms(percentile(&park, 0.99))
+    );
+    let start = Instant::now();
+    let mut answers: Vec<Duration> = futures::stream::iter(parks.into_iter().map(|p| p.0))
+        .map(|approval| {
+            let c = client.clone();
+            async move { c.answer(&approval).await }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let took = start.elapsed();
+    answers.sort();
+    println!(
+        "    {n} approvals answered in {:.0} ms = {:.0} answered approvals/s; answer→settled p50 {:.2} ms, p99 {:.2} ms",
+        ms(took),
+        n as f64 / took.as_secs_f64(),
+        ms(percentile(&answers, 0.5)),
+        ms(percentile(&answers, 0.99))
+    );
+    // One at a time: the latency a person sees on an idle server.
+    let mut single = Vec::new();
+    for i in 0..200 {
+        let (approval, _) = client.park(&format!("single-{i}")).await;
+        single.push(client.answer(&approval).await);
+    }
+    single.sort();
+    println!(
+        "    one at a time: answer→settled p50 {:.2} ms, p99 {:.2} ms",
+        ms(percentile(&single, 0.5)),
+        ms(percentile(&single, 0.99))
+    );
+
+    // (b) RSS as parked threads accumulate.
+    let before = rss_kib();
+    let mut made = 0;
+    let mut checkpoint = 1_000;
+    let start = Instant::now();
+    while made < parked {
+        let batch = (checkpoint - made).min(parked - made);
+        futures::stream::iter(made..made + batch)
+            .map(|i| {
+                let c = client.clone();
+                async move { c.park(&format!("parked-{i}")).await }
+            })
+            .buffer_unordered(concurrency)
+            .for_each(|_| async {})
+            .await;
+        made += batch;
+        println!(
+            "(b) {made:>7} parked threads: RSS {} KiB (started at {before} KiB), {:.0} s",
+            rss_kib(),
+            start.elapsed().as_secs_f64()
+        );
+        checkpoint *= 10;
+        checkpoint = checkpoint.min(parked);
+    }
+}

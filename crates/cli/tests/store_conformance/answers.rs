@@ -1,0 +1,230 @@
+//! Who answered a park: the accepted answer is recorded with its author and message id, and a
+//! refused one is told about it; without a record, the queue and then the journal say what won.
+
+use super::*;
+use duet_runtime::{Answer, Commit, FirstAnswer, Message, Park};
+
+const ALICE: &str = r#"{"iss":"test","sub":"alice"}"#;
+const BOB: &str = r#"{"iss":"test","sub":"bob"}"#;
+
+/// Thread `key` asking a question in session 1 and parked on it: the thread and its park.
+async fn parked(store: &Arc<dyn Store>, key: &str) -> (Thread, Park) {
+    let mut t = thread(store, key).await;
+    let run = Uuid::now_v7();
+    assert!(store.claim(t.id, lease(run, 1_000)).await.expect("claim"));
+    t.session = 1;
+    let seq = t.take_seq();
+    t.status = ThreadStatus::AwaitingHuman;
+    let commit = Commit {
+        messages: vec![Message::text(
+            seq,
+            1,
+            Role::Assistant,
+            Some(SideId::A),
+            "which?".into(),
+            1_000,
+        )],
+        settle: true,
+        ..Commit::default()
+    };
+    store.commit(&t, run, commit).await.expect("commit");
+    let t = store
+        .thread_by_id(t.id)
+        .await
+        .expect("read")
+        .expect("thread");
+    let park = t.park().expect("parked");
+    (t, park)
+}
+
+fn by(author: &str, message_id: &str, text: &str) -> NewQueued {
+    NewQueued {
+        author: Some(author.into()),
+        message_id: Some(message_id.into()),
+        ..human(text)
+    }
+}
+
+/// The run that took the answer writes it at the park and settles idle.
+async fn apply_answer(store: &Arc<dyn Store>, mut t: Thread, runner: Uuid) {
+    let queue = store.queue(t.id).await.expect("queue");
+    let seq = t.take_seq();
+    t.status = ThreadStatus::Idle;
+    let commit = Commit {
+        drained: queue.iter().map(|q| q.id).collect(),
+        messages: vec![Message::text(
+            seq,
+            1,
+            Role::User,
+            Some(SideId::B),
+            queue[0].content.clone(),
+            2_500,
+        )],
+        settle: true,
+        ..Commit::default()
+    };
+    store.commit(&t, runner, commit).await.expect("commit");
+}
+
+#[tokio::test]
+async fn a_refused_answer_names_the_author_and_message_id_of_the_one_that_won() {
+    each(async |store, name| {
+        let (t, park) = parked(&store, "k").await;
+        let runner = Uuid::now_v7();
+        assert_eq!(
+            store
+                .answer(
+                    t.id,
+                    by(ALICE, "m-alice", "the red one"),
+                    park,
+                    lease(runner, 2_000)
+                )
+                .await
+                .expect("answer"),
+            Answer::Accepted { claimed: true },
+            "{name}"
+        );
+        let winner = FirstAnswer {
+            content: "the red one".into(),
+            at: 2_000,
+            author: Some(ALICE.into()),
+            message_id: Some("m-alice".into()),
+        };
+        assert_eq!(
+            store
+                .answer(
+                    t.id,
+                    by(BOB, "m-bob", "the blue one"),
+                    park,
+                    lease(Uuid::now_v7(), 2_100)
+                )
+                .await
+                .expect("answer"),
+            Answer::Refused {
+                first: Some(winner.clone())
+            },
+            "{name}: while the winner is queued"
+        );
+        assert_eq!(
+            store
+                .queue(t.id)
+                .await
+                .expect("queue")
+                .iter()
+                .map(|q| q.content.as_str())
+                .collect::<Vec<_>>(),
+            ["the red one"],
+            "{name}: the refused one wrote nothing"
+        );
+        // Once the run has written the answer at the park, a late one still learns who won.
+        apply_answer(&store, t.clone(), runner).await;
+        assert_eq!(
+            store
+                .answer(
+                    t.id,
+                    by(BOB, "m-bob", "the blue one"),
+                    park,
+                    lease(Uuid::now_v7(), 3_000)
+                )
+                .await
+                .expect("answer"),
+            Answer::Refused {
+                first: Some(winner)
+            },
+            "{name}: after it was applied (and bob's message id was never taken)"
+        );
+        // An answer without an author or message id is recorded as such.
+        let (t2, park2) = parked(&store, "k2").await;
+        assert_eq!(
+            store
+                .answer(t2.id, human("plain"), park2, lease(Uuid::now_v7(), 4_000))
+                .await
+                .expect("answer"),
+            Answer::Accepted { claimed: true },
+            "{name}"
+        );
+        assert_eq!(
+            store
+                .answer(
+                    t2.id,
+                    by(BOB, "m-2", "late"),
+                    park2,
+                    lease(Uuid::now_v7(), 4_100)
+                )
+                .await
+                .expect("answer"),
+            Answer::Refused {
+                first: Some(FirstAnswer {
+                    content: "plain".into(),
+                    at: 4_000,
+                    author: None,
+                    message_id: None
+                })
+            },
+            "{name}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_a_recorded_answer_the_queue_then_the_journal_say_what_won() {
+    each(async |store, name| {
+        // A message queued at the park by a plain delivery, not as an answer.
+        let (t, park) = parked(&store, "queued").await;
+        store
+            .enqueue(t.id, human("typed"), None, 2_000)
+            .await
+            .expect("enqueue");
+        assert_eq!(
+            store
+                .answer(
+                    t.id,
+                    by(BOB, "m-1", "late"),
+                    park,
+                    lease(Uuid::now_v7(), 2_100)
+                )
+                .await
+                .expect("answer"),
+            Answer::Refused {
+                first: Some(FirstAnswer {
+                    content: "typed".into(),
+                    at: 2_000,
+                    author: None,
+                    message_id: None
+                })
+            },
+            "{name}: the queued one"
+        );
+        // Applied, the journal has it at the park's seq.
+        let runner = Uuid::now_v7();
+        assert!(
+            store
+                .claim(t.id, lease(runner, 2_200))
+                .await
+                .expect("claim")
+        );
+        apply_answer(&store, t.clone(), runner).await;
+        assert_eq!(
+            store
+                .answer(
+                    t.id,
+                    by(BOB, "m-1", "late"),
+                    park,
+                    lease(Uuid::now_v7(), 3_000)
+                )
+                .await
+                .expect("answer"),
+            Answer::Refused {
+                first: Some(FirstAnswer {
+                    content: "typed".into(),
+                    at: 2_500,
+                    author: None,
+                    message_id: None
+                })
+            },
+            "{name}: the journaled one"
+        );
+    })
+    .await;
+}

@@ -1,0 +1,127 @@
+//! API keys: stored by hash, found by hash, listed oldest first, revoked once.
+
+use super::*;
+use duet_runtime::ApiKey;
+
+fn key(id: &str, principal: &str, created_at: i64) -> ApiKey {
+    ApiKey {
+        id: id.into(),
+        principal: principal.into(),
+        admin: false,
+        label: None,
+        created_at,
+        revoked_at: None,
+    }
+}
+
+#[tokio::test]
+async fn keys_are_found_by_hash_listed_oldest_first_and_revoked() {
+    each(async |store, name| {
+        assert!(store.keys().await.expect("keys").is_empty(), "{name}");
+        let admin = ApiKey {
+            admin: true,
+            label: Some("ops".into()),
+            ..key("k-admin", r#"{"sub":"ops"}"#, 20)
+        };
+        let alice = key("k-alice", r#"{"sub":"alice"}"#, 10);
+        store
+            .create_key(&admin, "hash-admin")
+            .await
+            .expect("create");
+        store
+            .create_key(&alice, "hash-alice")
+            .await
+            .expect("create");
+        assert_eq!(
+            store.key_by_hash("hash-admin").await.expect("read"),
+            Some(admin.clone()),
+            "{name}: every field back"
+        );
+        assert_eq!(
+            store.key_by_hash("hash-alice").await.expect("read"),
+            Some(alice.clone()),
+            "{name}"
+        );
+        assert_eq!(
+            store.key_by_hash("k-alice").await.expect("read"),
+            None,
+            "{name}: found by hash, not by id"
+        );
+        assert_eq!(
+            store.keys().await.expect("keys"),
+            [alice.clone(), admin.clone()],
+            "{name}: oldest first"
+        );
+
+        assert!(
+            store.revoke_key("k-alice", 30).await.expect("revoke"),
+            "{name}"
+        );
+        assert!(
+            !store.revoke_key("k-alice", 40).await.expect("revoke"),
+            "{name}: revoked already"
+        );
+        assert!(
+            !store.revoke_key("k-nobody", 40).await.expect("revoke"),
+            "{name}: no such key"
+        );
+        // A revoked key is still found (so it can be refused by name), revoked as of 30.
+        let revoked = ApiKey {
+            revoked_at: Some(30),
+            ..alice.clone()
+        };
+        assert_eq!(
+            store.key_by_hash("hash-alice").await.expect("read"),
+            Some(revoked.clone()),
+            "{name}"
+        );
+        assert_eq!(
+            store.keys().await.expect("keys"),
+            [revoked, admin.clone()],
+            "{name}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_taken_key_id_or_hash_is_a_conflict_and_writes_nothing() {
+    each(async |store, name| {
+        let first = key("k-1", "p", 10);
+        store.create_key(&first, "h-1").await.expect("create");
+        let same_id = key("k-1", "other", 11);
+        let err = store.create_key(&same_id, "h-2").await;
+        assert!(
+            matches!(err, Err(StoreError::Conflict(_))),
+            "{name}: {err:?}"
+        );
+        let same_hash = key("k-2", "other", 12);
+        let err = store.create_key(&same_hash, "h-1").await;
+        assert!(
+            matches!(err, Err(StoreError::Conflict(_))),
+            "{name}: {err:?}"
+        );
+        assert_eq!(
+            store.keys().await.expect("keys"),
+            std::slice::from_ref(&first),
+            "{name}"
+        );
+        assert_eq!(
+            store.key_by_hash("h-2").await.expect("read"),
+            None,
+            "{name}"
+        );
+        assert_eq!(
+            store.key_by_hash("h-1").await.expect("read"),
+            Some(first),
+            "{name}: the first one kept"
+        );
+        // The writer is still usable after the refusal.
+        store
+            .create_key(&key("k-3", "p", 13), "h-3")
+            .await
+            .expect("create");
+        assert_eq!(store.keys().await.expect("keys").len(), 2, "{name}");
+    })
+    .await;
+}

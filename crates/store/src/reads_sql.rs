@@ -1,0 +1,140 @@
+//! The reads of the shared store implementation that page: `JournalStore` (the journal whole,
+//! from a cursor, a page at a time, the last message) and the thread listing `ThreadStore`'s
+//! `list_threads` calls, stamped out inside `store_impl!` with the decoders it defines there.
+
+use duet_runtime::{ParentFilter, ThreadQuery};
+
+/// The SQL text of a thread listing for `q`, made only of the fixed fragments below (every value
+/// is a bind: `$1` agent, `$2` status, `$3` parent, `$4` principal, `$5` the cursor, `$6` the
+/// limit). An absent filter's fragment still names its parameter (`$n IS NULL`, a constant the
+/// planner folds), so every listing binds the same six. A filter is a plain comparison rather
+/// than `($n IS NULL OR column = $n)`: through an `OR` SQLite's planner uses no index at all and
+/// scans the threads in id order, where `principal = $4` seeks `threads_principal`.
+pub(crate) fn list_sql(q: &ThreadQuery<'_>) -> String {
+    let mut sql = String::from(concat!(
+        "SELECT ",
+        crate::sql::thread_cols!(),
+        " FROM threads WHERE ($1 IS NULL OR agent = $1)"
+    ));
+    sql.push_str(match q.status {
+        Some(_) => " AND status = $2",
+        None => " AND $2 IS NULL",
+    });
+    sql.push_str(match q.parent {
+        ParentFilter::Any => " AND $3 IS NULL",
+        ParentFilter::TopLevel => " AND parent IS NULL AND $3 IS NULL",
+        ParentFilter::Of(_) => " AND parent = $3",
+    });
+    sql.push_str(match q.principal {
+        Some(_) => " AND principal = $4",
+        None => " AND $4 IS NULL",
+    });
+    // Ids are UUID v7 as hyphenated lowercase text: text order is creation order.
+    sql.push_str(match (q.after, q.newest_first) {
+        (None, _) => " AND $5 IS NULL",
+        (Some(_), false) => " AND id > $5",
+        (Some(_), true) => " AND id < $5",
+    });
+    sql.push_str(if q.newest_first {
+        " ORDER BY id DESC LIMIT $6"
+    } else {
+        " ORDER BY id LIMIT $6"
+    });
+    sql
+}
+
+/// `impl JournalStore for $store` and `list_threads` (see `store_impl!`: `$db` is the backend's
+/// database, `self.read` its read pool).
+macro_rules! reads_impl {
+    ($store:ident, $db:ty) => {
+        /// One page of threads as `q` says (see `reads_sql::list_sql`).
+        async fn list_threads(
+            read: &sqlx::Pool<$db>,
+            q: &duet_runtime::ThreadQuery<'_>,
+        ) -> Result<Vec<Thread>, StoreError> {
+            let parent = match q.parent {
+                duet_runtime::ParentFilter::Of(p) => Some(p.to_string()),
+                _ => None,
+            };
+            let sql = crate::reads_sql::list_sql(q);
+            // No value is in the text: it is one of the fixed fragments' combinations.
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(q.agent)
+                .bind(q.status.map(|s| s.as_str()))
+                .bind(parent)
+                .bind(q.principal)
+                .bind(q.after.map(|a| a.to_string()))
+                .bind(i64::try_from(q.limit).unwrap_or(i64::MAX))
+                .fetch_all(read)
+                .await
+                .map_err(db_error)?;
+            rows.iter().map(thread_from_row).collect()
+        }
+
+        #[async_trait]
+        impl JournalStore for $store {
+            async fn messages(&self, id: ThreadId) -> Result<Vec<Message>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.kind = 'message' \
+                     ORDER BY j.seq",
+                )
+                .bind(id.to_string())
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter().map(message_from_row).collect()
+            }
+
+            async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT j.seq, j.kind, j.data, j.created_at FROM journal j JOIN threads t ON t.num = j.thread \
+                     WHERE t.id = $1 AND j.kind <> 'message' ORDER BY j.seq",
+                )
+                .bind(id.to_string())
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter().map(record_from_row).collect()
+            }
+
+            async fn journal_since(&self, id: ThreadId, seq: i64) -> Result<Vec<JournalEntry>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.seq > $2 ORDER BY j.seq",
+                )
+                .bind(id.to_string())
+                .bind(seq)
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter().map(entry_from_row).collect()
+            }
+
+            async fn journal_page(&self, id: ThreadId, seq: i64, limit: usize) -> Result<Vec<JournalEntry>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.seq > $2 \
+                     ORDER BY j.seq LIMIT $3",
+                )
+                .bind(id.to_string())
+                .bind(seq)
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter().map(entry_from_row).collect()
+            }
+
+            async fn last_message(&self, id: ThreadId) -> Result<Option<Message>, StoreError> {
+                let row = sqlx::query(
+                    "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread \
+                     WHERE t.id = $1 AND j.kind = 'message' AND j.content IS NOT NULL ORDER BY j.seq DESC LIMIT 1",
+                )
+                .bind(id.to_string())
+                .fetch_optional(&self.read)
+                .await
+                .map_err(db_error)?;
+                row.as_ref().map(message_from_row).transpose()
+            }
+        }
+    };
+}
+pub(crate) use reads_impl;
