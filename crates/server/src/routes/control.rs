@@ -264,6 +264,7 @@ async fn events_of(
         caller,
         agent,
         stored,
+        rt.now_ms(),
     )
     .await?;
     let epoch = state.epoch().to_owned();

@@ -9,8 +9,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use duet_runtime::{
-    FeedEvent, JournalEntry, RecordBody, StopReason, Store, StoreError, Thread, ThreadId,
-    ThreadStatus,
+    FeedEvent, JournalEntry, RecordBody, Store, StoreError, Thread, ThreadId, ThreadStatus,
 };
 use duet_spec::Project;
 use futures::stream::BoxStream;
@@ -90,14 +89,15 @@ pub(crate) fn visible(caller: &Caller, agent: &str, t: &Thread) -> bool {
 }
 
 impl Watch {
-    /// Subscribes to the feed, then reads where the session stands: events are what commits
-    /// after this.
+    /// Subscribes to the feed, then reads where the session stands (`now` on the runtime's
+    /// clock): events are what commits after this.
     pub(crate) async fn open(
         store: Arc<dyn Store>,
         project: Arc<Project>,
         caller: Caller,
         agent: String,
         stored: String,
+        now: i64,
     ) -> Result<(Watch, BoxStream<'static, FeedEvent>), StoreError> {
         let changes = store.changes();
         let mut w = Watch {
@@ -121,7 +121,7 @@ impl Watch {
                 let start = run_start(w.store.as_ref(), &t).await?;
                 w.cursor = t.next_seq - 1;
                 w.start = (start < t.next_seq).then_some(start);
-                if active(&t, now_ms()) && t.status != ThreadStatus::Terminated {
+                if active(&t, now) && t.status != ThreadStatus::Terminated {
                     w.run = w.start.map(run_id);
                 }
                 w.thread = Some((t.id, t.agent));
@@ -230,7 +230,8 @@ impl Watch {
             let start = *self.start.get_or_insert(entry.seq());
             // Entries written with a settle (after its record) open no run: a run is open
             // while the thread runs, or when its settle is already in this batch.
-            if self.run.is_none() && (running || batch[i + 1..].iter().any(|e| settles(e).is_some()))
+            if self.run.is_none()
+                && (running || batch[i + 1..].iter().any(|e| settles(e).is_some()))
             {
                 self.open_run(start, at, &mut out);
             }
@@ -276,10 +277,14 @@ impl Watch {
             return;
         };
         let run = Some(run.as_str());
-        let agent = self.thread.as_ref().and_then(|(_, a)| self.project.agents.get(a));
+        let agent = self
+            .thread
+            .as_ref()
+            .and_then(|(_, a)| self.project.agents.get(a));
         if is_output(m, agent.map(|a| &a.def)) {
             let side = m.side.map(duet_runtime::side_str);
-            let started = json!({"entryId": m.seq.to_string(), "role": m.role.as_str(), "side": side});
+            let started =
+                json!({"entryId": m.seq.to_string(), "role": m.role.as_str(), "side": side});
             out.push(event("message_started", at, run, started));
             for (channel, text) in [("thinking", &m.thinking), ("text", &m.content)] {
                 if let Some(delta) = text.as_ref().filter(|t| !t.is_empty()) {
@@ -328,7 +333,7 @@ impl Watch {
 
 #[cfg(test)]
 mod tests {
-    use duet_runtime::{Message, Record, Role, SideId, ToolCall};
+    use duet_runtime::{Message, Record, Role, SideId, StopReason, ToolCall};
 
     use super::*;
 

@@ -267,7 +267,9 @@ pub(crate) fn is_output(m: &Message, agent: Option<&AgentDef>) -> bool {
         (Some(side), Some(a)) => matches!(a.sides[side], Side::Handler(_)),
         _ => false,
     };
-    !m.silent && matches!(m.role, Role::User | Role::Assistant) && (m.model.is_some() || handler_side)
+    !m.silent
+        && matches!(m.role, Role::User | Role::Assistant)
+        && (m.model.is_some() || handler_side)
 }
 
 /// One `SessionEvent`: `{type, timestamp, runId?, data}`.
