@@ -60,6 +60,8 @@ struct Shared {
     runs: TaskTracker,
     /// Cancelled at shutdown: SSE streams end, so the graceful shutdown is not held open.
     closing: CancellationToken,
+    /// This server's incarnation, for the control plane's event envelope.
+    epoch: String,
 }
 
 impl AppState {
@@ -71,6 +73,7 @@ impl AppState {
             keys: KeyCache::default(),
             runs: TaskTracker::new(),
             closing: CancellationToken::new(),
+            epoch: uuid::Uuid::now_v7().to_string(),
         }))
     }
 
@@ -91,6 +94,11 @@ impl AppState {
     /// Cancelled when the server starts shutting down.
     pub fn closing(&self) -> &CancellationToken {
         &self.0.closing
+    }
+
+    /// This server's incarnation (a new one each start): the control plane's `epoch`.
+    pub(crate) fn epoch(&self) -> &str {
+        &self.0.epoch
     }
 
     /// The runs this server started.

@@ -7,6 +7,7 @@ use crate::app::AppState;
 
 mod agents;
 mod approvals;
+mod control;
 mod deliver;
 mod events;
 mod health;
@@ -29,6 +30,20 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(approvals::get, approvals::answer))
         .routes(routes!(invoke::default_agent))
         .routes(routes!(invoke::agent))
+        .routes(routes!(control::capabilities))
+        .routes(routes!(control::agent_capabilities))
+        .routes(routes!(control::list_commands))
+        .routes(routes!(control::agent_commands))
+        .routes(routes!(control::state))
+        .routes(routes!(control::agent_state))
+        .routes(routes!(control::entries))
+        .routes(routes!(control::agent_entries))
+        .routes(routes!(control::dispatch))
+        .routes(routes!(control::agent_dispatch))
+        .routes(routes!(control::events))
+        .routes(routes!(control::agent_events))
+        .routes(routes!(control::invoke))
+        .routes(routes!(control::agent_invoke))
 }
 
 /// Percent-encodes `s` for one path segment (every byte but the unreserved ones).

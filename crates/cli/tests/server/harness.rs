@@ -147,7 +147,7 @@ pub struct Sse {
 }
 
 impl Sse {
-    fn new(resp: reqwest::Response) -> Sse {
+    pub fn new(resp: reqwest::Response) -> Sse {
         Sse {
             body: resp.bytes_stream().boxed(),
             buffer: String::new(),

@@ -36,6 +36,20 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/approvals/{id}"),
     ("post", "/invoke"),
     ("post", "/agents/{agent}/invoke"),
+    ("get", "/control/capabilities"),
+    ("get", "/agents/{agent}/control/capabilities"),
+    ("get", "/control/commands"),
+    ("get", "/agents/{agent}/control/commands"),
+    ("get", "/control/state"),
+    ("get", "/agents/{agent}/control/state"),
+    ("get", "/control/entries"),
+    ("get", "/agents/{agent}/control/entries"),
+    ("post", "/control/dispatch"),
+    ("post", "/agents/{agent}/control/dispatch"),
+    ("get", "/control/events"),
+    ("get", "/agents/{agent}/control/events"),
+    ("post", "/control/invoke"),
+    ("post", "/agents/{agent}/control/invoke"),
 ];
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! `duet serve` over real HTTP on 127.0.0.1, on SQLite and (with `DATABASE_URL`) Postgres:
 //! the approval walkthrough, events with reconnects, the double answer, hostile input, principal
-//! isolation, the OpenAPI document and graceful shutdown.
+//! isolation, the OpenAPI document and graceful shutdown; the session control plane and the Agent
+//! Handler conformance over HTTP.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -8,6 +9,7 @@ mod support;
 mod harness;
 
 mod approvals;
+mod control;
 mod hostile;
 mod isolation;
 mod lifecycle;
