@@ -1,7 +1,7 @@
 //! Scale-out on Postgres: two real `duet serve` processes on one database serve any thread. A
 //! thread started on one is answered on the other, and followers on both see every event; a
 //! process killed with SIGKILL mid-run leaves its thread to the other, which finishes it with
-//! nothing lost and nothing doubled. Needs `DATABASE_URL` (CI sets it); without it, it says so
+//! nothing lost and nothing doubled; an abort sent to one reaches the run on the other. Needs `DATABASE_URL` (CI sets it); without it, it says so
 //! and passes.
 
 mod support;
@@ -220,6 +220,23 @@ async fn two_processes_on_one_postgres_serve_any_thread() {
         "A saw every entry once"
     );
     assert_eq!(ids(&seen_a), ids(&seen_b), "B saw the same");
+
+    // An abort sent to B reaches the run on A.
+    let (status, body) = call(
+        req(&a, reqwest::Method::POST, "/threads").json(&json!({"agent": "pair", "key": "stop-me", "text": "go"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let on_b = req(&b, reqwest::Method::GET, "/threads/stop-me/events").send().await.expect("follow B");
+    follow(on_b, |event, data| event == "message" && data["data"]["content"] == "b1").await;
+    let (status, result) = call(
+        req(&b, reqwest::Method::POST, "/agents/pair/control/dispatch")
+            .json(&json!({"session": "stop-me", "command": {"type": "abort"}})),
+    )
+    .await;
+    assert_eq!((status, &result["ok"]), (200, &json!(true)), "{result}");
+    let on_b = req(&b, reqwest::Method::GET, "/threads/stop-me/events").send().await.expect("follow B");
+    follow(on_b, |event, data| event == "status" && data["stopReason"] == "aborted").await;
 
     // A thread running on A when A is killed: B finishes it.
     let (status, body) = call(
