@@ -177,3 +177,18 @@ async fn a_message_with_an_idempotency_key_is_delivered_once() {
         server.stop().await;
     }
 }
+
+#[tokio::test]
+async fn an_idle_event_stream_sends_heartbeats() {
+    let backend = support::backends().await.remove(0);
+    let server = Server::start(&backend).await;
+    let token = server.key("dana", false).await;
+    parked(&server, &token, "quiet").await;
+    let mut events = server.events("/threads/quiet/events", &token, None).await;
+    // The journal, the status, then nothing happens: a `: ping` comment keeps the stream open.
+    let before = events.heartbeat().await;
+    assert!(before.iter().any(|e| e.event == "status"), "{before:#?}");
+    let after = events.heartbeat().await;
+    assert!(after.is_empty(), "nothing but a heartbeat while nothing happens: {after:#?}");
+    server.stop().await;
+}

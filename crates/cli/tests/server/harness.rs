@@ -200,6 +200,36 @@ impl Sse {
         }
     }
 
+    /// Reads until the next heartbeat comment; the events meanwhile.
+    pub async fn heartbeat(&mut self) -> Vec<Event> {
+        let before = self.comments;
+        let mut seen = Vec::new();
+        let wait = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                if let Some(end) = self.buffer.find("\n\n") {
+                    if self.buffer[..end].lines().all(|l| l.starts_with(':')) {
+                        self.buffer.drain(..end + 2);
+                        self.comments += 1;
+                        return true;
+                    }
+                    match self.next().await {
+                        Some(e) => seen.push(e),
+                        None => return false,
+                    }
+                    continue;
+                }
+                match self.body.next().await {
+                    Some(Ok(chunk)) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                    _ => return false,
+                }
+            }
+        })
+        .await;
+        assert!(matches!(wait, Ok(true)), "no heartbeat; saw {seen:#?}");
+        assert!(self.comments > before);
+        seen
+    }
+
     /// Events until one satisfies `done` (included); panics if the stream ends first or it
     /// takes longer than 20 s (a hung test, not a timing assertion).
     pub async fn until(&mut self, done: impl Fn(&Event) -> bool) -> Vec<Event> {
