@@ -223,20 +223,33 @@ async fn two_processes_on_one_postgres_serve_any_thread() {
 
     // An abort sent to B reaches the run on A.
     let (status, body) = call(
-        req(&a, reqwest::Method::POST, "/threads").json(&json!({"agent": "pair", "key": "stop-me", "text": "go"})),
+        req(&a, reqwest::Method::POST, "/threads")
+            .json(&json!({"agent": "pair", "key": "stop-me", "text": "go"})),
     )
     .await;
     assert_eq!(status, 202, "{body}");
-    let on_b = req(&b, reqwest::Method::GET, "/threads/stop-me/events").send().await.expect("follow B");
-    follow(on_b, |event, data| event == "message" && data["data"]["content"] == "b1").await;
+    let on_b = req(&b, reqwest::Method::GET, "/threads/stop-me/events")
+        .send()
+        .await
+        .expect("follow B");
+    follow(on_b, |event, data| {
+        event == "message" && data["data"]["content"] == "b1"
+    })
+    .await;
     let (status, result) = call(
         req(&b, reqwest::Method::POST, "/agents/pair/control/dispatch")
             .json(&json!({"session": "stop-me", "command": {"type": "abort"}})),
     )
     .await;
     assert_eq!((status, &result["ok"]), (200, &json!(true)), "{result}");
-    let on_b = req(&b, reqwest::Method::GET, "/threads/stop-me/events").send().await.expect("follow B");
-    follow(on_b, |event, data| event == "status" && data["stopReason"] == "aborted").await;
+    let on_b = req(&b, reqwest::Method::GET, "/threads/stop-me/events")
+        .send()
+        .await
+        .expect("follow B");
+    follow(on_b, |event, data| {
+        event == "status" && data["stopReason"] == "aborted"
+    })
+    .await;
 
     // A thread running on A when A is killed: B finishes it.
     let (status, body) = call(

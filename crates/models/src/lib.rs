@@ -66,10 +66,10 @@ impl Model for ScriptedModel {
             }));
         }
         let output = entry.text.as_ref().map_or(0, |t| t.len() / 4) as u64;
-        chunks.push(Ok(ModelChunk::Usage {
-            input_tokens: 0,
+        chunks.push(Ok(ModelChunk::Usage(duet_runtime::Usage {
             output_tokens: output,
-        }));
+            ..Default::default()
+        })));
         match entry.delay_ms {
             Some(ms) => {
                 let delay = std::time::Duration::from_millis(u64::from(ms));

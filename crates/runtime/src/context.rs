@@ -73,6 +73,9 @@ pub(crate) fn messages(
                     tool_calls: Vec::new(),
                     tool_call_id: m.tool_call_id.clone(),
                     name: m.tool_name.clone(),
+                    is_error: m.tool_status == Some(crate::types::ToolStatus::Error),
+                    thinking: None,
+                    provider_data: None,
                 });
             }
             continue;
@@ -92,6 +95,11 @@ pub(crate) fn messages(
             tool_calls,
             tool_call_id: None,
             name: None,
+            is_error: false,
+            // A model's own reasoning goes back to it (providers that require it, with its
+            // signature); another side's never does.
+            thinking: if own { m.thinking.clone() } else { None },
+            provider_data: if own { m.provider_data.clone() } else { None },
         });
     }
     out

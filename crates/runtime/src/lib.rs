@@ -51,7 +51,7 @@ pub use error::RunError;
 pub use event::{AgentEvent, EventSink};
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
-    ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
+    ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec, Usage,
 };
 pub use record::{Record, RecordBody};
 pub use store::{
@@ -60,7 +60,7 @@ pub use store::{
     QueueStore, RegistryStore, Renewal, Store, StoreError, ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use tools::{Tool, ToolContext, ToolResult, Tools, render};
+pub use tools::{HttpTools, Tool, ToolContext, ToolResult, ToolServer, Tools, render};
 pub use types::{
     Child, ChildStatus, Message, NewQueued, Park, PerSide, Queued, Role, SideId, StopReason,
     Thread, ThreadId, ThreadStatus, ToolCall, ToolReply, ToolStatus, parse_side, side_str,

@@ -21,6 +21,13 @@ pub struct ChatMessage {
     pub tool_call_id: Option<String>,
     /// For a `tool` message: the name of the tool that answered.
     pub name: Option<String>,
+    /// For a `tool` message: whether the call failed.
+    pub is_error: bool,
+    /// For the acting side's own `assistant` message: the reasoning it streamed.
+    pub thinking: Option<String>,
+    /// For the acting side's own `assistant` message: what its provider asked to keep with it
+    /// ([`ModelChunk::ProviderData`], e.g. thinking signatures), given back to that provider.
+    pub provider_data: Option<serde_json::Value>,
 }
 
 /// A tool offered to the model.
@@ -54,6 +61,12 @@ pub struct ModelRequest {
     /// Whether the model may call several tools in one answer (the prompt's
     /// `parallelToolCalls`); `None` leaves it to the provider.
     pub parallel_tool_calls: Option<bool>,
+    /// The prompt's `reasoning` (effort, token budget, whether to include it).
+    pub reasoning: Option<duet_spec::Reasoning>,
+    /// The prompt's `providerOptions`. The provider merges its own model definition's
+    /// `providerOptions` under them (the prompt wins) into the request body: it knows its
+    /// fields, and a fallback model brings its own.
+    pub provider_options: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A piece of a model's answer.
@@ -69,25 +82,64 @@ pub enum ModelChunk {
         id: Option<String>,
         /// The tool to call.
         name: String,
-        /// The call's arguments.
+        /// The call's arguments: an object. Arguments that did not parse are given as the raw
+        /// text (a JSON string): the call then fails with an error result the model sees.
         arguments: serde_json::Value,
     },
-    /// What the call cost, in tokens, as the provider counts them.
-    Usage {
-        /// Tokens the model read (the request).
-        input_tokens: u64,
-        /// Tokens the model wrote.
-        output_tokens: u64,
+    /// Data the provider needs back with this message on the next call (Anthropic's thinking
+    /// blocks and their signatures): merged into the message's `provider_data` (objects merge
+    /// key by key; arrays under the same key are appended).
+    ProviderData(serde_json::Value),
+    /// What the call cost, in tokens, as the provider counts them (several chunks add up).
+    Usage(Usage),
+    /// The call failed and is tried again after `delay_ms` (announced before the wait).
+    Retrying {
+        /// The attempt about to be made (2 for the first retry).
+        attempt: u32,
+        /// The most attempts that will be made.
+        max_attempts: u32,
+        /// How long until it.
+        delay_ms: u64,
+        /// Why (the failure, for people).
+        reason: String,
     },
 }
 
-/// A model failure.
+/// Tokens a model call used, as its provider counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Tokens read (the request), cached ones included.
+    pub input_tokens: u64,
+    /// Tokens written, reasoning included.
+    pub output_tokens: u64,
+    /// Of the input, tokens read from the provider's cache.
+    #[serde(default)]
+    pub cached_tokens: u64,
+    /// Of the output, reasoning tokens.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// `self` and `other` added up.
+    pub fn plus(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens + other.input_tokens,
+            output_tokens: self.output_tokens + other.output_tokens,
+            cached_tokens: self.cached_tokens + other.cached_tokens,
+            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
+        }
+    }
+}
+
+/// A model failure, after the provider's own retries.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct ModelError {
-    /// What went wrong, for people: a failed step's error text.
+    /// What went wrong, for people: a failed step's error text. Never holds a key.
     pub message: String,
-    /// Whether trying again may succeed.
+    /// Whether trying again may succeed (a 429, a 5xx, a dropped connection, a timeout).
     pub retryable: bool,
 }
 
@@ -103,8 +155,11 @@ impl ModelError {
 
 /// A model ready to call.
 pub trait Model: Send + Sync + 'static {
-    /// Calls the model on `request`, streaming its answer. An error item fails the step:
-    /// providers retry transient failures themselves before giving one.
+    /// Calls the model on `request`, streaming its answer as the provider produces it. An
+    /// error item ends the call: providers retry transient failures themselves first (each
+    /// retry a [`ModelChunk::Retrying`]), but only while nothing of the answer was streamed;
+    /// the runtime then tries the model's `fallbacks`. Dropping the stream must close the
+    /// request at once.
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelChunk, ModelError>>;
 }
 

@@ -60,19 +60,54 @@ pub trait Tool: Send + Sync + 'static {
     async fn call(&self, ctx: ToolContext, args: serde_json::Value) -> ToolResult;
 }
 
-/// The tools a runtime can run: the project's definitions, their compiled argument schemas, and
-/// the registered builtins.
+/// Runs the project's `http` tools: the runtime knows no HTTP, so a crate that does
+/// implements this and the composition root registers it ([`crate::RuntimeBuilder::http_tools`]).
+#[async_trait]
+pub trait HttpTools: Send + Sync + 'static {
+    /// Runs tool `name`, whose definition's `http` is `call`, with `args` (already checked
+    /// against the tool's schema); `env` fills `{{env.NAME}}`. Failures (a non-2xx answer, a
+    /// timeout, a body over the limit) are error results the model sees.
+    async fn call(
+        &self,
+        ctx: ToolContext,
+        name: &str,
+        call: &duet_spec::HttpCall,
+        args: &serde_json::Value,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
+    ) -> ToolResult;
+}
+
+/// A server of tools that the project declares (an MCP server), registered by name
+/// ([`crate::RuntimeBuilder::tool_server`]): what it offers, and calls to it.
+#[async_trait]
+pub trait ToolServer: Send + Sync + 'static {
+    /// The tools it offers (an implementation lists them once and again after a restart).
+    async fn tools(&self) -> Result<Vec<crate::model::ToolSpec>, String>;
+    /// Calls its tool `tool` with `args`; the implementation checks them against the tool's
+    /// schema. Failures are error results the model sees.
+    async fn call(&self, ctx: ToolContext, tool: &str, args: serde_json::Value) -> ToolResult;
+}
+
+/// The tools a runtime can run: the project's definitions, their compiled argument schemas, the
+/// registered builtins, the http client and the tool servers.
 #[derive(Clone)]
 pub struct Tools {
     project: Arc<Project>,
     builtins: BTreeMap<String, Arc<dyn Tool>>,
     validators: Arc<HashMap<String, jsonschema::Validator>>,
+    http: Option<Arc<dyn HttpTools>>,
+    servers: BTreeMap<String, Arc<dyn ToolServer>>,
 }
 
 impl Tools {
     /// Compiles every tool's schema once. Schemas were checked at load time, so one that does not
     /// compile here is skipped (and its calls run unvalidated) rather than failing the runtime.
-    pub fn new(project: Arc<Project>, builtins: BTreeMap<String, Arc<dyn Tool>>) -> Self {
+    pub fn new(
+        project: Arc<Project>,
+        builtins: BTreeMap<String, Arc<dyn Tool>>,
+        http: Option<Arc<dyn HttpTools>>,
+        servers: BTreeMap<String, Arc<dyn ToolServer>>,
+    ) -> Self {
         let validators = project
             .tools
             .iter()
@@ -87,7 +122,14 @@ impl Tools {
             project,
             builtins,
             validators: Arc::new(validators),
+            http,
+            servers,
         }
+    }
+
+    /// The tool server registered as `name`.
+    pub fn server(&self, name: &str) -> Option<&Arc<dyn ToolServer>> {
+        self.servers.get(name)
     }
 
     /// The builtin tool names (for `Project::check_builtins`).
@@ -139,9 +181,12 @@ impl Tools {
                     "Tool `{name}` needs the builtin `{b}`, which this build of duet does not register."
                 )),
             },
-            Some(ToolImpl::Http(_)) => ToolResult::error(format!(
-                "Tool `{name}` is an http tool; this build of duet does not run http tools yet."
-            )),
+            Some(ToolImpl::Http(call)) => match &self.http {
+                Some(http) => http.call(ctx, name, call, args, env).await,
+                None => ToolResult::error(format!(
+                    "Tool `{name}` is an http tool, and this runtime has no http client registered."
+                )),
+            },
             None => ToolResult::error(format!(
                 "Tool `{name}` has no implementation duet can run (its `execute` is TypeScript)."
             )),

@@ -141,6 +141,11 @@ pub struct Message {
     pub silent: bool,
     /// The model definition that produced it, for model messages.
     pub model: Option<String>,
+    /// What its model call cost, for model messages (fallbacks' and retries' calls included).
+    pub usage: Option<crate::model::Usage>,
+    /// What its provider asked to keep with it (thinking signatures), given back to that
+    /// provider with the context; opaque to the runtime.
+    pub provider_data: Option<serde_json::Value>,
     /// When it was written, in ms since the Unix epoch.
     pub created_at: i64,
 }
@@ -168,6 +173,8 @@ impl Message {
             tool_status: None,
             silent: false,
             model: None,
+            usage: None,
+            provider_data: None,
             created_at: now,
         }
     }

@@ -114,9 +114,21 @@ fn message_row(m: &Message) -> Result<Vec<Arg>, StoreError> {
         Arg::Text(m.tool_status.map(|s| s.as_str().into())),
         Arg::Bool(m.silent),
         Arg::Text(m.model.clone()),
-        Arg::Text(None),
+        Arg::Text(message_data(m)),
         Arg::Int(m.created_at),
     ])
+}
+
+/// What a message keeps in `data`: its usage and provider data, if any.
+fn message_data(m: &Message) -> Option<String> {
+    let mut data = serde_json::Map::new();
+    if let Some(u) = &m.usage {
+        data.insert("usage".into(), serde_json::json!(u));
+    }
+    if let Some(p) = &m.provider_data {
+        data.insert("providerData".into(), p.clone());
+    }
+    (!data.is_empty()).then(|| serde_json::Value::Object(data).to_string())
 }
 
 fn record_row(r: &Record) -> Vec<Arg> {

@@ -84,6 +84,11 @@ macro_rules! decoders {
                 Some(s) => serde_json::from_str(&s).map_err(|_| corrupt("tool calls", &s))?,
                 None => Vec::new(),
             };
+            // A message's `data`: its usage and provider data, when it has any.
+            let extra: Option<serde_json::Value> = match opt("data")? {
+                Some(s) => Some(serde_json::from_str(&s).map_err(|_| corrupt("message data", &s))?),
+                None => None,
+            };
             Ok(Message {
                 seq: row.try_get("seq").map_err(db_error)?,
                 session: row.try_get("session").map_err(db_error)?,
@@ -97,6 +102,12 @@ macro_rules! decoders {
                 tool_status: opt("tool_status")?.and_then(|s| ToolStatus::parse(&s)),
                 silent: row.try_get("silent").map_err(db_error)?,
                 model: opt("model")?,
+                usage: extra
+                    .as_ref()
+                    .and_then(|e| e.get("usage"))
+                    .and_then(|u| serde_json::from_value(u.clone()).ok()),
+                provider_data: extra
+                    .and_then(|mut e| e.get_mut("providerData").map(serde_json::Value::take)),
                 created_at: row.try_get("created_at").map_err(db_error)?,
             })
         }

@@ -189,6 +189,9 @@ async fn an_idle_event_stream_sends_heartbeats() {
     let before = events.heartbeat().await;
     assert!(before.iter().any(|e| e.event == "status"), "{before:#?}");
     let after = events.heartbeat().await;
-    assert!(after.is_empty(), "nothing but a heartbeat while nothing happens: {after:#?}");
+    assert!(
+        after.is_empty(),
+        "nothing but a heartbeat while nothing happens: {after:#?}"
+    );
     server.stop().await;
 }

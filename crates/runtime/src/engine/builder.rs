@@ -12,7 +12,7 @@ use crate::handler::{Handler, Handlers};
 use crate::hooks::Hooks;
 use crate::model::Providers;
 use crate::store::Store;
-use crate::tools::{Tool, Tools};
+use crate::tools::{HttpTools, Tool, ToolServer, Tools};
 
 /// Builds a [`Runtime`].
 pub struct RuntimeBuilder {
@@ -22,6 +22,8 @@ pub struct RuntimeBuilder {
     handlers: Handlers,
     hooks: Hooks,
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    http: Option<Arc<dyn HttpTools>>,
+    servers: BTreeMap<String, Arc<dyn ToolServer>>,
     clock: Arc<dyn Clock>,
     lease_ms: i64,
 }
@@ -37,6 +39,8 @@ impl Runtime {
             handlers: Handlers::new(),
             hooks: Hooks::new(),
             tools: BTreeMap::new(),
+            http: None,
+            servers: BTreeMap::new(),
             clock: Arc::new(SystemClock),
             lease_ms: 30_000,
         }
@@ -74,7 +78,19 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The clock (a [`crate::ManualClock`] in tests).
+    /// Runs the project's `http` tools with `http` (without one, their calls fail).
+    pub fn http_tools(mut self, http: impl HttpTools) -> Self {
+        self.http = Some(Arc::new(http));
+        self
+    }
+
+    /// Registers the tool server (an MCP server) the project declares as `name`.
+    pub fn tool_server(mut self, name: &str, server: Arc<dyn ToolServer>) -> Self {
+        self.servers.insert(name.to_owned(), server);
+        self
+    }
+
+    /// Uses `clock` for time (tests use a [`crate::ManualClock`]).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
@@ -88,7 +104,7 @@ impl RuntimeBuilder {
 
     /// The runtime.
     pub fn build(self) -> Runtime {
-        let tools = Tools::new(self.project.clone(), self.tools);
+        let tools = Tools::new(self.project.clone(), self.tools, self.http, self.servers);
         Runtime {
             inner: Arc::new(Inner {
                 project: self.project,

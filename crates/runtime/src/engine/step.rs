@@ -94,6 +94,8 @@ impl Runtime {
             tools: offer.specs.clone(),
             tool_choice: prompt.tool_choice,
             parallel_tool_calls: prompt.parallel_tool_calls,
+            reasoning: prompt.reasoning.clone(),
+            provider_options: prompt.provider_options.clone(),
         };
         let answer = match call_model(model.as_ref(), request, turn.cancel).await {
             Ok(Some(answer)) => answer,
@@ -137,6 +139,8 @@ impl Runtime {
             tool_status: None,
             silent: false,
             model: Some(prompt.model.clone()),
+            usage: None,
+            provider_data: None,
             created_at: now,
         };
 
@@ -346,7 +350,9 @@ async fn call_model(
                 name,
                 arguments,
             })) => answer.calls.push((id, name, arguments)),
-            Some(Ok(ModelChunk::Usage { .. })) => {}
+            Some(Ok(
+                ModelChunk::Usage(_) | ModelChunk::ProviderData(_) | ModelChunk::Retrying { .. },
+            )) => {}
             Some(Err(e)) => return Err(e.message),
         }
     }
@@ -373,6 +379,8 @@ fn tool_message(
         tool_status: Some(r.status),
         silent: false,
         model: None,
+        usage: None,
+        provider_data: None,
         created_at: now,
     }
 }
