@@ -96,6 +96,8 @@ mod tests {
             tools: vec![],
             tool_choice: duet_spec::ToolChoice::Auto,
             parallel_tool_calls: None,
+            reasoning: None,
+            provider_options: Default::default(),
         }
     }
 
