@@ -208,6 +208,7 @@ async fn subjects() -> Vec<Subject> {
                 Box::new(BudgetLayer(Budget {
                     max_tool_calls: Some(10),
                     max_text_chars: Some(10_000),
+                    max_tokens: Some(1_000_000),
                     max_wall_time: Some(Duration::from_secs(60)),
                 })),
                 scope_plain,

@@ -73,14 +73,20 @@ fn an_approval_parks_in_one_process_and_finishes_in_another() {
     let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
     assert_eq!(
         types,
-        ["thinking", "tool_started", "tool_ended", "completed"]
+        [
+            "thinking",
+            "tool_started",
+            "tool_ended",
+            "usage",
+            "completed"
+        ]
     );
     assert_eq!(
         events[1]["args"],
         serde_json::json!({"decision": "approved"})
     );
     assert_eq!(events[2]["isError"], false);
-    let data = &events[3]["data"];
+    let data = &events[4]["data"];
     assert_eq!(
         (
             &data["status"],

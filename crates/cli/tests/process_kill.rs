@@ -129,11 +129,17 @@ fn a_killed_process_is_finished_by_the_next_one() {
     .stdout(Stdio::piped())
     .spawn()
     .expect("spawns");
-    // Its events follow its commits: once `b1` is out, side A's slow second answer is on its way.
+    // Text streams before its step commits; the step's `usage` event follows the commit. Once
+    // `b1`'s step is committed, side A's slow second answer is on its way.
     let stdout = victim.stdout.take().expect("piped");
+    let mut seen_b1 = false;
     let mid_step = std::io::BufRead::lines(std::io::BufReader::new(stdout))
         .map_while(Result::ok)
-        .any(|line| line.contains(r#""delta":"b1""#));
+        .any(|line| {
+            // (After `a1`'s text, `b1`'s opens with a blank line: `"\n\nb1"`.)
+            seen_b1 |= line.contains(r#""type":"text""#) && line.contains(r#"b1""#);
+            seen_b1 && line.contains(r#""type":"usage""#)
+        });
     assert!(mid_step, "the victim never reached its second step");
     victim.kill().expect("SIGKILL");
     let _ = victim.wait();

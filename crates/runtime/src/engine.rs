@@ -20,6 +20,7 @@ mod emit;
 mod handler_turn;
 mod immediate;
 mod lease;
+mod model_call;
 mod router;
 mod run;
 mod step;
@@ -218,18 +219,42 @@ impl Runtime {
             .models
             .get(name)
             .ok_or_else(|| ModelError::new(format!("no model `{name}`"), false))?;
-        let provider = self.inner.providers.get(&def.def.provider).ok_or_else(|| {
+        let primary = self.build_model(&def.def)?;
+        // The model's fallbacks (theirs are not followed: the chain is the one list).
+        let mut links = vec![(name.to_owned(), primary)];
+        for fallback in &def.def.fallbacks {
+            if links.iter().any(|(n, _)| n == fallback) {
+                continue;
+            }
+            let model = match self.inner.project.models.get(fallback) {
+                Some(d) => self
+                    .build_model(&d.def)
+                    .unwrap_or_else(|e| Arc::new(crate::fallback::Unavailable(e))),
+                None => Arc::new(crate::fallback::Unavailable(ModelError::new(
+                    format!("no model `{fallback}`"),
+                    false,
+                ))),
+            };
+            links.push((fallback.clone(), model));
+        }
+        let model: Arc<dyn Model> = if links.len() == 1 {
+            links.remove(0).1
+        } else {
+            Arc::new(crate::fallback::Chain { links })
+        };
+        cache.insert(name.to_owned(), model.clone());
+        Ok(model)
+    }
+
+    /// The model `def` describes, built by its provider.
+    fn build_model(&self, def: &duet_spec::ModelDef) -> Result<Arc<dyn Model>, ModelError> {
+        let provider = self.inner.providers.get(&def.provider).ok_or_else(|| {
             ModelError::new(
-                format!(
-                    "provider `{}` is not available in this build",
-                    def.def.provider
-                ),
+                format!("provider `{}` is not available in this build", def.provider),
                 false,
             )
         })?;
-        let model = provider.model(&def.def)?;
-        cache.insert(name.to_owned(), model.clone());
-        Ok(model)
+        provider.model(def)
     }
 
     /// The env a side sees, lowest precedence first: the prompt's `env`, the agent's, then the

@@ -227,26 +227,86 @@ impl AgentEvent {
 
 /// Where a run sends its events. Sending never blocks; a dropped receiver is ignored (the run
 /// goes on and commits; only the caller stopped listening).
+///
+/// Text goes through [`EventSink::text`], message by message ([`EventSink::end_text`] closes
+/// one): the first text of a message after another's is preceded by a blank line, so the
+/// answer that `collect` joins never glues two messages' words together.
 #[derive(Clone, Debug)]
-pub struct EventSink(Option<tokio::sync::mpsc::UnboundedSender<AgentEvent>>);
+pub struct EventSink {
+    tx: Option<tokio::sync::mpsc::UnboundedSender<AgentEvent>>,
+    text: std::sync::Arc<TextState>,
+}
+
+/// Where the text of a stream stands.
+#[derive(Debug, Default)]
+struct TextState {
+    /// Some text was sent.
+    any: std::sync::atomic::AtomicBool,
+    /// A message's text is being sent.
+    open: std::sync::atomic::AtomicBool,
+}
+
+/// The name of the non-terminal extension event that reports a model call's tokens.
+pub const USAGE_EVENT: &str = "usage";
 
 impl EventSink {
     /// A sink and the receiver its events arrive on.
     pub fn channel() -> (EventSink, tokio::sync::mpsc::UnboundedReceiver<AgentEvent>) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        (EventSink(Some(tx)), rx)
+        (
+            EventSink {
+                tx: Some(tx),
+                text: Default::default(),
+            },
+            rx,
+        )
     }
 
     /// A sink that drops everything.
     pub fn discard() -> EventSink {
-        EventSink(None)
+        EventSink {
+            tx: None,
+            text: Default::default(),
+        }
     }
 
     /// Sends `event` to the receiver, if there is one still listening.
     pub fn send(&self, event: AgentEvent) {
-        if let Some(tx) = &self.0 {
+        if let Some(tx) = &self.tx {
             let _ = tx.send(event);
         }
+    }
+
+    /// Sends a piece of a message's text (a blank line first when it opens a message after
+    /// another's text).
+    pub fn text(&self, delta: &str) {
+        use std::sync::atomic::Ordering::SeqCst;
+        if delta.is_empty() {
+            return;
+        }
+        let opens = !self.text.open.swap(true, SeqCst);
+        let after_other = opens && self.text.any.swap(true, SeqCst);
+        let delta = if after_other {
+            format!("\n\n{delta}")
+        } else {
+            delta.to_owned()
+        };
+        self.send(AgentEvent::Text { delta });
+    }
+
+    /// Ends the current message's text.
+    pub fn end_text(&self) {
+        self.text
+            .open
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Reports a model call's tokens as the `usage` extension event (non-terminal: consumers
+    /// that do not know it ignore it, relays pass it on).
+    pub fn usage(&self, usage: &crate::model::Usage) {
+        let mut event = serde_json::json!(usage);
+        event["type"] = serde_json::json!(USAGE_EVENT);
+        self.send(AgentEvent::Other(event));
     }
 }
 

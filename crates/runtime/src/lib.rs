@@ -28,6 +28,7 @@ mod delivery;
 mod engine;
 mod error;
 mod event;
+mod fallback;
 mod handler;
 pub mod hooks;
 pub mod middleware;
@@ -48,7 +49,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use delivery::{Accepted, Claim, Delivered, Delivery, Origin, Settled, WhenBusy};
 pub use engine::{Runtime, RuntimeBuilder};
 pub use error::RunError;
-pub use event::{AgentEvent, EventSink};
+pub use event::{AgentEvent, EventSink, USAGE_EVENT};
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
     ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec, Usage,

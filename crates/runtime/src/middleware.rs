@@ -2,7 +2,8 @@
 //! of the agent it wraps unchanged — unknown ones included (MUST 5) — and adds only its own
 //! `failed` when it stops a run. Stopping means dropping the inner stream, which aborts the run.
 //!
-//! - [`BudgetLayer`]: tool calls, text length and wall time → `failed{code:"budget_exceeded"}`.
+//! - [`BudgetLayer`]: tool calls, tokens, text length and wall time →
+//!   `failed{code:"budget_exceeded"}`.
 //! - [`TraceLayer`]: a `tracing` span per invocation, an event per agent event.
 //! - [`AuthLayer`]: a principal from an allowed issuer, or `failed{code:"unauthorized"}`.
 
@@ -27,8 +28,11 @@ pub trait Layer {
 pub struct Budget {
     /// The most tool calls (`tool_started` events) the invocation may start.
     pub max_tool_calls: Option<u32>,
-    /// Characters of `text` (a stand-in for output tokens that needs no tokenizer).
+    /// Characters of `text` (for agents whose models report no tokens).
     pub max_text_chars: Option<usize>,
+    /// Tokens the models read and wrote, as their providers count them (the `usage` events:
+    /// input plus output).
+    pub max_tokens: Option<u64>,
     /// The longest the invocation may run, from its start to its terminal event.
     pub max_wall_time: Option<Duration>,
 }
@@ -55,6 +59,7 @@ struct Spent {
     inner: Option<BoxStream<'static, AgentEvent>>,
     tool_calls: u32,
     text_chars: usize,
+    tokens: u64,
     deadline: Option<tokio::time::Instant>,
 }
 
@@ -73,6 +78,7 @@ impl Agent for BudgetAgent {
             inner: Some(self.inner.invoke(scope, prompt)),
             tool_calls: 0,
             text_chars: 0,
+            tokens: 0,
             deadline: budget
                 .max_wall_time
                 .map(|d| tokio::time::Instant::now() + d),
@@ -92,7 +98,15 @@ impl Agent for BudgetAgent {
             match &next {
                 AgentEvent::ToolStarted { .. } => st.tool_calls += 1,
                 AgentEvent::Text { delta } => st.text_chars += delta.chars().count(),
+                AgentEvent::Other(v) if v["type"] == crate::event::USAGE_EVENT => {
+                    let count = |k: &str| v[k].as_u64().unwrap_or(0);
+                    st.tokens += count("inputTokens") + count("outputTokens");
+                }
                 _ => {}
+            }
+            if budget.max_tokens.is_some_and(|m| st.tokens > m) {
+                st.inner = None;
+                return Some((exceeded("tokens"), st));
             }
             if budget.max_tool_calls.is_some_and(|m| st.tool_calls > m) {
                 st.inner = None;

@@ -142,6 +142,17 @@ impl Runtime {
         let Some(route) = offer.route(&call.name) else {
             return Dispatched::Done(offer.unknown(&call.name));
         };
+        // A provider gives arguments that did not parse as their raw text.
+        if !call.arguments.is_object() && !call.arguments.is_null() {
+            let raw = match &call.arguments {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            return Dispatched::Done(ToolResult::error(format!(
+                "The arguments of `{}` are not a JSON object: {raw}",
+                call.name
+            )));
+        }
         match route {
             Route::Tool => {
                 let ctx = ToolContext {

@@ -4,16 +4,14 @@
 //! and completes when their results are in (`awaits`).
 
 use duet_spec::PromptSide;
-use futures::StreamExt;
-use tokio_util::sync::CancellationToken;
 
 use super::router::{Dispatched, Offer, StepCalls};
-use super::{Flow, Runtime, Turn, emit, hook_output};
+use super::{Flow, Runtime, Turn, emit, hook_output, model_call};
 use crate::context;
 use crate::decide::{self, CallOutcome};
 use crate::error::RunError;
 use crate::hooks::Prefiltered;
-use crate::model::{ModelChunk, ModelRequest};
+use crate::model::ModelRequest;
 use crate::record::{Record, RecordBody};
 use crate::store::Commit;
 use crate::tools::ToolResult;
@@ -21,11 +19,6 @@ use crate::transition;
 use crate::types::{Message, Role, Thread, ThreadId, ThreadStatus, ToolCall};
 
 /// What the model answered.
-struct Answer {
-    text: String,
-    thinking: String,
-    calls: Vec<(Option<String>, String, serde_json::Value)>,
-}
 
 /// How the tool calls of a step went.
 #[derive(Default)]
@@ -97,7 +90,8 @@ impl Runtime {
             reasoning: prompt.reasoning.clone(),
             provider_options: prompt.provider_options.clone(),
         };
-        let answer = match call_model(model.as_ref(), request, turn.cancel).await {
+        let answer = match model_call::call(model.as_ref(), request, turn.cancel, turn.events).await
+        {
             Ok(Some(answer)) => answer,
             Ok(None) => return self.abort(t, msgs).await.map(Flow::Done),
             Err(e) => {
@@ -123,6 +117,11 @@ impl Runtime {
             .iter()
             .map(|c| (c.name.as_str(), &c.arguments))
             .collect();
+        let streamed = emit::Streamed {
+            seq,
+            text: answer.text.clone(),
+        };
+        let usage = answer.usage;
         let text = answer.text;
         let content =
             decide::stop_tool_response(cfg, &call_refs).or((!text.is_empty()).then_some(text));
@@ -139,8 +138,8 @@ impl Runtime {
             tool_status: None,
             silent: false,
             model: Some(prompt.model.clone()),
-            usage: None,
-            provider_data: None,
+            usage: answer.usage,
+            provider_data: answer.provider_data,
             created_at: now,
         };
 
@@ -269,9 +268,12 @@ impl Runtime {
         hook_output(t, &mut hooks, now, &mut commit);
         let new = commit.messages.clone();
         let outcome = self.commit(t, commit).await?;
-        // Committed: now the caller may see it, and the hooks that watch messages; a child's
-        // free-text status shows in its parent's registry.
-        emit::messages(turn.events, &new);
+        // Committed: now the caller may see it (what was not streamed live), and the hooks that
+        // watch messages; a child's free-text status shows in its parent's registry.
+        emit::streamed(turn.events, &new, Some(&streamed));
+        if let Some(usage) = &usage {
+            turn.events.usage(usage);
+        }
         if let (Some(text), Some(_)) = (&status_changed, t.parent) {
             self.inner.store.set_child_status_text(t.id, text).await?;
         }
@@ -321,40 +323,6 @@ impl Runtime {
         hooks.after_create_message(t, &new).await;
         msgs.extend(new);
         Ok(Flow::of(outcome, t))
-    }
-}
-
-/// Calls the model and gathers its answer; `Ok(None)` when the run was cancelled meanwhile.
-async fn call_model(
-    model: &dyn crate::model::Model,
-    request: ModelRequest,
-    cancel: &CancellationToken,
-) -> Result<Option<Answer>, String> {
-    let mut stream = model.stream(request);
-    let mut answer = Answer {
-        text: String::new(),
-        thinking: String::new(),
-        calls: Vec::new(),
-    };
-    loop {
-        let chunk = tokio::select! {
-            () = cancel.cancelled() => return Ok(None),
-            chunk = stream.next() => chunk,
-        };
-        match chunk {
-            None => return Ok(Some(answer)),
-            Some(Ok(ModelChunk::Text(s))) => answer.text.push_str(&s),
-            Some(Ok(ModelChunk::Thinking(s))) => answer.thinking.push_str(&s),
-            Some(Ok(ModelChunk::ToolCall {
-                id,
-                name,
-                arguments,
-            })) => answer.calls.push((id, name, arguments)),
-            Some(Ok(
-                ModelChunk::Usage(_) | ModelChunk::ProviderData(_) | ModelChunk::Retrying { .. },
-            )) => {}
-            Some(Err(e)) => return Err(e.message),
-        }
     }
 }
 

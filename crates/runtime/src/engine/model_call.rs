@@ -1,0 +1,118 @@
+//! One model call of a step: its answer gathered while its text and thinking stream to the
+//! caller live (the message itself is committed at the step's end, before its tool calls run),
+//! its retries announced, its usage and provider data kept for the message.
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::event::{AgentEvent, EventSink};
+use crate::model::{Model, ModelChunk, ModelError, ModelRequest, Usage};
+
+/// What a model answered.
+#[derive(Default)]
+pub(super) struct Answer {
+    pub(super) text: String,
+    pub(super) thinking: String,
+    pub(super) calls: Vec<(Option<String>, String, Value)>,
+    pub(super) usage: Option<Usage>,
+    pub(super) provider_data: Option<Value>,
+}
+
+/// Calls `model`, streaming text and thinking to `events` as they come; `Ok(None)` when the
+/// run was cancelled meanwhile (dropping the stream closes the provider's request).
+pub(super) async fn call(
+    model: &dyn Model,
+    request: ModelRequest,
+    cancel: &CancellationToken,
+    events: &EventSink,
+) -> Result<Option<Answer>, ModelError> {
+    let mut stream = model.stream(request);
+    let mut answer = Answer::default();
+    let outcome = loop {
+        let chunk = tokio::select! {
+            () = cancel.cancelled() => break Ok(None),
+            chunk = stream.next() => chunk,
+        };
+        match chunk {
+            None => break Ok(Some(())),
+            Some(Ok(ModelChunk::Text(s))) => {
+                events.text(&s);
+                answer.text.push_str(&s);
+            }
+            Some(Ok(ModelChunk::Thinking(s))) => {
+                if !s.is_empty() {
+                    events.send(AgentEvent::Thinking { delta: s.clone() });
+                }
+                answer.thinking.push_str(&s);
+            }
+            Some(Ok(ModelChunk::ToolCall {
+                id,
+                name,
+                arguments,
+            })) => answer.calls.push((id, name, arguments)),
+            Some(Ok(ModelChunk::ProviderData(data))) => match &mut answer.provider_data {
+                Some(kept) => merge(kept, data),
+                None => answer.provider_data = Some(data),
+            },
+            Some(Ok(ModelChunk::Usage(u))) => {
+                answer.usage = Some(answer.usage.unwrap_or_default().plus(u));
+            }
+            Some(Ok(ModelChunk::Retrying {
+                attempt,
+                max_attempts,
+                delay_ms,
+                reason,
+            })) => events.send(AgentEvent::Retrying {
+                attempt,
+                max_attempts,
+                delay_ms,
+                reason,
+            }),
+            Some(Err(e)) => break Err(e),
+        }
+    };
+    events.end_text();
+    match outcome {
+        Ok(Some(())) => Ok(Some(answer)),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Merges `more` into `kept`: objects key by key, arrays appended, anything else replaced.
+pub(super) fn merge(kept: &mut Value, more: Value) {
+    match (kept, more) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    Some(existing) => merge(existing, v),
+                    None => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => a.extend(b),
+        (kept, more) => *kept = more,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn provider_data_merges_objects_and_appends_arrays() {
+        let mut kept = json!({"anthropic": {"blocks": [1]}, "x": 1});
+        merge(
+            &mut kept,
+            json!({"anthropic": {"blocks": [2], "y": true}, "x": 2}),
+        );
+        assert_eq!(
+            kept,
+            json!({"anthropic": {"blocks": [1, 2], "y": true}, "x": 2})
+        );
+    }
+}
