@@ -48,43 +48,41 @@ impl Model for Chain {
             if s.done {
                 return None;
             }
-            loop {
-                let at = s.at;
-                let current = match &mut s.current {
-                    Some(c) => c,
-                    None => {
-                        let (_, model) = s.links.get(at)?;
-                        s.current.insert(model.stream(s.request.clone()))
-                    }
-                };
-                match current.next().await {
-                    None => return None,
-                    Some(Ok(chunk)) => {
-                        if !matches!(chunk, ModelChunk::Usage(_) | ModelChunk::Retrying { .. }) {
-                            s.streamed = true;
-                        }
-                        return Some((Ok(chunk), s));
-                    }
-                    Some(Err(e)) if !s.streamed && at + 1 < s.links.len() => {
-                        let (failed, next) = (&s.links[at].0, &s.links[at + 1].0);
-                        let chunk = ModelChunk::Retrying {
-                            attempt: u32::try_from(at + 2).unwrap_or(u32::MAX),
-                            max_attempts: u32::try_from(s.links.len()).unwrap_or(u32::MAX),
-                            delay_ms: 0,
-                            reason: format!(
-                                "model `{failed}` failed ({e}); trying its fallback `{next}`"
-                            ),
-                        };
-                        s.at += 1;
-                        s.current = None;
-                        return Some((Ok(chunk), s));
-                    }
-                    Some(Err(e)) => {
-                        s.done = true;
-                        return Some((Err(e), s));
-                    }
+            let at = s.at;
+            let current = match &mut s.current {
+                Some(c) => c,
+                None => {
+                    let (_, model) = s.links.get(at)?;
+                    s.current.insert(model.stream(s.request.clone()))
                 }
-            }
+            };
+            let item = match current.next().await? {
+                Ok(chunk) => {
+                    if !matches!(chunk, ModelChunk::Usage(_) | ModelChunk::Retrying { .. }) {
+                        s.streamed = true;
+                    }
+                    Ok(chunk)
+                }
+                Err(e) if !s.streamed && at + 1 < s.links.len() => {
+                    let (failed, next) = (&s.links[at].0, &s.links[at + 1].0);
+                    let chunk = ModelChunk::Retrying {
+                        attempt: u32::try_from(at + 2).unwrap_or(u32::MAX),
+                        max_attempts: u32::try_from(s.links.len()).unwrap_or(u32::MAX),
+                        delay_ms: 0,
+                        reason: format!(
+                            "model `{failed}` failed ({e}); trying its fallback `{next}`"
+                        ),
+                    };
+                    s.at += 1;
+                    s.current = None;
+                    Ok(chunk)
+                }
+                Err(e) => {
+                    s.done = true;
+                    Err(e)
+                }
+            };
+            Some((item, s))
         })
         .boxed()
     }

@@ -18,8 +18,6 @@ use crate::tools::ToolResult;
 use crate::transition;
 use crate::types::{Message, Role, Thread, ThreadId, ThreadStatus, ToolCall};
 
-/// What the model answered.
-
 /// How the tool calls of a step went.
 #[derive(Default)]
 struct Calls {
