@@ -96,6 +96,14 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             };
             let mut doc = summary(&thread);
             doc["messages"] = messages.iter().map(message_json).collect();
+            // What the thread's model calls cost, summed over its messages.
+            let usage = messages
+                .iter()
+                .filter_map(|m| m.usage)
+                .fold(None, |sum: Option<duet_runtime::Usage>, u| {
+                    Some(sum.unwrap_or_default().plus(u))
+                });
+            doc["usage"] = json!(usage);
             // The subagent registry: each child by its key, relationship and status.
             let mut children = Vec::new();
             for c in store.children(thread.id).await.unwrap_or_default() {
@@ -151,6 +159,13 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 }
                 if let Some(run) = doc["run"]["id"].as_str() {
                     let _ = writeln!(out, "  run {run} holds it");
+                }
+                if let Some(u) = usage {
+                    let _ = writeln!(
+                        out,
+                        "  tokens: {} in ({} cached), {} out ({} reasoning)",
+                        u.input_tokens, u.cached_tokens, u.output_tokens, u.reasoning_tokens
+                    );
                 }
                 for c in &children {
                     let name = c["name"]
@@ -237,5 +252,6 @@ fn message_json(m: &Message) -> serde_json::Value {
         "toolCalls": m.tool_calls,
         "toolCallId": m.tool_call_id,
         "silent": m.silent,
+        "usage": m.usage,
     })
 }

@@ -24,6 +24,7 @@ mod model_call;
 mod router;
 mod run;
 mod step;
+mod subprompt;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

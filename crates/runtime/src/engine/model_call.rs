@@ -19,13 +19,15 @@ pub(super) struct Answer {
     pub(super) provider_data: Option<Value>,
 }
 
-/// Calls `model`, streaming text and thinking to `events` as they come; `Ok(None)` when the
-/// run was cancelled meanwhile (dropping the stream closes the provider's request).
+/// Calls `model`, streaming thinking and (when `live_text`) text to `events` as they come;
+/// `Ok(None)` when the run was cancelled meanwhile (dropping the stream closes the provider's
+/// request).
 pub(super) async fn call(
     model: &dyn Model,
     request: ModelRequest,
     cancel: &CancellationToken,
     events: &EventSink,
+    live_text: bool,
 ) -> Result<Option<Answer>, ModelError> {
     let mut stream = model.stream(request);
     let mut answer = Answer::default();
@@ -37,7 +39,9 @@ pub(super) async fn call(
         match chunk {
             None => break Ok(Some(())),
             Some(Ok(ModelChunk::Text(s))) => {
-                events.text(&s);
+                if live_text {
+                    events.text(&s);
+                }
                 answer.text.push_str(&s);
             }
             Some(Ok(ModelChunk::Thinking(s))) => {

@@ -27,8 +27,8 @@ pub(super) enum Route<'p> {
     Lifecycle,
     /// An exposed agent with no relationship here: the thread passes to it.
     Handoff(&'p str, &'p AgentDef),
-    /// A prompt named in `tools`: not offered to models yet, so no call reaches it.
-    SubPrompt,
+    /// A prompt named in `tools`: a call runs it as a nested model call.
+    SubPrompt(&'p PromptDef, &'p duet_spec::PromptTool),
 }
 
 /// What one step offers its model, and where each name goes.
@@ -64,9 +64,13 @@ impl<'p> Offer<'p> {
                         .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
                 });
                 routes.insert(entry.name.clone(), Route::Tool);
-            } else if project.prompts.contains_key(&entry.name) {
-                // Known, so a call is not "unknown"; not offered until sub-prompts run.
-                routes.insert(entry.name.clone(), Route::SubPrompt);
+            } else if let Some(sub) = project.prompts.get(&entry.name) {
+                specs.push(ToolSpec {
+                    name: entry.name.clone(),
+                    description: sub.def.tool_description.clone(),
+                    parameters: super::subprompt::schema(&sub.def),
+                });
+                routes.insert(entry.name.clone(), Route::SubPrompt(&sub.def, entry));
             }
         }
         let relationships = subagents::offered(cfg, env);
@@ -123,6 +127,8 @@ pub(super) enum Dispatched {
 /// The step's state a call may need: whether a handoff or an await is already pending.
 pub(super) struct StepCalls<'a> {
     pub(super) thread: &'a Thread,
+    /// The thread's messages before this step's.
+    pub(super) history: &'a [crate::types::Message],
     pub(super) env: &'a std::collections::BTreeMap<String, String>,
     pub(super) hooks: &'a mut ActiveHooks,
     pub(super) handoff_made: bool,
@@ -167,7 +173,19 @@ impl Runtime {
                         .await,
                 )
             }
-            Route::SubPrompt => Dispatched::Done(offer.unknown(&call.name)),
+            Route::SubPrompt(prompt, entry) => Dispatched::Done(
+                self.run_subprompt(super::subprompt::SubCall {
+                    prompt,
+                    entry,
+                    call,
+                    thread: step.thread,
+                    side: turn.side,
+                    history: step.history,
+                    env: step.env,
+                    cancel: turn.cancel,
+                })
+                .await,
+            ),
             Route::Handoff(name, target) => {
                 let schema = decide::side_a_schema(project, target);
                 let errors = subagents::schema_errors(&schema, &call.arguments);

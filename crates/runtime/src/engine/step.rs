@@ -88,16 +88,20 @@ impl Runtime {
             reasoning: prompt.reasoning.clone(),
             provider_options: prompt.provider_options.clone(),
         };
-        let answer = match model_call::call(model.as_ref(), request, turn.cancel, turn.events).await
-        {
-            Ok(Some(answer)) => answer,
-            Ok(None) => return self.abort(t, msgs).await.map(Flow::Done),
-            Err(e) => {
-                return self
-                    .step_error(t, &format!("model `{}`: {e}", prompt.model))
-                    .await;
-            }
-        };
+        // Text streams as it comes — unless a stop tool's response may stand in for it.
+        let live_text = cfg.stop_tool_response_property.is_none();
+        let answer =
+            match model_call::call(model.as_ref(), request, turn.cancel, turn.events, live_text)
+                .await
+            {
+                Ok(Some(answer)) => answer,
+                Ok(None) => return self.abort(t, msgs).await.map(Flow::Done),
+                Err(e) => {
+                    return self
+                        .step_error(t, &format!("model `{}`: {e}", prompt.model))
+                        .await;
+                }
+            };
 
         let now = self.now();
         let seq = t.take_seq();
@@ -117,7 +121,11 @@ impl Runtime {
             .collect();
         let streamed = emit::Streamed {
             seq,
-            text: answer.text.clone(),
+            text: if live_text {
+                answer.text.clone()
+            } else {
+                String::new()
+            },
         };
         let usage = answer.usage;
         let text = answer.text;
@@ -151,6 +159,7 @@ impl Runtime {
             hooks.tool_call_started(t, call).await;
             let mut step = StepCalls {
                 thread: t,
+                history: msgs,
                 env: &env,
                 hooks: &mut hooks,
                 handoff_made: done.handoff.is_some(),

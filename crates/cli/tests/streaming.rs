@@ -1,0 +1,376 @@
+//! A step's model answer as callers see it: text streams before the step commits; consecutive
+//! messages' text is separated; a failing model's fallbacks are tried (announced as `retrying`);
+//! usage is kept per message and reported; unparsable tool arguments are an error the model
+//! sees; a prompt named in `tools` runs as a sub-prompt.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use duet_runtime::{
+    Agent, AgentEvent, Model, ModelChunk, ModelError, ModelRequest, Prompt, Provider, Providers,
+    Role, Scope, Usage, collect,
+};
+use futures::StreamExt;
+use futures::stream::{self, BoxStream};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+/// A provider whose one model plays `chunks`, after `gate` opens when there is one; it records
+/// the requests it gets.
+#[derive(Clone, Default)]
+struct Fake {
+    chunks: Vec<Result<ModelChunk, ModelError>>,
+    gate: Arc<Mutex<Option<oneshot::Receiver<()>>>>,
+    requests: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+impl Model for Fake {
+    fn stream(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelChunk, ModelError>> {
+        self.requests.lock().expect("lock").push(request);
+        let mut chunks = self.chunks.clone();
+        let gate = self.gate.lock().expect("lock").take();
+        // The first chunk goes out at once; the rest wait for the gate.
+        let first = if chunks.is_empty() {
+            None
+        } else {
+            Some(chunks.remove(0))
+        };
+        let rest = stream::once(async move {
+            if let Some(gate) = gate {
+                let _ = gate.await;
+            }
+            stream::iter(chunks)
+        })
+        .flatten();
+        stream::iter(first).chain(rest).boxed()
+    }
+}
+
+impl Provider for Fake {
+    fn model(&self, _: &duet_spec::ModelDef) -> Result<Arc<dyn Model>, ModelError> {
+        Ok(Arc::new(self.clone()))
+    }
+}
+
+/// A person talks to a model. The tests register their fakes under the built-in provider names
+/// (`openai`, `anthropic`), which a project may name without defining them.
+fn project(model: &str, extra: &[(&str, &str)]) -> support::Scratch {
+    let p = support::Scratch::new("stream");
+    p.write(
+        "agents/agents/chat.yaml",
+        "name: chat\nsideA: { prompt: chat, stopOnResponse: true }\nsideB: { human: true }\n",
+    );
+    p.write(
+        "agents/prompts/chat.yaml",
+        &format!("name: chat\ntoolDescription: d\nmodel: {model}\nincludeChat: true\nprompt: p\ntools: [echo]\n"),
+    );
+    p.write(
+        "agents/tools/echo.yaml",
+        "description: Echo.\nargs: { type: object, properties: { say: { type: string } } }\nresult: \"{{say}}\"\n",
+    );
+    for (path, text) in extra {
+        p.write(path, text);
+    }
+    p
+}
+
+fn runtime(
+    p: &support::Scratch,
+    providers: Providers,
+    store: Arc<dyn duet_runtime::Store>,
+) -> duet_runtime::Runtime {
+    duet_runtime::Runtime::builder(p.project(), store)
+        .providers(providers)
+        .build()
+}
+
+#[tokio::test]
+async fn text_reaches_the_caller_before_its_step_commits() {
+    let p = project(
+        "m",
+        &[(
+            "agents/models/m.yaml",
+            "name: m\nprovider: openai\nmodel: x\n",
+        )],
+    );
+    let (open, gate) = oneshot::channel();
+    let fake = Fake {
+        chunks: vec![
+            Ok(ModelChunk::Text("Hel".into())),
+            Ok(ModelChunk::Text("lo".into())),
+        ],
+        gate: Arc::new(Mutex::new(Some(gate))),
+        ..Fake::default()
+    };
+    let backend = support::backends().await.remove(0);
+    let store = backend.open().await;
+    let rt = runtime(&p, Providers::new().with("openai", fake), store.clone());
+    let agent = rt.agent("chat").expect("agent");
+    let mut events = agent.invoke(Scope::new("k"), Prompt::text("hi"));
+    // The first piece arrives while the model is still answering: nothing is committed yet.
+    let first = events.next().await.expect("an event");
+    assert_eq!(
+        first,
+        AgentEvent::Text {
+            delta: "Hel".into()
+        }
+    );
+    let texts = support::texts(&store, "k").await;
+    assert!(
+        texts.iter().all(|(role, _, _)| *role != Role::Assistant),
+        "the answer is not committed while it streams: {texts:?}"
+    );
+    open.send(()).expect("the model waits");
+    let rest: Vec<AgentEvent> = events.collect().await;
+    assert_eq!(rest[0], AgentEvent::Text { delta: "lo".into() });
+    assert!(
+        matches!(rest.last(), Some(AgentEvent::Completed { .. })),
+        "{rest:?}"
+    );
+    // Committed once, whole, and not sent again.
+    let texts = support::texts(&store, "k").await;
+    assert_eq!(texts.last().map(|t| t.2.as_str()), Some("Hello"));
+    assert_eq!(
+        rest.iter()
+            .filter(|e| matches!(e, AgentEvent::Text { .. }))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_run_of_several_messages_never_glues_their_words() {
+    // Two models in one run: a1 then b1; `collect` joins their text with a blank line.
+    let p = support::Scratch::new("glue");
+    p.write(
+        "agents/agents/pair.yaml",
+        "name: pair\nmaxSessionTurns: 1\nsideA: { prompt: pa }\nsideB: { prompt: pb }\n",
+    );
+    for side in ["a", "b"] {
+        p.write(
+            &format!("agents/prompts/p{side}.yaml"),
+            &format!("name: p{side}\ntoolDescription: d\nmodel: m{side}\nprompt: p\n"),
+        );
+        p.write(
+            &format!("agents/models/m{side}.yaml"),
+            &format!("name: m{side}\nprovider: scripted\nmodel: demo\nscript:\n  - text: \"{side} says hi\"\n"),
+        );
+    }
+    for backend in support::backends().await {
+        let rt = support::runtime(p.project(), backend.open().await).build();
+        let done = collect(
+            rt.agent("pair")
+                .expect("agent")
+                .invoke(Scope::new("g"), Prompt::text("go")),
+        )
+        .await
+        .expect("completed");
+        assert_eq!(done.text, "a says hi\n\nb says hi", "{}", backend.name());
+    }
+}
+
+#[tokio::test]
+async fn a_failing_model_falls_back_announced_and_usage_is_kept() {
+    let p = project(
+        "primary",
+        &[
+            (
+                "agents/models/primary.yaml",
+                "name: primary\nprovider: anthropic\nmodel: x\nfallbacks: [backup]\n",
+            ),
+            (
+                "agents/models/backup.yaml",
+                "name: backup\nprovider: openai\nmodel: y\n",
+            ),
+        ],
+    );
+    let broken = Fake {
+        chunks: vec![Err(ModelError::new("503 from upstream", true))],
+        ..Fake::default()
+    };
+    let usage = Usage {
+        input_tokens: 12,
+        output_tokens: 3,
+        cached_tokens: 2,
+        reasoning_tokens: 0,
+    };
+    let backup = Fake {
+        chunks: vec![
+            Ok(ModelChunk::Text("from the backup".into())),
+            Ok(ModelChunk::Usage(usage)),
+        ],
+        ..Fake::default()
+    };
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let providers = Providers::new()
+            .with("anthropic", broken.clone())
+            .with("openai", backup.clone());
+        let rt = runtime(&p, providers, store.clone());
+        let events: Vec<AgentEvent> = rt
+            .agent("chat")
+            .expect("agent")
+            .invoke(Scope::new("f"), Prompt::text("hi"))
+            .collect()
+            .await;
+        let retry = events.iter().find_map(|e| match e {
+            AgentEvent::Retrying {
+                attempt,
+                max_attempts,
+                reason,
+                ..
+            } => Some((*attempt, *max_attempts, reason.clone())),
+            _ => None,
+        });
+        let (attempt, max, reason) = retry.expect("a retrying event");
+        assert_eq!((attempt, max), (2, 2));
+        assert!(
+            reason.contains("503 from upstream") && reason.contains("backup"),
+            "{reason}"
+        );
+        assert!(
+            events.contains(&AgentEvent::Text {
+                delta: "from the backup".into()
+            }),
+            "{events:?}"
+        );
+        let reported = events.iter().find_map(|e| match e {
+            AgentEvent::Other(v) if v["type"] == "usage" => Some(v.clone()),
+            _ => None,
+        });
+        assert_eq!(reported.expect("a usage event")["inputTokens"], 12);
+        let t = store.thread("f").await.expect("read").expect("thread");
+        let stored = store.messages(t.id).await.expect("messages");
+        let answer = stored
+            .iter()
+            .find(|m| m.role == Role::Assistant)
+            .expect("answer");
+        assert_eq!(answer.usage, Some(usage), "{}", backend.name());
+    }
+}
+
+#[tokio::test]
+async fn unparsable_tool_arguments_are_an_error_the_model_sees() {
+    let p = project(
+        "m",
+        &[(
+            "agents/models/m.yaml",
+            "name: m\nprovider: openai\nmodel: x\n",
+        )],
+    );
+    let fake = Fake {
+        chunks: vec![Ok(ModelChunk::ToolCall {
+            id: Some("c1".into()),
+            name: "echo".into(),
+            arguments: json!("{\"say\": \"hi"),
+        })],
+        ..Fake::default()
+    };
+    let backend = support::backends().await.remove(0);
+    let store = backend.open().await;
+    // The model is called again after the tool result, and plays the same call: the run stops
+    // on its step limit, having seen the error each time.
+    let rt = runtime(
+        &p,
+        Providers::new().with("openai", fake.clone()),
+        store.clone(),
+    );
+    let _ = collect(
+        rt.agent("chat")
+            .expect("agent")
+            .invoke(Scope::new("u"), Prompt::text("hi")),
+    )
+    .await;
+    let t = store.thread("u").await.expect("read").expect("thread");
+    let stored = store.messages(t.id).await.expect("messages");
+    let result = stored
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .expect("a tool result");
+    assert_eq!(result.tool_status, Some(duet_runtime::ToolStatus::Error));
+    assert!(
+        result
+            .content
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not a JSON object"),
+        "{result:?}"
+    );
+    let second = fake
+        .requests
+        .lock()
+        .expect("lock")
+        .get(1)
+        .cloned()
+        .expect("a second call");
+    let last = second.messages.last().expect("context");
+    assert!(
+        last.is_error && last.role == Role::Tool,
+        "the model sees the error: {last:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_prompt_named_in_tools_runs_as_a_sub_prompt() {
+    let p = support::Scratch::new("sub");
+    p.write(
+        "agents/agents/lead.yaml",
+        "name: lead\nsideA: { prompt: lead, stopOnResponse: true }\nsideB: { human: true }\n",
+    );
+    p.write(
+        "agents/prompts/lead.yaml",
+        "name: lead\ntoolDescription: d\nmodel: lead_model\nincludeChat: true\nprompt: Lead.\ntools: [reviewer, strict]\n",
+    );
+    p.write("agents/prompts/reviewer.yaml", "name: reviewer\ntoolDescription: Reviews a plan.\nmodel: reviewer_model\nprompt: Review it.\n");
+    p.write(
+        "agents/prompts/strict.yaml",
+        "name: strict\ntoolDescription: Needs a plan.\nmodel: reviewer_model\nprompt: \"Check {{plan}}.\"\nrequiredSchema: { type: object, properties: { plan: { type: string } }, required: [plan] }\n",
+    );
+    p.write(
+        "agents/models/lead_model.yaml",
+        "name: lead_model\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls:\n      - { name: reviewer, arguments: { message: \"Deploy on Friday?\" } }\n      - { name: strict, arguments: {} }\n  - text: Done.\n",
+    );
+    p.write(
+        "agents/models/reviewer_model.yaml",
+        "name: reviewer_model\nprovider: scripted\nmodel: demo\nscript:\n  - text: Not on a Friday.\n",
+    );
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let rt = support::runtime(p.project(), store.clone()).build();
+        let done = collect(
+            rt.agent("lead")
+                .expect("agent")
+                .invoke(Scope::new("s"), Prompt::text("plan")),
+        )
+        .await
+        .expect("completed");
+        assert_eq!(done.text, "Done.");
+        let t = store.thread("s").await.expect("read").expect("thread");
+        let results: Vec<_> = store
+            .messages(t.id)
+            .await
+            .expect("messages")
+            .into_iter()
+            .filter(|m| m.role == Role::Tool)
+            .map(|m| {
+                (
+                    m.tool_name.unwrap_or_default(),
+                    m.tool_status,
+                    m.content.unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(results[0].0, "reviewer");
+        assert_eq!(results[0].2, "Not on a Friday.", "{}", backend.name());
+        assert_eq!(
+            results[1].1,
+            Some(duet_runtime::ToolStatus::Error),
+            "{results:?}"
+        );
+        assert!(
+            results[1].2.contains("plan"),
+            "the schema names what is missing: {results:?}"
+        );
+    }
+}
