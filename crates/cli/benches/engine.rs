@@ -18,10 +18,35 @@ use std::time::{Duration, Instant};
 
 use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, Store, ThreadStatus};
 
+/// This run's scratch folders live under one root, removed when the run ends (even by a
+/// panic): a 100,000-thread database is not left behind.
+fn root() -> PathBuf {
+    std::env::temp_dir().join(format!("duet-bench-{}", std::process::id()))
+}
+
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("duet-bench-{}", uuid::Uuid::now_v7().simple()));
+    let dir = root().join(uuid::Uuid::now_v7().simple().to_string());
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
+}
+
+/// The Postgres database this run made (server URL, name), dropped at the end.
+static PG: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+/// Removes [`root`] (and drops [`PG`]) when dropped.
+struct Cleanup;
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(root());
+        if let Some((url, name)) = PG.get() {
+            let _ = std::process::Command::new("psql")
+                .arg(url)
+                .arg("-qc")
+                .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .status();
+        }
+    }
 }
 
 fn write(dir: &std::path::Path, path: &str, text: &str) {
@@ -91,6 +116,7 @@ async fn store() -> (Arc<dyn Store>, String) {
                 .status()
                 .expect("psql");
             assert!(status.success());
+            let _ = PG.set((url.clone(), name.clone()));
             let (base, _) = url.rsplit_once('/').expect("URL ends in /DB");
             let url = format!("{base}/{name}");
             (
@@ -148,6 +174,7 @@ async fn send(rt: &Runtime, key: &str, agent: Option<&str>, text: &str) -> Threa
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    let _cleanup = Cleanup;
     let turns = 1_000;
     let parked: usize = std::env::var("BENCH_PARKED")
         .ok()

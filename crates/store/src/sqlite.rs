@@ -55,17 +55,33 @@ async fn open_writer(
     }
 }
 
-/// Copies the WAL back into the database every half second (`PASSIVE`: it never waits for, or
-/// blocks, the writer), for as long as the store it serves exists.
+/// The WAL length (in frames, pages) past which a checkpoint also rewinds it: about 64 MiB.
+const WAL_RESET_FRAMES: i64 = 16_384;
+
+/// Copies the WAL back into the database every tenth of a second (`PASSIVE`: it never waits for,
+/// or blocks, the writer), for as long as the store it serves exists. A passive checkpoint never
+/// rewinds the WAL while readers come and go, so under steady load the file would grow without
+/// end (and its index with it, in every connection's memory); once it is past
+/// [`WAL_RESET_FRAMES`], a `TRUNCATE` checkpoint waits for the readers of the moment (within the
+/// busy timeout), copies the rest and empties the file.
 async fn checkpoint(mut conn: SqliteConnection, store: std::sync::Weak<Mutex<SqliteConnection>>) {
     loop {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
         if store.upgrade().is_none() {
             return;
         }
-        let _ = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-            .execute(&mut conn)
-            .await;
+        let frames: Option<(i64, i64, i64)> = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_optional(&mut conn)
+            .await
+            .ok()
+            .flatten();
+        if let Some((_, log, _)) = frames
+            && log > WAL_RESET_FRAMES
+        {
+            let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(&mut conn)
+                .await;
+        }
     }
 }
 
