@@ -2,6 +2,7 @@
 //! server's `main`) that picks concrete implementations.
 
 mod keys;
+mod mcp;
 mod run;
 mod serve;
 mod threads;
@@ -45,6 +46,8 @@ enum Command {
     Serve(serve::Args),
     /// Create, list or revoke the API keys `duet serve` admits.
     Keys(keys::Args),
+    /// Start the project's MCP servers and list the tools they offer.
+    Mcp(mcp::Args),
     /// Continue every thread whose runner died mid-run.
     Recover {
         #[command(flatten)]
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
                 serve::run(args).await
             }
             Command::Keys(args) => keys::run(args).await,
+            Command::Mcp(args) => mcp::run(args).await,
             Command::Recover { place } => run::recover(place).await,
             Command::Migrate { place } => match run::store(&place).await {
                 Ok(_) => {

@@ -158,10 +158,15 @@ pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
         return Err(ExitCode::from(2));
     }
     let store = store(place).await?;
-    let mut builder = Runtime::builder(Arc::new(loaded.project), store)
+    let root =
+        duet_spec::fs::project_root(&place.project).unwrap_or_else(|_| place.project.clone());
+    let project = Arc::new(loaded.project);
+    let builder = Runtime::builder(project.clone(), store)
         .providers(duet_models::providers())
         .handlers(duet_handlers::handlers())
         .hooks(duet_handlers::hooks());
+    // The http client and one tool server per MCP server of `agents/mcp/` (started on use).
+    let mut builder = duet_tools::register(builder, &project, &root);
     // How long a run's lease lasts without renewal (default 30 s): how soon another process may
     // continue a thread whose runner died.
     if let Some(ms) = std::env::var("DUET_LEASE_MS")

@@ -1,5 +1,6 @@
-//! Repository rules that no compiler checks: the crate dependency arrows of ARCHITECTURE.md,
-//! and a `//!` line opening every Rust file.
+//! Repository rules that no compiler checks: the crate dependency arrows of ARCHITECTURE.md
+//! (and which crates may name sqlx, axum, reqwest and rmcp), and a `//!` line opening every
+//! Rust file.
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("store", &["duet-runtime", "duet-spec"]),
     ("models", &["duet-runtime", "duet-spec"]),
     ("handlers", &["duet-runtime", "duet-spec"]),
+    ("tools", &["duet-runtime", "duet-spec"]),
     (
         "server",
         &[
@@ -29,12 +31,18 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "duet-models",
             "duet-handlers",
             "duet-server",
+            "duet-tools",
         ],
     ),
 ];
 
-/// Crates that only their owner may name.
-const OWNED: &[(&str, &str)] = &[("sqlx", "store"), ("axum", "server"), ("reqwest", "models")];
+/// Crates that only their owners may name.
+const OWNED: &[(&str, &[&str])] = &[
+    ("sqlx", &["store"]),
+    ("axum", &["server"]),
+    ("reqwest", &["models", "tools"]),
+    ("rmcp", &["tools"]),
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -83,10 +91,14 @@ fn dependency_arrows_hold() {
                     "{package} depends on {dep}, which ARCHITECTURE.md forbids"
                 ));
             }
-            if let Some((_, owner)) = OWNED.iter().find(|(d, _)| *d == dep)
-                && *owner != name
+            if let Some((_, owners)) = OWNED.iter().find(|(d, _)| *d == dep)
+                && !owners.contains(&name.as_str())
             {
-                problems.push(format!("{package} names {dep}; only duet-{owner} may"));
+                let owners: Vec<String> = owners.iter().map(|o| format!("duet-{o}")).collect();
+                problems.push(format!(
+                    "{package} names {dep}; only {} may",
+                    owners.join(" and ")
+                ));
             }
         }
     }

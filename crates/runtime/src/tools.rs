@@ -67,13 +67,16 @@ pub trait HttpTools: Send + Sync + 'static {
     /// Runs tool `name`, whose definition's `http` is `call`, with `args` (already checked
     /// against the tool's schema); `env` fills `{{env.NAME}}`. Failures (a non-2xx answer, a
     /// timeout, a body over the limit) are error results the model sees.
+    ///
+    /// (`env` is spelled `for<'a>`: `async_trait` would otherwise give its `&str` one fixed
+    /// lifetime, and an implementation could not call it with its own strings.)
     async fn call(
         &self,
         ctx: ToolContext,
         name: &str,
         call: &duet_spec::HttpCall,
         args: &serde_json::Value,
-        env: &(dyn Fn(&str) -> Option<String> + Sync),
+        env: &(dyn for<'a> Fn(&'a str) -> Option<String> + Sync),
     ) -> ToolResult;
 }
 

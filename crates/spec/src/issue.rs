@@ -168,7 +168,7 @@ codes! {
     ToolManyImplementations = "tool_many_implementations", Error, "tools",
         "A tool says more than one of `builtin`, `result` and `http`.";
     TemplateUnknownArg = "template_unknown_arg", Warning, "tools",
-        "A `{{name}}` in a tool's `result` or `http.url` names no argument of its `args` schema.";
+        "A `{{name}}` in a tool's `result` or in its `http` url, body or headers names no argument of its `args` schema.";
     UnknownProvider = "unknown_provider", Error, "models",
         "A model's `provider` is not one duet has.";
     ScriptNotScripted = "script_not_scripted", Error, "models",
@@ -185,6 +185,10 @@ codes! {
         "An entry under `agents/` is not a regular file (a named pipe, a socket, a device, a symbolic link to a folder or to nothing); it is skipped without being opened. A symbolic link to a regular file is followed.";
     TsMultipleDefaultExports = "ts_multiple_default_exports", Error, "files",
         "A `.ts` file has more than one `export default`; each file holds one definition (the first is read).";
+    McpTransport = "mcp_transport", Error, "mcp",
+        "An MCP server (`agents/mcp/`) says neither or both of `command` (a stdio server duet starts) and `url` (a streamable-HTTP server), or a field of the other transport (`args` with `url`, `headers` with `command`).";
+    UnknownMcpServer = "unknown_mcp_server", Error, "mcp",
+        "A prompt's `tools` entry `SERVER/TOOL` names an MCP server that `agents/mcp/` does not declare.";
     UnboundedHandlerPair = "unbounded_handler_pair", Warning, "advice",
         "Neither side is human, at least one is a handler, and `maxSessionTurns` is not set: nothing external stops the two sides answering each other (as `unbounded_prompt_pair` for two prompts).";
 }

@@ -1,10 +1,11 @@
 //! Standard Agents 0.2.0 definitions for duet: types, loading and validation.
 //!
 //! A project keeps its definitions under `agents/` (`agents/agents/`, `agents/prompts/`,
-//! `agents/tools/`, `agents/hooks/`, `agents/handlers/`, `agents/models/`), each file YAML or a
-//! TS-like `export default defineAgent({...})` read statically. [`load`] reads a directory;
-//! [`Project::from_files`] does the same from files handed in, with no IO. Either returns every
-//! well-formed definition and every [`Issue`] at once; loading never panics, whatever the bytes.
+//! `agents/tools/`, `agents/hooks/`, `agents/handlers/`, `agents/models/`, and duet's
+//! `agents/mcp/`), each file YAML or a TS-like `export default defineAgent({...})` read
+//! statically. [`load`] reads a directory; [`Project::from_files`] does the same from files
+//! handed in, with no IO. Either returns every well-formed definition and every [`Issue`] at
+//! once; loading never panics, whatever the bytes.
 //!
 //! ```
 //! use duet_spec::{Project, SourceFile};
@@ -28,6 +29,7 @@ mod decode;
 pub mod fs;
 mod hook;
 mod issue;
+mod mcp;
 mod model;
 mod node;
 mod project;
@@ -48,6 +50,7 @@ pub use compose::Builtins;
 pub use fs::LoadError;
 pub use hook::{HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};
+pub use mcp::{MAX_TOOL_NAME, McpServerDef, McpTransport, exposed_tool_name, split_reference};
 pub use model::{Capabilities, ModelDef, PROVIDERS, ScriptEntry, ScriptToolCall};
 pub use node::Span;
 pub use project::{

@@ -10,6 +10,7 @@ use crate::agent::{self, AgentDef, ParentHookRequirement, Side, SideId};
 use crate::decode::{Ctx, is_snake_case};
 use crate::hook::{self, HandlerDef, HookDef};
 use crate::issue::{Code, Issue, Severity};
+use crate::mcp::{self, McpServerDef};
 use crate::model::{self, ModelDef};
 use crate::node::{Node, Span, Value};
 use crate::prompt::{self, PromptDef};
@@ -83,17 +84,20 @@ pub enum Kind {
     Handler,
     /// `agents/models/`: [`ModelDef`]s.
     Model,
+    /// `agents/mcp/`: [`McpServerDef`]s.
+    Mcp,
 }
 
 impl Kind {
     /// Every kind, in this order.
-    pub(crate) const ALL: [Kind; 6] = [
+    pub(crate) const ALL: [Kind; 7] = [
         Kind::Agent,
         Kind::Prompt,
         Kind::Tool,
         Kind::Hook,
         Kind::Handler,
         Kind::Model,
+        Kind::Mcp,
     ];
 
     /// The folder under `agents/` that holds this kind.
@@ -105,6 +109,7 @@ impl Kind {
             Kind::Hook => "hooks",
             Kind::Handler => "handlers",
             Kind::Model => "models",
+            Kind::Mcp => "mcp",
         }
     }
 
@@ -117,6 +122,7 @@ impl Kind {
             Kind::Hook => "defineHook",
             Kind::Handler => "defineHandler",
             Kind::Model => "defineModel",
+            Kind::Mcp => "defineMcpServer",
         }
     }
 
@@ -129,6 +135,7 @@ impl Kind {
             Kind::Hook => "hook",
             Kind::Handler => "handler",
             Kind::Model => "model",
+            Kind::Mcp => "MCP server",
         }
     }
 
@@ -224,6 +231,8 @@ pub struct Project {
     pub handlers: BTreeMap<String, Defined<HandlerDef>>,
     /// `agents/models/`, by `name`.
     pub models: BTreeMap<String, Defined<ModelDef>>,
+    /// `agents/mcp/`, by `name`.
+    pub mcp: BTreeMap<String, Defined<McpServerDef>>,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
     /// What could be read of agents whose files leave them incomplete, so their references
@@ -420,6 +429,10 @@ impl Project {
                 let (name, def) = model::decode(&mut ctx, root);
                 insert(self, &mut ctx, kind, name, def, source, |p| &mut p.models);
             }
+            Kind::Mcp => {
+                let (name, def) = mcp::decode(&mut ctx, root);
+                insert(self, &mut ctx, kind, name, def, source, |p| &mut p.mcp);
+            }
             Kind::Hook => {
                 let (id, def) = hook::decode_hook(&mut ctx, root);
                 insert(self, &mut ctx, kind, id, def, source, |p| &mut p.hooks);
@@ -541,7 +554,7 @@ fn classify(path: &str) -> Class<'_> {
         return Class::Unsupported(
             Issue::new(Code::UnsupportedFile, message)
                 .at(path, "", None)
-                .hint("definition folders: agents, prompts, tools, hooks, handlers, models"),
+                .hint("definition folders: agents, prompts, tools, hooks, handlers, models, mcp"),
         );
     };
     let (stem, syntax) = if let Some(s) = file_name.strip_suffix(".d.ts") {

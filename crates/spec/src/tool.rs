@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::decode::Ctx;
+use crate::decode::{Ctx, Obj};
 use crate::issue::{Code, Issue};
 use crate::node::{Dynamic, Node, Span, Value};
 use crate::prompt::{Variable, decode_variables};
@@ -39,7 +39,7 @@ pub enum ToolImpl {
     Builtin(String),
     /// `result`: a fixed string, or one with `{{arg}}` placeholders filled from the arguments.
     Result(String),
-    /// `http`: an HTTP request carrying the arguments as JSON.
+    /// `http`: an HTTP request made from templates over the arguments and env.
     Http(HttpCall),
 }
 
@@ -54,6 +54,27 @@ pub struct HttpCall {
     /// `headers`: values may hold `{{env.NAME}}` placeholders (secrets stay out of
     /// definitions); default none.
     pub headers: BTreeMap<String, String>,
+    /// `body`: the request body, a template over the arguments and env; absent, the arguments
+    /// as JSON for POST, PUT and PATCH and no body for GET and DELETE.
+    pub body: Option<String>,
+    /// `timeoutMs`: how long the whole exchange (connect, send, read the answer) may take;
+    /// default [`HttpCall::DEFAULT_TIMEOUT_MS`], at most [`HttpCall::MAX_TIMEOUT_MS`].
+    pub timeout_ms: u32,
+    /// `maxResponseBytes`: the largest answer body read; a larger one is an error result.
+    /// Default [`HttpCall::DEFAULT_MAX_RESPONSE_BYTES`], at most
+    /// [`HttpCall::MAX_RESPONSE_BYTES_LIMIT`].
+    pub max_response_bytes: u32,
+}
+
+impl HttpCall {
+    /// `timeoutMs` when absent: 30 seconds.
+    pub const DEFAULT_TIMEOUT_MS: u32 = 30_000;
+    /// The largest `timeoutMs`: 10 minutes.
+    pub const MAX_TIMEOUT_MS: u32 = 600_000;
+    /// `maxResponseBytes` when absent: 1 MiB.
+    pub const DEFAULT_MAX_RESPONSE_BYTES: u32 = 1 << 20;
+    /// The largest `maxResponseBytes`: 64 MiB.
+    pub const MAX_RESPONSE_BYTES_LIMIT: u32 = 64 << 20;
 }
 
 /// An HTTP tool's `method`.
@@ -239,12 +260,51 @@ fn decode_http(ctx: &mut Ctx<'_>, node: &Node) -> Option<HttpCall> {
         );
     }
     let headers = o.string_map(ctx, "headers");
-    o.finish(ctx, &["method", "url", "headers"]);
+    let body = o.string(ctx, "body");
+    let timeout_ms = bounded(ctx, &mut o, "timeoutMs", HttpCall::MAX_TIMEOUT_MS)
+        .unwrap_or(HttpCall::DEFAULT_TIMEOUT_MS);
+    let max_response_bytes = bounded(
+        ctx,
+        &mut o,
+        "maxResponseBytes",
+        HttpCall::MAX_RESPONSE_BYTES_LIMIT,
+    )
+    .unwrap_or(HttpCall::DEFAULT_MAX_RESPONSE_BYTES);
+    o.finish(ctx, HTTP_FIELDS);
     Some(HttpCall {
         method,
         url: url?,
         headers,
+        body,
+        timeout_ms,
+        max_response_bytes,
     })
+}
+
+const HTTP_FIELDS: &[&str] = &[
+    "method",
+    "url",
+    "headers",
+    "body",
+    "timeoutMs",
+    "maxResponseBytes",
+];
+
+/// A count field of `o` of at least 1 and at most `max`, or `None` (absent, or reported).
+pub(crate) fn bounded(ctx: &mut Ctx<'_>, o: &mut Obj<'_>, key: &str, max: u32) -> Option<u32> {
+    let path = o.path(key);
+    let node = o.take(key)?;
+    let n = ctx.count(node, &path)?;
+    if n > max {
+        ctx.report(
+            Code::InvalidValue,
+            format!("`{path}` must be at most {max}, not {n}"),
+            &path,
+            node.span,
+        );
+        return None;
+    }
+    Some(n)
 }
 
 /// The `{{name}}` placeholders of a template, in order.
@@ -266,32 +326,46 @@ fn check_templates(
     args: Option<&serde_json::Value>,
     root: &Node,
 ) {
-    let (field, template) = match imp {
-        ToolImpl::Result(t) => ("result", t.as_str()),
-        ToolImpl::Http(h) => ("http.url", h.url.as_str()),
-        ToolImpl::Builtin(_) => return,
-    };
-    let known = args.map(schema::property_names).unwrap_or_default();
-    let span = match imp {
-        ToolImpl::Http(_) => root.get("http").and_then(|h| h.get("url")),
-        _ => root.get("result"),
-    }
-    .map(|n| n.span);
-    for p in placeholders(template) {
-        if p.starts_with("env.") || known.contains(&p) {
-            continue;
+    let mut templates: Vec<(String, &str, Option<Span>)> = Vec::new();
+    match imp {
+        ToolImpl::Result(t) => {
+            templates.push(("result".into(), t, root.get("result").map(|n| n.span)))
         }
-        ctx.push(
-            Issue::new(
-                Code::TemplateUnknownArg,
-                format!("`{{{{{p}}}}}` in `{field}` names no argument of `args`"),
-            )
-            .at(ctx.file, field, span)
-            .hint(if known.is_empty() {
-                "declare it under `args.properties`".to_owned()
-            } else {
-                format!("arguments: {}", known.join(", "))
-            }),
-        );
+        ToolImpl::Http(h) => {
+            let http = root.get("http");
+            let at = |key: &str| http.and_then(|n| n.get(key)).map(|n| n.span);
+            templates.push(("http.url".into(), &h.url, at("url")));
+            if let Some(body) = &h.body {
+                templates.push(("http.body".into(), body, at("body")));
+            }
+            for (name, value) in &h.headers {
+                let span = http
+                    .and_then(|n| n.get("headers"))
+                    .and_then(|n| n.get(name))
+                    .map(|n| n.span);
+                templates.push((format!("http.headers.{name}"), value, span));
+            }
+        }
+        ToolImpl::Builtin(_) => return,
+    }
+    let known = args.map(schema::property_names).unwrap_or_default();
+    for (field, template, span) in templates {
+        for p in placeholders(template) {
+            if p.starts_with("env.") || known.contains(&p) {
+                continue;
+            }
+            ctx.push(
+                Issue::new(
+                    Code::TemplateUnknownArg,
+                    format!("`{{{{{p}}}}}` in `{field}` names no argument of `args`"),
+                )
+                .at(ctx.file, &field, span)
+                .hint(if known.is_empty() {
+                    "declare it under `args.properties`".to_owned()
+                } else {
+                    format!("arguments: {}", known.join(", "))
+                }),
+            );
+        }
     }
 }

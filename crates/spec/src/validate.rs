@@ -5,6 +5,7 @@
 use crate::agent::{AgentDef, ParentHookRequirement, RESERVED_TOOL_NAMES, Side, SideId};
 use crate::decode::nearest;
 use crate::issue::{Code, Issue};
+use crate::mcp::{exposed_tool_name, split_reference};
 use crate::project::{Defined, Kind, Project, Source};
 use crate::prompt::{PromptContent, PromptDef, PromptPart};
 
@@ -195,7 +196,7 @@ fn check_side(
             } else if let Some(prompt) = project.prompts.get(&s.prompt) {
                 let offered: Vec<&str> = prompt.def.tools.iter().map(|t| t.name.as_str()).collect();
                 for (binding, tool) in s.bound_tools() {
-                    if !offered.contains(&tool) {
+                    if !offered.contains(&tool) && !offers_mcp_tool(project, &offered, tool) {
                         let path = if binding == "stopTool" {
                             format!("{field}.stopTool")
                         } else {
@@ -356,14 +357,20 @@ fn check_prompt(out: &mut Out<'_>, d: &Defined<PromptDef>) {
             out.push(&d.source, &path, issue);
             continue;
         }
+        if let Some((server, tool)) = split_reference(name) {
+            check_mcp_reference(out, &d.source, &path, server, tool);
+            continue;
+        }
         let is_tool = project.declares(Kind::Tool, name);
         let is_prompt = project.declares(Kind::Prompt, name);
         let agent = project.agents.get(name);
         let is_exposed_agent = agent.is_some_and(|a| a.def.expose_as_tool);
+        let is_mcp = project.declares(Kind::Mcp, name);
         let kinds: Vec<&str> = [
             (is_tool, "tool"),
             (is_prompt, "prompt"),
             (is_exposed_agent, "exposed agent"),
+            (is_mcp, "MCP server"),
         ]
         .into_iter()
         .filter_map(|(yes, k)| yes.then_some(k))
@@ -389,6 +396,7 @@ fn check_prompt(out: &mut Out<'_>, d: &Defined<PromptDef>) {
                 let mut callable: Vec<&str> =
                     project.declared_names(Kind::Tool).into_iter().collect();
                 callable.extend(project.declared_names(Kind::Prompt));
+                callable.extend(project.declared_names(Kind::Mcp));
                 callable.extend(
                     project
                         .agents
@@ -399,7 +407,7 @@ fn check_prompt(out: &mut Out<'_>, d: &Defined<PromptDef>) {
                 let hint = match nearest(name, &callable) {
                     Some(n) => format!("did you mean `{n}`?"),
                     None => format!(
-                        "define `agents/tools/{name}.yaml`, or name a prompt or an exposed agent"
+                        "define `agents/tools/{name}.yaml`, or name a prompt, an exposed agent or an MCP server"
                     ),
                 };
                 out.push(
@@ -407,7 +415,9 @@ fn check_prompt(out: &mut Out<'_>, d: &Defined<PromptDef>) {
                     &path,
                     Issue::new(
                         Code::UnknownTool,
-                        format!("`{name}` is not a tool, a prompt or an exposed agent"),
+                        format!(
+                            "`{name}` is not a tool, a prompt, an exposed agent or an MCP server"
+                        ),
                     )
                     .hint(hint),
                 );
@@ -419,7 +429,7 @@ fn check_prompt(out: &mut Out<'_>, d: &Defined<PromptDef>) {
                         "`{name}` names both {}",
                         kinds
                             .iter()
-                            .map(|k| if k.starts_with('e') {
+                            .map(|k| if k.starts_with(['e', 'M']) {
                                 format!("an {k}")
                             } else {
                                 format!("a {k}")
@@ -433,4 +443,30 @@ fn check_prompt(out: &mut Out<'_>, d: &Defined<PromptDef>) {
             }
         }
     }
+}
+
+/// A `SERVER/TOOL` entry: the server is declared in `agents/mcp/` and the tool is named. Which
+/// tools a server has is known only once it runs, so the tool itself is checked at run time.
+fn check_mcp_reference(out: &mut Out<'_>, source: &Source, path: &str, server: &str, tool: &str) {
+    if server.is_empty() || tool.is_empty() || tool.contains('/') {
+        let issue = Issue::new(
+            Code::InvalidValue,
+            format!("`{server}/{tool}` is not `SERVER/TOOL`"),
+        )
+        .hint("name an MCP server (all its tools) or `SERVER/TOOL` (one of them)");
+        out.push(source, path, issue);
+    } else if !out.project.declares(Kind::Mcp, server) {
+        out.unknown(source, path, Code::UnknownMcpServer, Kind::Mcp, server);
+    }
+}
+
+/// Whether a prompt whose `tools` are `offered` offers the MCP tool its model sees as `name`
+/// (`SERVER__TOOL`): it names `SERVER/TOOL`, or `SERVER` (all of that server's tools).
+fn offers_mcp_tool(project: &Project, offered: &[&str], name: &str) -> bool {
+    offered.iter().any(|entry| match split_reference(entry) {
+        Some((server, tool)) => exposed_tool_name(server, tool) == name,
+        None => {
+            project.declares(Kind::Mcp, entry) && name.starts_with(&exposed_tool_name(entry, ""))
+        }
+    })
 }

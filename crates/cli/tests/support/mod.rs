@@ -132,15 +132,17 @@ pub fn project(root: &Path) -> Arc<duet_spec::Project> {
     Arc::new(loaded.project)
 }
 
-/// A runtime with this build's providers and handlers.
+/// A runtime with this build's providers, handlers, http client and the project's MCP servers
+/// (stdio servers run in the repository root).
 pub fn runtime(
     project: Arc<duet_spec::Project>,
     store: Arc<dyn Store>,
 ) -> duet_runtime::RuntimeBuilder {
-    Runtime::builder(project, store)
+    let builder = Runtime::builder(project.clone(), store)
         .providers(duet_models::providers())
         .handlers(duet_handlers::handlers())
-        .hooks(duet_handlers::hooks())
+        .hooks(duet_handlers::hooks());
+    duet_tools::register(builder, &project, &repo())
 }
 
 /// A test project in a scratch folder of its own, written file by file.

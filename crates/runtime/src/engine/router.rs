@@ -1,12 +1,17 @@
 //! The tool router: what each tool a prompt offers is, and where a call to it goes. Every call a
 //! model makes is sorted here into one [`Route`] — a project tool (builtin, template or http, as
-//! its definition says), a subagent lifecycle tool, a handoff, a sub-prompt — or none (unknown),
-//! and dispatched in `route_call`. Adding a kind of tool is one arm here.
+//! its definition says), a tool of an MCP server, a subagent lifecycle tool, a handoff, a
+//! sub-prompt — or none (unknown), and dispatched in `route_call`. Adding a kind of tool is one
+//! arm here.
 
 use std::collections::BTreeMap;
 
-use duet_spec::{AgentDef, Project, PromptDef, PromptSide, SubagentRelationship};
+use duet_spec::{
+    AgentDef, Project, PromptDef, PromptSide, SubagentRelationship, exposed_tool_name,
+    split_reference,
+};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::{Runtime, Turn};
 use crate::children::{Caller, ChildRun};
@@ -29,7 +34,14 @@ pub(super) enum Route<'p> {
     Handoff(&'p str, &'p AgentDef),
     /// A prompt named in `tools`: a call runs it as a nested model call.
     SubPrompt(&'p PromptDef, &'p duet_spec::PromptTool),
+    /// A tool of the tool server (MCP server) named first. The tool's own name, or `None` for a
+    /// call to a server that could not list its tools: the tool is the rest of the call's name.
+    Server(&'p str, Option<&'p str>),
 }
+
+/// What each tool server a prompt names offers (or why it offers nothing), by server: listing
+/// is async, so a step fetches it before building its [`Offer`].
+pub(super) type Served = BTreeMap<String, Result<Vec<ToolSpec>, String>>;
 
 /// What one step offers its model, and where each name goes.
 pub(super) struct Offer<'p> {
@@ -38,20 +50,24 @@ pub(super) struct Offer<'p> {
     /// The relationships the side offers (enabled, not hidden).
     pub(super) relationships: Vec<&'p SubagentRelationship>,
     lifecycle: Vec<ToolSpec>,
+    /// The servers named whole whose tools could not be listed: their calls still go to them.
+    down: Vec<&'p str>,
 }
 
 impl<'p> Offer<'p> {
-    /// The tools `prompt` offers on `cfg`'s side of `agent`, with `env` deciding which
-    /// relationships are enabled.
+    /// The tools `prompt` offers on `cfg`'s side of `agent`, with `served` the tools of the
+    /// servers it names and `env` deciding which relationships are enabled.
     pub(super) fn new(
         project: &'p Project,
         agent: &AgentDef,
         cfg: &'p PromptSide,
         prompt: &'p PromptDef,
+        served: &'p Served,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Self {
         let mut specs = Vec::new();
         let mut routes = BTreeMap::new();
+        let mut down = Vec::new();
         for entry in &prompt.tools {
             if let Some(tool) = project.tools.get(&entry.name) {
                 specs.push(ToolSpec {
@@ -71,6 +87,8 @@ impl<'p> Offer<'p> {
                     parameters: super::subprompt::schema(&sub.def),
                 });
                 routes.insert(entry.name.clone(), Route::SubPrompt(&sub.def, entry));
+            } else {
+                offer_served(served, &entry.name, &mut specs, &mut routes, &mut down);
             }
         }
         let relationships = subagents::offered(cfg, env);
@@ -92,12 +110,19 @@ impl<'p> Offer<'p> {
             routes,
             relationships,
             lifecycle,
+            down,
         }
     }
 
     /// Where a call of `name` goes; `None` for a tool this step does not offer.
     pub(super) fn route(&self, name: &str) -> Option<Route<'p>> {
-        self.routes.get(subagents::canonical(name)).copied()
+        let down = || {
+            self.down
+                .iter()
+                .find(|s| name.starts_with(&exposed_tool_name(s, "")))
+        };
+        (self.routes.get(subagents::canonical(name)).copied())
+            .or_else(|| down().map(|s| Route::Server(s, None)))
     }
 
     fn unknown(&self, name: &str) -> ToolResult {
@@ -110,6 +135,83 @@ impl<'p> Offer<'p> {
                 names.join(", ")
             }
         ))
+    }
+}
+
+/// Offers the tools of the server a `tools` entry names (`SERVER`: all; `SERVER/TOOL`: one),
+/// each under its exposed name; nothing for an entry that names no server.
+fn offer_served<'p>(
+    served: &'p Served,
+    entry: &'p str,
+    specs: &mut Vec<ToolSpec>,
+    routes: &mut BTreeMap<String, Route<'p>>,
+    down: &mut Vec<&'p str>,
+) {
+    let (server, only) = match split_reference(entry) {
+        Some((server, tool)) => (server, Some(tool)),
+        None => (entry, None),
+    };
+    let Some((server, listed)) = served.get_key_value(server) else {
+        return;
+    };
+    let Ok(tools) = listed else {
+        // Its calls reach it anyway: the server may be back, or says why it is not.
+        match only {
+            Some(tool) => {
+                routes.insert(
+                    exposed_tool_name(server, tool),
+                    Route::Server(server, Some(tool)),
+                );
+            }
+            None => down.push(server),
+        }
+        return;
+    };
+    let chosen = tools.iter().filter(|t| only.is_none_or(|o| o == t.name));
+    let mut any = false;
+    for spec in chosen {
+        any = true;
+        let name = exposed_tool_name(server, &spec.name);
+        if !routes.contains_key(&name) {
+            routes.insert(name.clone(), Route::Server(server, Some(&spec.name)));
+            specs.push(ToolSpec {
+                name,
+                ..spec.clone()
+            });
+        }
+    }
+    if let (Some(tool), false) = (only, any) {
+        tracing::warn!(server = %server, tool, "the MCP server offers no such tool; it is not offered");
+    }
+}
+
+impl Runtime {
+    /// What each tool server `prompt` names offers, listed before its step's [`Offer`]; a server
+    /// that cannot list its tools offers none (a warning), and a cancelled run stops waiting.
+    pub(super) async fn served_tools(
+        &self,
+        prompt: &PromptDef,
+        cancel: &CancellationToken,
+    ) -> Served {
+        let mut served = Served::new();
+        for entry in &prompt.tools {
+            let server = split_reference(&entry.name).map_or(entry.name.as_str(), |(s, _)| s);
+            if !self.inner.project.mcp.contains_key(server) || served.contains_key(server) {
+                continue;
+            }
+            let listed = match self.inner.tools.server(server) {
+                Some(s) => tokio::select! {
+                    () = cancel.cancelled() => return served,
+                    listed = s.tools() => listed,
+                },
+                None => Err("no tool server is registered under this name".to_owned()),
+            };
+            if let Err(e) = &listed {
+                tracing::warn!(server, error = %e, "an MCP server offers no tools to this step");
+            }
+            served.insert(server.to_owned(), listed);
+        }
+        served
     }
 }
 
@@ -186,6 +288,20 @@ impl Runtime {
                 })
                 .await,
             ),
+            Route::Server(server, tool) => {
+                let ctx = ToolContext {
+                    thread: step.thread.id,
+                    idempotency_key: format!("{}:{}", step.thread.id, call.id),
+                };
+                let prefix = exposed_tool_name(server, "");
+                let tool = tool.unwrap_or_else(|| call.name.strip_prefix(&prefix).unwrap_or(""));
+                Dispatched::Done(match self.inner.tools.server(server) {
+                    Some(s) => s.call(ctx, tool, call.arguments.clone()).await,
+                    None => ToolResult::error(format!(
+                        "MCP server `{server}` is not available in this runtime."
+                    )),
+                })
+            }
             Route::Handoff(name, target) => {
                 let schema = decide::side_a_schema(project, target);
                 let errors = subagents::schema_errors(&schema, &call.arguments);

@@ -52,7 +52,8 @@ impl Runtime {
         };
         let env = self.env(agent, Some(prompt), &turn.scope.env);
         let env_lookup = |k: &str| crate::context::env_value(&env, k);
-        let offer = Offer::new(&project, agent, cfg, prompt, &env_lookup);
+        let served = self.served_tools(prompt, turn.cancel).await;
+        let offer = Offer::new(&project, agent, cfg, prompt, &served, &env_lookup);
         // The hooks of this prompt on this agent, in order; a missing one fails closed.
         let mut hooks = match self.hooks_for(agent, Some(prompt), &env) {
             Ok(active) => active,

@@ -1,0 +1,35 @@
+//! Tools for duet that reach out of the process: the project's `http` tools ([`HttpClient`],
+//! on `reqwest`) and the MCP servers it declares in `agents/mcp/` ([`McpServer`], on `rmcp`).
+//! This is the only crate that names `rmcp`; the runtime knows them only through its
+//! [`duet_runtime::HttpTools`] and [`duet_runtime::ToolServer`] ports.
+//!
+//! ```no_run
+//! # async fn demo(project: std::sync::Arc<duet_spec::Project>, store: std::sync::Arc<dyn duet_runtime::Store>) {
+//! let root = std::path::Path::new(".");
+//! let runtime = duet_tools::register(duet_runtime::Runtime::builder(project.clone(), store), &project, root)
+//!     .build();
+//! # }
+//! ```
+
+mod http;
+pub mod mcp;
+pub mod secrets;
+
+use std::path::Path;
+
+pub use http::HttpClient;
+pub use mcp::McpServer;
+
+/// `builder` with the http client and one [`McpServer`] per server `project` declares (stdio
+/// servers run in `root`, the project root). Nothing starts until a step needs it.
+pub fn register(
+    mut builder: duet_runtime::RuntimeBuilder,
+    project: &duet_spec::Project,
+    root: &Path,
+) -> duet_runtime::RuntimeBuilder {
+    builder = builder.http_tools(HttpClient::new());
+    for (name, server) in mcp::servers(&project.mcp, root) {
+        builder = builder.tool_server(&name, server);
+    }
+    builder
+}

@@ -1,0 +1,88 @@
+//! Secrets out of every text a tool returns or logs: the env values a definition's templates
+//! filled in (`{{env.NAME}}`) are replaced by `[redacted]`, as written and as they appear
+//! percent-encoded or JSON-escaped.
+
+/// What replaces a secret.
+pub const REDACTED: &str = "[redacted]";
+
+/// Values shorter than this are not redacted: they are too short to be a credential, and
+/// replacing every `1` or `yes` of a text would garble it.
+pub const MIN_SECRET_LEN: usize = 4;
+
+/// The secrets of one call (or one server's settings).
+#[derive(Clone, Debug, Default)]
+pub struct Secrets {
+    values: Vec<String>,
+}
+
+impl Secrets {
+    /// Adds `value` (and its encoded forms) unless it is shorter than [`MIN_SECRET_LEN`].
+    pub fn add(&mut self, value: &str) {
+        if value.len() < MIN_SECRET_LEN {
+            return;
+        }
+        let json = serde_json::to_string(value).unwrap_or_default();
+        let json = json
+            .strip_prefix('"')
+            .and_then(|j| j.strip_suffix('"'))
+            .unwrap_or(value);
+        for v in [value.to_owned(), percent_encode(value), json.to_owned()] {
+            if !self.values.contains(&v) {
+                self.values.push(v);
+            }
+        }
+        // Longest first, so a secret that contains another is replaced whole.
+        self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    }
+
+    /// Adds the value of every `{{env.NAME}}` placeholder of `template`.
+    pub fn add_env_of(&mut self, template: &str, env: &(dyn Fn(&str) -> Option<String> + Sync)) {
+        for p in duet_spec::placeholders(template) {
+            if let Some(value) = p.strip_prefix("env.").and_then(|name| env(name.trim())) {
+                self.add(&value);
+            }
+        }
+    }
+
+    /// `text` with every secret replaced by [`REDACTED`].
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for v in &self.values {
+            if out.contains(v.as_str()) {
+                out = out.replace(v.as_str(), REDACTED);
+            }
+        }
+        out
+    }
+}
+
+/// `value` percent-encoded as a URL component: everything but `A-Z a-z 0-9 - . _ ~`.
+pub fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_redacted_in_every_form() {
+        let mut s = Secrets::default();
+        s.add("s3cr\"et/1");
+        s.add("no");
+        let text = "a s3cr\"et/1 b s3cr%22et%2F1 c s3cr\\\"et/1 d no";
+        assert_eq!(
+            s.redact(text),
+            "a [redacted] b [redacted] c [redacted] d no"
+        );
+        assert_eq!(percent_encode("a b/ü"), "a%20b%2F%C3%BC");
+    }
+}
