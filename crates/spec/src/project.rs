@@ -13,6 +13,7 @@ use crate::issue::{Code, Issue, Severity};
 use crate::model::{self, ModelDef};
 use crate::node::{Node, Span, Value};
 use crate::prompt::{self, PromptDef};
+use crate::provider::{self, ProviderDef};
 use crate::tool::{self, ToolDef};
 use crate::{ts, yaml};
 
@@ -83,17 +84,20 @@ pub enum Kind {
     Handler,
     /// `agents/models/`: [`ModelDef`]s.
     Model,
+    /// `agents/providers/`: [`ProviderDef`]s.
+    Provider,
 }
 
 impl Kind {
     /// Every kind, in this order.
-    pub(crate) const ALL: [Kind; 6] = [
+    pub(crate) const ALL: [Kind; 7] = [
         Kind::Agent,
         Kind::Prompt,
         Kind::Tool,
         Kind::Hook,
         Kind::Handler,
         Kind::Model,
+        Kind::Provider,
     ];
 
     /// The folder under `agents/` that holds this kind.
@@ -105,6 +109,7 @@ impl Kind {
             Kind::Hook => "hooks",
             Kind::Handler => "handlers",
             Kind::Model => "models",
+            Kind::Provider => "providers",
         }
     }
 
@@ -117,6 +122,7 @@ impl Kind {
             Kind::Hook => "defineHook",
             Kind::Handler => "defineHandler",
             Kind::Model => "defineModel",
+            Kind::Provider => "defineProvider",
         }
     }
 
@@ -129,6 +135,7 @@ impl Kind {
             Kind::Hook => "hook",
             Kind::Handler => "handler",
             Kind::Model => "model",
+            Kind::Provider => "provider",
         }
     }
 
@@ -224,6 +231,8 @@ pub struct Project {
     pub handlers: BTreeMap<String, Defined<HandlerDef>>,
     /// `agents/models/`, by `name`.
     pub models: BTreeMap<String, Defined<ModelDef>>,
+    /// `agents/providers/`, by `name`.
+    pub providers: BTreeMap<String, Defined<ProviderDef>>,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
     /// What could be read of agents whose files leave them incomplete, so their references
@@ -420,6 +429,12 @@ impl Project {
                 let (name, def) = model::decode(&mut ctx, root);
                 insert(self, &mut ctx, kind, name, def, source, |p| &mut p.models);
             }
+            Kind::Provider => {
+                let (name, def) = provider::decode(&mut ctx, root);
+                insert(self, &mut ctx, kind, name, def, source, |p| {
+                    &mut p.providers
+                });
+            }
             Kind::Hook => {
                 let (id, def) = hook::decode_hook(&mut ctx, root);
                 insert(self, &mut ctx, kind, id, def, source, |p| &mut p.hooks);
@@ -531,7 +546,7 @@ fn classify(path: &str) -> Class<'_> {
     };
     let Some(kind) = Kind::from_folder(folder) else {
         let message = match folder {
-            "effects" | "api" | "providers" | "packed" => {
+            "effects" | "api" | "packed" => {
                 format!("`agents/{folder}/` is not supported by duet yet; this file is ignored")
             }
             _ => format!(
@@ -541,7 +556,7 @@ fn classify(path: &str) -> Class<'_> {
         return Class::Unsupported(
             Issue::new(Code::UnsupportedFile, message)
                 .at(path, "", None)
-                .hint("definition folders: agents, prompts, tools, hooks, handlers, models"),
+                .hint("definition folders: agents, prompts, tools, hooks, handlers, models, providers"),
         );
     };
     let (stem, syntax) = if let Some(s) = file_name.strip_suffix(".d.ts") {
