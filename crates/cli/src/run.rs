@@ -158,8 +158,10 @@ pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
         return Err(ExitCode::from(2));
     }
     let store = store(place).await?;
+    // The built-in providers and the project's own (`agents/providers/`), keys from the env.
+    let providers = duet_models::providers_for(&loaded.project);
     let mut builder = Runtime::builder(Arc::new(loaded.project), store)
-        .providers(duet_models::providers())
+        .providers(providers)
         .handlers(duet_handlers::handlers())
         .hooks(duet_handlers::hooks());
     // How long a run's lease lasts without renewal (default 30 s): how soon another process may
