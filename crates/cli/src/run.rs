@@ -160,9 +160,11 @@ pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
     let store = store(place).await?;
     let root =
         duet_spec::fs::project_root(&place.project).unwrap_or_else(|_| place.project.clone());
+    // The built-in providers and the project's own (`agents/providers/`), keys from the env.
+    let providers = duet_models::providers_for(&loaded.project);
     let project = Arc::new(loaded.project);
     let builder = Runtime::builder(project.clone(), store)
-        .providers(duet_models::providers())
+        .providers(providers)
         .handlers(duet_handlers::handlers())
         .hooks(duet_handlers::hooks());
     // The http client and one tool server per MCP server of `agents/mcp/` (started on use).

@@ -52,6 +52,11 @@ pub(crate) fn run(args: &Args) -> ExitCode {
             .into_iter()
             .map(|i| if args.strict { i.escalated() } else { i }),
     );
+    // A provider key variable unset here is a warning: it may be set where duet runs.
+    let keys = loaded
+        .project
+        .check_provider_keys(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()));
+    loaded.issues.extend(keys);
     loaded
         .issues
         .sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
@@ -74,13 +79,14 @@ pub(crate) fn run(args: &Args) -> ExitCode {
             r.and_then(|()| {
                 writeln!(
                     out,
-                    "{} agents, {} prompts, {} tools, {} hooks, {} handlers, {} models: {errors} error{}, {warnings} warning{}",
+                    "{} agents, {} prompts, {} tools, {} hooks, {} handlers, {} models, {} providers: {errors} error{}, {warnings} warning{}",
                     p.agents.len(),
                     p.prompts.len(),
                     p.tools.len(),
                     p.hooks.len(),
                     p.handlers.len(),
                     p.models.len(),
+                    p.providers.len(),
                     if errors == 1 { "" } else { "s" },
                     if warnings == 1 { "" } else { "s" },
                 )

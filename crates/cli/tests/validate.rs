@@ -337,3 +337,51 @@ fn a_named_pipe_or_a_linked_folder_is_a_warning_not_a_hang() {
     assert!(stdout.contains("1 tools"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A model whose provider's key variable is unset here: a warning naming the variable (never a
+/// value), exit 0; set, no warning.
+#[test]
+fn an_unset_provider_key_is_a_warning() {
+    let dir = tempdir().join("provider-keys");
+    for (path, text) in [
+        (
+            "agents/providers/router.yaml",
+            "name: router\ntype: openai\nbaseUrl: https://openrouter.ai/api/v1\napiKeyEnv: DUET_TEST_ROUTER_KEY\n",
+        ),
+        (
+            "agents/models/routed.yaml",
+            "name: routed\nprovider: router\nmodel: x/y\n",
+        ),
+    ] {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+    let run = |key: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_duet"));
+        cmd.args(["validate", &dir.display().to_string()]);
+        match key {
+            Some(k) => cmd.env("DUET_TEST_ROUTER_KEY", k),
+            None => cmd.env_remove("DUET_TEST_ROUTER_KEY"),
+        };
+        let out = cmd.output().expect("duet runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, stdout) = run(None);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("warning[provider_key_unset]") && stdout.contains("DUET_TEST_ROUTER_KEY"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("1 providers: 0 errors, 1 warning"),
+        "{stdout}"
+    );
+    let (code, stdout) = run(Some("or-secret-value"));
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.ends_with("0 errors, 0 warnings\n"), "{stdout}");
+    assert!(!stdout.contains("or-secret-value"));
+}

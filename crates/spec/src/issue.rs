@@ -170,7 +170,7 @@ codes! {
     TemplateUnknownArg = "template_unknown_arg", Warning, "tools",
         "A `{{name}}` in a tool's `result` or in its `http` url, body or headers names no argument of its `args` schema.";
     UnknownProvider = "unknown_provider", Error, "models",
-        "A model's `provider` is not one duet has.";
+        "A model's `provider` is neither built in (`scripted`, `openai`, `anthropic`) nor defined in `agents/providers/`.";
     ScriptNotScripted = "script_not_scripted", Error, "models",
         "A model has a `script` but its provider is not `scripted`.";
     UnboundedPromptPair = "unbounded_prompt_pair", Warning, "advice",
@@ -191,6 +191,8 @@ codes! {
         "A prompt's `tools` entry `SERVER/TOOL` names an MCP server that `agents/mcp/` does not declare.";
     UnboundedHandlerPair = "unbounded_handler_pair", Warning, "advice",
         "Neither side is human, at least one is a handler, and `maxSessionTurns` is not set: nothing external stops the two sides answering each other (as `unbounded_prompt_pair` for two prompts).";
+    ProviderKeyUnset = "provider_key_unset", Warning, "models",
+        "A model's provider reads its API key from an environment variable that is not set where `duet validate` runs (a warning: it may be set where duet runs). Checked by `duet validate`, not by loading.";
 }
 
 impl fmt::Display for Code {

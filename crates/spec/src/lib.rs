@@ -1,9 +1,9 @@
 //! Standard Agents 0.2.0 definitions for duet: types, loading and validation.
 //!
 //! A project keeps its definitions under `agents/` (`agents/agents/`, `agents/prompts/`,
-//! `agents/tools/`, `agents/hooks/`, `agents/handlers/`, `agents/models/`, and duet's
-//! `agents/mcp/`), each file YAML or a TS-like `export default defineAgent({...})` read
-//! statically. [`load`] reads a directory; [`Project::from_files`] does the same from files
+//! `agents/tools/`, `agents/hooks/`, `agents/handlers/`, `agents/models/`, `agents/providers/`,
+//! and duet's `agents/mcp/`), each file YAML or a TS-like `export default defineAgent({...})`
+//! read statically. [`load`] reads a directory; [`Project::from_files`] does the same from files
 //! handed in, with no IO. Either returns every well-formed definition and every [`Issue`] at
 //! once; loading never panics, whatever the bytes.
 //!
@@ -34,6 +34,7 @@ mod model;
 mod node;
 mod project;
 mod prompt;
+mod provider;
 mod relationship;
 mod schema;
 mod tool;
@@ -60,6 +61,7 @@ pub use project::{
 pub use prompt::{
     PromptContent, PromptDef, PromptPart, PromptTool, Reasoning, ToolChoice, Variable, VariableKind,
 };
+pub use provider::{ProviderDef, ProviderType};
 pub use schema::property_names;
 pub use tool::{HttpCall, HttpMethod, ToolDef, ToolImpl, placeholders};
 

@@ -7,7 +7,9 @@ use crate::decode::{Ctx, join};
 use crate::issue::{Code, Issue};
 use crate::node::Node;
 
-/// The providers duet has. `scripted` plays a fixed script, for tests, demos and benchmarks.
+/// The providers built into duet. `scripted` plays a fixed script, for tests, demos and
+/// benchmarks; `openai` and `anthropic` call those APIs. A project may define more
+/// (`agents/providers/`).
 pub const PROVIDERS: &[&str] = &["scripted", "openai", "anthropic"];
 
 /// A model: the provider and model id a prompt's requests go to.
@@ -16,7 +18,8 @@ pub const PROVIDERS: &[&str] = &["scripted", "openai", "anthropic"];
 pub struct ModelDef {
     /// `name`: how prompts and `fallbacks` refer to the model; required, unique, snake_case.
     pub name: String,
-    /// `provider`: the provider that serves it, one of [`PROVIDERS`]; required.
+    /// `provider`: the provider that serves it, one of [`PROVIDERS`] or a provider the project
+    /// defines; required.
     pub provider: String,
     /// `model`: the provider's model id; required.
     pub model: String,
@@ -116,17 +119,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
     };
     let name = o.required_name(ctx, "name");
     let name_span = o.take("name").map_or(o.span, |n| n.span);
-    let provider_node = o.take("provider");
     let provider = o.required_name(ctx, "provider");
-    if let (Some(p), Some(n)) = (&provider, provider_node)
-        && !PROVIDERS.contains(&p.as_str())
-    {
-        ctx.push(
-            Issue::new(Code::UnknownProvider, format!("duet has no provider `{p}`"))
-                .at(ctx.file, "provider", Some(n.span))
-                .hint(format!("providers: {}", PROVIDERS.join(", "))),
-        );
-    }
     let model = o.required_name(ctx, "model");
     let fallbacks = o.strings(ctx, "fallbacks");
     let included_providers = o.strings(ctx, "includedProviders");

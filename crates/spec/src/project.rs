@@ -14,6 +14,7 @@ use crate::mcp::{self, McpServerDef};
 use crate::model::{self, ModelDef};
 use crate::node::{Node, Span, Value};
 use crate::prompt::{self, PromptDef};
+use crate::provider::{self, ProviderDef};
 use crate::tool::{self, ToolDef};
 use crate::{ts, yaml};
 
@@ -84,19 +85,22 @@ pub enum Kind {
     Handler,
     /// `agents/models/`: [`ModelDef`]s.
     Model,
+    /// `agents/providers/`: [`ProviderDef`]s.
+    Provider,
     /// `agents/mcp/`: [`McpServerDef`]s.
     Mcp,
 }
 
 impl Kind {
     /// Every kind, in this order.
-    pub(crate) const ALL: [Kind; 7] = [
+    pub(crate) const ALL: [Kind; 8] = [
         Kind::Agent,
         Kind::Prompt,
         Kind::Tool,
         Kind::Hook,
         Kind::Handler,
         Kind::Model,
+        Kind::Provider,
         Kind::Mcp,
     ];
 
@@ -109,6 +113,7 @@ impl Kind {
             Kind::Hook => "hooks",
             Kind::Handler => "handlers",
             Kind::Model => "models",
+            Kind::Provider => "providers",
             Kind::Mcp => "mcp",
         }
     }
@@ -122,6 +127,7 @@ impl Kind {
             Kind::Hook => "defineHook",
             Kind::Handler => "defineHandler",
             Kind::Model => "defineModel",
+            Kind::Provider => "defineProvider",
             Kind::Mcp => "defineMcpServer",
         }
     }
@@ -135,6 +141,7 @@ impl Kind {
             Kind::Hook => "hook",
             Kind::Handler => "handler",
             Kind::Model => "model",
+            Kind::Provider => "provider",
             Kind::Mcp => "MCP server",
         }
     }
@@ -231,6 +238,8 @@ pub struct Project {
     pub handlers: BTreeMap<String, Defined<HandlerDef>>,
     /// `agents/models/`, by `name`.
     pub models: BTreeMap<String, Defined<ModelDef>>,
+    /// `agents/providers/`, by `name`.
+    pub providers: BTreeMap<String, Defined<ProviderDef>>,
     /// `agents/mcp/`, by `name`.
     pub mcp: BTreeMap<String, Defined<McpServerDef>>,
     /// Every name a file declared, well-formed or not.
@@ -429,6 +438,12 @@ impl Project {
                 let (name, def) = model::decode(&mut ctx, root);
                 insert(self, &mut ctx, kind, name, def, source, |p| &mut p.models);
             }
+            Kind::Provider => {
+                let (name, def) = provider::decode(&mut ctx, root);
+                insert(self, &mut ctx, kind, name, def, source, |p| {
+                    &mut p.providers
+                });
+            }
             Kind::Mcp => {
                 let (name, def) = mcp::decode(&mut ctx, root);
                 insert(self, &mut ctx, kind, name, def, source, |p| &mut p.mcp);
@@ -544,7 +559,7 @@ fn classify(path: &str) -> Class<'_> {
     };
     let Some(kind) = Kind::from_folder(folder) else {
         let message = match folder {
-            "effects" | "api" | "providers" | "packed" => {
+            "effects" | "api" | "packed" => {
                 format!("`agents/{folder}/` is not supported by duet yet; this file is ignored")
             }
             _ => format!(
@@ -554,7 +569,9 @@ fn classify(path: &str) -> Class<'_> {
         return Class::Unsupported(
             Issue::new(Code::UnsupportedFile, message)
                 .at(path, "", None)
-                .hint("definition folders: agents, prompts, tools, hooks, handlers, models, mcp"),
+                .hint(
+                    "definition folders: agents, prompts, tools, hooks, handlers, models, providers, mcp",
+                ),
         );
     };
     let (stem, syntax) = if let Some(s) = file_name.strip_suffix(".d.ts") {

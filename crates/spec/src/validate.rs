@@ -6,6 +6,7 @@ use crate::agent::{AgentDef, ParentHookRequirement, RESERVED_TOOL_NAMES, Side, S
 use crate::decode::nearest;
 use crate::issue::{Code, Issue};
 use crate::mcp::{exposed_tool_name, split_reference};
+use crate::model::{ModelDef, PROVIDERS};
 use crate::project::{Defined, Kind, Project, Source};
 use crate::prompt::{PromptContent, PromptDef, PromptPart};
 
@@ -81,6 +82,7 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
         check_prompt(&mut out, d);
     }
     for d in project.models.values() {
+        check_model_provider(&mut out, d);
         for (i, f) in d.def.fallbacks.iter().enumerate() {
             let path = format!("fallbacks[{i}]");
             if *f == d.def.name {
@@ -112,6 +114,28 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
         }
     }
     out.issues
+}
+
+/// A model's `provider` is built in or defined in the project.
+fn check_model_provider(out: &mut Out<'_>, d: &Defined<ModelDef>) {
+    let p = d.def.provider.as_str();
+    if PROVIDERS.contains(&p) || out.project.declares(Kind::Provider, p) {
+        return;
+    }
+    let mut known: Vec<&str> = PROVIDERS.to_vec();
+    known.extend(out.project.declared_names(Kind::Provider));
+    let hint = match nearest(p, &known) {
+        Some(n) => format!("did you mean `{n}`?"),
+        None => format!(
+            "providers: {}; or define `{p}` in `agents/providers/{p}.yaml`",
+            known.join(", ")
+        ),
+    };
+    out.push(
+        &d.source,
+        "provider",
+        Issue::new(Code::UnknownProvider, format!("duet has no provider `{p}`")).hint(hint),
+    );
 }
 
 /// An agent's `hooks` and `parentHooks` name hooks that are defined (and thread-scoped, for

@@ -138,8 +138,9 @@ pub fn runtime(
     project: Arc<duet_spec::Project>,
     store: Arc<dyn Store>,
 ) -> duet_runtime::RuntimeBuilder {
+    let providers = duet_models::providers_for(&project);
     let builder = Runtime::builder(project.clone(), store)
-        .providers(duet_models::providers())
+        .providers(providers)
         .handlers(duet_handlers::handlers())
         .hooks(duet_handlers::hooks());
     duet_tools::register(builder, &project, &repo())

@@ -1,0 +1,1 @@
+export default defineModel({ name: 'wrong_fn', type: 'openai' });
