@@ -13,6 +13,11 @@
 
 mod support;
 
+#[path = "support/wire.rs"]
+mod wire;
+
+use wire::Wire;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -119,12 +124,21 @@ async fn describe(out: &mut String, store: &dyn Store, thread: &Thread) {
     );
 }
 
-async fn play(case: &Path, backend: &support::Backend) -> String {
+/// Plays `case` on `backend`; with `wire`, its scripted models answer over the OpenAI wire.
+async fn play(case: &Path, backend: &support::Backend, wire: Option<&Wire>) -> String {
     let project = support::project(&project_root(case));
     let script = std::fs::read_to_string(case.join("script")).expect("script");
     let key = "scenario";
     let mut agent: Option<String> = None;
-    let build = |store| support::runtime(project.clone(), store).build();
+    let build = |store| {
+        let builder = support::runtime(project.clone(), store);
+        match wire {
+            Some(w) => builder
+                .providers(duet_models::providers_for(&project).with("scripted", w.clone()))
+                .build(),
+            None => builder.build(),
+        }
+    };
     let mut rt: Runtime = build(backend.open().await);
     let mut out = String::new();
     for line in script
@@ -226,7 +240,7 @@ async fn every_scenario_produces_its_transcript_on_every_backend() {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         for backend in support::backends().await {
-            let actual = play(case, &backend).await;
+            let actual = play(case, &backend, None).await;
             let expected_path = case.join("expected");
             if bless && backend.name() == "sqlite" {
                 std::fs::write(&expected_path, &actual).expect("write expected");
@@ -244,6 +258,66 @@ async fn every_scenario_produces_its_transcript_on_every_backend() {
     assert!(
         failures.is_empty(),
         "{} scenario run(s) differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// A transcript with each run of consecutive `text` events joined into one: how a stream is cut
+/// into deltas is the provider's business, what it says is not.
+fn joined(transcript: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut text: Option<String> = None;
+    let flush = |text: &mut Option<String>, out: &mut Vec<String>| {
+        if let Some(t) = text.take() {
+            out.push(format!(
+                "  event {}",
+                serde_json::json!({"type": "text", "delta": t})
+            ));
+        }
+    };
+    for line in transcript.lines() {
+        let event: Option<serde_json::Value> = line
+            .strip_prefix("  event ")
+            .and_then(|e| serde_json::from_str(e).ok());
+        match event {
+            Some(e) if e["type"] == "text" => {
+                text.get_or_insert_with(String::new)
+                    .push_str(e["delta"].as_str().unwrap_or_default());
+            }
+            _ => {
+                flush(&mut text, &mut out);
+                out.push(line.to_owned());
+            }
+        }
+    }
+    flush(&mut text, &mut out);
+    out.join("\n")
+}
+
+/// Every scenario again, on SQLite, its scripted models answering through a local server in the
+/// OpenAI wire format read by the real `openai` provider: the same transcript (text deltas
+/// joined).
+#[tokio::test]
+async fn every_scenario_plays_the_same_over_the_openai_wire() {
+    let wire = Wire::start().await;
+    let mut failures = Vec::new();
+    for case in &cases() {
+        let db = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("wire-{}.db", uuid::Uuid::now_v7().simple()));
+        let backend = support::Backend::Sqlite(db);
+        let expected = joined(&std::fs::read_to_string(case.join("expected")).unwrap_or_default());
+        let actual = joined(&play(case, &backend, Some(&wire)).await);
+        if actual != expected {
+            failures.push(format!(
+                "== {} over the wire\n-- expected\n{expected}-- actual\n{actual}",
+                case.display()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} scenario(s) differ over the wire:\n{}",
         failures.len(),
         failures.join("\n")
     );
