@@ -374,3 +374,56 @@ async fn a_prompt_named_in_tools_runs_as_a_sub_prompt() {
         );
     }
 }
+
+#[tokio::test]
+async fn images_are_kept_with_their_message_and_reach_the_model() {
+    let p = project(
+        "m",
+        &[(
+            "agents/models/m.yaml",
+            "name: m\nprovider: openai\nmodel: x\n",
+        )],
+    );
+    let image = duet_runtime::ImageRef {
+        mime_type: "image/png".into(),
+        data: "iVBORw0KGgo=".into(),
+    };
+    for backend in support::backends().await {
+        let fake = Fake {
+            chunks: vec![Ok(ModelChunk::Text("A chart.".into()))],
+            ..Fake::default()
+        };
+        let store = backend.open().await;
+        let rt = runtime(
+            &p,
+            Providers::new().with("openai", fake.clone()),
+            store.clone(),
+        );
+        let prompt = Prompt {
+            images: vec![image.clone()],
+            ..Prompt::text("What is this?")
+        };
+        let done = collect(
+            rt.agent("chat")
+                .expect("agent")
+                .invoke(Scope::new("i"), prompt),
+        )
+        .await
+        .expect("completed");
+        assert_eq!(done.text, "A chart.");
+        let request = fake.requests.lock().expect("lock")[0].clone();
+        let asked = request.messages.last().expect("the question");
+        assert_eq!(
+            (asked.content.as_deref(), &asked.images),
+            (Some("What is this?"), &vec![image.clone()])
+        );
+        // Stored with the message: a later step (or another process) still has it.
+        let t = store.thread("i").await.expect("read").expect("thread");
+        let stored = store.messages(t.id).await.expect("messages");
+        let question = stored
+            .iter()
+            .find(|m| m.role == Role::User)
+            .expect("question");
+        assert_eq!(question.images, vec![image.clone()], "{}", backend.name());
+    }
+}

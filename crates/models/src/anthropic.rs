@@ -50,6 +50,7 @@ impl Provider for Anthropic {
                 model: definition.model.clone(),
                 max_output_tokens: definition.capabilities.max_output_tokens,
                 provider_options: definition.provider_options.clone(),
+                images: definition.capabilities.supports_images != Some(false),
             },
         }))
     }

@@ -49,6 +49,7 @@ impl Provider for OpenAi {
                 max_output_tokens: definition.capabilities.max_output_tokens,
                 max_completion_tokens: official,
                 provider_options: definition.provider_options.clone(),
+                images: definition.capabilities.supports_images != Some(false),
             },
         }))
     }

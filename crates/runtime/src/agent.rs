@@ -102,7 +102,8 @@ pub struct ImageRef {
 pub struct Prompt {
     /// The message the session receives.
     pub text: String,
-    /// Ignored by agents whose models take no images (all of today's).
+    /// Images with the text: kept with the message and passed to models that take images
+    /// (ignored by those whose definition says `supportsImages: false`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ImageRef>,
     /// The park this answers (`S:N`, from a parked run's `completed.data.park`): refused with
@@ -251,6 +252,7 @@ impl Agent for RuntimeAgent {
                             when_busy: WhenBusy::Reject,
                             answers,
                             message_id: prompt.message_id.as_deref(),
+                            images: &prompt.images,
                             ..Delivery::new(&scope.session, &prompt.text)
                         };
                         me.runtime.deliver_message(delivery, &sink, &token).await

@@ -76,6 +76,7 @@ pub(crate) fn messages(
                     is_error: m.tool_status == Some(crate::types::ToolStatus::Error),
                     thinking: None,
                     provider_data: None,
+                    images: Vec::new(),
                 });
             }
             continue;
@@ -86,7 +87,10 @@ pub(crate) fn messages(
         } else {
             Vec::new()
         };
-        if m.content.as_deref().is_none_or(str::is_empty) && tool_calls.is_empty() {
+        if m.content.as_deref().is_none_or(str::is_empty)
+            && tool_calls.is_empty()
+            && m.images.is_empty()
+        {
             continue;
         }
         out.push(ChatMessage {
@@ -100,6 +104,7 @@ pub(crate) fn messages(
             // signature); another side's never does.
             thinking: if own { m.thinking.clone() } else { None },
             provider_data: if own { m.provider_data.clone() } else { None },
+            images: m.images.clone(),
         });
     }
     out

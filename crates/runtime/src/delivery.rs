@@ -166,6 +166,8 @@ pub struct Delivery<'a> {
     pub agent: Option<&'a str>,
     /// What is said.
     pub text: &'a str,
+    /// Images with it (passed to models that take images).
+    pub images: &'a [crate::agent::ImageRef],
     /// Who delivers it.
     pub origin: Origin<'a>,
     /// What to do when another run holds the thread.
@@ -185,6 +187,7 @@ impl<'a> Delivery<'a> {
             key,
             agent: None,
             text,
+            images: &[],
             origin: Origin::default(),
             when_busy: WhenBusy::Queue,
             answers: None,

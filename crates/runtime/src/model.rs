@@ -28,6 +28,8 @@ pub struct ChatMessage {
     /// For the acting side's own `assistant` message: what its provider asked to keep with it
     /// ([`ModelChunk::ProviderData`], e.g. thinking signatures), given back to that provider.
     pub provider_data: Option<serde_json::Value>,
+    /// Images that came with the message (an inbound prompt's), for models that take images.
+    pub images: Vec<crate::agent::ImageRef>,
 }
 
 /// A tool offered to the model.

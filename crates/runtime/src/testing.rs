@@ -106,6 +106,7 @@ impl State {
             silent: q.silent,
             follow_up: q.follow_up,
             tool: q.tool,
+            images: q.images,
             created_at: now,
         }
     }

@@ -146,6 +146,7 @@ pub fn drain(t: &mut Thread, queue: &[Queued], arguments: &serde_json::Value, no
             now,
         );
         m.silent = q.silent;
+        m.images = q.images.clone();
         if let Some(reply) = &q.tool {
             m.role = Role::Tool;
             m.tool_call_id = Some(reply.call_id.clone());

@@ -146,6 +146,8 @@ pub struct Message {
     /// What its provider asked to keep with it (thinking signatures), given back to that
     /// provider with the context; opaque to the runtime.
     pub provider_data: Option<serde_json::Value>,
+    /// Images that came with it (an inbound prompt's), passed to models that take images.
+    pub images: Vec<crate::agent::ImageRef>,
     /// When it was written, in ms since the Unix epoch.
     pub created_at: i64,
 }
@@ -175,6 +177,7 @@ impl Message {
             model: None,
             usage: None,
             provider_data: None,
+            images: Vec::new(),
             created_at: now,
         }
     }
@@ -431,6 +434,8 @@ pub struct Queued {
     pub follow_up: bool,
     /// A blocking child's result for the parent's open tool call (then `role` is `tool`).
     pub tool: Option<ToolReply>,
+    /// Images that came with it.
+    pub images: Vec<crate::agent::ImageRef>,
     /// When it was queued, in ms since the Unix epoch.
     pub created_at: i64,
 }
@@ -470,6 +475,8 @@ pub struct NewQueued {
     /// Who delivers it (a principal, canonical JSON): recorded with the answer to a park, so
     /// the answer that won can be named.
     pub author: Option<String>,
+    /// Images that come with it.
+    pub images: Vec<crate::agent::ImageRef>,
 }
 
 impl NewQueued {
@@ -485,6 +492,7 @@ impl NewQueued {
             tool: None,
             message_id: None,
             author: None,
+            images: Vec::new(),
         }
     }
 }

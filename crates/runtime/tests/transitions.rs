@@ -197,6 +197,7 @@ fn queued(v: &Value) -> Vec<Queued> {
                 status: ToolStatus::parse(r["status"].as_str().unwrap_or("success"))
                     .expect("a tool status"),
             }),
+            images: Vec::new(),
             created_at: 0,
         })
         .collect()

@@ -128,6 +128,9 @@ fn message_data(m: &Message) -> Option<String> {
     if let Some(p) = &m.provider_data {
         data.insert("providerData".into(), p.clone());
     }
+    if !m.images.is_empty() {
+        data.insert("images".into(), serde_json::json!(m.images));
+    }
     (!data.is_empty()).then(|| serde_json::Value::Object(data).to_string())
 }
 

@@ -106,6 +106,11 @@ macro_rules! decoders {
                     .as_ref()
                     .and_then(|e| e.get("usage"))
                     .and_then(|u| serde_json::from_value(u.clone()).ok()),
+                images: match extra.as_ref().and_then(|e| e.get("images")) {
+                    Some(v) => serde_json::from_value(v.clone())
+                        .map_err(|_| corrupt("message images", &v.to_string()))?,
+                    None => Vec::new(),
+                },
                 provider_data: extra
                     .and_then(|mut e| e.get_mut("providerData").map(serde_json::Value::take)),
                 created_at: row.try_get("created_at").map_err(db_error)?,

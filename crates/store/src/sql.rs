@@ -462,11 +462,11 @@ macro_rules! store_impl {
                     });
                 }
             }
-            const INSERT: &str = "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+            const INSERT: &str = "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
             const ANNOUNCED: &str = concat!(
-                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING (SELECT ",
+                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING (SELECT ",
                 $notify,
                 " FROM threads WHERE num = $1)"
             );
@@ -482,6 +482,7 @@ macro_rules! store_impl {
             .bind(q.tool.as_ref().map(|r| r.call_id.as_str()))
             .bind(q.tool.as_ref().map(|r| r.name.as_str()))
             .bind(q.tool.as_ref().map(|r| r.status.as_str()))
+            .bind(if q.images.is_empty() { None } else { Some(serde_json::json!(q.images).to_string()) })
             .execute(&mut **tx)
             .await
             .map_err(db_error)?;

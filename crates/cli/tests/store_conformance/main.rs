@@ -54,6 +54,7 @@ pub(crate) fn human(text: &str) -> NewQueued {
         tool: None,
         message_id: None,
         author: None,
+        images: Vec::new(),
     }
 }
 

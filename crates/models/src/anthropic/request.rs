@@ -24,6 +24,8 @@ pub(crate) struct Settings {
     pub(crate) model: String,
     pub(crate) max_output_tokens: Option<u32>,
     pub(crate) provider_options: Map<String, Value>,
+    /// Whether the model takes images (unless its definition says `supportsImages: false`).
+    pub(crate) images: bool,
 }
 
 /// The thinking budget `reasoning` asks for: its `maxTokens`, else one by `effort`.
@@ -62,7 +64,10 @@ pub(crate) fn body(settings: &Settings, request: &ModelRequest) -> Value {
     if !request.system.is_empty() {
         body.insert("system".into(), json!(request.system));
     }
-    body.insert("messages".into(), Value::Array(messages(&request.messages)));
+    body.insert(
+        "messages".into(),
+        Value::Array(messages(&request.messages, settings.images)),
+    );
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
             .tools
@@ -99,7 +104,7 @@ pub(crate) fn body(settings: &Settings, request: &ModelRequest) -> Value {
 }
 
 /// The context as Messages API messages: one per run of a role, tool results first in theirs.
-fn messages(context: &[ChatMessage]) -> Vec<Value> {
+fn messages(context: &[ChatMessage], images: bool) -> Vec<Value> {
     let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for m in context {
         let (role, blocks) = match m.role {
@@ -115,10 +120,23 @@ fn messages(context: &[ChatMessage]) -> Vec<Value> {
                 }
                 ("user", vec![block])
             }
-            Role::User | Role::System => (
-                "user",
-                text_block(m.content.as_deref()).into_iter().collect(),
-            ),
+            Role::User | Role::System => {
+                // Images first, then the text (as the API's guide suggests).
+                let mut blocks: Vec<Value> = if images {
+                    m.images
+                        .iter()
+                        .map(|i| {
+                            json!({"type": "image", "source": {
+                                "type": "base64", "media_type": i.mime_type, "data": i.data,
+                            }})
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                blocks.extend(text_block(m.content.as_deref()));
+                ("user", blocks)
+            }
         };
         if blocks.is_empty() {
             continue;
@@ -185,6 +203,7 @@ mod tests {
                 is_error: false,
                 thinking: Some("unsigned thinking is never sent".into()),
                 provider_data: Some(json!({"openai": {"x": 1}})),
+                images: vec![],
             }],
             tools: vec![],
             tool_choice: ToolChoice::Auto,
@@ -208,7 +227,43 @@ mod tests {
             model: "m".into(),
             max_output_tokens: max,
             provider_options: Map::new(),
+            images: true,
         }
+    }
+
+    #[test]
+    fn images_go_before_the_text_unless_the_model_takes_none() {
+        let mut r = request(None);
+        r.messages = vec![ChatMessage {
+            role: Role::User,
+            content: Some("What is this?".into()),
+            tool_calls: vec![],
+            tool_call_id: None,
+            name: None,
+            is_error: false,
+            thinking: None,
+            provider_data: None,
+            images: vec![duet_runtime::ImageRef {
+                mime_type: "image/png".into(),
+                data: "iVBORw0K".into(),
+            }],
+        }];
+        let b = body(&settings(None), &r);
+        assert_eq!(
+            b["messages"][0]["content"],
+            json!([
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}},
+                {"type": "text", "text": "What is this?"}
+            ])
+        );
+        let none = Settings {
+            images: false,
+            ..settings(None)
+        };
+        assert_eq!(
+            body(&none, &r)["messages"][0]["content"],
+            json!([{"type": "text", "text": "What is this?"}])
+        );
     }
 
     #[test]

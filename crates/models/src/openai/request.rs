@@ -20,6 +20,8 @@ pub(crate) struct Settings {
     /// Whether the cap is `max_completion_tokens` (OpenAI's service) or `max_tokens`.
     pub(crate) max_completion_tokens: bool,
     pub(crate) provider_options: Map<String, Value>,
+    /// Whether the model takes images (unless its definition says `supportsImages: false`).
+    pub(crate) images: bool,
 }
 
 /// The JSON body.
@@ -28,7 +30,7 @@ pub(crate) fn body(settings: &Settings, request: &ModelRequest) -> Value {
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));
     }
-    messages.extend(request.messages.iter().map(message));
+    messages.extend(request.messages.iter().map(|m| message(m, settings.images)));
     let mut body = Map::new();
     body.insert("model".into(), json!(settings.model));
     body.insert("messages".into(), Value::Array(messages));
@@ -79,7 +81,7 @@ pub(crate) fn body(settings: &Settings, request: &ModelRequest) -> Value {
     Value::Object(body)
 }
 
-fn message(m: &ChatMessage) -> Value {
+fn message(m: &ChatMessage, images: bool) -> Value {
     match m.role {
         Role::Tool => json!({
             "role": "tool",
@@ -102,6 +104,21 @@ fn message(m: &ChatMessage) -> Value {
                 "content": m.content.as_deref().filter(|c| !c.is_empty()),
                 "tool_calls": calls,
             })
+        }
+        role if images && !m.images.is_empty() => {
+            // Content parts: the text, then each image as a data URL.
+            let mut parts: Vec<Value> = m
+                .content
+                .iter()
+                .filter(|c| !c.is_empty())
+                .map(|c| json!({"type": "text", "text": c}))
+                .collect();
+            parts.extend(m.images.iter().map(|i| {
+                json!({"type": "image_url", "image_url": {
+                    "url": format!("data:{};base64,{}", i.mime_type, i.data),
+                }})
+            }));
+            json!({"role": role.as_str(), "content": parts})
         }
         role => json!({"role": role.as_str(), "content": m.content.clone().unwrap_or_default()}),
     }
@@ -165,6 +182,46 @@ mod tests {
     }
 
     #[test]
+    fn images_are_content_parts_unless_the_model_takes_none() {
+        let mut r = request();
+        r.messages.push(ChatMessage {
+            role: Role::User,
+            content: Some("What is this?".into()),
+            tool_calls: vec![],
+            tool_call_id: None,
+            name: None,
+            is_error: false,
+            thinking: None,
+            provider_data: None,
+            images: vec![duet_runtime::ImageRef {
+                mime_type: "image/png".into(),
+                data: "iVBORw0K".into(),
+            }],
+        });
+        let with = Settings {
+            images: true,
+            ..Settings::default()
+        };
+        let last = |b: Value| {
+            b["messages"]
+                .as_array()
+                .and_then(|m| m.last().cloned())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            last(body(&with, &r))["content"],
+            json!([
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0K"}}
+            ])
+        );
+        assert_eq!(
+            last(body(&Settings::default(), &r))["content"],
+            "What is this?"
+        );
+    }
+
+    #[test]
     fn raw_arguments_go_back_as_written() {
         let mut r = request();
         r.messages.push(ChatMessage {
@@ -180,6 +237,7 @@ mod tests {
             is_error: false,
             thinking: Some("hm".into()),
             provider_data: None,
+            images: vec![],
         });
         let b = body(&Settings::default(), &r);
         assert_eq!(

@@ -314,6 +314,17 @@ fn message(m: &Value) -> ChatMessage {
         is_error: m["isError"].as_bool().unwrap_or(false),
         thinking: s("thinking"),
         provider_data: m.get("providerData").cloned(),
+        images: m["images"]
+            .as_array()
+            .map(|is| {
+                is.iter()
+                    .map(|i| duet_runtime::ImageRef {
+                        mime_type: i["mimeType"].as_str().unwrap_or_default().into(),
+                        data: i["data"].as_str().unwrap_or_default().into(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -353,6 +364,7 @@ fn assistant_from(chunks: &[Value]) -> ChatMessage {
         is_error: false,
         thinking: (!thinking.is_empty()).then_some(thinking),
         provider_data: (!data.is_null()).then_some(data),
+        images: Vec::new(),
     }
 }
 

@@ -114,6 +114,7 @@ impl Runtime {
             key,
             agent,
             text,
+            images,
             origin,
             when_busy,
             answers,
@@ -145,7 +146,7 @@ impl Runtime {
             && answers.is_none()
         {
             let def = self.agent_def(name)?;
-            let message = inbound(def, &origin, text, message_id);
+            let message = inbound(def, &origin, text, message_id, images);
             let new = NewThread {
                 id: Uuid::now_v7(),
                 agent: name,
@@ -168,7 +169,7 @@ impl Runtime {
             None => return Err(RunError::UnknownThread(key.to_owned())),
         };
         let agent = self.agent_def(&thread.agent)?;
-        let message = inbound(agent, &origin, text, message_id);
+        let message = inbound(agent, &origin, text, message_id, images);
         let now = self.now();
         let queued = match answers {
             Some(park) => match store
@@ -379,6 +380,7 @@ fn inbound(
     origin: &Origin<'_>,
     text: &str,
     message_id: Option<&str>,
+    images: &[crate::agent::ImageRef],
 ) -> NewQueued {
     let mut message = if origin.parent.is_some() {
         NewQueued::new(Role::User, SideId::B, text)
@@ -387,5 +389,6 @@ fn inbound(
     };
     message.message_id = message_id.map(str::to_owned);
     message.author = origin.author.or(origin.principal).map(str::to_owned);
+    message.images = images.to_vec();
     message
 }

@@ -147,6 +147,7 @@ impl Runtime {
             model: Some(prompt.model.clone()),
             usage: answer.usage,
             provider_data: answer.provider_data,
+            images: Vec::new(),
             created_at: now,
         };
 
@@ -357,6 +358,7 @@ fn tool_message(
         model: None,
         usage: None,
         provider_data: None,
+        images: Vec::new(),
         created_at: now,
     }
 }

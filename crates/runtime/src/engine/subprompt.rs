@@ -73,6 +73,7 @@ impl Runtime {
             is_error: false,
             thinking: None,
             provider_data: None,
+            images: Vec::new(),
         });
         // Its own tools: the project's tool definitions it lists (nested sub-prompts, lifecycle
         // tools and handoffs belong to the calling side's step, not to a nested call).

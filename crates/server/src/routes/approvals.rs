@@ -181,6 +181,7 @@ pub(crate) async fn answer(
         agent: None,
         thread: Some(&t),
         text: &body.text,
+        images: &body.images,
         answers: Some(approval.park),
         message_id: message_id.as_deref(),
         wait: wait.wait,

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use duet_runtime::{
-    Accepted, Delivery, Origin, Park, RunError, Thread, ThreadId, ThreadStatus, WhenBusy,
+    Accepted, Delivery, ImageRef, Origin, Park, RunError, Thread, ThreadId, ThreadStatus, WhenBusy,
 };
 use futures::StreamExt;
 use serde::Deserialize;
@@ -29,15 +29,13 @@ pub(crate) struct Wait {
     pub wait: bool,
 }
 
-/// An image attached to a message (accepted; today's models take no images, so they are not
-/// passed on).
+/// An image attached to a message: kept with it, and sent to models that take images.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct Image {
     /// Its media type, `image/…`.
     pub mime_type: String,
-    /// Base64. (Read and checked, not stored: no model duet runs takes images yet.)
-    #[allow(dead_code)]
+    /// Base64.
     pub data: String,
 }
 
@@ -87,6 +85,7 @@ pub(crate) struct Inbound<'a> {
     /// The thread as read before (none for a new one).
     pub thread: Option<&'a Thread>,
     pub text: &'a str,
+    pub images: &'a [Image],
     pub answers: Option<Park>,
     pub message_id: Option<&'a str>,
     pub wait: bool,
@@ -99,10 +98,19 @@ pub(crate) async fn deliver(
     inbound: Inbound<'_>,
 ) -> Result<Response, Problem> {
     let visible = caller.visible_key(inbound.key);
+    let images: Vec<ImageRef> = inbound
+        .images
+        .iter()
+        .map(|i| ImageRef {
+            mime_type: i.mime_type.clone(),
+            data: i.data.clone(),
+        })
+        .collect();
     let delivery = Delivery {
         key: inbound.key,
         agent: inbound.agent,
         text: inbound.text,
+        images: &images,
         origin: Origin {
             principal: caller.acting_for(inbound.thread),
             author: caller.canonical.as_deref(),

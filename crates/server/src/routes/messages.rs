@@ -122,6 +122,7 @@ pub(crate) async fn post(
         agent: None,
         thread: Some(&t),
         text: &body.text,
+        images: &body.images,
         answers,
         message_id: message_id.as_deref(),
         wait: wait.wait,

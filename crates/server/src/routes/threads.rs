@@ -76,6 +76,7 @@ pub(crate) async fn create(
         agent: Some(&body.agent),
         thread: existing.as_ref(),
         text: &body.text,
+        images: &body.images,
         answers: None,
         message_id: message_id.as_deref(),
         wait: wait.wait,

@@ -1,0 +1,3 @@
+-- Images that come with an inbound message, queued with it (JSON: [{mimeType, data}]); once
+-- drained they are kept in the journal row's `data`. Keep in step with ../postgres/0006_images.sql.
+ALTER TABLE queue ADD COLUMN images TEXT;
