@@ -12,48 +12,14 @@
 //! (c) `BENCH_PARKED` (default 100,000) parked threads: resume latency of 1,000 random ones, and
 //!     process RSS before and after parking them.
 
-use std::path::PathBuf;
+#[path = "common/mod.rs"]
+mod common;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, Store, ThreadStatus};
-
-/// This run's scratch folders live under one root, removed when the run ends (even by a
-/// panic): a 100,000-thread database is not left behind.
-fn root() -> PathBuf {
-    std::env::temp_dir().join(format!("duet-bench-{}", std::process::id()))
-}
-
-fn scratch() -> PathBuf {
-    let dir = root().join(uuid::Uuid::now_v7().simple().to_string());
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
-/// The Postgres database this run made (server URL, name), dropped at the end.
-static PG: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
-
-/// Removes [`root`] (and drops [`PG`]) when dropped.
-struct Cleanup;
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(root());
-        if let Some((url, name)) = PG.get() {
-            let _ = std::process::Command::new("psql")
-                .arg(url)
-                .arg("-qc")
-                .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .status();
-        }
-    }
-}
-
-fn write(dir: &std::path::Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    std::fs::write(p, text).expect("write");
-}
+use common::{Cleanup, ms, percentile, rss_kib, scratch, store, write};
+use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, ThreadStatus};
 
 /// The benchmark project: `pingpong` (prompt × prompt, `turns` turns) and `gate` (prompt × human).
 fn project(turns: usize) -> Arc<duet_spec::Project> {
@@ -103,57 +69,6 @@ fn project(turns: usize) -> Arc<duet_spec::Project> {
     let loaded = duet_spec::load(&dir).expect("bench project");
     assert!(loaded.is_ok(), "{:?}", loaded.issues);
     Arc::new(loaded.project)
-}
-
-async fn store() -> (Arc<dyn Store>, String) {
-    match std::env::var("DATABASE_URL") {
-        Ok(url) => {
-            let name = format!("duet_bench_{}", uuid::Uuid::now_v7().simple());
-            let status = std::process::Command::new("psql")
-                .arg(&url)
-                .arg("-qc")
-                .arg(format!("CREATE DATABASE {name}"))
-                .status()
-                .expect("psql");
-            assert!(status.success());
-            let _ = PG.set((url.clone(), name.clone()));
-            let (base, _) = url.rsplit_once('/').expect("URL ends in /DB");
-            let url = format!("{base}/{name}");
-            (
-                duet_store::connect(&url).await.expect("postgres"),
-                "postgres".into(),
-            )
-        }
-        Err(_) => {
-            let path = scratch().join("bench.db");
-            (
-                duet_store::connect(&path.display().to_string())
-                    .await
-                    .expect("sqlite"),
-                "sqlite".into(),
-            )
-        }
-    }
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1_000.0
 }
 
 async fn send(rt: &Runtime, key: &str, agent: Option<&str>, text: &str) -> ThreadStatus {

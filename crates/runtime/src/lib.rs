@@ -61,7 +61,10 @@ pub use store::{
     QueueStore, RegistryStore, Renewal, Store, StoreError, ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use tools::{HttpTools, Tool, ToolContext, ToolResult, ToolServer, Tools, render};
+pub use tools::{
+    HttpTools, Placeholder, Tool, ToolContext, ToolResult, ToolServer, Tools, render, render_with,
+    schema_problems,
+};
 pub use types::{
     Child, ChildStatus, Message, NewQueued, Park, PerSide, Queued, Role, SideId, StopReason,
     Thread, ThreadId, ThreadStatus, ToolCall, ToolReply, ToolStatus, parse_side, side_str,

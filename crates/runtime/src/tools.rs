@@ -153,17 +153,7 @@ impl Tools {
             return ToolResult::error(format!("Unknown tool `{name}`."));
         };
         if let Some(validator) = self.validators.get(name) {
-            let errors: Vec<String> = validator
-                .iter_errors(args)
-                .map(|e| {
-                    let at = e.instance_path().to_string();
-                    if at.is_empty() {
-                        e.to_string()
-                    } else {
-                        format!("{at}: {e}")
-                    }
-                })
-                .collect();
+            let errors = schema_problems(validator, args);
             if !errors.is_empty() {
                 return ToolResult::error(format!(
                     "Invalid arguments for `{name}`: {}",
@@ -204,6 +194,29 @@ pub fn render(
     args: &serde_json::Value,
     env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> String {
+    render_with(template, args, env, &|filled| match filled {
+        Placeholder::Env(value) => value,
+        Placeholder::Arg(serde_json::Value::String(s)) => s.clone(),
+        Placeholder::Arg(other) => other.to_string(),
+    })
+}
+
+/// What a template placeholder stands for, as [`render_with`] hands it to its writer.
+pub enum Placeholder<'a> {
+    /// `{{env.NAME}}`: the variable's value (empty when unset).
+    Env(String),
+    /// `{{arg}}`: the argument (never `null`: a missing or null argument is left empty).
+    Arg(&'a serde_json::Value),
+}
+
+/// [`render`], with each placeholder's text written by `write` (to escape it for a URL or a
+/// JSON body, say).
+pub fn render_with<'a>(
+    template: &str,
+    args: &'a serde_json::Value,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+    write: &dyn Fn(Placeholder<'a>) -> String,
+) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
@@ -215,18 +228,34 @@ pub fn render(
         };
         let key = after[..end].trim();
         if let Some(var) = key.strip_prefix("env.") {
-            out.push_str(&env(var).unwrap_or_default());
+            out.push_str(&write(Placeholder::Env(
+                env(var.trim()).unwrap_or_default(),
+            )));
         } else {
             match args.get(key) {
-                Some(serde_json::Value::String(s)) => out.push_str(s),
                 Some(serde_json::Value::Null) | None => {}
-                Some(other) => out.push_str(&other.to_string()),
+                Some(value) => out.push_str(&write(Placeholder::Arg(value))),
             }
         }
         rest = &after[end + 2..];
     }
     out.push_str(rest);
     out
+}
+
+/// Checks `args` against `validator`: every problem, each with its place (`/city: …`).
+pub fn schema_problems(validator: &jsonschema::Validator, args: &serde_json::Value) -> Vec<String> {
+    validator
+        .iter_errors(args)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

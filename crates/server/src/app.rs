@@ -129,6 +129,26 @@ impl AppState {
         rx
     }
 
+    /// `events` as an SSE response with this server's heartbeat (`: ping` comments while idle,
+    /// so proxies keep the stream open).
+    pub(crate) fn sse(
+        &self,
+        events: futures::stream::BoxStream<
+            'static,
+            Result<axum::response::sse::Event, std::convert::Infallible>,
+        >,
+    ) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        use axum::response::sse::{KeepAlive, Sse};
+        Sse::new(events)
+            .keep_alive(
+                KeepAlive::new()
+                    .interval(self.options().heartbeat)
+                    .text("ping"),
+            )
+            .into_response()
+    }
+
     /// The thread the caller calls `key`: 404 when there is none or it is another principal's.
     pub(crate) async fn thread(&self, caller: &Caller, key: &str) -> Result<Thread, Problem> {
         crate::body::check_key(key)?;

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use duet_runtime::{HttpTools, ToolContext, ToolResult};
+use duet_runtime::{HttpTools, Placeholder, ToolContext, ToolResult};
 use duet_spec::{HttpCall, HttpMethod};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
@@ -71,40 +71,15 @@ fn fill(
         let inner = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"'));
         inner.unwrap_or_default().to_owned()
     };
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            out.push_str(&rest[start..]);
-            return out;
-        };
-        let key = after[..end].trim();
-        if let Some(var) = key.strip_prefix("env.") {
-            let value = env(var.trim()).unwrap_or_default();
-            out.push_str(&match escape {
-                Escape::Json => json_escaped(&value),
-                Escape::Raw | Escape::Url => value,
-            });
-        } else {
-            let value = match args.get(key) {
-                Some(serde_json::Value::String(s)) => match escape {
-                    Escape::Json => json_escaped(s),
-                    _ => s.clone(),
-                },
-                Some(serde_json::Value::Null) | None => String::new(),
-                Some(other) => other.to_string(),
-            };
-            out.push_str(&match escape {
-                Escape::Url => percent_encode(&value),
-                Escape::Raw | Escape::Json => value,
-            });
-        }
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    out
+    duet_runtime::render_with(template, args, env, &|filled| match (filled, escape) {
+        (Placeholder::Env(value), Escape::Json) => json_escaped(&value),
+        (Placeholder::Env(value), Escape::Raw | Escape::Url) => value,
+        (Placeholder::Arg(serde_json::Value::String(s)), Escape::Json) => json_escaped(s),
+        (Placeholder::Arg(serde_json::Value::String(s)), Escape::Url) => percent_encode(s),
+        (Placeholder::Arg(serde_json::Value::String(s)), Escape::Raw) => s.clone(),
+        (Placeholder::Arg(other), Escape::Url) => percent_encode(&other.to_string()),
+        (Placeholder::Arg(other), Escape::Raw | Escape::Json) => other.to_string(),
+    })
 }
 
 fn method(m: HttpMethod) -> reqwest::Method {

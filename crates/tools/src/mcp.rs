@@ -329,21 +329,6 @@ impl McpServer {
     }
 }
 
-/// `args` against `validator`: every problem, or none.
-fn problems(validator: &jsonschema::Validator, args: &serde_json::Value) -> Vec<String> {
-    validator
-        .iter_errors(args)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
-            }
-        })
-        .collect()
-}
-
 #[async_trait]
 impl ToolServer for McpServer {
     async fn tools(&self) -> Result<Vec<ToolSpec>, String> {
@@ -378,7 +363,7 @@ impl ToolServer for McpServer {
             };
             let name = found.name.to_string();
             if let Some(v) = conn.validators.get(&name) {
-                let problems = problems(v, &args);
+                let problems = duet_runtime::schema_problems(v, &args);
                 if !problems.is_empty() {
                     return self.error(&format!(
                         "invalid arguments for `{name}`: {}",

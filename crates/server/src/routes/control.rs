@@ -12,8 +12,8 @@ mod wire;
 use std::convert::Infallible;
 
 use axum::extract::{Path, State};
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use axum::response::sse::Event;
 use duet_runtime::{JournalEntry, Principal, Scope, Thread};
 use futures::stream::{BoxStream, StreamExt};
 use serde::Deserialize;
@@ -292,13 +292,7 @@ async fn events_of(
     let events: BoxStream<'static, Result<Event, Infallible>> = events
         .take_until(state.closing().clone().cancelled_owned())
         .boxed();
-    Ok(Sse::new(events)
-        .keep_alive(
-            KeepAlive::new()
-                .interval(state.options().heartbeat)
-                .text("ping"),
-        )
-        .into_response())
+    Ok(state.sse(events))
 }
 
 fn commands() -> axum::Json<Vec<AgentCommand>> {

@@ -8,8 +8,8 @@ use std::convert::Infallible;
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use axum::response::sse::Event;
 use duet_runtime::control::Entry;
 use duet_runtime::{Thread, ThreadStatus};
 use futures::stream::{BoxStream, StreamExt};
@@ -117,11 +117,5 @@ pub(crate) async fn follow(
     };
     let events: BoxStream<'static, Result<Event, Infallible>> =
         events.take_until(closing.cancelled_owned()).boxed();
-    Ok(Sse::new(events)
-        .keep_alive(
-            KeepAlive::new()
-                .interval(state.options().heartbeat)
-                .text("ping"),
-        )
-        .into_response())
+    Ok(state.sse(events))
 }

@@ -7,8 +7,8 @@
 use std::convert::Infallible;
 
 use axum::extract::{Path, State};
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use axum::response::sse::Event;
 use duet_runtime::{Agent, ImageRef, Prompt, Scope};
 use futures::stream::{BoxStream, StreamExt};
 use serde::Deserialize;
@@ -119,13 +119,7 @@ pub(crate) fn invoke(
         })
         .boxed();
     // Dropping the response body (a disconnect) drops the invoke stream, which aborts the run.
-    Ok(Sse::new(events)
-        .keep_alive(
-            KeepAlive::new()
-                .interval(state.options().heartbeat)
-                .text("ping"),
-        )
-        .into_response())
+    Ok(state.sse(events))
 }
 
 /// Runs one turn of the default agent (`duet serve --default-agent`).

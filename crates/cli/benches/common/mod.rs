@@ -1,0 +1,104 @@
+//! What the benchmarks share: scratch folders removed at the end, the store to run on
+//! (`DATABASE_URL`: a fresh Postgres database, dropped at the end; else a SQLite file), RSS and
+//! percentiles.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use duet_runtime::Store;
+
+/// This run's scratch folders live under one root, removed when the run ends (even by a
+/// panic): a 100,000-thread database is not left behind.
+pub fn root() -> PathBuf {
+    std::env::temp_dir().join(format!("duet-bench-{}", std::process::id()))
+}
+
+pub fn scratch() -> PathBuf {
+    let dir = root().join(uuid::Uuid::now_v7().simple().to_string());
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// The Postgres database this run made (server URL, name), dropped at the end.
+pub static PG: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+/// Removes [`root`] (and drops [`PG`]) when dropped.
+pub struct Cleanup;
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(root());
+        if let Some((url, name)) = PG.get() {
+            let _ = std::process::Command::new("psql")
+                .arg(url)
+                .arg("-qc")
+                .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .status();
+        }
+    }
+}
+
+pub fn write(dir: &Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(p, text).expect("write");
+}
+
+pub async fn store() -> (Arc<dyn Store>, &'static str) {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) => {
+            let name = format!("duet_bench_{}", uuid::Uuid::now_v7().simple());
+            let status = std::process::Command::new("psql")
+                .arg(&url)
+                .arg("-qc")
+                .arg(format!("CREATE DATABASE {name}"))
+                .status()
+                .expect("psql");
+            assert!(status.success());
+            let _ = PG.set((url.clone(), name.clone()));
+            let (base, _) = url.rsplit_once('/').expect("URL ends in /DB");
+            let url = format!("{base}/{name}");
+            (
+                duet_store::connect(&url).await.expect("postgres"),
+                "postgres",
+            )
+        }
+        Err(_) => {
+            let path = scratch().join("bench.db");
+            let store = duet_store::connect(&path.display().to_string())
+                .await
+                .expect("sqlite");
+            (store, "sqlite")
+        }
+    }
+}
+
+pub fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1_000.0
+}
+
+pub fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
