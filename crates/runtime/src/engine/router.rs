@@ -235,6 +235,8 @@ pub(super) struct StepCalls<'a> {
     pub(super) hooks: &'a mut ActiveHooks,
     pub(super) handoff_made: bool,
     pub(super) awaiting: bool,
+    /// What nested model calls (sub-prompts) cost, added to the step's usage.
+    pub(super) nested_usage: &'a mut Option<crate::model::Usage>,
 }
 
 impl Runtime {
@@ -277,6 +279,7 @@ impl Runtime {
             }
             Route::SubPrompt(prompt, entry) => Dispatched::Done(
                 self.run_subprompt(super::subprompt::SubCall {
+                    usage: step.nested_usage,
                     prompt,
                     entry,
                     call,

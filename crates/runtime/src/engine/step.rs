@@ -128,7 +128,6 @@ impl Runtime {
                 String::new()
             },
         };
-        let usage = answer.usage;
         let text = answer.text;
         let content =
             decide::stop_tool_response(cfg, &call_refs).or((!text.is_empty()).then_some(text));
@@ -153,6 +152,8 @@ impl Runtime {
 
         // Run the tools, in order.
         let mut done = Calls::default();
+        // What nested model calls (sub-prompts) of this step cost: the step's usage too.
+        let mut nested = None;
         for call in &message.tool_calls {
             if turn.cancel.is_cancelled() {
                 t.next_seq = seq;
@@ -166,6 +167,7 @@ impl Runtime {
                 hooks: &mut hooks,
                 handoff_made: done.handoff.is_some(),
                 awaiting: !done.awaiting.is_empty(),
+                nested_usage: &mut nested,
             };
             // A cancelled run stops waiting on its tool at once; the step is not committed.
             let dispatched = tokio::select! {
@@ -201,6 +203,10 @@ impl Runtime {
             done.stored.push(kept);
             done.results.push(Some(result));
         }
+        if let Some(more) = nested {
+            message.usage = Some(message.usage.unwrap_or_default().plus(more));
+        }
+        let usage = message.usage;
         let calls = message.tool_calls.clone();
         let tool_messages: Vec<Message> = calls
             .iter()

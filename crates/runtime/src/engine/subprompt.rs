@@ -39,6 +39,8 @@ pub(super) struct SubCall<'a> {
     pub(super) history: &'a [Message],
     pub(super) env: &'a std::collections::BTreeMap<String, String>,
     pub(super) cancel: &'a tokio_util::sync::CancellationToken,
+    /// Where the nested call's usage is added.
+    pub(super) usage: &'a mut Option<crate::model::Usage>,
 }
 
 impl Runtime {
@@ -118,6 +120,9 @@ impl Runtime {
             Ok(None) => return ToolResult::error("The sub-prompt was cancelled."),
             Err(e) => return ToolResult::error(format!("`{}` failed: {e}", call.name)),
         };
+        if let Some(u) = answer.usage {
+            *sub.usage = Some(sub.usage.unwrap_or_default().plus(u));
+        }
         let mut parts = Vec::new();
         if entry.include_text_response && !answer.text.trim().is_empty() {
             parts.push(answer.text.trim().to_owned());
