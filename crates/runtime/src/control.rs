@@ -117,11 +117,8 @@ pub struct Entry {
 impl From<JournalEntry> for Entry {
     fn from(entry: JournalEntry) -> Self {
         match entry {
-            JournalEntry::Message(m) => Entry {
-                seq: m.seq,
-                kind: "message".into(),
-                created_at: m.created_at,
-                data: json!({
+            JournalEntry::Message(m) => {
+                let mut data = json!({
                     "role": m.role.as_str(),
                     "side": m.side.map(side_str),
                     "content": m.content,
@@ -131,8 +128,20 @@ impl From<JournalEntry> for Entry {
                     "toolName": m.tool_name,
                     "toolStatus": m.tool_status.map(|s| s.as_str()),
                     "silent": m.silent,
-                }),
-            },
+                });
+                if !m.images.is_empty() {
+                    data["images"] = json!(m.images);
+                }
+                if let Some(usage) = &m.usage {
+                    data["usage"] = json!(usage);
+                }
+                Entry {
+                    seq: m.seq,
+                    kind: "message".into(),
+                    created_at: m.created_at,
+                    data,
+                }
+            }
             JournalEntry::Record(r) => Entry {
                 seq: r.seq,
                 kind: r.kind().into(),

@@ -195,3 +195,24 @@ async fn an_idle_event_stream_sends_heartbeats() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn images_sent_over_rest_are_kept_with_the_message() {
+    let backend = support::backends().await.remove(0);
+    let server = Server::start(&backend).await;
+    let token = server.key("erin", false).await;
+    let image = json!({"mimeType": "image/png", "data": "iVBORw0KGgo="});
+    let (status, body) = server
+        .post(
+            "/threads?wait=true",
+            &token,
+            json!({"agent": "approval_gate", "key": "pic", "text": "Approve this diagram?", "images": [image]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (_, messages) = server.get("/threads/pic/messages", &token).await;
+    let first = &messages["items"][0]["data"];
+    assert_eq!(first["content"], "Approve this diagram?");
+    assert_eq!(first["images"], json!([image]), "{messages}");
+    server.stop().await;
+}
