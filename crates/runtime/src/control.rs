@@ -183,7 +183,8 @@ impl Runtime {
             .await?
             .ok_or_else(|| ControlError::NoSuchSession(scope.session.clone()))?;
         let caller = scope.principal.as_ref().map(Principal::canonical);
-        if thread.principal.is_some() && thread.principal != caller {
+        // A thread is its owner's alone — and one with no owner is no principal's.
+        if thread.principal != caller {
             return Err(ControlError::Forbidden(scope.session.clone()));
         }
         Ok(thread)

@@ -326,6 +326,13 @@ impl QueueStore for MemoryStore {
         Ok(Some(run))
     }
 
+    async fn delivered(&self, id: ThreadId, message_id: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .state()
+            .row(id)
+            .is_some_and(|r| r.delivered.contains(message_id)))
+    }
+
     async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
         let state = self.state();
         Ok(state

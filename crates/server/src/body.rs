@@ -118,6 +118,25 @@ where
     }
 }
 
+/// A path parameter of `T`, read as the problem shape says (a segment that is not UTF-8 is a
+/// 400 `invalid_path`).
+pub(crate) struct Path<T>(pub(crate) T);
+
+impl<S, T> FromRequestParts<S> for Path<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Send,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Path(p.0))
+            .map_err(|e| Problem::bad_request("invalid_path", e.body_text()))
+    }
+}
+
 /// A thread key as a caller gave it: not empty, no control characters, at most 512 bytes.
 pub(crate) fn check_key(key: &str) -> Result<(), Problem> {
     let why = if key.trim().is_empty() {

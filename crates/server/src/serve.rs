@@ -55,10 +55,10 @@ pub async fn serve(
             }
         },
     };
-    recovery.abort();
     let runs = state.runs();
     runs.close();
     let settled = tokio::time::timeout(grace, async {
+        let _ = recovery.await;
         runs.wait().await;
         runtime.quiesce().await;
     })
@@ -79,15 +79,22 @@ pub async fn serve(
 /// runnable messages and no runner. Every process does this; on Postgres they split the work.
 async fn recover_periodically(state: AppState) {
     let every = state.options().recover_every.max(Duration::from_millis(50));
-    let cancel = state.closing().clone();
+    let closing = state.closing().clone();
+    // The runs recovery starts are never cancelled (a cancel is an abort, journaled for good):
+    // at shutdown they stop at their next commit and give their lease back, and no new batch is
+    // claimed.
+    let runs = CancellationToken::new();
     loop {
-        match state.runtime().recover(&cancel).await {
+        if closing.is_cancelled() {
+            return;
+        }
+        match state.runtime().recover(&runs).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(threads = n, "recovered threads"),
             Err(e) => tracing::warn!(error = %e, "recovery failed; trying again later"),
         }
         tokio::select! {
-            () = cancel.cancelled() => return,
+            () = closing.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
     }

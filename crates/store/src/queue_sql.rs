@@ -221,6 +221,18 @@ macro_rules! queue_impl {
                 Ok(Some(thread))
             }
 
+            async fn delivered(&self, id: ThreadId, message_id: &str) -> Result<bool, StoreError> {
+                let found = sqlx::query(
+                    "SELECT 1 FROM deliveries d JOIN threads t ON t.num = d.thread WHERE t.id = $1 AND d.message_id = $2",
+                )
+                .bind(id.to_string())
+                .bind(message_id)
+                .fetch_optional(&self.read)
+                .await
+                .map_err(db_error)?;
+                Ok(found.is_some())
+            }
+
             async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
                 let rows = sqlx::query(
                     "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, q.tool_name, q.tool_status, q.images, q.created_at FROM queue q \

@@ -107,3 +107,67 @@ async fn another_principals_threads_are_not_there() {
         server.stop().await;
     }
 }
+
+#[tokio::test]
+async fn a_thread_with_no_owner_is_no_principals() {
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        // Made outside the server (as `duet run` would), in the key space Alice's keys map to.
+        let rt = support::runtime(support::project(&support::repo()), server.store.clone()).build();
+        support::send(&rt, "alice/free", Some("approval_gate"), "Deploy?").await;
+        assert_eq!(server.get("/threads/free", &alice).await.0, 404);
+        // Creating it is "not there" too, never a 409 that says it exists.
+        let (status, body) = server
+            .post(
+                "/threads",
+                &alice,
+                json!({"agent": "approval_gate", "key": "free", "text": "hi"}),
+            )
+            .await;
+        assert_eq!(status, 404, "{body}");
+        // And invoke cannot drive it.
+        let resp = server
+            .req(
+                reqwest::Method::POST,
+                "/agents/approval_gate/invoke",
+                &alice,
+            )
+            .json(&json!({"session": "free", "text": "approved"}))
+            .send()
+            .await
+            .expect("invoke");
+        let mut events = crate::harness::Sse::new(resp);
+        let terminal = events
+            .until(|e| e.data["type"] == "failed" || e.data["type"] == "completed")
+            .await;
+        let last = terminal.last().expect("a terminal");
+        assert_eq!(last.data["code"], "forbidden", "{last:?}");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_create_is_replayed_only_with_its_own_idempotency_key() {
+    let backend = support::backends().await.remove(0);
+    let server = Server::start(&backend).await;
+    let token = server.key("fay", false).await;
+    let create = |id: &'static str| {
+        server
+            .req(reqwest::Method::POST, "/threads?wait=true", &token)
+            .header("Idempotency-Key", id)
+            .json(&json!({"agent": "approval_gate", "key": "once", "text": "Deploy?"}))
+    };
+    let (status, first) = crate::harness::send(create("c-1")).await;
+    assert_eq!(status, 200, "{first}");
+    let (status, replay) = crate::harness::send(create("c-1")).await;
+    assert_eq!(status, 200, "{replay}");
+    assert_eq!(replay["seq"], first["seq"], "nothing written");
+    let (status, other) = crate::harness::send(create("c-2")).await;
+    assert_eq!(
+        (status, other["code"].as_str()),
+        (409, Some("thread_exists")),
+        "{other}"
+    );
+    server.stop().await;
+}

@@ -59,6 +59,8 @@ pub trait QueueStore: Send + Sync {
     ) -> Result<Option<Thread>, StoreError>;
     /// A thread's queued inbound messages in arrival order.
     async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError>;
+    /// Whether a delivery with `message_id` was made to thread `id`.
+    async fn delivered(&self, id: ThreadId, message_id: &str) -> Result<bool, StoreError>;
 }
 
 /// What [`QueueStore::answer`] did.

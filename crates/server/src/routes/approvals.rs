@@ -2,7 +2,9 @@
 //! depth, and the answer to one. One question, one answer: the first answer wins, a second gets
 //! 409 naming the one that won, and nothing of it is written.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use crate::body::Path;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use duet_runtime::{Thread, ThreadQuery, ThreadStatus};

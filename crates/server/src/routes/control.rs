@@ -11,7 +11,9 @@ mod wire;
 
 use std::convert::Infallible;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use crate::body::Path;
 use axum::response::Response;
 use axum::response::sse::Event;
 use duet_runtime::{JournalEntry, Principal, Scope, Thread};

@@ -127,6 +127,9 @@ pub(crate) async fn deliver(
         .accept(delivery)
         .await
         .map_err(|e| delivery_error(e, &visible))?;
+    // The message is stored: from here on, whatever happens to the run, the answer says where
+    // to follow it (a `202`) rather than an error a client might retry into a second message.
+    let mut waited = inbound.wait;
     let (thread, how) = match accepted {
         Accepted::Claimed(claim) => {
             let thread = claim.thread();
@@ -134,26 +137,25 @@ pub(crate) async fn deliver(
             if inbound.wait {
                 match outcome.await {
                     Ok(Ok(_)) => {}
-                    Ok(Err(e)) => return Err(run_error(e, &visible)),
-                    Err(_) => {
-                        return Err(Problem::internal(
-                            &"the run's task ended without an outcome",
-                        ));
+                    Ok(Err(e)) => {
+                        tracing::info!(error = %e, "a waited-for run did not settle here");
+                        waited = false;
                     }
+                    Err(_) => waited = false,
                 }
             }
             (thread, "accepted")
         }
         Accepted::Queued { thread } => {
             if inbound.wait {
-                settled(state, thread).await?;
+                waited = settled(state, thread).await?;
             }
             (thread, "queued")
         }
         Accepted::Duplicate(settled) => (settled.thread, "duplicate"),
     };
     let location = format!("/threads/{}", segment(&visible));
-    let mut response = if inbound.wait || how == "duplicate" {
+    let mut response = if waited || how == "duplicate" {
         let t = state
             .runtime()
             .store()
@@ -206,8 +208,9 @@ pub(crate) fn delivery_error(e: RunError, key: &str) -> Problem {
     }
 }
 
-/// Waits until thread `id` is not running (a run elsewhere took the message and settled).
-pub(crate) async fn settled(state: &AppState, id: ThreadId) -> Result<(), Problem> {
+/// Waits until thread `id` is not running (a run elsewhere took the message and settled):
+/// whether it did (`false` when the server began shutting down first).
+pub(crate) async fn settled(state: &AppState, id: ThreadId) -> Result<bool, Problem> {
     let store = state.runtime().store();
     // Subscribed before the first read, so a settle after it is announced.
     let mut changes = store.changes();
@@ -217,18 +220,17 @@ pub(crate) async fn settled(state: &AppState, id: ThreadId) -> Result<(), Proble
             .await?
             .ok_or_else(|| Problem::not_found("the thread is gone"))?;
         if t.status != ThreadStatus::Running {
-            return Ok(());
+            return Ok(true);
         }
         loop {
-            match changes.next().await {
+            let event = tokio::select! {
+                () = state.closing().cancelled() => return Ok(false),
+                event = changes.next() => event,
+            };
+            match event {
                 Some(event) if event.concerns(id) => break,
                 Some(_) => {}
-                None => {
-                    return Err(Problem::unavailable(
-                        "shutting_down",
-                        "the server is shutting down",
-                    ));
-                }
+                None => return Ok(false),
             }
         }
     }

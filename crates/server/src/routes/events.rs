@@ -6,7 +6,9 @@
 
 use std::convert::Infallible;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use crate::body::Path;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::response::sse::Event;
@@ -97,6 +99,11 @@ pub(crate) async fn follow(
                         yield Ok(event);
                     }
                 }
+            }
+            if cursor > t.next_seq - 1 {
+                // The page held entries committed after the thread was read: read it again, so
+                // the status sent is never older than the entries before it.
+                continue;
             }
             let now = status(&t);
             if sent.as_ref() != Some(&now) {

@@ -6,7 +6,9 @@
 
 use std::convert::Infallible;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use crate::body::Path;
 use axum::response::Response;
 use axum::response::sse::Event;
 use duet_runtime::{Agent, ImageRef, Prompt, Scope};
@@ -88,6 +90,28 @@ fn read(value: serde_json::Value) -> Result<(String, Prompt), Problem> {
         )
     };
     check_key(&session)?;
+    // As the REST routes check them: a message id of 1–512 bytes, images that are images.
+    if let Some(id) = &prompt.message_id
+        && (id.trim().is_empty() || id.len() > crate::body::MAX_KEY_BYTES)
+    {
+        return Err(Problem::bad_request(
+            "invalid_message_id",
+            "messageId must be 1–512 bytes",
+        ));
+    }
+    if let Some(bad) = prompt
+        .images
+        .iter()
+        .find(|i| !i.mime_type.starts_with("image/"))
+    {
+        return Err(Problem::unprocessable(
+            "invalid_image",
+            format!(
+                "an image's mimeType must be image/…, not `{}`",
+                bad.mime_type
+            ),
+        ));
+    }
     Ok((session, prompt))
 }
 

@@ -2,7 +2,9 @@
 //! idempotent by `Idempotency-Key`, and, with a park (`If-Match: "S:N"` or `park`), the answer
 //! to that question alone.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use crate::body::Path;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use duet_runtime::control::Entry;

@@ -1,6 +1,8 @@
 //! `/threads`: create a thread with its first message, list threads, read one, terminate one.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use crate::body::Path;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use duet_runtime::{ParentFilter, Scope, ThreadQuery, ThreadStatus};
@@ -59,17 +61,23 @@ pub(crate) async fn create(
     }
     let stored = caller.stored_key(&key);
     let existing = state.runtime().store().thread(&stored).await?;
-    if existing.is_some() && message_id.is_none() {
-        return Err(Problem::new(
-            axum::http::StatusCode::CONFLICT,
-            "thread_exists",
-            format!("a thread `{key}` exists: post to /threads/{{key}}/messages"),
-        ));
-    }
-    if let Some(t) = &existing
-        && !caller.may_see(t)
-    {
-        return Err(Problem::not_found(format!("no thread `{key}`")));
+    if let Some(t) = &existing {
+        // Another principal's thread is not there; one's own is a conflict — unless this is a
+        // retried create, whose message id that thread already has (then nothing is written).
+        if !caller.may_see(t) {
+            return Err(Problem::not_found(format!("no thread `{key}`")));
+        }
+        let replay = match &message_id {
+            Some(id) => state.runtime().store().delivered(t.id, id).await?,
+            None => false,
+        };
+        if !replay {
+            return Err(Problem::new(
+                axum::http::StatusCode::CONFLICT,
+                "thread_exists",
+                format!("a thread `{key}` exists: post to /threads/{{key}}/messages"),
+            ));
+        }
     }
     let inbound = Inbound {
         key: &stored,
