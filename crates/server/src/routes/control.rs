@@ -159,6 +159,9 @@ async fn state_of(
     }))
 }
 
+/// The most entries one `/control/entries` answer holds.
+const ENTRIES_PAGE: usize = 1_000;
+
 async fn entries_of(
     state: &AppState,
     caller: &Caller,
@@ -178,7 +181,12 @@ async fn entries_of(
         .and_then(|s| s.parse::<i64>().ok())
         .filter(|s| (1..t.next_seq).contains(s))
         .unwrap_or(0);
-    let journal = state.runtime().store().journal_since(t.id, since).await?;
+    // A page at a time: a client whose last entry is not `leafEntryId` asks again from it.
+    let journal = state
+        .runtime()
+        .store()
+        .journal_page(t.id, since, ENTRIES_PAGE)
+        .await?;
     let mut parent = since;
     let entries: Vec<SessionEntry> = journal
         .iter()
