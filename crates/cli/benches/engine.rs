@@ -18,7 +18,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{Cleanup, ms, percentile, rss_kib, scratch, store, write};
+use common::{Cleanup, gate, load, ms, percentile, rss_kib, scratch, store, write};
 use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, ThreadStatus};
 
 /// The benchmark project: `pingpong` (prompt × prompt, `turns` turns) and `gate` (prompt × human).
@@ -46,29 +46,8 @@ fn project(turns: usize) -> Arc<duet_spec::Project> {
         }
         write(&dir, &format!("agents/models/{name}_model.yaml"), &script);
     }
-    write(
-        &dir,
-        "agents/agents/gate.yaml",
-        "name: gate\nsideA:\n  prompt: gate\n  sessionStop: { name: decide, messageProperty: decision }\nsideB: { human: true }\n",
-    );
-    write(
-        &dir,
-        "agents/prompts/gate.yaml",
-        "name: gate\ntoolDescription: d\nmodel: gate_model\nincludeChat: true\nprompt: Ask for approval.\ntools: [decide]\n",
-    );
-    write(
-        &dir,
-        "agents/tools/decide.yaml",
-        "description: Record the decision.\nargs: { type: object, properties: { decision: { type: string } }, required: [decision] }\nresult: \"Decision: {{decision}}\"\n",
-    );
-    write(
-        &dir,
-        "agents/models/gate_model.yaml",
-        "name: gate_model\nprovider: scripted\nmodel: demo\nscript:\n  - text: Approve the change?\n  - tool_calls: [{ name: decide, arguments: { decision: approved } }]\n",
-    );
-    let loaded = duet_spec::load(&dir).expect("bench project");
-    assert!(loaded.is_ok(), "{:?}", loaded.issues);
-    Arc::new(loaded.project)
+    gate(&dir);
+    load(&dir)
 }
 
 async fn send(rt: &Runtime, key: &str, agent: Option<&str>, text: &str) -> ThreadStatus {

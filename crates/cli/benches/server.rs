@@ -20,7 +20,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Cleanup, env, ms, percentile, rss_kib, scratch, store, write};
+use common::{Cleanup, env, gate, load, ms, percentile, rss_kib, scratch, store};
 use duet_runtime::Runtime;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -28,29 +28,8 @@ use serde_json::{Value, json};
 /// `gate`: a model asks, a person answers, the model records the decision.
 fn project() -> Arc<duet_spec::Project> {
     let dir = scratch();
-    write(
-        &dir,
-        "agents/agents/gate.yaml",
-        "name: gate\nsideA:\n  prompt: gate\n  sessionStop: { name: decide, messageProperty: decision }\nsideB: { human: true }\n",
-    );
-    write(
-        &dir,
-        "agents/prompts/gate.yaml",
-        "name: gate\ntoolDescription: d\nmodel: gate_model\nincludeChat: true\nprompt: Ask for approval.\ntools: [decide]\n",
-    );
-    write(
-        &dir,
-        "agents/tools/decide.yaml",
-        "description: Record the decision.\nargs: { type: object, properties: { decision: { type: string } }, required: [decision] }\nresult: \"Decision: {{decision}}\"\n",
-    );
-    write(
-        &dir,
-        "agents/models/gate_model.yaml",
-        "name: gate_model\nprovider: scripted\nmodel: demo\nscript:\n  - text: Approve the change?\n  - tool_calls: [{ name: decide, arguments: { decision: approved } }]\n",
-    );
-    let loaded = duet_spec::load(&dir).expect("bench project");
-    assert!(loaded.is_ok(), "{:?}", loaded.issues);
-    Arc::new(loaded.project)
+    gate(&dir);
+    load(&dir)
 }
 
 struct Client {

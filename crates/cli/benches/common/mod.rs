@@ -102,3 +102,34 @@ pub fn env(name: &str, default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// Writes `gate` into `dir`: a model asks, a person answers, the model records the decision.
+pub fn gate(dir: &Path) {
+    write(
+        dir,
+        "agents/agents/gate.yaml",
+        "name: gate\nsideA:\n  prompt: gate\n  sessionStop: { name: decide, messageProperty: decision }\nsideB: { human: true }\n",
+    );
+    write(
+        dir,
+        "agents/prompts/gate.yaml",
+        "name: gate\ntoolDescription: d\nmodel: gate_model\nincludeChat: true\nprompt: Ask for approval.\ntools: [decide]\n",
+    );
+    write(
+        dir,
+        "agents/tools/decide.yaml",
+        "description: Record the decision.\nargs: { type: object, properties: { decision: { type: string } }, required: [decision] }\nresult: \"Decision: {{decision}}\"\n",
+    );
+    write(
+        dir,
+        "agents/models/gate_model.yaml",
+        "name: gate_model\nprovider: scripted\nmodel: demo\nscript:\n  - text: Approve the change?\n  - tool_calls: [{ name: decide, arguments: { decision: approved } }]\n",
+    );
+}
+
+/// The project in `dir`; it must validate.
+pub fn load(dir: &Path) -> Arc<duet_spec::Project> {
+    let loaded = duet_spec::load(dir).expect("bench project");
+    assert!(loaded.is_ok(), "{:?}", loaded.issues);
+    Arc::new(loaded.project)
+}
