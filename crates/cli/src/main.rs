@@ -93,7 +93,7 @@ fn main() -> ExitCode {
             Command::Send(args) => run::send(args).await,
             Command::Threads(args) => threads::run(args).await,
             Command::Serve(args) => {
-                logs();
+                logs(args.log_format());
                 serve::run(args).await
             }
             Command::Keys(args) => keys::run(args).await,
@@ -110,12 +110,16 @@ fn main() -> ExitCode {
     })
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
-fn logs() {
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`): as text, or as one JSON object a
+/// line.
+fn logs(format: serve::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        serve::LogFormat::Text => logs.try_init(),
+        serve::LogFormat::Json => logs.json().try_init(),
+    };
 }

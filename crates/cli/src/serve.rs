@@ -37,8 +37,26 @@ pub(crate) struct Args {
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     openapi: bool,
+    /// How logs are written to stderr: `text`, or `json` (one object a line).
+    #[arg(long, value_enum, default_value = "text", env = "DUET_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(flatten)]
     place: Place,
+}
+
+/// How `duet serve` writes its logs.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// For people.
+    Text,
+    /// One JSON object a line, for log collectors.
+    Json,
+}
+
+impl Args {
+    pub(crate) fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
 }
 
 pub(crate) async fn run(args: Args) -> ExitCode {
@@ -65,15 +83,13 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         return ExitCode::from(2);
     }
     if args.no_auth {
-        eprintln!(
-            "duet serve: WARNING: --no-auth: every caller sees and acts on every thread. \
-             For local development only; never expose this server."
+        tracing::warn!(
+            "--no-auth: every caller sees and acts on every thread. For local development only; never expose this server."
         );
     } else {
         match runtime.store().keys().await {
-            Ok(keys) if keys.iter().all(|k| k.revoked_at.is_some()) => eprintln!(
-                "duet serve: no API keys yet: every request will be refused. \
-                 Create one with `duet keys create --principal NAME`."
+            Ok(keys) if keys.iter().all(|k| k.revoked_at.is_some()) => tracing::warn!(
+                "no API keys yet: every request will be refused. Create one with `duet keys create --principal NAME`."
             ),
             Ok(_) => {}
             Err(e) => {
@@ -82,6 +98,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             }
         }
     }
+    // Signals are caught from here on: a SIGTERM right after start is a graceful stop.
+    let shutdown = duet_server::shutdown_signal();
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -90,7 +108,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         }
     };
     let addr = listener.local_addr().map_or(args.listen, |a| a);
+    // The one plain line, whatever the log format: where to reach the server (scripts read it).
     eprintln!("duet serve: listening on http://{addr}");
+    tracing::info!(address = %addr, "listening");
     let options = Options {
         auth: !args.no_auth,
         default_agent: args.default_agent,
@@ -99,9 +119,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         ..Options::default()
     };
-    match duet_server::serve(runtime, options, listener, duet_server::shutdown_signal()).await {
+    match duet_server::serve(runtime, options, listener, shutdown).await {
         Ok(()) => {
-            eprintln!("duet serve: stopped");
+            tracing::info!("stopped");
             ExitCode::SUCCESS
         }
         Err(e) => {
