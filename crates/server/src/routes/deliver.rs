@@ -44,16 +44,20 @@ pub(crate) fn check_text(text: &str, images: &[Image]) -> Result<(), Problem> {
     if text.trim().is_empty() {
         return Err(Problem::unprocessable("empty_text", "`text` is empty"));
     }
-    if let Some(bad) = images.iter().find(|i| !i.mime_type.starts_with("image/")) {
-        return Err(Problem::unprocessable(
+    check_images(images.iter().map(|i| i.mime_type.as_str()))
+}
+
+/// Checks that every image's media type (`mime_types`) is an image's.
+pub(crate) fn check_images<'a>(
+    mut mime_types: impl Iterator<Item = &'a str>,
+) -> Result<(), Problem> {
+    match mime_types.find(|m| !m.starts_with("image/")) {
+        Some(bad) => Err(Problem::unprocessable(
             "invalid_image",
-            format!(
-                "an image's mimeType must be image/…, not `{}`",
-                bad.mime_type
-            ),
-        ));
+            format!("an image's mimeType must be image/…, not `{bad}`"),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The `Idempotency-Key` header: the message id.

@@ -99,19 +99,7 @@ fn read(value: serde_json::Value) -> Result<(String, Prompt), Problem> {
             "messageId must be 1–512 bytes",
         ));
     }
-    if let Some(bad) = prompt
-        .images
-        .iter()
-        .find(|i| !i.mime_type.starts_with("image/"))
-    {
-        return Err(Problem::unprocessable(
-            "invalid_image",
-            format!(
-                "an image's mimeType must be image/…, not `{}`",
-                bad.mime_type
-            ),
-        ));
-    }
+    super::deliver::check_images(prompt.images.iter().map(|i| i.mime_type.as_str()))?;
     Ok((session, prompt))
 }
 
