@@ -6,6 +6,7 @@
 //! Every error is `application/problem+json` ([`Problem`]); the OpenAPI 3.1 document is served
 //! at `/openapi.json`, generated from the handlers ([`openapi`]).
 
+pub mod a2a;
 mod app;
 pub mod auth;
 mod body;

@@ -1,0 +1,127 @@
+//! The JSON-RPC 2.0 binding (everything the REST and gRPC paths did not take): reads the
+//! envelope, passes the call down, and writes the outcome as `{"jsonrpc","id","result"|"error"}`
+//! over HTTP 200. A body that is not JSON is `-32700`, a wrong media type `-32005`, an envelope
+//! that is not a request `-32600`: all answered here, before anything else runs.
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::a2a::env::{Binding, Call, Outcome, is_json, read_body};
+use crate::a2a::error::A2aError;
+use crate::a2a::server::Limits;
+
+pub(crate) async fn binding(State(limits): State<Limits>, req: Request, next: Next) -> Response {
+    if req.extensions().get::<Call>().is_some() {
+        return next.run(req).await;
+    }
+    if req.method() != Method::POST {
+        let mut r = reply(
+            &Value::Null,
+            Err(A2aError::invalid_request("JSON-RPC requests are POSTed")),
+        );
+        *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        r.headers_mut()
+            .insert(header::ALLOW, axum::http::HeaderValue::from_static("POST"));
+        return r;
+    }
+    if let Err(content_type) = is_json(req.headers()) {
+        return reply(
+            &Value::Null,
+            Err(A2aError::content_type_not_supported(&content_type)),
+        );
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match read_body(Request::from_parts(parts.clone(), body), limits.body).await {
+        Ok(b) => b,
+        Err(e) => return reply(&Value::Null, Err(e)),
+    };
+    let envelope: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return reply(
+                &Value::Null,
+                Err(A2aError::parse_error(format!("Parse error: {e}"))),
+            );
+        }
+    };
+    let call = match read_envelope(envelope) {
+        Ok(call) => call,
+        Err((id, e)) => return reply(&id, Err(e)),
+    };
+    let Binding::JsonRpc { id } = &call.binding else {
+        return reply(
+            &Value::Null,
+            Err(A2aError::internal("a JSON-RPC call without its id")),
+        );
+    };
+    let id = id.clone();
+    let mut req = Request::from_parts(parts, Body::empty());
+    req.extensions_mut().insert(call);
+    let response = next.run(req).await;
+    match response.extensions().get::<Outcome>() {
+        Some(Outcome(result)) => reply(&id, result.clone()),
+        None => response,
+    }
+}
+
+/// Checks the envelope: an object, `"jsonrpc": "2.0"`, a string `method`, an `id` that is a
+/// string, a number or null, and `params` an object (or absent).
+fn read_envelope(envelope: Value) -> Result<Call, (Value, A2aError)> {
+    let Value::Object(mut obj) = envelope else {
+        return Err((
+            Value::Null,
+            A2aError::invalid_request("a JSON-RPC request is one object (batches are not served)"),
+        ));
+    };
+    let id = match obj.remove("id") {
+        None => Value::Null,
+        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
+        Some(_) => {
+            return Err((
+                Value::Null,
+                A2aError::invalid_request("`id` is a string, a number or null"),
+            ));
+        }
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err((id, A2aError::invalid_request("`jsonrpc` must be \"2.0\"")));
+    }
+    let Some(Value::String(method)) = obj.remove("method") else {
+        return Err((id, A2aError::invalid_request("`method` must be a string")));
+    };
+    let params = match obj.remove("params") {
+        None | Some(Value::Null) => json!({}),
+        Some(p @ Value::Object(_)) => p,
+        Some(_) => {
+            return Err((
+                id,
+                A2aError::invalid_params(
+                    "`params` must be an object",
+                    vec![("params".into(), "an object".into())],
+                ),
+            ));
+        }
+    };
+    Ok(Call {
+        binding: Binding::JsonRpc { id },
+        method,
+        params,
+    })
+}
+
+/// A JSON-RPC response over HTTP 200.
+fn reply(id: &Value, result: Result<Value, A2aError>) -> Response {
+    let body = match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e.to_jsonrpc()}),
+    };
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}

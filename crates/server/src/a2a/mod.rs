@@ -1,0 +1,46 @@
+//! A2A 1.0 as a library: write an A2A agent the way the seed's `A2A.agent` describes. The
+//! [`A2aServer`] takes the seed's options (the agent card, the `historyLength` and page-size
+//! caps) and wraps an [`A2aAgent`] in the seed's middleware stack, as tower layers: the card,
+//! the well-known route, a reserved gRPC path, the HTTP+JSON binding under `/rest`, JSON-RPC
+//! everywhere else, the stream offer, triage, message extraction and the two limits. So a
+//! handler sees only validated requests, and every error is written per binding with its
+//! `google.rpc.ErrorInfo`.
+//!
+//! ```no_run
+//! use duet_server::a2a::*;
+//!
+//! struct Echo;
+//! impl A2aAgent for Echo {
+//!     async fn send_message(&self, req: SendMessageRequest, cx: Context) -> Handled<SendMessageResponse> {
+//!         let text = cx.message.unwrap_or_default();
+//!         Ok(SendMessageResponse::Message(Message::agent_text(format!("{}-echo", req.message.message_id), text)))
+//!     }
+//! }
+//! let service = A2aServer::new(AgentCard::new("echo", "says it back")).agent(Echo);
+//! # let _ = service;
+//! ```
+
+mod agent;
+mod bindings;
+mod card;
+mod env;
+mod error;
+mod layers;
+mod operation;
+mod requests;
+mod server;
+mod stream;
+mod types;
+
+pub use agent::{A2aAgent, AgentFn, AgentService, Context, Handled};
+pub use card::{
+    AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill,
+    HTTP_JSON, JSONRPC, PROTOCOL_VERSION,
+};
+pub use error::{A2aError, ERROR_DOMAIN, ErrorKind};
+pub use layers::WELL_KNOWN;
+pub use operation::{OPERATIONS, Operation, Reply};
+pub use requests::*;
+pub use server::{A2aServer, A2aService, DEFAULT_BODY_LIMIT, DEFAULT_CAP};
+pub use stream::{Stream, StreamBuilder, StreamSink};
+pub use types::*;

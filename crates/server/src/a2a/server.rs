@@ -1,0 +1,183 @@
+//! The server options of the seed (`agent_card`, `history_length`, `page_size`) and the stack
+//! they build, in the seed's order:
+//!
+//! ```text
+//! Env → WellKnown → Bindings::Grpc → Bindings::Rest → Bindings::JsonRpc → SSEStream
+//!     → Triage → ExtractMessage → LimitHistoryLength → LimitPaginationSize → Agent
+//! ```
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::{OriginalUri, Request};
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::response::Response;
+use tower::ServiceBuilder;
+use tower::util::BoxCloneSyncService;
+
+use super::agent::{A2aAgent, AgentService};
+use super::bindings::{jsonrpc, rest};
+use super::card::AgentCard;
+use super::layers;
+
+/// The server cap of `historyLength` and page sizes when none is configured.
+pub const DEFAULT_CAP: usize = 100;
+/// The largest request body read (1 MiB).
+pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+
+/// The caps the limit layers and the bindings apply.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub history_length: usize,
+    pub page_size: usize,
+    pub body: usize,
+}
+
+/// The card, and where the agent is reached from outside.
+#[derive(Debug, Clone)]
+pub(crate) struct Site {
+    pub card: Arc<AgentCard>,
+    pub public_url: Option<Arc<str>>,
+}
+
+impl Site {
+    /// The URL the agent is mounted at, as the client reached it: the public URL if one is
+    /// configured, else the scheme and host of the request (`X-Forwarded-*` honoured); then
+    /// the path the service is nested under.
+    pub(crate) fn base_url(&self, req: &Request) -> String {
+        let inner = req.uri().path();
+        let outer = req
+            .extensions()
+            .get::<OriginalUri>()
+            .map_or(inner, |o| o.0.path());
+        let mount = if inner == "/" {
+            outer.trim_end_matches('/')
+        } else {
+            outer.strip_suffix(inner).unwrap_or("")
+        };
+        let origin = match &self.public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => {
+                let header = |name: &str| {
+                    req.headers()
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.split(',').next())
+                        .map(|v| v.trim().to_owned())
+                };
+                let scheme = header("x-forwarded-proto").unwrap_or_else(|| "http".into());
+                let host = header("x-forwarded-host")
+                    .or_else(|| header("host"))
+                    .or_else(|| req.uri().authority().map(ToString::to_string))
+                    .unwrap_or_else(|| "localhost".into());
+                format!("{scheme}://{host}")
+            }
+        };
+        format!("{origin}{mount}")
+    }
+}
+
+/// An A2A server for one agent: `A2aServer::new(card).history_length(50).agent(MyAgent)`.
+#[derive(Debug, Clone)]
+pub struct A2aServer {
+    card: AgentCard,
+    limits: Limits,
+    public_url: Option<Arc<str>>,
+}
+
+impl A2aServer {
+    /// A server for the agent `card` describes, with the default caps.
+    pub fn new(card: AgentCard) -> Self {
+        Self {
+            card,
+            limits: Limits {
+                history_length: DEFAULT_CAP,
+                page_size: DEFAULT_CAP,
+                body: DEFAULT_BODY_LIMIT,
+            },
+            public_url: None,
+        }
+    }
+
+    /// The server cap of `historyLength`.
+    pub fn history_length(mut self, cap: usize) -> Self {
+        self.limits.history_length = cap;
+        self
+    }
+
+    /// The server cap of page sizes (at least 1).
+    pub fn page_size(mut self, cap: usize) -> Self {
+        self.limits.page_size = cap.max(1);
+        self
+    }
+
+    /// The largest request body, in bytes.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.limits.body = bytes;
+        self
+    }
+
+    /// The URL clients reach this server at (`https://agents.example.com`), for the card's
+    /// interface URLs; without it they come from the request's host.
+    pub fn public_url(mut self, url: impl Into<String>) -> Self {
+        self.public_url = Some(Arc::from(url.into()));
+        self
+    }
+
+    /// The whole stack around `agent`, as one service to mount (`Router::nest_service`) or
+    /// serve.
+    pub fn agent<A: A2aAgent>(self, agent: A) -> A2aService {
+        self.agent_arc(Arc::new(agent))
+    }
+
+    /// [`Self::agent`] for an agent already shared.
+    pub fn agent_arc<A: A2aAgent>(self, agent: Arc<A>) -> A2aService {
+        let site = Site {
+            card: Arc::new(self.card),
+            public_url: self.public_url,
+        };
+        let limits = self.limits;
+        let stack = ServiceBuilder::new()
+            .layer(from_fn_with_state(site, layers::inject_card))
+            .layer(from_fn(layers::well_known))
+            .layer(from_fn(layers::grpc))
+            .layer(from_fn_with_state(limits, rest::binding))
+            .layer(from_fn_with_state(limits, jsonrpc::binding))
+            .layer(from_fn(layers::offer_stream))
+            .layer(from_fn(layers::triage))
+            .layer(from_fn(layers::extract_message))
+            .layer(from_fn_with_state(limits, layers::limit_history))
+            .layer(from_fn_with_state(limits, layers::limit_page))
+            .service(AgentService::new(agent));
+        A2aService(BoxCloneSyncService::new(stack))
+    }
+}
+
+/// The stack as one cloneable service of HTTP requests.
+#[derive(Clone)]
+pub struct A2aService(BoxCloneSyncService<Request, Response, Infallible>);
+
+impl tower::Service<Request> for A2aService {
+    type Response = Response;
+    type Error = Infallible;
+    type Future =
+        <BoxCloneSyncService<Request, Response, Infallible> as tower::Service<Request>>::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        self.0.call(req)
+    }
+}
+
+impl A2aService {
+    /// The service as a router (for `axum::serve`, or to merge).
+    pub fn into_router(self) -> axum::Router {
+        axum::Router::new().fallback_service(self)
+    }
+}
