@@ -262,7 +262,9 @@ async fn answer<A: A2aAgent>(agent: Arc<A>, req: Request) -> Response {
         }
     };
     match reply {
-        Reply::Stream(s) if streaming => s.into_response(),
+        Reply::Stream(s) if streaming => {
+            s.into_response().await.unwrap_or_else(|e| outcome(Err(e)))
+        }
         Reply::Stream(_) => outcome(Err(A2aError::invalid_agent_response(format!(
             "the agent answered {name} with a stream"
         )))),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -201,14 +201,27 @@ impl StreamSink {
 }
 
 impl Stream {
-    /// The SSE response, framed for the binding, with heartbeats.
-    pub(crate) fn into_response(self) -> Response {
+    /// The SSE response, framed for the binding, with heartbeats. It waits for the first
+    /// event: an error before it is a plain error response, as A2A wants errors before a
+    /// stream starts to be.
+    pub(crate) async fn into_response(mut self) -> Result<Response, A2aError> {
+        let first = match self.rx.recv().await {
+            Some(Frame::Event(e)) => Frame::Event(e),
+            Some(Frame::Error(e)) => return Err(e),
+            None => {
+                return Err(A2aError::invalid_agent_response(
+                    "the stream ended before its first event",
+                ));
+            }
+        };
         let binding = self.binding;
-        let events =
+        let rest =
             futures::stream::unfold(
                 self.rx,
                 |mut rx| async move { rx.recv().await.map(|f| (f, rx)) },
-            )
+            );
+        let events = futures::stream::once(async move { first })
+            .chain(rest)
             .map(move |frame| Ok::<_, Infallible>(frame_event(&binding, frame)));
         let mut response = Sse::new(events)
             .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("ping"))
@@ -222,11 +235,9 @@ impl Stream {
             "x-accel-buffering",
             axum::http::HeaderValue::from_static("no"),
         );
-        response
+        Ok(response)
     }
 }
-
-use futures::StreamExt;
 
 fn frame_event(binding: &Binding, frame: Frame) -> Event {
     let (data, error) = match (binding, frame) {
