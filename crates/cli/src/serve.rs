@@ -34,6 +34,10 @@ pub(crate) struct Args {
     /// How long a shutdown waits for runs and connections, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     shutdown_grace_ms: u64,
+    /// The URL clients reach this server at (`https://agents.example.com`), for the A2A agent
+    /// cards' interface URLs; without it they are derived from each request's host.
+    #[arg(long, value_name = "URL", env = "DUET_PUBLIC_URL")]
+    public_url: Option<String>,
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     openapi: bool,
@@ -117,6 +121,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         body_limit: args.body_limit,
         recover_every: Duration::from_millis(args.recover_every_ms),
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
+        public_url: args.public_url,
         ..Options::default()
     };
     match duet_server::serve(runtime, options, listener, shutdown).await {

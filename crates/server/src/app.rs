@@ -32,6 +32,9 @@ pub struct Options {
     pub shutdown_grace: Duration,
     /// How often an idle SSE stream sends a comment, so proxies keep it open.
     pub heartbeat: Duration,
+    /// The URL clients reach this server at, for the A2A cards' interface URLs (default: the
+    /// request's host).
+    pub public_url: Option<String>,
 }
 
 impl Default for Options {
@@ -43,6 +46,7 @@ impl Default for Options {
             recover_every: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
             heartbeat: Duration::from_secs(15),
+            public_url: None,
         }
     }
 }
@@ -160,6 +164,19 @@ impl AppState {
     }
 }
 
+/// The control-plane scope of `t` as its owner sees it (for acting on a thread the caller was
+/// already found allowed to).
+pub(crate) fn owner_scope(t: &Thread) -> duet_runtime::Scope {
+    duet_runtime::Scope {
+        session: t.key.clone(),
+        principal: t
+            .principal
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok()),
+        source: None,
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -201,7 +218,9 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::api())
         .split_for_parts();
     let api = Arc::new(api);
+    let a2a = crate::a2a_agents::router(&state);
     router
+        .merge(a2a)
         .route(
             "/openapi.json",
             axum::routing::get(move || {

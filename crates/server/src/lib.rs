@@ -7,6 +7,7 @@
 //! at `/openapi.json`, generated from the handlers ([`openapi`]).
 
 pub mod a2a;
+mod a2a_agents;
 mod app;
 pub mod auth;
 mod body;

@@ -7,6 +7,8 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -44,6 +46,9 @@ pub struct Stream {
 enum Frame {
     Event(Box<StreamResponse>),
     Error(A2aError),
+    /// The stream is over (its last event was sent): the response ends here, whatever the
+    /// body still does.
+    End,
 }
 
 impl StreamBuilder {
@@ -60,12 +65,13 @@ impl StreamBuilder {
         Fut: Future<Output = Result<(), A2aError>> + Send + 'static,
     {
         let (tx, rx) = mpsc::channel(BUFFER);
+        let closed = Arc::new(AtomicBool::new(false));
         let sink = StreamSink {
             task_id: task_id.into(),
             context_id: context_id.into(),
             tx: tx.clone(),
             sent: 0,
-            closed: false,
+            closed: closed.clone(),
         };
         tokio::spawn(async move {
             let outcome = std::panic::AssertUnwindSafe(body(sink))
@@ -76,8 +82,9 @@ impl StreamBuilder {
                 Ok(Err(e)) => Some(e),
                 Err(_) => Some(A2aError::internal("the stream's body panicked")),
             };
-            // A closed stream (terminal state sent, or the client gone) takes no error.
+            // A closed stream (its last event sent, or the client gone) takes no error.
             if let Some(e) = error
+                && !closed.load(Ordering::Acquire)
                 && !tx.is_closed()
             {
                 let _ = tx.send(Frame::Error(e)).await;
@@ -98,7 +105,7 @@ pub struct StreamSink {
     context_id: String,
     tx: mpsc::Sender<Frame>,
     sent: usize,
-    closed: bool,
+    closed: Arc<AtomicBool>,
 }
 
 impl StreamSink {
@@ -153,50 +160,54 @@ impl StreamSink {
 
     /// Sends any event, checking the stream's rules.
     pub async fn send(&mut self, event: StreamResponse) -> Result<(), A2aError> {
-        if self.closed {
+        if self.is_closed() {
             return Err(A2aError::invalid_agent_response(
                 "the stream is closed: the task already ended or the client left",
             ));
         }
         let first = self.sent == 0;
         if first && !matches!(event, StreamResponse::Task(_) | StreamResponse::Message(_)) {
-            self.closed = true;
             return Err(A2aError::invalid_agent_response(
                 "a stream's first event must be the Task (or a lone Message)",
             ));
         }
         if !first && matches!(event, StreamResponse::Message(_)) {
             // A message after the task is a status message in A2A; only a lone one may stand.
-            self.closed = true;
             return Err(A2aError::invalid_agent_response(
                 "a Message may only be a stream's one event",
             ));
         }
-        self.closes_after(&event);
+        let last = closes_after(&event);
         self.sent += 1;
         if self.tx.send(Frame::Event(Box::new(event))).await.is_err() {
-            self.closed = true;
+            self.closed.store(true, Ordering::Release);
             return Err(A2aError::invalid_agent_response(
                 "the client left the stream",
             ));
         }
+        if last {
+            self.closed.store(true, Ordering::Release);
+            let _ = self.tx.send(Frame::End).await;
+        }
         Ok(())
     }
 
-    fn closes_after(&mut self, event: &StreamResponse) {
-        self.closed = match event {
-            StreamResponse::Message(_) => true,
-            StreamResponse::Task(t) => t.status.state.is_terminal(),
-            StreamResponse::StatusUpdate(u) => {
-                u.status.state.is_terminal() || u.status.state.is_interrupted()
-            }
-            StreamResponse::ArtifactUpdate(_) => false,
-        };
-    }
-
-    /// Whether the stream has closed (a terminal state was sent, or the client left).
+    /// Whether the stream has closed (its last event was sent, or the client left).
     pub fn is_closed(&self) -> bool {
-        self.closed || self.tx.is_closed()
+        self.closed.load(Ordering::Acquire) || self.tx.is_closed()
+    }
+}
+
+/// Whether `event` is a stream's last: a lone message, a terminal state, or an interrupted
+/// one in a status update.
+fn closes_after(event: &StreamResponse) -> bool {
+    match event {
+        StreamResponse::Message(_) => true,
+        StreamResponse::Task(t) => t.status.state.is_terminal(),
+        StreamResponse::StatusUpdate(u) => {
+            u.status.state.is_terminal() || u.status.state.is_interrupted()
+        }
+        StreamResponse::ArtifactUpdate(_) => false,
     }
 }
 
@@ -208,18 +219,19 @@ impl Stream {
         let first = match self.rx.recv().await {
             Some(Frame::Event(e)) => Frame::Event(e),
             Some(Frame::Error(e)) => return Err(e),
-            None => {
+            None | Some(Frame::End) => {
                 return Err(A2aError::invalid_agent_response(
                     "the stream ended before its first event",
                 ));
             }
         };
         let binding = self.binding;
-        let rest =
-            futures::stream::unfold(
-                self.rx,
-                |mut rx| async move { rx.recv().await.map(|f| (f, rx)) },
-            );
+        let rest = futures::stream::unfold(self.rx, |mut rx| async move {
+            match rx.recv().await {
+                None | Some(Frame::End) => None,
+                Some(f) => Some((f, rx)),
+            }
+        });
         let events = futures::stream::once(async move { first })
             .chain(rest)
             .map(move |frame| Ok::<_, Infallible>(frame_event(&binding, frame)));
@@ -252,6 +264,7 @@ fn frame_event(binding: &Binding, frame: Frame) -> Event {
             (serde_json::to_value(*e).unwrap_or(Value::Null), false)
         }
         (Binding::Rest, Frame::Error(e)) => (e.to_rest(), true),
+        (_, Frame::End) => (Value::Null, false),
     };
     let event = Event::default().data(data.to_string());
     if error { event.event("error") } else { event }

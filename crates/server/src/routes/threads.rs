@@ -5,7 +5,7 @@ use axum::extract::State;
 use crate::body::Path;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use duet_runtime::{ParentFilter, Scope, ThreadQuery, ThreadStatus};
+use duet_runtime::{ParentFilter, ThreadQuery, ThreadStatus};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -245,23 +245,9 @@ pub(crate) async fn terminate(
     Path(key): Path<String>,
 ) -> Result<axum::Json<Terminated>, Problem> {
     let t = state.thread(&caller, &key).await?;
-    let scope = Scope {
-        session: t.key.clone(),
-        principal: None,
-        source: None,
-    };
     // The thread is checked above (an admin may end another principal's); the runtime checks
     // the principal again, so it is asked as the thread's owner.
-    let scope = match &t.principal {
-        Some(p) => match serde_json::from_str(p) {
-            Ok(principal) => Scope {
-                principal: Some(principal),
-                ..scope
-            },
-            Err(_) => scope,
-        },
-        None => scope,
-    };
+    let scope = crate::app::owner_scope(&t);
     let n = state
         .runtime()
         .terminate(&scope)

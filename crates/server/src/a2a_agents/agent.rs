@@ -1,0 +1,417 @@
+//! A duet agent as an A2A agent, on the A2A library's handler contract: a message is delivered
+//! to the thread its context names (created when new), as the side the client plays; a message
+//! with a task id continues that session (the answer to its question when it is parked); get,
+//! list, cancel and subscribe read the thread and its journal. See `docs/a2a.md` for the
+//! mapping.
+
+use duet_runtime::{Accepted, Delivery, ImageRef, Origin, RunError, SideId, Thread, WhenBusy};
+
+use super::follow;
+use super::tasks::{TaskRef, View};
+use crate::a2a::{
+    A2aAgent, A2aError, CancelTaskRequest, Context, GetTaskRequest, Handled, ListTasksRequest,
+    ListTasksResponse, PartContent, SendMessageRequest, SendMessageResponse, Stream,
+    SubscribeToTaskRequest, Task, TaskState,
+};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::body::MAX_KEY_BYTES;
+
+/// One project agent served over A2A.
+pub(crate) struct DuetAgent {
+    pub state: AppState,
+    pub agent: String,
+    /// The side the A2A client plays: the human side, else B.
+    pub client: SideId,
+}
+
+/// What a message says, for duet: its text and images.
+struct Said {
+    text: String,
+    images: Vec<ImageRef>,
+}
+
+fn said(req: &SendMessageRequest) -> Result<Said, A2aError> {
+    let mut text = Vec::new();
+    let mut images = Vec::new();
+    for (i, part) in req.message.parts.iter().enumerate() {
+        match &part.content {
+            PartContent::Text(t) => text.push(t.clone()),
+            PartContent::Data(d) => text.push(d.to_string()),
+            PartContent::Raw(data) => match part.media_type.as_deref() {
+                Some(m) if m.starts_with("image/") => images.push(ImageRef {
+                    mime_type: m.to_owned(),
+                    data: data.clone(),
+                }),
+                other => {
+                    return Err(A2aError::content_type_not_supported(
+                        other.unwrap_or("application/octet-stream"),
+                    )
+                    .with("part", i.to_string()));
+                }
+            },
+            PartContent::Url(_) => {
+                return Err(A2aError::content_type_not_supported(
+                    part.media_type.as_deref().unwrap_or("a url part"),
+                )
+                .with("part", i.to_string()));
+            }
+        }
+    }
+    let text = text.join("\n");
+    if text.trim().is_empty() {
+        return Err(A2aError::invalid_params(
+            "the message has no text",
+            vec![(
+                "message.parts".into(),
+                "at least one non-empty text or data part".into(),
+            )],
+        ));
+    }
+    Ok(Said { text, images })
+}
+
+/// Where a message goes: the stored key, the thread if it exists, the task it joins, and the
+/// park it answers.
+struct Target {
+    key: String,
+    thread: Option<Thread>,
+    task: Option<TaskRef>,
+    context: String,
+}
+
+impl DuetAgent {
+    fn caller(cx: &Context) -> Result<Caller, A2aError> {
+        cx.request
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| A2aError::internal("an A2A request without a caller"))
+    }
+
+    fn view(&self, caller: &Caller, t: &Thread, history: usize, artifacts: bool) -> View {
+        View {
+            context: caller.visible_key(&t.key),
+            client: self.client,
+            history,
+            artifacts,
+        }
+    }
+
+    /// The task `id`, if the caller may see it and it is this agent's.
+    async fn find(&self, caller: &Caller, id: &str) -> Result<(Thread, TaskRef), A2aError> {
+        let not_found = || A2aError::task_not_found(id);
+        let r = TaskRef::parse(id).ok_or_else(not_found)?;
+        let t = self
+            .state
+            .runtime()
+            .store()
+            .thread_by_id(r.thread)
+            .await
+            .map_err(A2aError::internal)?
+            .filter(|t| caller.may_see(t) && (t.origin == self.agent || t.agent == self.agent))
+            .filter(|t| r.session <= t.session.max(1))
+            .ok_or_else(not_found)?;
+        Ok((t, r))
+    }
+
+    async fn target(&self, caller: &Caller, req: &SendMessageRequest) -> Result<Target, A2aError> {
+        let m = &req.message;
+        if let Some(id) = &m.task_id {
+            let (t, r) = self.find(caller, id).await?;
+            let context = caller.visible_key(&t.key);
+            if m.context_id.as_ref().is_some_and(|c| *c != context) {
+                return Err(A2aError::invalid_params(
+                    "contextId is not the task's context",
+                    vec![(
+                        "message.contextId".into(),
+                        format!("task {id} is in context {context}"),
+                    )],
+                ));
+            }
+            let view = self.view(caller, &t, 0, false);
+            let (_, task, _) = follow::read(&self.state, r, &view).await?;
+            if task.status.state.is_terminal() || TaskRef::next_for(&t) != r {
+                return Err(A2aError::unsupported_operation(format!(
+                    "task {id} is {}: it takes no more messages; send one without taskId to start another",
+                    task.status.state.as_str()
+                ))
+                .with("taskId", id.as_str())
+                .with("state", task.status.state.as_str()));
+            }
+            return Ok(Target {
+                key: t.key.clone(),
+                task: Some(r),
+                thread: Some(t),
+                context,
+            });
+        }
+        let context = match &m.context_id {
+            Some(c) => c.clone(),
+            None => uuid::Uuid::now_v7().to_string(),
+        };
+        if context.len() > MAX_KEY_BYTES || context.trim().is_empty() {
+            return Err(A2aError::invalid_params(
+                "contextId is 1–512 bytes",
+                vec![("message.contextId".into(), "1–512 bytes".into())],
+            ));
+        }
+        let key = caller.stored_key(&context);
+        let thread = self
+            .state
+            .runtime()
+            .store()
+            .thread(&key)
+            .await
+            .map_err(A2aError::internal)?;
+        if let Some(t) = &thread {
+            if !caller.may_see(t) {
+                // Someone else's name: refused, never replaced by a context of our choosing.
+                return Err(A2aError::invalid_params(
+                    "this contextId cannot be used",
+                    vec![(
+                        "message.contextId".into(),
+                        "not available to this caller".into(),
+                    )],
+                ));
+            }
+            if t.origin != self.agent && t.agent != self.agent {
+                return Err(A2aError::invalid_params(
+                    format!("context {context} belongs to another agent"),
+                    vec![("message.contextId".into(), "another agent's context".into())],
+                ));
+            }
+            if t.status == duet_runtime::ThreadStatus::Terminated {
+                return Err(A2aError::unsupported_operation(format!(
+                    "context {context} has ended (its task was canceled)"
+                )));
+            }
+        }
+        Ok(Target {
+            key,
+            task: thread.as_ref().map(TaskRef::next_for),
+            thread,
+            context,
+        })
+    }
+
+    /// A message sent before (same `messageId`, same task): the task as it is, nothing new
+    /// written.
+    async fn replay(
+        &self,
+        caller: &Caller,
+        req: &SendMessageRequest,
+        history: usize,
+    ) -> Result<Option<Task>, A2aError> {
+        let Some(id) = &req.message.task_id else {
+            return Ok(None);
+        };
+        let (t, r) = self.find(caller, id).await?;
+        let store = self.state.runtime().store();
+        if !store
+            .delivered(t.id, &req.message.message_id)
+            .await
+            .map_err(A2aError::internal)?
+        {
+            return Ok(None);
+        }
+        let view = self.view(caller, &t, history, true);
+        Ok(Some(follow::read(&self.state, r, &view).await?.1))
+    }
+
+    /// Stores the message and starts (or queues) its run: the task it is part of, and the
+    /// journal floor its outcome lies past (none for a replayed message id).
+    async fn deliver(
+        &self,
+        caller: &Caller,
+        req: &SendMessageRequest,
+    ) -> Result<(TaskRef, View, Option<i64>), A2aError> {
+        let said = said(req)?;
+        let target = self.target(caller, req).await?;
+        let floor = target.thread.as_ref().map_or(0, |t| t.next_seq);
+        let answers = target.thread.as_ref().and_then(Thread::park);
+        let delivery = Delivery {
+            key: &target.key,
+            agent: Some(&self.agent),
+            text: &said.text,
+            images: &said.images,
+            origin: Origin {
+                principal: caller.acting_for(target.thread.as_ref()),
+                author: caller.canonical.as_deref(),
+                source: Some("a2a"),
+                ..Origin::default()
+            },
+            when_busy: WhenBusy::Queue,
+            answers,
+            message_id: Some(&req.message.message_id),
+        };
+        let accepted = self
+            .state
+            .runtime()
+            .accept(delivery)
+            .await
+            .map_err(|e| run_error(e, &target.context))?;
+        let (thread, floor) = match accepted {
+            Accepted::Claimed(claim) => {
+                let id = claim.thread();
+                drop(self.state.spawn_run(claim));
+                (id, Some(floor))
+            }
+            Accepted::Queued { thread } => (thread, Some(floor)),
+            Accepted::Duplicate(settled) => (settled.thread, None),
+        };
+        let r = target.task.unwrap_or(TaskRef { thread, session: 1 });
+        let view = View {
+            context: target.context,
+            client: self.client,
+            history: 0,
+            artifacts: true,
+        };
+        Ok((TaskRef { thread, ..r }, view, floor))
+    }
+}
+
+/// A refused delivery as an A2A error.
+fn run_error(e: RunError, context: &str) -> A2aError {
+    match e {
+        RunError::AlreadyAnswered { park, first, .. } => {
+            let mut err = A2aError::unsupported_operation(format!(
+                "the task is no longer waiting for this answer: another answer to {park} came first"
+            ));
+            if let Some(first) = first {
+                err = err.with("answeredAt", first.at.to_string()).with(
+                    "answeredBy",
+                    first
+                        .author
+                        .map(|a| Caller::author_name(&a))
+                        .unwrap_or_default(),
+                );
+            }
+            err
+        }
+        RunError::Terminated(_) => {
+            A2aError::unsupported_operation(format!("context {context} has ended"))
+        }
+        RunError::Forbidden(_) => A2aError::invalid_params(
+            "this contextId cannot be used",
+            vec![(
+                "message.contextId".into(),
+                "not available to this caller".into(),
+            )],
+        ),
+        RunError::ShuttingDown => A2aError::custom(
+            -32050,
+            503,
+            "SHUTTING_DOWN",
+            "the server is shutting down; send again (the same messageId is safe)",
+        ),
+        other => A2aError::internal(other),
+    }
+}
+
+impl A2aAgent for DuetAgent {
+    async fn send_message(
+        &self,
+        req: SendMessageRequest,
+        cx: Context,
+    ) -> Handled<SendMessageResponse> {
+        let caller = Self::caller(&cx)?;
+        if let Some(task) = self.replay(&caller, &req, cx.history_length).await? {
+            return Ok(SendMessageResponse::Task(task));
+        }
+        let (r, mut view, floor) = self.deliver(&caller, &req).await?;
+        view.history = cx.history_length;
+        let task = if req.return_immediately() {
+            follow::read(&self.state, r, &view).await?.1
+        } else {
+            follow::settled(&self.state, r, &view, floor).await?
+        };
+        Ok(SendMessageResponse::Task(task))
+    }
+
+    async fn send_streaming_message(
+        &self,
+        req: SendMessageRequest,
+        cx: Context,
+    ) -> Handled<Stream> {
+        let caller = Self::caller(&cx)?;
+        let (r, mut view, floor) = self.deliver(&caller, &req).await?;
+        view.history = cx.history_length;
+        self.open(cx, r, view, Some(floor)).await
+    }
+
+    async fn get_task(&self, req: GetTaskRequest, cx: Context) -> Handled<Task> {
+        let caller = Self::caller(&cx)?;
+        let (t, r) = self.find(&caller, &req.id).await?;
+        let view = self.view(&caller, &t, cx.history_length, true);
+        Ok(follow::read(&self.state, r, &view).await?.1)
+    }
+
+    async fn list_tasks(&self, req: ListTasksRequest, cx: Context) -> Handled<ListTasksResponse> {
+        let caller = Self::caller(&cx)?;
+        super::list::tasks(self, &caller, req, &cx).await
+    }
+
+    async fn cancel_task(&self, req: CancelTaskRequest, cx: Context) -> Handled<Task> {
+        let caller = Self::caller(&cx)?;
+        let (t, r) = self.find(&caller, &req.id).await?;
+        let view = self.view(&caller, &t, cx.history_length, true);
+        let (_, task, _) = follow::read(&self.state, r, &view).await?;
+        if task.status.state.is_terminal() {
+            return Err(A2aError::task_not_cancelable(&req.id, task.status.state));
+        }
+        self.state
+            .runtime()
+            .terminate(&crate::app::owner_scope(&t))
+            .await
+            .map_err(A2aError::internal)?;
+        Ok(follow::read(&self.state, r, &view).await?.1)
+    }
+
+    async fn subscribe_to_task(&self, req: SubscribeToTaskRequest, cx: Context) -> Handled<Stream> {
+        let caller = Self::caller(&cx)?;
+        let (t, r) = self.find(&caller, &req.id).await?;
+        let view = self.view(&caller, &t, cx.history_length, true);
+        self.open(cx, r, view, None).await
+    }
+}
+
+impl DuetAgent {
+    /// A stream of the task: its snapshot first, then its updates until it settles. `new`: the
+    /// stream of a message just delivered, with its journal floor (`None` inside: replayed).
+    async fn open(
+        &self,
+        cx: Context,
+        r: TaskRef,
+        view: View,
+        new: Option<Option<i64>>,
+    ) -> Handled<Stream> {
+        let (new, floor) = (new.is_some(), new.flatten());
+        let (_, snapshot, seen) = follow::read(&self.state, r, &view).await?;
+        if snapshot.status.state.is_terminal() && !new {
+            return Err(A2aError::unsupported_operation(format!(
+                "task {} is {}: there is nothing to subscribe to",
+                snapshot.id,
+                snapshot.status.state.as_str()
+            )));
+        }
+        let state = self.state.clone();
+        let first = if new && snapshot.status.state != TaskState::Submitted {
+            Task {
+                status: crate::a2a::TaskStatus::now(TaskState::Working),
+                artifacts: vec![],
+                ..snapshot.clone()
+            }
+        } else {
+            snapshot.clone()
+        };
+        let (task_id, context) = (snapshot.id.clone(), snapshot.context_id.clone());
+        Ok(cx
+            .stream
+            .open(task_id, context, move |mut sink| async move {
+                sink.task(first.clone()).await?;
+                let seen = if new { 0 } else { seen };
+                follow::stream(state, r, view, sink, first, (seen, floor)).await
+            }))
+    }
+}

@@ -1,0 +1,161 @@
+//! Following a task as its thread moves: waiting until it settles (terminal or interrupted),
+//! and streaming its updates — the agent's messages as `WORKING` status messages, then the
+//! final status (and the result artifact). Woken by the store's change feed, so a run in any
+//! process is followed.
+
+use duet_runtime::{Thread, ThreadId};
+use futures::StreamExt;
+
+use super::tasks::{self, TaskRef, View};
+use crate::a2a::{A2aError, StreamSink, Task, TaskState, TaskStatus};
+use crate::app::AppState;
+
+/// Reads the thread and the task as they are now.
+pub(crate) async fn read(
+    state: &AppState,
+    r: TaskRef,
+    view: &View,
+) -> Result<(Thread, Task, i64), A2aError> {
+    let store = state.runtime().store();
+    // The journal, then the thread, until they agree (a commit between the two reads would
+    // pair a state with entries it has moved past, or the reverse).
+    let mut tries = 0;
+    let (t, facts) = loop {
+        let facts = tasks::facts(store.as_ref(), r.thread, r.session)
+            .await
+            .map_err(A2aError::internal)?;
+        let t = store
+            .thread_by_id(r.thread)
+            .await
+            .map_err(A2aError::internal)?
+            .ok_or_else(|| A2aError::task_not_found(&r.id()))?;
+        tries += 1;
+        if t.next_seq - 1 <= facts.journal_end || tries == 5 {
+            break (t, facts);
+        }
+    };
+    let task = tasks::task(&t, r, &facts, view);
+    Ok((t, task, facts.last_seq))
+}
+
+/// Waits until the task is terminal or interrupted with its journal past `floor` (so a state
+/// read before the run took the message does not count), or the server begins shutting down;
+/// the task as it then is.
+pub(crate) async fn settled(
+    state: &AppState,
+    r: TaskRef,
+    view: &View,
+    floor: Option<i64>,
+) -> Result<Task, A2aError> {
+    let mut changes = state.runtime().store().changes();
+    loop {
+        let (_, task, last_seq) = read(state, r, view).await?;
+        if done(task.status.state) && past(floor, last_seq) {
+            return Ok(task);
+        }
+        if !wait(state, &mut changes, r.thread).await {
+            return Ok(task);
+        }
+    }
+}
+
+fn done(s: TaskState) -> bool {
+    s.is_terminal() || s.is_interrupted()
+}
+
+/// Whether the journal has moved past `floor` (the next seq when the message was delivered):
+/// the message and at least one entry after it.
+fn past(floor: Option<i64>, last_seq: i64) -> bool {
+    floor.is_none_or(|f| last_seq > f)
+}
+
+/// Waits for a change to `thread`: `false` when the feed ended or the server is closing.
+async fn wait(
+    state: &AppState,
+    changes: &mut futures::stream::BoxStream<'static, duet_runtime::FeedEvent>,
+    thread: ThreadId,
+) -> bool {
+    loop {
+        let event = tokio::select! {
+            () = state.closing().cancelled() => return false,
+            event = changes.next() => event,
+        };
+        match event {
+            Some(e) if e.concerns(thread) => return true,
+            Some(_) => {}
+            None => return false,
+        }
+    }
+}
+
+/// Streams the task from `snapshot` (already sent) on: each new message of the agent, then the
+/// state it settles in (past `floor`, as [`settled`]). A stream that began interrupted waits
+/// for the task to move first.
+pub(crate) async fn stream(
+    state: AppState,
+    r: TaskRef,
+    view: View,
+    mut sink: StreamSink,
+    snapshot: Task,
+    (mut seen, floor): (i64, Option<i64>),
+) -> Result<(), A2aError> {
+    let mut changes = state.runtime().store().changes();
+    let mut last = snapshot.status.state;
+    let mut moved = !done(last);
+    let mut reported: Vec<String> = snapshot
+        .history
+        .iter()
+        .map(|m| m.message_id.clone())
+        .collect();
+    loop {
+        let (_, task, last_seq) = read(&state, r, &view).await?;
+        // A settled state read before the run took the message is not news yet.
+        let s = match task.status.state {
+            s if done(s) && !past(floor, last_seq) => last,
+            s => s,
+        };
+        if last_seq != seen || s != last {
+            seen = last_seq;
+            if s != last && !done(s) {
+                moved = true;
+            }
+            let settled = done(s) && (moved || s.is_terminal());
+            let closing = task.status.message.as_ref().map(|m| &m.message_id);
+            for m in &task.history {
+                if reported.contains(&m.message_id) {
+                    continue;
+                }
+                reported.push(m.message_id.clone());
+                // The agent's messages as they come; the one a settled status carries waits
+                // for that status.
+                let agent = m.role == crate::a2a::Role::Agent;
+                if agent && !(settled && closing == Some(&m.message_id)) {
+                    sink.status(TaskStatus {
+                        state: TaskState::Working,
+                        message: Some(m.clone()),
+                        timestamp: task.status.timestamp.clone(),
+                    })
+                    .await?;
+                }
+            }
+            if settled {
+                return finish(&mut sink, task).await;
+            }
+            if s != last {
+                last = s;
+                sink.status(task.status.clone()).await?;
+            }
+        }
+        if !wait(&state, &mut changes, r.thread).await {
+            return Ok(());
+        }
+    }
+}
+
+/// The last events of a stream: the result artifact, then the final status.
+async fn finish(sink: &mut StreamSink, task: Task) -> Result<(), A2aError> {
+    for artifact in task.artifacts {
+        sink.artifact(artifact, false, true).await?;
+    }
+    sink.status(task.status).await
+}

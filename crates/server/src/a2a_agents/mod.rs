@@ -1,0 +1,133 @@
+//! Every agent the project exposes (`exposeAsTool: true`), and the default agent, served over
+//! A2A 1.0 at `/a2a/{agent}` (JSON-RPC there, HTTP+JSON under `/rest`, the card at
+//! `/.well-known/agent-card.json` below it), the default agent's card also at the root. Each is
+//! the A2A library's stack around a [`agent::DuetAgent`], behind the server's bearer auth (the
+//! cards are public, for discovery).
+
+mod agent;
+mod follow;
+mod list;
+mod tasks;
+
+use axum::Router;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use duet_runtime::SideId;
+use duet_spec::AgentDef;
+use serde_json::json;
+use tower::ServiceBuilder;
+
+use crate::a2a::{
+    A2aServer, AgentCard, AgentInterface, AgentSkill, HTTP_JSON, JSONRPC, WELL_KNOWN,
+};
+use crate::app::AppState;
+use crate::auth::Caller;
+
+/// The A2A routes of every served agent.
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
+    let project = state.runtime().project().clone();
+    let default = state.options().default_agent.clone();
+    let mut router = Router::new();
+    for (name, agent) in &project.agents {
+        let is_default = default.as_deref() == Some(name.as_str());
+        if !agent.def.expose_as_tool && !is_default {
+            continue;
+        }
+        let service = ServiceBuilder::new()
+            .layer(from_fn_with_state(state.clone(), authenticate))
+            .service(server(state, &agent.def).agent(agent::DuetAgent {
+                state: state.clone(),
+                agent: name.clone(),
+                client: client_side(&agent.def),
+            }));
+        if is_default {
+            router = router.route_service(WELL_KNOWN, service.clone());
+        }
+        router = router.nest_service(&format!("/a2a/{name}"), service);
+    }
+    router
+}
+
+/// The A2A server for `def`: its card, this server's caps and public URL.
+fn server(state: &AppState, def: &AgentDef) -> A2aServer {
+    let mut server =
+        A2aServer::new(card(def, state.options().auth)).body_limit(state.options().body_limit);
+    if let Some(url) = &state.options().public_url {
+        server = server.public_url(url.clone());
+    }
+    server
+}
+
+/// An agent's card: its tool description, one skill, both bindings under `/a2a/{agent}`,
+/// streaming on, bearer auth when the server asks for keys.
+pub(crate) fn card(def: &AgentDef, auth: bool) -> AgentCard {
+    let description = def
+        .tool_description
+        .clone()
+        .or_else(|| def.description.clone())
+        .unwrap_or_else(|| format!("the duet agent `{}`", def.name));
+    let mut card = AgentCard::new(
+        def.title.clone().unwrap_or_else(|| def.name.clone()),
+        &description,
+    );
+    card.supported_interfaces = vec![
+        AgentInterface::new(format!("/a2a/{}", def.name), JSONRPC),
+        AgentInterface::new(format!("/a2a/{}/rest", def.name), HTTP_JSON),
+    ];
+    card.capabilities.streaming = true;
+    card.icon_url = def.icon.clone().filter(|i| i.starts_with("http"));
+    card.skills = vec![AgentSkill {
+        id: def.name.clone(),
+        name: def.title.clone().unwrap_or_else(|| def.name.clone()),
+        description,
+        tags: vec!["duet".into()],
+        examples: vec![],
+        input_modes: vec![],
+        output_modes: vec![],
+    }];
+    if auth { card.with_bearer_auth() } else { card }
+}
+
+/// The side an A2A client plays: the human side (B first), else B.
+fn client_side(def: &AgentDef) -> SideId {
+    [SideId::B, SideId::A]
+        .into_iter()
+        .find(|s| match s {
+            SideId::A => def.sides.a.is_human(),
+            SideId::B => def.sides.b.is_human(),
+        })
+        .unwrap_or(SideId::B)
+}
+
+/// The server's API-key auth in front of an A2A agent: the caller is recorded for the handler;
+/// the card needs no key.
+async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if req.uri().path() == WELL_KNOWN {
+        return next.run(req).await;
+    }
+    let (mut parts, body) = req.into_parts();
+    match Caller::from_request_parts(&mut parts, &state).await {
+        Ok(caller) => {
+            parts.extensions.insert(caller);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(problem) => {
+            let status = problem.status;
+            let body = json!({"error": {"code": status.as_u16(),
+                "status": if status == StatusCode::UNAUTHORIZED { "UNAUTHENTICATED" } else { "INTERNAL" },
+                "message": problem.detail}});
+            let mut response = (
+                status,
+                [(header::CONTENT_TYPE, "application/json")],
+                body.to_string(),
+            )
+                .into_response();
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+        }
+    }
+}

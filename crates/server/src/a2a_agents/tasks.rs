@@ -1,0 +1,311 @@
+//! A duet thread's sessions seen as A2A tasks: the task id names the thread and the session
+//! (`{thread}.{session}`), and everything else — state, history, the result artifact — is read
+//! from the thread and its journal, so every process sees the same task and nothing is stored
+//! twice.
+
+use duet_runtime::{
+    JournalEntry, Message, RecordBody, Role, SideId, StopReason, Store, StoreError, Thread,
+    ThreadId, ThreadStatus,
+};
+use serde_json::Value;
+
+use crate::a2a::{
+    Artifact, Message as A2aMessage, Part, Role as A2aRole, Task, TaskState, TaskStatus, timestamp,
+};
+
+/// A task: one session of one thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TaskRef {
+    pub thread: ThreadId,
+    pub session: i64,
+}
+
+impl TaskRef {
+    /// The task's id on the wire.
+    pub(crate) fn id(&self) -> String {
+        format!("{}.{}", self.thread, self.session)
+    }
+
+    /// Reads a task id; `None` for anything that is not one.
+    pub(crate) fn parse(id: &str) -> Option<Self> {
+        let (thread, session) = id.rsplit_once('.')?;
+        let session: i64 = session.parse().ok().filter(|s| *s >= 1)?;
+        Some(Self {
+            thread: thread.parse().ok()?,
+            session,
+        })
+    }
+
+    /// The thread's current (or last) session.
+    pub(crate) fn current(t: &Thread) -> Self {
+        Self {
+            thread: t.id,
+            session: t.session.max(1),
+        }
+    }
+
+    /// The session a message delivered to `t` now lands in: the open one, or the next.
+    pub(crate) fn next_for(t: &Thread) -> Self {
+        Self {
+            thread: t.id,
+            session: if t.session_open || t.session == 0 {
+                t.session.max(1)
+            } else {
+                t.session + 1
+            },
+        }
+    }
+}
+
+/// What the journal says about one session.
+#[derive(Debug, Default)]
+pub(crate) struct SessionFacts {
+    /// Its messages with text, in order.
+    pub messages: Vec<Message>,
+    /// How it ended, and its result, if it did.
+    pub ended: Option<(StopReason, Option<String>)>,
+    /// When its last entry was written (ms).
+    pub last_at: i64,
+    /// The journal seq of its last entry.
+    pub last_seq: i64,
+    /// The journal seq of the thread's last entry (any session).
+    pub journal_end: i64,
+}
+
+/// Reads session `session` of `thread` from the journal.
+pub(crate) async fn facts(
+    store: &dyn Store,
+    thread: ThreadId,
+    session: i64,
+) -> Result<SessionFacts, StoreError> {
+    let mut facts = SessionFacts::default();
+    let mut current = 0;
+    for entry in store.journal_since(thread, 0).await? {
+        facts.journal_end = facts.journal_end.max(entry.seq());
+        match entry {
+            JournalEntry::Record(r) => {
+                if let RecordBody::SessionStarted { session: s } = r.body {
+                    current = s;
+                }
+                if current != session {
+                    continue;
+                }
+                facts.last_at = r.created_at;
+                facts.last_seq = r.seq;
+                if let RecordBody::SessionEnded {
+                    stop_reason,
+                    result,
+                } = r.body
+                {
+                    facts.ended = Some((stop_reason, result));
+                }
+            }
+            JournalEntry::Message(m) => {
+                if m.session != session {
+                    continue;
+                }
+                facts.last_at = m.created_at;
+                facts.last_seq = m.seq;
+                let said = m.content.as_deref().is_some_and(|c| !c.trim().is_empty());
+                if said && !m.silent && matches!(m.role, Role::User | Role::Assistant) {
+                    facts.messages.push(m);
+                }
+            }
+        }
+    }
+    Ok(facts)
+}
+
+/// The state of a session that ended for `reason`.
+fn ended(reason: StopReason) -> TaskState {
+    match reason {
+        StopReason::SessionFail | StopReason::StepError => TaskState::Failed,
+        StopReason::Aborted => TaskState::Canceled,
+        StopReason::HookBlocked => TaskState::Rejected,
+        _ => TaskState::Completed,
+    }
+}
+
+/// The A2A state of session `session` of `t`.
+pub(crate) fn state(t: &Thread, session: i64, facts: &SessionFacts) -> TaskState {
+    if let Some((reason, _)) = &facts.ended {
+        return ended(*reason);
+    }
+    if session < t.session {
+        return TaskState::Completed;
+    }
+    if session > t.session {
+        // Queued, its session not opened yet.
+        return if t.status == ThreadStatus::Running {
+            TaskState::Working
+        } else {
+            TaskState::Submitted
+        };
+    }
+    current_state(t)
+}
+
+/// The state of `t`'s current session, from the thread alone (no journal read).
+pub(crate) fn current_state(t: &Thread) -> TaskState {
+    if t.status != ThreadStatus::Terminated && !t.session_open && t.session > 0 {
+        return t.stop_reason.map_or(TaskState::Completed, ended);
+    }
+    open_state(t)
+}
+
+/// The state of `t`'s open (or not yet opened) session.
+fn open_state(t: &Thread) -> TaskState {
+    if t.status == ThreadStatus::Terminated {
+        return TaskState::Canceled;
+    }
+    if t.session == 0 {
+        return TaskState::Submitted;
+    }
+    match t.status {
+        ThreadStatus::Running | ThreadStatus::Waiting => TaskState::Working,
+        ThreadStatus::AwaitingHuman => TaskState::InputRequired,
+        ThreadStatus::Terminated => TaskState::Canceled,
+        ThreadStatus::Idle => match t.stop_reason {
+            Some(StopReason::StepError) => TaskState::Failed,
+            Some(StopReason::Aborted) => TaskState::Canceled,
+            // Stopped on a limit with the session open: the next message continues it.
+            _ => TaskState::InputRequired,
+        },
+    }
+}
+
+/// How a task is shown: the caller's name for the thread, the side the client plays, and how
+/// much history.
+#[derive(Clone, Debug)]
+pub(crate) struct View {
+    pub context: String,
+    pub client: SideId,
+    pub history: usize,
+    pub artifacts: bool,
+}
+
+/// The task for session `r.session` of `t`.
+pub(crate) fn task(t: &Thread, r: TaskRef, facts: &SessionFacts, view: &View) -> Task {
+    let id = r.id();
+    let message = |m: &Message| A2aMessage {
+        message_id: format!("{id}.{}", m.seq),
+        context_id: Some(view.context.clone()),
+        task_id: Some(id.clone()),
+        role: if m.side == Some(view.client) {
+            A2aRole::User
+        } else {
+            A2aRole::Agent
+        },
+        parts: vec![Part::text(m.content.clone().unwrap_or_default())],
+        metadata: None,
+        extensions: vec![],
+        reference_task_ids: vec![],
+    };
+    let state = state(t, r.session, facts);
+    // The agent's latest word: its last message, when nothing of the client's came after it.
+    let last_agent = facts
+        .messages
+        .last()
+        .filter(|m| m.side != Some(view.client))
+        .map(message);
+    let result = facts
+        .ended
+        .as_ref()
+        .and_then(|(_, result)| result.clone())
+        .or_else(|| {
+            (state == TaskState::Failed && r.session == t.session)
+                .then(|| t.result.clone())
+                .flatten()
+        });
+    let status_message = match (state, &result) {
+        (TaskState::Failed, Some(error)) => Some(A2aMessage {
+            parts: vec![Part::text(error.clone())],
+            ..A2aMessage::agent_text(format!("{id}.status"), "")
+        }),
+        _ => last_agent,
+    }
+    .map(|mut m| {
+        m.context_id = Some(view.context.clone());
+        m.task_id = Some(id.clone());
+        m
+    });
+    let at = if r.session == t.session {
+        t.updated_at
+    } else {
+        facts.last_at
+    };
+    let mut artifacts = Vec::new();
+    if view.artifacts
+        && let Some(result) = result.filter(|_| state == TaskState::Completed)
+    {
+        artifacts.push(result_artifact(&id, &result));
+    }
+    let mut history: Vec<A2aMessage> = facts.messages.iter().map(message).collect();
+    let extra = history.len().saturating_sub(view.history);
+    history.drain(..extra);
+    Task {
+        id: id.clone(),
+        context_id: view.context.clone(),
+        status: TaskStatus {
+            state,
+            message: status_message,
+            timestamp: chrono::DateTime::from_timestamp_millis(at).map(timestamp),
+        },
+        artifacts,
+        history,
+        metadata: None,
+    }
+}
+
+/// A session's result as an artifact: a `data` part when it is a JSON object or array.
+pub(crate) fn result_artifact(task: &str, result: &str) -> Artifact {
+    let part = match serde_json::from_str::<Value>(result) {
+        Ok(v @ (Value::Object(_) | Value::Array(_))) => Part::data(v),
+        _ => Part::text(result),
+    };
+    Artifact {
+        artifact_id: format!("{task}.result"),
+        name: Some("result".into()),
+        description: Some("the session's result".into()),
+        parts: vec![part],
+        metadata: None,
+        extensions: vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_name_a_thread_and_a_session() {
+        let r = TaskRef {
+            thread: uuid::Uuid::now_v7(),
+            session: 3,
+        };
+        assert_eq!(TaskRef::parse(&r.id()), Some(r));
+        for bad in [
+            "",
+            "x.1",
+            "nope",
+            &format!("{}.0", r.thread),
+            &format!("{}.-1", r.thread),
+        ] {
+            assert_eq!(TaskRef::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_structured_result_is_a_data_part() {
+        let a = result_artifact("t", r#"{"decision":"approved"}"#);
+        assert_eq!(
+            serde_json::to_value(&a.parts[0]).expect("serializes"),
+            serde_json::json!({"data": {"decision": "approved"}})
+        );
+        let t = result_artifact("t", "approved");
+        assert_eq!(
+            serde_json::to_value(&t.parts[0]).expect("serializes"),
+            serde_json::json!({"text": "approved"})
+        );
+    }
+}
