@@ -8,6 +8,7 @@ mod support;
 
 mod harness;
 
+mod a2a;
 mod approvals;
 mod control;
 mod hostile;

@@ -1,0 +1,401 @@
+//! duet's agents over A2A 1.0, on both backends: the official Python SDK drives the approval
+//! gate on both bindings (`tests/clients/a2a_duet_client.py`); a principal's tasks are its
+//! own; a thread waiting on a child that awaits a person stays WORKING; a client that leaves a
+//! stream does not stop the run; an answer someone gave first is refused.
+
+use serde_json::{Value, json};
+
+use crate::harness::{Server, Sse, options, send};
+use crate::support;
+
+/// A JSON-RPC call to `/a2a/{agent}`: the `result`, or the `error`.
+async fn rpc(
+    server: &Server,
+    agent: &str,
+    token: &str,
+    method: &str,
+    params: Value,
+) -> Result<Value, Value> {
+    let (status, body) = send(
+        server
+            .req(reqwest::Method::POST, &format!("/a2a/{agent}"), token)
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    match body.get("error") {
+        Some(e) => Err(e.clone()),
+        None => Ok(body["result"].clone()),
+    }
+}
+
+/// A streaming JSON-RPC call: the SSE stream.
+async fn stream(server: &Server, agent: &str, token: &str, method: &str, params: Value) -> Sse {
+    let resp = server
+        .req(reqwest::Method::POST, &format!("/a2a/{agent}"), token)
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("a stream");
+    assert_eq!(resp.status(), 200);
+    Sse::new(resp)
+}
+
+fn message(id: &str, text: &str) -> Value {
+    json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+fn state(task: &Value) -> &str {
+    task["status"]["state"].as_str().unwrap_or("")
+}
+
+/// Reads a stream to its end: the state of each event that has one.
+async fn states(mut sse: Sse) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some(e) = sse.next().await {
+        let r = &e.data["result"];
+        let s = r["task"]["status"]["state"]
+            .as_str()
+            .or(r["statusUpdate"]["status"]["state"].as_str());
+        if let Some(s) = s {
+            out.push(s.to_owned());
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_python_sdk_drives_an_approval_gate_over_both_bindings() {
+    let has_sdk = std::process::Command::new("python3")
+        .args(["-c", "import a2a.client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        assert!(
+            std::env::var_os("DUET_REQUIRE_A2A").is_none(),
+            "DUET_REQUIRE_A2A is set but python3 cannot import a2a-sdk (scripts/test-servers installs it)"
+        );
+        eprintln!("SKIPPED: a2a-sdk is not installed (scripts/test-servers installs it)");
+        return;
+    }
+    let script = support::repo().join("crates/cli/tests/clients/a2a_duet_client.py");
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let out = tokio::process::Command::new("python3")
+            .arg(&script)
+            .arg(&server.base)
+            .arg(&alice)
+            .output()
+            .await
+            .expect("python3 runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("all checks passed"),
+            "{backend:?}\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_principals_tasks_are_its_own() {
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let bob = server.key("bob", false).await;
+        let task = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "SendMessage",
+            message("a-1", "Rotate?"),
+        )
+        .await
+        .expect("sent")["task"]
+            .clone();
+        assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
+        let id = task["id"].as_str().expect("an id");
+        let context = task["contextId"].as_str().expect("a context");
+
+        let e = rpc(&server, "approval_gate", &bob, "GetTask", json!({"id": id}))
+            .await
+            .expect_err("hidden");
+        assert_eq!(e["code"], -32001, "{e}");
+        let e = rpc(
+            &server,
+            "approval_gate",
+            &bob,
+            "CancelTask",
+            json!({"id": id}),
+        )
+        .await
+        .expect_err("hidden");
+        assert_eq!(e["code"], -32001, "{e}");
+        let listed = rpc(&server, "approval_gate", &bob, "ListTasks", json!({}))
+            .await
+            .expect("listed");
+        assert_eq!(listed["tasks"], json!([]), "{listed}");
+        assert_eq!(listed["nextPageToken"], "", "{listed}");
+        // Bob's own key space: the same context name is a new conversation of his, not Alice's.
+        let mut theirs = message("b-1", "Rotate?");
+        theirs["message"]["contextId"] = json!(context);
+        let bobs = rpc(&server, "approval_gate", &bob, "SendMessage", theirs)
+            .await
+            .expect("his own");
+        assert_ne!(bobs["task"]["id"], json!(id));
+        assert_eq!(bobs["task"]["contextId"], json!(context));
+        // The answer with Alice's task id, from Bob: not found, and Alice's task still waits.
+        let mut answer = message("b-2", "approved");
+        answer["message"]["taskId"] = json!(id);
+        let e = rpc(&server, "approval_gate", &bob, "SendMessage", answer)
+            .await
+            .expect_err("hidden");
+        assert_eq!(e["code"], -32001, "{e}");
+        let still = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "GetTask",
+            json!({"id": id}),
+        )
+        .await
+        .expect("hers");
+        assert_eq!(state(&still), "TASK_STATE_INPUT_REQUIRED");
+
+        // No key: 401, but the card is public.
+        let (status, _) = send(
+            reqwest::Client::new()
+                .post(format!("{}/a2a/approval_gate", server.base))
+                .header("A2A-Version", "1.0")
+                .json(
+                    &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}}),
+                ),
+        )
+        .await;
+        assert_eq!(status, 401);
+        let card = reqwest::get(format!(
+            "{}/a2a/approval_gate/.well-known/agent-card.json",
+            server.base
+        ))
+        .await
+        .expect("the card");
+        assert_eq!(card.status(), 200);
+        assert!(card.headers().contains_key("etag"));
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn an_orchestrator_waiting_on_its_gate_stays_working_until_the_person_answers() {
+    for backend in support::backends().await {
+        let options = duet_server::Options {
+            default_agent: Some("orchestrator".into()),
+            ..options()
+        };
+        let server = Server::start_with(&backend, &support::repo(), options).await;
+        let alice = server.key("alice", false).await;
+        let mut send_now = message("o-1", "Rotate the production keys tonight.");
+        send_now["configuration"] = json!({"returnImmediately": true});
+        let task = rpc(&server, "orchestrator", &alice, "SendMessage", send_now)
+            .await
+            .expect("sent")["task"]
+            .clone();
+        let id = task["id"].as_str().expect("an id").to_owned();
+        let context = task["contextId"].as_str().expect("a context").to_owned();
+        // Follow the thread until it waits on its gate, then the gate until it asks.
+        let mut events = server
+            .events(&format!("/threads/{context}/events"), &alice, None)
+            .await;
+        while let Some(e) = events.next().await {
+            if e.event == "status" && e.data["status"] == "waiting" {
+                break;
+            }
+        }
+        let (_, parent) = server.get(&format!("/threads/{context}"), &alice).await;
+        let child = parent["children"][0]["key"]
+            .as_str()
+            .expect("the gate's thread")
+            .to_owned();
+        let mut events = server
+            .events(
+                &format!("/threads/{}/events", crate::harness::seg(&child)),
+                &alice,
+                None,
+            )
+            .await;
+        while let Some(e) = events.next().await {
+            if e.event == "status" && e.data["status"] == "awaiting_human" {
+                break;
+            }
+        }
+        let now = rpc(
+            &server,
+            "orchestrator",
+            &alice,
+            "GetTask",
+            json!({"id": id}),
+        )
+        .await
+        .expect("read");
+        assert_eq!(state(&now), "TASK_STATE_WORKING", "{now}");
+        let subscription = stream(
+            &server,
+            "orchestrator",
+            &alice,
+            "SubscribeToTask",
+            json!({"id": id}),
+        )
+        .await;
+        let (_, approvals) = server.get("/approvals", &alice).await;
+        let approval = approvals["items"][0]["id"]
+            .as_str()
+            .expect("the gate's question")
+            .to_owned();
+        let (status, body) = server
+            .post(
+                &format!("/approvals/{approval}"),
+                &alice,
+                json!({"text": "approved"}),
+            )
+            .await;
+        assert!(status == 200 || status == 202, "{body}");
+        let seen = states(subscription).await;
+        assert_eq!(
+            seen.first().map(String::as_str),
+            Some("TASK_STATE_WORKING"),
+            "{seen:?}"
+        );
+        assert_eq!(
+            seen.last().map(String::as_str),
+            Some("TASK_STATE_INPUT_REQUIRED"),
+            "{seen:?}"
+        );
+        let after = rpc(
+            &server,
+            "orchestrator",
+            &alice,
+            "GetTask",
+            json!({"id": id}),
+        )
+        .await
+        .expect("read");
+        let said = after["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(said.contains("approved"), "{after}");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_client_leaving_a_stream_does_not_stop_the_task() {
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let mut sse = stream(
+            &server,
+            "approval_gate",
+            &alice,
+            "SendStreamingMessage",
+            message("s-1", "Rotate?"),
+        )
+        .await;
+        let first = sse.next().await.expect("the task");
+        let id = first.data["result"]["task"]["id"]
+            .as_str()
+            .expect("an id")
+            .to_owned();
+        drop(sse);
+        // The run goes on to its question, though the sender left.
+        let context = first.data["result"]["task"]["contextId"]
+            .as_str()
+            .expect("a context")
+            .to_owned();
+        let mut events = server
+            .events(&format!("/threads/{context}/events"), &alice, None)
+            .await;
+        while let Some(e) = events.next().await {
+            if e.event == "status" && e.data["status"] == "awaiting_human" {
+                break;
+            }
+        }
+        let now = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "GetTask",
+            json!({"id": id}),
+        )
+        .await
+        .expect("read");
+        assert_eq!(state(&now), "TASK_STATE_INPUT_REQUIRED", "{now}");
+        let asked = now["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(asked.contains("Do you approve?"), "{now}");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn an_answer_someone_gave_first_is_refused() {
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let task = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "SendMessage",
+            message("q-1", "Rotate?"),
+        )
+        .await
+        .expect("sent")["task"]
+            .clone();
+        let id = task["id"].as_str().expect("an id").to_owned();
+        let (_, approvals) = server.get("/approvals", &alice).await;
+        let approval = approvals["items"][0]["id"]
+            .as_str()
+            .expect("the question")
+            .to_owned();
+        let (status, body) = server
+            .post(
+                &format!("/approvals/{approval}?wait=true"),
+                &alice,
+                json!({"text": "rejected"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let mut late = message("q-2", "approved");
+        late["message"]["taskId"] = json!(id);
+        let e = rpc(&server, "approval_gate", &alice, "SendMessage", late)
+            .await
+            .expect_err("too late");
+        assert_eq!(e["code"], -32004, "{e}");
+        let done = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "GetTask",
+            json!({"id": id}),
+        )
+        .await
+        .expect("read");
+        assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
+        // The first answer is the one in the task's history; the late one is not there.
+        let answers: Vec<&str> = done["history"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "ROLE_USER")
+            .filter_map(|m| m["parts"][0]["text"].as_str())
+            .collect();
+        assert_eq!(answers, ["Rotate?", "rejected"], "{done}");
+        assert_eq!(done["artifacts"][0]["name"], "result", "{done}");
+        server.stop().await;
+    }
+}
