@@ -38,6 +38,10 @@ pub(crate) struct Args {
     /// cards' interface URLs; without it they are derived from each request's host.
     #[arg(long, value_name = "URL", env = "DUET_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Let A2A push notifications go to private, loopback and link-local addresses (refused by
+    /// default). For development and tests on one machine.
+    #[arg(long)]
+    allow_private_push: bool,
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     openapi: bool,
@@ -122,6 +126,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         recover_every: Duration::from_millis(args.recover_every_ms),
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         public_url: args.public_url,
+        allow_private_push: args.allow_private_push,
         ..Options::default()
     };
     match duet_server::serve(runtime, options, listener, shutdown).await {

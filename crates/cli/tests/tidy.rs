@@ -40,7 +40,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 const OWNED: &[(&str, &[&str])] = &[
     ("sqlx", &["store"]),
     ("axum", &["server"]),
-    ("reqwest", &["models", "tools"]),
+    ("reqwest", &["models", "tools", "server"]),
     ("rmcp", &["tools"]),
 ];
 

@@ -58,7 +58,8 @@ pub use record::{Record, RecordBody};
 pub use store::{
     Answer, ApiKey, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,
     FirstAnswer, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore, NewThread, ParentFilter,
-    QueueStore, RegistryStore, Renewal, Store, StoreError, ThreadQuery, ThreadStore,
+    PushConfig, PushDelivery, PushStore, QueueStore, RegistryStore, Renewal, Store, StoreError,
+    ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{

@@ -16,6 +16,7 @@ mod feed;
 mod journal;
 mod keys;
 mod leases;
+mod push;
 mod queue;
 mod registry;
 mod threads;
@@ -25,6 +26,7 @@ pub use feed::{Change, ChangeFeed, ChangeHub, FeedEvent};
 pub use journal::{JournalEntry, JournalStore};
 pub use keys::{ApiKey, KeyStore};
 pub use leases::{Lease, LeaseStore, Renewal};
+pub use push::{PushConfig, PushDelivery, PushStore};
 pub use queue::{Answer, FirstAnswer, QueueStore};
 pub use registry::RegistryStore;
 pub use threads::{NewThread, ParentFilter, ThreadQuery, ThreadStore};
@@ -108,6 +110,7 @@ pub trait Store:
     + CommitStore
     + ChangeFeed
     + KeyStore
+    + PushStore
     + 'static
 {
     /// The database's size in bytes (for benchmarks and operators).

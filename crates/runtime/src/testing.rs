@@ -9,6 +9,7 @@ use futures::stream::BoxStream;
 use uuid::Uuid;
 
 mod keys;
+mod push;
 mod reads;
 
 use crate::store::{
@@ -44,6 +45,10 @@ struct State {
     keys: Vec<(String, crate::store::ApiKey)>,
     /// The answers parks got: (thread, park) → the answer.
     answers: HashMap<(ThreadId, Park), FirstAnswer>,
+    /// Push configs, and the outbox (id → notification, next due time, given up).
+    push_configs: Vec<crate::store::PushConfig>,
+    push_outbox: BTreeMap<i64, (crate::store::PushDelivery, i64, bool)>,
+    push_ids: i64,
 }
 
 /// A thread and everything that belongs to it.

@@ -35,6 +35,9 @@ pub struct Options {
     /// The URL clients reach this server at, for the A2A cards' interface URLs (default: the
     /// request's host).
     pub public_url: Option<String>,
+    /// Whether A2A push notifications may go to private, loopback and link-local addresses
+    /// (refused by default: a config must not turn the server against its own network).
+    pub allow_private_push: bool,
 }
 
 impl Default for Options {
@@ -47,6 +50,7 @@ impl Default for Options {
             shutdown_grace: Duration::from_secs(10),
             heartbeat: Duration::from_secs(15),
             public_url: None,
+            allow_private_push: false,
         }
     }
 }
@@ -66,6 +70,8 @@ struct Shared {
     closing: CancellationToken,
     /// This server's incarnation, for the control plane's event envelope.
     epoch: String,
+    /// Wakes the push sender when the outbox has something new.
+    push: tokio::sync::Notify,
 }
 
 impl AppState {
@@ -78,7 +84,18 @@ impl AppState {
             runs: TaskTracker::new(),
             closing: CancellationToken::new(),
             epoch: uuid::Uuid::now_v7().to_string(),
+            push: tokio::sync::Notify::new(),
         }))
+    }
+
+    /// Tells the push sender the outbox has something new.
+    pub(crate) fn push_wake(&self) {
+        self.0.push.notify_one();
+    }
+
+    /// Resolves when [`Self::push_wake`] was called (since the last time this resolved).
+    pub(crate) async fn push_woken(&self) {
+        self.0.push.notified().await;
     }
 
     /// The runtime.

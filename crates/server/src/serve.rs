@@ -21,6 +21,7 @@ pub async fn serve(
     let grace = options.shutdown_grace;
     let state = AppState::new(runtime.clone(), options);
     let recovery = tokio::spawn(recover_periodically(state.clone()));
+    let push = tokio::spawn(crate::a2a_agents::notify::run(state.clone()));
     let app = router(state.clone());
     let stopping = CancellationToken::new();
     let signal = {
@@ -59,6 +60,7 @@ pub async fn serve(
     runs.close();
     let settled = tokio::time::timeout(grace, async {
         let _ = recovery.await;
+        let _ = push.await;
         runs.wait().await;
         runtime.quiesce().await;
     })

@@ -15,6 +15,7 @@ mod keys_sql;
 mod leases_sql;
 mod listen;
 mod postgres;
+mod push_sql;
 mod queue_sql;
 mod reads_sql;
 mod rows;

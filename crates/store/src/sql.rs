@@ -242,6 +242,8 @@ macro_rules! store_impl {
 
         crate::keys_sql::keys_impl!($store, $db);
 
+        crate::push_sql::push_impl!($store, $db, $begin, $skip_locked);
+
         #[async_trait]
         impl RegistryStore for $store {
             async fn put_child(&self, c: &Child) -> Result<(), StoreError> {

@@ -8,7 +8,10 @@ Prints one line per check; exits 1 at the first that fails.
 """
 
 import asyncio
+import json
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, create_client
@@ -22,6 +25,8 @@ from a2a.types import (
     SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
+    AuthenticationInfo,
     TaskState,
 )
 from a2a.utils import errors
@@ -117,6 +122,21 @@ async def run(base, binding, http):
     check(tag + "subscribe: then the live tail to the end", seen and seen[-1].status_update.status.state == S.TASK_STATE_COMPLETED, str(seen[-1:]))
     await expect_error(tag + "subscribe to a completed task", errors.UnsupportedOperationError, follow())
 
+    # A push notification to a webhook on loopback, with the config's auth and token.
+    hook = Webhook()
+    pushed = await last_task(blocking, SendMessageRequest(message=message("Reboot the cluster?")))
+    config = await blocking.create_task_push_notification_config(TaskPushNotificationConfig(
+        task_id=pushed.id, url=hook.url, token="tok-1",
+        authentication=AuthenticationInfo(scheme="Bearer", credentials="hook-secret"),
+    ))
+    check(tag + "a push config is stored", config.id != "" and config.task_id == pushed.id, str(config))
+    await last_task(blocking, SendMessageRequest(message=message("approved", pushed.id)))
+    got = await asyncio.wait_for(hook.completed, 30)
+    check(tag + "the webhook hears the task complete", got["body"]["statusUpdate"]["taskId"] == pushed.id, str(got))
+    check(tag + "with the config's Authorization and token",
+          got["authorization"] == "Bearer hook-secret" and got["token"] == "tok-1" and "a2a+json" in got["type"], str(got))
+    hook.close()
+
     ids, token, pages = [], "", 0
     while True:
         page = await blocking.list_tasks(ListTasksRequest(page_size=2, page_token=token))
@@ -127,6 +147,38 @@ async def run(base, binding, http):
             break
     check(tag + "list pages through every task once", len(ids) == len(set(ids)) and len(ids) == page.total_size and pages > 1, f"{ids} total {page.total_size}")
     await expect_error(tag + "unknown task", errors.TaskNotFoundError, blocking.get_task(GetTaskRequest(id="no-such-task")))
+
+
+class Webhook:
+    """A local endpoint that records push notifications; `completed` resolves with the first
+    that reports a completed task."""
+
+    def __init__(self):
+        loop = asyncio.get_running_loop()
+        self.completed = loop.create_future()
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                self.send_response(200)
+                self.end_headers()
+                state = body.get("statusUpdate", {}).get("status", {}).get("state")
+                if state == "TASK_STATE_COMPLETED" and not hook.completed.done():
+                    seen = {"body": body, "authorization": self.headers.get("authorization"),
+                            "token": self.headers.get("x-a2a-notification-token"),
+                            "type": self.headers.get("content-type")}
+                    loop.call_soon_threadsafe(lambda: hook.completed.done() or hook.completed.set_result(seen))
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
 
 
 async def main():

@@ -31,6 +31,8 @@ pub fn options() -> duet_server::Options {
         recover_every: Duration::from_millis(200),
         shutdown_grace: Duration::from_secs(5),
         default_agent: Some("approval_gate".into()),
+        // The push tests' webhooks listen on loopback.
+        allow_private_push: true,
         ..duet_server::Options::default()
     }
 }

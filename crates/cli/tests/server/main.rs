@@ -9,6 +9,7 @@ mod support;
 mod harness;
 
 mod a2a;
+mod a2a_push;
 mod approvals;
 mod control;
 mod hostile;

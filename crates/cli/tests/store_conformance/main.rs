@@ -3,7 +3,7 @@
 //! database of each. `commits.rs`: commits and the journal; `queue.rs`: the queue, leases, the
 //! registry and termination; `feed.rs`: the change feed; `listing.rs`: threads and the journal a
 //! page at a time; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
-//! API keys; `answers.rs`: who answered a park.
+//! API keys; `answers.rs`: who answered a park; `push.rs`: push configs and the outbox.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -15,6 +15,7 @@ mod commits;
 mod feed;
 mod keys;
 mod listing;
+mod push;
 mod queue;
 
 use std::sync::Arc;

@@ -9,9 +9,11 @@ use duet_runtime::{Accepted, Delivery, ImageRef, Origin, RunError, SideId, Threa
 use super::follow;
 use super::tasks::{TaskRef, View};
 use crate::a2a::{
-    A2aAgent, A2aError, CancelTaskRequest, Context, GetTaskRequest, Handled, ListTasksRequest,
-    ListTasksResponse, PartContent, SendMessageRequest, SendMessageResponse, Stream,
-    SubscribeToTaskRequest, Task, TaskState,
+    A2aAgent, A2aError, CancelTaskRequest, Context, GetTaskRequest, Handled,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, PartContent, SendMessageRequest, SendMessageResponse,
+    Stream, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+    TaskPushNotificationConfigRef, TaskState,
 };
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -81,7 +83,7 @@ struct Target {
 }
 
 impl DuetAgent {
-    fn caller(cx: &Context) -> Result<Caller, A2aError> {
+    pub(crate) fn caller(cx: &Context) -> Result<Caller, A2aError> {
         cx.request
             .extensions
             .get::<Caller>()
@@ -99,7 +101,11 @@ impl DuetAgent {
     }
 
     /// The task `id`, if the caller may see it and it is this agent's.
-    async fn find(&self, caller: &Caller, id: &str) -> Result<(Thread, TaskRef), A2aError> {
+    pub(crate) async fn find(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<(Thread, TaskRef), A2aError> {
         let not_found = || A2aError::task_not_found(id);
         let r = TaskRef::parse(id).ok_or_else(not_found)?;
         let t = self
@@ -320,6 +326,7 @@ impl A2aAgent for DuetAgent {
             return Ok(SendMessageResponse::Task(task));
         }
         let (r, mut view, floor) = self.deliver(&caller, &req).await?;
+        self.inline_push(&caller, &req, r).await?;
         view.history = cx.history_length;
         let task = if req.return_immediately() {
             follow::read(&self.state, r, &view).await?.1
@@ -336,6 +343,7 @@ impl A2aAgent for DuetAgent {
     ) -> Handled<Stream> {
         let caller = Self::caller(&cx)?;
         let (r, mut view, floor) = self.deliver(&caller, &req).await?;
+        self.inline_push(&caller, &req, r).await?;
         view.history = cx.history_length;
         self.open(cx, r, view, Some(floor)).await
     }
@@ -368,6 +376,40 @@ impl A2aAgent for DuetAgent {
         Ok(follow::read(&self.state, r, &view).await?.1)
     }
 
+    async fn create_push_config(
+        &self,
+        req: TaskPushNotificationConfig,
+        cx: Context,
+    ) -> Handled<TaskPushNotificationConfig> {
+        let caller = Self::caller(&cx)?;
+        let task = req.task_id.clone();
+        self.put_push(&caller, &task, req).await
+    }
+
+    async fn get_push_config(
+        &self,
+        req: TaskPushNotificationConfigRef,
+        cx: Context,
+    ) -> Handled<TaskPushNotificationConfig> {
+        self.get_push(req, &cx).await
+    }
+
+    async fn list_push_configs(
+        &self,
+        req: ListTaskPushNotificationConfigsRequest,
+        cx: Context,
+    ) -> Handled<ListTaskPushNotificationConfigsResponse> {
+        self.list_push(req, &cx).await
+    }
+
+    async fn delete_push_config(
+        &self,
+        req: TaskPushNotificationConfigRef,
+        cx: Context,
+    ) -> Handled<()> {
+        self.delete_push(req, &cx).await
+    }
+
     async fn subscribe_to_task(&self, req: SubscribeToTaskRequest, cx: Context) -> Handled<Stream> {
         let caller = Self::caller(&cx)?;
         let (t, r) = self.find(&caller, &req.id).await?;
@@ -377,6 +419,24 @@ impl A2aAgent for DuetAgent {
 }
 
 impl DuetAgent {
+    /// The push config a `SendMessage` carries, stored for the task it joined. Refused (before
+    /// the message is delivered) when its URL may not be used.
+    async fn inline_push(
+        &self,
+        caller: &Caller,
+        req: &SendMessageRequest,
+        r: TaskRef,
+    ) -> Result<(), A2aError> {
+        let Some(config) = req
+            .configuration
+            .as_ref()
+            .and_then(|c| c.task_push_notification_config.clone())
+        else {
+            return Ok(());
+        };
+        self.put_push(caller, &r.id(), config).await.map(|_| ())
+    }
+
     /// A stream of the task: its snapshot first, then its updates until it settles. `new`: the
     /// stream of a message just delivered, with its journal floor (`None` inside: replayed).
     async fn open(

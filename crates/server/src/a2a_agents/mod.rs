@@ -7,6 +7,8 @@
 mod agent;
 mod follow;
 mod list;
+pub(crate) mod notify;
+mod push;
 mod tasks;
 
 use axum::Router;
@@ -61,7 +63,7 @@ fn server(state: &AppState, def: &AgentDef) -> A2aServer {
 }
 
 /// An agent's card: its tool description, one skill, both bindings under `/a2a/{agent}`,
-/// streaming on, bearer auth when the server asks for keys.
+/// streaming and push notifications on, bearer auth when the server asks for keys.
 pub(crate) fn card(def: &AgentDef, auth: bool) -> AgentCard {
     let description = def
         .tool_description
@@ -77,6 +79,7 @@ pub(crate) fn card(def: &AgentDef, auth: bool) -> AgentCard {
         AgentInterface::new(format!("/a2a/{}/rest", def.name), HTTP_JSON),
     ];
     card.capabilities.streaming = true;
+    card.capabilities.push_notifications = true;
     card.icon_url = def.icon.clone().filter(|i| i.starts_with("http"));
     card.skills = vec![AgentSkill {
         id: def.name.clone(),
@@ -91,7 +94,7 @@ pub(crate) fn card(def: &AgentDef, auth: bool) -> AgentCard {
 }
 
 /// The side an A2A client plays: the human side (B first), else B.
-fn client_side(def: &AgentDef) -> SideId {
+pub(crate) fn client_side(def: &AgentDef) -> SideId {
     [SideId::B, SideId::A]
         .into_iter()
         .find(|s| match s {

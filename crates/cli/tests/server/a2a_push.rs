@@ -1,0 +1,207 @@
+//! A2A push notifications through `duet serve`, on both backends: a notification its endpoint
+//! refused is retried, survives a restart of the server, and arrives with the config's
+//! `Authorization` and token; a private target is refused unless the server allows it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::http::HeaderMap;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::harness::{Server, options, send};
+use crate::support;
+
+/// One request the webhook got: its headers, its body, and the status it was answered.
+struct Hit {
+    headers: HeaderMap,
+    body: Value,
+    status: u16,
+}
+
+/// A webhook on loopback that answers 503 until `up` is set, reporting every request.
+struct Hook {
+    url: String,
+    up: Arc<AtomicBool>,
+    hits: mpsc::UnboundedReceiver<Hit>,
+}
+
+impl Hook {
+    async fn start() -> Hook {
+        let (tx, hits) = mpsc::unbounded_channel();
+        let up = Arc::new(AtomicBool::new(false));
+        let flag = up.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |headers: HeaderMap, body: String| {
+                let (tx, flag) = (tx.clone(), flag.clone());
+                async move {
+                    let status = if flag.load(Ordering::SeqCst) {
+                        200
+                    } else {
+                        503
+                    };
+                    let body = serde_json::from_str(&body).unwrap_or(Value::String(body));
+                    let _ = tx.send(Hit {
+                        headers,
+                        body,
+                        status,
+                    });
+                    axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::OK)
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Hook { url, up, hits }
+    }
+
+    /// The next request it gets (a minute at most).
+    async fn next(&mut self) -> Hit {
+        tokio::time::timeout(std::time::Duration::from_secs(60), self.hits.recv())
+            .await
+            .expect("a notification within a minute")
+            .expect("the webhook runs")
+    }
+}
+
+async fn rpc(server: &Server, token: &str, method: &str, params: Value) -> Value {
+    let (status, body) = send(
+        server
+            .req(reqwest::Method::POST, "/a2a/approval_gate", token)
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn state_of(hit: &Hit) -> &str {
+    hit.body["statusUpdate"]["status"]["state"]
+        .as_str()
+        .unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_refused_notification_is_retried_across_a_restart() {
+    for backend in support::backends().await {
+        let mut hook = Hook::start().await;
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let sent = rpc(
+            &server,
+            &alice,
+            "SendMessage",
+            json!({"message": {"messageId": "p-1",
+            "role": "ROLE_USER", "parts": [{"text": "Reboot the cluster?"}]}}),
+        )
+        .await;
+        let id = sent["result"]["task"]["id"]
+            .as_str()
+            .expect("a task")
+            .to_owned();
+        let config = rpc(
+            &server,
+            &alice,
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id,
+            "url": hook.url, "token": "tok-9",
+            "authentication": {"scheme": "Basic", "credentials": "dXNlcjpwdw=="}}),
+        )
+        .await;
+        assert_eq!(config["result"]["taskId"], json!(id), "{config}");
+        let answered = rpc(
+            &server,
+            &alice,
+            "SendMessage",
+            json!({"message": {"messageId": "p-2",
+            "role": "ROLE_USER", "taskId": id, "parts": [{"text": "approved"}]}}),
+        )
+        .await;
+        assert_eq!(
+            answered["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{answered}"
+        );
+        // The endpoint is down: the first attempt is refused, and the server goes away.
+        let refused = hook.next().await;
+        assert_eq!(refused.status, 503);
+        server.stop().await;
+
+        hook.up.store(true, Ordering::SeqCst);
+        let server = Server::start(&backend).await;
+        let completed = loop {
+            let hit = hook.next().await;
+            if hit.status == 200 && state_of(&hit) == "TASK_STATE_COMPLETED" {
+                break hit;
+            }
+        };
+        assert_eq!(completed.body["statusUpdate"]["taskId"], json!(id));
+        let header = |name: &str| {
+            completed
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned()
+        };
+        assert_eq!(header("authorization"), "Basic dXNlcjpwdw==");
+        assert_eq!(header("x-a2a-notification-token"), "tok-9");
+        assert_eq!(header("content-type"), "application/a2a+json");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_private_target_is_refused_unless_the_server_allows_it() {
+    for backend in support::backends().await {
+        let strict = duet_server::Options {
+            allow_private_push: false,
+            ..options()
+        };
+        let server = Server::start_with(&backend, &support::repo(), strict).await;
+        let alice = server.key("alice", false).await;
+        let sent = rpc(
+            &server,
+            &alice,
+            "SendMessage",
+            json!({"message": {"messageId": "p-1",
+            "role": "ROLE_USER", "parts": [{"text": "Reboot?"}]}}),
+        )
+        .await;
+        let id = sent["result"]["task"]["id"]
+            .as_str()
+            .expect("a task")
+            .to_owned();
+        for url in [
+            "http://127.0.0.1:9/hook",
+            "http://169.254.169.254/latest",
+            "http://localhost/x",
+        ] {
+            let refused = rpc(
+                &server,
+                &alice,
+                "CreateTaskPushNotificationConfig",
+                json!({"taskId": id, "url": url}),
+            )
+            .await;
+            assert_eq!(refused["error"]["code"], -32602, "{url}: {refused}");
+        }
+        let listed = rpc(
+            &server,
+            &alice,
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": id}),
+        )
+        .await;
+        assert_eq!(
+            listed["result"]["configs"],
+            json!([]),
+            "nothing stored: {listed}"
+        );
+        server.stop().await;
+    }
+}

@@ -1,0 +1,187 @@
+//! Push configs and the outbox: a config per task id, replaced in place with its watermark kept;
+//! updates enqueued only from the watermark a notifier read (one of two racing wins); claims
+//! lease a notification so no other claim gets it; a failure is retried or given up on.
+
+use super::*;
+use duet_runtime::PushConfig;
+
+fn config(thread: Uuid, id: &str, at: i64) -> PushConfig {
+    PushConfig {
+        thread,
+        session: 1,
+        id: id.into(),
+        url: "http://127.0.0.1:9/hook".into(),
+        token: Some("tok".into()),
+        auth_scheme: Some("Bearer".into()),
+        auth_credentials: Some("secret".into()),
+        principal: None,
+        watermark: 0,
+        last_state: None,
+        created_at: at,
+    }
+}
+
+#[tokio::test]
+async fn configs_are_kept_per_task_and_replaced_in_place() {
+    each(async |store, name| {
+        let t = Uuid::now_v7();
+        store
+            .put_push_config(&config(t, "a", 10))
+            .await
+            .expect("put");
+        store
+            .put_push_config(&config(t, "b", 20))
+            .await
+            .expect("put");
+        let a = store.push_config(t, 1, "a").await.expect("read");
+        assert_eq!(a, Some(config(t, "a", 10)), "{name}: every field back");
+        assert!(
+            store
+                .enqueue_pushes(
+                    &config(t, "a", 10),
+                    0,
+                    7,
+                    "TASK_STATE_WORKING",
+                    &[],
+                    false,
+                    30
+                )
+                .await
+                .expect("move")
+        );
+        let replaced = PushConfig {
+            url: "https://hooks.test/new".into(),
+            ..config(t, "a", 10)
+        };
+        store.put_push_config(&replaced).await.expect("replace");
+        let now = store
+            .push_config(t, 1, "a")
+            .await
+            .expect("read")
+            .expect("there");
+        assert_eq!(
+            (now.url.as_str(), now.watermark),
+            ("https://hooks.test/new", 7),
+            "{name}: watermark kept"
+        );
+        let ids: Vec<String> = store
+            .push_configs(t, 1)
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(ids, ["a", "b"], "{name}");
+        assert!(
+            store.push_configs(t, 2).await.expect("list").is_empty(),
+            "{name}: another session"
+        );
+        assert!(
+            store.delete_push_config(t, 1, "b").await.expect("delete"),
+            "{name}"
+        );
+        assert!(
+            !store.delete_push_config(t, 1, "b").await.expect("delete"),
+            "{name}: once"
+        );
+        assert_eq!(
+            store.all_push_configs().await.expect("all").len(),
+            1,
+            "{name}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_outbox_is_filled_from_the_watermark_and_drained_at_least_once() {
+    each(async |store, name| {
+        let t = Uuid::now_v7();
+        let c = config(t, "a", 10);
+        store.put_push_config(&c).await.expect("put");
+        let bodies = vec!["{\"n\":1}".to_owned(), "{\"n\":2}".to_owned()];
+        assert!(
+            store
+                .enqueue_pushes(&c, 0, 5, "TASK_STATE_WORKING", &bodies, false, 100)
+                .await
+                .expect("enqueue")
+        );
+        // A second notifier that read the same watermark writes nothing.
+        assert!(
+            !store
+                .enqueue_pushes(&c, 0, 5, "TASK_STATE_WORKING", &bodies, false, 100)
+                .await
+                .expect("lost"),
+            "{name}"
+        );
+        let claimed = store.claim_pushes(100, 1_000, 10).await.expect("claim");
+        let sent: Vec<&str> = claimed.iter().map(|d| d.body.as_str()).collect();
+        assert_eq!(sent, ["{\"n\":1}", "{\"n\":2}"], "{name}: in order");
+        assert_eq!(
+            claimed[0].auth_credentials.as_deref(),
+            Some("secret"),
+            "{name}"
+        );
+        assert!(
+            store
+                .claim_pushes(500, 1_000, 10)
+                .await
+                .expect("claim")
+                .is_empty(),
+            "{name}: leased"
+        );
+        store.push_sent(claimed[0].id).await.expect("sent");
+        store
+            .push_failed(claimed[1].id, Some(2_000), "503", 600)
+            .await
+            .expect("failed");
+        assert!(
+            store
+                .claim_pushes(1_999, 1_000, 10)
+                .await
+                .expect("claim")
+                .is_empty(),
+            "{name}: not yet due"
+        );
+        let again = store.claim_pushes(2_000, 1_000, 10).await.expect("claim");
+        assert_eq!(
+            (again.len(), again[0].attempts),
+            (1, 1),
+            "{name}: due again, one failure counted"
+        );
+        store
+            .push_failed(again[0].id, None, "gone", 2_100)
+            .await
+            .expect("give up");
+        assert!(
+            store
+                .claim_pushes(i64::MAX / 2, 1_000, 10)
+                .await
+                .expect("claim")
+                .is_empty(),
+            "{name}: given up"
+        );
+        // The task's end: the last updates go in and the config goes away.
+        assert!(
+            store
+                .enqueue_pushes(&c, 5, 9, "TASK_STATE_COMPLETED", &bodies[..1], true, 3_000)
+                .await
+                .expect("end")
+        );
+        assert_eq!(
+            store.push_config(t, 1, "a").await.expect("read"),
+            None,
+            "{name}"
+        );
+        assert_eq!(
+            store
+                .claim_pushes(3_000, 1_000, 10)
+                .await
+                .expect("claim")
+                .len(),
+            1,
+            "{name}"
+        );
+    })
+    .await;
+}

@@ -1,0 +1,287 @@
+//! Delivering push notifications, in every server process: the notifier turns each task's new
+//! journal entries into A2A events in the outbox (moving the config's watermark in the same
+//! transaction), and the sender POSTs the outbox, retrying with backoff until the endpoint
+//! takes each one — so a notification survives a restart, and is sent at least once.
+
+use std::time::Duration;
+
+use duet_runtime::PushConfig;
+use futures::StreamExt;
+
+use super::follow;
+use super::push::target_allowed;
+use super::tasks::{TaskRef, View};
+use crate::a2a::{
+    Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
+};
+use crate::app::AppState;
+use crate::auth::Caller;
+
+/// How long a claimed notification is ours before another sender may take it.
+const CLAIM_MS: i64 = 30_000;
+/// Notifications sent per claim.
+const BATCH: usize = 16;
+/// How long an endpoint has to answer.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// Failures before a notification is given up on (kept in the outbox, marked).
+const MAX_ATTEMPTS: i64 = 10;
+
+/// Runs the notifier and the sender until the server closes.
+pub(crate) async fn run(state: AppState) {
+    tokio::join!(notifier(state.clone()), sender(state));
+}
+
+/// Turns task updates into outbox rows whenever anything changes (and every recovery period,
+/// for what another process changed).
+async fn notifier(state: AppState) {
+    let every = state.options().recover_every.max(Duration::from_millis(50));
+    let closing = state.closing().clone();
+    let mut changes = state.runtime().store().changes();
+    loop {
+        if let Err(e) = pass(&state).await {
+            tracing::warn!(error = %e, "push notifier: a pass failed; trying again");
+        }
+        tokio::select! {
+            () = closing.cancelled() => return,
+            _ = changes.next() => {}
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// One look at every config: what each task did since its watermark goes in the outbox.
+async fn pass(state: &AppState) -> Result<(), String> {
+    let store = state.runtime().store();
+    let configs = store.all_push_configs().await.map_err(|e| e.to_string())?;
+    let mut queued = false;
+    for c in configs {
+        match updates(state, &c).await {
+            Ok(Some((to, task_state, bodies, done))) => {
+                let now = state.runtime().now_ms();
+                let moved = store
+                    .enqueue_pushes(&c, c.watermark, to, task_state.as_str(), &bodies, done, now)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                queued |= moved && !bodies.is_empty();
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(task = %TaskRef { thread: c.thread, session: c.session }.id(), error = %e.message(), "push notifier: cannot read the task")
+            }
+        }
+    }
+    if queued {
+        state.push_wake();
+    }
+    Ok(())
+}
+
+/// What config `c` has not been told: the watermark to move to, the task's state, the events,
+/// and whether the task ended (the config's last update). `None`: nothing new.
+async fn updates(
+    state: &AppState,
+    c: &PushConfig,
+) -> Result<Option<(i64, TaskState, Vec<String>, bool)>, crate::a2a::A2aError> {
+    let r = TaskRef {
+        thread: c.thread,
+        session: c.session,
+    };
+    let view = View {
+        context: String::new(),
+        client: duet_runtime::SideId::B,
+        history: usize::MAX,
+        artifacts: true,
+    };
+    let (t, _, _) = follow::read(state, r, &view).await?;
+    let agent = state
+        .runtime()
+        .project()
+        .agents
+        .get(&t.agent)
+        .map(|a| super::client_side(&a.def));
+    let view = View {
+        context: context_of(c, &t.key),
+        client: agent.unwrap_or(duet_runtime::SideId::B),
+        ..view
+    };
+    let (_, task, last_seq) = follow::read(state, r, &view).await?;
+    let s = task.status.state;
+    let changed = c.last_state.as_deref() != Some(s.as_str());
+    if last_seq <= c.watermark && !changed {
+        return Ok(None);
+    }
+    let done = s.is_terminal();
+    let mut events = Vec::new();
+    let closing = task.status.message.as_ref().map(|m| m.message_id.clone());
+    for m in &task.history {
+        let seq = m
+            .message_id
+            .rsplit('.')
+            .next()
+            .and_then(|n| n.parse::<i64>().ok())
+            .unwrap_or(0);
+        if seq <= c.watermark || m.role != Role::Agent {
+            continue;
+        }
+        if changed && closing.as_deref() == Some(m.message_id.as_str()) {
+            continue;
+        }
+        events.push(status_event(
+            &task,
+            TaskStatus {
+                state: TaskState::Working,
+                message: Some(m.clone()),
+                timestamp: task.status.timestamp.clone(),
+            },
+        ));
+    }
+    if changed {
+        if done {
+            for artifact in &task.artifacts {
+                events.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                    task_id: task.id.clone(),
+                    context_id: task.context_id.clone(),
+                    artifact: artifact.clone(),
+                    append: false,
+                    last_chunk: true,
+                    metadata: None,
+                }));
+            }
+        }
+        events.push(status_event(&task, task.status.clone()));
+    }
+    let bodies = events
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap_or_default())
+        .collect();
+    Ok(Some((last_seq.max(c.watermark), s, bodies, done)))
+}
+
+fn status_event(task: &Task, status: TaskStatus) -> StreamResponse {
+    StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        status,
+        metadata: None,
+    })
+}
+
+/// The context id the config's owner knows the thread by.
+fn context_of(c: &PushConfig, stored: &str) -> String {
+    match &c.principal {
+        Some(p) => {
+            let prefix = format!("{}/", Caller::author_name(p));
+            stored.strip_prefix(&prefix).unwrap_or(stored).to_owned()
+        }
+        None => stored.to_owned(),
+    }
+}
+
+/// Sends what is due, whenever the notifier queued something (and every recovery period, for
+/// retries and other processes' rows).
+async fn sender(state: AppState) {
+    let every = state.options().recover_every.max(Duration::from_millis(50));
+    let closing = state.closing().clone();
+    let http = match reqwest::Client::builder()
+        .timeout(TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "push sender: no HTTP client; push notifications are not sent");
+            return;
+        }
+    };
+    loop {
+        loop {
+            let now = state.runtime().now_ms();
+            let due = match state
+                .runtime()
+                .store()
+                .claim_pushes(now, CLAIM_MS, BATCH)
+                .await
+            {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(error = %e, "push sender: cannot read the outbox");
+                    break;
+                }
+            };
+            if due.is_empty() {
+                break;
+            }
+            for d in due {
+                deliver(&state, &http, d).await;
+            }
+        }
+        tokio::select! {
+            () = closing.cancelled() => return,
+            () = state.push_woken() => {}
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Sends one notification and records how it went.
+async fn deliver(state: &AppState, http: &reqwest::Client, d: duet_runtime::PushDelivery) {
+    let store = state.runtime().store();
+    let outcome = match target_allowed(&d.url, state.options().allow_private_push).await {
+        Err(why) => Err(format!("target refused: {why}")),
+        Ok(()) => {
+            let mut req = http
+                .post(&d.url)
+                .header("content-type", "application/a2a+json")
+                .body(d.body.clone());
+            if let Some(scheme) = &d.auth_scheme {
+                let value = match &d.auth_credentials {
+                    Some(c) => format!("{scheme} {c}"),
+                    None => scheme.clone(),
+                };
+                req = req.header("authorization", value);
+            }
+            if let Some(token) = &d.token {
+                req = req.header("x-a2a-notification-token", token);
+            }
+            match req.send().await {
+                Ok(resp) if resp.status().is_success() => Ok(()),
+                Ok(resp) => Err(format!("HTTP {}", resp.status().as_u16())),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    };
+    let now = state.runtime().now_ms();
+    let recorded = match outcome {
+        Ok(()) => store.push_sent(d.id).await,
+        Err(error) => {
+            let attempts = d.attempts + 1;
+            let next = (attempts < MAX_ATTEMPTS).then(|| now + backoff_ms(attempts));
+            if next.is_none() {
+                tracing::warn!(url = %d.url, error = %error, attempts, "push notification given up on");
+            } else {
+                tracing::info!(url = %d.url, error = %error, attempts, "push notification failed; retrying");
+            }
+            store.push_failed(d.id, next, &error, now).await
+        }
+    };
+    if let Err(e) = recorded {
+        tracing::warn!(error = %e, "push sender: cannot record a delivery (it will be sent again)");
+    }
+}
+
+/// The wait before attempt `n + 1`: 1 s, doubling, at most 5 min.
+fn backoff_ms(n: i64) -> i64 {
+    let exp = u32::try_from(n.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
+    (1_000i64 << exp).min(300_000)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn backoff_doubles_to_a_ceiling() {
+        let waits: Vec<i64> = (1..=11).map(super::backoff_ms).collect();
+        assert_eq!(&waits[..4], [1_000, 2_000, 4_000, 8_000]);
+        assert_eq!(waits[10], 300_000);
+    }
+}

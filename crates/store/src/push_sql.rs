@@ -1,0 +1,209 @@
+//! The push notifications' part of the shared store implementation (`PushStore` on the
+//! `push_configs` and `push_outbox` tables), stamped out inside `store_impl!`.
+
+/// `impl PushStore for $store` and the decoders of its rows (see `store_impl!`; `$begin`
+/// starts write transactions, `$skip_locked` ends the select a claim takes rows from).
+macro_rules! push_impl {
+    ($store:ident, $db:ty, $begin:literal, $skip_locked:literal) => {
+        fn push_config_from_row(row: &<$db as sqlx::Database>::Row) -> Result<duet_runtime::PushConfig, StoreError> {
+            let thread: String = row.try_get("thread").map_err(db_error)?;
+            Ok(duet_runtime::PushConfig {
+                thread: thread.parse().map_err(|e| StoreError::Corrupt(format!("push config thread `{thread}`: {e}")))?,
+                session: row.try_get("session").map_err(db_error)?,
+                id: row.try_get("id").map_err(db_error)?,
+                url: row.try_get("url").map_err(db_error)?,
+                token: row.try_get("token").map_err(db_error)?,
+                auth_scheme: row.try_get("auth_scheme").map_err(db_error)?,
+                auth_credentials: row.try_get("auth_credentials").map_err(db_error)?,
+                principal: row.try_get("principal").map_err(db_error)?,
+                watermark: row.try_get("watermark").map_err(db_error)?,
+                last_state: row.try_get("last_state").map_err(db_error)?,
+                created_at: row.try_get("created_at").map_err(db_error)?,
+            })
+        }
+
+        fn push_delivery_from_row(row: &<$db as sqlx::Database>::Row) -> Result<duet_runtime::PushDelivery, StoreError> {
+            let thread: String = row.try_get("thread").map_err(db_error)?;
+            Ok(duet_runtime::PushDelivery {
+                id: row.try_get("id").map_err(db_error)?,
+                thread: thread.parse().map_err(|e| StoreError::Corrupt(format!("push thread `{thread}`: {e}")))?,
+                config: row.try_get("config").map_err(db_error)?,
+                url: row.try_get("url").map_err(db_error)?,
+                token: row.try_get("token").map_err(db_error)?,
+                auth_scheme: row.try_get("auth_scheme").map_err(db_error)?,
+                auth_credentials: row.try_get("auth_credentials").map_err(db_error)?,
+                body: row.try_get("body").map_err(db_error)?,
+                attempts: row.try_get("attempts").map_err(db_error)?,
+            })
+        }
+
+        #[async_trait]
+        impl duet_runtime::PushStore for $store {
+            async fn put_push_config(&self, c: &duet_runtime::PushConfig) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO push_configs (thread, session, id, url, token, auth_scheme, auth_credentials, principal, watermark, last_state, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     ON CONFLICT (thread, session, id) DO UPDATE SET url = excluded.url, token = excluded.token, \
+                     auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials",
+                )
+                .bind(c.thread.to_string())
+                .bind(c.session)
+                .bind(&c.id)
+                .bind(&c.url)
+                .bind(&c.token)
+                .bind(&c.auth_scheme)
+                .bind(&c.auth_credentials)
+                .bind(&c.principal)
+                .bind(c.watermark)
+                .bind(&c.last_state)
+                .bind(c.created_at)
+                .execute(&mut *self.writer().await?)
+                .await
+                .map_err(db_error)?;
+                Ok(())
+            }
+
+            async fn push_config(&self, thread: ThreadId, session: i64, id: &str) -> Result<Option<duet_runtime::PushConfig>, StoreError> {
+                let row = sqlx::query("SELECT * FROM push_configs WHERE thread = $1 AND session = $2 AND id = $3")
+                    .bind(thread.to_string())
+                    .bind(session)
+                    .bind(id)
+                    .fetch_optional(&self.read)
+                    .await
+                    .map_err(db_error)?;
+                row.as_ref().map(push_config_from_row).transpose()
+            }
+
+            async fn push_configs(&self, thread: ThreadId, session: i64) -> Result<Vec<duet_runtime::PushConfig>, StoreError> {
+                let rows = sqlx::query("SELECT * FROM push_configs WHERE thread = $1 AND session = $2 ORDER BY created_at, id")
+                    .bind(thread.to_string())
+                    .bind(session)
+                    .fetch_all(&self.read)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(push_config_from_row).collect()
+            }
+
+            async fn all_push_configs(&self) -> Result<Vec<duet_runtime::PushConfig>, StoreError> {
+                let rows = sqlx::query("SELECT * FROM push_configs ORDER BY created_at, id")
+                    .fetch_all(&self.read)
+                    .await
+                    .map_err(db_error)?;
+                rows.iter().map(push_config_from_row).collect()
+            }
+
+            async fn delete_push_config(&self, thread: ThreadId, session: i64, id: &str) -> Result<bool, StoreError> {
+                let done = sqlx::query("DELETE FROM push_configs WHERE thread = $1 AND session = $2 AND id = $3")
+                    .bind(thread.to_string())
+                    .bind(session)
+                    .bind(id)
+                    .execute(&mut *self.writer().await?)
+                    .await
+                    .map_err(db_error)?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn enqueue_pushes(
+                &self,
+                c: &duet_runtime::PushConfig,
+                from: i64,
+                to: i64,
+                state: &str,
+                bodies: &[String],
+                done: bool,
+                now: i64,
+            ) -> Result<bool, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let moved = if done {
+                    sqlx::query("DELETE FROM push_configs WHERE thread = $1 AND session = $2 AND id = $3 AND watermark = $4")
+                        .bind(c.thread.to_string())
+                        .bind(c.session)
+                        .bind(&c.id)
+                        .bind(from)
+                        .execute(&mut *tx)
+                        .await
+                } else {
+                    sqlx::query("UPDATE push_configs SET watermark = $5, last_state = $6 WHERE thread = $1 AND session = $2 AND id = $3 AND watermark = $4")
+                        .bind(c.thread.to_string())
+                        .bind(c.session)
+                        .bind(&c.id)
+                        .bind(from)
+                        .bind(to)
+                        .bind(state)
+                        .execute(&mut *tx)
+                        .await
+                }
+                .map_err(db_error)?;
+                if moved.rows_affected() != 1 {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Ok(false);
+                }
+                for body in bodies {
+                    sqlx::query(
+                        "INSERT INTO push_outbox (thread, config, url, token, auth_scheme, auth_credentials, body, attempts, next_at, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8)",
+                    )
+                    .bind(c.thread.to_string())
+                    .bind(&c.id)
+                    .bind(&c.url)
+                    .bind(&c.token)
+                    .bind(&c.auth_scheme)
+                    .bind(&c.auth_credentials)
+                    .bind(body)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                }
+                tx.commit().await.map_err(db_error)?;
+                Ok(true)
+            }
+
+            async fn claim_pushes(&self, now: i64, lease_ms: i64, limit: usize) -> Result<Vec<duet_runtime::PushDelivery>, StoreError> {
+                let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let rows = sqlx::query(concat!(
+                    "SELECT * FROM push_outbox WHERE gave_up_at IS NULL AND next_at <= $1 ORDER BY id LIMIT $2",
+                    $skip_locked
+                ))
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                let claimed: Vec<duet_runtime::PushDelivery> = rows.iter().map(push_delivery_from_row).collect::<Result<_, _>>()?;
+                for d in &claimed {
+                    sqlx::query("UPDATE push_outbox SET next_at = $1 WHERE id = $2")
+                        .bind(now + lease_ms)
+                        .bind(d.id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                }
+                tx.commit().await.map_err(db_error)?;
+                Ok(claimed)
+            }
+
+            async fn push_sent(&self, id: i64) -> Result<(), StoreError> {
+                sqlx::query("DELETE FROM push_outbox WHERE id = $1")
+                    .bind(id)
+                    .execute(&mut *self.writer().await?)
+                    .await
+                    .map_err(db_error)?;
+                Ok(())
+            }
+
+            async fn push_failed(&self, id: i64, next_at: Option<i64>, error: &str, now: i64) -> Result<(), StoreError> {
+                let query = match next_at {
+                    Some(at) => sqlx::query("UPDATE push_outbox SET attempts = attempts + 1, next_at = $2, last_error = $3 WHERE id = $1").bind(id).bind(at).bind(error),
+                    None => sqlx::query("UPDATE push_outbox SET attempts = attempts + 1, gave_up_at = $2, last_error = $3 WHERE id = $1").bind(id).bind(now).bind(error),
+                };
+                query.execute(&mut *self.writer().await?).await.map_err(db_error)?;
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use push_impl;
