@@ -1,5 +1,6 @@
 //! duet's agents over A2A 1.0, on both backends: the official Python SDK drives the approval
-//! gate on both bindings (`tests/clients/a2a_duet_client.py`); a principal's tasks are its
+//! gate on both bindings (`tests/clients/a2a_duet_client.py`), and the JS SDK sends, streams,
+//! gets and cancels (`tests/clients/a2a_duet_client.mjs`); a principal's tasks are its
 //! own; a thread waiting on a child that awaits a person stays WORKING; a client that leaves a
 //! stream does not stop the run; an answer someone gave first is refused.
 
@@ -91,6 +92,44 @@ async fn the_python_sdk_drives_an_approval_gate_over_both_bindings() {
             .output()
             .await
             .expect("python3 runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("all checks passed"),
+            "{backend:?}\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn the_js_sdk_sends_streams_gets_and_cancels_over_both_bindings() {
+    let modules = support::repo().join(".ci/node/node_modules");
+    let has_sdk = modules.join("@a2a-js/sdk/package.json").exists()
+        && std::process::Command::new("node")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        assert!(
+            std::env::var_os("DUET_REQUIRE_A2A").is_none(),
+            "DUET_REQUIRE_A2A is set but @a2a-js/sdk is not in .ci/node (scripts/test-servers installs it)"
+        );
+        eprintln!("SKIPPED: @a2a-js/sdk is not installed (scripts/test-servers installs it)");
+        return;
+    }
+    let script = support::repo().join("crates/cli/tests/clients/a2a_duet_client.mjs");
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let out = tokio::process::Command::new("node")
+            .arg(&script)
+            .arg(&server.base)
+            .arg(&alice)
+            .arg(&modules)
+            .output()
+            .await
+            .expect("node runs");
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success() && stdout.contains("all checks passed"),
