@@ -24,26 +24,33 @@ pub struct AgentCard {
     pub name: String,
     pub description: String,
     #[serde(default)]
+    #[serde(alias = "supported_interfaces")]
     pub supported_interfaces: Vec<AgentInterface>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<AgentProvider>,
     pub version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "documentation_url")]
     pub documentation_url: Option<String>,
     #[serde(default)]
     pub capabilities: AgentCapabilities,
     /// Name → `SecurityScheme` (a oneof such as `{"httpAuthSecurityScheme": {…}}`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(alias = "security_schemes")]
     pub security_schemes: BTreeMap<String, Value>,
     /// `SecurityRequirement`s (`{"schemes": {name: {"list": [scopes]}}}`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "security_requirements")]
     pub security_requirements: Vec<Value>,
+    #[serde(alias = "default_input_modes")]
     pub default_input_modes: Vec<String>,
+    #[serde(alias = "default_output_modes")]
     pub default_output_modes: Vec<String>,
     pub skills: Vec<AgentSkill>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signatures: Vec<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "icon_url")]
     pub icon_url: Option<String>,
 }
 
@@ -122,9 +129,11 @@ fn origin_of(url: &str) -> &str {
 #[serde(rename_all = "camelCase")]
 pub struct AgentInterface {
     pub url: String,
+    #[serde(alias = "protocol_binding")]
     pub protocol_binding: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    #[serde(alias = "protocol_version")]
     pub protocol_version: String,
 }
 
@@ -156,10 +165,12 @@ pub struct AgentCapabilities {
     #[serde(default)]
     pub streaming: bool,
     #[serde(default)]
+    #[serde(alias = "push_notifications")]
     pub push_notifications: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<AgentExtension>,
     #[serde(default)]
+    #[serde(alias = "extended_agent_card")]
     pub extended_agent_card: bool,
 }
 
@@ -187,8 +198,10 @@ pub struct AgentSkill {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "input_modes")]
     pub input_modes: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "output_modes")]
     pub output_modes: Vec<String>,
 }
 

@@ -33,6 +33,10 @@ pub(crate) struct Call {
 #[derive(Debug, Clone)]
 pub(crate) struct Card(pub Arc<AgentCard>);
 
+/// When the card was made, for `Last-Modified`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CardSince(pub chrono::DateTime<chrono::Utc>);
+
 /// The joined text of the request's message (`env["a2a.message"]`).
 #[derive(Debug, Clone)]
 pub(crate) struct MessageText(pub String);

@@ -49,6 +49,8 @@ struct Inner {
     message: String,
     metadata: Map<String, Value>,
     fields: Vec<(String, String)>,
+    /// An HTTP status other than the table's, for where HTTP itself names the problem.
+    status: Option<StatusCode>,
 }
 
 impl A2aError {
@@ -58,6 +60,7 @@ impl A2aError {
             message: message.into(),
             metadata: Map::new(),
             fields: Vec::new(),
+            status: None,
         }))
     }
 
@@ -210,8 +213,18 @@ impl A2aError {
         }
     }
 
+    /// The same error answered with HTTP `status` on the REST binding (the binding answers a
+    /// request body that is not JSON with `415 Unsupported Media Type`, as HTTP has it).
+    pub fn with_http_status(mut self, status: StatusCode) -> Self {
+        self.0.status = Some(status);
+        self
+    }
+
     /// The HTTP status on the REST binding.
     pub fn http_status(&self) -> StatusCode {
+        if let Some(status) = self.0.status {
+            return status;
+        }
         match &self.0.kind {
             ErrorKind::TaskNotFound | ErrorKind::MethodNotFound => StatusCode::NOT_FOUND,
             ErrorKind::InvalidAgentResponse | ErrorKind::Internal => {

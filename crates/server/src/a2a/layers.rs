@@ -13,7 +13,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::card::{AgentCard, PROTOCOL_VERSION};
-use super::env::{Call, Card, HistoryLength, MessageText, PageSize, outcome};
+use super::env::{Call, Card, CardSince, HistoryLength, MessageText, PageSize, outcome};
 use super::error::A2aError;
 use super::operation::Operation;
 use super::server::{Limits, Site};
@@ -33,6 +33,7 @@ pub(crate) async fn inject_card(
     let base = site.base_url(&req);
     let card = site.card.resolved(&base);
     req.extensions_mut().insert(Card(Arc::new(card)));
+    req.extensions_mut().insert(CardSince(site.since));
     next.run(req).await
 }
 
@@ -44,6 +45,7 @@ pub(crate) async fn well_known(req: Request, next: Next) -> Response {
     let Some(Card(card)) = req.extensions().get::<Card>().cloned() else {
         return next.run(req).await;
     };
+    let since = req.extensions().get::<CardSince>().copied();
     let body = serde_json::to_string(card.as_ref()).unwrap_or_default();
     let tag = format!("\"{}\"", &hex(&Sha256::digest(body.as_bytes()))[..16]);
     let fresh = req
@@ -72,6 +74,11 @@ pub(crate) async fn well_known(req: Request, next: Next) -> Response {
     );
     if let Ok(tag) = HeaderValue::from_str(&tag) {
         h.insert(header::ETAG, tag);
+    }
+    if let Some(CardSince(at)) = since
+        && let Ok(at) = HeaderValue::from_str(&at.format("%a, %d %b %Y %H:%M:%S GMT").to_string())
+    {
+        h.insert(header::LAST_MODIFIED, at);
     }
     response
 }
@@ -124,6 +131,11 @@ pub(crate) async fn triage(
     if let Err(e) = check_version(req.headers(), uri.query()) {
         return outcome(Err(e));
     }
+    // What the card rules out is refused before the params are read: a push config sent to an
+    // agent without push is `PushNotificationNotSupported`, however it is written.
+    if let Err(e) = offered(&card, &call.method) {
+        return outcome(Err(e));
+    }
     let op = match Operation::parse(&call.method, call.params) {
         Ok(op) => op,
         Err(e) => return outcome(Err(e)),
@@ -163,18 +175,34 @@ fn check_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aErro
     }
 }
 
-/// The card's capabilities gate their operations, and its required extensions must be named.
+/// The card's capabilities gate their operations, by name.
+fn offered(card: &AgentCard, method: &str) -> Result<(), A2aError> {
+    let caps = &card.capabilities;
+    match method {
+        "SendStreamingMessage" | "SubscribeToTask" if !caps.streaming => {
+            Err(A2aError::unsupported_operation(format!(
+                "{method} needs streaming, which this agent does not offer"
+            )))
+        }
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig"
+            if !caps.push_notifications =>
+        {
+            Err(A2aError::push_notification_not_supported())
+        }
+        "GetExtendedAgentCard" if !caps.extended_agent_card => Err(
+            A2aError::unsupported_operation("this agent does not offer an extended agent card"),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// What only the parsed request shows (a push config inside a message), and the card's
+/// required extensions, which the client must name.
 fn capable(card: &AgentCard, op: &Operation, headers: &HeaderMap) -> Result<(), A2aError> {
     let caps = &card.capabilities;
-    if op.is_streaming() && !caps.streaming {
-        return Err(A2aError::unsupported_operation(format!(
-            "{} needs streaming, which this agent does not offer",
-            op.name()
-        )));
-    }
-    if op.is_push_config() && !caps.push_notifications {
-        return Err(A2aError::push_notification_not_supported());
-    }
     if let Operation::SendMessage(r) | Operation::SendStreamingMessage(r) = op
         && r.configuration
             .as_ref()
@@ -182,11 +210,6 @@ fn capable(card: &AgentCard, op: &Operation, headers: &HeaderMap) -> Result<(), 
         && !caps.push_notifications
     {
         return Err(A2aError::push_notification_not_supported());
-    }
-    if matches!(op, Operation::GetExtendedAgentCard(_)) && !caps.extended_agent_card {
-        return Err(A2aError::unsupported_operation(
-            "this agent does not offer an extended agent card",
-        ));
     }
     let named: Vec<String> = headers
         .get_all("a2a-extensions")

@@ -32,12 +32,16 @@ impl SendMessageRequest {
 #[serde(rename_all = "camelCase")]
 pub struct SendMessageConfiguration {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "accepted_output_modes")]
     pub accepted_output_modes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "task_push_notification_config")]
     pub task_push_notification_config: Option<TaskPushNotificationConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "history_length")]
     pub history_length: Option<i32>,
     #[serde(default, skip_serializing_if = "super::types::is_false")]
+    #[serde(alias = "return_immediately")]
     pub return_immediately: bool,
 }
 
@@ -49,6 +53,7 @@ pub struct GetTaskRequest {
     pub tenant: Option<String>,
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "history_length")]
     pub history_length: Option<i32>,
 }
 
@@ -59,19 +64,25 @@ pub struct ListTasksRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "context_id")]
     pub context_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<TaskState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "page_size")]
     pub page_size: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "page_token")]
     pub page_token: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "history_length")]
     pub history_length: Option<i32>,
     /// ISO-8601; triage checks it parses ([`ListTasksRequest::status_after`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "status_timestamp_after")]
     pub status_timestamp_after: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "include_artifacts")]
     pub include_artifacts: Option<bool>,
 }
 
@@ -91,8 +102,11 @@ impl ListTasksRequest {
 #[serde(rename_all = "camelCase")]
 pub struct ListTasksResponse {
     pub tasks: Vec<Task>,
+    #[serde(alias = "next_page_token")]
     pub next_page_token: String,
+    #[serde(alias = "page_size")]
     pub page_size: i32,
+    #[serde(alias = "total_size")]
     pub total_size: i32,
 }
 
@@ -126,6 +140,7 @@ pub struct TaskPushNotificationConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "task_id")]
     pub task_id: String,
     pub url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,6 +164,7 @@ pub struct AuthenticationInfo {
 pub struct TaskPushNotificationConfigRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    #[serde(alias = "task_id")]
     pub task_id: String,
     pub id: String,
 }
@@ -159,10 +175,13 @@ pub struct TaskPushNotificationConfigRef {
 pub struct ListTaskPushNotificationConfigsRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    #[serde(alias = "task_id")]
     pub task_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "page_size")]
     pub page_size: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "page_token")]
     pub page_token: Option<String>,
 }
 
@@ -171,6 +190,7 @@ pub struct ListTaskPushNotificationConfigsRequest {
 #[serde(rename_all = "camelCase")]
 pub struct ListTaskPushNotificationConfigsResponse {
     pub configs: Vec<TaskPushNotificationConfig>,
+    #[serde(alias = "next_page_token")]
     pub next_page_token: String,
 }
 

@@ -38,6 +38,8 @@ pub(crate) struct Limits {
 pub(crate) struct Site {
     pub card: Arc<AgentCard>,
     pub public_url: Option<Arc<str>>,
+    /// When the card was made (its `Last-Modified`).
+    pub since: chrono::DateTime<chrono::Utc>,
 }
 
 impl Site {
@@ -135,6 +137,7 @@ impl A2aServer {
         let site = Site {
             card: Arc::new(self.card),
             public_url: self.public_url,
+            since: chrono::Utc::now(),
         };
         let limits = self.limits;
         let stack = ServiceBuilder::new()

@@ -76,10 +76,13 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
+    #[serde(alias = "message_id")]
     pub message_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "context_id")]
     pub context_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "task_id")]
     pub task_id: Option<String>,
     pub role: Role,
     pub parts: Vec<Part>,
@@ -88,6 +91,7 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "reference_task_ids")]
     pub reference_task_ids: Vec<String>,
 }
 
@@ -131,6 +135,7 @@ pub struct Part {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filename: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "media_type")]
     pub media_type: Option<String>,
 }
 
@@ -156,6 +161,16 @@ impl Part {
         Self::of(PartContent::Data(data))
     }
 
+    /// A part of raw bytes, given in base64.
+    pub fn of_raw(base64: impl Into<String>) -> Self {
+        Self::of(PartContent::Raw(base64.into()))
+    }
+
+    /// A part that points at a URL.
+    pub fn of_url(url: impl Into<String>) -> Self {
+        Self::of(PartContent::Url(url.into()))
+    }
+
     fn of(content: PartContent) -> Self {
         Self {
             content,
@@ -178,6 +193,7 @@ impl<'de> Deserialize<'de> for Part {
             data: Option<Value>,
             metadata: Option<Metadata>,
             filename: Option<String>,
+            #[serde(alias = "media_type")]
             media_type: Option<String>,
         }
         let w = Wire::deserialize(deserializer)?;
@@ -217,6 +233,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
+    #[serde(alias = "artifact_id")]
     pub artifact_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -257,6 +274,7 @@ impl TaskStatus {
 #[serde(rename_all = "camelCase")]
 pub struct Task {
     pub id: String,
+    #[serde(alias = "context_id")]
     pub context_id: String,
     pub status: TaskStatus,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -279,7 +297,9 @@ impl Task {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskStatusUpdateEvent {
+    #[serde(alias = "task_id")]
     pub task_id: String,
+    #[serde(alias = "context_id")]
     pub context_id: String,
     pub status: TaskStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -290,12 +310,15 @@ pub struct TaskStatusUpdateEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskArtifactUpdateEvent {
+    #[serde(alias = "task_id")]
     pub task_id: String,
+    #[serde(alias = "context_id")]
     pub context_id: String,
     pub artifact: Artifact,
     #[serde(default, skip_serializing_if = "is_false")]
     pub append: bool,
     #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(alias = "last_chunk")]
     pub last_chunk: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,

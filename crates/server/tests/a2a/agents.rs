@@ -1,4 +1,5 @@
-//! The agents the golden exchanges talk to: the echo example, a strict card (a required
+//! The agents the golden exchanges talk to: the echo example, the TCK's agent
+//! (`examples/a2a-conformance`), a strict card (a required
 //! extension, an extended card promised but not configured, push on but unimplemented), and a
 //! rule breaker whose replies break the protocol on purpose.
 
@@ -8,12 +9,19 @@ use duet_server::a2a::*;
 #[allow(dead_code, unreachable_pub)]
 mod echo;
 
+#[path = "../../../../examples/a2a-conformance/main.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod conformance;
+
 /// The URI the strict agent requires.
 const REQUIRED: &str = "urn:duet:test:required";
 
 pub(crate) fn by_name(name: &str) -> A2aService {
     match name {
         "echo" => echo::service(),
+        "conformance" => {
+            A2aServer::new(conformance::card()).agent(conformance::Conformance::default())
+        }
         "strict" => strict(),
         "breaker" => breaker(),
         other => panic!("no test agent `{other}`"),

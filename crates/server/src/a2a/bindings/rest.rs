@@ -51,7 +51,9 @@ pub(crate) async fn binding(State(limits): State<Limits>, req: Request, next: Ne
     let (parts, body) = req.into_parts();
     if parts.method == Method::POST {
         if let Err(ct) = is_json(&parts.headers) {
-            return reply(content_type, Err(A2aError::content_type_not_supported(&ct)));
+            let refused = A2aError::content_type_not_supported(&ct)
+                .with_http_status(axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            return reply(content_type, Err(refused));
         }
         let bytes = match read_body(Request::from_parts(parts.clone(), body), limits.body).await {
             Ok(b) => b,
