@@ -438,3 +438,57 @@ async fn an_answer_someone_gave_first_is_refused() {
         server.stop().await;
     }
 }
+
+#[tokio::test]
+async fn a_subscriber_on_another_process_follows_the_task_to_its_end() {
+    for backend in support::backends().await {
+        if !matches!(backend, support::Backend::Postgres(_)) {
+            continue; // one process per SQLite file: its change feed is in-process
+        }
+        let one = Server::start(&backend).await;
+        let two = Server::start(&backend).await;
+        let alice = one.key("alice", false).await;
+        let task = rpc(
+            &one,
+            "approval_gate",
+            &alice,
+            "SendMessage",
+            message("x-1", "Rotate?"),
+        )
+        .await
+        .expect("sent")["task"]
+            .clone();
+        let id = task["id"].as_str().expect("an id").to_owned();
+        let mut subscription = stream(
+            &two,
+            "approval_gate",
+            &alice,
+            "SubscribeToTask",
+            json!({"id": id}),
+        )
+        .await;
+        let first = subscription.next().await.expect("the snapshot");
+        assert_eq!(
+            first.data["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{:?}",
+            first.data
+        );
+        let mut answer = message("x-2", "approved");
+        answer["message"]["taskId"] = json!(id);
+        let done = rpc(&one, "approval_gate", &alice, "SendMessage", answer)
+            .await
+            .expect("answered");
+        assert_eq!(
+            done["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{done}"
+        );
+        let seen = states(subscription).await;
+        assert_eq!(
+            seen.last().map(String::as_str),
+            Some("TASK_STATE_COMPLETED"),
+            "{seen:?}"
+        );
+        two.stop().await;
+        one.stop().await;
+    }
+}
