@@ -163,9 +163,16 @@ pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
     // The built-in providers and the project's own (`agents/providers/`), keys from the env.
     let providers = duet_models::providers_for(&loaded.project);
     let project = Arc::new(loaded.project);
+    // The built-in handlers, and one for each remote A2A agent of `agents/remotes/` (its token
+    // from the env).
+    let handlers = duet_server::remote_agents(
+        &project,
+        |var| std::env::var(var).ok().filter(|v| !v.is_empty()),
+        duet_handlers::handlers(),
+    );
     let builder = Runtime::builder(project.clone(), store)
         .providers(providers)
-        .handlers(duet_handlers::handlers())
+        .handlers(handlers)
         .hooks(duet_handlers::hooks());
     // The http client and one tool server per MCP server of `agents/mcp/` (started on use).
     let mut builder = duet_tools::register(builder, &project, &root);
@@ -203,13 +210,15 @@ fn refuse_missing_code(rt: &Runtime, agents: &[String]) -> Result<(), ExitCode> 
     Err(ExitCode::from(2))
 }
 
-/// The names this build registers for `builtin:` (tools, handlers, hooks).
-pub(crate) fn builtins() -> duet_spec::Builtins {
+/// The names this build registers for `builtin:` (tools, handlers — a remote A2A agent's among
+/// them — and hooks) when it runs `project`.
+pub(crate) fn builtins(project: &duet_spec::Project) -> duet_spec::Builtins {
     duet_spec::Builtins {
         tools: Default::default(),
         handlers: duet_handlers::handlers()
             .names()
             .map(str::to_owned)
+            .chain(project.remotes.values().map(|r| r.def.builtin()))
             .collect(),
         hooks: duet_handlers::hooks().names().map(str::to_owned).collect(),
     }

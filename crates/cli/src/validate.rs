@@ -46,7 +46,9 @@ pub(crate) fn run(args: &Args) -> ExitCode {
     };
     // `builtin:` names this build lacks: a warning (the code may live elsewhere; `duet run`
     // refuses an agent that needs it), an error with `--strict`.
-    let builtins = loaded.project.check_builtins(&crate::run::builtins());
+    let builtins = loaded
+        .project
+        .check_builtins(&crate::run::builtins(&loaded.project));
     loaded.issues.extend(
         builtins
             .into_iter()

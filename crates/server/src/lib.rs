@@ -16,6 +16,7 @@ mod routes;
 mod serve;
 mod views;
 
+pub use a2a_agents::remote_agents;
 pub use app::{AppState, Options, openapi, router};
 pub use problem::{PROBLEM_JSON, Problem};
 pub use serve::{serve, shutdown_signal};

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use axum::body::Body;
 use axum::http::Request;
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -208,4 +209,58 @@ async fn the_python_sdk_drives_the_echo_example() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[tokio::test]
+async fn the_client_reads_the_card_and_sends_with_its_token() {
+    use duet_server::a2a::{A2aClient, ClientError, Message, SendMessageResponse};
+    // The echo agent behind a check of `Authorization: Bearer t`.
+    let guarded = agents::by_name("echo")
+        .into_router()
+        .layer(axum::middleware::from_fn(
+            |req: axum::extract::Request, next: axum::middleware::Next| async move {
+                let ok = req
+                    .headers()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    == Some("Bearer t");
+                if ok {
+                    next.run(req).await
+                } else {
+                    axum::http::StatusCode::UNAUTHORIZED.into_response()
+                }
+            },
+        ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let base = format!("http://{}", listener.local_addr().expect("an address"));
+    let server = tokio::spawn(async move { axum::serve(listener, guarded).await });
+    let wait = std::time::Duration::from_secs(10);
+
+    let client = A2aClient::connect(&base, Some("t".into()), wait)
+        .await
+        .expect("the card");
+    assert_eq!(client.card().name, "echo");
+    let mut hold = Message::agent_text("c-1", "hold on");
+    hold.role = duet_server::a2a::Role::User;
+    let SendMessageResponse::Task(task) = client.send_message(hold, false).await.expect("sent")
+    else {
+        panic!("a task");
+    };
+    assert_eq!(
+        task.status.state,
+        duet_server::a2a::TaskState::InputRequired
+    );
+    assert_eq!(client.get_task(&task.id).await.expect("read").id, task.id);
+    let missing = client.get_task("nope").await.expect_err("unknown");
+    assert!(
+        matches!(missing, ClientError::Refused { code: -32001, .. }),
+        "{missing}"
+    );
+    let refused = A2aClient::connect(&base, None, wait)
+        .await
+        .expect_err("no token");
+    assert!(matches!(refused, ClientError::Transport(_)), "{refused}");
+    server.abort();
 }

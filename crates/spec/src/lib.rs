@@ -36,6 +36,7 @@ mod project;
 mod prompt;
 mod provider;
 mod relationship;
+mod remote;
 mod schema;
 mod tool;
 mod ts;
@@ -62,6 +63,7 @@ pub use prompt::{
     PromptContent, PromptDef, PromptPart, PromptTool, Reasoning, ToolChoice, Variable, VariableKind,
 };
 pub use provider::{ProviderDef, ProviderType};
+pub use remote::RemoteAgentDef;
 pub use schema::property_names;
 pub use tool::{HttpCall, HttpMethod, ToolDef, ToolImpl, placeholders};
 

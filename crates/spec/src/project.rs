@@ -15,6 +15,7 @@ use crate::model::{self, ModelDef};
 use crate::node::{Node, Span, Value};
 use crate::prompt::{self, PromptDef};
 use crate::provider::{self, ProviderDef};
+use crate::remote::{self, RemoteAgentDef};
 use crate::tool::{self, ToolDef};
 use crate::{ts, yaml};
 
@@ -89,11 +90,13 @@ pub enum Kind {
     Provider,
     /// `agents/mcp/`: [`McpServerDef`]s.
     Mcp,
+    /// `agents/remotes/`: [`RemoteAgentDef`]s (each also an agent, and a handler).
+    Remote,
 }
 
 impl Kind {
     /// Every kind, in this order.
-    pub(crate) const ALL: [Kind; 8] = [
+    pub(crate) const ALL: [Kind; 9] = [
         Kind::Agent,
         Kind::Prompt,
         Kind::Tool,
@@ -102,6 +105,7 @@ impl Kind {
         Kind::Model,
         Kind::Provider,
         Kind::Mcp,
+        Kind::Remote,
     ];
 
     /// The folder under `agents/` that holds this kind.
@@ -115,6 +119,7 @@ impl Kind {
             Kind::Model => "models",
             Kind::Provider => "providers",
             Kind::Mcp => "mcp",
+            Kind::Remote => "remotes",
         }
     }
 
@@ -129,6 +134,7 @@ impl Kind {
             Kind::Model => "defineModel",
             Kind::Provider => "defineProvider",
             Kind::Mcp => "defineMcpServer",
+            Kind::Remote => "defineRemoteAgent",
         }
     }
 
@@ -143,6 +149,7 @@ impl Kind {
             Kind::Model => "model",
             Kind::Provider => "provider",
             Kind::Mcp => "MCP server",
+            Kind::Remote => "remote agent",
         }
     }
 
@@ -242,6 +249,8 @@ pub struct Project {
     pub providers: BTreeMap<String, Defined<ProviderDef>>,
     /// `agents/mcp/`, by `name`.
     pub mcp: BTreeMap<String, Defined<McpServerDef>>,
+    /// `agents/remotes/`, by `name` (each is in `agents` and `handlers` too).
+    pub remotes: BTreeMap<String, Defined<RemoteAgentDef>>,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
     /// What could be read of agents whose files leave them incomplete, so their references
@@ -448,6 +457,35 @@ impl Project {
                 let (name, def) = mcp::decode(&mut ctx, root);
                 insert(self, &mut ctx, kind, name, def, source, |p| &mut p.mcp);
             }
+            Kind::Remote => {
+                // A remote agent is an agent by name: it shares their names, and defines the
+                // handler its side A names.
+                let (name, def) = remote::decode(&mut ctx, root);
+                let Some(name) = name else { return };
+                if !self.declare(&mut ctx, Kind::Agent, &name, &source) {
+                    return;
+                }
+                if let Some(def) = def {
+                    let handler = def.handler();
+                    if self.declare(&mut ctx, Kind::Handler, &handler.name, &source) {
+                        self.handlers.insert(
+                            handler.name.clone(),
+                            Defined {
+                                def: handler,
+                                source: source.clone(),
+                            },
+                        );
+                    }
+                    self.agents.insert(
+                        name.clone(),
+                        Defined {
+                            def: def.agent(),
+                            source: source.clone(),
+                        },
+                    );
+                    self.remotes.insert(name, Defined { def, source });
+                }
+            }
             Kind::Hook => {
                 let (id, def) = hook::decode_hook(&mut ctx, root);
                 insert(self, &mut ctx, kind, id, def, source, |p| &mut p.hooks);
@@ -570,7 +608,7 @@ fn classify(path: &str) -> Class<'_> {
             Issue::new(Code::UnsupportedFile, message)
                 .at(path, "", None)
                 .hint(
-                    "definition folders: agents, prompts, tools, hooks, handlers, models, providers, mcp",
+                    "definition folders: agents, prompts, tools, hooks, handlers, models, providers, mcp, remotes",
                 ),
         );
     };

@@ -10,6 +10,7 @@ mod harness;
 
 mod a2a;
 mod a2a_push;
+mod a2a_remote;
 mod approvals;
 mod control;
 mod hostile;

@@ -139,9 +139,15 @@ pub fn runtime(
     store: Arc<dyn Store>,
 ) -> duet_runtime::RuntimeBuilder {
     let providers = duet_models::providers_for(&project);
+    // Remote A2A agents' tokens: from the project's own `env`-like convention, the process env.
+    let handlers = duet_server::remote_agents(
+        &project,
+        |var| std::env::var(var).ok(),
+        duet_handlers::handlers(),
+    );
     let builder = Runtime::builder(project.clone(), store)
         .providers(providers)
-        .handlers(duet_handlers::handlers())
+        .handlers(handlers)
         .hooks(duet_handlers::hooks());
     duet_tools::register(builder, &project, &repo())
 }

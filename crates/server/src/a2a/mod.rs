@@ -23,6 +23,7 @@
 mod agent;
 mod bindings;
 mod card;
+mod client;
 mod env;
 mod error;
 mod layers;
@@ -37,6 +38,7 @@ pub use card::{
     AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill,
     HTTP_JSON, JSONRPC, PROTOCOL_VERSION,
 };
+pub use client::{A2aClient, ClientError};
 pub use error::{A2aError, ERROR_DOMAIN, ErrorKind};
 pub use layers::WELL_KNOWN;
 pub use operation::{OPERATIONS, Operation, Reply};

@@ -9,7 +9,10 @@ mod follow;
 mod list;
 pub(crate) mod notify;
 mod push;
+mod remote;
 mod tasks;
+
+pub use remote::remote_agents;
 
 use axum::Router;
 use axum::extract::{FromRequestParts, Request, State};
@@ -34,7 +37,8 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let mut router = Router::new();
     for (name, agent) in &project.agents {
         let is_default = default.as_deref() == Some(name.as_str());
-        if !agent.def.expose_as_tool && !is_default {
+        // A remote agent is served where it lives, not here.
+        if (!agent.def.expose_as_tool && !is_default) || project.remotes.contains_key(name) {
             continue;
         }
         let service = ServiceBuilder::new()

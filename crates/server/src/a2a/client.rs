@@ -1,0 +1,164 @@
+//! An A2A 1.0 client, for duet to reach agents served elsewhere: it reads the agent's card,
+//! takes its JSON-RPC interface, and sends messages and reads tasks with the bearer token it was
+//! given. What a remote agent answers that is not A2A is an error, never a panic.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::card::{AgentCard, JSONRPC, PROTOCOL_VERSION};
+use super::layers::WELL_KNOWN;
+use super::types::{Message, SendMessageResponse, Task};
+
+/// Why a call to a remote agent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// It could not be reached, or it answered with an HTTP error.
+    #[error("the remote agent could not be reached: {0}")]
+    Transport(String),
+    /// It answered something that is not A2A 1.0.
+    #[error("the remote agent's answer is not A2A 1.0: {0}")]
+    Protocol(String),
+    /// It answered with an A2A error.
+    #[error("the remote agent refused: {message} ({code})")]
+    Refused {
+        /// The JSON-RPC error code.
+        code: i64,
+        /// Its message.
+        message: String,
+    },
+}
+
+/// A connection to one remote agent's JSON-RPC interface.
+#[derive(Debug)]
+pub struct A2aClient {
+    http: reqwest::Client,
+    endpoint: String,
+    token: Option<String>,
+    card: AgentCard,
+    ids: AtomicU64,
+}
+
+impl A2aClient {
+    /// Reads the card at `url` (the agent's base, its card found at
+    /// `{url}/.well-known/agent-card.json`, or the card's own URL ending in `.json`) and
+    /// connects to its JSON-RPC 1.0 interface. Every call may take `timeout`.
+    pub async fn connect(
+        url: &str,
+        token: Option<String>,
+        timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ClientError::Transport(e.to_string()))?;
+        let card_url = if url.ends_with(".json") {
+            url.to_owned()
+        } else {
+            format!("{}{WELL_KNOWN}", url.trim_end_matches('/'))
+        };
+        let mut req = http.get(&card_url);
+        if let Some(t) = &token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| ClientError::Transport(e.to_string()))?;
+        if !resp.status().is_success() {
+            return Err(ClientError::Transport(format!(
+                "{card_url}: HTTP {}",
+                resp.status().as_u16()
+            )));
+        }
+        let card: AgentCard = resp
+            .json()
+            .await
+            .map_err(|e| ClientError::Protocol(format!("the card at {card_url}: {e}")))?;
+        let endpoint = card
+            .supported_interfaces
+            .iter()
+            .find(|i| {
+                i.protocol_binding == JSONRPC && i.protocol_version.starts_with(PROTOCOL_VERSION)
+            })
+            .map(|i| i.url.clone())
+            .ok_or_else(|| {
+                ClientError::Protocol(format!(
+                    "the card at {card_url} offers no JSON-RPC {PROTOCOL_VERSION} interface"
+                ))
+            })?;
+        Ok(Self {
+            http,
+            endpoint,
+            token,
+            card,
+            ids: AtomicU64::new(1),
+        })
+    }
+
+    /// The remote agent's card.
+    pub fn card(&self) -> &AgentCard {
+        &self.card
+    }
+
+    /// `SendMessage`, blocking (the remote answers when the task settles) unless
+    /// `return_immediately`.
+    pub async fn send_message(
+        &self,
+        message: Message,
+        return_immediately: bool,
+    ) -> Result<SendMessageResponse, ClientError> {
+        let mut params = json!({"message": message});
+        if return_immediately {
+            params["configuration"] = json!({"returnImmediately": true});
+        }
+        self.call("SendMessage", params).await
+    }
+
+    /// `GetTask`.
+    pub async fn get_task(&self, id: &str) -> Result<Task, ClientError> {
+        self.call("GetTask", json!({"id": id})).await
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<T, ClientError> {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let mut req = self
+            .http
+            .post(&self.endpoint)
+            .header("A2A-Version", PROTOCOL_VERSION)
+            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| ClientError::Transport(e.to_string()))?;
+        let status = resp.status();
+        let body: Value = resp
+            .json()
+            .await
+            .map_err(|e| ClientError::Transport(format!("HTTP {}: {e}", status.as_u16())))?;
+        if let Some(e) = body.get("error") {
+            return Err(ClientError::Refused {
+                code: e["code"].as_i64().unwrap_or(0),
+                message: e["message"].as_str().unwrap_or("").to_owned(),
+            });
+        }
+        if !status.is_success() {
+            return Err(ClientError::Transport(format!("HTTP {}", status.as_u16())));
+        }
+        let result = body
+            .get("result")
+            .cloned()
+            .ok_or_else(|| ClientError::Protocol("no `result`".into()))?;
+        serde_json::from_value(result).map_err(|e| ClientError::Protocol(format!("{method}: {e}")))
+    }
+}
