@@ -11,6 +11,7 @@ mod harness;
 mod a2a;
 mod a2a_push;
 mod a2a_remote;
+mod a2a_states;
 mod approvals;
 mod control;
 mod hostile;

@@ -49,8 +49,14 @@ pub(crate) async fn settled(
 ) -> Result<Task, A2aError> {
     let mut changes = state.runtime().store().changes();
     loop {
+        // The queue before the journal: a message moves from one to the other in one
+        // transaction, so an empty queue now means the journal read next has it.
+        let queued = pending(state, r).await?;
         let (_, task, last_seq) = read(state, r, view).await?;
-        if done(task.status.state) && past(floor, last_seq) {
+        if done(task.status.state)
+            && past(floor, last_seq)
+            && (task.status.state.is_terminal() || !queued)
+        {
             return Ok(task);
         }
         if !wait(state, &mut changes, r.thread).await {
@@ -61,6 +67,19 @@ pub(crate) async fn settled(
 
 fn done(s: TaskState) -> bool {
     s.is_terminal() || s.is_interrupted()
+}
+
+/// Whether a message waits in the thread's queue: an interrupted task with one (a follow-up
+/// sent while it worked) is about to continue, not settled. (A terminal task is settled
+/// whatever comes after it: that is another task.)
+async fn pending(state: &AppState, r: TaskRef) -> Result<bool, A2aError> {
+    let queue = state
+        .runtime()
+        .store()
+        .queue(r.thread)
+        .await
+        .map_err(A2aError::internal)?;
+    Ok(!queue.is_empty())
 }
 
 /// Whether the journal has moved past `floor` (the next seq when the message was delivered):
@@ -108,10 +127,12 @@ pub(crate) async fn stream(
         .map(|m| m.message_id.clone())
         .collect();
     loop {
+        let queued = pending(&state, r).await?;
         let (_, task, last_seq) = read(&state, r, &view).await?;
-        // A settled state read before the run took the message is not news yet.
+        // A settled state read before the run took the message, or with a message still
+        // queued, is not news yet.
         let s = match task.status.state {
-            s if done(s) && !past(floor, last_seq) => last,
+            s if done(s) && !(past(floor, last_seq) && (s.is_terminal() || !queued)) => last,
             s => s,
         };
         if last_seq != seen || s != last {
