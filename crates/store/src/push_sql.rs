@@ -93,13 +93,23 @@ macro_rules! push_impl {
             }
 
             async fn delete_push_config(&self, thread: ThreadId, session: i64, id: &str) -> Result<bool, StoreError> {
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
                 let done = sqlx::query("DELETE FROM push_configs WHERE thread = $1 AND session = $2 AND id = $3")
                     .bind(thread.to_string())
                     .bind(session)
                     .bind(id)
-                    .execute(&mut *self.writer().await?)
+                    .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
+                // What it had not sent yet goes with it.
+                sqlx::query("DELETE FROM push_outbox WHERE thread = $1 AND config = $2")
+                    .bind(thread.to_string())
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
                 Ok(done.rows_affected() == 1)
             }
 
@@ -165,7 +175,9 @@ macro_rules! push_impl {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
                 let rows = sqlx::query(concat!(
-                    "SELECT * FROM push_outbox WHERE gave_up_at IS NULL AND next_at <= $1 ORDER BY id LIMIT $2",
+                    "SELECT * FROM push_outbox o WHERE gave_up_at IS NULL AND next_at <= $1 \
+                     AND NOT EXISTS (SELECT 1 FROM push_outbox e WHERE e.thread = o.thread AND e.config = o.config \
+                     AND e.gave_up_at IS NULL AND e.id < o.id) ORDER BY id LIMIT $2",
                     $skip_locked
                 ))
                 .bind(now)

@@ -17,14 +17,7 @@ async fn rpc(
     method: &str,
     params: Value,
 ) -> Result<Value, Value> {
-    let (status, body) = send(
-        server
-            .req(reqwest::Method::POST, &format!("/a2a/{agent}"), token)
-            .header("A2A-Version", "1.0")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    let body = crate::harness::a2a(server, agent, token, method, params).await;
     match body.get("error") {
         Some(e) => Err(e.clone()),
         None => Ok(body["result"].clone()),
@@ -67,31 +60,34 @@ async fn states(mut sse: Sse) -> Vec<String> {
     out
 }
 
-#[tokio::test]
-async fn the_python_sdk_drives_an_approval_gate_over_both_bindings() {
-    let has_sdk = std::process::Command::new("python3")
-        .args(["-c", "import a2a.client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_sdk {
+/// Whether an official client is installed; when not, the test says SKIPPED, or fails under
+/// `DUET_REQUIRE_A2A` (CI).
+fn installed(present: bool, what: &str) -> bool {
+    if !present {
         assert!(
             std::env::var_os("DUET_REQUIRE_A2A").is_none(),
-            "DUET_REQUIRE_A2A is set but python3 cannot import a2a-sdk (scripts/test-servers installs it)"
+            "DUET_REQUIRE_A2A is set but {what} is not installed (scripts/test-servers installs it)"
         );
-        eprintln!("SKIPPED: a2a-sdk is not installed (scripts/test-servers installs it)");
-        return;
+        eprintln!("SKIPPED: {what} is not installed (scripts/test-servers installs it)");
     }
-    let script = support::repo().join("crates/cli/tests/clients/a2a_duet_client.py");
+    present
+}
+
+/// Runs `program script BASE KEY extra…` against a fresh server on every backend: it must
+/// exit 0 and say "all checks passed".
+async fn drive(program: &str, script: &str, extra: &[&std::path::Path]) {
+    let script = support::repo().join(script);
     for backend in support::backends().await {
         let server = Server::start(&backend).await;
         let alice = server.key("alice", false).await;
-        let out = tokio::process::Command::new("python3")
+        let out = tokio::process::Command::new(program)
             .arg(&script)
             .arg(&server.base)
             .arg(&alice)
+            .args(extra)
             .output()
             .await
-            .expect("python3 runs");
+            .expect("the client runs");
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success() && stdout.contains("all checks passed"),
@@ -103,40 +99,36 @@ async fn the_python_sdk_drives_an_approval_gate_over_both_bindings() {
 }
 
 #[tokio::test]
+async fn the_python_sdk_drives_an_approval_gate_over_both_bindings() {
+    let present = std::process::Command::new("python3")
+        .args(["-c", "import a2a.client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if installed(present, "a2a-sdk (python3 cannot import it)") {
+        drive(
+            "python3",
+            "crates/cli/tests/clients/a2a_duet_client.py",
+            &[],
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
 async fn the_js_sdk_sends_streams_gets_and_cancels_over_both_bindings() {
     let modules = support::repo().join(".ci/node/node_modules");
-    let has_sdk = modules.join("@a2a-js/sdk/package.json").exists()
+    let present = modules.join("@a2a-js/sdk/package.json").exists()
         && std::process::Command::new("node")
             .arg("--version")
             .output()
             .is_ok_and(|o| o.status.success());
-    if !has_sdk {
-        assert!(
-            std::env::var_os("DUET_REQUIRE_A2A").is_none(),
-            "DUET_REQUIRE_A2A is set but @a2a-js/sdk is not in .ci/node (scripts/test-servers installs it)"
-        );
-        eprintln!("SKIPPED: @a2a-js/sdk is not installed (scripts/test-servers installs it)");
-        return;
-    }
-    let script = support::repo().join("crates/cli/tests/clients/a2a_duet_client.mjs");
-    for backend in support::backends().await {
-        let server = Server::start(&backend).await;
-        let alice = server.key("alice", false).await;
-        let out = tokio::process::Command::new("node")
-            .arg(&script)
-            .arg(&server.base)
-            .arg(&alice)
-            .arg(&modules)
-            .output()
-            .await
-            .expect("node runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("all checks passed"),
-            "{backend:?}\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        server.stop().await;
+    if installed(present, "@a2a-js/sdk (in .ci/node)") {
+        drive(
+            "node",
+            "crates/cli/tests/clients/a2a_duet_client.mjs",
+            &[&modules],
+        )
+        .await;
     }
 }
 

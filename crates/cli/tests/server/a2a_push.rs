@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::harness::{Server, options, send};
+use crate::harness::{Server, options};
 use crate::support;
 
 /// One request the webhook got: its headers, its body, and the status it was answered.
@@ -69,15 +69,7 @@ impl Hook {
 }
 
 async fn rpc(server: &Server, token: &str, method: &str, params: Value) -> Value {
-    let (status, body) = send(
-        server
-            .req(reqwest::Method::POST, "/a2a/approval_gate", token)
-            .header("A2A-Version", "1.0")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    body
+    crate::harness::a2a(server, "approval_gate", token, method, params).await
 }
 
 fn state_of(hit: &Hit) -> &str {

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Server, options, send};
+use crate::harness::{Server, options};
 use crate::support;
 
 /// A project with `quitter` (side A's model fails the session at once) and `slow` (side A's
@@ -43,15 +43,7 @@ fn project() -> support::Scratch {
 }
 
 async fn rpc(server: &Server, agent: &str, token: &str, method: &str, params: Value) -> Value {
-    let (status, body) = send(
-        server
-            .req(reqwest::Method::POST, &format!("/a2a/{agent}"), token)
-            .header("A2A-Version", "1.0")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    body
+    crate::harness::a2a(server, agent, token, method, params).await
 }
 
 fn message(id: &str, text: &str) -> Value {

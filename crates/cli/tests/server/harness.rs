@@ -123,6 +123,21 @@ impl Drop for Server {
     }
 }
 
+/// A JSON-RPC A2A call to `/a2a/{agent}` as `token`: the whole response body (HTTP 200).
+pub async fn a2a(server: &Server, agent: &str, token: &str, method: &str, params: Value) -> Value {
+    let (status, body) = send(
+        server
+            .req(reqwest::Method::POST, &format!("/a2a/{agent}"), token)
+            .header("A2A-Version", "1.0")
+            .json(
+                &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+            ),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
 /// Sends `req`: (status, body as JSON, or the text as a JSON string).
 pub async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
     let resp = req.send().await.expect("request");

@@ -1,6 +1,8 @@
 //! Push configs and the outbox: a config per task id, replaced in place with its watermark kept;
 //! updates enqueued only from the watermark a notifier read (one of two racing wins); claims
-//! lease a notification so no other claim gets it; a failure is retried or given up on.
+//! lease a notification so no other claim gets it; a config's notifications go in order (a
+//! retried one holds back the rest); a failure is retried or given up on; deleting a config
+//! drops what it had not sent.
 
 use super::*;
 use duet_runtime::PushConfig;
@@ -114,34 +116,29 @@ async fn the_outbox_is_filled_from_the_watermark_and_drained_at_least_once() {
                 .expect("lost"),
             "{name}"
         );
+        // Only a config's oldest pending notification is due: they arrive in order.
         let claimed = store.claim_pushes(100, 1_000, 10).await.expect("claim");
         let sent: Vec<&str> = claimed.iter().map(|d| d.body.as_str()).collect();
-        assert_eq!(sent, ["{\"n\":1}", "{\"n\":2}"], "{name}: in order");
+        assert_eq!(sent, ["{\"n\":1}"], "{name}: the first alone");
         assert_eq!(
             claimed[0].auth_credentials.as_deref(),
             Some("secret"),
             "{name}"
         );
+        let none = store.claim_pushes(500, 1_000, 10).await.expect("claim");
         assert!(
-            store
-                .claim_pushes(500, 1_000, 10)
-                .await
-                .expect("claim")
-                .is_empty(),
-            "{name}: leased"
+            none.is_empty(),
+            "{name}: leased, and the second waits behind it"
         );
-        store.push_sent(claimed[0].id).await.expect("sent");
+        // A failure is due again later, and still holds back the one behind it.
         store
-            .push_failed(claimed[1].id, Some(2_000), "503", 600)
+            .push_failed(claimed[0].id, Some(2_000), "503", 600)
             .await
             .expect("failed");
+        let early = store.claim_pushes(1_999, 1_000, 10).await.expect("claim");
         assert!(
-            store
-                .claim_pushes(1_999, 1_000, 10)
-                .await
-                .expect("claim")
-                .is_empty(),
-            "{name}: not yet due"
+            early.is_empty(),
+            "{name}: not yet due, nothing overtakes it"
         );
         let again = store.claim_pushes(2_000, 1_000, 10).await.expect("claim");
         assert_eq!(
@@ -149,22 +146,28 @@ async fn the_outbox_is_filled_from_the_watermark_and_drained_at_least_once() {
             (1, 1),
             "{name}: due again, one failure counted"
         );
+        assert_eq!(again[0].body, "{\"n\":1}", "{name}");
+        store.push_sent(again[0].id).await.expect("sent");
+        let second = store.claim_pushes(3_000, 1_000, 10).await.expect("claim");
+        assert_eq!(
+            second.iter().map(|d| d.body.as_str()).collect::<Vec<_>>(),
+            ["{\"n\":2}"],
+            "{name}"
+        );
+        // Given up on, it no longer holds anything back.
         store
-            .push_failed(again[0].id, None, "gone", 2_100)
+            .push_failed(second[0].id, None, "gone", 3_100)
             .await
             .expect("give up");
-        assert!(
-            store
-                .claim_pushes(i64::MAX / 2, 1_000, 10)
-                .await
-                .expect("claim")
-                .is_empty(),
-            "{name}: given up"
-        );
+        let given = store
+            .claim_pushes(i64::MAX / 2, 1_000, 10)
+            .await
+            .expect("claim");
+        assert!(given.is_empty(), "{name}: given up");
         // The task's end: the last updates go in and the config goes away.
         assert!(
             store
-                .enqueue_pushes(&c, 5, 9, "TASK_STATE_COMPLETED", &bodies[..1], true, 3_000)
+                .enqueue_pushes(&c, 5, 9, "TASK_STATE_COMPLETED", &bodies[..1], true, 4_000)
                 .await
                 .expect("end")
         );
@@ -173,14 +176,43 @@ async fn the_outbox_is_filled_from_the_watermark_and_drained_at_least_once() {
             None,
             "{name}"
         );
-        assert_eq!(
+        let last = store.claim_pushes(4_000, 1_000, 10).await.expect("claim");
+        assert_eq!(last.len(), 1, "{name}");
+        // Another config's notifications are not held back by this one's.
+        let other = config(t, "b", 20);
+        store.put_push_config(&other).await.expect("put");
+        assert!(
             store
-                .claim_pushes(3_000, 1_000, 10)
+                .enqueue_pushes(
+                    &other,
+                    0,
+                    9,
+                    "TASK_STATE_WORKING",
+                    &bodies[..1],
+                    false,
+                    4_000
+                )
                 .await
-                .expect("claim")
-                .len(),
-            1,
-            "{name}"
+                .expect("enqueue")
+        );
+        let both = store
+            .claim_pushes(i64::MAX / 2, 1_000, 10)
+            .await
+            .expect("claim");
+        assert_eq!(
+            both.len(),
+            2,
+            "{name}: one each of `a` (its lease ran out) and `b`"
+        );
+        // Deleting a config drops what it had not sent.
+        assert!(store.delete_push_config(t, 1, "b").await.expect("delete"));
+        let after = store
+            .claim_pushes(i64::MAX / 2 + 10_000, 1_000, 10)
+            .await
+            .expect("claim");
+        assert!(
+            after.iter().all(|d| d.config != "b"),
+            "{name}: `b`'s are gone"
         );
     })
     .await;

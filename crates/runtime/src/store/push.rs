@@ -78,7 +78,8 @@ pub trait PushStore: Send + Sync {
     ) -> Result<Vec<PushConfig>, StoreError>;
     /// Every config of every task (the notifier's work list).
     async fn all_push_configs(&self) -> Result<Vec<PushConfig>, StoreError>;
-    /// Deletes the task's config `id`; whether there was one.
+    /// Deletes the task's config `id`, and its notifications not sent yet; whether there was
+    /// one.
     async fn delete_push_config(
         &self,
         thread: ThreadId,
@@ -101,7 +102,9 @@ pub trait PushStore: Send + Sync {
         now: i64,
     ) -> Result<bool, StoreError>;
     /// Up to `limit` notifications due by `now`, oldest first, each claimed until
-    /// `now + lease_ms` (no other claim gets it before then).
+    /// `now + lease_ms` (no other claim gets it before then). Only a config's oldest pending
+    /// notification is ever due, so a config's notifications arrive in order (one that is
+    /// retried holds back those after it).
     async fn claim_pushes(
         &self,
         now: i64,

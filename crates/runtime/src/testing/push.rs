@@ -72,6 +72,9 @@ impl PushStore for MemoryStore {
         let mut state = self.state();
         let before = state.push_configs.len();
         state.push_configs.retain(|c| !same(c, thread, session, id));
+        state
+            .push_outbox
+            .retain(|_, (d, _, _)| !(d.thread == thread && d.config == id));
         Ok(state.push_configs.len() != before)
     }
 
@@ -130,11 +133,19 @@ impl PushStore for MemoryStore {
     ) -> Result<Vec<PushDelivery>, StoreError> {
         let mut state = self.state();
         let mut claimed = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
         for (delivery, next_at, gave_up) in state.push_outbox.values_mut() {
             if claimed.len() == limit {
                 break;
             }
-            if !*gave_up && *next_at <= now {
+            if *gave_up {
+                continue;
+            }
+            // A config's oldest pending notification goes first, and alone.
+            if !seen.insert((delivery.thread, delivery.config.clone())) {
+                continue;
+            }
+            if *next_at <= now {
                 *next_at = now + lease_ms;
                 claimed.push(delivery.clone());
             }

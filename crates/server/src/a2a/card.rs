@@ -87,8 +87,10 @@ impl AgentCard {
         self
     }
 
-    /// The card as served from `base` (the URL the agent is mounted at, no trailing `/`).
-    pub(crate) fn resolved(&self, base: &str) -> Self {
+    /// The card as served from `base` (the URL the agent is mounted at, no trailing `/`), a
+    /// relative interface URL taken from `root` (the server's public URL, or the request's
+    /// origin).
+    pub(crate) fn resolved(&self, base: &str, root: &str) -> Self {
         let mut card = self.clone();
         if card.supported_interfaces.is_empty() {
             card.supported_interfaces = vec![
@@ -96,10 +98,9 @@ impl AgentCard {
                 AgentInterface::new(format!("{base}/rest"), HTTP_JSON),
             ];
         }
-        let origin = origin_of(base);
         for i in &mut card.supported_interfaces {
             if i.url.starts_with('/') {
-                i.url = format!("{origin}{}", i.url);
+                i.url = format!("{}{}", root.trim_end_matches('/'), i.url);
             }
         }
         card
@@ -112,15 +113,6 @@ impl AgentCard {
             .iter()
             .filter(|e| e.required)
             .map(|e| e.uri.as_str())
-    }
-}
-
-/// `scheme://host[:port]` of a URL.
-fn origin_of(url: &str) -> &str {
-    let start = url.find("://").map_or(0, |i| i + 3);
-    match url[start..].find('/') {
-        Some(i) => &url[..start + i],
-        None => url,
     }
 }
 
@@ -211,7 +203,8 @@ mod tests {
 
     #[test]
     fn interfaces_are_derived_from_where_the_agent_is_mounted() {
-        let card = AgentCard::new("echo", "says it back").resolved("http://h:8080/a2a/echo");
+        let card = AgentCard::new("echo", "says it back")
+            .resolved("http://h:8080/a2a/echo", "http://h:8080");
         let urls: Vec<_> = card
             .supported_interfaces
             .iter()
@@ -226,7 +219,10 @@ mod tests {
         );
         let mut relative = AgentCard::new("x", "y");
         relative.supported_interfaces = vec![AgentInterface::new("/rpc".into(), JSONRPC)];
-        let r = relative.resolved("https://example.com/base");
-        assert_eq!(r.supported_interfaces[0].url, "https://example.com/rpc");
+        let r = relative.resolved("https://example.com/base/x", "https://example.com/base");
+        assert_eq!(
+            r.supported_interfaces[0].url,
+            "https://example.com/base/rpc"
+        );
     }
 }

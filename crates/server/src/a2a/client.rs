@@ -31,6 +31,17 @@ pub enum ClientError {
     },
 }
 
+/// `scheme://host:port` of `url`, lowercased (`None` if it is not a URL).
+fn origin(url: &str) -> Option<String> {
+    let u = reqwest::Url::parse(url).ok()?;
+    Some(format!(
+        "{}://{}:{}",
+        u.scheme(),
+        u.host_str()?.to_ascii_lowercase(),
+        u.port_or_known_default()?
+    ))
+}
+
 /// A connection to one remote agent's JSON-RPC interface.
 #[derive(Debug)]
 pub struct A2aClient {
@@ -90,6 +101,12 @@ impl A2aClient {
                     "the card at {card_url} offers no JSON-RPC {PROTOCOL_VERSION} interface"
                 ))
             })?;
+        // The token goes only where the card came from.
+        if token.is_some() && origin(&endpoint) != origin(&card_url) {
+            return Err(ClientError::Protocol(format!(
+                "the card at {card_url} names a JSON-RPC URL on another origin ({endpoint}); the token is not sent there"
+            )));
+        }
         Ok(Self {
             http,
             endpoint,

@@ -30,8 +30,8 @@ pub(crate) async fn inject_card(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let base = site.base_url(&req);
-    let card = site.card.resolved(&base);
+    let (root, base) = site.urls(&req);
+    let card = site.card.resolved(&base, &root);
     req.extensions_mut().insert(Card(Arc::new(card)));
     req.extensions_mut().insert(CardSince(site.since));
     next.run(req).await

@@ -255,9 +255,12 @@ fn check_message(m: &mut Message, at: &str, bad: &mut Vec<(String, String)>) {
 }
 
 fn check_url(url: &str, name: &str, bad: &mut Vec<(String, String)>) {
-    let ok = ["http://", "https://"]
-        .iter()
-        .any(|s| url.len() > s.len() && url[..s.len()].eq_ignore_ascii_case(s));
+    let ok = ["http://", "https://"].iter().any(|s| {
+        url.len() > s.len()
+            && url
+                .get(..s.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(s))
+    });
     if !ok {
         bad.push(field(name, "an absolute http(s) URL"));
     }

@@ -43,10 +43,10 @@ pub(crate) struct Site {
 }
 
 impl Site {
-    /// The URL the agent is mounted at, as the client reached it: the public URL if one is
-    /// configured, else the scheme and host of the request (`X-Forwarded-*` honoured); then
-    /// the path the service is nested under.
-    pub(crate) fn base_url(&self, req: &Request) -> String {
+    /// The server's root as the client reaches it — the public URL if one is configured, else
+    /// the scheme and host of the request (`X-Forwarded-*` honoured) — and the URL the agent is
+    /// mounted at (the root, then the path the service is nested under).
+    pub(crate) fn urls(&self, req: &Request) -> (String, String) {
         let inner = req.uri().path();
         let outer = req
             .extensions()
@@ -75,7 +75,8 @@ impl Site {
                 format!("{scheme}://{host}")
             }
         };
-        format!("{origin}{mount}")
+        let base = format!("{origin}{mount}");
+        (origin, base)
     }
 }
 

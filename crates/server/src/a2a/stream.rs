@@ -192,6 +192,11 @@ impl StreamSink {
         Ok(())
     }
 
+    /// Resolves when the client has left (the response is dropped).
+    pub async fn client_gone(&self) {
+        self.tx.closed().await;
+    }
+
     /// Whether the stream has closed (its last event was sent, or the client left).
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire) || self.tx.is_closed()

@@ -266,7 +266,16 @@ impl DuetAgent {
             Accepted::Queued { thread } => (thread, Some(floor)),
             Accepted::Duplicate(settled) => (settled.thread, None),
         };
-        let r = target.task.unwrap_or(TaskRef { thread, session: 1 });
+        let r = match floor {
+            Some(_) => target.task.unwrap_or(TaskRef { thread, session: 1 }),
+            // A message delivered before: its task is the thread's current session (not the
+            // next one this delivery would have opened).
+            None => match self.state.runtime().store().thread_by_id(thread).await {
+                Ok(Some(t)) => TaskRef::current(&t),
+                Ok(None) => TaskRef { thread, session: 1 },
+                Err(e) => return Err(A2aError::internal(e)),
+            },
+        };
         let view = View {
             context: target.context,
             client: self.client,
@@ -325,8 +334,11 @@ impl A2aAgent for DuetAgent {
         if let Some(task) = self.replay(&caller, &req, cx.history_length).await? {
             return Ok(SendMessageResponse::Task(task));
         }
+        let push = self.inline_push(&req).await?;
         let (r, mut view, floor) = self.deliver(&caller, &req).await?;
-        self.inline_push(&caller, &req, r).await?;
+        if let Some(config) = push {
+            self.store_push(&caller, r, config).await?;
+        }
         view.history = cx.history_length;
         let task = if req.return_immediately() {
             follow::read(&self.state, r, &view).await?.1
@@ -342,8 +354,11 @@ impl A2aAgent for DuetAgent {
         cx: Context,
     ) -> Handled<Stream> {
         let caller = Self::caller(&cx)?;
+        let push = self.inline_push(&req).await?;
         let (r, mut view, floor) = self.deliver(&caller, &req).await?;
-        self.inline_push(&caller, &req, r).await?;
+        if let Some(config) = push {
+            self.store_push(&caller, r, config).await?;
+        }
         view.history = cx.history_length;
         self.open(cx, r, view, Some(floor)).await
     }
@@ -419,22 +434,21 @@ impl A2aAgent for DuetAgent {
 }
 
 impl DuetAgent {
-    /// The push config a `SendMessage` carries, stored for the task it joined. Refused (before
-    /// the message is delivered) when its URL may not be used.
+    /// The push config a `SendMessage` carries, checked before the message is delivered (a
+    /// refused URL delivers nothing); stored for the task once the message has one.
     async fn inline_push(
         &self,
-        caller: &Caller,
         req: &SendMessageRequest,
-        r: TaskRef,
-    ) -> Result<(), A2aError> {
+    ) -> Result<Option<TaskPushNotificationConfig>, A2aError> {
         let Some(config) = req
             .configuration
             .as_ref()
             .and_then(|c| c.task_push_notification_config.clone())
         else {
-            return Ok(());
+            return Ok(None);
         };
-        self.put_push(caller, &r.id(), config).await.map(|_| ())
+        self.check_push(&config).await?;
+        Ok(Some(config))
     }
 
     /// A stream of the task: its snapshot first, then its updates until it settles. `new`: the

@@ -167,7 +167,12 @@ pub(crate) async fn stream(
                 sink.status(task.status.clone()).await?;
             }
         }
-        if !wait(&state, &mut changes, r.thread).await {
+        // A client that left ends the following (the task goes on without it).
+        let woke = tokio::select! {
+            woke = wait(&state, &mut changes, r.thread) => woke,
+            () = sink.client_gone() => false,
+        };
+        if !woke {
             return Ok(());
         }
     }

@@ -2,7 +2,7 @@
 //! http(s) URL whose host is public, unless the server allows private targets), and the target
 //! check the sender repeats before every delivery (a name may resolve elsewhere by then).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use duet_runtime::PushConfig;
 
@@ -15,50 +15,56 @@ use crate::a2a::{
 };
 use crate::auth::Caller;
 
-/// Whether `url` may be sent to: `Err` says why not. With `allow_private`, only the scheme and
-/// a host are checked.
-pub(crate) async fn target_allowed(url: &str, allow_private: bool) -> Result<(), String> {
-    let (scheme, rest) = url.split_once("://").ok_or("not an absolute URL")?;
-    if !matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https") {
-        return Err(format!("scheme `{scheme}`: use http or https"));
+/// Where a push may go: the URL as the HTTP client reads it, and — unless private targets are
+/// allowed — the addresses its host resolved to, every one of them public. The sender
+/// connects to exactly those addresses (no second lookup to rebind), and redirects are not
+/// followed.
+#[derive(Debug)]
+pub(crate) struct Target {
+    pub url: reqwest::Url,
+    /// `(host, addresses)` to pin the connection to; `None` for an IP literal or when private
+    /// targets are allowed (nothing to pin).
+    pub pinned: Option<(String, Vec<SocketAddr>)>,
+}
+
+/// Whether `url` may be sent to: `Err` says why not. The URL is parsed as the HTTP client will
+/// parse it (a `\` or `@` trick reads the same to both). With `allow_private`, only the scheme
+/// and a host are checked.
+pub(crate) async fn target_allowed(url: &str, allow_private: bool) -> Result<Target, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("scheme `{}`: use http or https", parsed.scheme()));
     }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let (host, port) = match host_port.strip_prefix('[') {
-        Some(v6) => {
-            let (h, after) = v6.split_once(']').ok_or("an unclosed `[` in the host")?;
-            (h, after.strip_prefix(':'))
-        }
-        None => match host_port.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (host_port, None),
-        },
-    };
-    if host.is_empty() {
-        return Err("no host".into());
-    }
-    let port: u16 = match port {
-        Some(p) => p.parse().map_err(|_| format!("port `{p}`"))?,
-        None if scheme.eq_ignore_ascii_case("https") => 443,
-        None => 80,
-    };
+    let host = parsed.host().ok_or("no host")?;
+    let port = parsed.port_or_known_default().ok_or("no port")?;
     if allow_private {
-        return Ok(());
+        return Ok(Target {
+            url: parsed,
+            pinned: None,
+        });
     }
-    let addresses: Vec<IpAddr> = match host.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|e| format!("cannot resolve `{host}`: {e}"))?
-            .map(|a| a.ip())
-            .collect(),
+    let (name, addresses): (Option<String>, Vec<SocketAddr>) = match host {
+        url::Host::Ipv4(ip) => (None, vec![SocketAddr::new(IpAddr::V4(ip), port)]),
+        url::Host::Ipv6(ip) => (None, vec![SocketAddr::new(IpAddr::V6(ip), port)]),
+        url::Host::Domain(d) => {
+            let found: Vec<SocketAddr> = tokio::net::lookup_host((d, port))
+                .await
+                .map_err(|e| format!("cannot resolve `{d}`: {e}"))?
+                .collect();
+            (Some(d.to_owned()), found)
+        }
     };
-    match addresses.iter().find(|ip| !public(ip)) {
-        Some(ip) => Err(format!(
-            "`{host}` is {ip}, a private, loopback or link-local address (the server allows those only with --allow-private-push)"
+    let shown = name.clone().unwrap_or_else(|| host.to_string());
+    match addresses.iter().find(|a| !public(&a.ip())) {
+        Some(a) => Err(format!(
+            "`{shown}` is {}, a private, loopback or link-local address (the server allows those only with --allow-private-push)",
+            a.ip()
         )),
-        None if addresses.is_empty() => Err(format!("`{host}` resolves to nothing")),
-        None => Ok(()),
+        None if addresses.is_empty() => Err(format!("`{shown}` resolves to nothing")),
+        None => Ok(Target {
+            pinned: name.map(|n| (n, addresses)),
+            url: parsed,
+        }),
     }
 }
 
@@ -101,13 +107,32 @@ impl DuetAgent {
         task_id: &str,
         req: TaskPushNotificationConfig,
     ) -> Handled<TaskPushNotificationConfig> {
-        let (t, r) = self.find(caller, task_id).await?;
-        if let Err(why) = target_allowed(&req.url, self.state.options().allow_private_push).await {
-            return Err(A2aError::invalid_params(
+        let (_, r) = self.find(caller, task_id).await?;
+        self.check_push(&req).await?;
+        self.store_push(caller, r, req).await
+    }
+
+    /// Refuses a config whose URL may not be used.
+    pub(crate) async fn check_push(
+        &self,
+        req: &TaskPushNotificationConfig,
+    ) -> Result<(), A2aError> {
+        match target_allowed(&req.url, self.state.options().allow_private_push).await {
+            Ok(_) => Ok(()),
+            Err(why) => Err(A2aError::invalid_params(
                 format!("the push URL cannot be used: {why}"),
                 vec![("url".into(), why)],
-            ));
+            )),
         }
+    }
+
+    /// Stores a checked config for task `r`.
+    pub(crate) async fn store_push(
+        &self,
+        caller: &Caller,
+        r: TaskRef,
+        req: TaskPushNotificationConfig,
+    ) -> Handled<TaskPushNotificationConfig> {
         let id = req
             .id
             .clone()
@@ -117,7 +142,7 @@ impl DuetAgent {
             None => (None, None),
         };
         let config = PushConfig {
-            thread: t.id,
+            thread: r.thread,
             session: r.session,
             id,
             url: req.url.clone(),
@@ -250,6 +275,8 @@ mod tests {
             "http://0.0.0.0/",
             "ftp://example.com/",
             "http:///nohost",
+            "http://169.254.169.254\\@example.com/",
+            "http://127.0.0.1#@example.com/",
         ] {
             assert!(target_allowed(url, false).await.is_err(), "{url}");
         }

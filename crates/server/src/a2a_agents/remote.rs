@@ -147,7 +147,9 @@ impl Handler for RemoteAgent {
             }
             SendMessageResponse::Task(t) => self.settle(client, t).await?,
         };
-        state.set_value(TASK, Some(task.id.clone().into()));
+        // An ended remote task takes no more messages: the child's next session starts another.
+        let open = !task.status.state.is_terminal();
+        state.set_value(TASK, open.then(|| task.id.clone().into()));
         state.set_value(CONTEXT, Some(task.context_id.clone().into()));
         match task.status.state {
             TaskState::InputRequired | TaskState::AuthRequired => {

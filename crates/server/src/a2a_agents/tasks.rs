@@ -131,6 +131,10 @@ pub(crate) fn state(t: &Thread, session: i64, facts: &SessionFacts) -> TaskState
     if let Some((reason, _)) = &facts.ended {
         return ended(*reason);
     }
+    // Terminated before the session ended (or even opened): canceled.
+    if t.status == ThreadStatus::Terminated {
+        return TaskState::Canceled;
+    }
     if session < t.session {
         return TaskState::Completed;
     }
@@ -147,7 +151,9 @@ pub(crate) fn state(t: &Thread, session: i64, facts: &SessionFacts) -> TaskState
 
 /// The state of `t`'s current session, from the thread alone (no journal read).
 pub(crate) fn current_state(t: &Thread) -> TaskState {
-    if t.status != ThreadStatus::Terminated && !t.session_open && t.session > 0 {
+    // A session that ended keeps its end, even on a thread terminated since (as the journal
+    // has it).
+    if !t.session_open && t.session > 0 && t.stop_reason.is_some() {
         return t.stop_reason.map_or(TaskState::Completed, ended);
     }
     open_state(t)
