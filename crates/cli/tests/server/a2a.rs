@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Server, Sse, options, send};
+use crate::harness::{Server, Sse, options, send, until};
 use crate::support;
 
 /// A JSON-RPC call to `/a2a/{agent}`: the `result`, or the `error`.
@@ -238,31 +238,13 @@ async fn an_orchestrator_waiting_on_its_gate_stays_working_until_the_person_answ
         let id = task["id"].as_str().expect("an id").to_owned();
         let context = task["contextId"].as_str().expect("a context").to_owned();
         // Follow the thread until it waits on its gate, then the gate until it asks.
-        let mut events = server
-            .events(&format!("/threads/{context}/events"), &alice, None)
-            .await;
-        while let Some(e) = events.next().await {
-            if e.event == "status" && e.data["status"] == "waiting" {
-                break;
-            }
-        }
+        until(&server, &alice, &context, "waiting").await;
         let (_, parent) = server.get(&format!("/threads/{context}"), &alice).await;
         let child = parent["children"][0]["key"]
             .as_str()
             .expect("the gate's thread")
             .to_owned();
-        let mut events = server
-            .events(
-                &format!("/threads/{}/events", crate::harness::seg(&child)),
-                &alice,
-                None,
-            )
-            .await;
-        while let Some(e) = events.next().await {
-            if e.event == "status" && e.data["status"] == "awaiting_human" {
-                break;
-            }
-        }
+        until(&server, &alice, &child, "awaiting_human").await;
         let now = rpc(
             &server,
             "orchestrator",
@@ -346,14 +328,7 @@ async fn a_client_leaving_a_stream_does_not_stop_the_task() {
             .as_str()
             .expect("a context")
             .to_owned();
-        let mut events = server
-            .events(&format!("/threads/{context}/events"), &alice, None)
-            .await;
-        while let Some(e) = events.next().await {
-            if e.event == "status" && e.data["status"] == "awaiting_human" {
-                break;
-            }
-        }
+        until(&server, &alice, &context, "awaiting_human").await;
         let now = rpc(
             &server,
             "approval_gate",

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use crate::harness::{Server, options, seg};
+use crate::harness::{Server, options, until};
 use crate::support;
 
 /// A project whose `boss` composes `remote_gate`, the approval gate served at `remote`.
@@ -28,19 +28,6 @@ fn project(remote: &str) -> support::Scratch {
         "name: boss_demo\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls:\n      - name: subagent_create\n        arguments: { agent: approval, name: deploy, message: \"Approve deploying v2 tonight?\", attachments: [] }\n  - text: \"The remote approver decided; going ahead.\"\n",
     );
     p
-}
-
-/// Follows `key`'s events on `server` until its status is `status`.
-async fn until(server: &Server, token: &str, key: &str, status: &str) {
-    let mut events = server
-        .events(&format!("/threads/{}/events", seg(key)), token, None)
-        .await;
-    while let Some(e) = events.next().await {
-        if e.event == "status" && e.data["status"] == status {
-            return;
-        }
-    }
-    panic!("the events of {key} ended before it was {status}");
 }
 
 #[tokio::test]

@@ -123,6 +123,20 @@ impl Drop for Server {
     }
 }
 
+/// Follows `key`'s events on `server` until its status is `status` (the stream's first status
+/// event reflects the thread as it is).
+pub async fn until(server: &Server, token: &str, key: &str, status: &str) {
+    let mut events = server
+        .events(&format!("/threads/{}/events", seg(key)), token, None)
+        .await;
+    while let Some(e) = events.next().await {
+        if e.event == "status" && e.data["status"] == status {
+            return;
+        }
+    }
+    panic!("the events of {key} ended before it was {status}");
+}
+
 /// A JSON-RPC A2A call to `/a2a/{agent}` as `token`: the whole response body (HTTP 200).
 pub async fn a2a(server: &Server, agent: &str, token: &str, method: &str, params: Value) -> Value {
     let (status, body) = send(
