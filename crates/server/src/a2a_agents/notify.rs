@@ -6,7 +6,10 @@
 use std::time::Duration;
 
 use duet_runtime::PushConfig;
-use futures::StreamExt;
+use std::collections::BTreeSet;
+
+use duet_runtime::{FeedEvent, ThreadId};
+use futures::{FutureExt, StreamExt};
 
 use super::follow;
 use super::push::{Target, target_allowed};
@@ -38,24 +41,49 @@ async fn notifier(state: AppState) {
     let every = state.options().recover_every.max(Duration::from_millis(50));
     let closing = state.closing().clone();
     let mut changes = state.runtime().store().changes();
+    // The first pass, every tick and a resync look at every config; a change, only at the
+    // configs of the threads it names (and every change already waiting is taken with it).
+    let mut only: Option<BTreeSet<ThreadId>> = None;
     loop {
-        if let Err(e) = pass(&state).await {
+        if let Err(e) = pass(&state, only.as_ref()).await {
             tracing::warn!(error = %e, "push notifier: a pass failed; trying again");
         }
-        tokio::select! {
+        let first = tokio::select! {
             () = closing.cancelled() => return,
-            _ = changes.next() => {}
-            () = tokio::time::sleep(every) => {}
-        }
+            event = changes.next() => event,
+            () = tokio::time::sleep(every) => None,
+        };
+        only = match first {
+            None => None,
+            Some(event) => {
+                let mut threads = BTreeSet::new();
+                let mut all = false;
+                let mut next = Some(event);
+                while let Some(event) = next {
+                    match event {
+                        FeedEvent::Changed(c) => {
+                            threads.insert(c.thread);
+                        }
+                        FeedEvent::Resync => all = true,
+                    }
+                    next = changes.next().now_or_never().flatten();
+                }
+                (!all).then_some(threads)
+            }
+        };
     }
 }
 
-/// One look at every config: what each task did since its watermark goes in the outbox.
-async fn pass(state: &AppState) -> Result<(), String> {
+/// One look at every config (or those of the threads in `only`): what each task did since its
+/// watermark goes in the outbox.
+async fn pass(state: &AppState, only: Option<&BTreeSet<ThreadId>>) -> Result<(), String> {
     let store = state.runtime().store();
     let configs = store.all_push_configs().await.map_err(|e| e.to_string())?;
     let mut queued = false;
     for c in configs {
+        if only.is_some_and(|o| !o.contains(&c.thread)) {
+            continue;
+        }
         match updates(state, &c).await {
             Ok(Some((to, task_state, bodies, done))) => {
                 let now = state.runtime().now_ms();
@@ -87,6 +115,15 @@ async fn updates(
         thread: c.thread,
         session: c.session,
     };
+    // Nothing new (one row read, no journal): the thread has not moved past the watermark and
+    // its state is the one last told.
+    if let Ok(Some(t)) = state.runtime().store().thread_by_id(c.thread).await
+        && t.next_seq - 1 <= c.watermark
+        && t.session == c.session
+        && c.last_state.as_deref() == Some(super::tasks::current_state(&t).as_str())
+    {
+        return Ok(None);
+    }
     let view = View {
         context: String::new(),
         client: duet_runtime::SideId::B,
