@@ -11,6 +11,9 @@
 //! (a) 1,000 approval-gate threads created and parked (`POST /threads?wait=true`), then each
 //!     answered through `POST /approvals/{id}?wait=true` (park → answer → settled), `BENCH_
 //!     CONCURRENCY` (default 8) requests at a time: answered approvals/s and latency p50/p99;
+//! (a2) the same over A2A (JSON-RPC `SendMessage` to `/a2a/gate`, blocking): 1,000 tasks asked
+//!     and answered with their `taskId`, `BENCH_CONCURRENCY` at a time, then 200 one at a time:
+//!     answered tasks/s and answer→`COMPLETED` latency;
 //! (b) `BENCH_SERVER_PARKED` (default 100,000) parked threads: the server process's RSS as they
 //!     accumulate (it must stay flat: a parked thread holds no memory).
 
@@ -70,6 +73,46 @@ impl Client {
         )
     }
 
+    /// A blocking A2A `SendMessage` to the gate: the task.
+    async fn a2a(&self, message: Value) -> Value {
+        let body: Value = self
+            .http
+            .post(format!("{}/a2a/gate", self.base))
+            .bearer_auth(&self.token)
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}))
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json");
+        assert!(body.get("error").is_none(), "{body}");
+        body["result"]["task"].clone()
+    }
+
+    /// Asks the gate over A2A (the task waits for input), then answers it with its `taskId`:
+    /// how long the answer took to come back `COMPLETED`.
+    async fn a2a_round(&self, n: usize) -> Duration {
+        let asked = self
+            .a2a(json!({"messageId": format!("ask-{n}"), "role": "ROLE_USER",
+                "parts": [{"text": "Change the firewall?"}]}))
+            .await;
+        assert_eq!(
+            asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{asked}"
+        );
+        let start = Instant::now();
+        let done = self
+            .a2a(
+                json!({"messageId": format!("answer-{n}"), "role": "ROLE_USER",
+                "taskId": asked["id"], "parts": [{"text": "approved"}]}),
+            )
+            .await;
+        assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+        start.elapsed()
+    }
+
     /// Answers `approval` and waits until its thread settled: how long it took.
     async fn answer(&self, approval: &str) -> Duration {
         let start = Instant::now();
@@ -111,7 +154,10 @@ async fn run() {
         .await
         .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let options = duet_server::Options::default();
+    let options = duet_server::Options {
+        default_agent: Some("gate".into()),
+        ..duet_server::Options::default()
+    };
     tokio::spawn(duet_server::serve(
         runtime,
         options,
@@ -177,6 +223,36 @@ async fn run() {
     single.sort();
     println!(
         "    one at a time: answer→settled p50 {:.2} ms, p99 {:.2} ms",
+        ms(percentile(&single, 0.5)),
+        ms(percentile(&single, 0.99))
+    );
+
+    // (a2) the same over A2A.
+    let start = Instant::now();
+    let mut rounds: Vec<Duration> = futures::stream::iter(0..n)
+        .map(|i| {
+            let c = client.clone();
+            async move { c.a2a_round(i).await }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let took = start.elapsed();
+    rounds.sort();
+    println!(
+        "(a2) over A2A: {n} tasks asked and answered in {:.0} ms = {:.0} answered tasks/s; answer→COMPLETED p50 {:.2} ms, p99 {:.2} ms",
+        ms(took),
+        n as f64 / took.as_secs_f64(),
+        ms(percentile(&rounds, 0.5)),
+        ms(percentile(&rounds, 0.99))
+    );
+    let mut single = Vec::new();
+    for i in 0..200 {
+        single.push(client.a2a_round(n + i).await);
+    }
+    single.sort();
+    println!(
+        "     one at a time: answer→COMPLETED p50 {:.2} ms, p99 {:.2} ms",
         ms(percentile(&single, 0.5)),
         ms(percentile(&single, 0.99))
     );

@@ -72,6 +72,8 @@ struct Shared {
     epoch: String,
     /// Wakes the push sender when the outbox has something new.
     push: tokio::sync::Notify,
+    /// Wakes the push notifier when a config was made here.
+    push_configs: tokio::sync::Notify,
 }
 
 impl AppState {
@@ -85,12 +87,23 @@ impl AppState {
             closing: CancellationToken::new(),
             epoch: uuid::Uuid::now_v7().to_string(),
             push: tokio::sync::Notify::new(),
+            push_configs: tokio::sync::Notify::new(),
         }))
     }
 
     /// Tells the push sender the outbox has something new.
     pub(crate) fn push_wake(&self) {
         self.0.push.notify_one();
+    }
+
+    /// Tells the push notifier a config was made (it looks at every config at once).
+    pub(crate) fn push_config_added(&self) {
+        self.0.push_configs.notify_one();
+    }
+
+    /// Resolves when [`Self::push_config_added`] was called.
+    pub(crate) async fn push_configs_changed(&self) {
+        self.0.push_configs.notified().await;
     }
 
     /// Resolves when [`Self::push_wake`] was called (since the last time this resolved).

@@ -41,15 +41,27 @@ async fn notifier(state: AppState) {
     let every = state.options().recover_every.max(Duration::from_millis(50));
     let closing = state.closing().clone();
     let mut changes = state.runtime().store().changes();
-    // The first pass, every tick and a resync look at every config; a change, only at the
-    // configs of the threads it names (and every change already waiting is taken with it).
+    // The threads with configs, as the last full pass found them. A change to any other thread
+    // costs nothing here (no query); a config made on this process asks for a full pass at
+    // once, one made on another is found at the next tick (its updates are caught up from its
+    // watermark, so that is a delay, never a loss).
+    let mut watched: BTreeSet<ThreadId> = BTreeSet::new();
     let mut only: Option<BTreeSet<ThreadId>> = None;
     loop {
-        if let Err(e) = pass(&state, only.as_ref()).await {
-            tracing::warn!(error = %e, "push notifier: a pass failed; trying again");
+        let due = match &only {
+            None => true,
+            Some(threads) => threads.iter().any(|t| watched.contains(t)),
+        };
+        if due {
+            match pass(&state, only.as_ref()).await {
+                Ok(Some(all)) => watched = all,
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "push notifier: a pass failed; trying again"),
+            }
         }
         let first = tokio::select! {
             () = closing.cancelled() => return,
+            () = state.push_configs_changed() => None,
             event = changes.next() => event,
             () = tokio::time::sleep(every) => None,
         };
@@ -75,10 +87,16 @@ async fn notifier(state: AppState) {
 }
 
 /// One look at every config (or those of the threads in `only`): what each task did since its
-/// watermark goes in the outbox.
-async fn pass(state: &AppState, only: Option<&BTreeSet<ThreadId>>) -> Result<(), String> {
+/// watermark goes in the outbox. A full pass says which threads have configs.
+async fn pass(
+    state: &AppState,
+    only: Option<&BTreeSet<ThreadId>>,
+) -> Result<Option<BTreeSet<ThreadId>>, String> {
     let store = state.runtime().store();
     let configs = store.all_push_configs().await.map_err(|e| e.to_string())?;
+    let found = only
+        .is_none()
+        .then(|| configs.iter().map(|c| c.thread).collect());
     let mut queued = false;
     for c in configs {
         if only.is_some_and(|o| !o.contains(&c.thread)) {
@@ -102,7 +120,7 @@ async fn pass(state: &AppState, only: Option<&BTreeSet<ThreadId>>) -> Result<(),
     if queued {
         state.push_wake();
     }
-    Ok(())
+    Ok(found)
 }
 
 /// What config `c` has not been told: the watermark to move to, the task's state, the events,

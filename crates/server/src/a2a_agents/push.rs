@@ -163,7 +163,7 @@ impl DuetAgent {
             .put_push_config(&config)
             .await
             .map_err(A2aError::internal)?;
-        self.state.push_wake();
+        self.state.push_config_added();
         Ok(view(&config, r))
     }
 
