@@ -1,6 +1,7 @@
 //! How a session's end reads over A2A, on both backends: `sessionFail` is `TASK_STATE_FAILED`
 //! with the reason as the status message; a message sent while the task works joins the same
-//! task (queued as a follow-up), not a refusal.
+//! task (queued as a follow-up), not a refusal; a context holds a task per session, listed
+//! newest first, filtered and paged.
 
 use serde_json::{Value, json};
 
@@ -112,6 +113,136 @@ async fn a_message_to_a_working_task_joins_it() {
         assert_eq!(
             task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
             "{joined}"
+        );
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_context_holds_one_task_per_session() {
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let ask = |id: &str, text: &str| {
+            let mut m = message(id, text);
+            m["message"]["contextId"] = json!("ops-7");
+            m
+        };
+        let first = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "SendMessage",
+            ask("c-1", "Rotate?"),
+        )
+        .await;
+        let one = first["result"]["task"]["id"].clone();
+        let mut answer = message("c-2", "approved");
+        answer["message"]["taskId"] = one.clone();
+        let done = rpc(&server, "approval_gate", &alice, "SendMessage", answer).await;
+        assert_eq!(
+            done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{done}"
+        );
+        let between = done["result"]["task"]["status"]["timestamp"].clone();
+        // A new message in the same context, without a task id: the thread's next session.
+        let second = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "SendMessage",
+            ask("c-3", "Reboot?"),
+        )
+        .await;
+        let two = second["result"]["task"]["id"].clone();
+        assert_ne!(two, one, "{second}");
+        assert_eq!(second["result"]["task"]["contextId"], "ops-7");
+        // The example's scripted model answers one session per thread: the second's step
+        // fails, which is a FAILED task (its error the status message).
+        assert_eq!(
+            second["result"]["task"]["status"]["state"], "TASK_STATE_FAILED",
+            "{second}"
+        );
+        let why = second["result"]["task"]["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(why.contains("script exhausted"), "{second}");
+
+        let listed = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "ListTasks",
+            json!({"contextId": "ops-7"}),
+        )
+        .await;
+        let ids: Vec<&Value> = listed["result"]["tasks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| &t["id"])
+            .collect();
+        assert_eq!(ids, [&two, &one], "newest first: {listed}");
+        assert_eq!(listed["result"]["totalSize"], 2);
+        let done_only = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "ListTasks",
+            json!({"contextId": "ops-7", "status": "TASK_STATE_COMPLETED"}),
+        )
+        .await;
+        assert_eq!(done_only["result"]["tasks"][0]["id"], one, "{done_only}");
+        assert_eq!(done_only["result"]["totalSize"], 1, "{done_only}");
+        let paged = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "ListTasks",
+            json!({"contextId": "ops-7", "pageSize": 1}),
+        )
+        .await;
+        assert_eq!(paged["result"]["tasks"][0]["id"], two, "{paged}");
+        let token = paged["result"]["nextPageToken"].clone();
+        assert_ne!(token, json!(""), "{paged}");
+        let rest = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "ListTasks",
+            json!({"contextId": "ops-7", "pageSize": 1, "pageToken": token}),
+        )
+        .await;
+        assert_eq!(rest["result"]["tasks"][0]["id"], one, "{rest}");
+        assert_eq!(rest["result"]["nextPageToken"], "", "the last page: {rest}");
+        // The first task ended before `between`... so only the second changed after it.
+        let after = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "ListTasks",
+            json!({"contextId": "ops-7", "statusTimestampAfter": between}),
+        )
+        .await;
+        let recent: Vec<&Value> = after["result"]["tasks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| &t["id"])
+            .collect();
+        assert_eq!(recent, [&two], "{after}");
+        // The first task is still there to read, and takes no more messages.
+        let old = rpc(
+            &server,
+            "approval_gate",
+            &alice,
+            "GetTask",
+            json!({"id": one}),
+        )
+        .await;
+        assert_eq!(
+            old["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{old}"
         );
         server.stop().await;
     }

@@ -20,8 +20,10 @@ pub(crate) async fn tasks(
     cx: &Context,
 ) -> Handled<ListTasksResponse> {
     let after = req.status_after().map(|t| t.timestamp_millis());
-    let matches = |t: &Thread, task_state| {
-        req.status.is_none_or(|s| s == task_state) && after.is_none_or(|a| t.updated_at > a)
+    // A task's status time: its thread's last change for the current session, its last
+    // entry's for an earlier one.
+    let matches = |task_state, at: i64| {
+        req.status.is_none_or(|s| s == task_state) && after.is_none_or(|a| at > a)
     };
     let bad_token = || {
         A2aError::invalid_params(
@@ -65,7 +67,12 @@ pub(crate) async fn tasks(
             let facts = tasks::facts(store.as_ref(), t.id, session)
                 .await
                 .map_err(A2aError::internal)?;
-            if !matches(&t, tasks::state(&t, session, &facts)) {
+            let at = if session == t.session {
+                t.updated_at
+            } else {
+                facts.last_at
+            };
+            if !matches(tasks::state(&t, session, &facts), at) {
                 continue;
             }
             total += 1;
@@ -109,7 +116,7 @@ pub(crate) async fn tasks(
             };
             for t in &batch {
                 let r = TaskRef::current(t);
-                if !matches(t, tasks::current_state(t)) {
+                if !matches(tasks::current_state(t), t.updated_at) {
                     continue;
                 }
                 total += 1;
