@@ -257,9 +257,7 @@ pub(crate) fn side_a_schema(project: &duet_spec::Project, agent: &AgentDef) -> s
 /// The queued message for an inbound text: written by the agent's human side (it counts as that
 /// side's turn), or, for an agent without one, as `user` (side B's authorship) so side A acts.
 pub(crate) fn inbound(agent: &AgentDef, text: &str) -> NewQueued {
-    let human = [SideId::B, SideId::A]
-        .into_iter()
-        .find(|s| side(agent, *s).is_human());
+    let human = agent.human_side();
     let side = human.unwrap_or(SideId::B);
     NewQueued {
         human: human.is_some(),

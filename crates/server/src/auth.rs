@@ -115,6 +115,19 @@ impl Caller {
         }
     }
 
+    /// The caller a thread's owner (canonical JSON; `None`: an admin or no auth) would be, to
+    /// name its threads as it does.
+    pub(crate) fn owner(canonical: Option<&str>) -> Self {
+        match canonical {
+            Some(c) => Caller {
+                principal: Some(principal(&Caller::author_name(c))),
+                canonical: Some(c.to_owned()),
+                admin: false,
+            },
+            None => Caller::anonymous(),
+        }
+    }
+
     fn of(key: &ApiKey) -> Self {
         let p = principal(&key.principal);
         Caller {

@@ -73,6 +73,14 @@ impl AgentDef {
     pub fn side(&self, id: SideId) -> &Side {
         &self.sides[id]
     }
+
+    /// The side a person takes, B looked at first: the side an inbound message is written
+    /// as (and, without one, side B's authorship is used).
+    pub fn human_side(&self) -> Option<SideId> {
+        [SideId::B, SideId::A]
+            .into_iter()
+            .find(|s| self.side(*s).is_human())
+    }
 }
 
 /// One value per side of an agent: `a` and `b`, also indexed by [`SideId`].

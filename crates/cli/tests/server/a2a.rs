@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Server, Sse, options, send, until};
+use crate::harness::{Server, Sse, a2a_message as message, options, send, until};
 use crate::support;
 
 /// A JSON-RPC call to `/a2a/{agent}`: the `result`, or the `error`.
@@ -35,10 +35,6 @@ async fn stream(server: &Server, agent: &str, token: &str, method: &str, params:
         .expect("a stream");
     assert_eq!(resp.status(), 200);
     Sse::new(resp)
-}
-
-fn message(id: &str, text: &str) -> Value {
-    json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}})
 }
 
 fn state(task: &Value) -> &str {

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Server, options};
+use crate::harness::{Server, a2a_message as message, options};
 use crate::support;
 
 /// A project with `quitter` (side A's model fails the session at once) and `slow` (side A's
@@ -45,10 +45,6 @@ fn project() -> support::Scratch {
 
 async fn rpc(server: &Server, agent: &str, token: &str, method: &str, params: Value) -> Value {
     crate::harness::a2a(server, agent, token, method, params).await
-}
-
-fn message(id: &str, text: &str) -> Value {
-    json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}})
 }
 
 #[tokio::test]

@@ -137,6 +137,11 @@ pub async fn until(server: &Server, token: &str, key: &str, status: &str) {
     panic!("the events of {key} ended before it was {status}");
 }
 
+/// `SendMessage` params: a user message `id` saying `text`.
+pub fn a2a_message(id: &str, text: &str) -> Value {
+    serde_json::json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
 /// A JSON-RPC A2A call to `/a2a/{agent}` as `token`: the whole response body (HTTP 200).
 pub async fn a2a(server: &Server, agent: &str, token: &str, method: &str, params: Value) -> Value {
     let (status, body) = send(

@@ -46,9 +46,17 @@ pub struct Stream {
 enum Frame {
     Event(Box<StreamResponse>),
     Error(A2aError),
-    /// The stream is over (its last event was sent): the response ends here, whatever the
+}
+
+impl Frame {
+    /// Whether the response ends after this frame (its last event, or an error), whatever the
     /// body still does.
-    End,
+    fn last(&self) -> bool {
+        match self {
+            Frame::Event(e) => closes_after(e),
+            Frame::Error(_) => true,
+        }
+    }
 }
 
 impl StreamBuilder {
@@ -187,7 +195,6 @@ impl StreamSink {
         }
         if last {
             self.closed.store(true, Ordering::Release);
-            let _ = self.tx.send(Frame::End).await;
         }
         Ok(())
     }
@@ -224,18 +231,20 @@ impl Stream {
         let first = match self.rx.recv().await {
             Some(Frame::Event(e)) => Frame::Event(e),
             Some(Frame::Error(e)) => return Err(e),
-            None | Some(Frame::End) => {
+            None => {
                 return Err(A2aError::invalid_agent_response(
                     "the stream ended before its first event",
                 ));
             }
         };
         let binding = self.binding;
-        let rest = futures::stream::unfold(self.rx, |mut rx| async move {
-            match rx.recv().await {
-                None | Some(Frame::End) => None,
-                Some(f) => Some((f, rx)),
-            }
+        // Nothing after the last frame is read: the response ends there.
+        let rx = (!first.last()).then_some(self.rx);
+        let rest = futures::stream::unfold(rx, |rx| async move {
+            let mut rx = rx?;
+            let frame = rx.recv().await?;
+            let more = (!frame.last()).then_some(rx);
+            Some((frame, more))
         });
         let events = futures::stream::once(async move { first })
             .chain(rest)
@@ -269,7 +278,6 @@ fn frame_event(binding: &Binding, frame: Frame) -> Event {
             (serde_json::to_value(*e).unwrap_or(Value::Null), false)
         }
         (Binding::Rest, Frame::Error(e)) => (e.to_rest(), true),
-        (_, Frame::End) => (Value::Null, false),
     };
     let event = Event::default().data(data.to_string());
     if error { event.event("error") } else { event }

@@ -97,15 +97,10 @@ pub(crate) fn card(def: &AgentDef, auth: bool) -> AgentCard {
     if auth { card.with_bearer_auth() } else { card }
 }
 
-/// The side an A2A client plays: the human side (B first), else B.
+/// The side an A2A client plays: the side inbound messages are written as (the human side, B
+/// first; else B).
 pub(crate) fn client_side(def: &AgentDef) -> SideId {
-    [SideId::B, SideId::A]
-        .into_iter()
-        .find(|s| match s {
-            SideId::A => def.sides.a.is_human(),
-            SideId::B => def.sides.b.is_human(),
-        })
-        .unwrap_or(SideId::B)
+    def.human_side().unwrap_or(SideId::B)
 }
 
 /// The server's API-key auth in front of an A2A agent: the caller is recorded for the handler;

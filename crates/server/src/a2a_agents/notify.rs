@@ -15,7 +15,7 @@ use super::follow;
 use super::push::{Target, target_allowed};
 use super::tasks::{TaskRef, View};
 use crate::a2a::{
-    Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
+    A2aError, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
 };
 use crate::app::AppState;
@@ -128,37 +128,39 @@ async fn pass(
 async fn updates(
     state: &AppState,
     c: &PushConfig,
-) -> Result<Option<(i64, TaskState, Vec<String>, bool)>, crate::a2a::A2aError> {
+) -> Result<Option<(i64, TaskState, Vec<String>, bool)>, A2aError> {
     let r = TaskRef {
         thread: c.thread,
         session: c.session,
     };
     // Nothing new (one row read, no journal): the thread has not moved past the watermark and
     // its state is the one last told.
-    if let Ok(Some(t)) = state.runtime().store().thread_by_id(c.thread).await
-        && t.next_seq - 1 <= c.watermark
+    let Some(t) = state
+        .runtime()
+        .store()
+        .thread_by_id(c.thread)
+        .await
+        .map_err(A2aError::internal)?
+    else {
+        return Err(A2aError::task_not_found(&r.id()));
+    };
+    if t.next_seq - 1 <= c.watermark
         && t.session == c.session
         && c.last_state.as_deref() == Some(super::tasks::current_state(&t).as_str())
     {
         return Ok(None);
     }
-    let view = View {
-        context: String::new(),
-        client: duet_runtime::SideId::B,
-        history: usize::MAX,
-        artifacts: true,
-    };
-    let (t, _, _) = follow::read(state, r, &view).await?;
-    let agent = state
+    let client = state
         .runtime()
         .project()
         .agents
         .get(&t.agent)
-        .map(|a| super::client_side(&a.def));
+        .map_or(duet_runtime::SideId::B, |a| super::client_side(&a.def));
     let view = View {
-        context: context_of(c, &t.key),
-        client: agent.unwrap_or(duet_runtime::SideId::B),
-        ..view
+        context: Caller::owner(c.principal.as_deref()).visible_key(&t.key),
+        client,
+        history: usize::MAX,
+        artifacts: true,
     };
     let (_, task, last_seq) = follow::read(state, r, &view).await?;
     let s = task.status.state;
@@ -220,17 +222,6 @@ fn status_event(task: &Task, status: TaskStatus) -> StreamResponse {
         status,
         metadata: None,
     })
-}
-
-/// The context id the config's owner knows the thread by.
-fn context_of(c: &PushConfig, stored: &str) -> String {
-    match &c.principal {
-        Some(p) => {
-            let prefix = format!("{}/", Caller::author_name(p));
-            stored.strip_prefix(&prefix).unwrap_or(stored).to_owned()
-        }
-        None => stored.to_owned(),
-    }
 }
 
 /// Sends what is due, whenever the notifier queued something (and every recovery period, for
