@@ -324,7 +324,23 @@ async fn a_client_leaving_a_stream_does_not_stop_the_task() {
             .as_str()
             .expect("a context")
             .to_owned();
-        until(&server, &alice, &context, "awaiting_human").await;
+        // Until the run settles either way: an aborted run would leave it idle (with a stop
+        // reason), not asking. (A new thread is idle with none before its run starts.)
+        let mut events = server
+            .events(&format!("/threads/{context}/events"), &alice, None)
+            .await;
+        while let Some(e) = events.next().await {
+            let settled = e.data["status"] == "awaiting_human"
+                || (e.data["status"] == "idle" && !e.data["stopReason"].is_null());
+            if e.event == "status" && settled {
+                assert_eq!(
+                    e.data["status"], "awaiting_human",
+                    "the run went on: {:?}",
+                    e.data
+                );
+                break;
+            }
+        }
         let now = rpc(
             &server,
             "approval_gate",
