@@ -56,10 +56,10 @@ pub use model::{
 };
 pub use record::{Record, RecordBody};
 pub use store::{
-    Answer, ApiKey, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,
-    FirstAnswer, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore, NewThread, ParentFilter,
-    PushConfig, PushDelivery, PushStore, QueueStore, RegistryStore, Renewal, Store, StoreError,
-    ThreadQuery, ThreadStore,
+    Answer, Answered, AnsweredQuery, ApiKey, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
+    CommitStore, FeedEvent, FirstAnswer, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore,
+    NewThread, ParentFilter, PushConfig, PushDelivery, PushStore, QueueStore, RegistryStore,
+    Renewal, Store, StoreError, ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{

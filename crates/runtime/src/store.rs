@@ -27,7 +27,7 @@ pub use journal::{JournalEntry, JournalStore};
 pub use keys::{ApiKey, KeyStore};
 pub use leases::{Lease, LeaseStore, Renewal};
 pub use push::{PushConfig, PushDelivery, PushStore};
-pub use queue::{Answer, FirstAnswer, QueueStore};
+pub use queue::{Answer, Answered, AnsweredQuery, FirstAnswer, QueueStore};
 pub use registry::RegistryStore;
 pub use threads::{NewThread, ParentFilter, ThreadQuery, ThreadStore};
 

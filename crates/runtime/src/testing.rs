@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use uuid::Uuid;
 
+mod answers;
 mod keys;
 mod push;
 mod reads;
@@ -43,6 +44,8 @@ struct State {
     children: HashMap<ThreadId, Child>,
     /// API keys with the hash they are found by.
     keys: Vec<(String, crate::store::ApiKey)>,
+    /// Browser sign-ins: hash → (the key's hash, expires at).
+    sign_ins: HashMap<String, (String, i64)>,
     /// The answers parks got: (thread, park) → the answer.
     answers: HashMap<(ThreadId, Park), FirstAnswer>,
     /// Push configs, and the outbox (id → notification, next due time, given up).
@@ -344,6 +347,13 @@ impl QueueStore for MemoryStore {
             .row(id)
             .map(|r| r.queue.values().cloned().collect())
             .unwrap_or_default())
+    }
+
+    async fn answered(
+        &self,
+        query: &crate::store::AnsweredQuery<'_>,
+    ) -> Result<Vec<crate::store::Answered>, StoreError> {
+        Ok(answers::answered(&self.state(), query))
     }
 }
 

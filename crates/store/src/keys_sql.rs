@@ -1,5 +1,5 @@
-//! The API keys' part of the shared store implementation (`KeyStore` on the `api_keys` table),
-//! stamped out inside `store_impl!`.
+//! The API keys' part of the shared store implementation (`KeyStore` on the `api_keys` and
+//! `sign_ins` tables), stamped out inside `store_impl!`.
 
 /// `impl KeyStore for $store` and the decoder of an `api_keys` row of `$db` (see `store_impl!`).
 macro_rules! keys_impl {
@@ -57,6 +57,45 @@ macro_rules! keys_impl {
                 let done = sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                     .bind(now)
                     .bind(id)
+                    .execute(&mut *self.writer().await?)
+                    .await
+                    .map_err(db_error)?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn create_sign_in(&self, hash: &str, key_hash: &str, now: i64, expires_at: i64) -> Result<(), StoreError> {
+                let mut conn = self.writer().await?;
+                sqlx::query("DELETE FROM sign_ins WHERE expires_at <= $1")
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                sqlx::query("INSERT INTO sign_ins (hash, key_hash, created_at, expires_at) VALUES ($1, $2, $3, $4)")
+                    .bind(hash)
+                    .bind(key_hash)
+                    .bind(now)
+                    .bind(expires_at)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                Ok(())
+            }
+
+            async fn sign_in_key(&self, hash: &str, now: i64) -> Result<Option<ApiKey>, StoreError> {
+                let row = sqlx::query(
+                    "SELECT k.* FROM sign_ins s JOIN api_keys k ON k.hash = s.key_hash WHERE s.hash = $1 AND s.expires_at > $2",
+                )
+                .bind(hash)
+                .bind(now)
+                .fetch_optional(&self.read)
+                .await
+                .map_err(db_error)?;
+                row.as_ref().map(key_from_row).transpose()
+            }
+
+            async fn end_sign_in(&self, hash: &str) -> Result<bool, StoreError> {
+                let done = sqlx::query("DELETE FROM sign_ins WHERE hash = $1")
+                    .bind(hash)
                     .execute(&mut *self.writer().await?)
                     .await
                     .map_err(db_error)?;

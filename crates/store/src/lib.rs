@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use duet_runtime::{Store, StoreError};
 
+mod answers_sql;
 mod batch;
 mod keys_sql;
 mod leases_sql;

@@ -279,6 +279,10 @@ macro_rules! queue_impl {
                     })
                     .collect()
             }
+
+            async fn answered(&self, query: &AnsweredQuery<'_>) -> Result<Vec<Answered>, StoreError> {
+                answered_rows(&self.read, query).await
+            }
         }
     };
 }

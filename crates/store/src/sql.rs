@@ -73,7 +73,7 @@ macro_rules! store_impl {
         use async_trait::async_trait;
         use duet_runtime::{
             ApiKey, Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore, Message, NewQueued, NewThread,
-            Answer, FirstAnswer, Park, QueueStore, Queued, Record, RecordBody, RegistryStore, ChildStatus, ToolReply, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
+            Answer, Answered, AnsweredQuery, FirstAnswer, Park, QueueStore, Queued, Record, RecordBody, RegistryStore, ChildStatus, ToolReply, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
             ThreadQuery, ThreadStatus, ThreadStore, ToolStatus, parse_side, side_str,
         };
         use sqlx::Row;
@@ -235,6 +235,8 @@ macro_rules! store_impl {
         }
 
         crate::reads_sql::reads_impl!($store, $db);
+
+        crate::answers_sql::answers_impl!($db);
 
         crate::queue_sql::queue_impl!($store, $db, $begin);
 

@@ -2,14 +2,33 @@
 //! refused one is told about it; without a record, the queue and then the journal say what won.
 
 use super::*;
-use duet_runtime::{Answer, Commit, FirstAnswer, Message, Park};
+use duet_runtime::{Answer, AnsweredQuery, Commit, FirstAnswer, Message, NewThread, Park};
 
 const ALICE: &str = r#"{"iss":"test","sub":"alice"}"#;
 const BOB: &str = r#"{"iss":"test","sub":"bob"}"#;
 
 /// Thread `key` asking a question in session 1 and parked on it: the thread and its park.
 async fn parked(store: &Arc<dyn Store>, key: &str) -> (Thread, Park) {
-    let mut t = thread(store, key).await;
+    parked_as(store, key, "agent", None).await
+}
+
+/// [`parked`], for a thread of `agent` owned by `principal`.
+async fn parked_as(
+    store: &Arc<dyn Store>,
+    key: &str,
+    agent: &str,
+    principal: Option<&str>,
+) -> (Thread, Park) {
+    let mut t = store
+        .open_thread(
+            key,
+            NewThread {
+                principal,
+                ..new(agent, 100)
+            },
+        )
+        .await
+        .expect("open");
     let run = Uuid::now_v7();
     assert!(store.claim(t.id, lease(run, 1_000)).await.expect("claim"));
     t.session = 1;
@@ -224,6 +243,120 @@ async fn without_a_recorded_answer_the_queue_then_the_journal_say_what_won() {
                 })
             },
             "{name}: the journaled one"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn answered_parks_are_listed_newest_first_with_their_question_by_owner_and_agent() {
+    each(async |store, name| {
+        let (a, park_a) = parked_as(&store, "a", "gate", Some(ALICE)).await;
+        let (b, park_b) = parked_as(&store, "b", "gate", Some(BOB)).await;
+        let (c, park_c) = parked_as(&store, "c", "other", Some(ALICE)).await;
+        let (_waiting, _) = parked_as(&store, "unanswered", "gate", Some(ALICE)).await;
+        for (t, park, at, text) in [
+            (&a, park_a, 2_000, "yes"),
+            (&b, park_b, 3_000, "no"),
+            (&c, park_c, 3_000, "maybe"),
+        ] {
+            let answer = store
+                .answer(
+                    t.id,
+                    by(ALICE, &format!("m-{at}-{}", t.key), text),
+                    park,
+                    lease(Uuid::now_v7(), at),
+                )
+                .await
+                .expect("answer");
+            assert_eq!(answer, Answer::Accepted { claimed: true }, "{name}");
+        }
+        let all = store
+            .answered(&AnsweredQuery {
+                limit: 10,
+                ..AnsweredQuery::default()
+            })
+            .await
+            .expect("answered");
+        let listed = |list: &[duet_runtime::Answered]| {
+            list.iter()
+                .map(|x| (x.key.clone(), x.answer.content.clone()))
+                .collect::<Vec<_>>()
+        };
+        // Newest first; the two at 3_000 by thread id, descending (c was made after b).
+        assert_eq!(
+            listed(&all),
+            [
+                ("c".into(), "maybe".into()),
+                ("b".into(), "no".into()),
+                ("a".into(), "yes".into())
+            ],
+            "{name}: the unanswered park is not history"
+        );
+        assert_eq!(
+            all[2].question.as_deref(),
+            Some("which?"),
+            "{name}: the question asked"
+        );
+        assert_eq!(all[2].park, park_a, "{name}");
+        assert_eq!(all[2].agent, "gate", "{name}");
+        assert_eq!(all[2].principal.as_deref(), Some(ALICE), "{name}");
+        assert_eq!(
+            all[2].answer.author.as_deref(),
+            Some(ALICE),
+            "{name}: who answered"
+        );
+        assert_eq!(all[2].answer.at, 2_000, "{name}: when");
+
+        let alices = store
+            .answered(&AnsweredQuery {
+                principal: Some(ALICE),
+                limit: 10,
+                ..AnsweredQuery::default()
+            })
+            .await
+            .expect("answered");
+        assert_eq!(
+            listed(&alices),
+            [("c".into(), "maybe".into()), ("a".into(), "yes".into())],
+            "{name}: the owner's threads only"
+        );
+        let gates = store
+            .answered(&AnsweredQuery {
+                agent: Some("gate"),
+                limit: 10,
+                ..AnsweredQuery::default()
+            })
+            .await
+            .expect("answered");
+        assert_eq!(
+            listed(&gates),
+            [("b".into(), "no".into()), ("a".into(), "yes".into())],
+            "{name}: by agent"
+        );
+
+        // A page at a time: the cursor is the last item's (at, thread, park).
+        let first = store
+            .answered(&AnsweredQuery {
+                limit: 2,
+                ..AnsweredQuery::default()
+            })
+            .await
+            .expect("answered");
+        let last = &first[1];
+        let rest = store
+            .answered(&AnsweredQuery {
+                limit: 2,
+                before: Some((last.answer.at, last.thread, last.park)),
+                ..AnsweredQuery::default()
+            })
+            .await
+            .expect("answered");
+        assert_eq!(listed(&first), listed(&all[..2]), "{name}");
+        assert_eq!(
+            listed(&rest),
+            listed(&all[2..]),
+            "{name}: the next page, nothing twice"
         );
     })
     .await;

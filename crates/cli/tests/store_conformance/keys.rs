@@ -1,4 +1,5 @@
-//! API keys: stored by hash, found by hash, listed oldest first, revoked once.
+//! API keys: stored by hash, found by hash, listed oldest first, revoked once; browser sign-ins
+//! that stand for a key until they expire or end.
 
 use super::*;
 use duet_runtime::ApiKey;
@@ -122,6 +123,79 @@ async fn a_taken_key_id_or_hash_is_a_conflict_and_writes_nothing() {
             .await
             .expect("create");
         assert_eq!(store.keys().await.expect("keys").len(), 2, "{name}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_sign_in_stands_for_its_key_until_it_expires_or_ends() {
+    each(async |store, name| {
+        let alice = key("k-alice", r#"{"sub":"alice"}"#, 10);
+        store
+            .create_key(&alice, "hash-alice")
+            .await
+            .expect("create");
+        store
+            .create_sign_in("cookie-1", "hash-alice", 100, 1_000)
+            .await
+            .expect("sign in");
+        store
+            .create_sign_in("cookie-2", "hash-alice", 100, 200)
+            .await
+            .expect("sign in");
+        assert_eq!(
+            store.sign_in_key("cookie-1", 500).await.expect("read"),
+            Some(alice.clone()),
+            "{name}: the key it stands for"
+        );
+        assert_eq!(
+            store.sign_in_key("cookie-2", 200).await.expect("read"),
+            None,
+            "{name}: expired"
+        );
+        assert_eq!(
+            store.sign_in_key("hash-alice", 500).await.expect("read"),
+            None,
+            "{name}: by the cookie's hash only"
+        );
+        assert!(
+            matches!(
+                store
+                    .create_sign_in("cookie-1", "hash-alice", 300, 2_000)
+                    .await,
+                Err(StoreError::Conflict(_))
+            ),
+            "{name}: a taken hash"
+        );
+        // A revoked key's sign-in still finds the key (the server checks), marked revoked.
+        assert!(
+            store.revoke_key("k-alice", 600).await.expect("revoke"),
+            "{name}"
+        );
+        assert_eq!(
+            store
+                .sign_in_key("cookie-1", 700)
+                .await
+                .expect("read")
+                .and_then(|k| k.revoked_at),
+            Some(600),
+            "{name}"
+        );
+        assert!(store.end_sign_in("cookie-1").await.expect("end"), "{name}");
+        assert!(
+            !store.end_sign_in("cookie-1").await.expect("end"),
+            "{name}: once"
+        );
+        assert_eq!(
+            store.sign_in_key("cookie-1", 700).await.expect("read"),
+            None,
+            "{name}: signed out"
+        );
+        // A new sign-in sweeps the expired ones: an expired hash can be taken again.
+        store
+            .create_sign_in("cookie-2", "hash-alice", 900, 2_000)
+            .await
+            .expect("the expired one was dropped");
     })
     .await;
 }

@@ -1,4 +1,5 @@
-//! The API keys table: who may call a server, stored by a hash of the key (never the key).
+//! The API keys table: who may call a server, stored by a hash of the key (never the key); and
+//! the browser sign-ins that stand for a key (the inbox's session cookies, stored by a hash too).
 
 use async_trait::async_trait;
 
@@ -33,4 +34,17 @@ pub trait KeyStore: Send + Sync {
     async fn keys(&self) -> Result<Vec<ApiKey>, StoreError>;
     /// Revokes key `id` as of `now`; whether a live key had that id.
     async fn revoke_key(&self, id: &str, now: i64) -> Result<bool, StoreError>;
+    /// Records a browser sign-in: the cookie secret hashing to `hash` stands for the key whose
+    /// secret hashes to `key_hash` until `expires_at` (ms). Sign-ins expired by `now` are dropped.
+    async fn create_sign_in(
+        &self,
+        hash: &str,
+        key_hash: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError>;
+    /// The key (revoked or not: the caller checks) a sign-in not expired by `now` stands for.
+    async fn sign_in_key(&self, hash: &str, now: i64) -> Result<Option<ApiKey>, StoreError>;
+    /// Ends a sign-in (signing out); whether there was one.
+    async fn end_sign_in(&self, hash: &str) -> Result<bool, StoreError>;
 }

@@ -61,6 +61,41 @@ pub trait QueueStore: Send + Sync {
     async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError>;
     /// Whether a delivery with `message_id` was made to thread `id`.
     async fn delivered(&self, id: ThreadId, message_id: &str) -> Result<bool, StoreError>;
+    /// Answered parks, newest answer first: who answered what, when, and the question asked
+    /// (the thread's last message before the park). The inbox's history.
+    async fn answered(&self, query: &AnsweredQuery<'_>) -> Result<Vec<Answered>, StoreError>;
+}
+
+/// Which answered parks [`QueueStore::answered`] lists.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AnsweredQuery<'a> {
+    /// Only answers to threads of this principal (canonical JSON); `None`: every thread's.
+    pub principal: Option<&'a str>,
+    /// Only answers to this agent's threads.
+    pub agent: Option<&'a str>,
+    /// Only answers older than this one (the last of the previous page): `(at, thread, park)`.
+    pub before: Option<(i64, ThreadId, Park)>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// A park and the answer it got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answered {
+    /// The thread that was parked.
+    pub thread: ThreadId,
+    /// Its stored key.
+    pub key: String,
+    /// Its agent.
+    pub agent: String,
+    /// Its principal (canonical JSON), if it has one.
+    pub principal: Option<String>,
+    /// Where it was parked.
+    pub park: Park,
+    /// What it asked: its last message before the park.
+    pub question: Option<String>,
+    /// The answer.
+    pub answer: FirstAnswer,
 }
 
 /// What [`QueueStore::answer`] did.

@@ -1,4 +1,4 @@
-//! The API keys of [`MemoryStore`].
+//! The API keys and browser sign-ins of [`MemoryStore`].
 
 use async_trait::async_trait;
 
@@ -39,5 +39,39 @@ impl KeyStore for MemoryStore {
             .iter_mut()
             .find(|(_, k)| k.id == id && k.revoked_at.is_none());
         Ok(live.map(|(_, k)| k.revoked_at = Some(now)).is_some())
+    }
+
+    async fn create_sign_in(
+        &self,
+        hash: &str,
+        key_hash: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        let mut state = self.state();
+        state.sign_ins.retain(|_, (_, expires)| *expires > now);
+        if state.sign_ins.contains_key(hash) {
+            return Err(StoreError::Conflict("sign-in exists".into()));
+        }
+        state
+            .sign_ins
+            .insert(hash.to_owned(), (key_hash.to_owned(), expires_at));
+        Ok(())
+    }
+
+    async fn sign_in_key(&self, hash: &str, now: i64) -> Result<Option<ApiKey>, StoreError> {
+        let state = self.state();
+        Ok(match state.sign_ins.get(hash) {
+            Some((key_hash, expires)) if *expires > now => state
+                .keys
+                .iter()
+                .find(|(h, _)| h == key_hash)
+                .map(|(_, k)| k.clone()),
+            _ => None,
+        })
+    }
+
+    async fn end_sign_in(&self, hash: &str) -> Result<bool, StoreError> {
+        Ok(self.state().sign_ins.remove(hash).is_some())
     }
 }
