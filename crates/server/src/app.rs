@@ -251,6 +251,7 @@ pub fn router(state: AppState) -> Router {
     let a2a = crate::a2a_agents::router(&state);
     router
         .merge(a2a)
+        .merge(crate::inbox::router())
         .route(
             "/openapi.json",
             axum::routing::get(move || {

@@ -128,7 +128,7 @@ impl Caller {
         }
     }
 
-    fn of(key: &ApiKey) -> Self {
+    pub(crate) fn of(key: &ApiKey) -> Self {
         let p = principal(&key.principal);
         Caller {
             canonical: Some(p.canonical()),

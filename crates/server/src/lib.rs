@@ -1,7 +1,8 @@
 //! The duet server: the REST + SSE API for threads, messages, approvals and events, the Agent
 //! Handler protocol over HTTP (`/invoke`), API-key auth with one key space per principal, and
 //! graceful shutdown and periodic recovery for running several processes on one Postgres.
-//! It is the only crate that knows HTTP; [`serve`] is what `duet serve` runs.
+//! The approval inbox's web pages (`/inbox`) are served from the same state. It is the only
+//! crate that knows HTTP; [`serve`] is what `duet serve` runs.
 //!
 //! Every error is `application/problem+json` ([`Problem`]); the OpenAPI 3.1 document is served
 //! at `/openapi.json`, generated from the handlers ([`openapi`]).
@@ -11,6 +12,7 @@ mod a2a_agents;
 mod app;
 pub mod auth;
 mod body;
+mod inbox;
 mod problem;
 mod routes;
 mod serve;

@@ -6,9 +6,9 @@ use utoipa_axum::routes;
 use crate::app::AppState;
 
 mod agents;
-mod approvals;
+pub(crate) mod approvals;
 mod control;
-mod deliver;
+pub(crate) mod deliver;
 mod events;
 mod health;
 mod invoke;

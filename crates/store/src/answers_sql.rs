@@ -5,7 +5,7 @@
 macro_rules! answers_impl {
     ($db:ty) => {
         /// Answered parks as `q` says, newest first. Every filter is a bind (`$1` principal, `$2`
-        /// agent, `$3`–`$6` the cursor, `$7` the limit); the question is the thread's last message
+        /// agent, `$3`–`$6` the cursor, `$7` the limit, `$8` the thread); the question is the thread's last message
         /// before the park.
         async fn answered_rows(
             read: &sqlx::Pool<$db>,
@@ -20,7 +20,7 @@ macro_rules! answers_impl {
                  (SELECT j.content FROM journal j WHERE j.thread = a.thread AND j.kind = 'message' AND j.seq < a.seq \
                   ORDER BY j.seq DESC LIMIT 1) AS question \
                  FROM answers a JOIN threads t ON t.num = a.thread \
-                 WHERE ($1 IS NULL OR t.principal = $1) AND ($2 IS NULL OR t.agent = $2) \
+                 WHERE ($1 IS NULL OR t.principal = $1) AND ($2 IS NULL OR t.agent = $2) AND ($8 IS NULL OR t.id = $8) \
                  AND ($3 IS NULL OR (a.created_at, t.id, a.session, a.seq) < ($3, $4, $5, $6)) \
                  ORDER BY a.created_at DESC, t.id DESC, a.session DESC, a.seq DESC LIMIT $7",
             )
@@ -31,6 +31,7 @@ macro_rules! answers_impl {
             .bind(session)
             .bind(seq)
             .bind(i64::try_from(q.limit).unwrap_or(i64::MAX))
+            .bind(q.thread.map(|t| t.to_string()))
             .fetch_all(read)
             .await
             .map_err(db_error)?;

@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod browser;
 mod harness;
 
 mod a2a;
@@ -15,5 +16,6 @@ mod a2a_states;
 mod approvals;
 mod control;
 mod hostile;
+mod inbox;
 mod isolation;
 mod lifecycle;

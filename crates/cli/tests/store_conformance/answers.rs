@@ -334,6 +334,19 @@ async fn answered_parks_are_listed_newest_first_with_their_question_by_owner_and
             [("b".into(), "no".into()), ("a".into(), "yes".into())],
             "{name}: by agent"
         );
+        let bs = store
+            .answered(&AnsweredQuery {
+                thread: Some(b.id),
+                limit: 10,
+                ..AnsweredQuery::default()
+            })
+            .await
+            .expect("answered");
+        assert_eq!(
+            listed(&bs),
+            [("b".into(), "no".into())],
+            "{name}: by thread"
+        );
 
         // A page at a time: the cursor is the last item's (at, thread, park).
         let first = store

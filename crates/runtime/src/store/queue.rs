@@ -73,6 +73,8 @@ pub struct AnsweredQuery<'a> {
     pub principal: Option<&'a str>,
     /// Only answers to this agent's threads.
     pub agent: Option<&'a str>,
+    /// Only answers to this thread.
+    pub thread: Option<ThreadId>,
     /// Only answers older than this one (the last of the previous page): `(at, thread, park)`.
     pub before: Option<(i64, ThreadId, Park)>,
     /// At most this many.

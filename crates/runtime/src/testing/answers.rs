@@ -32,6 +32,7 @@ pub(super) fn answered(state: &State, query: &AnsweredQuery<'_>) -> Vec<Answered
         })
         .filter(|a| query.principal.is_none() || a.principal.as_deref() == query.principal)
         .filter(|a| query.agent.is_none_or(|agent| a.agent == agent))
+        .filter(|a| query.thread.is_none_or(|id| a.thread == id))
         .filter(|a| {
             query.before.is_none_or(|(at, id, park)| {
                 (

@@ -37,7 +37,7 @@ pub(crate) struct ListQuery {
 }
 
 /// The approval view of parked thread `t`.
-async fn view(
+pub(crate) async fn view(
     state: &AppState,
     caller: &Caller,
     t: &Thread,
@@ -102,7 +102,7 @@ pub(crate) async fn list(
 }
 
 /// The thread an approval id names, if the caller may see it.
-async fn parked(
+pub(crate) async fn parked(
     state: &AppState,
     caller: &Caller,
     id: &str,

@@ -1,0 +1,600 @@
+//! The approval inbox (`/inbox`) in a real browser (headless chromium over WebDriver), on each
+//! backend: an orchestrator's approval answered from the page and its continuation followed
+//! live; a question arriving and leaving while the page is open; two pages answering one
+//! question (the first wins, the other is told); a rejection with its reason; a principal who
+//! cannot see another's questions; hostile Markdown rendered inert. And, over plain HTTP, the
+//! session cookie and the CSRF checks.
+
+use serde_json::{Value, json};
+
+use crate::browser;
+use crate::harness::{self, Server, send};
+use crate::support;
+
+/// Starts an orchestrator that composes the approval gate, as `token`: the gate's approval id,
+/// once it waits.
+async fn orchestrate(server: &Server, token: &str, key: &str) -> String {
+    let (status, body) = server
+        .post(
+            "/threads?wait=true",
+            token,
+            json!({"agent": "orchestrator", "key": key, "text": "Rotate the production keys tonight, please."}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    approval_of(server, token, key).await
+}
+
+/// The approval waiting under top-level thread `key` (the question of it or of a child).
+async fn approval_of(server: &Server, token: &str, key: &str) -> String {
+    let (status, list) = server.get("/approvals", token).await;
+    assert_eq!(status, 200, "{list}");
+    list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|i| {
+            i["thread"] == key
+                || i["parents"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().any(|p| p["key"] == key))
+        })
+        .and_then(|i| i["id"].as_str())
+        .unwrap_or_else(|| panic!("no approval under {key}: {list}"))
+        .to_owned()
+}
+
+/// The orchestrator's messages, as the API lists them.
+async fn texts(server: &Server, token: &str, key: &str) -> Vec<String> {
+    let (_, page) = server
+        .get(
+            &format!("/threads/{}/messages?limit=500", harness::seg(key)),
+            token,
+        )
+        .await;
+    page["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|m| m["data"]["content"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_orchestrators_approval_is_answered_in_the_browser_and_its_continuation_followed() {
+    let Some(mut driver) = browser::driver().await else {
+        return;
+    };
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let page = driver.browser(1000, 1400, true).await;
+        page.sign_in(&server.base, &alice).await;
+        assert_eq!(page.text("#count").await, "Nothing waits for you.");
+
+        // A question arrives while the page is open.
+        let approval = orchestrate(&server, &alice, "ops-1").await;
+        let row = format!("li.item[data-id=\"{approval}\"]");
+        page.wait_for(&row).await;
+        let text = page.text(&row).await;
+        assert!(
+            text.contains("orchestrator → approval_gate"),
+            "the chain: {text}"
+        );
+        assert!(text.contains("Do you approve?"), "the question: {text}");
+        if backend.name() == "sqlite" {
+            page.screenshot("queue").await;
+        }
+
+        // j selects it, a opens it at its approve button; a again approves.
+        page.keys("j").await;
+        page.wait_until(&format!(
+            "document.querySelector('{}').classList.contains('selected')",
+            row.replace('\'', "\\'")
+        ))
+        .await;
+        page.keys("a").await;
+        page.wait_until("location.hash === '#approve' && document.activeElement && document.activeElement.id === 'approve'").await;
+        let proposed = page.text("section.proposed").await;
+        assert!(
+            proposed.contains("subagent_create"),
+            "the tool call that led here: {proposed}"
+        );
+        assert!(
+            proposed.contains("rotate the production API keys tonight"),
+            "the spawn arguments: {proposed}"
+        );
+        if backend.name() == "sqlite" {
+            page.eval("window.scrollTo(0, 0) || true").await;
+            page.screenshot("item").await;
+        }
+        page.keys("a").await;
+
+        // The run resumes and is followed live until the orchestrator has said what comes next.
+        page.wait_until("document.getElementById('live').dataset.settled === 'true'")
+            .await;
+        let after = page.text("#after").await;
+        assert!(
+            after.contains("The approver said yes"),
+            "the orchestrator's continuation: {after}"
+        );
+        if backend.name() == "sqlite" {
+            page.eval("window.scrollTo(0, 0) || true").await;
+            page.screenshot("item-answered").await;
+        }
+        assert!(
+            page.eval("document.getElementById('answer') === null")
+                .await
+                == Value::Bool(true),
+            "no form offers a second answer"
+        );
+        assert!(
+            texts(&server, &alice, "ops-1")
+                .await
+                .iter()
+                .any(|t| t.contains("The approver said yes"))
+        );
+
+        // Answered, it left the queue (where the orchestrator now asks its requester what next);
+        // the history says who answered, what and when.
+        page.open(&format!("{}/inbox", server.base)).await;
+        let queue = page.text("#queue").await;
+        assert!(
+            !queue.contains("approval_gate") && queue.contains("The approver said yes"),
+            "{queue}"
+        );
+        page.open(&format!("{}/inbox/history", server.base)).await;
+        let history = page.text(&format!("tr[data-id=\"{approval}\"]")).await;
+        assert!(
+            history.contains("approve") && history.contains("alice"),
+            "{history}"
+        );
+        page.close().await;
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn two_pages_answer_one_question_the_first_wins_and_the_others_are_told() {
+    let Some(mut driver) = browser::driver().await else {
+        return;
+    };
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let admin = server.key("ops", true).await;
+        let approval = orchestrate(&server, &alice, "ops-2").await;
+        let item = format!("{}/inbox/items/{approval}", server.base);
+
+        let first = driver.browser(1000, 800, true).await;
+        let watcher = driver.browser(1000, 800, true).await;
+        let queue = driver.browser(1000, 800, true).await;
+        // A person whose browser runs no script: plain form posts.
+        let late = driver.browser(1000, 800, false).await;
+        for (page, token) in [
+            (&first, &alice),
+            (&watcher, &alice),
+            (&queue, &alice),
+            (&late, &admin),
+        ] {
+            page.sign_in(&server.base, token).await;
+        }
+        queue
+            .wait_for(&format!("li.item[data-id=\"{approval}\"]"))
+            .await;
+        for page in [&first, &watcher, &late] {
+            page.open(&item).await;
+            page.wait_for("#approve").await;
+        }
+        late.wait_for("#reason")
+            .await
+            .send_keys("Not tonight.")
+            .await
+            .expect("type");
+
+        first
+            .wait_for("#approve")
+            .await
+            .click()
+            .await
+            .expect("approve");
+        first
+            .wait_until("document.getElementById('live').dataset.settled === 'true'")
+            .await;
+
+        // The page left open is told, and offers no answer any more; the queue dropped it.
+        watcher.wait_until("document.querySelector('#notice .answered') !== null && document.getElementById('answer') === null").await;
+        let told = watcher.text("#notice").await;
+        assert!(
+            told.contains("Answered by alice") && told.contains("approve"),
+            "{told}"
+        );
+        queue
+            .wait_until(&format!(
+                "document.querySelector('li.item[data-id=\"{approval}\"]') === null"
+            ))
+            .await;
+
+        // The late answer is refused: nothing sent, and the page says who answered, what, when.
+        late.wait_for("#reject")
+            .await
+            .click()
+            .await
+            .expect("reject");
+        let refused = late.text("#notice").await;
+        assert!(
+            refused.contains("Answered by alice") && refused.contains("approve"),
+            "{refused}"
+        );
+        let gate = texts(&server, &admin, "alice/ops-2/approval-1").await;
+        assert!(
+            !gate.iter().any(|t| t.contains("Not tonight")),
+            "the refused answer wrote nothing: {gate:?}"
+        );
+        let answers = server
+            .store
+            .answered(&duet_runtime::AnsweredQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .expect("history");
+        let answers: Vec<&str> = answers.iter().map(|a| a.answer.content.as_str()).collect();
+        assert_eq!(answers, ["approve"], "one question, one answer");
+        for page in [first, watcher, queue, late] {
+            page.close().await;
+        }
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_rejection_carries_its_reason_and_another_principal_sees_none_of_it() {
+    let Some(mut driver) = browser::driver().await else {
+        return;
+    };
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let bob = server.key("bob", false).await;
+        let (status, body) = server
+            .post(
+                "/threads?wait=true",
+                &alice,
+                json!({"agent": "approval_gate", "key": "gate-1", "text": "Rotate the keys?"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let approval = approval_of(&server, &alice, "gate-1").await;
+
+        // Bob sees nothing of alice's, not even by its address.
+        let bobs = driver.browser(360, 740, true).await;
+        bobs.sign_in(&server.base, &bob).await;
+        assert_eq!(bobs.text("#count").await, "Nothing waits for you.");
+        bobs.open(&format!("{}/inbox/items/{approval}", server.base))
+            .await;
+        let h1 = bobs.text("h1").await;
+        assert_eq!(h1, "Not Found", "another principal's question is not found");
+
+        // Alice rejects it, with a reason, on a phone-sized page.
+        let page = driver.browser(360, 740, true).await;
+        page.sign_in(&server.base, &alice).await;
+        page.open(&format!("{}/inbox/items/{approval}", server.base))
+            .await;
+        let width = page.eval("document.documentElement.scrollWidth").await;
+        assert!(
+            width.as_i64().is_some_and(|w| w <= 360),
+            "readable at 360 px: no sideways scroll ({width})"
+        );
+        page.keys("r").await;
+        page.wait_until("document.activeElement && document.activeElement.id === 'reason'")
+            .await;
+        page.keys("Too risky during the freeze.").await;
+        page.wait_for("#reject")
+            .await
+            .click()
+            .await
+            .expect("reject");
+        page.wait_until("document.getElementById('live').dataset.settled === 'true'")
+            .await;
+        let messages = texts(&server, &alice, "gate-1").await;
+        assert!(
+            messages
+                .iter()
+                .any(|t| t == "reject: Too risky during the freeze."),
+            "{messages:?}"
+        );
+        page.open(&format!("{}/inbox/history", server.base)).await;
+        let history = page.text(&format!("tr[data-id=\"{approval}\"]")).await;
+        assert!(
+            history.contains("reject: Too risky during the freeze."),
+            "{history}"
+        );
+        bobs.open(&format!("{}/inbox/history", server.base)).await;
+        assert_eq!(bobs.text("p.count").await, "Nothing was answered yet.");
+        for p in [page, bobs] {
+            p.close().await;
+        }
+        server.stop().await;
+    }
+}
+
+/// Markdown meant to run script, in every way the renderer must refuse.
+const HOSTILE: &str = "**Approve?** <script>window.pwned = 'script'</script>\n\n\
+    [click me](javascript:window.pwned='link') and [data](data:text/html,<script>x</script>)\n\n\
+    <img src=x onerror=\"window.pwned='img'\"> ![alt text](javascript:window.pwned='image')\n\n\
+    <a href=\"javascript:window.pwned='html'\">raw link</a> [fine](https://example.com/ok)";
+
+/// A project whose one agent asks [`HOSTILE`] and waits for a person.
+fn hostile_project() -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(format!("duet-hostile-{}", uuid::Uuid::now_v7()));
+    let write = |path: &str, text: String| {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+        std::fs::write(path, text).expect("write");
+    };
+    write(
+        "agents/agents/hostile_gate.yaml",
+        "name: hostile_gate\nsideA: { prompt: hostile_presenter }\nsideB: { human: true }\n".into(),
+    );
+    write(
+        "agents/prompts/hostile_presenter.yaml",
+        "name: hostile_presenter\ntoolDescription: Presents a request.\nmodel: hostile_demo\nprompt: Present the request.\n".into(),
+    );
+    write(
+        "agents/models/hostile_demo.yaml",
+        format!(
+            "name: hostile_demo\nprovider: scripted\nmodel: demo\nscript:\n  - text: {}\n",
+            serde_json::to_string(HOSTILE).expect("json")
+        ),
+    );
+    root
+}
+
+#[tokio::test]
+async fn hostile_markdown_in_a_question_renders_inert() {
+    let Some(mut driver) = browser::driver().await else {
+        return;
+    };
+    let root = hostile_project();
+    for backend in support::backends().await {
+        let options = duet_server::Options {
+            default_agent: None,
+            ..harness::options()
+        };
+        let server = Server::start_with(&backend, &root, options).await;
+        let alice = server.key("alice", false).await;
+        let (status, body) = server
+            .post(
+                "/threads?wait=true",
+                &alice,
+                json!({"agent": "hostile_gate", "key": "h-1", "text": "hi"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let approval = approval_of(&server, &alice, "h-1").await;
+        let page = driver.browser(1000, 800, true).await;
+        page.sign_in(&server.base, &alice).await;
+        page.open(&format!("{}/inbox/items/{approval}", server.base))
+            .await;
+        let question = page.wait_for("section.question .md").await;
+        let shown = question.text().await.expect("text");
+        assert!(
+            shown.contains("<script>window.pwned = 'script'</script>"),
+            "raw HTML is shown as text: {shown}"
+        );
+        assert!(
+            shown.contains("click me") && shown.contains("alt text"),
+            "{shown}"
+        );
+        let inert = page
+            .eval(
+                "[window.pwned === undefined,
+                  document.querySelectorAll('.md script, .md img, .md iframe, .md [onerror]').length,
+                  [...document.querySelectorAll('.md a')].map(a => a.getAttribute('href'))]",
+            )
+            .await;
+        assert_eq!(
+            inert,
+            json!([true, 0, ["https://example.com/ok"]]),
+            "only the https link is a link"
+        );
+        // Clicking where the links were runs nothing either.
+        page.client
+            .execute(
+                "for (const e of document.querySelectorAll('.md *')) e.click(); return true;",
+                vec![],
+            )
+            .await
+            .expect("click");
+        assert_eq!(page.eval("window.pwned === undefined").await, json!(true));
+        page.close().await;
+        server.stop().await;
+    }
+    let _ = std::fs::remove_dir_all(root);
+}
+
+// ---- Plain HTTP: the session cookie, sign-out, revocation, CSRF ------------------------------
+
+/// Signs in over HTTP with `token`: the session cookie's value.
+async fn cookie(server: &Server, token: &str) -> String {
+    let resp = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .post(format!("{}/inbox/sign-in", server.base))
+        .form(&[("key", token), ("next", "/inbox")])
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(resp.status(), 303);
+    let set = resp.headers()["set-cookie"]
+        .to_str()
+        .expect("text")
+        .to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/inbox"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    set.split(';').next().expect("pair").to_owned()
+}
+
+fn plain() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+/// The page's CSRF token (from its sign-out form).
+fn csrf(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
+    html[at..at + 64].to_owned()
+}
+
+#[tokio::test]
+async fn the_session_cookie_stands_for_its_key_and_forms_are_csrf_checked() {
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let http = plain();
+        let get = |path: &str, cookie: Option<&str>| {
+            let mut req = http.get(format!("{}{path}", server.base));
+            if let Some(c) = cookie {
+                req = req.header("cookie", c);
+            }
+            req.send()
+        };
+        // Signed out: the page sends you to sign in; the API's bearer keys are not cookies.
+        let resp = get("/inbox", None).await.expect("get");
+        assert_eq!(resp.status(), 303);
+        assert_eq!(resp.headers()["location"], "/inbox/sign-in?next=%2Finbox");
+        let (status, _) = send(
+            http.post(format!("{}/inbox/sign-in", server.base))
+                .form(&[("key", "duet_nope")]),
+        )
+        .await;
+        assert_eq!(status, 401, "an unknown key signs nobody in");
+
+        let session = cookie(&server, &alice).await;
+        let resp = get("/inbox", Some(&session)).await.expect("get");
+        assert_eq!(resp.status(), 200);
+        let csp = resp.headers()["content-security-policy"]
+            .to_str()
+            .expect("csp")
+            .to_owned();
+        assert!(
+            csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+            "{csp}"
+        );
+        let html = resp.text().await.expect("html");
+        let token = csrf(&html);
+        assert!(html.contains("Signed in as <strong>alice</strong>"));
+
+        let (status, body) = server
+            .post(
+                "/threads?wait=true",
+                &alice,
+                json!({"agent": "approval_gate", "key": "c-1", "text": "Rotate?"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let approval = approval_of(&server, &alice, "c-1").await;
+        let answer = |form: Vec<(&'static str, String)>, origin: Option<String>| {
+            let mut req = http
+                .post(format!("{}/inbox/items/{approval}", server.base))
+                .header("cookie", &session)
+                .header("accept", "application/json")
+                .form(&form);
+            if let Some(o) = origin {
+                req = req.header("origin", o);
+            }
+            send(req)
+        };
+        // Another site's form, and a form without this session's token, are refused: nothing sent.
+        let (status, _) = answer(
+            vec![("kind", "approve".into()), ("csrf", token.clone())],
+            Some("https://evil.example".into()),
+        )
+        .await;
+        assert_eq!(status, 403);
+        let (status, _) = answer(
+            vec![("kind", "approve".into()), ("csrf", "0".repeat(64))],
+            None,
+        )
+        .await;
+        assert_eq!(status, 403);
+        let (status, body) = answer(
+            vec![("kind", "reject".into()), ("csrf", token.clone())],
+            None,
+        )
+        .await;
+        assert_eq!(
+            (status, body["code"].clone()),
+            (422, json!("invalid_answer")),
+            "a rejection needs a reason"
+        );
+        assert_eq!(
+            approval_of(&server, &alice, "c-1").await,
+            approval,
+            "still waiting"
+        );
+        let (status, body) = answer(
+            vec![
+                ("kind", "approve".into()),
+                ("csrf", token.clone()),
+                ("message_id", "m-1".into()),
+            ],
+            Some(server.base.clone()),
+        )
+        .await;
+        assert_eq!(status, 202, "{body}");
+        // A second answer is a 409 that names the first.
+        let (status, body) = answer(
+            vec![
+                ("kind", "reply".into()),
+                ("text", "hm".into()),
+                ("csrf", token.clone()),
+            ],
+            None,
+        )
+        .await;
+        assert_eq!(status, 409, "{body}");
+        assert_eq!(body["answer"]["content"], "approve");
+        assert_eq!(body["answer"]["author"], "alice");
+
+        // Signing out ends the session everywhere; so does revoking the key.
+        let (status, _) = send(
+            http.post(format!("{}/inbox/sign-out", server.base))
+                .header("cookie", &session)
+                .form(&[("csrf", token.as_str())]),
+        )
+        .await;
+        assert_eq!(status, 303);
+        assert_eq!(
+            get("/inbox", Some(&session)).await.expect("get").status(),
+            303,
+            "signed out"
+        );
+        let again = cookie(&server, &alice).await;
+        assert_eq!(
+            get("/inbox", Some(&again)).await.expect("get").status(),
+            200
+        );
+        let keys = server.store.keys().await.expect("keys");
+        let id = &keys
+            .iter()
+            .find(|k| k.principal == "alice")
+            .expect("alice's key")
+            .id;
+        server.store.revoke_key(id, 1).await.expect("revoke");
+        assert_eq!(
+            get("/inbox", Some(&again)).await.expect("get").status(),
+            303,
+            "a revoked key's session ends"
+        );
+        server.stop().await;
+    }
+}

@@ -1,0 +1,193 @@
+// The inbox's progressive parts: live lists and runs (Server-Sent Events), answers sent without
+// leaving the page, the keys (j/k move, a approve, r reject, / find) and times kept current.
+// The pages work without it: every answer is a plain form post.
+"use strict";
+
+const typing = (el) => el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+
+function ago(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return "just now";
+  if (s < 3600) return Math.floor(s / 60) + " min";
+  if (s < 86400) return Math.floor(s / 3600) + " h";
+  return Math.floor(s / 86400) + " d";
+}
+
+function tick() {
+  for (const t of document.querySelectorAll("time[data-since]")) {
+    t.textContent = ago(Date.now() - Number(t.dataset.since));
+  }
+}
+setInterval(tick, 30000);
+
+// ---- The queue -------------------------------------------------------------------------------
+
+function queuePage(queue) {
+  const find = document.getElementById("find");
+  let selected = null;
+
+  const rows = () => [...queue.querySelectorAll("li.item")].filter((li) => !li.hidden);
+  const select = (li) => {
+    for (const r of queue.querySelectorAll("li.item.selected")) r.classList.remove("selected");
+    selected = li ? li.dataset.id : null;
+    if (li) {
+      li.classList.add("selected");
+      li.querySelector("a").focus();
+    }
+  };
+  const applyFind = () => {
+    const q = (find && find.value || "").trim().toLowerCase();
+    for (const li of queue.querySelectorAll("li.item")) {
+      li.hidden = q !== "" && !li.textContent.toLowerCase().includes(q);
+    }
+  };
+  if (find) find.addEventListener("input", applyFind);
+
+  const live = new EventSource(queue.dataset.live);
+  live.addEventListener("queue", (e) => {
+    const focused = queue.contains(document.activeElement);
+    queue.innerHTML = e.data;
+    applyFind();
+    const again = selected && queue.querySelector(`li.item[data-id="${CSS.escape(selected)}"]`);
+    if (again) {
+      again.classList.add("selected");
+      if (focused) again.querySelector("a").focus();
+    }
+    queue.dataset.updated = String(Date.now());
+  });
+
+  document.addEventListener("keydown", (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (typing(e.target)) {
+      if (e.key === "Escape") e.target.blur();
+      return;
+    }
+    const list = rows();
+    const at = list.findIndex((li) => li.dataset.id === selected);
+    if (e.key === "j" || e.key === "k") {
+      e.preventDefault();
+      const next = e.key === "j" ? Math.min(at + 1, list.length - 1) : Math.max(at - 1, 0);
+      select(list[next] || null);
+    } else if ((e.key === "a" || e.key === "r") && at >= 0) {
+      e.preventDefault();
+      location.href = list[at].querySelector("a").href + (e.key === "a" ? "#approve" : "#reject");
+    } else if (e.key === "/" && find) {
+      e.preventDefault();
+      find.focus();
+    }
+  });
+}
+
+// ---- One question ----------------------------------------------------------------------------
+
+function itemPage(live) {
+  const notice = document.getElementById("notice");
+  const after = document.getElementById("after");
+  const state = document.getElementById("state");
+  const answer = document.getElementById("answer");
+  let ready = null;
+  const isReady = new Promise((resolve) => (ready = resolve));
+
+  const follow = new EventSource(live.dataset.follow);
+  follow.addEventListener("ready", () => ready());
+  follow.addEventListener("message", (e) => {
+    after.insertAdjacentHTML("beforeend", e.data);
+    live.classList.add("moving");
+  });
+  follow.addEventListener("answered", (e) => {
+    // Answered, here or elsewhere: no form offers to answer again.
+    if (!notice.dataset.mine) notice.innerHTML = e.data;
+    if (answer) answer.remove();
+    const waiting = document.getElementById("waiting");
+    if (waiting) waiting.remove();
+  });
+  follow.addEventListener("settled", (e) => {
+    state.innerHTML = e.data;
+    live.classList.add("moving", "settled");
+    live.dataset.settled = "true";
+    follow.close();
+  });
+
+  const say = (text, role) => {
+    notice.textContent = "";
+    const p = document.createElement("p");
+    p.className = role === "alert" ? "error" : "answered";
+    p.setAttribute("role", role);
+    p.textContent = text;
+    notice.appendChild(p);
+  };
+
+  for (const form of document.querySelectorAll("form.answer-form")) {
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      if (!form.reportValidity()) return;
+      const buttons = [...document.querySelectorAll("form.answer-form button")];
+      buttons.forEach((b) => (b.disabled = true));
+      await isReady;
+      let response;
+      try {
+        response = await fetch(form.getAttribute("action"), {
+          method: "POST",
+          headers: { Accept: "application/json" },
+          body: new URLSearchParams(new FormData(form)),
+          credentials: "same-origin",
+        });
+      } catch (err) {
+        buttons.forEach((b) => (b.disabled = false));
+        say("Could not reach the server: " + err.message + ". Try again.", "alert");
+        return;
+      }
+      const body = await response.json().catch(() => ({}));
+      if (response.ok) {
+        notice.dataset.mine = "true";
+        say("Your answer was sent. Following the run…", "status");
+        if (answer) answer.remove();
+      } else if (response.status === 409 && body.answer) {
+        const a = body.answer;
+        notice.dataset.mine = "true";
+        notice.innerHTML = "";
+        const box = document.createElement("div");
+        box.className = "answered refused";
+        box.setAttribute("role", "alert");
+        box.dataset.author = a.author || "someone";
+        const p = document.createElement("p");
+        p.textContent = `Already answered by ${a.author || "someone"} at ${new Date(a.at).toLocaleString()}; yours was not sent:`;
+        const q = document.createElement("blockquote");
+        q.textContent = a.content;
+        box.append(p, q);
+        notice.appendChild(box);
+        if (answer) answer.remove();
+      } else {
+        buttons.forEach((b) => (b.disabled = false));
+        say(body.detail || `The server answered ${response.status}.`, "alert");
+      }
+    });
+  }
+
+  const focusFor = (hash) => {
+    const el = document.getElementById(hash === "#reject" ? "reason" : hash === "#approve" ? "approve" : "");
+    if (el) el.focus();
+  };
+  focusFor(location.hash);
+
+  document.addEventListener("keydown", (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) {
+      if (typing(e.target) && e.key === "Escape") e.target.blur();
+      return;
+    }
+    if (e.key === "a" && document.getElementById("approve")) {
+      e.preventDefault();
+      document.getElementById("approve").closest("form").requestSubmit();
+    } else if (e.key === "r" && document.getElementById("reason")) {
+      e.preventDefault();
+      document.getElementById("reason").focus();
+    }
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const queue = document.getElementById("queue");
+  if (queue && queue.dataset.live) queuePage(queue);
+  const live = document.getElementById("live");
+  if (live && live.dataset.follow) itemPage(live);
+});

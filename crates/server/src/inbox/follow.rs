@@ -1,0 +1,110 @@
+//! `/inbox/items/{id}/follow`: what happens to a question while its page is open, as SSE — each
+//! new message of the parked thread and of its parents (`message`, rendered), the answer once
+//! the park has one (`answered`, saying who, what and when, whoever gave it), and `settled` when
+//! every thread of the chain has stopped running after the answer (the orchestrator's next
+//! message has been written, or it parked again). It opens with `ready`: the page sends its answer
+//! only then, so nothing the answer causes can be missed.
+
+use std::convert::Infallible;
+
+use axum::extract::State;
+use axum::response::Response;
+use axum::response::sse::Event;
+use duet_runtime::{AnsweredQuery, JournalEntry, ThreadId, ThreadStatus};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use super::item;
+use super::signin::Viewer;
+use crate::app::AppState;
+use crate::body::Path;
+use crate::problem::Problem;
+use crate::routes::approvals;
+
+/// `GET /inbox/items/{id}/follow`.
+pub(crate) async fn follow(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let (approval, thread) = approvals::parked(&state, &viewer.caller, &id).await?;
+    let store = state.runtime().store().clone();
+    // The chain, parked thread first: (id, agent, the last seq shown).
+    let mut chain: Vec<(ThreadId, String, i64)> =
+        vec![(thread.id, thread.agent.clone(), thread.next_seq - 1)];
+    let mut up = thread.parent;
+    while let Some(p) = up
+        && chain.len() < 64
+    {
+        let Some(parent) = store.thread_by_id(p).await? else {
+            break;
+        };
+        up = parent.parent;
+        chain.push((parent.id, parent.agent, parent.next_seq - 1));
+    }
+    let closing = state.closing().clone();
+    let clock = state.clone();
+    let events = async_stream::stream! {
+        // Subscribed before the first read: whatever commits after it is announced.
+        let mut changes = store.changes();
+        yield Ok::<_, Infallible>(Event::default().event("ready").data("{}"));
+        let mut told_answer = false;
+        loop {
+            let mut all_stopped = true;
+            let mut parked_moved = false;
+            for (n, (tid, agent, shown)) in chain.iter_mut().enumerate() {
+                let Ok(Some(t)) = store.thread_by_id(*tid).await else { return };
+                let Ok(entries) = store.journal_since(*tid, *shown).await else { return };
+                for entry in entries {
+                    *shown = (*shown).max(entry.seq());
+                    if let JournalEntry::Message(m) = entry
+                        && !m.silent
+                    {
+                        let by = item::author(&clock, &m, agent);
+                        let html = item::message(&m, &by).into_string();
+                        yield Ok(Event::default().event("message").id(format!("{tid}:{}", m.seq)).data(html));
+                    }
+                }
+                if matches!(t.status, ThreadStatus::Running | ThreadStatus::Waiting) {
+                    all_stopped = false;
+                }
+                if n == 0 && t.park() != Some(approval.park) {
+                    parked_moved = true;
+                }
+            }
+            if parked_moved && !told_answer {
+                told_answer = true;
+                let answer = store
+                    .answered(&AnsweredQuery { thread: Some(thread.id), limit: 1_000, ..AnsweredQuery::default() })
+                    .await
+                    .ok()
+                    .and_then(|all| all.into_iter().find(|a| a.park == approval.park));
+                let html = match answer {
+                    Some(a) => item::answered(&a.answer, clock.runtime().now_ms()).into_string(),
+                    None => "<p class=\"answered\" role=\"status\">This question no longer waits.</p>".to_owned(),
+                };
+                yield Ok(Event::default().event("answered").data(html));
+            }
+            if told_answer && all_stopped {
+                let Ok(Some(top)) = store.thread_by_id(chain[chain.len() - 1].0).await else { return };
+                let html = maud::html! {
+                    span data-status=(top.status.as_str()) {
+                        (top.agent) " is " (top.status.as_str().replace('_', " ")) "."
+                    }
+                };
+                yield Ok(Event::default().event("settled").data(html.into_string()));
+                return;
+            }
+            loop {
+                match changes.next().await {
+                    Some(event) if chain.iter().any(|(tid, _, _)| event.concerns(*tid)) => break,
+                    Some(_) => {}
+                    None => return,
+                }
+            }
+        }
+    };
+    let events: BoxStream<'static, Result<Event, Infallible>> =
+        events.take_until(closing.cancelled_owned()).boxed();
+    Ok(state.sse(events))
+}

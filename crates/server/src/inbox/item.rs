@@ -1,0 +1,403 @@
+//! `/inbox/items/{id}`: one question — what it asks (Markdown, inert), what is proposed (the
+//! child's spawn arguments, the parent's tool call that led here), the conversation before it,
+//! the chain of parents, how long it has waited — and the answer to it: approve, reject with a
+//! reason, or a reply, each an inbound message to that park. The first answer wins; a later one
+//! is told who answered, what and when, and nothing of it is written.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use duet_runtime::{AnsweredQuery, Child, FirstAnswer, Message, Role, SideId, Thread, ToolCall};
+use duet_spec::Side;
+use maud::{Markup, html};
+
+use super::form::Form;
+use super::layout::{self, Nav};
+use super::signin::{self, Viewer};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::body::Path;
+use crate::problem::Problem;
+use crate::routes::approvals;
+use crate::routes::deliver::{self, Inbound};
+
+/// How many messages before the question the page shows.
+const TAIL: usize = 12;
+
+/// Everything the item page shows.
+struct Item {
+    id: String,
+    thread: Thread,
+    /// Its parents, nearest first.
+    parents: Vec<Thread>,
+    question: Option<String>,
+    tail: Vec<Message>,
+    /// The seq of the thread's first message.
+    first_seq: Option<i64>,
+    child: Option<Child>,
+    call: Option<ToolCall>,
+    /// Whether the park still waits.
+    waiting: bool,
+    /// The answer it got, once it has one.
+    answer: Option<FirstAnswer>,
+}
+
+/// Reads item `id` as `caller` may see it.
+async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Item, Problem> {
+    let (approval, thread) = approvals::parked(state, caller, id).await?;
+    let store = state.runtime().store();
+    let mut parents = Vec::new();
+    let mut up = thread.parent;
+    while let Some(p) = up
+        && parents.len() < 64
+    {
+        let Some(parent) = store.thread_by_id(p).await? else {
+            break;
+        };
+        up = parent.parent;
+        parents.push(parent);
+    }
+    let before: Vec<Message> = store
+        .messages(thread.id)
+        .await?
+        .into_iter()
+        .filter(|m| m.seq < approval.park.seq && !m.silent)
+        .collect();
+    let question = before.last().and_then(|m| m.content.clone());
+    let first_seq = before.first().map(|m| m.seq);
+    let tail_from = before.len().saturating_sub(TAIL + 1);
+    let tail = before[tail_from..before.len().saturating_sub(1)].to_vec();
+    let (child, call) = match parents.first() {
+        Some(parent) => {
+            let child = store.child(thread.id).await?;
+            let call = match &child {
+                Some(c) => spawning_call(&store.messages(parent.id).await?, c),
+                None => None,
+            };
+            (child, call)
+        }
+        None => (None, None),
+    };
+    let waiting = thread.park() == Some(approval.park);
+    let answer = if waiting {
+        None
+    } else {
+        store
+            .answered(&AnsweredQuery {
+                thread: Some(thread.id),
+                limit: 1_000,
+                ..AnsweredQuery::default()
+            })
+            .await?
+            .into_iter()
+            .find(|a| a.park == approval.park)
+            .map(|a| a.answer)
+    };
+    Ok(Item {
+        id: id.to_owned(),
+        thread,
+        parents,
+        question,
+        tail,
+        first_seq,
+        child,
+        call,
+        waiting,
+        answer,
+    })
+}
+
+/// The parent's tool call that led to `child`: the one it waits on, else the last call made
+/// before the child was spawned.
+fn spawning_call(parent: &[Message], child: &Child) -> Option<ToolCall> {
+    let calls = parent
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().map(move |c| (m.created_at, c)));
+    match &child.awaiting {
+        Some(id) => calls
+            .clone()
+            .find(|(_, c)| &c.id == id)
+            .map(|(_, c)| c.clone()),
+        None => None,
+    }
+    .or_else(|| {
+        calls
+            .filter(|(at, _)| *at <= child.created_at)
+            .last()
+            .map(|(_, c)| c.clone())
+    })
+}
+
+/// Who wrote `m` in a thread of `agent`, for people: its side's label, else `person` for a
+/// human side and the agent's name for the others; a tool result names its tool.
+pub(crate) fn author(state: &AppState, m: &Message, agent: &str) -> String {
+    let side = |id: SideId| {
+        let def = state
+            .runtime()
+            .project()
+            .agents
+            .get(agent)
+            .map(|a| &a.def)?;
+        let side = match id {
+            SideId::A => &def.sides.a,
+            SideId::B => &def.sides.b,
+        };
+        Some(match side {
+            Side::Human(h) => h.label.clone().unwrap_or_else(|| "person".into()),
+            Side::Prompt(p) => p.label.clone().unwrap_or_else(|| agent.to_owned()),
+            Side::Handler(h) => h.label.clone().unwrap_or_else(|| agent.to_owned()),
+        })
+    };
+    match (m.role, m.side) {
+        (Role::Tool, _) => format!("tool {}", m.tool_name.as_deref().unwrap_or_default()),
+        (Role::System, _) => "note".into(),
+        (_, Some(id)) => side(id).unwrap_or_else(|| agent.to_owned()),
+        (_, None) => agent.to_owned(),
+    }
+}
+
+/// One message of a conversation; `by` names its author.
+pub(crate) fn message(m: &Message, by: &str) -> Markup {
+    html! {
+        li.msg data-seq=(m.seq) data-role=(m.role.as_str()) {
+            span.author { (by) }
+            @if let Some(text) = &m.content {
+                (layout::markdown(text))
+            }
+            @for call in &m.tool_calls {
+                div.call { "calls " code { (call.name) } }
+            }
+        }
+    }
+}
+
+/// The notice of the answer a park got.
+pub(crate) fn answered(first: &FirstAnswer, now: i64) -> Markup {
+    let who = first
+        .author
+        .as_deref()
+        .map(Caller::author_name)
+        .unwrap_or_else(|| "someone".into());
+    html! {
+        div.answered role="status" data-author=(who) {
+            p { "Answered by " strong { (who) } ", " (layout::waited(first.at, now)) " ago (" (layout::when(first.at)) "):" }
+            blockquote { (first.content) }
+        }
+    }
+}
+
+fn proposed(item: &Item) -> Markup {
+    let parent = item.parents.first().map_or("", |p| p.agent.as_str());
+    html! {
+        @if item.call.is_some() || item.child.as_ref().is_some_and(|c| c.arguments.as_object().is_some_and(|o| !o.is_empty())) {
+            section.proposed aria-labelledby="proposed" {
+                h2 #proposed { "Proposed" }
+                @if let Some(call) = &item.call {
+                    p { (parent) " called " code { (call.name) } " with:" }
+                    pre { code { (serde_json::to_string_pretty(&call.arguments).unwrap_or_default()) } }
+                }
+                @if let Some(args) = item.child.as_ref().and_then(|c| c.arguments.as_object()).filter(|o| !o.is_empty()) {
+                    p { "Spawn arguments:" }
+                    dl.args {
+                        @for (name, value) in args {
+                            dt { (name) }
+                            dd { (value.as_str().map_or_else(|| value.to_string(), str::to_owned)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn forms(item: &Item, viewer: &Viewer) -> Markup {
+    let action = format!("/inbox/items/{}", item.id);
+    let hidden = |kind: &str| {
+        html! {
+            input type="hidden" name="csrf" value=(viewer.token());
+            input type="hidden" name="kind" value=(kind);
+            input type="hidden" name="message_id" value=(uuid::Uuid::now_v7().to_string());
+        }
+    };
+    html! {
+        section.answer #answer aria-labelledby="answer-title" {
+            h2 #answer-title { "Your answer" }
+            form.answer-form method="post" action=(action) data-kind="approve" {
+                (hidden("approve"))
+                button.primary #approve type="submit" { "Approve" } " " kbd { "a" }
+            }
+            form.answer-form.stack method="post" action=(action) data-kind="reject" {
+                (hidden("reject"))
+                label for="reason" { "Reason for rejecting" }
+                textarea #reason name="reason" rows="2" required {}
+                div { button.danger #reject type="submit" { "Reject" } " " kbd { "r" } }
+            }
+            form.answer-form.stack method="post" action=(action) data-kind="reply" {
+                (hidden("reply"))
+                label for="reply" { "Or reply" }
+                textarea #reply name="text" rows="3" required {}
+                div { button #send type="submit" { "Send reply" } }
+            }
+        }
+    }
+}
+
+fn render(
+    state: &AppState,
+    item: &Item,
+    viewer: &Viewer,
+    now: i64,
+    refused: Option<&FirstAnswer>,
+) -> Markup {
+    let t = &item.thread;
+    let visible = viewer.caller.visible_key(&t.key);
+    let body = html! {
+        p.crumbs { a href="/inbox" { "← Waiting" } }
+        h1 { (layout::chain(item.parents.iter().map(|p| p.agent.as_str()), &t.agent)) }
+        p.meta {
+            "Thread " code { (visible) }
+            @for p in &item.parents { " · in " code { (viewer.caller.visible_key(&p.key)) } }
+            @if item.waiting { span #waiting { " · waiting " (layout::waited(t.updated_at, now)) } }
+        }
+        div #notice {
+            @if let Some(first) = refused.or(item.answer.as_ref()) {
+                (answered(first, now))
+            } @else if !item.waiting {
+                p.answered role="status" { "This question no longer waits (the thread is " (t.status.as_str()) ")." }
+            }
+        }
+        section.question aria-labelledby="question" {
+            h2 #question { "Question" }
+            (layout::markdown(item.question.as_deref().unwrap_or("(no message)")))
+        }
+        (proposed(item))
+        @if item.waiting && refused.is_none() { (forms(item, viewer)) }
+        section.live #live aria-live="polite" data-follow=(format!("/inbox/items/{}/follow", item.id)) {
+            h2 { "What happened next" }
+            ol.conversation #after {}
+            p.state #state {}
+        }
+        @if !item.tail.is_empty() {
+            section.tail aria-labelledby="before" {
+                h2 #before { "Before the question" }
+                ol.conversation {
+                    @for m in &item.tail {
+                        // A child's first message is its parent's (what it was spawned with).
+                        @let by = match item.parents.first() {
+                            Some(p) if item.first_seq == Some(m.seq) => p.agent.clone(),
+                            _ => author(state, m, &t.agent),
+                        };
+                        (message(m, &by))
+                    }
+                }
+            }
+        }
+    };
+    layout::page(
+        &format!("{} waits", t.agent),
+        Some(viewer),
+        Nav::Other,
+        body,
+    )
+}
+
+/// `GET /inbox/items/{id}`: the question page.
+pub(crate) async fn page(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Response {
+    match load(&state, &viewer.caller, &id).await {
+        Ok(item) => render(&state, &item, &viewer, state.runtime().now_ms(), None).into_response(),
+        Err(p) => layout::error_page(p.status, &p.detail),
+    }
+}
+
+/// The text an answer form sends: `approve`, `reject: REASON`, or the reply.
+fn answer_text(form: &Form) -> Result<String, &'static str> {
+    let field = |name| form.get(name).map(str::trim).unwrap_or_default();
+    match form.get("kind") {
+        Some("approve") => Ok("approve".into()),
+        Some("reject") if field("reason").is_empty() => Err("say why you reject it"),
+        Some("reject") => Ok(format!("reject: {}", field("reason"))),
+        Some("reply") if field("text").is_empty() => Err("the reply is empty"),
+        Some("reply") => Ok(field("text").to_owned()),
+        _ => Err("the answer's kind is approve, reject or reply"),
+    }
+}
+
+/// `POST /inbox/items/{id}`: answers the question. A script (`Accept: application/json`) gets
+/// the API's answer — `202`, or `409` naming the answer that won; a plain form post is sent back
+/// to the question page, which then shows the answer (or the one that came first).
+pub(crate) async fn answer(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    form: Form,
+) -> Response {
+    if let Err(refused) = signin::check_post(&state, &headers, Some(&viewer), &form) {
+        return refused;
+    }
+    let script = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/json"));
+    let fail = |p: Problem| {
+        if script {
+            p.into_response()
+        } else {
+            layout::error_page(p.status, &p.detail)
+        }
+    };
+    let text = match answer_text(&form) {
+        Ok(t) => t,
+        Err(why) => return fail(Problem::unprocessable("invalid_answer", why)),
+    };
+    let message_id = form
+        .get("message_id")
+        .map(str::trim)
+        .filter(|m| !m.is_empty() && m.len() <= crate::body::MAX_KEY_BYTES);
+    let (approval, t) = match approvals::parked(&state, &viewer.caller, &id).await {
+        Ok(found) => found,
+        Err(p) => return fail(p),
+    };
+    let stored = t.key.clone();
+    let inbound = Inbound {
+        key: &stored,
+        agent: None,
+        thread: Some(&t),
+        text: &text,
+        images: &[],
+        answers: Some(approval.park),
+        message_id,
+        wait: false,
+    };
+    match deliver::deliver(&state, &viewer.caller, inbound).await {
+        Ok(response) if script => response,
+        Ok(_) => Redirect::to(&format!("/inbox/items/{id}")).into_response(),
+        Err(p) if p.code == "already_answered" && !script => {
+            let first = p.extra.get("answer").map(|a| FirstAnswer {
+                content: a["content"].as_str().unwrap_or_default().to_owned(),
+                at: a["at"].as_i64().unwrap_or_default(),
+                author: None,
+                message_id: None,
+            });
+            match load(&state, &viewer.caller, &id).await {
+                Ok(item) => {
+                    let first = item.answer.clone().or(first);
+                    let page = render(
+                        &state,
+                        &item,
+                        &viewer,
+                        state.runtime().now_ms(),
+                        first.as_ref(),
+                    );
+                    (StatusCode::CONFLICT, page).into_response()
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Err(p) => fail(p),
+    }
+}

@@ -1,0 +1,112 @@
+//! Markdown from agents and people, rendered inert: CommonMark (with tables and strikethrough)
+//! where raw HTML is shown as text, a link keeps its target only when that is `http`, `https`,
+//! `mailto` or relative (a `javascript:`, `data:` or `vbscript:` link becomes its text), every
+//! link opens with `rel="noopener noreferrer nofollow"`, and an image is its alt text (nothing
+//! is fetched from elsewhere). The page's Content-Security-Policy is the second line of defence.
+
+use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd, html};
+
+/// `source` as safe HTML.
+pub(crate) fn render(source: &str) -> String {
+    let mut options = Options::empty();
+    options.insert(Options::ENABLE_TABLES);
+    options.insert(Options::ENABLE_STRIKETHROUGH);
+    let mut dropped_link = false;
+    let mut in_image = 0usize;
+    let events = Parser::new_ext(source, options).filter_map(|event| match event {
+        // Whatever HTML the source holds is shown, not interpreted.
+        Event::Html(raw) | Event::InlineHtml(raw) => Some(Event::Text(raw)),
+        Event::Start(Tag::Link { dest_url, .. }) => match safe_url(&dest_url) {
+            true => Some(Event::InlineHtml(CowStr::from(format!(
+                "<a href=\"{}\" rel=\"noopener noreferrer nofollow\">",
+                attribute(&dest_url)
+            )))),
+            false => {
+                dropped_link = true;
+                None
+            }
+        },
+        Event::End(TagEnd::Link) => match std::mem::take(&mut dropped_link) {
+            true => None,
+            false => Some(Event::InlineHtml(CowStr::from("</a>"))),
+        },
+        // An image is its alt text: the text events between its start and end.
+        Event::Start(Tag::Image { .. }) => {
+            in_image += 1;
+            None
+        }
+        Event::End(TagEnd::Image) => {
+            in_image = in_image.saturating_sub(1);
+            None
+        }
+        other => Some(other),
+    });
+    let mut out = String::with_capacity(source.len() * 3 / 2);
+    html::push_html(&mut out, events);
+    out
+}
+
+/// Whether a link may point at `url`: `http`, `https`, `mailto`, or no scheme at all (a path or
+/// a fragment). Judged as a browser reads it: with the whitespace and control characters a
+/// browser strips from a scheme removed, case-insensitively.
+fn safe_url(url: &str) -> bool {
+    let plain: String = url
+        .chars()
+        .filter(|c| !c.is_whitespace() && !c.is_control())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let scheme_end = plain.find(':');
+    let path_start = plain.find(['/', '?', '#']);
+    match (scheme_end, path_start) {
+        // A colon after the first `/`, `?` or `#` is in the path, not a scheme.
+        (None, _) => true,
+        (Some(colon), Some(path)) if path < colon => true,
+        (Some(colon), _) => matches!(&plain[..colon], "http" | "https" | "mailto"),
+    }
+}
+
+/// `s` escaped for a double-quoted HTML attribute.
+fn attribute(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_schemes_keep_a_link() {
+        for ok in [
+            "https://example.com",
+            "http://x",
+            "mailto:a@b.c",
+            "/inbox",
+            "#top",
+            "a/b:c",
+        ] {
+            assert!(safe_url(ok), "{ok}");
+        }
+        for bad in [
+            "javascript:alert(1)",
+            "JavaScript:alert(1)",
+            "java\tscript:alert(1)",
+            " javascript:alert(1)",
+            "data:text/html,<script>",
+            "vbscript:x",
+            "jav&#x09;ascript:x",
+        ] {
+            assert!(!safe_url(bad), "{bad}");
+        }
+    }
+}
