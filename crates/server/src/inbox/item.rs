@@ -110,22 +110,16 @@ async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Item, Probl
 /// The parent's tool call that led to `child`: the one it waits on, else the last call made
 /// before the child was spawned.
 fn spawning_call(parent: &[Message], child: &Child) -> Option<ToolCall> {
-    let calls = parent
+    let mut calls = parent
         .iter()
         .flat_map(|m| m.tool_calls.iter().map(move |c| (m.created_at, c)));
-    match &child.awaiting {
-        Some(id) => calls
-            .clone()
-            .find(|(_, c)| &c.id == id)
-            .map(|(_, c)| c.clone()),
-        None => None,
-    }
-    .or_else(|| {
-        calls
-            .filter(|(at, _)| *at <= child.created_at)
-            .last()
-            .map(|(_, c)| c.clone())
-    })
+    let awaited = child
+        .awaiting
+        .as_ref()
+        .and_then(|id| calls.clone().find(|(_, c)| &c.id == id));
+    awaited
+        .or_else(|| calls.rfind(|(at, _)| *at <= child.created_at))
+        .map(|(_, c)| c.clone())
 }
 
 /// Who wrote `m` in a thread of `agent`, for people: its side's label, else `person` for a
@@ -337,7 +331,7 @@ pub(crate) async fn answer(
     form: Form,
 ) -> Response {
     if let Err(refused) = signin::check_post(&state, &headers, Some(&viewer), &form) {
-        return refused;
+        return refused.into_response();
     }
     let script = headers
         .get(header::ACCEPT)

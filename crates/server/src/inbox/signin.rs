@@ -140,7 +140,7 @@ pub(crate) fn check_post(
     headers: &HeaderMap,
     viewer: Option<&Viewer>,
     form: &Form,
-) -> Result<(), Response> {
+) -> Result<(), Refused> {
     if let Some(origin) = headers.get(header::ORIGIN) {
         let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
         let origin = origin.to_str().unwrap_or_default();
@@ -153,19 +153,24 @@ pub(crate) fn check_post(
                 .and_then(|u| url::Url::parse(u).ok())
                 .is_some_and(|u| u.origin().ascii_serialization() == origin);
         if !ours {
-            return Err(forbidden("this form was posted from another site"));
+            return Err(Refused("this form was posted from another site"));
         }
     }
     match viewer.and_then(|v| v.csrf.as_deref()) {
-        Some(token) if form.get("csrf") != Some(token) => Err(forbidden(
+        Some(token) if form.get("csrf") != Some(token) => Err(Refused(
             "this form is out of date (its token is not this session's): reload the page",
         )),
         _ => Ok(()),
     }
 }
 
-fn forbidden(why: &str) -> Response {
-    layout::error_page(StatusCode::FORBIDDEN, why)
+/// A form post refused by [`check_post`]: a 403 page saying why.
+pub(crate) struct Refused(&'static str);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        layout::error_page(StatusCode::FORBIDDEN, self.0)
+    }
 }
 
 /// `GET /inbox/sign-in`: the sign-in form.
@@ -197,7 +202,7 @@ pub(crate) async fn sign_in(
     form: Form,
 ) -> Response {
     if let Err(refused) = check_post(&state, &headers, None, &form) {
-        return refused;
+        return refused.into_response();
     }
     let next = safe_next(form.get("next"));
     let token = form.get("key").unwrap_or_default().trim();
@@ -266,7 +271,7 @@ pub(crate) async fn sign_out(
     form: Form,
 ) -> Response {
     if let Err(refused) = check_post(&state, &headers, Some(&viewer), &form) {
-        return refused;
+        return refused.into_response();
     }
     if let Some(secret) = cookie(&headers)
         && let Err(e) = state
