@@ -144,23 +144,31 @@ impl Browser {
     }
 
     /// Waits until `script` (a JS expression over the DOM) is true in the page: checked again
-    /// on every change of the document (a `MutationObserver`), so nothing polls.
+    /// on every change of the document (a `MutationObserver`), so nothing polls. When the page
+    /// navigates away meanwhile (a form post), the check starts again on the new page.
     pub async fn wait_until(&self, script: &str) {
         let js = format!(
             "const done = arguments[arguments.length - 1];
              const check = () => {{ try {{ return !!({script}); }} catch (e) {{ return false; }} }};
              if (check()) {{ done(true); return; }}
              const seen = new MutationObserver(() => {{ if (check()) {{ seen.disconnect(); done(true); }} }});
-             seen.observe(document, {{ subtree: true, childList: true, attributes: true, characterData: true }});"
+             seen.observe(document, {{ subtree: true, childList: true, attributes: true, characterData: true }});
+             window.addEventListener('pagehide', () => done(false));"
         );
-        let ok = self.client.execute_async(&js, vec![]).await;
-        if !matches!(ok, Ok(Value::Bool(true))) {
-            let page = self.eval("document.body.innerText").await;
-            panic!(
-                "waiting until `{script}` on {}: {ok:?}\nthe page says:\n{}",
-                self.url_now().await,
-                page.as_str().unwrap_or_default()
-            );
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let ok = self.client.execute_async(&js, vec![]).await;
+            if matches!(ok, Ok(Value::Bool(true))) {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline || matches!(ok, Err(_)) && !navigating(&ok) {
+                let page = self.eval("document.body.innerText").await;
+                panic!(
+                    "waiting until `{script}` on {}: {ok:?}\nthe page says:\n{}",
+                    self.url_now().await,
+                    page.as_str().unwrap_or_default()
+                );
+            }
         }
     }
 
@@ -172,9 +180,16 @@ impl Browser {
             .expect("execute")
     }
 
-    /// The text of the first element matching `css`.
+    /// The text of the first element matching `css`, once there is one (read in the page, so
+    /// a live update that replaces the element in between cannot make it stale).
     pub async fn text(&self, css: &str) -> String {
-        self.wait_for(css).await.text().await.expect("text")
+        let css_json = serde_json::to_string(css).expect("json");
+        self.wait_until(&format!("document.querySelector({css_json}) !== null"))
+            .await;
+        let text = self
+            .eval(&format!("document.querySelector({css_json}).innerText"))
+            .await;
+        text.as_str().unwrap_or_default().to_owned()
     }
 
     /// Types `keys` into the focused element (or the page).
@@ -222,4 +237,12 @@ impl Browser {
     pub async fn close(self) {
         let _ = self.client.close().await;
     }
+}
+
+/// Whether a script failed because its page went away (it is tried again on the next one).
+fn navigating(result: &Result<Value, fantoccini::error::CmdError>) -> bool {
+    result.as_ref().err().is_some_and(|e| {
+        let e = e.to_string();
+        e.contains("unload") || e.contains("navigat") || e.contains("context")
+    })
 }

@@ -224,7 +224,7 @@ async fn two_pages_answer_one_question_the_first_wins_and_the_others_are_told() 
             .click()
             .await
             .expect("reject");
-        let refused = late.text("#notice").await;
+        let refused = late.text("#notice .answered").await;
         assert!(
             refused.contains("Answered by alice") && refused.contains("approve"),
             "{refused}"
