@@ -161,7 +161,7 @@ impl Browser {
             if matches!(ok, Ok(Value::Bool(true))) {
                 return;
             }
-            if tokio::time::Instant::now() >= deadline || matches!(ok, Err(_)) && !navigating(&ok) {
+            if tokio::time::Instant::now() >= deadline || ok.is_err() && !navigating(&ok) {
                 let page = self.eval("document.body.innerText").await;
                 panic!(
                     "waiting until `{script}` on {}: {ok:?}\nthe page says:\n{}",
