@@ -85,6 +85,23 @@ async fn an_orchestrators_approval_is_answered_in_the_browser_and_its_continuati
             "the chain: {text}"
         );
         assert!(text.contains("Do you approve?"), "the question: {text}");
+        // `/` finds among the questions.
+        page.keys("/").await;
+        page.wait_until("document.activeElement && document.activeElement.id === 'find'")
+            .await;
+        page.keys("no such words").await;
+        page.wait_until(&format!(
+            "document.querySelector('{}').hidden",
+            row.replace('\'', "\\'")
+        ))
+        .await;
+        page.eval("(e => { e.value = 'rotate'; e.dispatchEvent(new Event('input')); e.blur(); return true; })(document.getElementById('find'))")
+            .await;
+        page.wait_until(&format!(
+            "!document.querySelector('{}').hidden",
+            row.replace('\'', "\\'")
+        ))
+        .await;
         if backend.name() == "sqlite" {
             page.screenshot("queue").await;
         }
@@ -421,10 +438,7 @@ async fn hostile_markdown_in_a_question_renders_inert() {
 
 /// Signs in over HTTP with `token`: the session cookie's value.
 async fn cookie(server: &Server, token: &str) -> String {
-    let resp = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client")
+    let resp = plain()
         .post(format!("{}/inbox/sign-in", server.base))
         .form(&[("key", token), ("next", "/inbox")])
         .send()
@@ -594,6 +608,135 @@ async fn the_session_cookie_stands_for_its_key_and_forms_are_csrf_checked() {
             get("/inbox", Some(&again)).await.expect("get").status(),
             303,
             "a revoked key's session ends"
+        );
+        server.stop().await;
+    }
+}
+
+/// The queue page's items, as `(agent, thread)` in the page's order.
+fn items(html: &str) -> Vec<(String, String)> {
+    html.split("<li class=\"item\"")
+        .skip(1)
+        .map(|li| {
+            let agent = li
+                .split("data-agent=\"")
+                .nth(1)
+                .and_then(|a| a.split('"').next())
+                .unwrap_or_default();
+            let thread = li
+                .split("<span class=\"thread\">")
+                .nth(1)
+                .and_then(|t| t.split('<').next())
+                .unwrap_or_default();
+            (agent.to_owned(), thread.to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_queue_filters_by_agent_and_age_orders_by_wait_and_counts_per_agent() {
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let (status, body) = server
+            .post(
+                "/threads?wait=true",
+                &alice,
+                json!({"agent": "approval_gate", "key": "gate-1", "text": "Rotate?"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        // The orchestrator, its gate answered, asks its requester what next.
+        let approval = orchestrate(&server, &alice, "ops-1").await;
+        let (status, body) = server
+            .post(
+                &format!("/approvals/{approval}?wait=true"),
+                &alice,
+                json!({"text": "approve"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        harness::until(&server, &alice, "ops-1", "awaiting_human").await;
+
+        let session = cookie(&server, &alice).await;
+        let page = |query: &'static str| {
+            let req = plain()
+                .get(format!("{}/inbox{query}", server.base))
+                .header("cookie", session.clone());
+            async move { req.send().await.expect("get").text().await.expect("html") }
+        };
+        let all = page("").await;
+        assert_eq!(
+            items(&all),
+            [
+                ("approval_gate".into(), "gate-1".into()),
+                ("orchestrator".into(), "ops-1".into())
+            ],
+            "oldest first"
+        );
+        assert!(
+            all.contains("approval_gate <span class=\"n\">1</span>")
+                && all.contains("orchestrator <span class=\"n\">1</span>"),
+            "{all}"
+        );
+        assert_eq!(
+            items(&page("?order=newest").await),
+            [
+                ("orchestrator".into(), "ops-1".into()),
+                ("approval_gate".into(), "gate-1".into())
+            ]
+        );
+        assert_eq!(
+            items(&page("?agent=orchestrator").await),
+            [("orchestrator".into(), "ops-1".into())]
+        );
+        let old = page("?age=1h").await;
+        assert_eq!(items(&old), [], "nothing has waited an hour");
+        assert!(old.contains("2 in all; the filters hide the rest"), "{old}");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn without_auth_the_inbox_needs_no_sign_in_but_still_refuses_other_sites() {
+    for backend in support::backends().await {
+        let options = duet_server::Options {
+            auth: false,
+            ..harness::options()
+        };
+        let server = Server::start_with(&backend, &support::repo(), options).await;
+        let (status, body) = server
+            .post(
+                "/threads?wait=true",
+                "none",
+                json!({"agent": "approval_gate", "key": "gate-1", "text": "Rotate?"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let approval = approval_of(&server, "none", "gate-1").await;
+        let resp = plain()
+            .get(format!("{}/inbox", server.base))
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(resp.status(), 200);
+        assert!(!resp.text().await.expect("html").contains("Sign out"));
+        let post = |origin: &'static str| {
+            plain()
+                .post(format!("{}/inbox/items/{approval}", server.base))
+                .header("origin", origin)
+                .header("accept", "application/json")
+                .form(&[("kind", "approve")])
+                .send()
+        };
+        assert_eq!(
+            post("https://evil.example").await.expect("post").status(),
+            403
+        );
+        assert_eq!(
+            approval_of(&server, "none", "gate-1").await,
+            approval,
+            "nothing was sent"
         );
         server.stop().await;
     }
