@@ -93,8 +93,9 @@ fn main() -> ExitCode {
             Command::Send(args) => run::send(args).await,
             Command::Threads(args) => threads::run(args).await,
             Command::Serve(args) => {
-                logs(args.log_format());
-                serve::run(args).await
+                let metrics = duet_server::metrics::Metrics::default();
+                logs(args.log_format(), &metrics);
+                serve::run(args, metrics).await
             }
             Command::Keys(args) => keys::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
@@ -111,15 +112,30 @@ fn main() -> ExitCode {
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`): as text, or as one JSON object a
-/// line.
-fn logs(format: serve::LogFormat) {
+/// line; and the runtime's spans into `metrics` (what `/metrics` serves), whatever the filter.
+fn logs(format: serve::LogFormat, metrics: &duet_server::metrics::Metrics) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    // The runtime's spans are for metrics and traces; in log lines only when RUST_LOG asks.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        serve::LogFormat::Text => logs.try_init(),
-        serve::LogFormat::Json => logs.json().try_init(),
-    };
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,duet::telemetry=off"));
+    let spans = tracing_subscriber::filter::Targets::new()
+        .with_target(duet_runtime::telemetry::TARGET, tracing::Level::INFO);
+    let text = matches!(format, serve::LogFormat::Text).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(filter.clone())
+    });
+    let json = matches!(format, serve::LogFormat::Json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+    });
+    let _ = tracing_subscriber::registry()
+        .with(text)
+        .with(json)
+        .with(metrics.layer().with_filter(spans))
+        .try_init();
 }

@@ -67,7 +67,7 @@ impl Args {
     }
 }
 
-pub(crate) async fn run(args: Args) -> ExitCode {
+pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> ExitCode {
     if args.openapi {
         match serde_json::to_string_pretty(&duet_server::openapi()) {
             Ok(doc) => {
@@ -127,6 +127,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         public_url: args.public_url,
         allow_private_push: args.allow_private_push,
+        metrics,
         ..Options::default()
     };
     match duet_server::serve(runtime, options, listener, shutdown).await {

@@ -179,8 +179,30 @@ impl Runtime {
 
     /// Writes `commit` under the run's lease (the owner the thread row was claimed with).
     async fn commit(&self, t: &Thread, commit: Commit) -> Result<CommitOutcome, RunError> {
+        use tracing::Instrument;
+        let span = crate::telemetry::commit(&t.key);
+        let turns = commit
+            .records
+            .iter()
+            .filter(|r| matches!(r.body, crate::record::RecordBody::TurnCompleted { .. }))
+            .count();
+        span.record(crate::telemetry::attr::TURNS, turns);
         let owner = t.lease_owner.ok_or(StoreError::LeaseLost(t.id))?;
-        Ok(self.inner.store.commit(t, owner, commit).await?)
+        let outcome = self
+            .inner
+            .store
+            .commit(t, owner, commit)
+            .instrument(span.clone())
+            .await;
+        span.record(
+            crate::telemetry::attr::OUTCOME,
+            match &outcome {
+                Ok(_) => "committed",
+                Err(StoreError::LeaseLost(_)) => "lease_lost",
+                Err(_) => "error",
+            },
+        );
+        Ok(outcome?)
     }
 
     /// Writes `records` and settles: the lease is released unless runnable messages wait.
@@ -201,6 +223,8 @@ impl Runtime {
 
     /// Records a failed step and stops the run (`step_error`); the session stays open.
     async fn step_error(&self, t: &mut Thread, error: &str) -> Result<Flow, RunError> {
+        // Inside the step's `invoke_agent` span.
+        tracing::Span::current().record(crate::telemetry::attr::ERROR_TYPE, "step_error");
         let records = crate::transition::step_error(t, error, self.now());
         self.finish(t, records).await
     }

@@ -43,6 +43,23 @@ pub enum RunError {
     },
 }
 
+impl RunError {
+    /// A short, stable name of what went wrong (a span's `error.type`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunError::Store(StoreError::LeaseLost(_)) => "lease_lost",
+            RunError::Store(_) => "store",
+            RunError::UnknownAgent(_) => "unknown_agent",
+            RunError::UnknownThread(_) => "unknown_thread",
+            RunError::Terminated(_) => "terminated",
+            RunError::Forbidden(_) => "forbidden",
+            RunError::Busy(_) => "busy",
+            RunError::ShuttingDown => "shutting_down",
+            RunError::AlreadyAnswered { .. } => "already_answered",
+        }
+    }
+}
+
 fn already_answered(key: &str, park: &Park, first: Option<&FirstAnswer>) -> String {
     match first {
         Some(f) => format!(

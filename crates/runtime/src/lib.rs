@@ -36,6 +36,7 @@ mod model;
 mod record;
 mod store;
 mod subagents;
+pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
 mod tools;
@@ -59,7 +60,7 @@ pub use store::{
     Answer, Answered, AnsweredQuery, ApiKey, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
     CommitStore, FeedEvent, FirstAnswer, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore,
     NewThread, ParentFilter, PushConfig, PushDelivery, PushStore, QueueStore, RegistryStore,
-    Renewal, Store, StoreError, ThreadQuery, ThreadStore,
+    Renewal, StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{

@@ -29,7 +29,7 @@ pub use leases::{Lease, LeaseStore, Renewal};
 pub use push::{PushConfig, PushDelivery, PushStore};
 pub use queue::{Answer, Answered, AnsweredQuery, FirstAnswer, QueueStore};
 pub use registry::RegistryStore;
-pub use threads::{NewThread, ParentFilter, ThreadQuery, ThreadStore};
+pub use threads::{NewThread, ParentFilter, StatusCounts, ThreadQuery, ThreadStore};
 
 /// Store failures, by kind: what a caller can act on is the variant, never the message text.
 #[derive(Debug, thiserror::Error)]

@@ -38,6 +38,9 @@ pub struct Options {
     /// Whether A2A push notifications may go to private, loopback and link-local addresses
     /// (refused by default: a config must not turn the server against its own network).
     pub allow_private_push: bool,
+    /// The metrics `/metrics` serves: give the process's subscriber [`crate::metrics::Metrics::layer`]
+    /// so they include the runtime's spans.
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl Default for Options {
@@ -51,6 +54,7 @@ impl Default for Options {
             heartbeat: Duration::from_secs(15),
             public_url: None,
             allow_private_push: false,
+            metrics: crate::metrics::Metrics::default(),
         }
     }
 }
@@ -174,6 +178,12 @@ impl AppState {
     ) -> axum::response::Response {
         use axum::response::IntoResponse;
         use axum::response::sse::{KeepAlive, Sse};
+        use futures::StreamExt;
+        let open = crate::metrics::StreamOpen::new(&self.options().metrics);
+        let events = events.map(move |e| {
+            let _counted = &open;
+            e
+        });
         Sse::new(events)
             .keep_alive(
                 KeepAlive::new()
@@ -252,6 +262,7 @@ pub fn router(state: AppState) -> Router {
     router
         .merge(a2a)
         .merge(crate::inbox::router())
+        .route("/metrics", axum::routing::get(crate::metrics::scrape))
         .route(
             "/openapi.json",
             axum::routing::get(move || {
@@ -267,6 +278,10 @@ pub fn router(state: AppState) -> Router {
                 "this route does not take that method",
             )
         })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::http,
+        ))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }

@@ -13,6 +13,7 @@ mod app;
 pub mod auth;
 mod body;
 mod inbox;
+pub mod metrics;
 mod problem;
 mod routes;
 mod serve;

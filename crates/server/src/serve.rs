@@ -92,7 +92,15 @@ async fn recover_periodically(state: AppState) {
         }
         match state.runtime().recover(&runs).await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(threads = n, "recovered threads"),
+            Ok(n) => {
+                tracing::info!(threads = n, "recovered threads");
+                // A count of threads: exact as f64 far past any real number.
+                #[allow(clippy::cast_precision_loss)]
+                state
+                    .options()
+                    .metrics
+                    .add("duet_recoveries_total", &[], n as f64);
+            }
             Err(e) => tracing::warn!(error = %e, "recovery failed; trying again later"),
         }
         tokio::select! {

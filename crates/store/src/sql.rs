@@ -208,6 +208,26 @@ macro_rules! store_impl {
                 list_threads(&self.read, query).await
             }
 
+            async fn status_counts(&self) -> Result<duet_runtime::StatusCounts, StoreError> {
+                // Both read `threads_status_id`: a count per status, the oldest park's time.
+                let rows = sqlx::query("SELECT status, COUNT(*) AS n FROM threads GROUP BY status ORDER BY status")
+                    .fetch_all(&self.read)
+                    .await
+                    .map_err(db_error)?;
+                let mut by_status = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    let status: String = row.try_get("status").map_err(db_error)?;
+                    let n: i64 = row.try_get("n").map_err(db_error)?;
+                    let status = ThreadStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?;
+                    by_status.push((status, u64::try_from(n).unwrap_or_default()));
+                }
+                let oldest_awaiting: Option<i64> = sqlx::query_scalar("SELECT MIN(updated_at) FROM threads WHERE status = 'awaiting_human'")
+                    .fetch_one(&self.read)
+                    .await
+                    .map_err(db_error)?;
+                Ok(duet_runtime::StatusCounts { by_status, oldest_awaiting })
+            }
+
             async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;

@@ -19,3 +19,4 @@ mod hostile;
 mod inbox;
 mod isolation;
 mod lifecycle;
+mod metrics;

@@ -31,7 +31,7 @@ impl Runtime {
         msgs: &mut Vec<Message>,
         new: Vec<Message>,
         calls: &[ToolCall],
-        awaiting: &[(usize, ThreadId, String)],
+        (awaiting, spans): (&[(usize, ThreadId, String)], &[tracing::Span]),
         mut hooks: ActiveHooks,
         turn: &Turn<'_>,
     ) -> Result<Flow, RunError> {
@@ -48,7 +48,7 @@ impl Runtime {
         emit::messages(turn.events, &new);
         hooks.after_create_message(t, &new).await;
         msgs.extend(new);
-        for (_, child, _) in awaiting {
+        for (n, (_, child, _)) in awaiting.iter().enumerate() {
             if turn.cancel.is_cancelled() {
                 break;
             }
@@ -57,7 +57,10 @@ impl Runtime {
             if self.inner.store.claim(*child, self.lease(run)).await? {
                 let cancel = turn.cancel.child_token();
                 let sink = EventSink::discard();
-                if let Err(e) = self.drive(*child, run, &sink, &cancel, true).await {
+                // Inside the parent's tool call that waits for it.
+                let span = spans.get(n).cloned().unwrap_or_else(tracing::Span::none);
+                let driven = self.drive(*child, run, &sink, &cancel, true);
+                if let Err(e) = tracing::Instrument::instrument(driven, span).await {
                     tracing::warn!(child = %child, error = %e, "a blocking child's run failed");
                 }
             }

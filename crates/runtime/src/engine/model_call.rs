@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::event::{AgentEvent, EventSink};
 use crate::model::{Model, ModelChunk, ModelError, ModelRequest, Usage};
+use crate::telemetry::attr;
 
 /// What a model answered.
 #[derive(Default)]
@@ -19,7 +20,15 @@ pub(super) struct Answer {
     pub(super) provider_data: Option<Value>,
 }
 
-/// Calls `model`, streaming thinking and (when `live_text`) text to `events` as they come;
+/// The `chat` span of a call of model definition `name` (its provider and provider model).
+pub(super) fn span(project: &duet_spec::Project, name: &str) -> tracing::Span {
+    match project.models.get(name).map(|d| &d.def) {
+        Some(def) => crate::telemetry::chat(name, &def.provider, &def.model),
+        None => crate::telemetry::chat(name, "", name),
+    }
+}
+
+/// Calls `model` (inside its [`span`], whose attributes it records), streaming thinking and (when `live_text`) text to `events` as they come;
 /// `Ok(None)` when the run was cancelled meanwhile (dropping the stream closes the provider's
 /// request).
 pub(super) async fn call(
@@ -29,6 +38,10 @@ pub(super) async fn call(
     events: &EventSink,
     live_text: bool,
 ) -> Result<Option<Answer>, ModelError> {
+    let span = tracing::Span::current();
+    let started = std::time::Instant::now();
+    let mut first = true;
+    let mut retries = 0u32;
     let mut stream = model.stream(request);
     let mut answer = Answer::default();
     let outcome = loop {
@@ -36,6 +49,20 @@ pub(super) async fn call(
             () = cancel.cancelled() => break Ok(None),
             chunk = stream.next() => chunk,
         };
+        if first
+            && matches!(
+                chunk,
+                Some(Ok(ModelChunk::Text(_)
+                    | ModelChunk::Thinking(_)
+                    | ModelChunk::ToolCall { .. }))
+            )
+        {
+            first = false;
+            span.record(
+                attr::TIME_TO_FIRST_TOKEN_MS,
+                started.elapsed().as_secs_f64() * 1000.0,
+            );
+        }
         match chunk {
             None => break Ok(Some(())),
             Some(Ok(ModelChunk::Text(s))) => {
@@ -67,16 +94,40 @@ pub(super) async fn call(
                 max_attempts,
                 delay_ms,
                 reason,
-            })) => events.send(AgentEvent::Retrying {
-                attempt,
-                max_attempts,
-                delay_ms,
-                reason,
-            }),
+            })) => {
+                retries += 1;
+                span.record(attr::RETRIES, retries);
+                events.send(AgentEvent::Retrying {
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    reason,
+                });
+            }
             Some(Err(e)) => break Err(e),
         }
     };
     events.end_text();
+    match &outcome {
+        Ok(Some(())) => {
+            let finish = if answer.calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
+            span.record(attr::RESPONSE_FINISH_REASONS, finish);
+            if let Some(u) = &answer.usage {
+                span.record(attr::USAGE_INPUT_TOKENS, u.input_tokens);
+                span.record(attr::USAGE_OUTPUT_TOKENS, u.output_tokens);
+            }
+        }
+        Ok(None) => {
+            span.record(attr::ERROR_TYPE, "cancelled");
+        }
+        Err(_) => {
+            span.record(attr::ERROR_TYPE, "model_error");
+        }
+    }
     match outcome {
         Ok(Some(())) => Ok(Some(answer)),
         Ok(None) => Ok(None),

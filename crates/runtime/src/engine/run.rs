@@ -3,6 +3,7 @@
 //! only then emits — until the thread settles.
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::lease::LeaseGuard;
@@ -155,13 +156,28 @@ impl Runtime {
                             events,
                             cancel,
                         };
-                        match decide::side(agent, side) {
+                        let span = crate::telemetry::invoke_agent(
+                            &agent.name,
+                            &t.key,
+                            crate::types::side_str(side),
+                        );
+                        let flow = match decide::side(agent, side) {
                             Side::Handler(cfg) => {
-                                self.handler_turn(cfg, &turn, &mut t, &mut msgs).await?
+                                self.handler_turn(cfg, &turn, &mut t, &mut msgs)
+                                    .instrument(span.clone())
+                                    .await
                             }
-                            Side::Prompt(cfg) => self.step(cfg, &turn, &mut t, &mut msgs).await?,
+                            Side::Prompt(cfg) => {
+                                self.step(cfg, &turn, &mut t, &mut msgs)
+                                    .instrument(span.clone())
+                                    .await
+                            }
                             Side::Human(_) => continue,
+                        };
+                        if let Err(e) = &flow {
+                            span.record(crate::telemetry::attr::ERROR_TYPE, e.kind());
                         }
+                        flow?
                     }
                 }
             };

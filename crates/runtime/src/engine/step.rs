@@ -4,6 +4,7 @@
 //! and completes when their results are in (`awaits`).
 
 use duet_spec::PromptSide;
+use tracing::Instrument;
 
 use super::router::{Dispatched, Offer, StepCalls};
 use super::{Flow, Runtime, Turn, emit, hook_output, model_call};
@@ -29,6 +30,8 @@ struct Calls {
     handoff: Option<(String, usize)>,
     /// The blocking children the step waits for: call index, child, child key.
     awaiting: Vec<(usize, ThreadId, String)>,
+    /// The `execute_tool` span of each awaited call: its child's runs are inside it.
+    awaiting_spans: Vec<tracing::Span>,
 }
 
 impl Runtime {
@@ -93,6 +96,7 @@ impl Runtime {
         let live_text = cfg.stop_tool_response_property.is_none();
         let answer =
             match model_call::call(model.as_ref(), request, turn.cancel, turn.events, live_text)
+                .instrument(model_call::span(&project, &prompt.model))
                 .await
             {
                 Ok(Some(answer)) => answer,
@@ -160,6 +164,7 @@ impl Runtime {
                 return self.abort(t, msgs).await.map(Flow::Done);
             }
             hooks.tool_call_started(t, call).await;
+            let tool_span = crate::telemetry::execute_tool(&call.name, &call.id);
             let mut step = StepCalls {
                 thread: t,
                 history: msgs,
@@ -175,8 +180,13 @@ impl Runtime {
                     t.next_seq = seq;
                     return self.abort(t, msgs).await.map(Flow::Done);
                 }
-                d = self.route_call(&offer, turn, call, &mut step) => d,
+                d = self.route_call(&offer, turn, call, &mut step).instrument(tool_span.clone()) => d,
             };
+            if let Dispatched::Done(r) | Dispatched::Handoff(_, r) = &dispatched
+                && !r.is_ok()
+            {
+                tool_span.record(crate::telemetry::attr::ERROR_TYPE, "tool_error");
+            }
             let result = match dispatched {
                 Dispatched::Done(result) => result,
                 Dispatched::Handoff(target, result) => {
@@ -185,6 +195,7 @@ impl Runtime {
                 }
                 Dispatched::Awaiting { child, key } => {
                     done.awaiting.push((done.stored.len(), child, key));
+                    done.awaiting_spans.push(tool_span.clone());
                     done.stored.push(None);
                     done.results.push(None);
                     continue;
@@ -231,7 +242,15 @@ impl Runtime {
         new.extend(tool_messages);
         if !done.awaiting.is_empty() {
             return self
-                .await_children(t, msgs, new, &calls, &done.awaiting, hooks, turn)
+                .await_children(
+                    t,
+                    msgs,
+                    new,
+                    &calls,
+                    (&done.awaiting, &done.awaiting_spans),
+                    hooks,
+                    turn,
+                )
                 .await;
         }
         // The stop rules read what was stored (a hook may have rewritten a result); a dropped

@@ -8,6 +8,7 @@
 
 use duet_spec::{PromptDef, PromptTool};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::{Runtime, model_call};
 use crate::event::EventSink;
@@ -114,6 +115,7 @@ impl Runtime {
             &EventSink::discard(),
             false,
         )
+        .instrument(super::model_call::span(&self.inner.project, &prompt.model))
         .await
         {
             Ok(Some(a)) => a,

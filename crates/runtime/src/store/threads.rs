@@ -81,7 +81,20 @@ pub trait ThreadStore: Send + Sync {
     async fn threads(&self, status: Option<ThreadStatus>) -> Result<Vec<Thread>, StoreError>;
     /// One page of threads as `query` says, in id order (UUID v7: creation order).
     async fn list_threads(&self, query: &ThreadQuery<'_>) -> Result<Vec<Thread>, StoreError>;
+    /// How many threads have each status (statuses no thread has are left out), and since when
+    /// the longest-parked thread has waited for a person (its `updated_at`): what an operator's
+    /// dashboard shows.
+    async fn status_counts(&self) -> Result<StatusCounts, StoreError>;
     /// Terminates a thread for good: status `terminated`, lease taken away (a run still going
     /// fails its next commit and stops), queue emptied, its registry entry `terminated`.
     async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError>;
+}
+
+/// What [`ThreadStore::status_counts`] counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    /// Threads by status.
+    pub by_status: Vec<(ThreadStatus, u64)>,
+    /// The oldest `updated_at` of a thread `awaiting_human`, if any is.
+    pub oldest_awaiting: Option<i64>,
 }

@@ -43,6 +43,24 @@ impl ThreadStore for MemoryStore {
             .collect())
     }
 
+    async fn status_counts(&self) -> Result<crate::store::StatusCounts, StoreError> {
+        let state = self.state();
+        let mut by: std::collections::BTreeMap<&'static str, (ThreadStatus, u64)> =
+            std::collections::BTreeMap::new();
+        let mut oldest: Option<i64> = None;
+        for r in &state.threads {
+            let t = &r.thread;
+            by.entry(t.status.as_str()).or_insert((t.status, 0)).1 += 1;
+            if t.status == ThreadStatus::AwaitingHuman {
+                oldest = Some(oldest.map_or(t.updated_at, |o| o.min(t.updated_at)));
+            }
+        }
+        Ok(crate::store::StatusCounts {
+            by_status: by.into_values().collect(),
+            oldest_awaiting: oldest,
+        })
+    }
+
     async fn list_threads(&self, q: &ThreadQuery<'_>) -> Result<Vec<Thread>, StoreError> {
         let state = self.state();
         let mut rows: Vec<&Thread> = state

@@ -1,0 +1,219 @@
+//! `GET /metrics` after a scripted run, parsed by the official Prometheus client's parser
+//! (`prometheus-client` from PyPI, installed by `scripts/test-servers`): the runtime's steps,
+//! model and tool calls, commits and turns (from its spans), HTTP requests by route, and the
+//! threads by status read from the store. Without Python's parser the test says so and passes,
+//! unless `DUET_REQUIRE_PROMETHEUS=1` (CI).
+
+use serde_json::{Value, json};
+use tracing_subscriber::layer::SubscriberExt;
+
+use crate::harness::{self, Server, send};
+use crate::support;
+
+/// `text` parsed by Python's `prometheus_client`, or `None` when it is not installed.
+async fn parse(text: &str) -> Option<Value> {
+    use tokio::io::AsyncWriteExt;
+    let script = support::repo().join("crates/cli/tests/clients/parse_metrics.py");
+    let probe = tokio::process::Command::new("python3")
+        .args(["-c", "import prometheus_client"])
+        .status()
+        .await;
+    if !probe.is_ok_and(|s| s.success()) {
+        assert!(
+            std::env::var("DUET_REQUIRE_PROMETHEUS").map_or(true, |v| v != "1"),
+            "DUET_REQUIRE_PROMETHEUS=1 but Python's prometheus_client is missing: run scripts/test-servers"
+        );
+        eprintln!(
+            "SKIPPED: parsing /metrics needs Python's prometheus_client (scripts/test-servers installs it)"
+        );
+        return None;
+    }
+    let mut child = tokio::process::Command::new("python3")
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(text.as_bytes()).await.expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().await.expect("parser");
+    assert!(
+        out.status.success(),
+        "the parser refused the exposition: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("json"))
+}
+
+/// The value of the sample `name` whose labels include `labels`, summed over the rest.
+fn sample(parsed: &Value, name: &str, labels: &Value) -> f64 {
+    let wanted = labels.as_object().expect("labels");
+    parsed
+        .as_object()
+        .expect("families")
+        .values()
+        .flat_map(|f| f["samples"].as_array().cloned().unwrap_or_default())
+        .filter(|s| s[0] == name && wanted.iter().all(|(k, v)| s[1][k] == *v))
+        .map(|s| s[2].as_f64().unwrap_or_default())
+        .sum()
+}
+
+#[tokio::test]
+async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
+    for backend in support::backends().await {
+        let metrics = duet_server::metrics::Metrics::default();
+        // This test's thread only: the server runs on it (a current-thread runtime).
+        let _spans =
+            tracing::subscriber::set_default(tracing_subscriber::registry().with(metrics.layer()));
+        let options = duet_server::Options {
+            metrics: metrics.clone(),
+            ..harness::options()
+        };
+        let server = Server::start_with(&backend, &support::repo(), options).await;
+        let alice = server.key("alice", false).await;
+        let ops = server.key("ops", true).await;
+        let (status, body) = server
+            .post(
+                "/threads?wait=true",
+                &alice,
+                json!({"agent": "approval_gate", "key": "m-1", "text": "Rotate?"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let approval = body["approval"].as_str().expect("parked").to_owned();
+        let (status, body) = server
+            .post(
+                &format!("/approvals/{approval}?wait=true"),
+                &alice,
+                json!({"text": "approve"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let (status, _) = server.get("/threads/nope", &alice).await;
+        assert_eq!(status, 404);
+
+        // Only an admin reads them.
+        let (status, _) = server.get("/metrics", &alice).await;
+        assert_eq!(status, 403);
+        let resp = server
+            .req(reqwest::Method::GET, "/metrics", &ops)
+            .send()
+            .await
+            .expect("scrape");
+        assert_eq!(resp.status(), 200);
+        assert_eq!(
+            resp.headers()["content-type"],
+            "text/plain; version=0.0.4; charset=utf-8"
+        );
+        let text = resp.text().await.expect("text");
+        let Some(m) = parse(&text).await else {
+            server.stop().await;
+            return;
+        };
+        let gate = json!({"agent": "approval_gate"});
+        // The gate's side A stepped twice (asked; recorded the decision after the answer).
+        assert_eq!(
+            sample(
+                &m,
+                "duet_steps_total",
+                &json!({"agent": "approval_gate", "side": "a", "outcome": "ok"})
+            ),
+            2.0,
+            "{text}"
+        );
+        assert_eq!(sample(&m, "duet_step_duration_seconds_count", &gate), 2.0);
+        assert_eq!(
+            sample(
+                &m,
+                "duet_model_calls_total",
+                &json!({"model": "approval_demo", "provider": "scripted", "outcome": "ok"})
+            ),
+            2.0
+        );
+        assert_eq!(
+            sample(
+                &m,
+                "duet_model_time_to_first_token_seconds_count",
+                &json!({"model": "approval_demo"})
+            ),
+            2.0
+        );
+        assert!(
+            sample(
+                &m,
+                "duet_model_tokens_total",
+                &json!({"model": "approval_demo", "type": "output"})
+            ) > 0.0
+        );
+        assert_eq!(
+            sample(
+                &m,
+                "duet_tool_calls_total",
+                &json!({"tool": "record_decision", "outcome": "success"})
+            ),
+            1.0
+        );
+        assert!(sample(&m, "duet_commits_total", &json!({"outcome": "committed"})) >= 3.0);
+        assert!(sample(&m, "duet_turns_total", &json!({})) >= 3.0, "{text}");
+        assert_eq!(sample(&m, "duet_lease_conflicts_total", &json!({})), 0.0);
+        // HTTP by route pattern and status.
+        assert_eq!(
+            sample(
+                &m,
+                "duet_http_requests_total",
+                &json!({"route": "/approvals/{id}", "method": "POST", "status": "200"})
+            ),
+            1.0
+        );
+        assert_eq!(
+            sample(
+                &m,
+                "duet_http_requests_total",
+                &json!({"route": "/threads/{key}", "method": "GET", "status": "404"})
+            ),
+            1.0
+        );
+        // Read from the store at the scrape: the gate's thread is idle, nothing waits.
+        assert_eq!(sample(&m, "duet_threads", &json!({"status": "idle"})), 1.0);
+        assert_eq!(
+            sample(&m, "duet_oldest_question_age_seconds", &json!({})),
+            0.0
+        );
+        // A histogram's buckets are cumulative up to +Inf = its count.
+        assert_eq!(
+            sample(
+                &m,
+                "duet_commit_duration_seconds_bucket",
+                &json!({"le": "+Inf"})
+            ),
+            sample(&m, "duet_commit_duration_seconds_count", &json!({}))
+        );
+
+        // A question waiting shows in the gauges.
+        let (status, _) = send(
+            server
+                .req(reqwest::Method::POST, "/threads?wait=true", &alice)
+                .json(&json!({"agent": "approval_gate", "key": "m-2", "text": "Again?"})),
+        )
+        .await;
+        assert_eq!(status, 200);
+        let text = server
+            .req(reqwest::Method::GET, "/metrics", &ops)
+            .send()
+            .await
+            .expect("scrape")
+            .text()
+            .await
+            .expect("text");
+        let m = parse(&text).await.expect("parsed before");
+        assert_eq!(
+            sample(&m, "duet_threads", &json!({"status": "awaiting_human"})),
+            1.0,
+            "{text}"
+        );
+        assert!(sample(&m, "duet_oldest_question_age_seconds", &json!({})) >= 0.0);
+        server.stop().await;
+    }
+}

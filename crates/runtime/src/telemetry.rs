@@ -1,0 +1,201 @@
+//! The runtime's spans, named and attributed in the OpenTelemetry GenAI semantic conventions:
+//! `invoke_agent {agent}` for each step a side takes (a model step or a handler turn),
+//! `chat {model}` for each model call, `execute_tool {tool}` for each tool call, and `commit`
+//! for each write of a run. They are plain `tracing` spans (target [`TARGET`]): they cost next to
+//! nothing unless a subscriber wants them, and whoever composes the process decides what to do
+//! with them (`duet serve` turns them into `/metrics`).
+//!
+//! The attribute names are this module's constants (the semantic-conventions crate marks the
+//! `gen_ai.*` names as moved). `tracing`'s macros take a field name only as a literal, so each
+//! span below spells them out, and a test checks that the spelling is the constants'.
+//! Message contents are never attributes.
+
+use tracing::Span;
+use tracing::field::Empty;
+
+/// The target every span here has.
+pub const TARGET: &str = "duet::telemetry";
+
+/// The span names (each span's `otel.name` adds the agent, model or tool).
+pub mod span {
+    /// A side's step: a model step or a handler turn.
+    pub const INVOKE_AGENT: &str = "invoke_agent";
+    /// A model call.
+    pub const CHAT: &str = "chat";
+    /// A tool call.
+    pub const EXECUTE_TOOL: &str = "execute_tool";
+    /// A write of a run (one transaction).
+    pub const COMMIT: &str = "commit";
+}
+
+/// The attribute names.
+pub mod attr {
+    /// `invoke_agent`, `chat` or `execute_tool`.
+    pub const OPERATION_NAME: &str = "gen_ai.operation.name";
+    /// The provider of a model call (`openai`, `anthropic`, `scripted`, ...).
+    pub const PROVIDER_NAME: &str = "gen_ai.provider.name";
+    /// The model asked for.
+    pub const REQUEST_MODEL: &str = "gen_ai.request.model";
+    /// Why the model stopped: `stop`, or `tool_calls` when it called tools.
+    pub const RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
+    /// Input tokens of a model call.
+    pub const USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
+    /// Output tokens of a model call.
+    pub const USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+    /// The thread (its stored key).
+    pub const CONVERSATION_ID: &str = "gen_ai.conversation.id";
+    /// The agent a thread runs.
+    pub const AGENT_NAME: &str = "gen_ai.agent.name";
+    /// The tool called.
+    pub const TOOL_NAME: &str = "gen_ai.tool.name";
+    /// The tool call's id.
+    pub const TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
+    /// What went wrong, when something did.
+    pub const ERROR_TYPE: &str = "error.type";
+    /// The side acting (`a` or `b`).
+    pub const SIDE: &str = "duet.side";
+    /// The model definition a call used (a model has a name of its own and a provider model).
+    pub const MODEL_DEFINITION: &str = "duet.model";
+    /// Milliseconds from a model call's start to its first chunk.
+    pub const TIME_TO_FIRST_TOKEN_MS: &str = "duet.time_to_first_token_ms";
+    /// Retries a model call made.
+    pub const RETRIES: &str = "duet.retries";
+    /// A commit's outcome: `committed` or `lease_lost`.
+    pub const OUTCOME: &str = "duet.outcome";
+    /// Turns a commit completed.
+    pub const TURNS: &str = "duet.turns";
+    /// The span's name as OpenTelemetry shows it.
+    pub const OTEL_NAME: &str = "otel.name";
+}
+
+/// The span of a side's step on thread `conversation` of `agent`.
+pub(crate) fn invoke_agent(agent: &str, conversation: &str, side: &str) -> Span {
+    tracing::info_span!(
+        target: "duet::telemetry",
+        "invoke_agent",
+        otel.name = %format_args!("invoke_agent {agent}"),
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = agent,
+        gen_ai.conversation.id = conversation,
+        duet.side = side,
+        error.type = Empty,
+    )
+}
+
+/// The span of a call of model definition `definition` (provider `provider`, model `model`).
+pub(crate) fn chat(definition: &str, provider: &str, model: &str) -> Span {
+    tracing::info_span!(
+        target: "duet::telemetry",
+        "chat",
+        otel.name = %format_args!("chat {model}"),
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = provider,
+        gen_ai.request.model = model,
+        duet.model = definition,
+        gen_ai.response.finish_reasons = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        duet.time_to_first_token_ms = Empty,
+        duet.retries = Empty,
+        error.type = Empty,
+    )
+}
+
+/// The span of tool call `call_id` of `tool`.
+pub(crate) fn execute_tool(tool: &str, call_id: &str) -> Span {
+    tracing::info_span!(
+        target: "duet::telemetry",
+        "execute_tool",
+        otel.name = %format_args!("execute_tool {tool}"),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = tool,
+        gen_ai.tool.call.id = call_id,
+        error.type = Empty,
+    )
+}
+
+/// The span of a commit of thread `conversation`.
+pub(crate) fn commit(conversation: &str) -> Span {
+    tracing::info_span!(
+        target: "duet::telemetry",
+        "commit",
+        gen_ai.conversation.id = conversation,
+        duet.outcome = Empty,
+        duet.turns = Empty,
+        error.type = Empty,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each span's fields are spelled as the constants say (a typo would be a new attribute).
+    #[test]
+    fn the_spans_fields_are_the_constants() {
+        let names: Vec<&str> = vec![
+            attr::OPERATION_NAME,
+            attr::PROVIDER_NAME,
+            attr::REQUEST_MODEL,
+            attr::RESPONSE_FINISH_REASONS,
+            attr::USAGE_INPUT_TOKENS,
+            attr::USAGE_OUTPUT_TOKENS,
+            attr::CONVERSATION_ID,
+            attr::AGENT_NAME,
+            attr::TOOL_NAME,
+            attr::TOOL_CALL_ID,
+            attr::ERROR_TYPE,
+            attr::SIDE,
+            attr::MODEL_DEFINITION,
+            attr::TIME_TO_FIRST_TOKEN_MS,
+            attr::RETRIES,
+            attr::OUTCOME,
+            attr::TURNS,
+            attr::OTEL_NAME,
+        ];
+        // A subscriber that wants everything, so the spans have metadata to read.
+        let subscriber = tracing_subscriber_free::Everything;
+        tracing::subscriber::with_default(subscriber, || {
+            for (span, name) in [
+                (invoke_agent("a", "k", "a"), span::INVOKE_AGENT),
+                (chat("d", "p", "m"), span::CHAT),
+                (execute_tool("t", "c"), span::EXECUTE_TOOL),
+                (commit("k"), span::COMMIT),
+            ] {
+                let meta = span.metadata().expect("an enabled span");
+                assert_eq!(meta.name(), name);
+                assert_eq!(meta.target(), TARGET);
+                for field in meta.fields() {
+                    assert!(
+                        names.contains(&field.name()),
+                        "{name}: `{}` is not a constant",
+                        field.name()
+                    );
+                }
+            }
+        });
+    }
+
+    /// The smallest subscriber that enables every span (the runtime does not depend on
+    /// `tracing-subscriber`).
+    mod tracing_subscriber_free {
+        use tracing::span::{Attributes, Id, Record};
+        use tracing::{Event, Metadata, Subscriber};
+
+        pub(super) struct Everything;
+
+        impl Subscriber for Everything {
+            fn enabled(&self, _: &Metadata<'_>) -> bool {
+                true
+            }
+            fn new_span(&self, _: &Attributes<'_>) -> Id {
+                Id::from_u64(1)
+            }
+            fn record(&self, _: &Id, _: &Record<'_>) {}
+            fn record_follows_from(&self, _: &Id, _: &Id) {}
+            fn event(&self, _: &Event<'_>) {}
+            fn enter(&self, _: &Id) {}
+            fn exit(&self, _: &Id) {}
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! `GET /metrics`: what an operator's Prometheus scrapes — the runtime's steps, turns, commits,
+//! model calls (latency, time to first token, tokens, retries) and tool calls (from its spans,
+//! through [`MetricsLayer`]), recoveries, lease conflicts, HTTP requests by route and status,
+//! the SSE streams open, and, read from the store at each scrape, the threads by status and how
+//! long the oldest question has waited for a person. An admin key reads it (the counts span
+//! every principal).
+
+mod layer;
+mod registry;
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+pub use layer::MetricsLayer;
+pub use registry::Metrics;
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::problem::Problem;
+
+/// The text format's media type.
+const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `GET /metrics`.
+pub(crate) async fn scrape(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Response, Problem> {
+    if !caller.admin {
+        return Err(Problem::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the metrics span every principal: read them with an admin key",
+        ));
+    }
+    let counts = state.runtime().store().status_counts().await?;
+    let mut extra =
+        String::from("# HELP duet_threads Threads by status.\n# TYPE duet_threads gauge\n");
+    for (status, n) in &counts.by_status {
+        extra.push_str(&format!(
+            "duet_threads{{status=\"{}\"}} {n}\n",
+            status.as_str()
+        ));
+    }
+    extra.push_str(
+        "# HELP duet_oldest_question_age_seconds How long the longest-waiting question has waited for a person (0: none waits).\n# TYPE duet_oldest_question_age_seconds gauge\n",
+    );
+    let age = counts
+        .oldest_awaiting
+        .map_or(0, |since| (state.runtime().now_ms() - since).max(0));
+    // Milliseconds to seconds: exact far past any real wait.
+    #[allow(clippy::cast_precision_loss)]
+    let age = age as f64 / 1000.0;
+    extra.push_str(&format!(
+        "duet_oldest_question_age_seconds {}\n",
+        registry::number(age)
+    ));
+    let body = state.options().metrics.render(&extra);
+    let mut response = body.into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_FORMAT));
+    Ok(response)
+}
+
+/// Counts every request by its route (the pattern, not the path: `/threads/{key}`), method and
+/// status, and times it to its response's head.
+pub(crate) async fn http(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().as_str().to_owned();
+    let started = Instant::now();
+    let response = next.run(req).await;
+    let metrics = &state.options().metrics;
+    let status = response.status().as_u16().to_string();
+    metrics.add(
+        "duet_http_requests_total",
+        &[("route", &route), ("method", &method), ("status", &status)],
+        1.0,
+    );
+    metrics.observe(
+        "duet_http_request_duration_seconds",
+        &[("route", &route)],
+        started.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+/// Counts an SSE stream open while it lives.
+pub(crate) struct StreamOpen(Metrics);
+
+impl StreamOpen {
+    pub(crate) fn new(metrics: &Metrics) -> Self {
+        metrics.add("duet_sse_streams", &[], 1.0);
+        StreamOpen(metrics.clone())
+    }
+}
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        self.0.add("duet_sse_streams", &[], -1.0);
+    }
+}
