@@ -374,3 +374,29 @@ async fn answered_parks_are_listed_newest_first_with_their_question_by_owner_and
     })
     .await;
 }
+
+#[tokio::test]
+async fn status_counts_count_threads_by_status_and_find_the_oldest_park() {
+    each(async |store, name| {
+        assert_eq!(
+            store.status_counts().await.expect("counts"),
+            duet_runtime::StatusCounts::default(),
+            "{name}: an empty store"
+        );
+        let (a, _) = parked(&store, "a").await;
+        let (b, _) = parked(&store, "b").await;
+        thread(&store, "idle").await;
+        let counts = store.status_counts().await.expect("counts");
+        assert_eq!(
+            counts.by_status,
+            [(ThreadStatus::AwaitingHuman, 2), (ThreadStatus::Idle, 1)],
+            "{name}"
+        );
+        assert_eq!(
+            counts.oldest_awaiting,
+            Some(a.updated_at.min(b.updated_at)),
+            "{name}"
+        );
+    })
+    .await;
+}
