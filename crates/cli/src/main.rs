@@ -3,6 +3,7 @@
 
 mod keys;
 mod mcp;
+mod otel;
 mod run;
 mod serve;
 mod threads;
@@ -94,8 +95,11 @@ fn main() -> ExitCode {
             Command::Threads(args) => threads::run(args).await,
             Command::Serve(args) => {
                 let metrics = duet_server::metrics::Metrics::default();
-                logs(args.log_format(), &metrics);
-                serve::run(args, metrics).await
+                let traces = otel::provider();
+                logs(args.log_format(), &metrics, traces.as_ref());
+                let code = serve::run(args, metrics).await;
+                otel::shutdown(traces);
+                code
             }
             Command::Keys(args) => keys::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
@@ -112,8 +116,13 @@ fn main() -> ExitCode {
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`): as text, or as one JSON object a
-/// line; and the runtime's spans into `metrics` (what `/metrics` serves), whatever the filter.
-fn logs(format: serve::LogFormat, metrics: &duet_server::metrics::Metrics) {
+/// line; the runtime's spans into `metrics` (what `/metrics` serves), whatever the filter; and
+/// those and the HTTP requests' spans to `traces`, when traces are exported.
+fn logs(
+    format: serve::LogFormat,
+    metrics: &duet_server::metrics::Metrics,
+    traces: Option<&opentelemetry_sdk::trace::SdkTracerProvider>,
+) {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -133,9 +142,13 @@ fn logs(format: serve::LogFormat, metrics: &duet_server::metrics::Metrics) {
             .with_writer(std::io::stderr)
             .with_filter(filter)
     });
+    let exported = tracing_subscriber::filter::Targets::new()
+        .with_target(duet_runtime::telemetry::TARGET, tracing::Level::INFO)
+        .with_target(duet_server::metrics::HTTP_TARGET, tracing::Level::INFO);
     let _ = tracing_subscriber::registry()
         .with(text)
         .with(json)
         .with(metrics.layer().with_filter(spans))
+        .with(traces.map(|p| otel::layer(p).with_filter(exported)))
         .try_init();
 }

@@ -76,3 +76,160 @@ fn json_logs_are_one_object_a_line_and_sigterm_stops_the_server() {
     );
     assert!(events.iter().any(|e| message(e) == "stopped"), "{logs:#?}");
 }
+
+/// A minimal HTTP/1.1 exchange on `addr`: `method path` with `body`; the response's body.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default()
+}
+
+/// An OTLP/HTTP receiver on loopback: every request it gets, as (head, body), on a channel.
+fn otlp_receiver() -> (String, std::sync::mpsc::Receiver<(String, Vec<u8>)>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut data = Vec::new();
+            let mut buf = [0u8; 8192];
+            // Read the head, then as many body bytes as Content-Length says.
+            let (head, mut body, length) = loop {
+                let Ok(n) = stream.read(&mut buf) else { return };
+                if n == 0 {
+                    return;
+                }
+                data.extend_from_slice(&buf[..n]);
+                if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&data[..at]).to_string();
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    break (head, data[at + 4..].to_vec(), length);
+                }
+            };
+            while body.len() < length {
+                let Ok(n) = stream.read(&mut buf) else { return };
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&buf[..n]);
+            }
+            // Handed on before the answer: once the exporter has its answer, the body is here.
+            if tx.send((head, body)).is_err() {
+                return;
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    (addr, rx)
+}
+
+#[test]
+fn traces_go_to_the_otlp_endpoint_and_the_scrape_counts_the_run() {
+    let (receiver, received) = otlp_receiver();
+    let db = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("otel-{}.db", uuid::Uuid::now_v7().simple()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"])
+        .arg("--project")
+        .arg(support::repo())
+        .arg("--db")
+        .arg(&db)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{receiver}"))
+        .env("RUST_LOG", "warn")
+        .env_remove("DUET_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("duet serve starts");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let base = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("duet serve: listening on http://")
+                .map(str::to_owned)
+        })
+        .expect("the listening line");
+    let thread = http(
+        &base,
+        "POST",
+        "/threads?wait=true",
+        r#"{"agent": "approval_gate", "key": "t-1", "text": "Rotate?"}"#,
+    );
+    assert!(thread.contains("awaiting_human"), "{thread}");
+    let metrics = http(&base, "GET", "/metrics", "");
+    assert!(
+        metrics.contains("duet_steps_total{agent=\"approval_gate\",side=\"a\",outcome=\"ok\"} 1"),
+        "duet serve feeds /metrics from the runtime's spans: {metrics}"
+    );
+    assert!(
+        metrics.contains("duet_threads{status=\"awaiting_human\"} 1"),
+        "{metrics}"
+    );
+    // A graceful stop flushes the batched spans.
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let after: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().expect("exits").success());
+    let mut bodies = Vec::new();
+    while let Ok((head, body)) = received.try_recv() {
+        assert!(head.starts_with("POST /v1/traces "), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/x-protobuf"),
+            "{head}"
+        );
+        bodies.extend(body);
+    }
+    let has = |needle: &str| bodies.windows(needle.len()).any(|w| w == needle.as_bytes());
+    for span in [
+        "invoke_agent approval_gate",
+        "chat demo",
+        "commit",
+        "POST /threads",
+    ] {
+        assert!(
+            has(span),
+            "the export holds the span `{span}` ({} bytes; the server said {after:?})",
+            bodies.len()
+        );
+    }
+    for attribute in [
+        "gen_ai.agent.name",
+        "gen_ai.conversation.id",
+        "gen_ai.provider.name",
+        "gen_ai.usage.output_tokens",
+        "http.route",
+    ] {
+        assert!(
+            has(attribute),
+            "the export holds the attribute `{attribute}`"
+        );
+    }
+    assert!(has("duet"), "the service name");
+    assert!(!has("Rotate?"), "no message content is exported");
+}

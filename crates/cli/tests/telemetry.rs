@@ -227,3 +227,90 @@ async fn a_composed_approval_is_a_tree_of_genai_spans_and_no_span_outlives_its_p
         );
     }
 }
+
+/// The same composed approval through `tracing-opentelemetry` into OpenTelemetry's in-memory
+/// exporter: what an OTLP collector would receive — span names with the agent, model and tool,
+/// the GenAI attributes, and one trace from the orchestrator's step down to the gate's question.
+#[tokio::test]
+async fn the_spans_reach_an_opentelemetry_exporter_as_one_trace_with_genai_attributes() {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+
+    let project = support::project(&support::repo());
+    for backend in support::backends().await {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let _spans = tracing::subscriber::set_default(
+            tracing_subscriber::registry()
+                .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test"))),
+        );
+        let rt = support::runtime(project.clone(), backend.open().await).build();
+        support::send(
+            &rt,
+            "ops-1",
+            Some("orchestrator"),
+            "Rotate the production keys tonight, please.",
+        )
+        .await;
+        rt.quiesce().await;
+        provider.force_flush().expect("flush");
+        let spans = exporter.get_finished_spans().expect("spans");
+        let name = backend.name();
+        let by_name = |n: &str| {
+            spans.iter().find(|s| s.name == n).unwrap_or_else(|| {
+                panic!(
+                    "{name}: no span `{n}` in {:?}",
+                    spans.iter().map(|s| s.name.clone()).collect::<Vec<_>>()
+                )
+            })
+        };
+        let attribute = |s: &opentelemetry_sdk::trace::SpanData, key: &str| {
+            s.attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == key)
+                .map(|kv| kv.value.to_string())
+                .unwrap_or_default()
+        };
+        let orchestrator = by_name("invoke_agent orchestrator");
+        let chat = by_name("chat demo");
+        let spawn = by_name("execute_tool subagent_create");
+        let gate = by_name("invoke_agent approval_gate");
+        assert_eq!(
+            attribute(orchestrator, attr::OPERATION_NAME),
+            "invoke_agent"
+        );
+        assert_eq!(attribute(orchestrator, attr::AGENT_NAME), "orchestrator");
+        assert_eq!(attribute(orchestrator, attr::CONVERSATION_ID), "ops-1");
+        assert_eq!(attribute(chat, attr::PROVIDER_NAME), "scripted");
+        assert_eq!(attribute(chat, attr::REQUEST_MODEL), "demo");
+        assert_eq!(attribute(spawn, attr::TOOL_NAME), "subagent_create");
+        assert_eq!(
+            spawn.parent_span_id,
+            orchestrator.span_context.span_id(),
+            "{name}"
+        );
+        // One trace: the gate's step is a descendant of the orchestrator's tool call.
+        let trace = orchestrator.span_context.trace_id();
+        assert!(
+            [chat, spawn, gate]
+                .iter()
+                .all(|s| s.span_context.trace_id() == trace),
+            "{name}: one trace"
+        );
+        let mut up = gate.parent_span_id;
+        let mut found = false;
+        while let Some(parent) = spans.iter().find(|s| s.span_context.span_id() == up) {
+            if parent.span_context.span_id() == spawn.span_context.span_id() {
+                found = true;
+                break;
+            }
+            up = parent.parent_span_id;
+        }
+        assert!(
+            found,
+            "{name}: the gate's step is under the orchestrator's tool call"
+        );
+    }
+}

@@ -67,16 +67,31 @@ pub(crate) async fn scrape(
     Ok(response)
 }
 
+/// The target of each HTTP request's span (`{method} {route}`, in the OpenTelemetry HTTP
+/// conventions), for a subscriber that exports traces.
+pub const HTTP_TARGET: &str = "duet::http";
+
 /// Counts every request by its route (the pattern, not the path: `/threads/{key}`), method and
-/// status, and times it to its response's head.
+/// status, and times it to its response's head, inside a span of its own.
 pub(crate) async fn http(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    use tracing::Instrument;
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().as_str().to_owned();
+    let span = tracing::info_span!(
+        target: "duet::http",
+        "http",
+        otel.name = %format_args!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = %method,
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+    );
     let started = Instant::now();
-    let response = next.run(req).await;
+    let response = next.run(req).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
     let metrics = &state.options().metrics;
     let status = response.status().as_u16().to_string();
     metrics.add(
