@@ -170,10 +170,14 @@ pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
         |var| std::env::var(var).ok().filter(|v| !v.is_empty()),
         duet_handlers::handlers(),
     );
+    // Message contents in the `chat` spans only when asked, with the GenAI conventions' switch.
+    let capture = std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        .is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     let builder = Runtime::builder(project.clone(), store)
         .providers(providers)
         .handlers(handlers)
-        .hooks(duet_handlers::hooks());
+        .hooks(duet_handlers::hooks())
+        .capture_content(capture);
     // The http client and one tool server per MCP server of `agents/mcp/` (started on use).
     let mut builder = duet_tools::register(builder, &project, &root);
     // How long a run's lease lasts without renewal (default 30 s): how soon another process may

@@ -314,3 +314,41 @@ async fn the_spans_reach_an_opentelemetry_exporter_as_one_trace_with_genai_attri
         );
     }
 }
+
+/// With content capture on (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` in
+/// `duet serve`), a `chat` span carries what was sent and what came back, in the conventions'
+/// shape; off (the default), no span holds any (the first test).
+#[tokio::test]
+async fn message_contents_are_attributes_only_when_captured() {
+    let project = support::project(&support::repo());
+    let backend = support::backends().await.remove(0);
+    let recorder = Recorder::default();
+    let _spans =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+    let rt = support::runtime(project, backend.open().await)
+        .capture_content(true)
+        .build();
+    support::send(
+        &rt,
+        "ops-1",
+        Some("orchestrator"),
+        "Rotate the production keys tonight, please.",
+    )
+    .await;
+    rt.quiesce().await;
+    let spans = recorder.spans();
+    let chat = find(&spans, "chat", attr::MODEL_DEFINITION, "orchestrator_demo");
+    let chat = chat.first().expect("the orchestrator's model call");
+    let input: serde_json::Value =
+        serde_json::from_str(&chat.fields[attr::INPUT_MESSAGES]).expect("JSON");
+    assert_eq!(input[0]["role"], "user", "{input}");
+    assert_eq!(
+        input[0]["parts"][0]["content"], "Rotate the production keys tonight, please.",
+        "{input}"
+    );
+    let output: serde_json::Value =
+        serde_json::from_str(&chat.fields[attr::OUTPUT_MESSAGES]).expect("JSON");
+    assert_eq!(output[0]["parts"][0]["type"], "tool_call", "{output}");
+    assert_eq!(output[0]["parts"][0]["name"], "subagent_create", "{output}");
+    assert!(!chat.fields[attr::SYSTEM_INSTRUCTIONS].is_empty());
+}

@@ -63,6 +63,8 @@ struct Inner {
     tools: Tools,
     clock: Arc<dyn Clock>,
     lease_ms: i64,
+    /// Whether `chat` spans carry message contents ([`RuntimeBuilder::capture_content`]).
+    capture_content: bool,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     runs: lease::Runs,
     background: deliver::Background,

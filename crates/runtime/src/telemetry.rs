@@ -8,7 +8,8 @@
 //! The attribute names are this module's constants (the semantic-conventions crate marks the
 //! `gen_ai.*` names as moved). `tracing`'s macros take a field name only as a literal, so each
 //! span below spells them out, and a test checks that the spelling is the constants'.
-//! Message contents are never attributes.
+//! Message contents are attributes only when the runtime was built to capture them
+//! ([`crate::RuntimeBuilder::capture_content`]).
 
 use tracing::Span;
 use tracing::field::Empty;
@@ -66,6 +67,12 @@ pub mod attr {
     pub const TURNS: &str = "duet.turns";
     /// The span's name as OpenTelemetry shows it.
     pub const OTEL_NAME: &str = "otel.name";
+    /// A model call's system prompt (only with content capture on).
+    pub const SYSTEM_INSTRUCTIONS: &str = "gen_ai.system_instructions";
+    /// The messages a model call sent, as JSON (only with content capture on).
+    pub const INPUT_MESSAGES: &str = "gen_ai.input.messages";
+    /// What the model answered, as JSON (only with content capture on).
+    pub const OUTPUT_MESSAGES: &str = "gen_ai.output.messages";
 }
 
 /// The span of a side's step on thread `conversation` of `agent`.
@@ -97,8 +104,52 @@ pub(crate) fn chat(definition: &str, provider: &str, model: &str) -> Span {
         gen_ai.usage.output_tokens = Empty,
         duet.time_to_first_token_ms = Empty,
         duet.retries = Empty,
+        gen_ai.system_instructions = Empty,
+        gen_ai.input.messages = Empty,
+        gen_ai.output.messages = Empty,
         error.type = Empty,
     )
+}
+
+/// Records on `span` (a `chat` span) what a model call sent: its system prompt and messages, in
+/// the GenAI conventions' shape (`[{role, parts: [{type, content}]}]`).
+pub(crate) fn record_input(span: &Span, system: &str, messages: &[crate::model::ChatMessage]) {
+    let input: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|m| {
+            let mut parts = Vec::new();
+            if let Some(text) = &m.content {
+                let kind = if m.tool_call_id.is_some() { "tool_call_response" } else { "text" };
+                parts.push(serde_json::json!({"type": kind, "content": text}));
+            }
+            for c in &m.tool_calls {
+                parts.push(serde_json::json!({"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}));
+            }
+            serde_json::json!({"role": m.role.as_str(), "parts": parts})
+        })
+        .collect();
+    span.record(attr::SYSTEM_INSTRUCTIONS, system);
+    span.record(
+        attr::INPUT_MESSAGES,
+        serde_json::Value::Array(input).to_string(),
+    );
+}
+
+/// Records on `span` (a `chat` span) what the model answered: its text and tool calls.
+pub(crate) fn record_output(
+    span: &Span,
+    text: &str,
+    calls: &[(Option<String>, String, serde_json::Value)],
+) {
+    let mut parts = Vec::new();
+    if !text.is_empty() {
+        parts.push(serde_json::json!({"type": "text", "content": text}));
+    }
+    for (id, name, arguments) in calls {
+        parts.push(serde_json::json!({"type": "tool_call", "id": id, "name": name, "arguments": arguments}));
+    }
+    let output = serde_json::json!([{"role": "assistant", "parts": parts}]);
+    span.record(attr::OUTPUT_MESSAGES, output.to_string());
 }
 
 /// The span of tool call `call_id` of `tool`.
@@ -152,6 +203,9 @@ mod tests {
             attr::OUTCOME,
             attr::TURNS,
             attr::OTEL_NAME,
+            attr::SYSTEM_INSTRUCTIONS,
+            attr::INPUT_MESSAGES,
+            attr::OUTPUT_MESSAGES,
         ];
         // A subscriber that wants everything, so the spans have metadata to read.
         let subscriber = tracing_subscriber_free::Everything;

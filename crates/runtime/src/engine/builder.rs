@@ -26,6 +26,7 @@ pub struct RuntimeBuilder {
     servers: BTreeMap<String, Arc<dyn ToolServer>>,
     clock: Arc<dyn Clock>,
     lease_ms: i64,
+    capture_content: bool,
 }
 
 impl Runtime {
@@ -43,6 +44,7 @@ impl Runtime {
             servers: BTreeMap::new(),
             clock: Arc::new(SystemClock),
             lease_ms: 30_000,
+            capture_content: false,
         }
     }
 }
@@ -102,6 +104,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether each `chat` span carries the messages sent and the answer
+    /// (`gen_ai.system_instructions`, `gen_ai.input.messages`, `gen_ai.output.messages`, as
+    /// JSON). Off by default: what people and models say is not for every trace backend.
+    pub fn capture_content(mut self, on: bool) -> Self {
+        self.capture_content = on;
+        self
+    }
+
     /// The runtime.
     pub fn build(self) -> Runtime {
         let tools = Tools::new(self.project.clone(), self.tools, self.http, self.servers);
@@ -115,6 +125,7 @@ impl RuntimeBuilder {
                 tools,
                 clock: self.clock,
                 lease_ms: self.lease_ms,
+                capture_content: self.capture_content,
                 models: Mutex::new(HashMap::new()),
                 runs: lease::Runs::default(),
                 background: deliver::Background::default(),

@@ -28,9 +28,10 @@ pub(super) fn span(project: &duet_spec::Project, name: &str) -> tracing::Span {
     }
 }
 
-/// Calls `model` (inside its [`span`], whose attributes it records), streaming thinking and (when `live_text`) text to `events` as they come;
-/// `Ok(None)` when the run was cancelled meanwhile (dropping the stream closes the provider's
-/// request).
+/// Calls `model` inside its [`span`] (whose attributes it records: time to first token, retries,
+/// finish reason, tokens), streaming thinking and (when `live_text`) text to `events` as they
+/// come; `Ok(None)` when the run was cancelled meanwhile (dropping the stream closes the
+/// provider's request).
 pub(super) async fn call(
     model: &dyn Model,
     request: ModelRequest,

@@ -94,12 +94,21 @@ impl Runtime {
         };
         // Text streams as it comes — unless a stop tool's response may stand in for it.
         let live_text = cfg.stop_tool_response_property.is_none();
+        let chat = model_call::span(&project, &prompt.model);
+        if self.inner.capture_content {
+            crate::telemetry::record_input(&chat, &request.system, &request.messages);
+        }
         let answer =
             match model_call::call(model.as_ref(), request, turn.cancel, turn.events, live_text)
-                .instrument(model_call::span(&project, &prompt.model))
+                .instrument(chat.clone())
                 .await
             {
-                Ok(Some(answer)) => answer,
+                Ok(Some(answer)) => {
+                    if self.inner.capture_content {
+                        crate::telemetry::record_output(&chat, &answer.text, &answer.calls);
+                    }
+                    answer
+                }
                 Ok(None) => return self.abort(t, msgs).await.map(Flow::Done),
                 Err(e) => {
                     return self
