@@ -19,4 +19,3 @@ mod hostile;
 mod inbox;
 mod isolation;
 mod lifecycle;
-mod metrics;

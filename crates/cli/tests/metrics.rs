@@ -3,12 +3,21 @@
 //! model and tool calls, commits and turns (from its spans), HTTP requests by route, and the
 //! threads by status read from the store. Without Python's parser the test says so and passes,
 //! unless `DUET_REQUIRE_PROMETHEUS=1` (CI).
+//!
+//! A test binary of its own, with the metrics layer as the process's global subscriber: a
+//! thread-local one beside other tests that run the engine without any is at the mercy of
+//! `tracing`'s callsite-interest cache (seen in CI: every engine span missed).
+
+#[path = "support/mod.rs"]
+mod support;
+
+#[path = "server/harness.rs"]
+mod harness;
 
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt;
 
-use crate::harness::{self, Server, send};
-use crate::support;
+use harness::{Server, send};
 
 /// `text` parsed by Python's `prometheus_client`, or `None` when it is not installed.
 async fn parse(text: &str) -> Option<Value> {
@@ -60,13 +69,26 @@ fn sample(parsed: &Value, name: &str, labels: &Value) -> f64 {
         .sum()
 }
 
+/// The process's metrics, fed by its global subscriber (one test here: nothing else counts).
+fn metrics() -> duet_server::metrics::Metrics {
+    static METRICS: std::sync::OnceLock<duet_server::metrics::Metrics> = std::sync::OnceLock::new();
+    METRICS
+        .get_or_init(|| {
+            let metrics = duet_server::metrics::Metrics::default();
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(metrics.layer()),
+            )
+            .expect("the only subscriber");
+            metrics
+        })
+        .clone()
+}
+
 #[tokio::test]
 async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
     for backend in support::backends().await {
-        let metrics = duet_server::metrics::Metrics::default();
-        // This test's thread only: the server runs on it (a current-thread runtime).
-        let _spans =
-            tracing::subscriber::set_default(tracing_subscriber::registry().with(metrics.layer()));
+        // One set of metrics for the process: each backend's run is counted as what it added.
+        let metrics = metrics();
         let options = duet_server::Options {
             metrics: metrics.clone(),
             ..harness::options()
@@ -74,6 +96,24 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
         let server = Server::start_with(&backend, &support::repo(), options).await;
         let alice = server.key("alice", false).await;
         let ops = server.key("ops", true).await;
+        let scrape = async || {
+            let resp = server
+                .req(reqwest::Method::GET, "/metrics", &ops)
+                .send()
+                .await
+                .expect("scrape");
+            assert_eq!(resp.status(), 200);
+            assert_eq!(
+                resp.headers()["content-type"],
+                "text/plain; version=0.0.4; charset=utf-8"
+            );
+            let text = resp.text().await.expect("text");
+            (parse(&text).await, text)
+        };
+        let (Some(before), _) = scrape().await else {
+            server.stop().await;
+            return;
+        };
         let (status, body) = server
             .post(
                 "/threads?wait=true",
@@ -93,102 +133,100 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
         assert_eq!(status, 200, "{body}");
         let (status, _) = server.get("/threads/nope", &alice).await;
         assert_eq!(status, 404);
-
         // Only an admin reads them.
         let (status, _) = server.get("/metrics", &alice).await;
         assert_eq!(status, 403);
-        let resp = server
-            .req(reqwest::Method::GET, "/metrics", &ops)
-            .send()
-            .await
-            .expect("scrape");
-        assert_eq!(resp.status(), 200);
-        assert_eq!(
-            resp.headers()["content-type"],
-            "text/plain; version=0.0.4; charset=utf-8"
-        );
-        let text = resp.text().await.expect("text");
-        let Some(m) = parse(&text).await else {
-            server.stop().await;
-            return;
+
+        let (after, text) = scrape().await;
+        let after = after.expect("parsed before");
+        let added = |name: &str, labels: Value| {
+            sample(&after, name, &labels) - sample(&before, name, &labels)
         };
-        let gate = json!({"agent": "approval_gate"});
         // The gate's side A stepped twice (asked; recorded the decision after the answer).
         assert_eq!(
-            sample(
-                &m,
+            added(
                 "duet_steps_total",
-                &json!({"agent": "approval_gate", "side": "a", "outcome": "ok"})
+                json!({"agent": "approval_gate", "side": "a", "outcome": "ok"})
             ),
             2.0,
             "{text}"
         );
-        assert_eq!(sample(&m, "duet_step_duration_seconds_count", &gate), 2.0);
         assert_eq!(
-            sample(
-                &m,
-                "duet_model_calls_total",
-                &json!({"model": "approval_demo", "provider": "scripted", "outcome": "ok"})
+            added(
+                "duet_step_duration_seconds_count",
+                json!({"agent": "approval_gate"})
             ),
             2.0
         );
         assert_eq!(
-            sample(
-                &m,
+            added(
+                "duet_model_calls_total",
+                json!({"model": "approval_demo", "provider": "scripted", "outcome": "ok"})
+            ),
+            2.0
+        );
+        assert_eq!(
+            added(
                 "duet_model_time_to_first_token_seconds_count",
-                &json!({"model": "approval_demo"})
+                json!({"model": "approval_demo"})
             ),
             2.0
         );
         assert!(
-            sample(
-                &m,
+            added(
                 "duet_model_tokens_total",
-                &json!({"model": "approval_demo", "type": "output"})
+                json!({"model": "approval_demo", "type": "output"})
             ) > 0.0
         );
         assert_eq!(
-            sample(
-                &m,
+            added(
                 "duet_tool_calls_total",
-                &json!({"tool": "record_decision", "outcome": "success"})
+                json!({"tool": "record_decision", "outcome": "success"})
             ),
             1.0
         );
-        assert!(sample(&m, "duet_commits_total", &json!({"outcome": "committed"})) >= 3.0);
-        assert!(sample(&m, "duet_turns_total", &json!({})) >= 3.0, "{text}");
-        assert_eq!(sample(&m, "duet_lease_conflicts_total", &json!({})), 0.0);
+        assert!(added("duet_commits_total", json!({"outcome": "committed"})) >= 3.0);
+        assert!(added("duet_turns_total", json!({})) >= 3.0, "{text}");
+        assert_eq!(added("duet_lease_conflicts_total", json!({})), 0.0);
         // HTTP by route pattern and status.
         assert_eq!(
-            sample(
-                &m,
+            added(
                 "duet_http_requests_total",
-                &json!({"route": "/approvals/{id}", "method": "POST", "status": "200"})
+                json!({"route": "/approvals/{id}", "method": "POST", "status": "200"})
             ),
             1.0
         );
         assert_eq!(
-            sample(
-                &m,
+            added(
                 "duet_http_requests_total",
-                &json!({"route": "/threads/{key}", "method": "GET", "status": "404"})
+                json!({"route": "/threads/{key}", "method": "GET", "status": "404"})
+            ),
+            1.0
+        );
+        assert_eq!(
+            added(
+                "duet_http_requests_total",
+                json!({"route": "/metrics", "method": "GET", "status": "403"})
             ),
             1.0
         );
         // Read from the store at the scrape: the gate's thread is idle, nothing waits.
-        assert_eq!(sample(&m, "duet_threads", &json!({"status": "idle"})), 1.0);
         assert_eq!(
-            sample(&m, "duet_oldest_question_age_seconds", &json!({})),
+            sample(&after, "duet_threads", &json!({"status": "idle"})),
+            1.0
+        );
+        assert_eq!(
+            sample(&after, "duet_oldest_question_age_seconds", &json!({})),
             0.0
         );
         // A histogram's buckets are cumulative up to +Inf = its count.
         assert_eq!(
             sample(
-                &m,
+                &after,
                 "duet_commit_duration_seconds_bucket",
                 &json!({"le": "+Inf"})
             ),
-            sample(&m, "duet_commit_duration_seconds_count", &json!({}))
+            sample(&after, "duet_commit_duration_seconds_count", &json!({}))
         );
 
         // A question waiting shows in the gauges.
@@ -199,21 +237,18 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
         )
         .await;
         assert_eq!(status, 200);
-        let text = server
-            .req(reqwest::Method::GET, "/metrics", &ops)
-            .send()
-            .await
-            .expect("scrape")
-            .text()
-            .await
-            .expect("text");
-        let m = parse(&text).await.expect("parsed before");
+        let (waiting, text) = scrape().await;
+        let waiting = waiting.expect("parsed before");
         assert_eq!(
-            sample(&m, "duet_threads", &json!({"status": "awaiting_human"})),
+            sample(
+                &waiting,
+                "duet_threads",
+                &json!({"status": "awaiting_human"})
+            ),
             1.0,
             "{text}"
         );
-        assert!(sample(&m, "duet_oldest_question_age_seconds", &json!({})) >= 0.0);
+        assert!(sample(&waiting, "duet_oldest_question_age_seconds", &json!({})) >= 0.0);
         server.stop().await;
     }
 }
