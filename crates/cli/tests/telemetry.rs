@@ -84,6 +84,18 @@ impl Recorder {
     }
 }
 
+/// Asks the orchestrator to rotate the keys: it composes the gate, which parks for a person.
+async fn orchestrate(rt: &duet_runtime::Runtime) {
+    support::send(
+        rt,
+        "ops-1",
+        Some("orchestrator"),
+        "Rotate the production keys tonight, please.",
+    )
+    .await;
+    rt.quiesce().await;
+}
+
 fn find<'a>(spans: &'a [Recorded], name: &str, key: &str, value: &str) -> Vec<&'a Recorded> {
     spans
         .iter()
@@ -116,14 +128,7 @@ async fn a_composed_approval_is_a_tree_of_genai_spans_and_no_span_outlives_its_p
             tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
         let store = backend.open().await;
         let rt = support::runtime(project.clone(), store.clone()).build();
-        support::send(
-            &rt,
-            "ops-1",
-            Some("orchestrator"),
-            "Rotate the production keys tonight, please.",
-        )
-        .await;
-        rt.quiesce().await;
+        orchestrate(&rt).await;
         let spans = recorder.spans();
         let name = backend.name();
 
@@ -248,14 +253,7 @@ async fn the_spans_reach_an_opentelemetry_exporter_as_one_trace_with_genai_attri
                 .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test"))),
         );
         let rt = support::runtime(project.clone(), backend.open().await).build();
-        support::send(
-            &rt,
-            "ops-1",
-            Some("orchestrator"),
-            "Rotate the production keys tonight, please.",
-        )
-        .await;
-        rt.quiesce().await;
+        orchestrate(&rt).await;
         // A span is exported when it closes, and the step's closes when the task that ran it has
         // finished, which may be a moment after the thread settled: let this (current-thread)
         // runtime run what is left before reading, a bounded number of turns.
@@ -340,14 +338,7 @@ async fn message_contents_are_attributes_only_when_captured() {
     let rt = support::runtime(project, backend.open().await)
         .capture_content(true)
         .build();
-    support::send(
-        &rt,
-        "ops-1",
-        Some("orchestrator"),
-        "Rotate the production keys tonight, please.",
-    )
-    .await;
-    rt.quiesce().await;
+    orchestrate(&rt).await;
     let spans = recorder.spans();
     let chat = find(&spans, "chat", attr::MODEL_DEFINITION, "orchestrator_demo");
     let chat = chat.first().expect("the orchestrator's model call");

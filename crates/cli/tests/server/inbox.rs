@@ -22,6 +22,15 @@ async fn orchestrate(server: &Server, token: &str, key: &str) -> String {
         )
         .await;
     assert_eq!(status, 200, "{body}");
+    // The gate may be run by this server's recovery rather than inside the orchestrator's run
+    // (whichever claims it first): wait for its question either way.
+    harness::until(
+        server,
+        token,
+        &format!("{key}/approval-1"),
+        "awaiting_human",
+    )
+    .await;
     approval_of(server, token, key).await
 }
 

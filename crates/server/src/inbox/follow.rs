@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use axum::extract::State;
 use axum::response::Response;
 use axum::response::sse::Event;
-use duet_runtime::{AnsweredQuery, JournalEntry, ThreadId, ThreadStatus};
+use duet_runtime::{JournalEntry, ThreadId, ThreadStatus};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
@@ -32,16 +32,12 @@ pub(crate) async fn follow(
     // The chain, parked thread first: (id, agent, the last seq shown).
     let mut chain: Vec<(ThreadId, String, i64)> =
         vec![(thread.id, thread.agent.clone(), thread.next_seq - 1)];
-    let mut up = thread.parent;
-    while let Some(p) = up
-        && chain.len() < 64
-    {
-        let Some(parent) = store.thread_by_id(p).await? else {
-            break;
-        };
-        up = parent.parent;
-        chain.push((parent.id, parent.agent, parent.next_seq - 1));
-    }
+    chain.extend(
+        approvals::parents(&state, &thread)
+            .await?
+            .into_iter()
+            .map(|p| (p.id, p.agent, p.next_seq - 1)),
+    );
     let closing = state.closing().clone();
     let clock = state.clone();
     let events = async_stream::stream! {
@@ -74,13 +70,9 @@ pub(crate) async fn follow(
             }
             if parked_moved && !told_answer {
                 told_answer = true;
-                let answer = store
-                    .answered(&AnsweredQuery { thread: Some(thread.id), limit: 1_000, ..AnsweredQuery::default() })
-                    .await
-                    .ok()
-                    .and_then(|all| all.into_iter().find(|a| a.park == approval.park));
+                let answer = approvals::answer_to(&clock, thread.id, approval.park).await.ok().flatten();
                 let html = match answer {
-                    Some(a) => item::answered(&a.answer, clock.runtime().now_ms()).into_string(),
+                    Some(a) => item::answered(&a, clock.runtime().now_ms()).into_string(),
                     None => "<p class=\"answered\" role=\"status\">This question no longer waits.</p>".to_owned(),
                 };
                 yield Ok(Event::default().event("answered").data(html));

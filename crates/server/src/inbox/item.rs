@@ -7,7 +7,7 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use duet_runtime::{AnsweredQuery, Child, FirstAnswer, Message, Role, SideId, Thread, ToolCall};
+use duet_runtime::{Child, FirstAnswer, Message, Role, SideId, Thread, ToolCall};
 use duet_spec::Side;
 use maud::{Markup, html};
 
@@ -46,17 +46,7 @@ struct Item {
 async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Item, Problem> {
     let (approval, thread) = approvals::parked(state, caller, id).await?;
     let store = state.runtime().store();
-    let mut parents = Vec::new();
-    let mut up = thread.parent;
-    while let Some(p) = up
-        && parents.len() < 64
-    {
-        let Some(parent) = store.thread_by_id(p).await? else {
-            break;
-        };
-        up = parent.parent;
-        parents.push(parent);
-    }
+    let parents = approvals::parents(state, &thread).await?;
     let before: Vec<Message> = store
         .messages(thread.id)
         .await?
@@ -82,16 +72,7 @@ async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Item, Probl
     let answer = if waiting {
         None
     } else {
-        store
-            .answered(&AnsweredQuery {
-                thread: Some(thread.id),
-                limit: 1_000,
-                ..AnsweredQuery::default()
-            })
-            .await?
-            .into_iter()
-            .find(|a| a.park == approval.park)
-            .map(|a| a.answer)
+        approvals::answer_to(state, thread.id, approval.park).await?
     };
     Ok(Item {
         id: id.to_owned(),

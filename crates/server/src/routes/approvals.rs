@@ -7,7 +7,7 @@ use axum::extract::State;
 use crate::body::Path;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use duet_runtime::{Thread, ThreadQuery, ThreadStatus};
+use duet_runtime::{AnsweredQuery, FirstAnswer, Park, Thread, ThreadId, ThreadQuery, ThreadStatus};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
@@ -36,6 +36,41 @@ pub(crate) struct ListQuery {
     pub limit: Option<usize>,
 }
 
+/// The threads above `t`, nearest first, up to the top-level one (at most [`MAX_DEPTH`]).
+pub(crate) async fn parents(state: &AppState, t: &Thread) -> Result<Vec<Thread>, Problem> {
+    let store = state.runtime().store();
+    let mut parents = Vec::new();
+    let mut up = t.parent;
+    while let Some(id) = up
+        && parents.len() < MAX_DEPTH
+    {
+        let Some(p) = store.thread_by_id(id).await? else {
+            break;
+        };
+        up = p.parent;
+        parents.push(p);
+    }
+    Ok(parents)
+}
+
+/// The answer park `park` of thread `t` got, as the store recorded it.
+pub(crate) async fn answer_to(
+    state: &AppState,
+    t: ThreadId,
+    park: Park,
+) -> Result<Option<FirstAnswer>, Problem> {
+    let query = AnsweredQuery {
+        thread: Some(t),
+        limit: 1_000,
+        ..AnsweredQuery::default()
+    };
+    let answered = state.runtime().store().answered(&query).await?;
+    Ok(answered
+        .into_iter()
+        .find(|a| a.park == park)
+        .map(|a| a.answer))
+}
+
 /// The approval view of parked thread `t`.
 pub(crate) async fn view(
     state: &AppState,
@@ -47,20 +82,14 @@ pub(crate) async fn view(
     };
     let store = state.runtime().store();
     let question = store.last_message(t.id).await?.and_then(|m| m.content);
-    let mut parents = Vec::new();
-    let mut up = t.parent;
-    while let Some(id) = up
-        && parents.len() < MAX_DEPTH
-    {
-        let Some(p) = store.thread_by_id(id).await? else {
-            break;
-        };
-        parents.push(ParentView {
+    let parents = parents(state, t)
+        .await?
+        .iter()
+        .map(|p| ParentView {
             key: caller.visible_key(&p.key),
             agent: p.agent.clone(),
-        });
-        up = p.parent;
-    }
+        })
+        .collect();
     Ok(Some(ApprovalView {
         id: ApprovalId { thread: t.id, park }.to_string(),
         thread: caller.visible_key(&t.key),
