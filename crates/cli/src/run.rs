@@ -178,6 +178,12 @@ pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
         .handlers(handlers)
         .hooks(duet_handlers::hooks())
         .capture_content(capture);
+    // Exporting traces: they cross the store (a child run elsewhere, a run after a park).
+    let builder = if crate::otel::exporting() {
+        builder.trace_carrier(Arc::new(crate::otel::Carrier))
+    } else {
+        builder
+    };
     // The http client and one tool server per MCP server of `agents/mcp/` (started on use).
     let mut builder = duet_tools::register(builder, &project, &root);
     // How long a run's lease lasts without renewal (default 30 s): how soon another process may

@@ -178,6 +178,9 @@ pub struct Delivery<'a> {
     /// A caller-chosen id: a second delivery with it to the same thread writes nothing and
     /// returns [`Delivered::Duplicate`].
     pub message_id: Option<&'a str>,
+    /// The trace context the message continues (see [`crate::telemetry::TraceCarrier`]), when
+    /// not the current span's: a delivery made from a task of its own.
+    pub trace: Option<&'a str>,
 }
 
 impl<'a> Delivery<'a> {
@@ -192,6 +195,7 @@ impl<'a> Delivery<'a> {
             when_busy: WhenBusy::Queue,
             answers: None,
             message_id: None,
+            trace: None,
         }
     }
 }

@@ -25,6 +25,7 @@ mod router;
 mod run;
 mod step;
 mod subprompt;
+mod trace;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -65,6 +66,8 @@ struct Inner {
     lease_ms: i64,
     /// Whether `chat` spans carry message contents ([`RuntimeBuilder::capture_content`]).
     capture_content: bool,
+    /// Saves and restores trace context across the store ([`RuntimeBuilder::trace_carrier`]).
+    carrier: Option<Arc<dyn crate::telemetry::TraceCarrier>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     runs: lease::Runs,
     background: deliver::Background,
@@ -180,8 +183,9 @@ impl Runtime {
     }
 
     /// Writes `commit` under the run's lease (the owner the thread row was claimed with).
-    async fn commit(&self, t: &Thread, commit: Commit) -> Result<CommitOutcome, RunError> {
+    async fn commit(&self, t: &Thread, mut commit: Commit) -> Result<CommitOutcome, RunError> {
         use tracing::Instrument;
+        self.mark_park(&mut commit);
         let span = crate::telemetry::commit(&t.key);
         let turns = commit
             .records

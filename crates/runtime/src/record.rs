@@ -64,6 +64,10 @@ pub enum RecordBody {
         stop_reason: StopReason,
         /// Where it left the thread (`idle`, or `awaiting_human` when parked).
         status: ThreadStatus,
+        /// At a park, the trace context of the step that asked (when a
+        /// [`crate::telemetry::TraceCarrier`] saved one): the step that resumes links to it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
     },
     /// The session ended.
     #[serde(rename_all = "camelCase")]
@@ -179,9 +183,19 @@ mod tests {
                 RecordBody::Stopped {
                     stop_reason: StopReason::AwaitingHuman,
                     status: ThreadStatus::AwaitingHuman,
+                    trace: None,
                 },
                 "stopped",
                 json!({"stopReason": "awaiting_human", "status": "awaiting_human"}),
+            ),
+            (
+                RecordBody::Stopped {
+                    stop_reason: StopReason::AwaitingHuman,
+                    status: ThreadStatus::AwaitingHuman,
+                    trace: Some("{\"traceparent\":\"00-ab-cd-01\"}".into()),
+                },
+                "stopped",
+                json!({"stopReason": "awaiting_human", "status": "awaiting_human", "trace": "{\"traceparent\":\"00-ab-cd-01\"}"}),
             ),
             (
                 RecordBody::SessionEnded {

@@ -10,9 +10,18 @@
 //! span below spells them out, and a test checks that the spelling is the constants'.
 //! Message contents are attributes only when the runtime was built to capture them
 //! ([`crate::RuntimeBuilder::capture_content`]).
+//!
+//! A trace crosses a park, a restart or another process only through the store: a
+//! [`TraceCarrier`] (given by whoever exports the spans) saves contexts as text, kept with queued
+//! messages and parks.
 
 use tracing::Span;
 use tracing::field::Empty;
+
+mod carrier;
+
+pub(crate) use carrier::RunTrace;
+pub use carrier::{TraceCarrier, saved_context};
 
 /// The target every span here has.
 pub const TARGET: &str = "duet::telemetry";

@@ -115,6 +115,7 @@ impl State {
             follow_up: q.follow_up,
             tool: q.tool,
             images: q.images,
+            trace: q.trace,
             created_at: now,
         }
     }

@@ -23,6 +23,7 @@ pub fn halt(t: &mut Thread, status: ThreadStatus, reason: StopReason, now: i64) 
         RecordBody::Stopped {
             stop_reason: reason,
             status,
+            trace: None,
         },
         now,
     )

@@ -436,6 +436,8 @@ pub struct Queued {
     pub tool: Option<ToolReply>,
     /// Images that came with it.
     pub images: Vec<crate::agent::ImageRef>,
+    /// The trace context it was queued in, if one was saved.
+    pub trace: Option<String>,
     /// When it was queued, in ms since the Unix epoch.
     pub created_at: i64,
 }
@@ -477,6 +479,9 @@ pub struct NewQueued {
     pub author: Option<String>,
     /// Images that come with it.
     pub images: Vec<crate::agent::ImageRef>,
+    /// The trace context of whatever queued it (see [`crate::telemetry::TraceCarrier`]): the
+    /// run that drains it continues that trace.
+    pub trace: Option<String>,
 }
 
 impl NewQueued {
@@ -493,6 +498,7 @@ impl NewQueued {
             message_id: None,
             author: None,
             images: Vec::new(),
+            trace: None,
         }
     }
 }

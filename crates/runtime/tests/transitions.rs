@@ -198,6 +198,7 @@ fn queued(v: &Value) -> Vec<Queued> {
                     .expect("a tool status"),
             }),
             images: Vec::new(),
+            trace: None,
             created_at: 0,
         })
         .collect()

@@ -235,7 +235,7 @@ macro_rules! queue_impl {
 
             async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
                 let rows = sqlx::query(
-                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, q.tool_name, q.tool_status, q.images, q.created_at FROM queue q \
+                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, q.tool_name, q.tool_status, q.images, q.trace, q.created_at FROM queue q \
                      JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id",
                 )
                 .bind(id.to_string())
@@ -254,6 +254,7 @@ macro_rules! queue_impl {
                             human: row.try_get("human").map_err(db_error)?,
                             silent: row.try_get("silent").map_err(db_error)?,
                             follow_up: row.try_get("follow_up").map_err(db_error)?,
+                            trace: row.try_get("trace").map_err(db_error)?,
                             images: match row.try_get::<Option<String>, _>("images").map_err(db_error)? {
                                 Some(s) => serde_json::from_str(&s).map_err(|_| corrupt("queued images", &s))?,
                                 None => Vec::new(),

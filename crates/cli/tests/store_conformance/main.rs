@@ -56,6 +56,7 @@ pub(crate) fn human(text: &str) -> NewQueued {
         message_id: None,
         author: None,
         images: Vec::new(),
+        trace: None,
     }
 }
 

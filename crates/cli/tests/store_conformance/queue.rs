@@ -468,3 +468,51 @@ async fn a_thread_is_created_with_its_first_message_or_not_at_all() {
     })
     .await;
 }
+
+/// A queued message keeps the trace context it was queued in, by every way of queueing, and a
+/// message queued without one has none.
+#[tokio::test]
+async fn a_queued_message_keeps_its_trace_context() {
+    each(async |store, name| {
+        let traced = |text: &str, trace: &str| NewQueued {
+            trace: Some(trace.to_owned()),
+            ..human(text)
+        };
+        let run = Uuid::now_v7();
+        let made = store
+            .create_with(
+                "traced",
+                crate::new("agent", 5),
+                traced("first", r#"{"traceparent":"00-a-b-01"}"#),
+                lease(run, 5),
+            )
+            .await
+            .expect("create")
+            .expect("a new key");
+        store
+            .enqueue(
+                made.id,
+                traced("second", r#"{"traceparent":"00-c-d-01"}"#),
+                None,
+                6,
+            )
+            .await
+            .expect("enqueue");
+        store
+            .enqueue(made.id, human("untraced"), None, 7)
+            .await
+            .expect("enqueue");
+        let queue = store.queue(made.id).await.expect("queue");
+        let traces: Vec<Option<&str>> = queue.iter().map(|q| q.trace.as_deref()).collect();
+        assert_eq!(
+            traces,
+            [
+                Some(r#"{"traceparent":"00-a-b-01"}"#),
+                Some(r#"{"traceparent":"00-c-d-01"}"#),
+                None
+            ],
+            "{name}"
+        );
+    })
+    .await;
+}

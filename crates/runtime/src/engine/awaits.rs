@@ -161,6 +161,7 @@ impl Runtime {
         &self,
         settled: &Settled,
         entry: &Child,
+        trace: Option<&str>,
     ) -> Result<bool, RunError> {
         let (Some(call), Some(parent_id)) = (entry.awaiting.as_deref(), settled.parent) else {
             return Ok(false);
@@ -188,6 +189,7 @@ impl Runtime {
                     ToolStatus::Error
                 },
             }),
+            trace: trace.map(str::to_owned),
             ..NewQueued::new(Role::Tool, entry.owner, content)
         };
         let run = Uuid::now_v7();
@@ -232,7 +234,10 @@ impl Runtime {
         // Terminated reads as an abort of its session: the call's result says it ended early.
         settled.status = ThreadStatus::Terminated;
         settled.stop_reason = Some(crate::types::StopReason::Aborted);
-        self.resolve_await(&settled, &entry).await.map(|_| ())
+        let trace = self.trace_here();
+        self.resolve_await(&settled, &entry, trace.as_deref())
+            .await
+            .map(|_| ())
     }
 
     /// The registry status for a settled child run.

@@ -12,6 +12,7 @@ use crate::handler::{Handler, Handlers};
 use crate::hooks::Hooks;
 use crate::model::Providers;
 use crate::store::Store;
+use crate::telemetry::TraceCarrier;
 use crate::tools::{HttpTools, Tool, ToolServer, Tools};
 
 /// Builds a [`Runtime`].
@@ -27,6 +28,7 @@ pub struct RuntimeBuilder {
     clock: Arc<dyn Clock>,
     lease_ms: i64,
     capture_content: bool,
+    carrier: Option<Arc<dyn TraceCarrier>>,
 }
 
 impl Runtime {
@@ -45,6 +47,7 @@ impl Runtime {
             clock: Arc::new(SystemClock),
             lease_ms: 30_000,
             capture_content: false,
+            carrier: None,
         }
     }
 }
@@ -112,6 +115,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How trace context crosses the store (see [`TraceCarrier`]): set by whoever exports the
+    /// spans, so that a child run in another process, or a run after a restart, continues the
+    /// trace that queued its message, and a resumed park links to the step that asked. Without
+    /// one (the default) nothing is saved.
+    pub fn trace_carrier(mut self, carrier: Arc<dyn TraceCarrier>) -> Self {
+        self.carrier = Some(carrier);
+        self
+    }
+
     /// The runtime.
     pub fn build(self) -> Runtime {
         let tools = Tools::new(self.project.clone(), self.tools, self.http, self.servers);
@@ -126,6 +138,7 @@ impl RuntimeBuilder {
                 clock: self.clock,
                 lease_ms: self.lease_ms,
                 capture_content: self.capture_content,
+                carrier: self.carrier,
                 models: Mutex::new(HashMap::new()),
                 runs: lease::Runs::default(),
                 background: deliver::Background::default(),

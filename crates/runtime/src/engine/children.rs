@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
 use crate::children::{Caller, ChildRun, Children, Spawn, SpawnMode};
-use crate::delivery::{Delivered, Origin, Settled, WhenBusy};
+use crate::delivery::{Delivered, Delivery, Origin, Settled, WhenBusy};
 use crate::error::RunError;
 use crate::event::EventSink;
 use crate::subagents::{self, instance_name, schema_errors};
@@ -200,7 +200,12 @@ impl Runtime {
                     .thread_by_id(child)
                     .await?
                     .is_some_and(|t| t.lease_owner.is_some() && t.lease_expires >= self.now());
-                let message = NewQueued::new(Role::User, SideId::B, text);
+                // Inside the parent's `execute_tool` span: whichever process runs the child
+                // continues the parent's trace.
+                let message = NewQueued {
+                    trace: self.trace_here(),
+                    ..NewQueued::new(Role::User, SideId::B, text)
+                };
                 if busy {
                     // Another run has it: the message waits for that run, and its answer comes
                     // as an ordinary message.
@@ -215,7 +220,7 @@ impl Runtime {
                 })
             }
             SpawnMode::Background => {
-                let (rt, child_key, agent, text, principal, source, parent_id) = (
+                let (rt, child_key, agent, text, principal, source, parent_id, trace) = (
                     self.clone(),
                     key.to_owned(),
                     agent.to_owned(),
@@ -223,6 +228,8 @@ impl Runtime {
                     parent.principal.clone(),
                     parent.source.clone(),
                     parent.id,
+                    // The child runs in a task of its own: it continues the tool call's trace.
+                    self.trace_here(),
                 );
                 self.spawn_background(async move {
                     let origin = Origin {
@@ -233,17 +240,13 @@ impl Runtime {
                         inline: false,
                     };
                     let (sink, cancel) = (EventSink::discard(), CancellationToken::new());
-                    let delivered = rt
-                        .deliver(
-                            &child_key,
-                            Some(&agent),
-                            &text,
-                            origin,
-                            WhenBusy::Queue,
-                            &sink,
-                            &cancel,
-                        )
-                        .await;
+                    let delivery = Delivery {
+                        agent: Some(&agent),
+                        origin,
+                        trace: trace.as_deref(),
+                        ..Delivery::new(&child_key, &text)
+                    };
+                    let delivered = rt.deliver_message(delivery, &sink, &cancel).await;
                     if let Err(e) = delivered {
                         tracing::warn!(child = %child_key, error = %e, "a background child's run failed");
                     }
@@ -349,8 +352,15 @@ impl Runtime {
     /// result of a call that waits for it, else (implicit communication) a message. `rest`: the
     /// run stopped at a session's end with more queued (the registry stays `running`). `inline`:
     /// the parent ran this child inside its own call and has its outcome already, so it gets no
-    /// message (a waiting call is still answered).
-    pub(super) async fn after_child_settled(&self, settled: &Settled, inline: bool, rest: bool) {
+    /// message (a waiting call is still answered). `trace`: the run's last step's context, which
+    /// the report carries to the parent.
+    pub(super) async fn after_child_settled(
+        &self,
+        settled: &Settled,
+        inline: bool,
+        rest: bool,
+        trace: Option<&str>,
+    ) {
         let store = &self.inner.store;
         let entry = match store.child(settled.thread).await {
             Ok(Some(entry)) => entry,
@@ -370,12 +380,12 @@ impl Runtime {
         {
             tracing::warn!(child = %settled.key, error = %e, "could not settle the child's registry entry");
         }
-        self.report(settled, &entry, inline).await;
+        self.report(settled, &entry, inline, trace).await;
     }
 
     /// A child's session ended but its run goes on (more messages were queued for it): that
     /// session's outcome reaches the parent now, before the next session's can.
-    pub(super) async fn report_session(&self, t: &Thread) {
+    pub(super) async fn report_session(&self, t: &Thread, trace: Option<&str>) {
         let entry = match self.inner.store.child(t.id).await {
             Ok(Some(entry)) => entry,
             Ok(None) => return,
@@ -384,13 +394,13 @@ impl Runtime {
                 return;
             }
         };
-        self.report(&Settled::of(t), &entry, false).await;
+        self.report(&Settled::of(t), &entry, false, trace).await;
     }
 
     /// Reports `settled` to the parent: the waiting call's tool result, or a silent message
-    /// (implicit communication) after which the parent runs on if idle.
-    async fn report(&self, settled: &Settled, entry: &Child, inline: bool) {
-        match self.resolve_await(settled, entry).await {
+    /// (implicit communication) after which the parent runs on if idle. Either carries `trace`.
+    async fn report(&self, settled: &Settled, entry: &Child, inline: bool, trace: Option<&str>) {
+        match self.resolve_await(settled, entry, trace).await {
             Ok(true) => return,
             Ok(false) if inline => return,
             Ok(false) => {}
@@ -399,9 +409,10 @@ impl Runtime {
                 return;
             }
         }
-        let Some((parent, message)) = self.report_message(settled, entry).await else {
+        let Some((parent, mut message)) = self.report_message(settled, entry).await else {
             return;
         };
+        message.trace = trace.map(str::to_owned);
         if let Err(e) = self.deliver_queued(&parent, message).await {
             tracing::warn!(child = %settled.key, parent = %parent.key, error = %e, "reporting a child's result to its parent failed");
         }
@@ -479,6 +490,7 @@ impl Children for Runtime {
         let side = entry.owner.sibling();
         let message = NewQueued {
             silent: true,
+            trace: self.trace_here(),
             ..NewQueued::new(Role::authored_by(side), side, content)
         };
         let rt = self.clone();

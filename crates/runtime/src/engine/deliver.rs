@@ -119,7 +119,9 @@ impl Runtime {
             when_busy,
             answers,
             message_id,
+            trace,
         } = delivery;
+        let trace = trace.map(str::to_owned).or_else(|| self.trace_here());
         if self.inner.detached.is_cancelled() {
             return Err(RunError::ShuttingDown);
         }
@@ -146,7 +148,7 @@ impl Runtime {
             && answers.is_none()
         {
             let def = self.agent_def(name)?;
-            let message = inbound(def, &origin, text, message_id, images);
+            let message = inbound(def, &origin, text, message_id, images, trace.clone());
             let new = NewThread {
                 id: Uuid::now_v7(),
                 agent: name,
@@ -169,7 +171,7 @@ impl Runtime {
             None => return Err(RunError::UnknownThread(key.to_owned())),
         };
         let agent = self.agent_def(&thread.agent)?;
-        let message = inbound(agent, &origin, text, message_id, images);
+        let message = inbound(agent, &origin, text, message_id, images, trace);
         let now = self.now();
         let queued = match answers {
             Some(park) => match store
@@ -385,6 +387,7 @@ fn inbound(
     text: &str,
     message_id: Option<&str>,
     images: &[crate::agent::ImageRef],
+    trace: Option<String>,
 ) -> NewQueued {
     let mut message = if origin.parent.is_some() {
         NewQueued::new(Role::User, SideId::B, text)
@@ -394,5 +397,6 @@ fn inbound(
     message.message_id = message_id.map(str::to_owned);
     message.author = origin.author.or(origin.principal).map(str::to_owned);
     message.images = images.to_vec();
+    message.trace = trace;
     message
 }

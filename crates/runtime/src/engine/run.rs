@@ -13,6 +13,7 @@ use crate::delivery::Settled;
 use crate::error::RunError;
 use crate::event::EventSink;
 use crate::store::{Commit, CommitOutcome, StoreError};
+use crate::telemetry::RunTrace;
 use crate::transition;
 use duet_spec::Side;
 
@@ -33,8 +34,9 @@ impl Runtime {
     ) -> futures::future::BoxFuture<'a, Result<Settled, RunError>> {
         Box::pin(async move {
             let guard = LeaseGuard::hold(self, id, run, cancel);
+            let mut trace = RunTrace::default();
             let result = self
-                .run(id, events, &guard.abort, &guard.lost, inline)
+                .run(id, events, &guard.abort, &guard.lost, inline, &mut trace)
                 .await;
             drop(guard);
             if matches!(result, Err(RunError::ShuttingDown)) {
@@ -51,7 +53,8 @@ impl Runtime {
             if let Ok(settled) = &result
                 && settled.parent.is_some()
             {
-                self.after_child_settled(settled, inline, rest).await;
+                self.after_child_settled(settled, inline, rest, trace.last.as_deref())
+                    .await;
             }
             if rest {
                 // Stopped at its session's end with messages waiting: they run on in the
@@ -69,6 +72,7 @@ impl Runtime {
         cancel: &CancellationToken,
         lost: &CancellationToken,
         inline: bool,
+        trace: &mut RunTrace,
     ) -> Result<(Settled, bool), RunError> {
         let store = &self.inner.store;
         let mut t = store
@@ -100,6 +104,7 @@ impl Runtime {
             }
             if queued {
                 let queue = transition::drainable(&t, store.queue(id).await?);
+                self.trace_drain(&t, &queue, trace).await;
                 queued = !queue.is_empty()
                     && self.drain(&mut t, &mut msgs, queue, &scope, events).await?;
             }
@@ -161,6 +166,7 @@ impl Runtime {
                             &t.key,
                             crate::types::side_str(side),
                         );
+                        self.trace_step(&span, trace);
                         let flow = match decide::side(agent, side) {
                             Side::Handler(cfg) => {
                                 self.handler_turn(cfg, &turn, &mut t, &mut msgs)
@@ -192,7 +198,7 @@ impl Runtime {
                         }
                         // The run goes on with the next session: this one reports now, before
                         // the next can.
-                        self.report_session(&t).await;
+                        self.report_session(&t, trace.last.as_deref()).await;
                     }
                     queued |= more;
                 }

@@ -250,6 +250,7 @@ impl DuetAgent {
             when_busy: WhenBusy::Queue,
             answers,
             message_id: Some(&req.message.message_id),
+            trace: None,
         };
         let accepted = self
             .state

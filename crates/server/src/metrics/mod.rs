@@ -89,6 +89,12 @@ pub(crate) async fn http(State(state): State<AppState>, req: Request, next: Next
         http.route = %route,
         http.response.status_code = tracing::field::Empty,
     );
+    // A client's trace (W3C `traceparent`) continues here when traces are exported.
+    if let Some(carrier) = state.runtime().trace_carrier()
+        && let Some(saved) = incoming_trace(req.headers())
+    {
+        carrier.adopt(&span, &saved);
+    }
     let started = Instant::now();
     let response = next.run(req).instrument(span.clone()).await;
     span.record("http.response.status_code", response.status().as_u16());
@@ -105,6 +111,17 @@ pub(crate) async fn http(State(state): State<AppState>, req: Request, next: Next
         started.elapsed().as_secs_f64(),
     );
     response
+}
+
+/// The W3C Trace Context of a request's headers, in the runtime's saved form.
+fn incoming_trace(headers: &axum::http::HeaderMap) -> Option<String> {
+    let field = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let parent = field("traceparent")?;
+    let mut fields = vec![("traceparent", parent)];
+    if let Some(state) = field("tracestate") {
+        fields.push(("tracestate", state));
+    }
+    Some(duet_runtime::telemetry::saved_context(fields))
 }
 
 /// Counts an SSE stream open while it lives.

@@ -124,6 +124,7 @@ pub(crate) async fn deliver(
         when_busy: WhenBusy::Queue,
         answers: inbound.answers,
         message_id: inbound.message_id,
+        trace: None,
     };
     let since = inbound.thread.map_or(0, |t| t.next_seq - 1);
     let accepted = state

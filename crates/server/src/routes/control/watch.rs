@@ -404,6 +404,7 @@ mod tests {
         let stop = RecordBody::Stopped {
             stop_reason: StopReason::StopOnResponse,
             status: ThreadStatus::AwaitingHuman,
+            trace: None,
         };
         let last = [
             msg(5, Role::Assistant, "done", true),
@@ -445,6 +446,7 @@ mod tests {
                 RecordBody::Stopped {
                     stop_reason: StopReason::StepError,
                     status: ThreadStatus::Idle,
+                    trace: None,
                 },
             ),
         ];

@@ -1,0 +1,200 @@
+//! Trace context across the store, with `duet`'s own carrier (`src/otel.rs`) and
+//! OpenTelemetry's in-memory exporter, on every backend: a message queued by a process that then
+//! died is run by another in the trace that queued it; a composed approval answered after a
+//! restart resumes in the answer's trace, its first step linked to the step that asked; the
+//! parent's continuation follows in that trace.
+
+mod support;
+
+#[allow(dead_code)]
+#[path = "../src/otel.rs"]
+mod otel;
+
+use std::sync::Arc;
+
+use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::layer::SubscriberExt;
+
+use duet_runtime::{Accepted, CancellationToken, Delivery, ManualClock, Runtime};
+
+/// A runtime on `store` at time `now` that saves trace context with `duet`'s carrier.
+fn runtime(store: Arc<dyn duet_runtime::Store>, now: i64) -> Runtime {
+    let project = support::project(&support::repo());
+    support::runtime(project, store)
+        .clock(Arc::new(ManualClock::new(now)))
+        .trace_carrier(Arc::new(otel::Carrier))
+        .build()
+}
+
+/// The exported spans named `name`, in the order they ended.
+fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
+    spans.iter().filter(|s| s.name == name).collect()
+}
+
+/// Whether `span` descends from the span `ancestor` (by parent ids within the export).
+fn descends(spans: &[SpanData], span: &SpanData, ancestor: SpanId) -> bool {
+    let mut up = span.parent_span_id;
+    for _ in 0..spans.len() {
+        if up == ancestor {
+            return true;
+        }
+        match spans.iter().find(|s| s.span_context.span_id() == up) {
+            Some(parent) => up = parent.parent_span_id,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Every span ended so far, once the spans `wanted` have (a span is exported when it closes,
+/// which may be a moment after the run settled): this current-thread runtime runs what is
+/// left, a bounded number of turns.
+async fn finished(
+    provider: &SdkTracerProvider,
+    exporter: &InMemorySpanExporter,
+    wanted: impl Fn(&[SpanData]) -> bool,
+) -> Vec<SpanData> {
+    for _ in 0..1_000 {
+        provider.force_flush().expect("flush");
+        let spans = exporter.get_finished_spans().expect("spans");
+        if wanted(&spans) {
+            return spans;
+        }
+        tokio::task::yield_now().await;
+    }
+    exporter.get_finished_spans().expect("spans")
+}
+
+#[tokio::test]
+async fn traces_cross_the_store_a_restart_and_a_park() {
+    for backend in support::backends().await {
+        let name = backend.name();
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let _spans = tracing::subscriber::set_default(
+            tracing_subscriber::registry()
+                .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test"))),
+        );
+        let store = backend.open().await;
+
+        // A request queues the orchestrator's message, and its process dies before running it.
+        let request = tracing::info_span!("request");
+        let (request_trace, request_id) = {
+            let cx = request.context();
+            let sc = opentelemetry::trace::TraceContextExt::span(&cx)
+                .span_context()
+                .clone();
+            (sc.trace_id(), sc.span_id())
+        };
+        let first = runtime(store.clone(), 1_000);
+        let accepted = {
+            let _in = request.enter();
+            let delivery = Delivery {
+                agent: Some("orchestrator"),
+                ..Delivery::new("ops-1", "Rotate the production keys tonight, please.")
+            };
+            first.accept(delivery).await.expect("accepted")
+        };
+        assert!(
+            matches!(accepted, Accepted::Claimed(_)),
+            "{name}: {accepted:?}"
+        );
+        drop((accepted, first));
+        drop(request);
+
+        // Another process recovers it once the lease is out: the run is the request's.
+        let heir = runtime(store.clone(), 120_000);
+        assert_eq!(
+            heir.recover(&CancellationToken::new())
+                .await
+                .expect("recover"),
+            1,
+            "{name}"
+        );
+        heir.quiesce().await;
+        let spans = finished(&provider, &exporter, |s| {
+            !named(s, "invoke_agent orchestrator").is_empty()
+                && !named(s, "invoke_agent approval_gate").is_empty()
+        })
+        .await;
+        let orchestrator = named(&spans, "invoke_agent orchestrator");
+        assert_eq!(orchestrator.len(), 1, "{name}");
+        assert_eq!(
+            orchestrator[0].span_context.trace_id(),
+            request_trace,
+            "{name}: the recovered run continues the trace that queued its message"
+        );
+        assert_eq!(orchestrator[0].parent_span_id, request_id, "{name}");
+        let spawn = named(&spans, "execute_tool subagent_create");
+        assert_eq!(spawn.len(), 1, "{name}");
+        let asked = named(&spans, "invoke_agent approval_gate");
+        assert_eq!(asked.len(), 1, "{name}");
+        let asked = asked[0].span_context.clone();
+        assert!(
+            descends(
+                &spans,
+                named(&spans, "invoke_agent approval_gate")[0],
+                spawn[0].span_context.span_id()
+            ),
+            "{name}: the gate's question is under the orchestrator's tool call"
+        );
+        drop(heir);
+        exporter.reset();
+
+        // After a restart, a person answers: the gate resumes in the answer's trace, linked to
+        // the step that asked; the orchestrator's continuation follows in the same trace.
+        let restarted = runtime(store.clone(), 130_000);
+        let answer = tracing::info_span!("answer");
+        let answer_trace = {
+            let cx = answer.context();
+            opentelemetry::trace::TraceContextExt::span(&cx)
+                .span_context()
+                .trace_id()
+        };
+        {
+            let _in = answer.enter();
+            support::send(&restarted, "ops-1/approval-1", None, "approve").await;
+        }
+        restarted.quiesce().await;
+        drop(answer);
+        let spans = finished(&provider, &exporter, |s| {
+            !named(s, "invoke_agent orchestrator").is_empty()
+                && !named(s, "invoke_agent approval_gate").is_empty()
+        })
+        .await;
+        let resumed = named(&spans, "invoke_agent approval_gate");
+        assert_eq!(resumed.len(), 1, "{name}: {spans:#?}");
+        let resumed = resumed[0];
+        assert_eq!(
+            resumed.span_context.trace_id(),
+            answer_trace,
+            "{name}: the resumed step is the answer's"
+        );
+        assert_ne!(answer_trace, request_trace, "{name}");
+        let links: Vec<(TraceId, SpanId)> = resumed
+            .links
+            .iter()
+            .map(|l| (l.span_context.trace_id(), l.span_context.span_id()))
+            .collect();
+        assert_eq!(
+            links,
+            [(asked.trace_id(), asked.span_id())],
+            "{name}: the resumed step links to the step that asked"
+        );
+        let continued = named(&spans, "invoke_agent orchestrator");
+        assert_eq!(continued.len(), 1, "{name}: {spans:#?}");
+        assert_eq!(
+            continued[0].span_context.trace_id(),
+            answer_trace,
+            "{name}: the parent's continuation follows the answer"
+        );
+        assert!(
+            continued[0].links.is_empty(),
+            "{name}: the parent was waiting on its child, not parked"
+        );
+    }
+}
