@@ -1,6 +1,8 @@
 //! `duet serve --log-format json`: every log line is one JSON object (level, message, fields),
 //! beside the one plain line that says where the server listens; SIGTERM stops it gracefully.
 
+#[path = "support/otlp.rs"]
+mod otlp;
 mod support;
 
 use std::io::{BufRead, BufReader};
@@ -77,75 +79,9 @@ fn json_logs_are_one_object_a_line_and_sigterm_stops_the_server() {
     assert!(events.iter().any(|e| message(e) == "stopped"), "{logs:#?}");
 }
 
-/// A minimal HTTP/1.1 exchange on `addr`: `method path` with `body`; the response's body.
-fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default()
-}
-
-/// An OTLP/HTTP receiver on loopback: every request it gets, as (head, body), on a channel.
-fn otlp_receiver() -> (String, std::sync::mpsc::Receiver<(String, Vec<u8>)>) {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut data = Vec::new();
-            let mut buf = [0u8; 8192];
-            // Read the head, then as many body bytes as Content-Length says.
-            let (head, mut body, length) = loop {
-                let Ok(n) = stream.read(&mut buf) else { return };
-                if n == 0 {
-                    return;
-                }
-                data.extend_from_slice(&buf[..n]);
-                if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-                    let head = String::from_utf8_lossy(&data[..at]).to_string();
-                    let length = head
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                        })
-                        .unwrap_or(0);
-                    break (head, data[at + 4..].to_vec(), length);
-                }
-            };
-            while body.len() < length {
-                let Ok(n) = stream.read(&mut buf) else { return };
-                if n == 0 {
-                    break;
-                }
-                body.extend_from_slice(&buf[..n]);
-            }
-            // Handed on before the answer: once the exporter has its answer, the body is here.
-            if tx.send((head, body)).is_err() {
-                return;
-            }
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n");
-        }
-    });
-    (addr, rx)
-}
-
 #[test]
 fn traces_go_to_the_otlp_endpoint_and_the_scrape_counts_the_run() {
-    let (receiver, received) = otlp_receiver();
+    let (receiver, received) = otlp::receiver();
     let db = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("otel-{}.db", uuid::Uuid::now_v7().simple()));
     let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
@@ -171,14 +107,15 @@ fn traces_go_to_the_otlp_endpoint_and_the_scrape_counts_the_run() {
                 .map(str::to_owned)
         })
         .expect("the listening line");
-    let thread = http(
+    let (_, thread) = otlp::http(
         &base,
         "POST",
         "/threads?wait=true",
+        &[],
         r#"{"agent": "approval_gate", "key": "t-1", "text": "Rotate?"}"#,
     );
     assert!(thread.contains("awaiting_human"), "{thread}");
-    let metrics = http(&base, "GET", "/metrics", "");
+    let (_, metrics) = otlp::http(&base, "GET", "/metrics", &[], "");
     assert!(
         metrics.contains("duet_steps_total{agent=\"approval_gate\",side=\"a\",outcome=\"ok\"} 1"),
         "duet serve feeds /metrics from the runtime's spans: {metrics}"

@@ -1,0 +1,153 @@
+//! One composed approval across two `duet serve` processes, as an OTLP collector sees it, on
+//! every backend: the orchestrator's request asks, the gate parks, the server stops; a second
+//! server gets the answer with the client's `traceparent`. The answer's request continues the
+//! client's trace, the resumed gate's step is in it and links to the step that asked (exported
+//! by the first server), and the orchestrator's continuation follows in the same trace.
+
+#[path = "support/otlp.rs"]
+mod otlp;
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// `duet serve` on `db`, exporting traces to `receiver`; and the address it listens on.
+fn serve(db: &str, receiver: &str) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"])
+        .arg("--project")
+        .arg(support::repo())
+        .args(["--db", db])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{receiver}"))
+        .env("RUST_LOG", "warn")
+        .env_remove("DUET_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("duet serve starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let base = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("duet serve: listening on http://")
+                .map(str::to_owned)
+        })
+        .expect("the listening line");
+    // Drained, so the server never blocks on a full pipe.
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+    (child, base)
+}
+
+/// Stops `child` gracefully (which flushes its batched spans).
+fn stop(mut child: Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    assert!(child.wait().expect("exits").success());
+}
+
+/// Reads `path` until `done` says so (bounded): the server's state, not a sleep.
+fn until(base: &str, path: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    for _ in 0..5_000 {
+        let (status, body) = otlp::http(base, "GET", path, &[], "");
+        if status == 200 {
+            last = serde_json::from_str(&body).unwrap_or_default();
+            if done(&last) {
+                return last;
+            }
+        }
+        std::thread::yield_now();
+    }
+    panic!("{path} never got there: {last}");
+}
+
+#[tokio::test]
+async fn an_approval_answered_on_another_server_continues_the_clients_trace() {
+    for backend in support::backends().await {
+        let name = backend.name();
+        let db = match &backend {
+            support::Backend::Sqlite(path) => path.display().to_string(),
+            support::Backend::Postgres(url) => url.clone(),
+            support::Backend::Memory(_) => continue,
+        };
+        let (receiver, received) = otlp::receiver();
+
+        let (first, base) = serve(&db, &receiver);
+        let (status, body) = otlp::http(
+            &base,
+            "POST",
+            "/threads",
+            &[],
+            r#"{"agent": "orchestrator", "key": "ops-1", "text": "Rotate the production keys tonight, please."}"#,
+        );
+        assert!(status < 300, "{name}: {status} {body}");
+        let approvals = until(&base, "/approvals", |v| {
+            v["items"].as_array().is_some_and(|i| i.len() == 1)
+        });
+        let approval = approvals["items"][0]["id"]
+            .as_str()
+            .expect("an approval id")
+            .to_owned();
+        stop(first);
+
+        let (second, base) = serve(&db, &receiver);
+        let client_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let client_span = "00f067aa0ba902b7";
+        let traceparent = format!("00-{client_trace}-{client_span}-01");
+        let (status, body) = otlp::http(
+            &base,
+            "POST",
+            &format!("/approvals/{approval}"),
+            &[("traceparent", &traceparent)],
+            r#"{"text": "approve"}"#,
+        );
+        assert!(status < 300, "{name}: {status} {body}");
+        until(&base, "/threads/ops-1", |v| {
+            v["status"] != "running" && v["status"] != "waiting"
+        });
+        stop(second);
+
+        let bodies: Vec<Vec<u8>> = received.try_iter().map(|(_, body)| body).collect();
+        let spans = otlp::spans(&bodies);
+        let named = |n: &str| spans.iter().filter(|s| s.name == n).collect::<Vec<_>>();
+        let answer = named("POST /approvals/{id}");
+        assert_eq!(answer.len(), 1, "{name}: {spans:#?}");
+        assert_eq!(answer[0].trace, client_trace, "{name}: the client's trace");
+        assert_eq!(
+            answer[0].parent, client_span,
+            "{name}: under the client's span"
+        );
+        let gate = named("invoke_agent approval_gate");
+        assert_eq!(gate.len(), 2, "{name}: asked, then resumed: {spans:#?}");
+        let (asked, resumed) = if gate[0].trace == client_trace {
+            (gate[1], gate[0])
+        } else {
+            (gate[0], gate[1])
+        };
+        assert_eq!(
+            resumed.trace, client_trace,
+            "{name}: the resumed step is the answer's"
+        );
+        assert_eq!(
+            resumed.links,
+            [(asked.trace.clone(), asked.id.clone())],
+            "{name}: linked to the step that asked, on the other server"
+        );
+        let orchestrator = named("invoke_agent orchestrator");
+        assert_eq!(orchestrator.len(), 2, "{name}: {spans:#?}");
+        assert!(
+            orchestrator.iter().any(|o| o.trace == asked.trace),
+            "{name}: the question is in the orchestrator's first trace"
+        );
+        assert!(
+            orchestrator.iter().any(|o| o.trace == client_trace),
+            "{name}: the orchestrator's continuation follows the answer"
+        );
+    }
+}
