@@ -1,8 +1,9 @@
 //! Traces out of the process: when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, the runtime's spans and each HTTP request's
-//! go to that OTLP/HTTP endpoint (protobuf; headers, timeout and the rest from the standard
-//! `OTEL_EXPORTER_OTLP_*` variables), batched on a thread of their own. Unset: nothing is
-//! built and nothing is exported.
+//! go to that OTLP endpoint — over HTTP/protobuf, or gRPC when `OTEL_EXPORTER_OTLP_PROTOCOL` (or
+//! `..._TRACES_PROTOCOL`) is `grpc`; headers, timeout and the rest from the standard
+//! `OTEL_EXPORTER_OTLP_*` variables — batched on a thread of their own. Unset: nothing is built
+//! and nothing is exported. Called on the process's tokio runtime (gRPC's channel runs there).
 //!
 //! While exporting, the runtime gets a [`Carrier`]: trace context crosses the store as W3C
 //! Trace Context, so a child run elsewhere and a run after a park continue their trace.
@@ -38,10 +39,10 @@ pub(crate) fn provider() -> Option<SdkTracerProvider> {
     if !wanted {
         return None;
     }
-    let exporter = match opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .build()
-    {
+    // HTTP/protobuf unless `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` or `OTEL_EXPORTER_OTLP_PROTOCOL`
+    // asks for `grpc` (whose channel lives on the current tokio runtime); another protocol is
+    // refused with the reason.
+    let exporter = match opentelemetry_otlp::SpanExporter::builder().build() {
         Ok(e) => e,
         Err(e) => {
             eprintln!("duet: traces are not exported: {e}");

@@ -1,5 +1,6 @@
 //! `duet serve --log-format json`: every log line is one JSON object (level, message, fields),
 //! beside the one plain line that says where the server listens; SIGTERM stops it gracefully.
+//! And traces out of `duet serve`: over OTLP/HTTP, and over gRPC when the protocol says so.
 
 #[path = "support/otlp.rs"]
 mod otlp;
@@ -169,4 +170,69 @@ fn traces_go_to_the_otlp_endpoint_and_the_scrape_counts_the_run() {
     }
     assert!(has("duet"), "the service name");
     assert!(!has("Rotate?"), "no message content is exported");
+}
+
+/// With `OTEL_EXPORTER_OTLP_PROTOCOL=grpc` the same spans go to an OTLP/gRPC receiver.
+#[test]
+fn traces_go_over_grpc_when_the_protocol_says_so() {
+    let (receiver, received) = otlp::grpc_receiver();
+    let db = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("otel-grpc-{}.db", uuid::Uuid::now_v7().simple()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"])
+        .arg("--project")
+        .arg(support::repo())
+        .arg("--db")
+        .arg(&db)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{receiver}"))
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("RUST_LOG", "warn")
+        .env_remove("DUET_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("duet serve starts");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let base = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("duet serve: listening on http://")
+                .map(str::to_owned)
+        })
+        .expect("the listening line");
+    let (_, thread) = otlp::http(
+        &base,
+        "POST",
+        "/threads?wait=true",
+        &[],
+        r#"{"agent": "approval_gate", "key": "t-1", "text": "Rotate?"}"#,
+    );
+    assert!(thread.contains("awaiting_human"), "{thread}");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let after: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().expect("exits").success(), "{after:?}");
+    let bodies: Vec<Vec<u8>> = received.try_iter().map(|(_, body)| body).collect();
+    let spans = otlp::spans(&bodies);
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    for wanted in ["invoke_agent approval_gate", "chat demo", "POST /threads"] {
+        assert!(
+            names.contains(&wanted),
+            "`{wanted}` over gRPC: {names:?} (the server said {after:?})"
+        );
+    }
+    let gate = spans
+        .iter()
+        .find(|s| s.name == "invoke_agent approval_gate")
+        .expect("the step");
+    let request = spans
+        .iter()
+        .find(|s| s.name == "POST /threads")
+        .expect("the request");
+    assert_eq!(gate.trace, request.trace, "the run is the request's");
 }

@@ -1,4 +1,4 @@
-//! A loopback OTLP/HTTP receiver for tests of `duet serve`'s trace export, the spans it got
+//! Loopback OTLP receivers (HTTP and gRPC) for tests of `duet serve`'s trace export, the spans it got
 //! decoded, and a plain blocking HTTP client to drive the server with headers of one's own.
 
 #![allow(dead_code, unreachable_pub)]
@@ -26,6 +26,54 @@ pub fn receiver() -> (String, Receiver<(String, Vec<u8>)>) {
             }
             let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n");
         }
+    });
+    (addr, rx)
+}
+
+/// An OTLP/gRPC receiver on loopback, on a tokio runtime of its own: its address, and every
+/// export it gets as ("grpc", the request re-encoded), as [`receiver`] gives them.
+pub fn grpc_receiver() -> (String, Receiver<(String, Vec<u8>)>) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+        TraceService, TraceServiceServer,
+    };
+
+    struct Collect(std::sync::mpsc::Sender<(String, Vec<u8>)>);
+
+    #[tonic::async_trait]
+    impl TraceService for Collect {
+        async fn export(
+            &self,
+            request: tonic::Request<ExportTraceServiceRequest>,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+            let _ = self
+                .0
+                .send(("grpc".to_owned(), request.into_inner().encode_to_vec()));
+            Ok(tonic::Response::new(ExportTraceServiceResponse {
+                partial_success: None,
+            }))
+        }
+    }
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            let served = tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(Collect(tx)))
+                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
+                .await;
+            if let Err(e) = served {
+                eprintln!("the gRPC receiver stopped: {e}");
+            }
+        });
     });
     (addr, rx)
 }
