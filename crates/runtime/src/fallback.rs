@@ -58,7 +58,10 @@ impl Model for Chain {
             };
             let item = match current.next().await? {
                 Ok(chunk) => {
-                    if !matches!(chunk, ModelChunk::Usage(_) | ModelChunk::Retrying { .. }) {
+                    if !matches!(
+                        chunk,
+                        ModelChunk::Usage(_) | ModelChunk::Finish(_) | ModelChunk::Retrying { .. }
+                    ) {
                         s.streamed = true;
                     }
                     Ok(chunk)

@@ -94,6 +94,10 @@ pub enum ModelChunk {
     ProviderData(serde_json::Value),
     /// What the call cost, in tokens, as the provider counts them (several chunks add up).
     Usage(Usage),
+    /// Why the model stopped, in the provider's words (`stop`, `length`, `tool_calls`,
+    /// `end_turn`, `max_tokens`, ...): the `chat` span's `gen_ai.response.finish_reasons`.
+    /// Without one the runtime says `tool_calls` when the answer calls tools, else `stop`.
+    Finish(String),
     /// The call failed and is tried again after `delay_ms` (announced before the wait).
     Retrying {
         /// The attempt about to be made (2 for the first retry).

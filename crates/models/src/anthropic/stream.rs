@@ -43,6 +43,8 @@ pub(crate) struct AnthropicDecoder {
     output: u64,
     started: bool,
     stopped: bool,
+    /// `message_delta`'s `stop_reason`.
+    reason: Option<String>,
 }
 
 impl AnthropicDecoder {
@@ -200,6 +202,9 @@ impl Decoder for AnthropicDecoder {
                 if let Some(u) = v.get("usage") {
                     self.usage(u);
                 }
+                if let Some(reason) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.reason = Some(reason.to_owned());
+                }
             }
             "message_stop" => self.stopped = true,
             "error" => {
@@ -244,6 +249,9 @@ impl Decoder for AnthropicDecoder {
                 cached_tokens: self.cached,
                 reasoning_tokens: 0,
             }));
+        }
+        if let Some(reason) = self.reason.take() {
+            out.push(ModelChunk::Finish(reason));
         }
         Ok(out)
     }

@@ -85,6 +85,8 @@ pub(crate) struct OpenAiDecoder {
     calls: Assembler,
     usage: Option<Usage>,
     finished: bool,
+    /// The first choice's `finish_reason`.
+    reason: Option<String>,
     done: bool,
 }
 
@@ -141,8 +143,9 @@ impl Decoder for OpenAiDecoder {
                     });
                 }
             }
-            if choice.finish_reason.is_some() {
+            if let Some(reason) = choice.finish_reason {
                 self.finished = true;
+                self.reason.get_or_insert(reason);
             }
         }
         if let Some(u) = chunk.usage {
@@ -176,6 +179,9 @@ impl Decoder for OpenAiDecoder {
         let mut out = std::mem::take(&mut self.calls).finish();
         if let Some(u) = self.usage.take() {
             out.push(ModelChunk::Usage(u));
+        }
+        if let Some(reason) = self.reason.take() {
+            out.push(ModelChunk::Finish(reason));
         }
         Ok(out)
     }

@@ -393,6 +393,7 @@ pub fn chunk_json(item: &Result<ModelChunk, ModelError>) -> Value {
         }) => json!({"toolCall": {"id": id, "name": name, "arguments": arguments}}),
         Ok(ModelChunk::ProviderData(d)) => json!({"providerData": d}),
         Ok(ModelChunk::Usage(u)) => json!({"usage": u}),
+        Ok(ModelChunk::Finish(reason)) => json!({"finish": reason}),
         Ok(ModelChunk::Retrying {
             attempt,
             max_attempts,

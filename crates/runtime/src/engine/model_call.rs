@@ -43,6 +43,7 @@ pub(super) async fn call(
     let started = std::time::Instant::now();
     let mut first = true;
     let mut retries = 0u32;
+    let mut finish: Option<String> = None;
     let mut stream = model.stream(request);
     let mut answer = Answer::default();
     let outcome = loop {
@@ -90,6 +91,7 @@ pub(super) async fn call(
             Some(Ok(ModelChunk::Usage(u))) => {
                 answer.usage = Some(answer.usage.unwrap_or_default().plus(u));
             }
+            Some(Ok(ModelChunk::Finish(reason))) => finish = Some(reason),
             Some(Ok(ModelChunk::Retrying {
                 attempt,
                 max_attempts,
@@ -111,11 +113,11 @@ pub(super) async fn call(
     events.end_text();
     match &outcome {
         Ok(Some(())) => {
-            let finish = if answer.calls.is_empty() {
+            let finish = finish.as_deref().unwrap_or(if answer.calls.is_empty() {
                 "stop"
             } else {
                 "tool_calls"
-            };
+            });
             span.record(attr::RESPONSE_FINISH_REASONS, finish);
             if let Some(u) = &answer.usage {
                 span.record(attr::USAGE_INPUT_TOKENS, u.input_tokens);
