@@ -133,6 +133,31 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
         assert_eq!(status, 200, "{body}");
         let (status, _) = server.get("/threads/nope", &alice).await;
         assert_eq!(status, 404);
+        // An SSE follower counts while it is connected, and not after.
+        let follower = server.events("/threads/m-1/events", &alice, None).await;
+        let (open, text) = scrape().await;
+        let open = open.expect("parsed before");
+        assert_eq!(
+            sample(&open, "duet_sse_streams", &json!({}))
+                - sample(&before, "duet_sse_streams", &json!({})),
+            1.0,
+            "{text}"
+        );
+        drop(follower);
+        // The server sees the close at its next write (a heartbeat): scraped until then.
+        let mut closed = false;
+        for _ in 0..10_000 {
+            let (now, _) = scrape().await;
+            let now = now.expect("parsed before");
+            if sample(&now, "duet_sse_streams", &json!({}))
+                == sample(&before, "duet_sse_streams", &json!({}))
+            {
+                closed = true;
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(closed, "a closed stream stops counting");
         // Only an admin reads them.
         let (status, _) = server.get("/metrics", &alice).await;
         assert_eq!(status, 403);

@@ -178,12 +178,6 @@ impl AppState {
     ) -> axum::response::Response {
         use axum::response::IntoResponse;
         use axum::response::sse::{KeepAlive, Sse};
-        use futures::StreamExt;
-        let open = crate::metrics::StreamOpen::new(&self.options().metrics);
-        let events = events.map(move |e| {
-            let _counted = &open;
-            e
-        });
         Sse::new(events)
             .keep_alive(
                 KeepAlive::new()

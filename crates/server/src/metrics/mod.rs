@@ -96,9 +96,25 @@ pub(crate) async fn http(State(state): State<AppState>, req: Request, next: Next
         carrier.adopt(&span, &saved);
     }
     let started = Instant::now();
-    let response = next.run(req).instrument(span.clone()).await;
+    let mut response = next.run(req).instrument(span.clone()).await;
     span.record("http.response.status_code", response.status().as_u16());
     let metrics = &state.options().metrics;
+    // Every SSE stream (the REST API's, A2A's, the inbox's) counts while its body lives.
+    let sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if sse {
+        use futures::StreamExt;
+        let open = StreamOpen::new(metrics);
+        response = response.map(|body| {
+            axum::body::Body::from_stream(body.into_data_stream().map(move |chunk| {
+                let _counted = &open;
+                chunk
+            }))
+        });
+    }
     let status = response.status().as_u16().to_string();
     metrics.add(
         "duet_http_requests_total",
@@ -125,10 +141,10 @@ fn incoming_trace(headers: &axum::http::HeaderMap) -> Option<String> {
 }
 
 /// Counts an SSE stream open while it lives.
-pub(crate) struct StreamOpen(Metrics);
+struct StreamOpen(Metrics);
 
 impl StreamOpen {
-    pub(crate) fn new(metrics: &Metrics) -> Self {
+    fn new(metrics: &Metrics) -> Self {
         metrics.add("duet_sse_streams", &[], 1.0);
         StreamOpen(metrics.clone())
     }
