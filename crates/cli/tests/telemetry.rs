@@ -6,6 +6,8 @@
 //! One test runs the checks in turn, each with its own thread-local subscriber: two at once
 //! race in `tracing`'s callsite-interest cache (seen: a span missed).
 
+#[path = "support/spans.rs"]
+mod spans;
 mod support;
 
 use std::collections::BTreeMap;
@@ -240,11 +242,11 @@ async fn a_composed_approval_is_a_tree_of_genai_spans_and_no_span_outlives_its_p
 /// the GenAI attributes, and one trace from the orchestrator's step down to the gate's question.
 async fn the_spans_reach_an_opentelemetry_exporter_as_one_trace_with_genai_attributes() {
     use opentelemetry::trace::TracerProvider as _;
-    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+    use opentelemetry_sdk::trace::SdkTracerProvider;
 
     let project = support::project(&support::repo());
     for backend in support::backends().await {
-        let exporter = InMemorySpanExporter::default();
+        let exporter = spans::Watched::default();
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())
             .build();
@@ -255,19 +257,10 @@ async fn the_spans_reach_an_opentelemetry_exporter_as_one_trace_with_genai_attri
         let rt = support::runtime(project.clone(), backend.open().await).build();
         orchestrate(&rt).await;
         // A span is exported when it closes, and the step's closes when the task that ran it has
-        // finished, which may be a moment after the thread settled: let this (current-thread)
-        // runtime run what is left before reading, a bounded number of turns.
-        let closed = |spans: &[opentelemetry_sdk::trace::SpanData]| {
-            spans.iter().any(|s| s.name == "invoke_agent orchestrator")
-        };
-        for _ in 0..1_000 {
-            provider.force_flush().expect("flush");
-            if closed(&exporter.get_finished_spans().expect("spans")) {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        let spans = exporter.get_finished_spans().expect("spans");
+        // finished, which may be a moment after the thread settled.
+        let spans = exporter
+            .until(|spans| spans.iter().any(|s| s.name == "invoke_agent orchestrator"))
+            .await;
         let name = backend.name();
         let by_name = |n: &str| {
             spans.iter().find(|s| s.name == n).unwrap_or_else(|| {

@@ -4,6 +4,8 @@
 //! restart resumes in the answer's trace, its first step linked to the step that asked; the
 //! parent's continuation follows in that trace.
 
+#[path = "support/spans.rs"]
+mod spans;
 mod support;
 
 #[allow(dead_code)]
@@ -13,7 +15,7 @@ mod otel;
 use std::sync::Arc;
 
 use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -48,30 +50,11 @@ fn descends(spans: &[SpanData], span: &SpanData, ancestor: SpanId) -> bool {
     false
 }
 
-/// Every span ended so far, once the spans `wanted` have (a span is exported when it closes,
-/// which may be a moment after the run settled): this current-thread runtime runs what is
-/// left, a bounded number of turns.
-async fn finished(
-    provider: &SdkTracerProvider,
-    exporter: &InMemorySpanExporter,
-    wanted: impl Fn(&[SpanData]) -> bool,
-) -> Vec<SpanData> {
-    for _ in 0..1_000 {
-        provider.force_flush().expect("flush");
-        let spans = exporter.get_finished_spans().expect("spans");
-        if wanted(&spans) {
-            return spans;
-        }
-        tokio::task::yield_now().await;
-    }
-    exporter.get_finished_spans().expect("spans")
-}
-
 #[tokio::test]
 async fn traces_cross_the_store_a_restart_and_a_park() {
     for backend in support::backends().await {
         let name = backend.name();
-        let exporter = InMemorySpanExporter::default();
+        let exporter = spans::Watched::default();
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())
             .build();
@@ -116,11 +99,12 @@ async fn traces_cross_the_store_a_restart_and_a_park() {
             "{name}"
         );
         heir.quiesce().await;
-        let spans = finished(&provider, &exporter, |s| {
-            !named(s, "invoke_agent orchestrator").is_empty()
-                && !named(s, "invoke_agent approval_gate").is_empty()
-        })
-        .await;
+        let spans = exporter
+            .until(|s| {
+                !named(s, "invoke_agent orchestrator").is_empty()
+                    && !named(s, "invoke_agent approval_gate").is_empty()
+            })
+            .await;
         let orchestrator = named(&spans, "invoke_agent orchestrator");
         assert_eq!(orchestrator.len(), 1, "{name}");
         assert_eq!(
@@ -161,11 +145,12 @@ async fn traces_cross_the_store_a_restart_and_a_park() {
         }
         restarted.quiesce().await;
         drop(answer);
-        let spans = finished(&provider, &exporter, |s| {
-            !named(s, "invoke_agent orchestrator").is_empty()
-                && !named(s, "invoke_agent approval_gate").is_empty()
-        })
-        .await;
+        let spans = exporter
+            .until(|s| {
+                !named(s, "invoke_agent orchestrator").is_empty()
+                    && !named(s, "invoke_agent approval_gate").is_empty()
+            })
+            .await;
         let resumed = named(&spans, "invoke_agent approval_gate");
         assert_eq!(resumed.len(), 1, "{name}: {spans:#?}");
         let resumed = resumed[0];
