@@ -419,6 +419,7 @@ macro_rules! store_impl {
 
         /// What a commit's thread update returned: no row means the lease was lost (and nothing
         /// was written); a row with no owner means the lease was released.
+        #[allow(dead_code)]
         fn outcome(
             row: Option<&<$db as sqlx::Database>::Row>,
             t: &Thread,

@@ -1,7 +1,8 @@
 //! The SQLite store: a file in WAL mode. Writes go through one connection (held behind a mutex,
 //! not a pool: a pool checkout costs as much as a statement) and start with `BEGIN IMMEDIATE`, so
 //! a write transaction never has to upgrade a read lock (which fails at once with `SQLITE_BUSY`
-//! under WAL); reads use a small pool of their own.
+//! under WAL); reads use a small pool of their own. Commits go through the committer
+//! ([`crate::group`]), which writes whatever commits wait in one transaction.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ pub struct SqliteStore {
     write: Arc<Mutex<SqliteConnection>>,
     read: SqlitePool,
     hub: ChangeHub,
+    committer: crate::group::Committer,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -112,10 +114,13 @@ impl SqliteStore {
         let write = Arc::new(Mutex::new(write));
         let checkpointer = options.connect().await.map_err(crate::db_error)?;
         tokio::spawn(checkpoint(checkpointer, Arc::downgrade(&write)));
+        let hub = ChangeHub::default();
+        let committer = crate::group::Committer::start(write.clone(), hub.clone());
         Ok(SqliteStore {
             write,
             read,
-            hub: ChangeHub::default(),
+            hub,
+            committer,
         })
     }
 
@@ -157,7 +162,6 @@ impl SqliteStore {
     ) -> Result<CommitOutcome, StoreError> {
         use crate::sql::{Arg, Batch, JOURNAL_COLUMNS, THREAD_SET, journal_rows};
         let mut batch = Batch::new(t, owner);
-        batch.sql.push_str("BEGIN IMMEDIATE;\n");
         for id in &commit.drained {
             let p = batch.param(Arg::Int(*id));
             batch.sql.push_str(&format!(
@@ -213,42 +217,28 @@ impl SqliteStore {
              lease_owner = CASE WHEN {release} THEN NULL ELSE lease_owner END, \
              lease_expires = CASE WHEN {release} THEN 0 ELSE lease_expires END \
              WHERE id = $1 AND lease_owner = $2 \
-             RETURNING lease_owner, (SELECT COUNT(*) FROM queue q WHERE q.thread = threads.num) AS waiting;\n\
-             COMMIT;"
+             RETURNING $2 AS run, lease_owner, (SELECT COUNT(*) FROM queue q WHERE q.thread = threads.num) AS waiting;\n"
         ));
 
-        let mut conn = self.writer().await?;
-        let hub = self.hub.clone();
-        let change = Change {
-            thread: t.id,
-            seq: t.next_seq - 1,
-            status: t.status,
+        let job = crate::group::Job {
+            sql: batch.sql,
+            args: batch.args,
+            run: owner.to_string(),
+            change: Change {
+                thread: t.id,
+                seq: t.next_seq - 1,
+                status: t.status,
+            },
         };
-        // The batch runs as a task of its own: once started it finishes (commits, or rolls back
-        // after a failed statement) even if the run that asked for it is dropped meanwhile —
-        // dropped halfway, it would leave the write connection inside its transaction. It
-        // announces the commit before it lets go of the connection.
-        let batch_run = tokio::spawn(async move {
-            let query =
-                crate::sql::bind_args!(sqlx::query(sqlx::AssertSqlSafe(batch.sql)), batch.args);
-            match query.fetch_all(&mut *conn).await {
-                Ok(rows) => {
-                    // No row: the lease was lost and nothing was written.
-                    if !rows.is_empty() {
-                        hub.publish(change);
-                    }
-                    Ok(rows)
-                }
-                Err(e) => {
-                    let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-                    Err(e)
-                }
+        let Some((owner, waiting)) = self.committer.commit(job).await? else {
+            return Err(StoreError::LeaseLost(t.id));
+        };
+        Ok(if owner.is_none() {
+            CommitOutcome::Settled
+        } else {
+            CommitOutcome::Committed {
+                queued: waiting > 0 || !commit.enqueue.is_empty(),
             }
-        });
-        let rows = batch_run
-            .await
-            .map_err(|e| StoreError::backend_in("the commit task failed", e))?
-            .map_err(db_error)?;
-        outcome(rows.first(), t, &commit)
+        })
     }
 }

@@ -314,3 +314,87 @@ async fn the_journal_reads_from_a_cursor_in_seq_order() {
     })
     .await;
 }
+
+/// Commits of many threads at once (SQLite writes waiting commits together): each gets its own
+/// outcome. One whose lease is another's writes nothing and fails alone; one that breaks a
+/// constraint is a conflict and writes nothing, and the others are written all the same.
+#[tokio::test]
+async fn commits_at_once_each_get_their_own_outcome() {
+    each(async |store, name| {
+        let mut cases = Vec::new();
+        for i in 0..24 {
+            let mut t = thread(&store, &format!("at-once-{i}")).await;
+            let owner = Uuid::now_v7();
+            assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
+            let seq = t.take_seq();
+            let message =
+                |text: &str| Message::text(seq, 1, Role::User, Some(SideId::B), text.into(), 5);
+            if i % 4 == 1 {
+                // The seq is taken already: this commit breaks the journal's key.
+                store
+                    .commit(
+                        &t,
+                        owner,
+                        Commit {
+                            messages: vec![message("first")],
+                            ..Commit::default()
+                        },
+                    )
+                    .await
+                    .expect("commit");
+            }
+            t.status = ThreadStatus::Running;
+            let committer = if i % 4 == 2 { Uuid::now_v7() } else { owner };
+            let commit = Commit {
+                messages: vec![message(&format!("m{i}"))],
+                values: vec![("written".into(), Some(json!(i)))],
+                ..Commit::default()
+            };
+            cases.push((i, t, committer, commit));
+        }
+        let outcomes = futures::future::join_all(
+            cases
+                .iter()
+                .map(|(_, t, committer, commit)| store.commit(t, *committer, commit.clone())),
+        )
+        .await;
+        for ((i, t, _, _), outcome) in cases.iter().zip(outcomes) {
+            let contents: Vec<String> = store
+                .messages(t.id)
+                .await
+                .expect("read")
+                .into_iter()
+                .filter_map(|m| m.content)
+                .collect();
+            let value = store.value(t.id, "written").await.expect("read");
+            match i % 4 {
+                1 => {
+                    assert!(
+                        matches!(outcome, Err(StoreError::Conflict(_))),
+                        "{name} {i}: {outcome:?}"
+                    );
+                    assert_eq!(contents, ["first"], "{name} {i}");
+                    assert_eq!(value, None, "{name} {i}");
+                }
+                2 => {
+                    assert!(
+                        matches!(outcome, Err(StoreError::LeaseLost(_))),
+                        "{name} {i}: {outcome:?}"
+                    );
+                    assert!(contents.is_empty(), "{name} {i}");
+                    assert_eq!(value, None, "{name} {i}");
+                }
+                _ => {
+                    assert_eq!(
+                        outcome.expect("committed"),
+                        CommitOutcome::Committed { queued: false },
+                        "{name} {i}"
+                    );
+                    assert_eq!(contents, [format!("m{i}")], "{name} {i}");
+                    assert_eq!(value, Some(json!(i)), "{name} {i}");
+                }
+            }
+        }
+    })
+    .await;
+}
