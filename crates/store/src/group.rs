@@ -98,7 +98,7 @@ async fn run(
             if let Ok(returned) = write_group(&mut conn, &jobs).await {
                 for (q, r) in group.into_iter().zip(returned) {
                     if r.is_some() {
-                        hub.publish(q.job.change.clone());
+                        hub.publish(q.job.change);
                     }
                     let _ = q.done.send(Ok(r));
                 }
@@ -112,7 +112,7 @@ async fn run(
                 .map(|mut r| r.pop().flatten())
                 .map_err(crate::db_error);
             if let Ok(Some(_)) = &written {
-                hub.publish(q.job.change.clone());
+                hub.publish(q.job.change);
             }
             let _ = q.done.send(written);
         }
