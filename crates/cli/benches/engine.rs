@@ -15,40 +15,10 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use common::{Cleanup, gate, load, ms, percentile, rss_kib, scratch, store, write};
+use common::{Cleanup, ms, percentile, project, rss_kib, store};
 use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, ThreadStatus};
-
-/// The benchmark project: `pingpong` (prompt × prompt, `turns` turns) and `gate` (prompt × human).
-fn project(turns: usize) -> Arc<duet_spec::Project> {
-    let dir = scratch();
-    let half = turns / 2;
-    write(
-        &dir,
-        "agents/agents/pingpong.yaml",
-        &format!(
-            "name: pingpong\nmaxSessionTurns: {half}\nsideA: {{ prompt: ping, maxSteps: {turns} }}\nsideB: {{ prompt: pong, maxSteps: {turns} }}\n"
-        ),
-    );
-    for name in ["ping", "pong"] {
-        write(
-            &dir,
-            &format!("agents/prompts/{name}.yaml"),
-            &format!(
-                "name: {name}\ntoolDescription: d\nmodel: {name}_model\nprompt: Say {name}.\n"
-            ),
-        );
-        let mut script = format!("name: {name}_model\nprovider: scripted\nmodel: demo\nscript:\n");
-        for i in 0..half {
-            script.push_str(&format!("  - text: \"{name} {i}\"\n"));
-        }
-        write(&dir, &format!("agents/models/{name}_model.yaml"), &script);
-    }
-    gate(&dir);
-    load(&dir)
-}
 
 async fn send(rt: &Runtime, key: &str, agent: Option<&str>, text: &str) -> ThreadStatus {
     match rt

@@ -19,39 +19,10 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Cleanup, env, gate, load, ms, percentile, scratch, store, write};
+use common::{Cleanup, env, ms, percentile, project, store};
 use duet_runtime::{
     AgentEvent, CancellationToken, Delivered, EventSink, Runtime, Store, ThreadStatus,
 };
-
-/// The benchmark project: `pingpong` (prompt × prompt, `turns` turns) and `gate`.
-fn project(turns: usize) -> Arc<duet_spec::Project> {
-    let dir = scratch();
-    let half = turns / 2;
-    write(
-        &dir,
-        "agents/agents/pingpong.yaml",
-        &format!(
-            "name: pingpong\nmaxSessionTurns: {half}\nsideA: {{ prompt: ping, maxSteps: {turns} }}\nsideB: {{ prompt: pong, maxSteps: {turns} }}\n"
-        ),
-    );
-    for name in ["ping", "pong"] {
-        write(
-            &dir,
-            &format!("agents/prompts/{name}.yaml"),
-            &format!(
-                "name: {name}\ntoolDescription: d\nmodel: {name}_model\nprompt: Say {name}.\n"
-            ),
-        );
-        let mut script = format!("name: {name}_model\nprovider: scripted\nmodel: demo\nscript:\n");
-        for i in 0..half {
-            script.push_str(&format!("  - text: \"{name} {i}\"\n"));
-        }
-        write(&dir, &format!("agents/models/{name}_model.yaml"), &script);
-    }
-    gate(&dir);
-    load(&dir)
-}
 
 /// Sends `text` to `key` and returns how it settled, with the instants its messages started.
 async fn timed(

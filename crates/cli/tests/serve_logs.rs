@@ -6,51 +6,17 @@
 mod otlp;
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-
 #[test]
 fn json_logs_are_one_object_a_line_and_sigterm_stops_the_server() {
     let db = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("logs-{}.db", uuid::Uuid::now_v7().simple()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-auth",
-            "--log-format",
-            "json",
-        ])
-        .arg("--project")
-        .arg(support::repo())
-        .arg("--db")
-        .arg(&db)
-        .env("RUST_LOG", "info")
-        .env_remove("DUET_DATABASE_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("duet serve starts");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let mut logs = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.expect("stderr");
-        if line.starts_with("duet serve: listening on ") {
-            break;
-        }
-        logs.push(line);
-    }
-    let pid = child.id().to_string();
-    let status = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    logs.extend(lines.map_while(Result::ok));
-    let exit = child.wait().expect("exits");
-    assert!(exit.success(), "a graceful stop exits 0: {exit:?}");
+    let served = otlp::serve(
+        &db.display().to_string(),
+        &["--log-format", "json"],
+        &[("RUST_LOG", "info")],
+    );
+    let mut logs = served.before.clone();
+    logs.extend(served.stop());
     let events: Vec<serde_json::Value> = logs
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
@@ -85,29 +51,16 @@ fn traces_go_to_the_otlp_endpoint_and_the_scrape_counts_the_run() {
     let (receiver, received) = otlp::receiver();
     let db = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("otel-{}.db", uuid::Uuid::now_v7().simple()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"])
-        .arg("--project")
-        .arg(support::repo())
-        .arg("--db")
-        .arg(&db)
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{receiver}"))
-        .env("RUST_LOG", "warn")
-        .env_remove("DUET_DATABASE_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("duet serve starts");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let base = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.strip_prefix("duet serve: listening on http://")
-                .map(str::to_owned)
-        })
-        .expect("the listening line");
+    let endpoint = format!("http://{receiver}");
+    let served = otlp::serve(
+        &db.display().to_string(),
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("RUST_LOG", "warn"),
+        ],
+    );
+    let base = served.base.clone();
     let (_, thread) = otlp::http(
         &base,
         "POST",
@@ -126,13 +79,7 @@ fn traces_go_to_the_otlp_endpoint_and_the_scrape_counts_the_run() {
         "{metrics}"
     );
     // A graceful stop flushes the batched spans.
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let after: Vec<String> = lines.map_while(Result::ok).collect();
-    assert!(child.wait().expect("exits").success());
+    let after = served.stop();
     let mut bodies = Vec::new();
     while let Ok((head, body)) = received.try_recv() {
         assert!(head.starts_with("POST /v1/traces "), "{head}");
@@ -178,30 +125,17 @@ fn traces_go_over_grpc_when_the_protocol_says_so() {
     let (receiver, received) = otlp::grpc_receiver();
     let db = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("otel-grpc-{}.db", uuid::Uuid::now_v7().simple()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"])
-        .arg("--project")
-        .arg(support::repo())
-        .arg("--db")
-        .arg(&db)
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{receiver}"))
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .env("RUST_LOG", "warn")
-        .env_remove("DUET_DATABASE_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("duet serve starts");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let base = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.strip_prefix("duet serve: listening on http://")
-                .map(str::to_owned)
-        })
-        .expect("the listening line");
+    let endpoint = format!("http://{receiver}");
+    let served = otlp::serve(
+        &db.display().to_string(),
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("RUST_LOG", "warn"),
+        ],
+    );
+    let base = served.base.clone();
     let (_, thread) = otlp::http(
         &base,
         "POST",
@@ -210,13 +144,7 @@ fn traces_go_over_grpc_when_the_protocol_says_so() {
         r#"{"agent": "approval_gate", "key": "t-1", "text": "Rotate?"}"#,
     );
     assert!(thread.contains("awaiting_human"), "{thread}");
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let after: Vec<String> = lines.map_while(Result::ok).collect();
-    assert!(child.wait().expect("exits").success(), "{after:?}");
+    let after = served.stop();
     let bodies: Vec<Vec<u8>> = received.try_iter().map(|(_, body)| body).collect();
     let spans = otlp::spans(&bodies);
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();

@@ -8,47 +8,17 @@
 mod otlp;
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
-/// `duet serve` on `db`, exporting traces to `receiver`; and the address it listens on.
-fn serve(db: &str, receiver: &str) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"])
-        .arg("--project")
-        .arg(support::repo())
-        .args(["--db", db])
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{receiver}"))
-        .env("RUST_LOG", "warn")
-        .env_remove("DUET_DATABASE_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("duet serve starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let base = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.strip_prefix("duet serve: listening on http://")
-                .map(str::to_owned)
-        })
-        .expect("the listening line");
-    // Drained, so the server never blocks on a full pipe.
-    std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
-    (child, base)
-}
-
-/// Stops `child` gracefully (which flushes its batched spans).
-fn stop(mut child: Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    assert!(child.wait().expect("exits").success());
+/// `duet serve` on `db`, exporting traces to `receiver`.
+fn serve(db: &str, receiver: &str) -> otlp::Served {
+    let endpoint = format!("http://{receiver}");
+    otlp::serve(
+        db,
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("RUST_LOG", "warn"),
+        ],
+    )
 }
 
 /// Reads `path` until `done` says so (bounded): the server's state, not a sleep.
@@ -78,7 +48,8 @@ async fn an_approval_answered_on_another_server_continues_the_clients_trace() {
         };
         let (receiver, received) = otlp::receiver();
 
-        let (first, base) = serve(&db, &receiver);
+        let first = serve(&db, &receiver);
+        let base = first.base.clone();
         let (status, body) = otlp::http(
             &base,
             "POST",
@@ -94,9 +65,10 @@ async fn an_approval_answered_on_another_server_continues_the_clients_trace() {
             .as_str()
             .expect("an approval id")
             .to_owned();
-        stop(first);
+        first.stop();
 
-        let (second, base) = serve(&db, &receiver);
+        let second = serve(&db, &receiver);
+        let base = second.base.clone();
         let client_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
         let client_span = "00f067aa0ba902b7";
         let traceparent = format!("00-{client_trace}-{client_span}-01");
@@ -111,7 +83,7 @@ async fn an_approval_answered_on_another_server_continues_the_clients_trace() {
         until(&base, "/threads/ops-1", |v| {
             v["status"] != "running" && v["status"] != "waiting"
         });
-        stop(second);
+        second.stop();
 
         let bodies: Vec<Vec<u8>> = received.try_iter().map(|(_, body)| body).collect();
         let spans = otlp::spans(&bodies);

@@ -133,3 +133,32 @@ pub fn load(dir: &Path) -> Arc<duet_spec::Project> {
     assert!(loaded.is_ok(), "{:?}", loaded.issues);
     Arc::new(loaded.project)
 }
+
+/// The benchmark project: `pingpong` (prompt × prompt, `turns` turns) and `gate` (prompt × human).
+pub fn project(turns: usize) -> Arc<duet_spec::Project> {
+    let dir = scratch();
+    let half = turns / 2;
+    write(
+        &dir,
+        "agents/agents/pingpong.yaml",
+        &format!(
+            "name: pingpong\nmaxSessionTurns: {half}\nsideA: {{ prompt: ping, maxSteps: {turns} }}\nsideB: {{ prompt: pong, maxSteps: {turns} }}\n"
+        ),
+    );
+    for name in ["ping", "pong"] {
+        write(
+            &dir,
+            &format!("agents/prompts/{name}.yaml"),
+            &format!(
+                "name: {name}\ntoolDescription: d\nmodel: {name}_model\nprompt: Say {name}.\n"
+            ),
+        );
+        let mut script = format!("name: {name}_model\nprovider: scripted\nmodel: demo\nscript:\n");
+        for i in 0..half {
+            script.push_str(&format!("  - text: \"{name} {i}\"\n"));
+        }
+        write(&dir, &format!("agents/models/{name}_model.yaml"), &script);
+    }
+    gate(&dir);
+    load(&dir)
+}

@@ -184,3 +184,72 @@ pub fn http(
         .unwrap_or_default();
     (status, body)
 }
+
+/// A `duet serve` process of the repository's project on `db`, listening on a free port.
+pub struct Served {
+    pub child: std::process::Child,
+    /// `host:port`.
+    pub base: String,
+    /// Its stderr after the listening line.
+    pub lines: std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+    /// Its stderr up to the listening line.
+    pub before: Vec<String>,
+}
+
+/// Starts `duet serve --no-auth` on `db` with `args` and `env` besides.
+pub fn serve(db: &str, args: &[&str], env: &[(&str, &str)]) -> Served {
+    use std::io::BufRead;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_duet"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"])
+        .args(args)
+        .arg("--project")
+        .arg(super::support::repo())
+        .args(["--db", db])
+        .env_remove("DUET_DATABASE_URL")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("duet serve starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let mut before = Vec::new();
+    let base = loop {
+        let line = lines
+            .next()
+            .and_then(Result::ok)
+            .unwrap_or_else(|| panic!("duet serve stopped before listening: {before:?}"));
+        if let Some(base) = line.strip_prefix("duet serve: listening on http://") {
+            break base.to_owned();
+        }
+        before.push(line);
+    };
+    Served {
+        child,
+        base,
+        lines,
+        before,
+    }
+}
+
+impl Served {
+    /// Stops it with SIGTERM (a graceful stop, which flushes batched spans); what it said after
+    /// listening, once it has exited successfully.
+    pub fn stop(mut self) -> Vec<String> {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let after: Vec<String> = self.lines.map_while(Result::ok).collect();
+        let exit = self.child.wait().expect("exits");
+        assert!(
+            exit.success(),
+            "a graceful stop exits 0: {exit:?} {after:?}"
+        );
+        after
+    }
+}
