@@ -76,13 +76,9 @@ pub(crate) fn database(place: &Place) -> anyhow::Result<String> {
             Ok(url.clone())
         }
         Some(url) => {
-            let path = url
-                .strip_prefix("sqlite://")
-                .or_else(|| url.strip_prefix("sqlite:"))
-                .unwrap_or(url);
-            let folder = std::path::Path::new(path)
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty());
+            let (path, _) =
+                duet_store::sqlite_location(url).map_err(|e| anyhow::anyhow!("--db {e}"))?;
+            let folder = path.parent().filter(|d| !d.as_os_str().is_empty());
             if let Some(folder) = folder
                 && !folder.is_dir()
             {

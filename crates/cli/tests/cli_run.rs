@@ -315,6 +315,19 @@ fn a_wrong_place_or_key_is_refused_and_creates_nothing() {
             &["threads", "--project", &repo, "--db", ""],
             "--db is empty",
         ),
+        (
+            &[
+                "threads",
+                "--project",
+                &repo,
+                "--db",
+                &format!(
+                    "sqlite:{}?synchronous=sometimes",
+                    scratch.join("x.db").display()
+                ),
+            ],
+            "is not a SQLite option duet knows (synchronous=normal|full)",
+        ),
         (&["send", "", "hi", "--project", &repo], "is empty"),
         (
             &[

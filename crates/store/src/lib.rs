@@ -25,23 +25,47 @@ mod sql;
 mod sqlite;
 
 pub use postgres::PgStore;
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteOptions, SqliteStore};
 
 /// Opens the store at `url` and applies pending migrations: `postgres://…` (or
 /// `postgresql://…`) selects Postgres; `sqlite:PATH` or a plain path selects SQLite (the file
-/// and its folder are created if missing).
+/// and its folder are created if missing; see [`sqlite_location`] for its options).
 pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Ok(Arc::new(PgStore::connect(url).await?))
     } else {
-        let path = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-            .unwrap_or(url);
-        Ok(Arc::new(
-            SqliteStore::open(std::path::Path::new(path)).await?,
-        ))
+        let (path, options) = sqlite_location(url).map_err(|e| {
+            StoreError::backend(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        })?;
+        Ok(Arc::new(SqliteStore::open_with(&path, options).await?))
     }
+}
+
+/// The file and options a SQLite location names: a plain path as it is, or
+/// `sqlite:PATH[?synchronous=normal|full]` (`full`: every commit is synced to disk before it
+/// returns, so it survives a power loss, not only a crash; `normal`, the default, syncs at
+/// checkpoints). An option this build does not know is refused, with the ones it does.
+pub fn sqlite_location(url: &str) -> Result<(std::path::PathBuf, SqliteOptions), String> {
+    let Some(rest) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    else {
+        return Ok((url.into(), SqliteOptions::default()));
+    };
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut options = SqliteOptions::default();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("synchronous", "normal")) => options.synchronous_full = false,
+            Some(("synchronous", "full")) => options.synchronous_full = true,
+            _ => {
+                return Err(format!(
+                    "`{pair}` in {url} is not a SQLite option duet knows (synchronous=normal|full)"
+                ));
+            }
+        }
+    }
+    Ok((path.into(), options))
 }
 
 /// A sqlx error as a [`StoreError`] of its kind: a constraint the write broke (by the database's
@@ -63,5 +87,42 @@ pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
         StoreError::Conflict(e.to_string())
     } else {
         StoreError::backend(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SqliteOptions, sqlite_location};
+
+    #[test]
+    fn a_sqlite_location_names_a_file_and_its_options() {
+        let full = SqliteOptions {
+            synchronous_full: true,
+        };
+        for (url, path, options) in [
+            ("data/duet.db", "data/duet.db", SqliteOptions::default()),
+            ("odd?name.db", "odd?name.db", SqliteOptions::default()),
+            (
+                "sqlite:data/duet.db",
+                "data/duet.db",
+                SqliteOptions::default(),
+            ),
+            (
+                "sqlite://data/duet.db?synchronous=full",
+                "data/duet.db",
+                full,
+            ),
+            (
+                "sqlite:/var/duet.db?synchronous=normal",
+                "/var/duet.db",
+                SqliteOptions::default(),
+            ),
+        ] {
+            assert_eq!(sqlite_location(url), Ok((path.into(), options)), "{url}");
+        }
+        for url in ["sqlite:x.db?synchronous=off", "sqlite:x.db?cache=shared"] {
+            let refused = sqlite_location(url).expect_err(url);
+            assert!(refused.contains("synchronous=normal|full"), "{refused}");
+        }
     }
 }

@@ -87,9 +87,31 @@ async fn checkpoint(mut conn: SqliteConnection, store: std::sync::Weak<Mutex<Sql
     }
 }
 
+/// How a SQLite store is opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// `synchronous=FULL`: each commit reaches the disk before it returns (durable across a
+    /// power loss). Off: `NORMAL`, durable across a crash of the process, synced at checkpoints.
+    pub synchronous_full: bool,
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path` and migrates it.
     pub async fn open(path: &Path) -> Result<Self, duet_runtime::StoreError> {
+        Self::open_with(path, SqliteOptions::default()).await
+    }
+
+    /// [`SqliteStore::open`] with `options`.
+    pub async fn open_with(
+        path: &Path,
+        options: SqliteOptions,
+    ) -> Result<Self, duet_runtime::StoreError> {
+        let synchronous = if options.synchronous_full {
+            SqliteSynchronous::Full
+        } else {
+            SqliteSynchronous::Normal
+        };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
                 duet_runtime::StoreError::backend_in(format!("cannot create {}", dir.display()), e)
@@ -99,7 +121,7 @@ impl SqliteStore {
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(synchronous)
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true);
         // The writer never checkpoints the WAL itself (a checkpoint inside a commit was the

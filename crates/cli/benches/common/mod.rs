@@ -67,10 +67,13 @@ pub async fn store() -> (Arc<dyn Store>, &'static str) {
             )
         }
         Err(_) => {
+            // `BENCH_SQLITE_OPTIONS=synchronous=full`: the SQLite location's options.
             let path = scratch().join("bench.db");
-            let store = duet_store::connect(&path.display().to_string())
-                .await
-                .expect("sqlite");
+            let url = match std::env::var("BENCH_SQLITE_OPTIONS") {
+                Ok(options) => format!("sqlite:{}?{options}", path.display()),
+                Err(_) => path.display().to_string(),
+            };
+            let store = duet_store::connect(&url).await.expect("sqlite");
             (store, "sqlite")
         }
     }
