@@ -48,7 +48,7 @@ impl Runtime {
     /// parent and, when `t` is parked (this drain answers it), the park's saved context is what
     /// the next step links to.
     pub(super) async fn trace_drain(&self, t: &Thread, queue: &[Queued], trace: &mut RunTrace) {
-        if self.inner.carrier.is_none() {
+        if self.inner.carrier.is_none() || queue.is_empty() {
             return;
         }
         if let Some(saved) = queue.iter().rev().find_map(|q| q.trace.as_ref()) {
