@@ -20,6 +20,11 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// How long a page is given to show what a test waits for.
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// How long one wait's script runs before it is run again on whatever page is there then. A page
+/// without script runs no observer callbacks, and a wait armed just before its form post's
+/// answer arrived would see nothing; run again, it sees the page that came.
+const REARM: Duration = Duration::from_secs(2);
+
 /// A running chromedriver; browsers are sessions of it.
 pub struct Driver {
     url: String,
@@ -107,6 +112,14 @@ impl Driver {
             .set_window_size(width, height)
             .await
             .expect("window size");
+        client
+            .update_timeouts(fantoccini::wd::TimeoutConfiguration::new(
+                Some(REARM),
+                Some(PATIENCE),
+                Some(Duration::ZERO),
+            ))
+            .await
+            .expect("timeouts");
         Browser { client }
     }
 }
@@ -161,7 +174,9 @@ impl Browser {
             if matches!(ok, Ok(Value::Bool(true))) {
                 return;
             }
-            if tokio::time::Instant::now() >= deadline || ok.is_err() && !navigating(&ok) {
+            if tokio::time::Instant::now() >= deadline
+                || ok.is_err() && !navigating(&ok) && !rearmed(&ok)
+            {
                 let page = self.eval("document.body.innerText").await;
                 panic!(
                     "waiting until `{script}` on {}: {ok:?}\nthe page says:\n{}",
@@ -237,6 +252,14 @@ impl Browser {
     pub async fn close(self) {
         let _ = self.client.close().await;
     }
+}
+
+/// Whether a wait's script ran out its time ([`REARM`]): it is run again.
+fn rearmed(result: &Result<Value, fantoccini::error::CmdError>) -> bool {
+    result
+        .as_ref()
+        .err()
+        .is_some_and(|e| e.to_string().contains("script timeout"))
 }
 
 /// Whether a script failed because its page went away (it is tried again on the next one).
