@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData};
+use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -33,6 +34,21 @@ fn runtime(store: Arc<dyn duet_runtime::Store>, now: i64) -> Runtime {
 /// The exported spans named `name`, in the order they ended.
 fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
     spans.iter().filter(|s| s.name == name).collect()
+}
+
+/// A span's trace and span id, as OpenTelemetry exports them.
+fn ids(span: &tracing::Span) -> (TraceId, SpanId) {
+    let cx = span.context();
+    let sc = opentelemetry::trace::TraceContextExt::span(&cx)
+        .span_context()
+        .clone();
+    (sc.trace_id(), sc.span_id())
+}
+
+/// Whether both agents' steps have ended.
+fn both_agents_stepped(spans: &[SpanData]) -> bool {
+    !named(spans, "invoke_agent orchestrator").is_empty()
+        && !named(spans, "invoke_agent approval_gate").is_empty()
 }
 
 /// Whether `span` descends from the span `ancestor` (by parent ids within the export).
@@ -66,22 +82,17 @@ async fn traces_cross_the_store_a_restart_and_a_park() {
 
         // A request queues the orchestrator's message, and its process dies before running it.
         let request = tracing::info_span!("request");
-        let (request_trace, request_id) = {
-            let cx = request.context();
-            let sc = opentelemetry::trace::TraceContextExt::span(&cx)
-                .span_context()
-                .clone();
-            (sc.trace_id(), sc.span_id())
-        };
+        let (request_trace, request_id) = ids(&request);
         let first = runtime(store.clone(), 1_000);
-        let accepted = {
-            let _in = request.enter();
-            let delivery = Delivery {
-                agent: Some("orchestrator"),
-                ..Delivery::new("ops-1", "Rotate the production keys tonight, please.")
-            };
-            first.accept(delivery).await.expect("accepted")
+        let delivery = Delivery {
+            agent: Some("orchestrator"),
+            ..Delivery::new("ops-1", "Rotate the production keys tonight, please.")
         };
+        let accepted = first
+            .accept(delivery)
+            .instrument(request.clone())
+            .await
+            .expect("accepted");
         assert!(
             matches!(accepted, Accepted::Claimed(_)),
             "{name}: {accepted:?}"
@@ -99,12 +110,7 @@ async fn traces_cross_the_store_a_restart_and_a_park() {
             "{name}"
         );
         heir.quiesce().await;
-        let spans = exporter
-            .until(|s| {
-                !named(s, "invoke_agent orchestrator").is_empty()
-                    && !named(s, "invoke_agent approval_gate").is_empty()
-            })
-            .await;
+        let spans = exporter.until(both_agents_stepped).await;
         let orchestrator = named(&spans, "invoke_agent orchestrator");
         assert_eq!(orchestrator.len(), 1, "{name}");
         assert_eq!(
@@ -133,24 +139,13 @@ async fn traces_cross_the_store_a_restart_and_a_park() {
         // the step that asked; the orchestrator's continuation follows in the same trace.
         let restarted = runtime(store.clone(), 130_000);
         let answer = tracing::info_span!("answer");
-        let answer_trace = {
-            let cx = answer.context();
-            opentelemetry::trace::TraceContextExt::span(&cx)
-                .span_context()
-                .trace_id()
-        };
-        {
-            let _in = answer.enter();
-            support::send(&restarted, "ops-1/approval-1", None, "approve").await;
-        }
+        let (answer_trace, _) = ids(&answer);
+        support::send(&restarted, "ops-1/approval-1", None, "approve")
+            .instrument(answer.clone())
+            .await;
         restarted.quiesce().await;
         drop(answer);
-        let spans = exporter
-            .until(|s| {
-                !named(s, "invoke_agent orchestrator").is_empty()
-                    && !named(s, "invoke_agent approval_gate").is_empty()
-            })
-            .await;
+        let spans = exporter.until(both_agents_stepped).await;
         let resumed = named(&spans, "invoke_agent approval_gate");
         assert_eq!(resumed.len(), 1, "{name}: {spans:#?}");
         let resumed = resumed[0];
