@@ -9,15 +9,17 @@
 //!
 //! (a) prompt × prompt ping-pong, 1,000 turns in one thread: durable turns/s and database bytes
 //!     per turn; (b) approval gate, 1,000 threads: park and resume latency p50/p99;
-//! (c) `BENCH_PARKED` (default 100,000) parked threads: resume latency of 1,000 random ones, and
-//!     process RSS before and after parking them.
+//! (c) `BENCH_PARKED` (default 100,000) parked threads: database bytes per parked thread, then
+//!     a restart (the runtime and the store dropped, the database opened again) and the resume
+//!     latency of 1,000 random ones; process RSS before parking, with all parked, after the
+//!     restart and after resuming.
 
 #[path = "common/mod.rs"]
 mod common;
 
 use std::time::Instant;
 
-use common::{Cleanup, ms, percentile, project, rss_kib, store};
+use common::{Cleanup, ms, percentile, project, rss_kib, store_at};
 use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, ThreadStatus};
 
 async fn send(rt: &Runtime, key: &str, agent: Option<&str>, text: &str) -> ThreadStatus {
@@ -45,8 +47,8 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
     let project = project(turns);
-    let (store, backend) = store().await;
-    let rt = Runtime::builder(project, store.clone())
+    let (store, backend, url) = store_at().await;
+    let rt = Runtime::builder(project.clone(), store.clone())
         .providers(duet_models::providers())
         .build();
     println!("backend: {backend}");
@@ -111,6 +113,7 @@ async fn main() {
 
     // (c) many parked threads.
     let rss_before = rss_kib();
+    let size_before = store.size_bytes().await.expect("size");
     let start = Instant::now();
     for i in 0..parked {
         send(
@@ -123,6 +126,20 @@ async fn main() {
     }
     let parking = start.elapsed();
     let rss_parked = rss_kib();
+    let per_thread = store
+        .size_bytes()
+        .await
+        .expect("size")
+        .saturating_sub(size_before) as f64
+        / parked.max(1) as f64;
+    // A restart: nothing of the parked threads is kept but the database.
+    drop(rt);
+    drop(store);
+    let store = duet_store::connect(&url).await.expect("the database again");
+    let rt = Runtime::builder(project, store.clone())
+        .providers(duet_models::providers())
+        .build();
+    let rss_restarted = rss_kib();
     let mut lat = Vec::new();
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     for _ in 0..1_000.min(parked) {
@@ -144,13 +161,14 @@ async fn main() {
     }
     lat.sort();
     println!(
-        "(c) {parked} parked threads (parked in {:.1} s): resume p50 {:.2} ms p99 {:.2} ms over {} random ones; RSS {} MiB before parking, {} MiB with all parked, {} MiB after resuming",
+        "(c) {parked} parked threads (parked in {:.1} s, {per_thread:.0} database bytes each): after a restart, resume p50 {:.2} ms p99 {:.2} ms over {} random ones; RSS {} MiB before parking, {} MiB with all parked, {} MiB after the restart, {} MiB after resuming",
         parking.as_secs_f64(),
         ms(percentile(&lat, 0.5)),
         ms(percentile(&lat, 0.99)),
         lat.len(),
         rss_before / 1024,
         rss_parked / 1024,
+        rss_restarted / 1024,
         rss_kib() / 1024
     );
 }

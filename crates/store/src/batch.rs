@@ -1,7 +1,7 @@
 //! A write as data: SQL text with numbered arguments (`Batch`, `Arg`), and the journal rows of a
 //! commit in the column order both backends insert.
 
-use duet_runtime::{Commit, Message, Record, StopReason, StoreError, Thread, side_str};
+use duet_runtime::{Commit, Message, NewQueued, Record, StopReason, StoreError, Thread, side_str};
 use uuid::Uuid;
 
 /// A bind value of a batch.
@@ -11,7 +11,6 @@ pub(crate) enum Arg {
     OptInt(Option<i64>),
     Text(Option<String>),
     Bool(bool),
-    Ints(Vec<i64>),
 }
 
 /// SQL text and its numbered arguments; `$1` is the thread id, `$2` the lease owner, `$3..$19`
@@ -151,3 +150,25 @@ fn record_row(r: &Record) -> Vec<Arg> {
 pub(crate) const THREAD_SET: &str = "agent = $3, status = $4, status_text = $5, session = $6, session_open = $7, \
      stop_reason = $8, result = $9, turns_a = $10, turns_b = $11, steps_a = $12, steps_b = $13, \
      steps_total = $14, acting = $15, watermark_a = $16, watermark_b = $17, next_seq = $18, updated_at = $19";
+
+/// A queued message's values after `thread`, in the column order of `QUEUED_COLUMNS`.
+pub(crate) fn queued_row(q: &NewQueued, now: i64) -> Vec<Arg> {
+    vec![
+        Arg::Text(Some(q.role.as_str().into())),
+        Arg::Text(Some(side_str(q.side).into())),
+        Arg::Text(Some(q.content.clone())),
+        Arg::Bool(q.human),
+        Arg::Bool(q.silent),
+        Arg::Bool(q.follow_up),
+        Arg::Int(now),
+        Arg::Text(q.tool.as_ref().map(|r| r.call_id.clone())),
+        Arg::Text(q.tool.as_ref().map(|r| r.name.clone())),
+        Arg::Text(q.tool.as_ref().map(|r| r.status.as_str().to_owned())),
+        Arg::Text((!q.images.is_empty()).then(|| serde_json::json!(q.images).to_string())),
+        Arg::Text(q.trace.clone()),
+    ]
+}
+
+/// `queue`'s columns after `thread`, as a commit writes them.
+pub(crate) const QUEUED_COLUMNS: &str = "role, side, content, human, silent, follow_up, created_at, \
+     tool_call_id, tool_name, tool_status, images, trace";

@@ -1,22 +1,18 @@
-//! Group commit on SQLite: one committer task takes every commit waiting for the write
-//! connection and writes them in one transaction, as one multi-statement call, so a crossing to
-//! the driver's thread and a WAL append are shared by all of them. Each caller still learns its
-//! own outcome: a commit whose lease check fails writes nothing and fails only its own run, and
-//! should one commit's statement fail the whole transaction, each commit is written again alone
-//! so that only it fails.
+//! Group commit: one committer task takes every commit waiting and hands them to the backend's
+//! [`Writer`] as one group, written in one transaction by one call, so a crossing to the driver
+//! and a log flush are shared by all of them. Each caller still learns its own outcome: a commit
+//! whose lease check fails writes nothing and fails only its own run, and should one commit's
+//! statement fail the whole transaction, each commit is written again alone so that only it
+//! fails.
 //!
 //! A commit handed to the committer is written whatever becomes of its caller: a run dropped
-//! meanwhile never leaves the write connection inside a transaction.
+//! meanwhile never leaves a connection inside a transaction.
 
-use std::fmt::Write as _;
+use std::future::Future;
 use std::sync::Arc;
 
-use duet_runtime::{Change, ChangeHub, StoreError};
-use sqlx::Row;
-use sqlx::sqlite::SqliteConnection;
-use tokio::sync::{Mutex, mpsc, oneshot};
-
-use crate::batch::Arg;
+use duet_runtime::{Commit, CommitOutcome, StoreError, Thread};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// The most commits written together.
 const MAX_GROUP: usize = 64;
@@ -28,38 +24,71 @@ const MAX_ARGS: usize = 30_000;
 /// and how many messages wait; `None` when the lease was lost and nothing was written.
 pub(crate) type Returned = Option<(Option<String>, i64)>;
 
-/// One commit for the committer.
-pub(crate) struct Job {
-    /// Its statements, numbered from `$1` as if alone; the thread update comes last and returns
-    /// `run` (its `$2`, the lease owner), `lease_owner` and `waiting`.
-    pub(crate) sql: String,
-    pub(crate) args: Vec<Arg>,
-    /// The run that commits (`$2`): tells its row from the others' in a group.
-    pub(crate) run: String,
-    /// Announced on the change feed once written.
-    pub(crate) change: Change,
+/// What a commit of `t` did, from what its thread update returned.
+pub(crate) fn outcome(
+    returned: Returned,
+    t: &Thread,
+    commit: &Commit,
+) -> Result<CommitOutcome, StoreError> {
+    let Some((owner, waiting)) = returned else {
+        return Err(StoreError::LeaseLost(t.id));
+    };
+    Ok(if owner.is_none() {
+        CommitOutcome::Settled
+    } else {
+        CommitOutcome::Committed {
+            queued: waiting > 0 || !commit.enqueue.is_empty(),
+        }
+    })
 }
 
-struct Queued {
-    job: Job,
+/// A backend's way of writing a group of commits.
+pub(crate) trait Writer: Send + Sync + 'static {
+    /// One commit, as the backend writes it.
+    type Job: Send + Sync + 'static;
+
+    /// How many bind arguments `job` takes.
+    fn size(job: &Self::Job) -> usize;
+
+    /// Writes `jobs` in one transaction, all or nothing; what each one's thread update
+    /// returned, in order. A written commit is announced on the change feed before this returns.
+    fn write(
+        &self,
+        jobs: &[&Self::Job],
+    ) -> impl Future<Output = Result<Vec<Returned>, StoreError>> + Send;
+}
+
+struct Queued<J> {
+    job: J,
     done: oneshot::Sender<Result<Returned, StoreError>>,
 }
 
 /// The committer's mailbox. It stops when every clone is gone.
-#[derive(Clone, Debug)]
-pub(crate) struct Committer(mpsc::UnboundedSender<Queued>);
+pub(crate) struct Committer<J>(mpsc::UnboundedSender<Queued<J>>);
 
-impl Committer {
-    /// Starts the committer on `write` (the connection other writes share, taken per group),
-    /// announcing each written commit on `hub`.
-    pub(crate) fn start(write: Arc<Mutex<SqliteConnection>>, hub: ChangeHub) -> Self {
+impl<J> Clone for Committer<J> {
+    fn clone(&self) -> Self {
+        Committer(self.0.clone())
+    }
+}
+
+impl<J> std::fmt::Debug for Committer<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Committer")
+    }
+}
+
+impl<J: Send + Sync + 'static> Committer<J> {
+    /// Starts the committer on `writer`, with at most `in_flight` groups being written at once
+    /// (while they all are, the commits that come meanwhile wait and form the next group).
+    pub(crate) fn start<W: Writer<Job = J>>(writer: W, in_flight: usize) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(rx, write, hub));
+        tokio::spawn(run(rx, Arc::new(writer), in_flight.max(1)));
         Committer(tx)
     }
 
     /// Writes `job` with whatever else is waiting; what its thread update returned.
-    pub(crate) async fn commit(&self, job: Job) -> Result<Returned, StoreError> {
+    pub(crate) async fn commit(&self, job: J) -> Result<Returned, StoreError> {
         let (done, outcome) = oneshot::channel();
         let gone = || StoreError::Conflict("the store's committer has stopped".into());
         self.0.send(Queued { job, done }).map_err(|_| gone())?;
@@ -67,13 +96,17 @@ impl Committer {
     }
 }
 
-async fn run(
-    mut rx: mpsc::UnboundedReceiver<Queued>,
-    write: Arc<Mutex<SqliteConnection>>,
-    hub: ChangeHub,
+async fn run<W: Writer>(
+    mut rx: mpsc::UnboundedReceiver<Queued<W::Job>>,
+    writer: Arc<W>,
+    in_flight: usize,
 ) {
-    let mut held: Option<Queued> = None;
+    let slots = Arc::new(Semaphore::new(in_flight));
+    let mut held: Option<Queued<W::Job>> = None;
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let first = match held.take() {
             Some(q) => q,
             None => match rx.recv().await {
@@ -81,111 +114,45 @@ async fn run(
                 None => return,
             },
         };
-        let mut args = first.job.args.len();
+        let mut args = W::size(&first.job);
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             let Ok(next) = rx.try_recv() else { break };
-            if args + next.job.args.len() > MAX_ARGS {
+            let size = W::size(&next.job);
+            if args + size > MAX_ARGS {
                 held = Some(next);
                 break;
             }
-            args += next.job.args.len();
+            args += size;
             group.push(next);
         }
-        let mut conn = write.lock().await;
-        if group.len() > 1 {
-            let jobs: Vec<&Job> = group.iter().map(|q| &q.job).collect();
-            if let Ok(returned) = write_group(&mut conn, &jobs).await {
-                for (q, r) in group.into_iter().zip(returned) {
-                    if r.is_some() {
-                        hub.publish(q.job.change);
-                    }
-                    let _ = q.done.send(Ok(r));
-                }
-                continue;
+        if in_flight == 1 {
+            write(&*writer, group).await;
+            drop(slot);
+        } else {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                write(&*writer, group).await;
+                drop(slot);
+            });
+        }
+    }
+}
+
+/// Writes `group` and tells each caller its outcome.
+async fn write<W: Writer>(writer: &W, group: Vec<Queued<W::Job>>) {
+    if group.len() > 1 {
+        let jobs: Vec<&W::Job> = group.iter().map(|q| &q.job).collect();
+        if let Ok(returned) = writer.write(&jobs).await {
+            for (q, r) in group.into_iter().zip(returned) {
+                let _ = q.done.send(Ok(r));
             }
-            // One commit failed them all (rolled back): each alone, so only it fails.
+            return;
         }
-        for q in group {
-            let written = write_group(&mut conn, &[&q.job])
-                .await
-                .map(|mut r| r.pop().flatten())
-                .map_err(crate::db_error);
-            if let Ok(Some(_)) = &written {
-                hub.publish(q.job.change);
-            }
-            let _ = q.done.send(written);
-        }
+        // One commit failed them all (rolled back): each alone, so only it fails.
     }
-}
-
-/// Writes `jobs` in one transaction; what each one's thread update returned, in order.
-async fn write_group(
-    conn: &mut SqliteConnection,
-    jobs: &[&Job],
-) -> Result<Vec<Returned>, sqlx::Error> {
-    let mut sql = String::from("BEGIN IMMEDIATE;\n");
-    let mut args: Vec<Arg> = Vec::new();
-    for job in jobs {
-        shift_into(&mut sql, &job.sql, args.len());
-        args.extend(job.args.iter().cloned());
-    }
-    sql.push_str("COMMIT;");
-    let query = crate::sql::bind_args!(sqlx::query(sqlx::AssertSqlSafe(sql)), args);
-    let rows = match query.fetch_all(&mut *conn).await {
-        Ok(rows) => rows,
-        Err(e) => {
-            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-            return Err(e);
-        }
-    };
-    let mut returned: Vec<Returned> = vec![None; jobs.len()];
-    for row in rows {
-        let run: String = row.try_get("run")?;
-        if let Some(at) = jobs.iter().position(|j| j.run == run) {
-            returned[at] = Some((row.try_get("lease_owner")?, row.try_get("waiting")?));
-        }
-    }
-    Ok(returned)
-}
-
-/// Appends `sql` to `out` with each placeholder `$N` renumbered `$(N + offset)`.
-fn shift_into(out: &mut String, sql: &str, offset: usize) {
-    if offset == 0 {
-        out.push_str(sql);
-        return;
-    }
-    let mut rest = sql;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..=at]);
-        rest = &rest[at + 1..];
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if let Ok(n) = rest[..digits].parse::<usize>() {
-            let _ = write!(out, "{}", n + offset);
-            rest = &rest[digits..];
-        }
-    }
-    out.push_str(rest);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shift_into;
-
-    #[test]
-    fn placeholders_are_renumbered_and_nothing_else_changes() {
-        let mut out = String::new();
-        shift_into(
-            &mut out,
-            "UPDATE t SET a = $3 WHERE id = $1 AND o = $12;",
-            19,
-        );
-        assert_eq!(out, "UPDATE t SET a = $22 WHERE id = $20 AND o = $31;");
-        let mut out = String::new();
-        shift_into(&mut out, "SELECT $1, '$', $", 0);
-        assert_eq!(out, "SELECT $1, '$', $");
-        let mut out = String::new();
-        shift_into(&mut out, "a $ b $2", 5);
-        assert_eq!(out, "a $ b $7");
+    for q in group {
+        let written = writer.write(&[&q.job]).await.map(|mut r| r.pop().flatten());
+        let _ = q.done.send(written);
     }
 }

@@ -16,6 +16,7 @@ mod group;
 mod keys_sql;
 mod leases_sql;
 mod listen;
+mod pg_commit;
 mod postgres;
 mod push_sql;
 mod queue_sql;
@@ -23,6 +24,7 @@ mod reads_sql;
 mod rows;
 mod sql;
 mod sqlite;
+mod sqlite_commit;
 
 pub use postgres::PgStore;
 pub use sqlite::{SqliteOptions, SqliteStore};

@@ -1,5 +1,7 @@
 //! The Postgres store: a connection pool; every write transaction locks the thread row
-//! (`SELECT … FOR UPDATE`), which serialises a thread's writers across processes.
+//! (`SELECT … FOR UPDATE`), which serialises a thread's writers across processes. A commit is
+//! one call of the `duet_commit` function, grouped with the other commits waiting
+//! (`pg_commit.rs`, `group.rs`).
 //!
 //! The change feed crosses processes: every write that changes a thread calls
 //! `pg_notify('duet_changes', 'ID SEQ STATUS')` inside its transaction (so the notification is
@@ -10,7 +12,7 @@ use std::sync::Arc;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-use crate::listen::{CHANNEL, Feed};
+use crate::listen::Feed;
 
 /// The store on a Postgres database.
 #[derive(Clone, Debug)]
@@ -18,7 +20,12 @@ pub struct PgStore {
     write: PgPool,
     read: PgPool,
     feed: Arc<Feed>,
+    committer: crate::group::Committer<crate::pg_commit::Job>,
 }
+
+/// The most groups of commits written at once, each on a connection of its own (of the pool's
+/// eight): while they all are, the commits that come meanwhile wait and form the next group.
+const COMMITS_IN_FLIGHT: usize = 4;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
@@ -58,8 +65,12 @@ impl PgStore {
         drop(conn);
         Ok(PgStore {
             write: pool.clone(),
-            read: pool,
+            read: pool.clone(),
             feed: Arc::new(Feed::start(url)),
+            committer: crate::group::Committer::start(
+                crate::pg_commit::PgWriter { pool },
+                COMMITS_IN_FLIGHT,
+            ),
         })
     }
 
@@ -79,99 +90,16 @@ impl PgStore {
 }
 
 impl PgStore {
-    /// A commit in four round trips: `BEGIN`; the thread row locked `FOR UPDATE` in a statement
-    /// of its own, so what follows sees every enqueue that committed while this waited for the
-    /// lock (each statement of a READ COMMITTED transaction takes a new snapshot); one statement
-    /// whose data-modifying CTEs write the thread (fenced by the lease, releasing it when
-    /// settling with an empty queue), the journal and the drained queue rows; `COMMIT`.
+    /// A commit in one round trip: `duet_commit` called for it, alone or with the other commits
+    /// waiting for the committer (see `pg_commit.rs`).
     async fn commit_impl(
         &self,
         t: &Thread,
         owner: Uuid,
         commit: Commit,
     ) -> Result<CommitOutcome, StoreError> {
-        use crate::sql::{Arg, Batch, JOURNAL_COLUMNS, THREAD_SET, journal_rows};
-        let mut conn = self.writer().await?;
-        let mut tx = sqlx::Connection::begin(&mut *conn)
-            .await
-            .map_err(db_error)?;
-        let num = lease_row(&mut tx, t.id).await?.num;
-        // Rare writes (a handler's queued messages and values) go first, on their own.
-        for q in &commit.enqueue {
-            insert_queued(&mut tx, t.id, num, q, t.updated_at, false).await?;
-        }
-        for (key, value) in &commit.values {
-            match value {
-                Some(v) => {
-                    sqlx::query(
-                        "INSERT INTO thread_values (thread, key, value) VALUES ($1, $2, $3) \
-                     ON CONFLICT (thread, key) DO UPDATE SET value = excluded.value",
-                    )
-                    .bind(num)
-                    .bind(key)
-                    .bind(v.to_string())
-                    .execute(&mut *tx)
-                    .await
-                }
-                None => {
-                    sqlx::query("DELETE FROM thread_values WHERE thread = $1 AND key = $2")
-                        .bind(num)
-                        .bind(key)
-                        .execute(&mut *tx)
-                        .await
-                }
-            }
-            .map_err(db_error)?;
-        }
-        let mut batch = Batch::new(t, owner);
-        let drained = batch.param(Arg::Ints(commit.drained.clone()));
-        let settle = batch.param(Arg::Bool(commit.settle && commit.enqueue.is_empty()));
-        let release = batch.param(Arg::Bool(commit.release));
-        // The CTEs share one snapshot, so the queue rows this commit deletes are excluded by id.
-        let waiting = format!(
-            "SELECT 1 FROM queue q WHERE q.thread = threads.num AND NOT (q.id = ANY({drained}))"
-        );
-        // What keeps the lease: a runnable row, for the thread's new status (`$4`) and stop
-        // reason (`$8`).
-        let runnable = format!(
-            "{waiting} AND {}",
-            crate::sql::runnable!("$4::text", "$8::text")
-        );
-        let free = format!("{settle} AND ({release} OR NOT EXISTS ({runnable}))");
-        let mut sql = format!(
-            "WITH del AS (DELETE FROM queue WHERE thread = (SELECT num FROM threads WHERE id = $1) AND id = ANY({drained})), \
-             upd AS (UPDATE threads SET {THREAD_SET}, \
-                 lease_owner = CASE WHEN {free} THEN NULL ELSE lease_owner END, \
-                 lease_expires = CASE WHEN {free} THEN 0 ELSE lease_expires END \
-                 WHERE id = $1 AND lease_owner = $2 \
-                 RETURNING num, lease_owner, (SELECT COUNT(*) FROM ({waiting}) w) AS waiting)"
-        );
-        let rows = journal_rows(&commit)?;
-        if !rows.is_empty() {
-            let values = batch.values(rows);
-            sql.push_str(&format!(
-                ", ins AS (INSERT INTO journal (thread, {JOURNAL_COLUMNS}) SELECT upd.num, v.* FROM upd, ({values}) v)"
-            ));
-        }
-        // The change feed's notification, sent only if the thread row was written (and delivered
-        // only if the transaction commits).
-        let change = batch.param(Arg::Text(Some(format!(
-            "{} {} {}",
-            t.id,
-            t.next_seq - 1,
-            t.status.as_str()
-        ))));
-        sql.push_str(&format!(
-            " SELECT lease_owner, waiting, pg_notify('{CHANNEL}', {change}) FROM upd"
-        ));
-        let query =
-            crate::sql::bind_args!(sqlx::query(sqlx::AssertSqlSafe(sql)), batch.args, arrays);
-        let row = query.fetch_optional(&mut *tx).await.map_err(db_error)?;
-        let result = outcome(row.as_ref(), t, &commit);
-        if result.is_ok() {
-            tx.commit().await.map_err(db_error)?;
-        }
-        result
+        let job = crate::pg_commit::Job::new(t, owner, &commit)?;
+        crate::group::outcome(self.committer.commit(job).await?, t, &commit)
     }
 }
 

@@ -1,32 +1,9 @@
 //! The store implementation both backends share, stamped out per backend by `store_impl!`:
 //! the SQL text is identical, the row types differ.
 
-pub(crate) use crate::batch::{Arg, Batch, JOURNAL_COLUMNS, THREAD_SET, journal_rows};
-
-/// Binds a batch's arguments to `query`, in order. `Arg::Ints` (a Postgres array) binds only with
-/// `arrays`; SQLite batches never make one.
-macro_rules! bind_args {
-    ($query:expr, $args:expr) => {
-        crate::sql::bind_args!(@ $query, $args, |query, _ints| query)
-    };
-    ($query:expr, $args:expr, arrays) => {
-        crate::sql::bind_args!(@ $query, $args, |query, ints| query.bind(ints))
-    };
-    (@ $query:expr, $args:expr, |$q:ident, $ints:ident| $bind_ints:expr) => {{
-        let mut $q = $query;
-        for arg in $args {
-            $q = match arg {
-                crate::sql::Arg::Int(v) => $q.bind(v),
-                crate::sql::Arg::OptInt(v) => $q.bind(v),
-                crate::sql::Arg::Text(v) => $q.bind(v),
-                crate::sql::Arg::Bool(v) => $q.bind(v),
-                crate::sql::Arg::Ints($ints) => $bind_ints,
-            };
-        }
-        $q
-    }};
-}
-pub(crate) use bind_args;
+pub(crate) use crate::batch::{
+    Arg, Batch, JOURNAL_COLUMNS, QUEUED_COLUMNS, THREAD_SET, journal_rows, queued_row,
+};
 
 /// The thread columns, in `thread_from_row` order.
 macro_rules! thread_cols {
@@ -415,44 +392,6 @@ macro_rules! store_impl {
                 let row = sqlx::query($size_sql).fetch_one(&self.read).await.map_err(db_error)?;
                 row.try_get::<i64, _>(0).map_err(db_error)
             }
-        }
-
-        /// What a commit's thread update returned: no row means the lease was lost (and nothing
-        /// was written); a row with no owner means the lease was released.
-        #[allow(dead_code)]
-        fn outcome(
-            row: Option<&<$db as sqlx::Database>::Row>,
-            t: &Thread,
-            commit: &Commit,
-        ) -> Result<CommitOutcome, StoreError> {
-            let Some(row) = row else {
-                return Err(StoreError::LeaseLost(t.id));
-            };
-            let released = row.try_get::<Option<String>, _>("lease_owner").map_err(db_error)?.is_none();
-            let waiting: i64 = row.try_get("waiting").map_err(db_error)?;
-            Ok(if released {
-                CommitOutcome::Settled
-            } else {
-                CommitOutcome::Committed { queued: waiting > 0 || !commit.enqueue.is_empty() }
-            })
-        }
-
-        /// A queue row's values after `thread`, for a batch.
-        #[allow(dead_code)]
-        fn queued_row(q: &NewQueued, now: i64) -> Vec<crate::sql::Arg> {
-            use crate::sql::Arg;
-            vec![
-                Arg::Text(Some(q.role.as_str().into())),
-                Arg::Text(Some(side_str(q.side).into())),
-                Arg::Text(Some(q.content.clone())),
-                Arg::Bool(q.human),
-                Arg::Bool(q.silent),
-                Arg::Bool(q.follow_up),
-                Arg::Int(now),
-                Arg::Text(q.tool.as_ref().map(|r| r.call_id.clone())),
-                Arg::Text(q.tool.as_ref().map(|r| r.name.clone())),
-                Arg::Text(q.tool.as_ref().map(|r| r.status.as_str().to_owned())),
-            ]
         }
 
         /// Queues `q` on thread row `num` inside `tx`; with `announce`, the insert also announces

@@ -24,7 +24,7 @@ pub struct SqliteStore {
     write: Arc<Mutex<SqliteConnection>>,
     read: SqlitePool,
     hub: ChangeHub,
-    committer: crate::group::Committer,
+    committer: crate::group::Committer<crate::sqlite_commit::Job>,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -137,7 +137,13 @@ impl SqliteStore {
         let checkpointer = options.connect().await.map_err(crate::db_error)?;
         tokio::spawn(checkpoint(checkpointer, Arc::downgrade(&write)));
         let hub = ChangeHub::default();
-        let committer = crate::group::Committer::start(write.clone(), hub.clone());
+        let committer = crate::group::Committer::start(
+            crate::sqlite_commit::SqliteWriter {
+                conn: write.clone(),
+                hub: hub.clone(),
+            },
+            1,
+        );
         Ok(SqliteStore {
             write,
             read,
@@ -182,7 +188,9 @@ impl SqliteStore {
         owner: Uuid,
         commit: Commit,
     ) -> Result<CommitOutcome, StoreError> {
-        use crate::sql::{Arg, Batch, JOURNAL_COLUMNS, THREAD_SET, journal_rows};
+        use crate::sql::{
+            Arg, Batch, JOURNAL_COLUMNS, QUEUED_COLUMNS, THREAD_SET, journal_rows, queued_row,
+        };
         let mut batch = Batch::new(t, owner);
         for id in &commit.drained {
             let p = batch.param(Arg::Int(*id));
@@ -201,7 +209,7 @@ impl SqliteStore {
         for q in &commit.enqueue {
             let values = batch.values(vec![queued_row(q, t.updated_at)]);
             batch.sql.push_str(&format!(
-                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status) \
+                "INSERT INTO queue (thread, {QUEUED_COLUMNS}) \
                  SELECT t.num, v.* FROM threads t, ({values}) v WHERE t.id = $1 AND t.lease_owner = $2;\n"
             ));
         }
@@ -242,7 +250,7 @@ impl SqliteStore {
              RETURNING $2 AS run, lease_owner, (SELECT COUNT(*) FROM queue q WHERE q.thread = threads.num) AS waiting;\n"
         ));
 
-        let job = crate::group::Job {
+        let job = crate::sqlite_commit::Job {
             sql: batch.sql,
             args: batch.args,
             run: owner.to_string(),
@@ -252,15 +260,6 @@ impl SqliteStore {
                 status: t.status,
             },
         };
-        let Some((owner, waiting)) = self.committer.commit(job).await? else {
-            return Err(StoreError::LeaseLost(t.id));
-        };
-        Ok(if owner.is_none() {
-            CommitOutcome::Settled
-        } else {
-            CommitOutcome::Committed {
-                queued: waiting > 0 || !commit.enqueue.is_empty(),
-            }
-        })
+        crate::group::outcome(self.committer.commit(job).await?, t, &commit)
     }
 }

@@ -48,6 +48,12 @@ pub fn write(dir: &Path, path: &str, text: &str) {
 }
 
 pub async fn store() -> (Arc<dyn Store>, &'static str) {
+    let (store, backend, _) = store_at().await;
+    (store, backend)
+}
+
+/// [`store`], and the URL that opens it again.
+pub async fn store_at() -> (Arc<dyn Store>, &'static str, String) {
     match std::env::var("DATABASE_URL") {
         Ok(url) => {
             let name = format!("duet_bench_{}", uuid::Uuid::now_v7().simple());
@@ -64,6 +70,7 @@ pub async fn store() -> (Arc<dyn Store>, &'static str) {
             (
                 duet_store::connect(&url).await.expect("postgres"),
                 "postgres",
+                url,
             )
         }
         Err(_) => {
@@ -74,7 +81,7 @@ pub async fn store() -> (Arc<dyn Store>, &'static str) {
                 Err(_) => path.display().to_string(),
             };
             let store = duet_store::connect(&url).await.expect("sqlite");
-            (store, "sqlite")
+            (store, "sqlite", url)
         }
     }
 }

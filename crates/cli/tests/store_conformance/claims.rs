@@ -235,6 +235,11 @@ struct RowLock {
 
 impl RowLock {
     async fn take(url: &str, id: ThreadId) -> RowLock {
+        RowLock::take_then(url, id, "").await
+    }
+
+    /// Locks thread `id`'s row, then runs `sql` in the same transaction.
+    async fn take_then(url: &str, id: ThreadId, sql: &str) -> RowLock {
         let mut child = tokio::process::Command::new("psql")
             .args(["-qtA", "-v", "ON_ERROR_STOP=1", url])
             .stdin(std::process::Stdio::piped())
@@ -244,7 +249,7 @@ impl RowLock {
             .expect("psql runs");
         let mut stdin = child.stdin.take().expect("stdin");
         let sql = format!(
-            "BEGIN;\nSELECT num FROM threads WHERE id = '{id}' FOR UPDATE;\n\\echo locked\n"
+            "BEGIN;\nSELECT num FROM threads WHERE id = '{id}' FOR UPDATE;\n{sql}\n\\echo locked\n"
         );
         stdin.write_all(sql.as_bytes()).await.expect("write");
         stdin.flush().await.expect("flush");
@@ -295,6 +300,76 @@ async fn on_postgres_a_claimer_passes_over_a_locked_row_without_waiting() {
                 .expect("claim"),
             vec![(ids[0], owners[2])],
             "claimed once it is free"
+        );
+    }
+}
+
+/// Waits until a session of `url`'s database waits for a row lock.
+async fn someone_waits_for_a_lock(url: &str) {
+    loop {
+        let out = tokio::process::Command::new("psql")
+            .args(["-qtAc", "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()", url])
+            .output()
+            .await
+            .expect("psql runs");
+        if String::from_utf8_lossy(&out.stdout).trim() != "0" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn on_postgres_a_settling_commit_sees_a_message_queued_while_it_waited_for_the_row() {
+    for backend in support::backends().await {
+        let support::Backend::Postgres(url) = &backend else {
+            continue;
+        };
+        let store = backend.open().await;
+        let t = thread(&store, "k").await;
+        let owner = Uuid::now_v7();
+        assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
+        // Another process is queueing a message for the thread: its row is locked, the message
+        // inserted but not yet committed.
+        let queueing = RowLock::take_then(
+            url,
+            t.id,
+            &format!(
+                "INSERT INTO queue (thread, role, side, content, human, silent, created_at) \
+                 SELECT num, 'user', 'b', 'late', TRUE, FALSE, 1000 FROM threads WHERE id = '{}';",
+                t.id
+            ),
+        )
+        .await;
+        // The runner settles meanwhile: its commit waits for the row.
+        let settling = {
+            let (store, t) = (store.clone(), t.clone());
+            tokio::spawn(async move {
+                let settle = duet_runtime::Commit {
+                    settle: true,
+                    ..Default::default()
+                };
+                store.commit(&t, owner, settle).await
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(10), someone_waits_for_a_lock(url))
+            .await
+            .expect("the commit waits for the locked row");
+        queueing.let_go().await;
+        assert_eq!(
+            settling.await.expect("the commit's task").expect("commit"),
+            duet_runtime::CommitOutcome::Committed { queued: true },
+            "the message queued while the commit waited keeps the lease"
+        );
+        let after = store
+            .thread_by_id(t.id)
+            .await
+            .expect("read")
+            .expect("the thread");
+        assert_eq!(
+            after.lease_owner,
+            Some(owner),
+            "the runner still holds the lease"
         );
     }
 }

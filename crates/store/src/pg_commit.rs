@@ -1,0 +1,362 @@
+//! How Postgres writes a group of commits: one call of the `duet_commit` function
+//! (`migrations/postgres/0010_commit_function.sql`), so a commit is one round trip and a group
+//! one transaction with one WAL flush. Its arguments are columns: the threads' new states, one
+//! element per commit, and the rows of each table, each row naming its commit by index. The
+//! change feed needs nothing here: the function's `pg_notify` reaches every listener.
+
+use duet_runtime::{Commit, StoreError, Thread};
+use sqlx::Row;
+use sqlx::postgres::{PgArguments, PgPool, Postgres};
+use uuid::Uuid;
+
+use crate::batch::{Arg, Batch, journal_rows, queued_row};
+use crate::group::{Returned, Writer};
+
+/// A column's type.
+#[derive(Clone, Copy)]
+enum Kind {
+    Int,
+    OptInt,
+    Text,
+    Bool,
+}
+
+use Kind::{Bool, Int, OptInt, Text};
+
+/// The thread's columns (`Batch::new`'s), then settle, release and the change-feed payload.
+const THREAD: &[Kind] = &[
+    Text, Text, Text, Text, Text, Int, Bool, Text, Text, Int, Int, Int, Int, Int, Text, Int, Int,
+    Int, Int, Bool, Bool, Text,
+];
+/// A drained queue row's id.
+const DRAINED: &[Kind] = &[Int];
+/// A journal row (`JOURNAL_COLUMNS`).
+const JOURNAL: &[Kind] = &[
+    Int, Text, OptInt, Text, Text, Text, Text, Text, Text, Text, Text, Bool, Text, Text, Int,
+];
+/// A queued message (`queued_row`).
+const QUEUED: &[Kind] = &[
+    Text, Text, Text, Bool, Bool, Bool, Int, Text, Text, Text, Text, Text,
+];
+/// A durable value: its key and JSON text (`NULL` deletes).
+const VALUES: &[Kind] = &[Text, Text];
+
+/// The call; its placeholders are every column below, in order (22 + 2 + 16 + 13 + 3).
+const CALL: &str = "SELECT r_at, r_owner, r_waiting FROM duet_commit(\
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
+    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, \
+    $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56)";
+
+#[derive(Clone)]
+enum Col {
+    Int(Vec<i64>),
+    OptInt(Vec<Option<i64>>),
+    Text(Vec<Option<String>>),
+    Bool(Vec<bool>),
+}
+
+impl Col {
+    fn new(kind: Kind) -> Self {
+        match kind {
+            Int => Col::Int(Vec::new()),
+            OptInt => Col::OptInt(Vec::new()),
+            Text => Col::Text(Vec::new()),
+            Bool => Col::Bool(Vec::new()),
+        }
+    }
+
+    fn push(&mut self, arg: Arg) -> Result<(), StoreError> {
+        match (self, arg) {
+            (Col::Int(c), Arg::Int(v)) => c.push(v),
+            (Col::OptInt(c), Arg::OptInt(v)) => c.push(v),
+            (Col::Text(c), Arg::Text(v)) => c.push(v),
+            (Col::Bool(c), Arg::Bool(v)) => c.push(v),
+            _ => {
+                return Err(StoreError::Conflict(
+                    "a commit's column has another type".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn extend(&mut self, other: &Col) {
+        match (self, other) {
+            (Col::Int(c), Col::Int(o)) => c.extend_from_slice(o),
+            (Col::OptInt(c), Col::OptInt(o)) => c.extend_from_slice(o),
+            (Col::Text(c), Col::Text(o)) => c.extend_from_slice(o),
+            (Col::Bool(c), Col::Bool(o)) => c.extend_from_slice(o),
+            // Every `Rows` of one table is made from the same kinds.
+            _ => {}
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Col::Int(c) => c.len(),
+            Col::OptInt(c) => c.len(),
+            Col::Text(c) => c.len(),
+            Col::Bool(c) => c.len(),
+        }
+    }
+
+    fn bind<'q>(
+        &'q self,
+        query: sqlx::query::Query<'q, Postgres, PgArguments>,
+    ) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+        match self {
+            Col::Int(c) => query.bind(c.as_slice()),
+            Col::OptInt(c) => query.bind(c.as_slice()),
+            Col::Text(c) => query.bind(c.as_slice()),
+            Col::Bool(c) => query.bind(c.as_slice()),
+        }
+    }
+}
+
+/// A table's rows as columns, each row naming its commit (`at`, from 1).
+#[derive(Clone)]
+struct Rows {
+    at: Vec<i64>,
+    cols: Vec<Col>,
+}
+
+impl Rows {
+    fn new(kinds: &[Kind]) -> Self {
+        Rows {
+            at: Vec::new(),
+            cols: kinds.iter().copied().map(Col::new).collect(),
+        }
+    }
+
+    fn push(&mut self, at: i64, row: Vec<Arg>) -> Result<(), StoreError> {
+        if row.len() != self.cols.len() {
+            return Err(StoreError::Conflict(
+                "a commit's row has another number of columns".into(),
+            ));
+        }
+        for (col, arg) in self.cols.iter_mut().zip(row) {
+            col.push(arg)?;
+        }
+        self.at.push(at);
+        Ok(())
+    }
+
+    /// Appends `other`'s rows as commit `at`'s.
+    fn append(&mut self, other: &Rows, at: i64) {
+        self.at.extend(std::iter::repeat_n(at, other.at.len()));
+        for (col, o) in self.cols.iter_mut().zip(&other.cols) {
+            col.extend(o);
+        }
+    }
+
+    fn values(&self) -> usize {
+        self.cols.iter().map(Col::len).sum()
+    }
+}
+
+/// One commit, or a group of them, as `duet_commit`'s arguments.
+#[derive(Clone)]
+pub(crate) struct Job {
+    thread: Rows,
+    drained: Rows,
+    journal: Rows,
+    queued: Rows,
+    values: Rows,
+}
+
+impl Job {
+    fn empty() -> Self {
+        Job {
+            thread: Rows::new(THREAD),
+            drained: Rows::new(DRAINED),
+            journal: Rows::new(JOURNAL),
+            queued: Rows::new(QUEUED),
+            values: Rows::new(VALUES),
+        }
+    }
+
+    /// `commit` of thread `t` (its new state) by run `owner`.
+    pub(crate) fn new(t: &Thread, owner: Uuid, commit: &Commit) -> Result<Self, StoreError> {
+        let mut job = Job::empty();
+        let mut thread = Batch::new(t, owner).args;
+        thread.extend([
+            Arg::Bool(commit.settle && commit.enqueue.is_empty()),
+            Arg::Bool(commit.release),
+            Arg::Text(Some(format!(
+                "{} {} {}",
+                t.id,
+                t.next_seq - 1,
+                t.status.as_str()
+            ))),
+        ]);
+        job.thread.push(1, thread)?;
+        for id in &commit.drained {
+            job.drained.push(1, vec![Arg::Int(*id)])?;
+        }
+        for row in journal_rows(commit)? {
+            job.journal.push(1, row)?;
+        }
+        for q in &commit.enqueue {
+            job.queued.push(1, queued_row(q, t.updated_at))?;
+        }
+        for (key, value) in &commit.values {
+            let value = value.as_ref().map(|v| v.to_string());
+            job.values
+                .push(1, vec![Arg::Text(Some(key.clone())), Arg::Text(value)])?;
+        }
+        Ok(job)
+    }
+
+    /// `jobs` as one group, the first commit 1.
+    fn group(jobs: &[&Job]) -> Job {
+        let mut group = Job::empty();
+        for (at, job) in (1..).zip(jobs) {
+            group.thread.append(&job.thread, at);
+            group.drained.append(&job.drained, at);
+            group.journal.append(&job.journal, at);
+            group.queued.append(&job.queued, at);
+            group.values.append(&job.values, at);
+        }
+        group
+    }
+
+    fn bind<'q>(
+        &'q self,
+        mut query: sqlx::query::Query<'q, Postgres, PgArguments>,
+    ) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+        for col in &self.thread.cols {
+            query = col.bind(query);
+        }
+        for rows in [&self.drained, &self.journal, &self.queued, &self.values] {
+            query = query.bind(rows.at.as_slice());
+            for col in &rows.cols {
+                query = col.bind(query);
+            }
+        }
+        query
+    }
+}
+
+/// Writes groups through the pool: each group one call on a connection of its own.
+pub(crate) struct PgWriter {
+    pub(crate) pool: PgPool,
+}
+
+impl Writer for PgWriter {
+    type Job = Job;
+
+    fn size(job: &Job) -> usize {
+        [
+            &job.thread,
+            &job.drained,
+            &job.journal,
+            &job.queued,
+            &job.values,
+        ]
+        .iter()
+        .map(|r| r.values())
+        .sum()
+    }
+
+    async fn write(&self, jobs: &[&Job]) -> Result<Vec<Returned>, StoreError> {
+        let group;
+        let args = match jobs {
+            [one] => *one,
+            _ => {
+                group = Job::group(jobs);
+                &group
+            }
+        };
+        let rows = args
+            .bind(sqlx::query(CALL))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(crate::db_error)?;
+        let mut returned: Vec<Returned> = vec![None; jobs.len()];
+        for row in rows {
+            let at: i64 = row.try_get(0).map_err(crate::db_error)?;
+            let slot = usize::try_from(at - 1)
+                .ok()
+                .and_then(|i| returned.get_mut(i))
+                .ok_or_else(|| StoreError::Corrupt(format!("duet_commit returned commit {at}")))?;
+            *slot = Some((
+                row.try_get(1).map_err(crate::db_error)?,
+                row.try_get(2).map_err(crate::db_error)?,
+            ));
+        }
+        Ok(returned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use duet_runtime::{
+        Commit, Message, NewQueued, Record, RecordBody, Role, SideId, Thread, ToolReply, ToolStatus,
+    };
+    use uuid::Uuid;
+
+    use super::{CALL, Job};
+
+    /// A commit with something of every kind: drained rows, a message and a record, a queued
+    /// late tool result with an image and a trace, a value set and one deleted.
+    fn commit() -> Commit {
+        let mut queued = NewQueued::new(Role::User, SideId::B, "late");
+        queued.tool = Some(ToolReply {
+            call_id: "call-1".into(),
+            name: "lookup".into(),
+            status: ToolStatus::Success,
+        });
+        queued.images = vec![duet_runtime::ImageRef {
+            mime_type: "image/png".into(),
+            data: "AAAA".into(),
+        }];
+        queued.trace = Some("{}".into());
+        Commit {
+            drained: vec![7, 8],
+            messages: vec![Message::text(
+                4,
+                1,
+                Role::User,
+                Some(SideId::B),
+                "hi".into(),
+                1,
+            )],
+            records: vec![Record::new(5, RecordBody::SessionStarted { session: 1 }, 1)],
+            values: vec![
+                ("kept".into(), Some(serde_json::json!({"n": 1}))),
+                ("gone".into(), None),
+            ],
+            enqueue: vec![queued],
+            settle: true,
+            release: false,
+        }
+    }
+
+    #[test]
+    fn every_value_of_a_commit_fits_its_column_and_a_group_numbers_its_rows() {
+        let t = Thread::new(Uuid::now_v7(), "k".into(), "agent".into(), None, 1);
+        let job = Job::new(&t, Uuid::now_v7(), &commit()).expect("every value in its column");
+        let group = Job::group(&[&job, &job, &job]);
+        assert_eq!(group.thread.at, [1, 2, 3]);
+        assert_eq!(group.drained.at, [1, 1, 2, 2, 3, 3]);
+        assert_eq!(group.journal.at, [1, 1, 2, 2, 3, 3]);
+        assert_eq!(group.queued.at, [1, 2, 3]);
+        assert_eq!(group.values.at, [1, 1, 2, 2, 3, 3]);
+        let tables = [
+            &group.thread,
+            &group.drained,
+            &group.journal,
+            &group.queued,
+            &group.values,
+        ];
+        for rows in tables {
+            for col in &rows.cols {
+                assert_eq!(col.len(), rows.at.len(), "a column as long as its table");
+            }
+        }
+        // Every column bound is a placeholder of the call: the threads' without `at`.
+        let bound =
+            group.thread.cols.len() + tables[1..].iter().map(|r| 1 + r.cols.len()).sum::<usize>();
+        assert_eq!(bound, CALL.matches('$').count());
+    }
+}
