@@ -126,7 +126,15 @@ impl SqliteStore {
             .foreign_keys(true);
         // The writer never checkpoints the WAL itself (a checkpoint inside a commit was the
         // whole p99 of a park or a resume); a connection of its own does it in the background.
-        let write = open_writer(&options.clone().pragma("wal_autocheckpoint", "0")).await?;
+        // Its statement cache keeps more than the default 100: a commit group's text differs
+        // with its size and its commits' shapes.
+        let write = open_writer(
+            &options
+                .clone()
+                .pragma("wal_autocheckpoint", "0")
+                .statement_cache_capacity(256),
+        )
+        .await?;
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .test_before_acquire(false)
