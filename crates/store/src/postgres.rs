@@ -103,6 +103,126 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// `enqueue` in one statement (one round trip): the thread row locked and read as it
+    /// stands (a row locked `FOR UPDATE` is read in its newest version), the message id, the
+    /// message, the lease taken if free, and the change feed's notice.
+    async fn enqueue_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        claim: Option<Lease>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "WITH t AS (SELECT num, id, next_seq, status, lease_owner, lease_expires FROM threads WHERE id = $1 FOR UPDATE), \
+             d AS (INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM t WHERE $2::text IS NOT NULL \
+               ON CONFLICT (thread, message_id) DO NOTHING RETURNING thread), \
+             q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
+               SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14 FROM t WHERE $2::text IS NULL OR EXISTS (SELECT 1 FROM d) \
+               RETURNING thread), \
+             l AS (UPDATE threads SET lease_owner = $15, lease_expires = $16, abort_requested = FALSE FROM t \
+               WHERE threads.num = t.num AND $15::text IS NOT NULL AND EXISTS (SELECT 1 FROM q) \
+                 AND (t.lease_owner IS NULL OR t.lease_expires < $17 OR t.lease_owner = $15) \
+               RETURNING threads.num) \
+             SELECT (SELECT count(*) FROM l) AS claimed, \
+                    pg_notify('duet_changes', t.id || ' ' || (t.next_seq - 1) || ' ' || t.status) \
+               FROM t WHERE EXISTS (SELECT 1 FROM q)";
+        let row = sqlx::query(SQL)
+            .bind(id.to_string())
+            .bind(message.message_id.as_deref())
+            .bind(now)
+            .bind(message.role.as_str())
+            .bind(side_str(message.side))
+            .bind(&message.content)
+            .bind(message.human)
+            .bind(message.silent)
+            .bind(message.follow_up)
+            .bind(message.tool.as_ref().map(|r| r.call_id.as_str()))
+            .bind(message.tool.as_ref().map(|r| r.name.as_str()))
+            .bind(message.tool.as_ref().map(|r| r.status.as_str()))
+            .bind(if message.images.is_empty() {
+                None
+            } else {
+                Some(serde_json::json!(message.images).to_string())
+            })
+            .bind(message.trace.as_deref())
+            .bind(claim.as_ref().map(|l| l.owner.to_string()))
+            .bind(claim.as_ref().map(|l| l.until))
+            .bind(claim.as_ref().map(|l| l.now))
+            .fetch_optional(&self.write)
+            .await
+            .map_err(db_error)?;
+        match row {
+            Some(row) => Ok(row.try_get::<i64, _>("claimed").map_err(db_error)? > 0),
+            None => match &message.message_id {
+                // The thread is there and the message is not queued: its id was delivered
+                // before.
+                Some(message_id) if self.thread_by_id(id).await?.is_some() => {
+                    Err(StoreError::Duplicate {
+                        thread: id,
+                        message_id: message_id.clone(),
+                    })
+                }
+                _ => Err(StoreError::NotFound(id.to_string())),
+            },
+        }
+    }
+
+    /// `create_with` in one statement (one round trip): the thread, unless its key is taken,
+    /// its message id, its first message and the change feed's notice, all from the thread row
+    /// the statement inserts. Nothing else can see the new row before it commits, so there is
+    /// nothing to lock.
+    async fn create_with_impl(
+        &self,
+        key: &str,
+        new: NewThread<'_>,
+        message: NewQueued,
+        claim: Lease,
+    ) -> Result<Option<Thread>, StoreError> {
+        const SQL: &str = concat!(
+            "WITH t AS (INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
+               VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING ",
+            thread_cols!(),
+            "), d AS (INSERT INTO deliveries (thread, message_id, created_at) \
+               SELECT num, $10, $11 FROM t WHERE $10::text IS NOT NULL), \
+             q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
+               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22 FROM t) \
+             SELECT t.*, pg_notify('duet_changes', t.id || ' ' || (t.next_seq - 1) || ' ' || t.status) FROM t"
+        );
+        let row = sqlx::query(SQL)
+            .bind(new.id.to_string())
+            .bind(key)
+            .bind(new.agent)
+            .bind(new.parent.map(|p| p.to_string()))
+            .bind(new.principal)
+            .bind(new.source)
+            .bind(new.now)
+            .bind(claim.owner.to_string())
+            .bind(claim.until)
+            .bind(message.message_id.as_deref())
+            .bind(claim.now)
+            .bind(message.role.as_str())
+            .bind(side_str(message.side))
+            .bind(&message.content)
+            .bind(message.human)
+            .bind(message.silent)
+            .bind(message.follow_up)
+            .bind(message.tool.as_ref().map(|r| r.call_id.as_str()))
+            .bind(message.tool.as_ref().map(|r| r.name.as_str()))
+            .bind(message.tool.as_ref().map(|r| r.status.as_str()))
+            .bind(if message.images.is_empty() {
+                None
+            } else {
+                Some(serde_json::json!(message.images).to_string())
+            })
+            .bind(message.trace.as_deref())
+            .fetch_optional(&self.write)
+            .await
+            .map_err(db_error)?;
+        row.as_ref().map(thread_from_row).transpose()
+    }
+}
+
 crate::sql::store_impl!(
     PgStore,
     sqlx::Postgres,

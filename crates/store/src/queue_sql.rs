@@ -8,23 +8,7 @@ macro_rules! queue_impl {
         #[async_trait]
         impl QueueStore for $store {
             async fn enqueue(&self, id: ThreadId, message: NewQueued, claim: Option<Lease>, now: i64) -> Result<bool, StoreError> {
-                let mut conn = self.writer().await?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
-                if let Err(e) = insert_queued(&mut tx, id, num, &message, now, true).await {
-                    tx.rollback().await.map_err(db_error)?;
-                    return Err(e);
-                }
-                let mut claimed = false;
-                if let Some(lease) = claim {
-                    if lease_free(&owner, expires, &lease) {
-                        take_lease(&mut tx, num, &lease).await?;
-                        claimed = true;
-                    }
-                }
-                tx.commit().await.map_err(db_error)?;
-                self.publish(change);
-                Ok(claimed)
+                self.enqueue_impl(id, message, claim, now).await
             }
 
             async fn deliver_if_free(&self, id: ThreadId, message: NewQueued, lease: Lease) -> Result<bool, StoreError> {
@@ -184,41 +168,7 @@ macro_rules! queue_impl {
             }
 
             async fn create_with(&self, key: &str, new: NewThread<'_>, message: NewQueued, claim: Lease) -> Result<Option<Thread>, StoreError> {
-                let mut conn = self.writer().await?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let num: Option<i64> = sqlx::query_scalar(
-                    "INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
-                     VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING num",
-                )
-                .bind(new.id.to_string())
-                .bind(key)
-                .bind(new.agent)
-                .bind(new.parent.map(|p| p.to_string()))
-                .bind(new.principal)
-                .bind(new.source)
-                .bind(new.now)
-                .bind(claim.owner.to_string())
-                .bind(claim.until)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                let Some(num) = num else {
-                    tx.rollback().await.map_err(db_error)?;
-                    return Ok(None);
-                };
-                if let Err(e) = insert_queued(&mut tx, new.id, num, &message, claim.now, true).await {
-                    tx.rollback().await.map_err(db_error)?;
-                    return Err(e);
-                }
-                let row = sqlx::query(concat!("SELECT ", thread_cols!(), " FROM threads WHERE num = $1"))
-                    .bind(num)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)?;
-                let thread = thread_from_row(&row)?;
-                self.publish(Change { thread: thread.id, seq: thread.next_seq - 1, status: thread.status });
-                Ok(Some(thread))
+                self.create_with_impl(key, new, message, claim).await
             }
 
             async fn delivered(&self, id: ThreadId, message_id: &str) -> Result<bool, StoreError> {

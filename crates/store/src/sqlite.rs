@@ -185,6 +185,90 @@ crate::sql::store_impl!(
 );
 
 impl SqliteStore {
+    /// `enqueue`: the thread row read (its lease), the message queued and the lease taken if
+    /// free, in one transaction (`BEGIN IMMEDIATE` serialises it).
+    async fn enqueue_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        claim: Option<Lease>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.writer().await?;
+        let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE")
+            .await
+            .map_err(db_error)?;
+        let LeaseRow {
+            num,
+            owner,
+            expires,
+            change,
+        } = lease_row(&mut tx, id).await?;
+        if let Err(e) = insert_queued(&mut tx, id, num, &message, now, true).await {
+            tx.rollback().await.map_err(db_error)?;
+            return Err(e);
+        }
+        let mut claimed = false;
+        if let Some(lease) = claim {
+            if lease_free(&owner, expires, &lease) {
+                take_lease(&mut tx, num, &lease).await?;
+                claimed = true;
+            }
+        }
+        tx.commit().await.map_err(db_error)?;
+        self.publish(change);
+        Ok(claimed)
+    }
+
+    /// `create_with`: the thread (read back as written) and its first message in one
+    /// transaction (`BEGIN IMMEDIATE` serialises it).
+    async fn create_with_impl(
+        &self,
+        key: &str,
+        new: NewThread<'_>,
+        message: NewQueued,
+        claim: Lease,
+    ) -> Result<Option<Thread>, StoreError> {
+        let mut conn = self.writer().await?;
+        let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE")
+            .await
+            .map_err(db_error)?;
+        let row = sqlx::query(concat!(
+            "INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
+             VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING ",
+            thread_cols!()
+        ))
+        .bind(new.id.to_string())
+        .bind(key)
+        .bind(new.agent)
+        .bind(new.parent.map(|p| p.to_string()))
+        .bind(new.principal)
+        .bind(new.source)
+        .bind(new.now)
+        .bind(claim.owner.to_string())
+        .bind(claim.until)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        let Some(row) = row else {
+            tx.rollback().await.map_err(db_error)?;
+            return Ok(None);
+        };
+        let thread = thread_from_row(&row)?;
+        let num: i64 = row.try_get("num").map_err(db_error)?;
+        if let Err(e) = insert_queued(&mut tx, new.id, num, &message, claim.now, true).await {
+            tx.rollback().await.map_err(db_error)?;
+            return Err(e);
+        }
+        tx.commit().await.map_err(db_error)?;
+        self.publish(Change {
+            thread: thread.id,
+            seq: thread.next_seq - 1,
+            status: thread.status,
+        });
+        Ok(Some(thread))
+    }
+
     /// A commit as one batch: SQLite runs several statements of one SQL text with shared
     /// numbered parameters in a single call, which is a third of the cost of one call per
     /// statement. Every write is guarded by the lease (`lease_owner = $2`), and the thread
