@@ -209,11 +209,11 @@ impl SqliteStore {
             return Err(e);
         }
         let mut claimed = false;
-        if let Some(lease) = claim {
-            if lease_free(&owner, expires, &lease) {
-                take_lease(&mut tx, num, &lease).await?;
-                claimed = true;
-            }
+        if let Some(lease) = claim
+            && lease_free(&owner, expires, &lease)
+        {
+            take_lease(&mut tx, num, &lease).await?;
+            claimed = true;
         }
         tx.commit().await.map_err(db_error)?;
         self.publish(change);
