@@ -75,11 +75,13 @@ impl Runtime {
         trace: &mut RunTrace,
     ) -> Result<(Settled, bool), RunError> {
         let store = &self.inner.store;
-        let mut t = store
-            .thread_by_id(id)
-            .await?
-            .ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
-        let mut msgs = store.messages(id).await?;
+        // The thread, its history and its queue, read at once: this run holds the lease, so
+        // nothing else writes the first two meanwhile, and the queue is read again whenever a
+        // commit says messages wait.
+        let (t, mut msgs, queue) =
+            tokio::try_join!(store.thread_by_id(id), store.messages(id), store.queue(id))?;
+        let mut t = t.ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
+        let mut first_queue = Some(queue);
         let project = self.inner.project.clone();
         // The queue is read when a commit said messages wait (and once at the start): each
         // commit reports the queue as of its own transaction, right before the next step.
@@ -103,7 +105,11 @@ impl Runtime {
                 return self.abort(&mut t, &msgs).await.map(|s| (s, false));
             }
             if queued {
-                let queue = transition::drainable(&t, store.queue(id).await?);
+                let queue = match first_queue.take() {
+                    Some(queue) => queue,
+                    None => store.queue(id).await?,
+                };
+                let queue = transition::drainable(&t, queue);
                 self.trace_drain(&t, &queue, trace).await;
                 queued = !queue.is_empty()
                     && self.drain(&mut t, &mut msgs, queue, &scope, events).await?;
