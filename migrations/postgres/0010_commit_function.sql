@@ -5,7 +5,7 @@
 -- Every argument is an array. The `t_` arrays hold one element per commit (the thread's new
 -- state, the run that commits, whether it settles, its change-feed payload); the others hold
 -- rows, each naming its commit by index (`*_at`, from 1): drained queue rows, journal rows,
--- queued messages, and durable values (a NULL value deletes).
+-- queued messages, and durable values (a NULL value deletes; a commit names a key once).
 --
 -- A commit writes only if its run holds the thread's lease: the threads whose lease is held are
 -- locked first, in id order (so groups never deadlock one another; a thread whose lease is gone
@@ -57,11 +57,12 @@ BEGIN
                q.created_at, q.tool_call_id, q.tool_name, q.tool_status, q.images, q.trace
           FROM unnest(q_at, q_role, q_side, q_content, q_human, q_silent, q_follow_up,
                       q_created_at, q_tool_call_id, q_tool_name, q_tool_status, q_images,
-                      q_trace)
+                      q_trace) WITH ORDINALITY
                AS q (at, role, side, content, human, silent, follow_up, created_at,
-                     tool_call_id, tool_name, tool_status, images, trace)
+                     tool_call_id, tool_name, tool_status, images, trace, i)
          WHERE nums[q.at] IS NOT NULL
-         ORDER BY q.at;
+         -- In the order given: the queue's ids keep the messages' order.
+         ORDER BY q.i;
     END IF;
 
     IF cardinality(v_at) > 0 THEN

@@ -55,7 +55,34 @@ pub(crate) trait Writer: Send + Sync + 'static {
     fn write(
         &self,
         jobs: &[&Self::Job],
-    ) -> impl Future<Output = Result<Vec<Returned>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Returned>, Failure>> + Send;
+}
+
+/// Why a group was not written.
+pub(crate) struct Failure {
+    pub(crate) error: StoreError,
+    /// The database refused a statement and the transaction rolled back: nothing was written,
+    /// and each commit may go again alone. Otherwise (the connection failed) whether the group
+    /// committed is unknown, and no commit of it is tried again.
+    pub(crate) rejected: bool,
+}
+
+impl Failure {
+    /// A sqlx error, refused by the database or not.
+    pub(crate) fn of(e: sqlx::Error) -> Self {
+        Failure {
+            rejected: e.as_database_error().is_some(),
+            error: crate::db_error(e),
+        }
+    }
+
+    /// A failure of the store's own (a row it cannot read back): nothing to try again.
+    pub(crate) fn store(error: StoreError) -> Self {
+        Failure {
+            error,
+            rejected: false,
+        }
+    }
 }
 
 struct Queued<J> {
@@ -143,16 +170,35 @@ async fn run<W: Writer>(
 async fn write<W: Writer>(writer: &W, group: Vec<Queued<W::Job>>) {
     if group.len() > 1 {
         let jobs: Vec<&W::Job> = group.iter().map(|q| &q.job).collect();
-        if let Ok(returned) = writer.write(&jobs).await {
-            for (q, r) in group.into_iter().zip(returned) {
-                let _ = q.done.send(Ok(r));
+        match writer.write(&jobs).await {
+            Ok(returned) => {
+                for (q, r) in group.into_iter().zip(returned) {
+                    let _ = q.done.send(Ok(r));
+                }
+                return;
             }
-            return;
+            // One commit failed them all (rolled back): each alone, so only it fails.
+            Err(Failure { rejected: true, .. }) => {}
+            // Whether the group committed is unknown: each caller is told so, none writes again
+            // (a commit written twice would fail on its own journal rows, or read as a lost
+            // lease).
+            Err(Failure { error, .. }) => {
+                let message = format!("a group commit's outcome is unknown: {error}");
+                for q in group {
+                    let _ = q.done.send(Err(StoreError::backend(std::io::Error::other(
+                        message.clone(),
+                    ))));
+                }
+                return;
+            }
         }
-        // One commit failed them all (rolled back): each alone, so only it fails.
     }
     for q in group {
-        let written = writer.write(&[&q.job]).await.map(|mut r| r.pop().flatten());
+        let written = writer
+            .write(&[&q.job])
+            .await
+            .map(|mut r| r.pop().flatten())
+            .map_err(|f| f.error);
         let _ = q.done.send(written);
     }
 }

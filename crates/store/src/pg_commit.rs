@@ -10,7 +10,7 @@ use sqlx::postgres::{PgArguments, PgPool, Postgres};
 use uuid::Uuid;
 
 use crate::batch::{Arg, Batch, journal_rows, queued_row};
-use crate::group::{Returned, Writer};
+use crate::group::{Failure, Returned, Writer};
 
 /// A column's type.
 #[derive(Clone, Copy)]
@@ -199,7 +199,15 @@ impl Job {
         for q in &commit.enqueue {
             job.queued.push(1, queued_row(q, t.updated_at))?;
         }
-        for (key, value) in &commit.values {
+        // A key written more than once: its last write is the one that stands (the function
+        // writes all of a commit's values in one statement, which may touch a row only once).
+        for (at, (key, value)) in commit.values.iter().enumerate() {
+            if commit.values[at + 1..]
+                .iter()
+                .any(|(later, _)| later == key)
+            {
+                continue;
+            }
             let value = value.as_ref().map(|v| v.to_string());
             job.values
                 .push(1, vec![Arg::Text(Some(key.clone())), Arg::Text(value)])?;
@@ -258,7 +266,7 @@ impl Writer for PgWriter {
         .sum()
     }
 
-    async fn write(&self, jobs: &[&Job]) -> Result<Vec<Returned>, StoreError> {
+    async fn write(&self, jobs: &[&Job]) -> Result<Vec<Returned>, Failure> {
         let group;
         let args = match jobs {
             [one] => *one,
@@ -271,18 +279,21 @@ impl Writer for PgWriter {
             .bind(sqlx::query(CALL))
             .fetch_all(&self.pool)
             .await
-            .map_err(crate::db_error)?;
+            .map_err(Failure::of)?;
+        // The group has committed: a row that cannot be read is the store's own failure.
+        let read = |e| Failure::store(crate::db_error(e));
         let mut returned: Vec<Returned> = vec![None; jobs.len()];
         for row in rows {
-            let at: i64 = row.try_get(0).map_err(crate::db_error)?;
+            let at: i64 = row.try_get(0).map_err(read)?;
             let slot = usize::try_from(at - 1)
                 .ok()
                 .and_then(|i| returned.get_mut(i))
-                .ok_or_else(|| StoreError::Corrupt(format!("duet_commit returned commit {at}")))?;
-            *slot = Some((
-                row.try_get(1).map_err(crate::db_error)?,
-                row.try_get(2).map_err(crate::db_error)?,
-            ));
+                .ok_or_else(|| {
+                    Failure::store(StoreError::Corrupt(format!(
+                        "duet_commit returned commit {at}"
+                    )))
+                })?;
+            *slot = Some((row.try_get(1).map_err(read)?, row.try_get(2).map_err(read)?));
         }
         Ok(returned)
     }

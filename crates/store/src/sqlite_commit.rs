@@ -6,13 +6,13 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use duet_runtime::{Change, ChangeHub, StoreError};
+use duet_runtime::{Change, ChangeHub};
 use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::Mutex;
 
 use crate::batch::Arg;
-use crate::group::{Returned, Writer};
+use crate::group::{Failure, Returned, Writer};
 
 /// One commit as SQLite writes it.
 pub(crate) struct Job {
@@ -39,11 +39,9 @@ impl Writer for SqliteWriter {
         job.args.len()
     }
 
-    async fn write(&self, jobs: &[&Job]) -> Result<Vec<Returned>, StoreError> {
+    async fn write(&self, jobs: &[&Job]) -> Result<Vec<Returned>, Failure> {
         let mut conn = self.conn.lock().await;
-        let returned = write_group(&mut conn, jobs)
-            .await
-            .map_err(crate::db_error)?;
+        let returned = write_group(&mut conn, jobs).await.map_err(Failure::of)?;
         for (job, r) in jobs.iter().zip(&returned) {
             if r.is_some() {
                 self.hub.publish(job.change);

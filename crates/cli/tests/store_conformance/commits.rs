@@ -228,6 +228,30 @@ async fn everything_a_commit_writes_reads_back() {
             None,
             "{name}"
         );
+        // A key written more than once in one commit: its last write stands.
+        let rewrites = Commit {
+            values: vec![
+                ("twice".into(), Some(json!(1))),
+                ("twice".into(), Some(json!(2))),
+                ("back".into(), None),
+                ("back".into(), Some(json!("again"))),
+                ("gone".into(), Some(json!(3))),
+                ("gone".into(), None),
+            ],
+            ..Commit::default()
+        };
+        store.commit(&t, owner, rewrites).await.expect("commit");
+        for (key, value) in [
+            ("twice", Some(json!(2))),
+            ("back", Some(json!("again"))),
+            ("gone", None),
+        ] {
+            assert_eq!(
+                store.value(t.id, key).await.expect("read"),
+                value,
+                "{name}: {key}"
+            );
+        }
         let parked = store
             .threads(Some(ThreadStatus::AwaitingHuman))
             .await
