@@ -103,6 +103,30 @@ impl PgStore {
     }
 }
 
+/// Binds a queued message's columns in `queue`'s order (role through trace, `created_at`
+/// apart): the next eleven placeholders.
+fn bind_message<'q>(
+    query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    message: &'q NewQueued,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    query
+        .bind(message.role.as_str())
+        .bind(side_str(message.side))
+        .bind(&message.content)
+        .bind(message.human)
+        .bind(message.silent)
+        .bind(message.follow_up)
+        .bind(message.tool.as_ref().map(|r| r.call_id.as_str()))
+        .bind(message.tool.as_ref().map(|r| r.name.as_str()))
+        .bind(message.tool.as_ref().map(|r| r.status.as_str()))
+        .bind(if message.images.is_empty() {
+            None
+        } else {
+            Some(serde_json::json!(message.images).to_string())
+        })
+        .bind(message.trace.as_deref())
+}
+
 impl PgStore {
     /// `enqueue` in one statement (one round trip): the thread row locked and read as it
     /// stands (a row locked `FOR UPDATE` is read in its newest version), the message id, the
@@ -127,25 +151,11 @@ impl PgStore {
              SELECT (SELECT count(*) FROM l) AS claimed, \
                     pg_notify('duet_changes', t.id || ' ' || (t.next_seq - 1) || ' ' || t.status) \
                FROM t WHERE EXISTS (SELECT 1 FROM q)";
-        let row = sqlx::query(SQL)
+        let query = sqlx::query(SQL)
             .bind(id.to_string())
             .bind(message.message_id.as_deref())
-            .bind(now)
-            .bind(message.role.as_str())
-            .bind(side_str(message.side))
-            .bind(&message.content)
-            .bind(message.human)
-            .bind(message.silent)
-            .bind(message.follow_up)
-            .bind(message.tool.as_ref().map(|r| r.call_id.as_str()))
-            .bind(message.tool.as_ref().map(|r| r.name.as_str()))
-            .bind(message.tool.as_ref().map(|r| r.status.as_str()))
-            .bind(if message.images.is_empty() {
-                None
-            } else {
-                Some(serde_json::json!(message.images).to_string())
-            })
-            .bind(message.trace.as_deref())
+            .bind(now);
+        let row = bind_message(query, &message)
             .bind(claim.as_ref().map(|l| l.owner.to_string()))
             .bind(claim.as_ref().map(|l| l.until))
             .bind(claim.as_ref().map(|l| l.now))
@@ -189,7 +199,7 @@ impl PgStore {
                SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22 FROM t) \
              SELECT t.*, pg_notify('duet_changes', t.id || ' ' || (t.next_seq - 1) || ' ' || t.status) FROM t"
         );
-        let row = sqlx::query(SQL)
+        let query = sqlx::query(SQL)
             .bind(new.id.to_string())
             .bind(key)
             .bind(new.agent)
@@ -200,22 +210,8 @@ impl PgStore {
             .bind(claim.owner.to_string())
             .bind(claim.until)
             .bind(message.message_id.as_deref())
-            .bind(claim.now)
-            .bind(message.role.as_str())
-            .bind(side_str(message.side))
-            .bind(&message.content)
-            .bind(message.human)
-            .bind(message.silent)
-            .bind(message.follow_up)
-            .bind(message.tool.as_ref().map(|r| r.call_id.as_str()))
-            .bind(message.tool.as_ref().map(|r| r.name.as_str()))
-            .bind(message.tool.as_ref().map(|r| r.status.as_str()))
-            .bind(if message.images.is_empty() {
-                None
-            } else {
-                Some(serde_json::json!(message.images).to_string())
-            })
-            .bind(message.trace.as_deref())
+            .bind(claim.now);
+        let row = bind_message(query, &message)
             .fetch_optional(&self.write)
             .await
             .map_err(db_error)?;
