@@ -72,8 +72,8 @@ impl Col {
             (Col::Text(c), Arg::Text(v)) => c.push(v),
             (Col::Bool(c), Arg::Bool(v)) => c.push(v),
             _ => {
-                return Err(StoreError::Conflict(
-                    "a commit's column has another type".into(),
+                return Err(StoreError::Corrupt(
+                    "a bug: a commit's value has another type than its column".into(),
                 ));
             }
         }
@@ -130,8 +130,8 @@ impl Rows {
 
     fn push(&mut self, at: i64, row: Vec<Arg>) -> Result<(), StoreError> {
         if row.len() != self.cols.len() {
-            return Err(StoreError::Conflict(
-                "a commit's row has another number of columns".into(),
+            return Err(StoreError::Corrupt(
+                "a bug: a commit's row has another number of values than its table".into(),
             ));
         }
         for (col, arg) in self.cols.iter_mut().zip(row) {

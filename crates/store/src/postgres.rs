@@ -14,6 +14,14 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::listen::Feed;
 
+/// The change feed's notice for the `threads` row in scope (`listen::CHANNEL`, and the payload
+/// `parse_change` reads), one literal for every statement that announces a thread.
+macro_rules! notify {
+    () => {
+        "pg_notify('duet_changes', id || ' ' || (next_seq - 1) || ' ' || status)"
+    };
+}
+
 /// The store on a Postgres database.
 #[derive(Clone, Debug)]
 pub struct PgStore {
@@ -138,7 +146,8 @@ impl PgStore {
         claim: Option<Lease>,
         now: i64,
     ) -> Result<bool, StoreError> {
-        const SQL: &str = "WITH t AS (SELECT num, id, next_seq, status, lease_owner, lease_expires FROM threads WHERE id = $1 FOR UPDATE), \
+        const SQL: &str = concat!(
+            "WITH t AS (SELECT num, id, next_seq, status, lease_owner, lease_expires FROM threads WHERE id = $1 FOR UPDATE), \
              d AS (INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM t WHERE $2::text IS NOT NULL \
                ON CONFLICT (thread, message_id) DO NOTHING RETURNING thread), \
              q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
@@ -148,9 +157,10 @@ impl PgStore {
                WHERE threads.num = t.num AND $15::text IS NOT NULL AND EXISTS (SELECT 1 FROM q) \
                  AND (t.lease_owner IS NULL OR t.lease_expires < $17 OR t.lease_owner = $15) \
                RETURNING threads.num) \
-             SELECT (SELECT count(*) FROM l) AS claimed, \
-                    pg_notify('duet_changes', t.id || ' ' || (t.next_seq - 1) || ' ' || t.status) \
-               FROM t WHERE EXISTS (SELECT 1 FROM q)";
+             SELECT (SELECT count(*) FROM l) AS claimed, ",
+            notify!(),
+            " FROM t WHERE EXISTS (SELECT 1 FROM q)"
+        );
         let query = sqlx::query(SQL)
             .bind(id.to_string())
             .bind(message.message_id.as_deref())
@@ -197,16 +207,11 @@ impl PgStore {
                SELECT num, $10, $11 FROM t WHERE $10::text IS NOT NULL), \
              q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
                SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22 FROM t) \
-             SELECT t.*, pg_notify('duet_changes', t.id || ' ' || (t.next_seq - 1) || ' ' || t.status) FROM t"
+             SELECT t.*, ",
+            notify!(),
+            " FROM t"
         );
-        let query = sqlx::query(SQL)
-            .bind(new.id.to_string())
-            .bind(key)
-            .bind(new.agent)
-            .bind(new.parent.map(|p| p.to_string()))
-            .bind(new.principal)
-            .bind(new.source)
-            .bind(new.now)
+        let query = crate::sql::bind_new_thread!(sqlx::query(SQL), key, new)
             .bind(claim.owner.to_string())
             .bind(claim.until)
             .bind(message.message_id.as_deref())
@@ -225,7 +230,6 @@ crate::sql::store_impl!(
     "BEGIN",
     " FOR UPDATE",
     " FOR UPDATE SKIP LOCKED",
-    // `listen::CHANNEL`, and the payload `parse_change` reads (a literal: `concat!` needs one).
-    "pg_notify('duet_changes', id || ' ' || (next_seq - 1) || ' ' || status)",
+    notify!(),
     "SELECT pg_database_size(current_database())"
 );

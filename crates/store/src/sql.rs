@@ -5,6 +5,22 @@ pub(crate) use crate::batch::{
     Arg, Batch, JOURNAL_COLUMNS, QUEUED_COLUMNS, THREAD_SET, journal_rows, queued_row,
 };
 
+/// Binds a new thread's columns to `$query` as every insert of a thread numbers them: `$1` id,
+/// `$2` key, `$3` agent (and origin), `$4` parent, `$5` principal, `$6` source, `$7` now.
+macro_rules! bind_new_thread {
+    ($query:expr, $key:expr, $new:expr) => {
+        $query
+            .bind($new.id.to_string())
+            .bind($key)
+            .bind($new.agent)
+            .bind($new.parent.map(|p| p.to_string()))
+            .bind($new.principal)
+            .bind($new.source)
+            .bind($new.now)
+    };
+}
+pub(crate) use bind_new_thread;
+
 /// The thread columns, in `thread_from_row` order.
 macro_rules! thread_cols {
     () => {
@@ -46,7 +62,7 @@ pub(crate) use runnable;
 /// on Postgres), and `changes()` is the backend's `subscribe`. Each backend writes its own
 /// `commit_impl`: the shapes differ (statements vs one batch).
 macro_rules! store_impl {
-    ($store:ident, $db:ty, $begin:literal, $lock:literal, $skip_locked:literal, $notify:literal, $size_sql:literal) => {
+    ($store:ident, $db:ty, $begin:literal, $lock:literal, $skip_locked:literal, $notify:expr, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
             ApiKey, Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore, Message, NewQueued, NewThread,
@@ -123,14 +139,8 @@ macro_rules! store_impl {
                     "INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at) \
                      VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7) ON CONFLICT (key) DO NOTHING RETURNING ",
                     $notify
-                ))
-                .bind(new.id.to_string())
-                .bind(key)
-                .bind(new.agent)
-                .bind(new.parent.map(|p| p.to_string()))
-                .bind(new.principal)
-                .bind(new.source)
-                .bind(new.now)
+                ));
+                let created = crate::sql::bind_new_thread!(created, key, new)
                 .execute(&mut *tx)
                 .await
                 .map_err(db_error)?

@@ -233,23 +233,17 @@ impl SqliteStore {
         let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE")
             .await
             .map_err(db_error)?;
-        let row = sqlx::query(concat!(
+        let insert = sqlx::query(concat!(
             "INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
              VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING ",
             thread_cols!()
-        ))
-        .bind(new.id.to_string())
-        .bind(key)
-        .bind(new.agent)
-        .bind(new.parent.map(|p| p.to_string()))
-        .bind(new.principal)
-        .bind(new.source)
-        .bind(new.now)
-        .bind(claim.owner.to_string())
-        .bind(claim.until)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_error)?;
+        ));
+        let row = crate::sql::bind_new_thread!(insert, key, new)
+            .bind(claim.owner.to_string())
+            .bind(claim.until)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?;
         let Some(row) = row else {
             tx.rollback().await.map_err(db_error)?;
             return Ok(None);
