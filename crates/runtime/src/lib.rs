@@ -60,7 +60,7 @@ pub use store::{
     Answer, Answered, AnsweredQuery, ApiKey, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
     CommitStore, FeedEvent, FirstAnswer, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore,
     NewThread, ParentFilter, PushConfig, PushDelivery, PushStore, QueueStore, RegistryStore,
-    Renewal, StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
+    Renewal, RunStart, StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{

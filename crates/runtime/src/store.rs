@@ -9,7 +9,7 @@
 
 use async_trait::async_trait;
 
-use crate::types::ThreadId;
+use crate::types::{Message, Queued, Thread, ThreadId};
 
 mod commits;
 mod feed;
@@ -115,4 +115,29 @@ pub trait Store:
 {
     /// The database's size in bytes (for benchmarks and operators).
     async fn size_bytes(&self) -> Result<i64, StoreError>;
+
+    /// What a run of thread `id` starts from: the thread, its messages and its queue. The run
+    /// holds the lease, so nothing else writes the first two meanwhile, and a message queued
+    /// after the queue was read is reported by the run's next commit. By default the three are
+    /// read at once; a backend may read them in one call.
+    async fn run_start(&self, id: ThreadId) -> Result<RunStart, StoreError> {
+        let (thread, messages, queue) =
+            tokio::try_join!(self.thread_by_id(id), self.messages(id), self.queue(id))?;
+        Ok(RunStart {
+            thread,
+            messages,
+            queue,
+        })
+    }
+}
+
+/// What a run starts from ([`Store::run_start`]).
+#[derive(Debug, Default)]
+pub struct RunStart {
+    /// The thread, if there is one.
+    pub thread: Option<Thread>,
+    /// Its messages in seq order.
+    pub messages: Vec<Message>,
+    /// Its queued inbound messages in arrival order.
+    pub queue: Vec<Queued>,
 }

@@ -111,30 +111,6 @@ impl PgStore {
     }
 }
 
-/// Binds a queued message's columns in `queue`'s order (role through trace, `created_at`
-/// apart): the next eleven placeholders.
-fn bind_message<'q>(
-    query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    message: &'q NewQueued,
-) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-    query
-        .bind(message.role.as_str())
-        .bind(side_str(message.side))
-        .bind(&message.content)
-        .bind(message.human)
-        .bind(message.silent)
-        .bind(message.follow_up)
-        .bind(message.tool.as_ref().map(|r| r.call_id.as_str()))
-        .bind(message.tool.as_ref().map(|r| r.name.as_str()))
-        .bind(message.tool.as_ref().map(|r| r.status.as_str()))
-        .bind(if message.images.is_empty() {
-            None
-        } else {
-            Some(serde_json::json!(message.images).to_string())
-        })
-        .bind(message.trace.as_deref())
-}
-
 impl PgStore {
     /// `enqueue` in one statement (one round trip): the thread row locked and read as it
     /// stands (a row locked `FOR UPDATE` is read in its newest version), the message id, the
@@ -165,7 +141,7 @@ impl PgStore {
             .bind(id.to_string())
             .bind(message.message_id.as_deref())
             .bind(now);
-        let row = bind_message(query, &message)
+        let row = crate::sql::bind_message!(query, &message)
             .bind(claim.as_ref().map(|l| l.owner.to_string()))
             .bind(claim.as_ref().map(|l| l.until))
             .bind(claim.as_ref().map(|l| l.now))
@@ -186,6 +162,18 @@ impl PgStore {
                 _ => Err(StoreError::NotFound(id.to_string())),
             },
         }
+    }
+
+    /// `run_start`: the three reads at once, each on a pooled connection (Postgres takes
+    /// one statement with parameters per round trip).
+    async fn run_start_impl(&self, id: ThreadId) -> Result<duet_runtime::RunStart, StoreError> {
+        let (thread, messages, queue) =
+            tokio::try_join!(self.thread_by_id(id), self.messages(id), self.queue(id))?;
+        Ok(duet_runtime::RunStart {
+            thread,
+            messages,
+            queue,
+        })
     }
 
     /// `create_with` in one statement (one round trip): the thread, unless its key is taken,
@@ -216,7 +204,7 @@ impl PgStore {
             .bind(claim.until)
             .bind(message.message_id.as_deref())
             .bind(claim.now);
-        let row = bind_message(query, &message)
+        let row = crate::sql::bind_message!(query, &message)
             .fetch_optional(&self.write)
             .await
             .map_err(db_error)?;

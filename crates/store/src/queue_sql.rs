@@ -192,43 +192,7 @@ macro_rules! queue_impl {
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
-                rows.iter()
-                    .map(|row| {
-                        let role: String = row.try_get("role").map_err(db_error)?;
-                        let side: String = row.try_get("side").map_err(db_error)?;
-                        Ok(Queued {
-                            id: row.try_get("id").map_err(db_error)?,
-                            role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
-                            side: parse_side(&side).ok_or_else(|| corrupt("side", &side))?,
-                            content: row.try_get("content").map_err(db_error)?,
-                            human: row.try_get("human").map_err(db_error)?,
-                            silent: row.try_get("silent").map_err(db_error)?,
-                            follow_up: row.try_get("follow_up").map_err(db_error)?,
-                            trace: row.try_get("trace").map_err(db_error)?,
-                            images: match row.try_get::<Option<String>, _>("images").map_err(db_error)? {
-                                Some(s) => serde_json::from_str(&s).map_err(|_| corrupt("queued images", &s))?,
-                                None => Vec::new(),
-                            },
-                            tool: {
-                                let call: Option<String> = row.try_get("tool_call_id").map_err(db_error)?;
-                                let name: Option<String> = row.try_get("tool_name").map_err(db_error)?;
-                                let status: Option<String> = row.try_get("tool_status").map_err(db_error)?;
-                                match call {
-                                    None => None,
-                                    Some(call_id) => {
-                                        let status = status.unwrap_or_default();
-                                        Some(ToolReply {
-                                            call_id,
-                                            name: name.unwrap_or_default(),
-                                            status: ToolStatus::parse(&status).ok_or_else(|| corrupt("tool status", &status))?,
-                                        })
-                                    }
-                                }
-                            },
-                            created_at: row.try_get("created_at").map_err(db_error)?,
-                        })
-                    })
-                    .collect()
+                rows.iter().map(queued_from_row).collect()
             }
 
             async fn answered(&self, query: &AnsweredQuery<'_>) -> Result<Vec<Answered>, StoreError> {

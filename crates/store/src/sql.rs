@@ -21,6 +21,30 @@ macro_rules! bind_new_thread {
 }
 pub(crate) use bind_new_thread;
 
+/// Binds queued message `$message`'s columns (a reference) to `$query` in `queue`'s order, role
+/// through trace with `created_at` apart: the next eleven placeholders.
+macro_rules! bind_message {
+    ($query:expr, $message:expr) => {
+        $query
+            .bind($message.role.as_str())
+            .bind(duet_runtime::side_str($message.side))
+            .bind(&$message.content)
+            .bind($message.human)
+            .bind($message.silent)
+            .bind($message.follow_up)
+            .bind($message.tool.as_ref().map(|r| r.call_id.as_str()))
+            .bind($message.tool.as_ref().map(|r| r.name.as_str()))
+            .bind($message.tool.as_ref().map(|r| r.status.as_str()))
+            .bind(if $message.images.is_empty() {
+                None
+            } else {
+                Some(serde_json::json!($message.images).to_string())
+            })
+            .bind($message.trace.as_deref())
+    };
+}
+pub(crate) use bind_message;
+
 /// The thread columns, in `thread_from_row` order.
 macro_rules! thread_cols {
     () => {
@@ -401,6 +425,10 @@ macro_rules! store_impl {
             async fn size_bytes(&self) -> Result<i64, StoreError> {
                 let row = sqlx::query($size_sql).fetch_one(&self.read).await.map_err(db_error)?;
                 row.try_get::<i64, _>(0).map_err(db_error)
+            }
+
+            async fn run_start(&self, id: ThreadId) -> Result<duet_runtime::RunStart, StoreError> {
+                self.run_start_impl(id).await
             }
         }
 

@@ -516,3 +516,121 @@ async fn a_queued_message_keeps_its_trace_context() {
     })
     .await;
 }
+
+/// `enqueue` writes its message id, its message and its claim together or not at all: a message
+/// id delivered before is `Duplicate` and queues nothing, a missing thread is `NotFound`, a held
+/// lease is not taken, and a caller dropped at any point leaves each message wholly queued or
+/// not at all, with the store still writable.
+#[tokio::test]
+async fn an_enqueue_lands_whole_or_not_at_all() {
+    each(async |store, name| {
+        let with_id = |text: &str| NewQueued {
+            message_id: Some(text.to_owned()),
+            ..human(text)
+        };
+        let run = Uuid::now_v7();
+        let t = store
+            .create_with("k", crate::new("agent", 5), human("first"), lease(run, 5))
+            .await
+            .expect("create")
+            .expect("a new key");
+        let other = Uuid::now_v7();
+        let claimed = store
+            .enqueue(t.id, with_id("m1"), Some(lease(other, 6)), 6)
+            .await
+            .expect("enqueue");
+        assert!(!claimed, "{name}: the lease is held by the creator");
+        let again = store
+            .enqueue(t.id, with_id("m1"), Some(lease(other, 7)), 7)
+            .await;
+        assert!(
+            matches!(&again, Err(StoreError::Duplicate { message_id, .. }) if message_id == "m1"),
+            "{name}: {again:?}"
+        );
+        let missing = store
+            .enqueue(Uuid::now_v7(), with_id("m2"), Some(lease(other, 7)), 7)
+            .await;
+        assert!(
+            matches!(missing, Err(StoreError::NotFound(_))),
+            "{name}: {missing:?}"
+        );
+        for polls in 0..6 {
+            let text = format!("dropped-{polls}");
+            let mut dropped = Box::pin(store.enqueue(t.id, with_id(&text), None, 8));
+            for _ in 0..polls {
+                if futures::poll!(&mut dropped).is_ready() {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            drop(dropped);
+        }
+        store
+            .enqueue(t.id, human("after"), None, 9)
+            .await
+            .expect("the store still writes");
+        let queue = store.queue(t.id).await.expect("queue");
+        let texts: Vec<&str> = queue.iter().map(|q| q.content.as_str()).collect();
+        assert_eq!(texts.first(), Some(&"first"), "{name}");
+        assert_eq!(texts.get(1), Some(&"m1"), "{name}");
+        assert_eq!(texts.last(), Some(&"after"), "{name}");
+        for polls in 0..6 {
+            let text = format!("dropped-{polls}");
+            let queued = texts.iter().filter(|q| **q == text).count();
+            let delivered = store.delivered(t.id, &text).await.expect("delivered");
+            assert!(queued <= 1, "{name}: {text} queued {queued} times");
+            assert_eq!(queued == 1, delivered, "{name}: {text} half written");
+        }
+        // The lease once free is taken by the delivery that finds it free.
+        store.release(t.id, run).await.expect("release");
+        let claimed = store
+            .enqueue(t.id, human("claims"), Some(lease(other, 10)), 10)
+            .await
+            .expect("enqueue");
+        assert!(claimed, "{name}: the lease was free");
+        let now = store
+            .thread_by_id(t.id)
+            .await
+            .expect("read")
+            .expect("thread");
+        assert_eq!(now.lease_owner, Some(other), "{name}");
+        // What a run starts from is the thread, its history and its queue as they stand.
+        let mut running = now;
+        let first = queue[0].id;
+        let seq = running.take_seq();
+        let drain = Commit {
+            drained: vec![first],
+            messages: vec![duet_runtime::Message::text(
+                seq,
+                1,
+                Role::User,
+                Some(SideId::B),
+                "first".into(),
+                11,
+            )],
+            ..Commit::default()
+        };
+        store.commit(&running, other, drain).await.expect("drain");
+        let start = store.run_start(t.id).await.expect("run start");
+        assert_eq!(
+            start.thread,
+            store.thread_by_id(t.id).await.expect("read"),
+            "{name}"
+        );
+        assert_eq!(
+            start.messages,
+            store.messages(t.id).await.expect("read"),
+            "{name}"
+        );
+        assert_eq!(start.messages.len(), 1, "{name}");
+        let rest = store.queue(t.id).await.expect("queue");
+        assert_eq!(start.queue, rest, "{name}");
+        assert!(
+            !rest.is_empty() && rest.iter().all(|q| q.id != first),
+            "{name}"
+        );
+        let none = store.run_start(Uuid::now_v7()).await.expect("run start");
+        assert!(none.thread.is_none() && none.queue.is_empty(), "{name}");
+    })
+    .await;
+}

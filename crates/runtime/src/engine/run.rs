@@ -75,12 +75,14 @@ impl Runtime {
         trace: &mut RunTrace,
     ) -> Result<(Settled, bool), RunError> {
         let store = &self.inner.store;
-        // The thread, its history and its queue, read at once: this run holds the lease, so
-        // nothing else writes the first two meanwhile, and the queue is read again whenever a
-        // commit says messages wait.
-        let (t, mut msgs, queue) =
-            tokio::try_join!(store.thread_by_id(id), store.messages(id), store.queue(id))?;
-        let mut t = t.ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
+        // The thread, its history and its queue, read at once (the queue is read again
+        // whenever a commit says messages wait).
+        let crate::store::RunStart {
+            thread,
+            messages: mut msgs,
+            queue,
+        } = store.run_start(id).await?;
+        let mut t = thread.ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
         let mut first_queue = Some(queue);
         let project = self.inner.project.clone();
         // The queue is read when a commit said messages wait (and once at the start): each
