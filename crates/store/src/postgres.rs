@@ -176,6 +176,140 @@ impl PgStore {
         })
     }
 
+    /// `answer`: the thread row locked and read, then the park's answer queued, recorded and
+    /// the lease taken if free, or the first answer read back, in one transaction.
+    async fn answer_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        park: Park,
+        claim: Lease,
+    ) -> Result<Answer, StoreError> {
+        let mut conn = self.writer().await?;
+        let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN")
+            .await
+            .map_err(db_error)?;
+        let LeaseRow {
+            num,
+            owner,
+            expires,
+            change,
+        } = lease_row(&mut tx, id).await?;
+        let row = sqlx::query("SELECT status, session, next_seq FROM threads WHERE num = $1")
+            .bind(num)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        // A message id delivered before is its first delivery's, whatever the thread's
+        // state now.
+        if let Some(message_id) = &message.message_id {
+            let seen =
+                sqlx::query("SELECT 1 FROM deliveries WHERE thread = $1 AND message_id = $2")
+                    .bind(num)
+                    .bind(message_id)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db_error)?
+                    .is_some();
+            if seen {
+                tx.rollback().await.map_err(db_error)?;
+                return Err(StoreError::Duplicate {
+                    thread: id,
+                    message_id: message_id.clone(),
+                });
+            }
+        }
+        let status: String = row.try_get("status").map_err(db_error)?;
+        let at_park = status == ThreadStatus::AwaitingHuman.as_str()
+            && row.try_get::<i64, _>("session").map_err(db_error)? == park.session
+            && row.try_get::<i64, _>("next_seq").map_err(db_error)? == park.seq;
+        // An answer already queued (not yet drained) has taken the park too.
+        let queued = sqlx::query(
+            "SELECT content, created_at FROM queue WHERE thread = $1 AND human = TRUE AND follow_up = FALSE ORDER BY id LIMIT 1",
+        )
+        .bind(num)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        if !at_park || queued.is_some() {
+            // The answer recorded for this park first (it names its author), then one
+            // queued, then the first message journaled at the park.
+            let recorded = sqlx::query(
+                "SELECT content, created_at, author, message_id FROM answers WHERE thread = $1 AND session = $2 AND seq = $3",
+            )
+            .bind(num)
+            .bind(park.session)
+            .bind(park.seq)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            let first = match (recorded, queued) {
+                (Some(r), _) => Some(FirstAnswer {
+                    content: r.try_get("content").map_err(db_error)?,
+                    at: r.try_get("created_at").map_err(db_error)?,
+                    author: r.try_get("author").map_err(db_error)?,
+                    message_id: r.try_get("message_id").map_err(db_error)?,
+                }),
+                (None, Some(r)) => Some(FirstAnswer {
+                    content: r.try_get("content").map_err(db_error)?,
+                    at: r.try_get("created_at").map_err(db_error)?,
+                    author: None,
+                    message_id: None,
+                }),
+                (None, None) => sqlx::query(
+                    "SELECT content, created_at FROM journal WHERE thread = $1 AND kind = 'message' AND seq >= $2 ORDER BY seq LIMIT 1",
+                )
+                .bind(num)
+                .bind(park.seq)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_error)?
+                .map(|r| -> Result<FirstAnswer, StoreError> {
+                    Ok(FirstAnswer {
+                        content: r.try_get::<Option<String>, _>("content").map_err(db_error)?.unwrap_or_default(),
+                        at: r.try_get("created_at").map_err(db_error)?,
+                        author: None,
+                        message_id: None,
+                    })
+                })
+                .transpose()?,
+            };
+            tx.rollback().await.map_err(db_error)?;
+            return Ok(Answer::Refused { first });
+        }
+        if let Err(e) = insert_queued(&mut tx, id, num, &message, claim.now, true).await {
+            tx.rollback().await.map_err(db_error)?;
+            return Err(e);
+        }
+        // The park's answer, by whom: what a later, refused answer is told.
+        let recorded = sqlx::query(
+            "INSERT INTO answers (thread, session, seq, author, message_id, content, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (thread, session, seq) DO UPDATE SET \
+             author = excluded.author, message_id = excluded.message_id, content = excluded.content, \
+             created_at = excluded.created_at",
+        )
+        .bind(num)
+        .bind(park.session)
+        .bind(park.seq)
+        .bind(&message.author)
+        .bind(&message.message_id)
+        .bind(&message.content)
+        .bind(claim.now)
+        .execute(&mut *tx)
+        .await;
+        if let Err(e) = recorded {
+            tx.rollback().await.map_err(db_error)?;
+            return Err(db_error(e));
+        }
+        let claimed = lease_free(&owner, expires, &claim);
+        if claimed {
+            take_lease(&mut tx, num, &claim).await?;
+        }
+        tx.commit().await.map_err(db_error)?;
+        self.publish(change);
+        Ok(Answer::Accepted { claimed })
+    }
+
     /// `create_with` in one statement (one round trip): the thread, unless its key is taken,
     /// its message id, its first message and the change feed's notice, all from the thread row
     /// the statement inserts. Nothing else can see the new row before it commits, so there is

@@ -16,6 +16,8 @@ use sqlx::sqlite::{
 };
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+mod writes;
+
 /// The store on one SQLite file. Its change feed is in process: a write publishes to it after
 /// committing, while it still holds the write connection, so changes arrive in commit order.
 /// (Another process writing to the same file is not seen on this feed.)
@@ -174,36 +176,6 @@ impl SqliteStore {
     }
 }
 
-/// A [`NewThread`] that owns its strings, for a write on a task of its own.
-struct OwnedNewThread {
-    id: ThreadId,
-    agent: String,
-    parent: Option<ThreadId>,
-    principal: Option<String>,
-    source: Option<String>,
-    now: i64,
-}
-
-impl OwnedNewThread {
-    fn from(new: &NewThread<'_>) -> Self {
-        OwnedNewThread {
-            id: new.id,
-            agent: new.agent.to_owned(),
-            parent: new.parent,
-            principal: new.principal.map(str::to_owned),
-            source: new.source.map(str::to_owned),
-            now: new.now,
-        }
-    }
-}
-
-/// Whether `e` is a key the write broke (on the one-call writes: a message id delivered
-/// before).
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .is_some_and(|d| d.kind() == sqlx::error::ErrorKind::UniqueViolation)
-}
-
 crate::sql::store_impl!(
     SqliteStore,
     sqlx::Sqlite,
@@ -215,119 +187,6 @@ crate::sql::store_impl!(
 );
 
 impl SqliteStore {
-    /// `enqueue` in one call (one crossing to the driver's thread): the message id, the
-    /// message and the lease taken if free, in one transaction (`BEGIN IMMEDIATE` serialises
-    /// it, so the lease it judges is the lease as it stands). A message id delivered before
-    /// breaks the deliveries key and the call rolls back; a missing thread queues nothing.
-    async fn enqueue_impl(
-        &self,
-        id: ThreadId,
-        message: NewQueued,
-        claim: Option<Lease>,
-        now: i64,
-    ) -> Result<bool, StoreError> {
-        const SQL: &str = "BEGIN IMMEDIATE;\n\
-             INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM threads WHERE id = $1 AND $2 IS NOT NULL;\n\
-             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
-               SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14 FROM threads WHERE id = $1 \
-               RETURNING (SELECT next_seq - 1 FROM threads WHERE num = queue.thread) AS seq, \
-                 (SELECT status FROM threads WHERE num = queue.thread) AS status;\n\
-             UPDATE threads SET lease_owner = $15, lease_expires = $16, abort_requested = FALSE \
-               WHERE id = $1 AND $15 IS NOT NULL AND (lease_owner IS NULL OR lease_expires < $17 OR lease_owner = $15) \
-               RETURNING 1 AS claimed;\n\
-             COMMIT;";
-        let hub = self.hub.clone();
-        let rows = self
-            .write_once(move |conn: &mut SqliteConnection| {
-                Box::pin(async move {
-                    let query = sqlx::query(SQL)
-                        .bind(id.to_string())
-                        .bind(message.message_id.as_deref())
-                        .bind(now);
-                    let rows = crate::sql::bind_message!(query, &message)
-                        .bind(claim.as_ref().map(|l| l.owner.to_string()))
-                        .bind(claim.as_ref().map(|l| l.until))
-                        .bind(claim.as_ref().map(|l| l.now))
-                        .fetch_all(conn)
-                        .await;
-                    let rows = match (rows, &message.message_id) {
-                        (Err(e), Some(message_id)) if is_unique_violation(&e) => {
-                            return Err(StoreError::Duplicate {
-                                thread: id,
-                                message_id: message_id.clone(),
-                            });
-                        }
-                        (rows, _) => rows.map_err(db_error)?,
-                    };
-                    if let Some(row) = rows.iter().find(|r| r.try_get::<i64, _>("seq").is_ok()) {
-                        let status: String = row.try_get("status").map_err(db_error)?;
-                        hub.publish(Change {
-                            thread: id,
-                            seq: row.try_get("seq").map_err(db_error)?,
-                            status: ThreadStatus::parse(&status)
-                                .ok_or_else(|| corrupt("status", &status))?,
-                        });
-                    }
-                    Ok(rows)
-                })
-            })
-            .await?;
-        if !rows.iter().any(|r| r.try_get::<i64, _>("seq").is_ok()) {
-            return Err(StoreError::NotFound(id.to_string()));
-        }
-        Ok(rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok()))
-    }
-
-    /// `create_with` in one call (one crossing to the driver's thread): the thread, unless its
-    /// key is taken, read back from its insert, then its message id and first message, written
-    /// only when the thread row is the new one.
-    async fn create_with_impl(
-        &self,
-        key: &str,
-        new: NewThread<'_>,
-        message: NewQueued,
-        claim: Lease,
-    ) -> Result<Option<Thread>, StoreError> {
-        const SQL: &str = concat!(
-            "BEGIN IMMEDIATE;\n\
-             INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
-               VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING ",
-            thread_cols!(),
-            ";\n\
-             INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $10, $11 FROM threads WHERE id = $1 AND $10 IS NOT NULL;\n\
-             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
-               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22 FROM threads WHERE id = $1;\n\
-             COMMIT;"
-        );
-        let key = key.to_owned();
-        let new = OwnedNewThread::from(&new);
-        let hub = self.hub.clone();
-        self.write_once(move |conn: &mut SqliteConnection| {
-            Box::pin(async move {
-                let query = crate::sql::bind_new_thread!(sqlx::query(SQL), key, new)
-                    .bind(claim.owner.to_string())
-                    .bind(claim.until)
-                    .bind(message.message_id.as_deref())
-                    .bind(claim.now);
-                let rows = crate::sql::bind_message!(query, &message)
-                    .fetch_all(conn)
-                    .await
-                    .map_err(db_error)?;
-                let Some(row) = rows.first() else {
-                    return Ok(None);
-                };
-                let thread = thread_from_row(row)?;
-                hub.publish(Change {
-                    thread: thread.id,
-                    seq: thread.next_seq - 1,
-                    status: thread.status,
-                });
-                Ok(Some(thread))
-            })
-        })
-        .await
-    }
-
     /// `run_start` in one call on a read connection: the thread, its messages and its queue,
     /// each statement's rows told apart by the `part` it returns (a crossing to the driver's
     /// thread costs more than all three statements).
@@ -356,31 +215,6 @@ impl SqliteStore {
             }
         }
         Ok(start)
-    }
-
-    /// Runs `write`, one call of a whole write transaction (`BEGIN IMMEDIATE` … `COMMIT`) on the
-    /// write connection, from a task of its own: a caller dropped halfway never leaves the
-    /// connection inside a transaction. When `write` fails, the transaction is rolled back
-    /// (should it have committed, the rollback finds none and does nothing).
-    async fn write_once<T: Send + 'static>(
-        &self,
-        write: impl for<'c> FnOnce(
-            &'c mut SqliteConnection,
-        ) -> futures::future::BoxFuture<'c, Result<T, StoreError>>
-        + Send
-        + 'static,
-    ) -> Result<T, StoreError> {
-        let conn = self.write.clone();
-        tokio::spawn(async move {
-            let mut conn = conn.lock_owned().await;
-            let result = write(&mut conn).await;
-            if result.is_err() {
-                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-            }
-            result
-        })
-        .await
-        .map_err(|e| StoreError::backend_in("a write's task", e))?
     }
 
     /// A commit as one batch: SQLite runs several statements of one SQL text with shared

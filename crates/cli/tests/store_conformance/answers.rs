@@ -400,3 +400,94 @@ async fn status_counts_count_threads_by_status_and_find_the_oldest_park() {
     })
     .await;
 }
+
+/// An answer whose message id was delivered before is a `Duplicate` whatever the park's state,
+/// an answer to no thread is `NotFound`, a refused or duplicate answer writes nothing (no queue
+/// row, no message id, no record), and an accepted one leaves a held lease with its holder.
+#[tokio::test]
+async fn an_answer_writes_everything_or_nothing() {
+    each(async |store, name| {
+        let (t, park) = parked(&store, "k").await;
+        let holder = Uuid::now_v7();
+        assert!(
+            store
+                .claim(t.id, lease(holder, 2_000))
+                .await
+                .expect("claim")
+        );
+        let accepted = store
+            .answer(
+                t.id,
+                by(ALICE, "m-1", "yes"),
+                park,
+                lease(Uuid::now_v7(), 2_001),
+            )
+            .await
+            .expect("answer");
+        assert_eq!(accepted, Answer::Accepted { claimed: false }, "{name}");
+        let held = store
+            .thread_by_id(t.id)
+            .await
+            .expect("read")
+            .expect("thread");
+        assert_eq!(
+            held.lease_owner,
+            Some(holder),
+            "{name}: the holder keeps it"
+        );
+        let again = store
+            .answer(
+                t.id,
+                by(BOB, "m-1", "no"),
+                park,
+                lease(Uuid::now_v7(), 2_002),
+            )
+            .await;
+        assert!(
+            matches!(&again, Err(StoreError::Duplicate { message_id, .. }) if message_id == "m-1"),
+            "{name}: {again:?}"
+        );
+        let refused = store
+            .answer(
+                t.id,
+                by(BOB, "m-2", "no"),
+                park,
+                lease(Uuid::now_v7(), 2_003),
+            )
+            .await
+            .expect("answer");
+        assert!(
+            matches!(refused, Answer::Refused { .. }),
+            "{name}: {refused:?}"
+        );
+        let queue: Vec<String> = store
+            .queue(t.id)
+            .await
+            .expect("queue")
+            .into_iter()
+            .map(|q| q.content)
+            .collect();
+        assert_eq!(queue, ["yes"], "{name}: only the accepted answer is queued");
+        assert!(
+            store.delivered(t.id, "m-1").await.expect("delivered"),
+            "{name}"
+        );
+        assert!(
+            !store.delivered(t.id, "m-2").await.expect("delivered"),
+            "{name}: a refused answer's id is not taken"
+        );
+        let missing = store
+            .answer(
+                Uuid::now_v7(),
+                by(BOB, "m-3", "no"),
+                park,
+                lease(Uuid::now_v7(), 2_004),
+            )
+            .await;
+        assert!(
+            matches!(missing, Err(StoreError::NotFound(_))),
+            "{name}: {missing:?}"
+        );
+    })
+    .await;
+}

@@ -1,0 +1,306 @@
+//! SQLite's writes other than commits, each one call on the write connection (`BEGIN
+//! IMMEDIATE`, its statements, `COMMIT` in one text) made from a task of its own: a crossing to
+//! the driver's thread costs more than the statements, and a caller dropped halfway never leaves
+//! the connection inside a transaction.
+
+use super::*;
+
+impl SqliteStore {
+    /// `enqueue` in one call (one crossing to the driver's thread): the message id, the
+    /// message and the lease taken if free, in one transaction (`BEGIN IMMEDIATE` serialises
+    /// it, so the lease it judges is the lease as it stands). A message id delivered before
+    /// breaks the deliveries key and the call rolls back; a missing thread queues nothing.
+    pub(super) async fn enqueue_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        claim: Option<Lease>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "BEGIN IMMEDIATE;\n\
+             INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM threads WHERE id = $1 AND $2 IS NOT NULL;\n\
+             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
+               SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14 FROM threads WHERE id = $1 \
+               RETURNING (SELECT next_seq - 1 FROM threads WHERE num = queue.thread) AS seq, \
+                 (SELECT status FROM threads WHERE num = queue.thread) AS status;\n\
+             UPDATE threads SET lease_owner = $15, lease_expires = $16, abort_requested = FALSE \
+               WHERE id = $1 AND $15 IS NOT NULL AND (lease_owner IS NULL OR lease_expires < $17 OR lease_owner = $15) \
+               RETURNING 1 AS claimed;\n\
+             COMMIT;";
+        let hub = self.hub.clone();
+        let rows = self
+            .write_once(move |conn: &mut SqliteConnection| {
+                Box::pin(async move {
+                    let query = sqlx::query(SQL)
+                        .bind(id.to_string())
+                        .bind(message.message_id.as_deref())
+                        .bind(now);
+                    let rows = crate::sql::bind_message!(query, &message)
+                        .bind(claim.as_ref().map(|l| l.owner.to_string()))
+                        .bind(claim.as_ref().map(|l| l.until))
+                        .bind(claim.as_ref().map(|l| l.now))
+                        .fetch_all(conn)
+                        .await;
+                    let rows = match (rows, &message.message_id) {
+                        (Err(e), Some(message_id)) if is_unique_violation(&e) => {
+                            return Err(StoreError::Duplicate {
+                                thread: id,
+                                message_id: message_id.clone(),
+                            });
+                        }
+                        (rows, _) => rows.map_err(db_error)?,
+                    };
+                    if let Some(row) = rows.iter().find(|r| r.try_get::<i64, _>("seq").is_ok()) {
+                        let status: String = row.try_get("status").map_err(db_error)?;
+                        hub.publish(Change {
+                            thread: id,
+                            seq: row.try_get("seq").map_err(db_error)?,
+                            status: ThreadStatus::parse(&status)
+                                .ok_or_else(|| corrupt("status", &status))?,
+                        });
+                    }
+                    Ok(rows)
+                })
+            })
+            .await?;
+        if !rows.iter().any(|r| r.try_get::<i64, _>("seq").is_ok()) {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        Ok(rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok()))
+    }
+
+    /// `create_with` in one call (one crossing to the driver's thread): the thread, unless its
+    /// key is taken, read back from its insert, then its message id and first message, written
+    /// only when the thread row is the new one.
+    pub(super) async fn create_with_impl(
+        &self,
+        key: &str,
+        new: NewThread<'_>,
+        message: NewQueued,
+        claim: Lease,
+    ) -> Result<Option<Thread>, StoreError> {
+        const SQL: &str = concat!(
+            "BEGIN IMMEDIATE;\n\
+             INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
+               VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING ",
+            thread_cols!(),
+            ";\n\
+             INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $10, $11 FROM threads WHERE id = $1 AND $10 IS NOT NULL;\n\
+             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
+               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22 FROM threads WHERE id = $1;\n\
+             COMMIT;"
+        );
+        let key = key.to_owned();
+        let new = OwnedNewThread::from(&new);
+        let hub = self.hub.clone();
+        self.write_once(move |conn: &mut SqliteConnection| {
+            Box::pin(async move {
+                let query = crate::sql::bind_new_thread!(sqlx::query(SQL), key, new)
+                    .bind(claim.owner.to_string())
+                    .bind(claim.until)
+                    .bind(message.message_id.as_deref())
+                    .bind(claim.now);
+                let rows = crate::sql::bind_message!(query, &message)
+                    .fetch_all(conn)
+                    .await
+                    .map_err(db_error)?;
+                let Some(row) = rows.first() else {
+                    return Ok(None);
+                };
+                let thread = thread_from_row(row)?;
+                hub.publish(Change {
+                    thread: thread.id,
+                    seq: thread.next_seq - 1,
+                    status: thread.status,
+                });
+                Ok(Some(thread))
+            })
+        })
+        .await
+    }
+
+    /// `answer` in one call: what decides it is read first (the thread at the park or not, the
+    /// message id seen, an answer queued, and the first answer to tell a refused caller), and
+    /// each write after it is made only if the park is still open to this answer, as that read
+    /// found it (`BEGIN IMMEDIATE`: nothing else writes in between). The writes keep the
+    /// condition true until the last: the answer recorded, the lease taken if free, the message
+    /// queued, and only then its message id (which the condition reads).
+    pub(super) async fn answer_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        park: Park,
+        claim: Lease,
+    ) -> Result<Answer, StoreError> {
+        /// The park is open to this answer: the thread is at it, the message id is new, and no
+        /// other answer is queued. `$1` thread id, `$2` message id, `$3` session, `$4` seq.
+        macro_rules! open {
+            () => {
+                "t.status = 'awaiting_human' AND t.session = $3 AND t.next_seq = $4 \
+                 AND NOT ($2 IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d WHERE d.thread = t.num AND d.message_id = $2)) \
+                 AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE)"
+            };
+        }
+        const SQL: &str = concat!(
+            "BEGIN IMMEDIATE;\n\
+             SELECT t.next_seq - 1 AS seq, t.status, \
+               ($2 IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d WHERE d.thread = t.num AND d.message_id = $2)) AS seen, \
+               (t.status = 'awaiting_human' AND t.session = $3 AND t.next_seq = $4) AS at_park, \
+               a.content AS a_content, a.created_at AS a_at, a.author AS a_author, a.message_id AS a_message_id, \
+               (SELECT q.content FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE ORDER BY q.id LIMIT 1) AS q_content, \
+               (SELECT q.created_at FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE ORDER BY q.id LIMIT 1) AS q_at, \
+               (SELECT j.content FROM journal j WHERE j.thread = t.num AND j.kind = 'message' AND j.seq >= $4 ORDER BY j.seq LIMIT 1) AS j_content, \
+               (SELECT j.created_at FROM journal j WHERE j.thread = t.num AND j.kind = 'message' AND j.seq >= $4 ORDER BY j.seq LIMIT 1) AS j_at \
+             FROM threads t LEFT JOIN answers a ON a.thread = t.num AND a.session = $3 AND a.seq = $4 WHERE t.id = $1;\n\
+             INSERT INTO answers (thread, session, seq, author, message_id, content, created_at) \
+               SELECT t.num, $3, $4, $5, $2, $6, $7 FROM threads t WHERE t.id = $1 AND ",
+            open!(),
+            " ON CONFLICT (thread, session, seq) DO UPDATE SET author = excluded.author, message_id = excluded.message_id, \
+               content = excluded.content, created_at = excluded.created_at;\n\
+             UPDATE threads AS t SET lease_owner = $8, lease_expires = $9, abort_requested = FALSE \
+               WHERE t.id = $1 AND (t.lease_owner IS NULL OR t.lease_expires < $7 OR t.lease_owner = $8) AND ",
+            open!(),
+            " RETURNING 1 AS claimed;\n\
+             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
+               SELECT t.num, $10, $11, $12, $13, $14, $15, $7, $16, $17, $18, $19, $20 FROM threads t WHERE t.id = $1 AND ",
+            open!(),
+            ";\n\
+             INSERT INTO deliveries (thread, message_id, created_at) \
+               SELECT t.num, $2, $7 FROM threads t WHERE t.id = $1 AND $2 IS NOT NULL AND EXISTS \
+                 (SELECT 1 FROM answers a WHERE a.thread = t.num AND a.session = $3 AND a.seq = $4 AND a.message_id = $2) \
+               ON CONFLICT (thread, message_id) DO NOTHING;\n\
+             COMMIT;"
+        );
+        let hub = self.hub.clone();
+        self.write_once(move |conn: &mut SqliteConnection| {
+            Box::pin(async move {
+                let query = sqlx::query(SQL)
+                    .bind(id.to_string())
+                    .bind(message.message_id.as_deref())
+                    .bind(park.session)
+                    .bind(park.seq)
+                    .bind(message.author.as_deref())
+                    .bind(&message.content)
+                    .bind(claim.now)
+                    .bind(claim.owner.to_string())
+                    .bind(claim.until);
+                let rows = crate::sql::bind_message!(query, &message)
+                    .fetch_all(conn)
+                    .await
+                    .map_err(db_error)?;
+                let Some(facts) = rows.iter().find(|r| r.try_get::<i64, _>("seq").is_ok()) else {
+                    return Err(StoreError::NotFound(id.to_string()));
+                };
+                let got = |e| db_error(e);
+                if let Some(message_id) = &message.message_id
+                    && facts.try_get::<bool, _>("seen").map_err(got)?
+                {
+                    return Err(StoreError::Duplicate {
+                        thread: id,
+                        message_id: message_id.clone(),
+                    });
+                }
+                let queued: Option<i64> = facts.try_get("q_at").map_err(got)?;
+                if !facts.try_get::<bool, _>("at_park").map_err(got)? || queued.is_some() {
+                    // The answer recorded for this park first (it names its author), then one
+                    // queued, then the first message journaled at the park.
+                    let first = if let Some(at) =
+                        facts.try_get::<Option<i64>, _>("a_at").map_err(got)?
+                    {
+                        Some(FirstAnswer {
+                            content: facts.try_get("a_content").map_err(got)?,
+                            at,
+                            author: facts.try_get("a_author").map_err(got)?,
+                            message_id: facts.try_get("a_message_id").map_err(got)?,
+                        })
+                    } else if let Some(at) = queued {
+                        Some(FirstAnswer {
+                            content: facts.try_get("q_content").map_err(got)?,
+                            at,
+                            author: None,
+                            message_id: None,
+                        })
+                    } else if let Some(at) = facts.try_get::<Option<i64>, _>("j_at").map_err(got)? {
+                        Some(FirstAnswer {
+                            content: facts
+                                .try_get::<Option<String>, _>("j_content")
+                                .map_err(got)?
+                                .unwrap_or_default(),
+                            at,
+                            author: None,
+                            message_id: None,
+                        })
+                    } else {
+                        None
+                    };
+                    return Ok(Answer::Refused { first });
+                }
+                let status: String = facts.try_get("status").map_err(got)?;
+                hub.publish(Change {
+                    thread: id,
+                    seq: facts.try_get("seq").map_err(got)?,
+                    status: ThreadStatus::parse(&status)
+                        .ok_or_else(|| corrupt("status", &status))?,
+                });
+                let claimed = rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok());
+                Ok(Answer::Accepted { claimed })
+            })
+        })
+        .await
+    }
+
+    /// Runs `write`, one call of a whole write transaction (`BEGIN IMMEDIATE` … `COMMIT`) on the
+    /// write connection, from a task of its own: a caller dropped halfway never leaves the
+    /// connection inside a transaction. When `write` fails, the transaction is rolled back
+    /// (should it have committed, the rollback finds none and does nothing).
+    async fn write_once<T: Send + 'static>(
+        &self,
+        write: impl for<'c> FnOnce(
+            &'c mut SqliteConnection,
+        ) -> futures::future::BoxFuture<'c, Result<T, StoreError>>
+        + Send
+        + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = self.write.clone();
+        tokio::spawn(async move {
+            let mut conn = conn.lock_owned().await;
+            let result = write(&mut conn).await;
+            if result.is_err() {
+                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+            }
+            result
+        })
+        .await
+        .map_err(|e| StoreError::backend_in("a write's task", e))?
+    }
+}
+
+/// A [`NewThread`] that owns its strings, for a write on a task of its own.
+struct OwnedNewThread {
+    id: ThreadId,
+    agent: String,
+    parent: Option<ThreadId>,
+    principal: Option<String>,
+    source: Option<String>,
+    now: i64,
+}
+
+impl OwnedNewThread {
+    fn from(new: &NewThread<'_>) -> Self {
+        OwnedNewThread {
+            id: new.id,
+            agent: new.agent.to_owned(),
+            parent: new.parent,
+            principal: new.principal.map(str::to_owned),
+            source: new.source.map(str::to_owned),
+            now: new.now,
+        }
+    }
+}
+
+/// Whether `e` is a key the write broke (on the one-call writes: a message id delivered
+/// before).
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .is_some_and(|d| d.kind() == sqlx::error::ErrorKind::UniqueViolation)
+}
