@@ -455,6 +455,30 @@ async fn a_thread_is_created_with_its_first_message_or_not_at_all() {
                 .is_none(),
             "{name}"
         );
+        // A retry of the same creation (the same id and key), with a message id or without:
+        // the key is taken and nothing is written.
+        let id = made.id;
+        for message_id in [None, Some("m-retry")] {
+            let retry = store
+                .create_with(
+                    "fresh",
+                    NewThread {
+                        id,
+                        ..crate::new("agent", 7)
+                    },
+                    NewQueued {
+                        message_id: message_id.map(str::to_owned),
+                        ..human("retried")
+                    },
+                    lease(run, 7),
+                )
+                .await;
+            assert!(matches!(retry, Ok(None)), "{name}: {retry:?}");
+        }
+        assert!(
+            !store.delivered(id, "m-retry").await.expect("delivered"),
+            "{name}"
+        );
         assert_eq!(
             store.queue(made.id).await.expect("queue").len(),
             1,

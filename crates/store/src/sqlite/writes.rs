@@ -70,8 +70,9 @@ impl SqliteStore {
     }
 
     /// `create_with` in one call (one crossing to the driver's thread): the thread, unless its
-    /// key is taken, read back from its insert, then its message id and first message, written
-    /// only when the thread row is the new one.
+    /// key is taken, read back from its insert, then its first message and message id, each
+    /// written only if the statement before it wrote its row (`changes()`): a retry with the
+    /// same id finds the key taken and writes nothing.
     pub(super) async fn create_with_impl(
         &self,
         key: &str,
@@ -85,9 +86,10 @@ impl SqliteStore {
                VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING ",
             thread_cols!(),
             ";\n\
-             INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $10, $11 FROM threads WHERE id = $1 AND $10 IS NOT NULL;\n\
              INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
-               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22 FROM threads WHERE id = $1;\n\
+               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22 FROM threads WHERE id = $1 AND changes() = 1;\n\
+             INSERT INTO deliveries (thread, message_id, created_at) \
+               SELECT num, $10, $11 FROM threads WHERE id = $1 AND $10 IS NOT NULL AND changes() = 1;\n\
              COMMIT;"
         );
         let key = key.to_owned();
@@ -124,7 +126,8 @@ impl SqliteStore {
     /// each write after it is made only if the park is still open to this answer, as that read
     /// found it (`BEGIN IMMEDIATE`: nothing else writes in between). The writes keep the
     /// condition true until the last: the answer recorded, the lease taken if free, the message
-    /// queued, and only then its message id (which the condition reads).
+    /// queued, and only then its message id (which the condition reads), if the queue insert
+    /// just before wrote its row (`changes()`).
     pub(super) async fn answer_impl(
         &self,
         id: ThreadId,
@@ -166,8 +169,7 @@ impl SqliteStore {
             open!(),
             ";\n\
              INSERT INTO deliveries (thread, message_id, created_at) \
-               SELECT t.num, $2, $7 FROM threads t WHERE t.id = $1 AND $2 IS NOT NULL AND EXISTS \
-                 (SELECT 1 FROM answers a WHERE a.thread = t.num AND a.session = $3 AND a.seq = $4 AND a.message_id = $2) \
+               SELECT t.num, $2, $7 FROM threads t WHERE t.id = $1 AND $2 IS NOT NULL AND changes() = 1 \
                ON CONFLICT (thread, message_id) DO NOTHING;\n\
              COMMIT;"
         );
