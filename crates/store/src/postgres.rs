@@ -137,14 +137,7 @@ impl PgStore {
             notify!(),
             " FROM t WHERE EXISTS (SELECT 1 FROM q)"
         );
-        let query = sqlx::query(SQL)
-            .bind(id.to_string())
-            .bind(message.message_id.as_deref())
-            .bind(now);
-        let row = crate::sql::bind_message!(query, &message)
-            .bind(claim.as_ref().map(|l| l.owner.to_string()))
-            .bind(claim.as_ref().map(|l| l.until))
-            .bind(claim.as_ref().map(|l| l.now))
+        let row = crate::sql::bind_enqueue!(sqlx::query(SQL), id, &message, &claim, now)
             .fetch_optional(&self.write)
             .await
             .map_err(db_error)?;

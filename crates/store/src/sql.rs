@@ -45,6 +45,25 @@ macro_rules! bind_message {
 }
 pub(crate) use bind_message;
 
+/// Binds `enqueue`'s parameters as both backends' texts number them: `$1` thread id, `$2`
+/// message id, `$3` now, `$4`–`$14` the message, `$15`–`$17` the claim (owner, until, now;
+/// all NULL without one).
+macro_rules! bind_enqueue {
+    ($query:expr, $id:expr, $message:expr, $claim:expr, $now:expr) => {
+        crate::sql::bind_message!(
+            $query
+                .bind($id.to_string())
+                .bind($message.message_id.as_deref())
+                .bind($now),
+            $message
+        )
+        .bind($claim.as_ref().map(|l| l.owner.to_string()))
+        .bind($claim.as_ref().map(|l| l.until))
+        .bind($claim.as_ref().map(|l| l.now))
+    };
+}
+pub(crate) use bind_enqueue;
+
 /// The thread columns, in `thread_from_row` order.
 macro_rules! thread_cols {
     () => {

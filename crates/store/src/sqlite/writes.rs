@@ -4,6 +4,7 @@
 //! the connection inside a transaction.
 
 use super::*;
+use sqlx::sqlite::SqliteRow;
 
 impl SqliteStore {
     /// `enqueue` in one call (one crossing to the driver's thread): the message id, the
@@ -28,45 +29,28 @@ impl SqliteStore {
                RETURNING 1 AS claimed;\n\
              COMMIT;";
         let hub = self.hub.clone();
-        let rows = self
-            .write_once(move |conn: &mut SqliteConnection| {
-                Box::pin(async move {
-                    let query = sqlx::query(SQL)
-                        .bind(id.to_string())
-                        .bind(message.message_id.as_deref())
-                        .bind(now);
-                    let rows = crate::sql::bind_message!(query, &message)
-                        .bind(claim.as_ref().map(|l| l.owner.to_string()))
-                        .bind(claim.as_ref().map(|l| l.until))
-                        .bind(claim.as_ref().map(|l| l.now))
-                        .fetch_all(conn)
-                        .await;
-                    let rows = match (rows, &message.message_id) {
-                        (Err(e), Some(message_id)) if is_unique_violation(&e) => {
-                            return Err(StoreError::Duplicate {
-                                thread: id,
-                                message_id: message_id.clone(),
-                            });
-                        }
-                        (rows, _) => rows.map_err(db_error)?,
-                    };
-                    if let Some(row) = rows.iter().find(|r| r.try_get::<i64, _>("seq").is_ok()) {
-                        let status: String = row.try_get("status").map_err(db_error)?;
-                        hub.publish(Change {
+        self.write_once(move |conn: &mut SqliteConnection| {
+            Box::pin(async move {
+                let query = crate::sql::bind_enqueue!(sqlx::query(SQL), id, &message, &claim, now);
+                let rows = match (query.fetch_all(conn).await, &message.message_id) {
+                    (Err(e), Some(message_id)) if is_unique_violation(&e) => {
+                        return Err(StoreError::Duplicate {
                             thread: id,
-                            seq: row.try_get("seq").map_err(db_error)?,
-                            status: ThreadStatus::parse(&status)
-                                .ok_or_else(|| corrupt("status", &status))?,
+                            message_id: message_id.clone(),
                         });
                     }
-                    Ok(rows)
-                })
+                    (rows, _) => rows.map_err(db_error)?,
+                };
+                // The queue insert's row says the thread was there; the lease update's, that
+                // the lease was taken.
+                let Some(queued) = rows.iter().find(|r| r.try_get::<i64, _>("seq").is_ok()) else {
+                    return Err(StoreError::NotFound(id.to_string()));
+                };
+                hub.publish(change_in(queued, id)?);
+                Ok(rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok()))
             })
-            .await?;
-        if !rows.iter().any(|r| r.try_get::<i64, _>("seq").is_ok()) {
-            return Err(StoreError::NotFound(id.to_string()));
-        }
-        Ok(rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok()))
+        })
+        .await
     }
 
     /// `create_with` in one call (one crossing to the driver's thread): the thread, unless its
@@ -193,57 +177,21 @@ impl SqliteStore {
                 let Some(facts) = rows.iter().find(|r| r.try_get::<i64, _>("seq").is_ok()) else {
                     return Err(StoreError::NotFound(id.to_string()));
                 };
-                let got = |e| db_error(e);
                 if let Some(message_id) = &message.message_id
-                    && facts.try_get::<bool, _>("seen").map_err(got)?
+                    && facts.try_get::<bool, _>("seen").map_err(db_error)?
                 {
                     return Err(StoreError::Duplicate {
                         thread: id,
                         message_id: message_id.clone(),
                     });
                 }
-                let queued: Option<i64> = facts.try_get("q_at").map_err(got)?;
-                if !facts.try_get::<bool, _>("at_park").map_err(got)? || queued.is_some() {
-                    // The answer recorded for this park first (it names its author), then one
-                    // queued, then the first message journaled at the park.
-                    let first = if let Some(at) =
-                        facts.try_get::<Option<i64>, _>("a_at").map_err(got)?
-                    {
-                        Some(FirstAnswer {
-                            content: facts.try_get("a_content").map_err(got)?,
-                            at,
-                            author: facts.try_get("a_author").map_err(got)?,
-                            message_id: facts.try_get("a_message_id").map_err(got)?,
-                        })
-                    } else if let Some(at) = queued {
-                        Some(FirstAnswer {
-                            content: facts.try_get("q_content").map_err(got)?,
-                            at,
-                            author: None,
-                            message_id: None,
-                        })
-                    } else if let Some(at) = facts.try_get::<Option<i64>, _>("j_at").map_err(got)? {
-                        Some(FirstAnswer {
-                            content: facts
-                                .try_get::<Option<String>, _>("j_content")
-                                .map_err(got)?
-                                .unwrap_or_default(),
-                            at,
-                            author: None,
-                            message_id: None,
-                        })
-                    } else {
-                        None
-                    };
-                    return Ok(Answer::Refused { first });
+                let queued: Option<i64> = facts.try_get("q_at").map_err(db_error)?;
+                if !facts.try_get::<bool, _>("at_park").map_err(db_error)? || queued.is_some() {
+                    return Ok(Answer::Refused {
+                        first: first_answer(facts)?,
+                    });
                 }
-                let status: String = facts.try_get("status").map_err(got)?;
-                hub.publish(Change {
-                    thread: id,
-                    seq: facts.try_get("seq").map_err(got)?,
-                    status: ThreadStatus::parse(&status)
-                        .ok_or_else(|| corrupt("status", &status))?,
-                });
+                hub.publish(change_in(facts, id)?);
                 let claimed = rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok());
                 Ok(Answer::Accepted { claimed })
             })
@@ -305,4 +253,41 @@ impl OwnedNewThread {
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .is_some_and(|d| d.kind() == sqlx::error::ErrorKind::UniqueViolation)
+}
+
+/// The change-feed notice a one-call write read back: its `seq` (the thread's last) and
+/// `status` columns.
+fn change_in(row: &SqliteRow, id: ThreadId) -> Result<Change, StoreError> {
+    let status: String = row.try_get("status").map_err(db_error)?;
+    Ok(Change {
+        thread: id,
+        seq: row.try_get("seq").map_err(db_error)?,
+        status: ThreadStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
+    })
+}
+
+/// What a refused answer is told, from `answer`'s first row: the answer recorded for the park
+/// (it names its author), else the one queued, else the first message journaled at the park.
+fn first_answer(facts: &SqliteRow) -> Result<Option<FirstAnswer>, StoreError> {
+    let at = |column: &str| facts.try_get::<Option<i64>, _>(column).map_err(db_error);
+    let answer = |content: String, at: i64| FirstAnswer {
+        content,
+        at,
+        author: None,
+        message_id: None,
+    };
+    Ok(if let Some(at) = at("a_at")? {
+        Some(FirstAnswer {
+            author: facts.try_get("a_author").map_err(db_error)?,
+            message_id: facts.try_get("a_message_id").map_err(db_error)?,
+            ..answer(facts.try_get("a_content").map_err(db_error)?, at)
+        })
+    } else if let Some(at) = at("q_at")? {
+        Some(answer(facts.try_get("q_content").map_err(db_error)?, at))
+    } else if let Some(at) = at("j_at")? {
+        let content: Option<String> = facts.try_get("j_content").map_err(db_error)?;
+        Some(answer(content.unwrap_or_default(), at))
+    } else {
+        None
+    })
 }
