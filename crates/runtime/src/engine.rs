@@ -11,6 +11,8 @@
 //! - `children`: the [`Children`](crate::children::Children) port on this runtime (spawn,
 //!   message, report).
 //! - `awaits`: a blocking child's result reaching the parent's open tool call.
+//! - `write`: the one write path — every commit, with its hooks, events and registry update in
+//!   one fixed order.
 
 mod awaits;
 mod builder;
@@ -26,6 +28,7 @@ mod run;
 mod step;
 mod subprompt;
 mod trace;
+mod write;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -44,7 +47,7 @@ use crate::handler::Handlers;
 use crate::hooks::{ActiveHooks, Hooks};
 use crate::model::{Model, ModelError, Providers};
 use crate::record::Record;
-use crate::store::{Commit, CommitOutcome, Store, StoreError};
+use crate::store::{CommitOutcome, Store};
 use crate::tools::Tools;
 use crate::types::{SideId, Thread, ThreadId};
 
@@ -182,47 +185,11 @@ impl Runtime {
             .ok_or_else(|| RunError::UnknownAgent(name.to_owned()))
     }
 
-    /// Writes `commit` under the run's lease (the owner the thread row was claimed with).
-    async fn commit(&self, t: &Thread, mut commit: Commit) -> Result<CommitOutcome, RunError> {
-        use tracing::Instrument;
-        self.mark_park(&mut commit);
-        let span = crate::telemetry::commit(&t.key);
-        let turns = commit
-            .records
-            .iter()
-            .filter(|r| matches!(r.body, crate::record::RecordBody::TurnCompleted { .. }))
-            .count();
-        span.record(crate::telemetry::attr::TURNS, turns);
-        let owner = t.lease_owner.ok_or(StoreError::LeaseLost(t.id))?;
-        let outcome = self
-            .inner
-            .store
-            .commit(t, owner, commit)
-            .instrument(span.clone())
-            .await;
-        span.record(
-            crate::telemetry::attr::OUTCOME,
-            match &outcome {
-                Ok(_) => "committed",
-                Err(StoreError::LeaseLost(_)) => "lease_lost",
-                Err(_) => "error",
-            },
-        );
-        Ok(outcome?)
-    }
-
     /// Writes `records` and settles: the lease is released unless runnable messages wait.
     async fn finish(&self, t: &mut Thread, records: Vec<Record>) -> Result<Flow, RunError> {
         t.updated_at = self.now();
         let outcome = self
-            .commit(
-                t,
-                Commit {
-                    records,
-                    settle: true,
-                    ..Commit::default()
-                },
-            )
+            .persist(t, write::Write::settle(records), write::Around::default())
             .await?;
         Ok(Flow::of(outcome, t))
     }
@@ -353,42 +320,4 @@ impl Runtime {
     pub(crate) fn cancel_local(&self, id: ThreadId) -> bool {
         self.inner.runs.cancel(id)
     }
-}
-
-/// The hook failures seen so far, as journal records (taken from `hooks`).
-fn hook_failures(t: &mut Thread, hooks: &mut ActiveHooks, now: i64) -> Vec<Record> {
-    std::mem::take(&mut hooks.failures)
-        .into_iter()
-        .map(|f| Record::new(t.take_seq(), f, now))
-        .collect()
-}
-
-/// Adds to `commit` what the hooks left: their failures as records, the messages they injected
-/// (after the commit's own) and the values they set. Returns the injected messages.
-fn hook_output(
-    t: &mut Thread,
-    hooks: &mut ActiveHooks,
-    now: i64,
-    commit: &mut Commit,
-) -> Vec<crate::types::Message> {
-    commit.records.extend(hook_failures(t, hooks, now));
-    let writes = hooks.take_writes();
-    commit.values.extend(writes.values);
-    let injected: Vec<crate::types::Message> = writes
-        .messages
-        .into_iter()
-        .map(|(role, content, silent)| {
-            let writer = match role {
-                crate::types::Role::Assistant => Some(SideId::A),
-                crate::types::Role::User => Some(SideId::B),
-                _ => None,
-            };
-            let mut m =
-                crate::types::Message::text(t.take_seq(), t.session, role, writer, content, now);
-            m.silent = silent;
-            m
-        })
-        .collect();
-    commit.messages.extend(injected.iter().cloned());
-    injected
 }

@@ -33,6 +33,7 @@ mod handler;
 pub mod hooks;
 pub mod middleware;
 mod model;
+pub mod plan;
 mod record;
 mod store;
 mod subagents;

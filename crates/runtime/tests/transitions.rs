@@ -1,7 +1,9 @@
 //! The engine's transitions as data: each file of `tests/transitions/` is a small project, a
 //! thread's state and history, one transition (a drain, a step's completion, a park, a stop,
 //! a session's end, a handoff) and what it must produce — the thread's new state and the
-//! journal entries and queue ids to commit. `transition.rs` is pure: no database and no clock.
+//! journal entries and queue ids to commit. A `step` case is a model step's plan
+//! (`duet_runtime::plan`): the model's answer and what its calls came to, in; the messages,
+//! records and settle the step commits, out. `transition.rs` is pure: no database and no clock.
 //! Each commit is then applied to the in-memory store (`MemoryStore`, the port's reference
 //! semantics): the case also says whether the commit settled and what the journal holds after
 //! it. `DUET_BLESS=1` rewrites each case's `expect` from what the code produces (check the diff).
@@ -119,6 +121,12 @@ fn message_json(m: &Message) -> Value {
         "side": m.side.map(duet_runtime::side_str),
         "content": m.content,
     });
+    if !m.tool_calls.is_empty() {
+        v["toolCalls"] = json!(m.tool_calls);
+    }
+    if let Some(thinking) = &m.thinking {
+        v["thinking"] = json!(thinking);
+    }
     if m.silent {
         v["silent"] = json!(true);
     }
@@ -260,6 +268,92 @@ async fn stored(before: &Thread, t: &Thread, commit: Commit) -> Value {
     })
 }
 
+/// A model step's plan (`duet_runtime::plan`): the model's answer and what each of its calls
+/// came to (`result`, what a hook `stored` instead or `dropped`, or `awaiting` a child), and a
+/// handoff; returns the commit and whether the step waits.
+fn step(
+    project: &Project,
+    agent: &duet_spec::AgentDef,
+    t: &mut Thread,
+    history: &[Message],
+    args: &Value,
+    now: i64,
+) -> (Commit, bool) {
+    use duet_runtime::plan::{self, CallDone, CallsDone, ModelAnswer, StepOf};
+    let acting = side(&args["side"]);
+    let Side::Prompt(cfg) = agent.side(acting) else {
+        panic!("a step needs a prompt side");
+    };
+    let prompt = &project
+        .prompts
+        .get(&cfg.prompt)
+        .expect("the side's prompt")
+        .def;
+    let answer = &args["answer"];
+    let calls = answer["calls"].as_array().cloned().unwrap_or_default();
+    let answer = ModelAnswer {
+        text: answer["text"].as_str().unwrap_or_default().to_owned(),
+        thinking: answer["thinking"].as_str().unwrap_or_default().to_owned(),
+        calls: calls
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().map(str::to_owned),
+                    c["name"].as_str().expect("a call's name").to_owned(),
+                    c.get("arguments").cloned().unwrap_or_else(|| json!({})),
+                )
+            })
+            .collect(),
+        usage: None,
+        provider_data: None,
+    };
+    let result = |v: &Value| duet_runtime::ToolResult {
+        status: ToolStatus::parse(v["status"].as_str().unwrap_or("success")).expect("a status"),
+        content: v["content"].as_str().unwrap_or_default().to_owned(),
+    };
+    let mut done = CallsDone::default();
+    for (at, c) in args["calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        if let Some(key) = c.get("awaiting").and_then(Value::as_str) {
+            done.awaiting.push((at, key.to_owned()));
+            done.calls.push(CallDone::default());
+            continue;
+        }
+        let produced = result(&c["result"]);
+        let stored = match c.get("stored") {
+            _ if c["dropped"].as_bool() == Some(true) => None,
+            Some(s) => Some(result(s)),
+            None => Some(produced.clone()),
+        };
+        done.calls.push(CallDone {
+            result: Some(produced),
+            stored,
+        });
+    }
+    if let Some(h) = args.get("handoff") {
+        let to = h["to"].as_str().expect("handoff.to").to_owned();
+        let call = h["call"].as_u64().expect("handoff.call");
+        done.handoff = Some((to, usize::try_from(call).expect("an index")));
+    }
+    let message = plan::model_message(t, acting, cfg, &prompt.model, answer, now);
+    let of = StepOf {
+        agent,
+        cfg,
+        prompt,
+        side: acting,
+        history,
+        now,
+    };
+    let planned = plan::step(t, of, message, done);
+    let waits = planned.waits;
+    (planned.commit(), waits)
+}
+
 /// Runs the case's transition and returns what it produced.
 async fn produce(case: &Value) -> Value {
     let project = project(&case["project"]);
@@ -308,6 +402,13 @@ async fn produce(case: &Value) -> Value {
                 settle,
                 ..Commit::default()
             }
+        }
+        "step" => {
+            let (commit, waits) = step(&project, agent, &mut t, &history, args, now);
+            let mut out = commit_json(&t, &commit);
+            out["waits"] = json!(waits);
+            out["store"] = stored(&before, &t, commit).await;
+            return out;
         }
         "openCalls" => {
             let open: Vec<&str> = transition::open_calls(&history, side(&args["side"]))

@@ -8,47 +8,29 @@
 use duet_spec::{AgentDef, Side};
 use uuid::Uuid;
 
-use super::{Flow, Runtime, Turn, emit, hook_output, step};
+use super::write::{Around, Write};
+use super::{Flow, Runtime, Turn};
 use crate::delivery::Settled;
 use crate::error::RunError;
 use crate::event::EventSink;
-use crate::hooks::ActiveHooks;
 use crate::store::Commit;
 use crate::subagents;
 use crate::transition;
 use crate::types::{
-    Child, ChildStatus, Message, NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus, ToolCall,
+    Child, ChildStatus, Message, NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus,
     ToolReply, ToolStatus,
 };
 
 impl Runtime {
-    /// Commits a step whose blocking calls wait (the thread `waiting`), then runs each child it
-    /// started until that child settles. What they answer is drained next.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn await_children(
+    /// Runs each child a step that now waits (committed `waiting`) started, until that child
+    /// settles, inside the `execute_tool` span of the call that waits for it. What they answer
+    /// is drained next.
+    pub(super) async fn drive_awaited(
         &self,
-        t: &mut Thread,
-        msgs: &mut Vec<Message>,
-        new: Vec<Message>,
-        calls: &[ToolCall],
-        (awaiting, spans): (&[(usize, ThreadId, String)], &[tracing::Span]),
-        mut hooks: ActiveHooks,
+        children: &[(ThreadId, tracing::Span)],
         turn: &Turn<'_>,
     ) -> Result<Flow, RunError> {
-        let now = self.now();
-        let records = step::awaited(t, calls, awaiting, now);
-        let mut commit = Commit {
-            messages: hooks.before_create_all(t, new).await,
-            records,
-            ..Commit::default()
-        };
-        hook_output(t, &mut hooks, now, &mut commit);
-        let new = commit.messages.clone();
-        self.commit(t, commit).await?;
-        emit::messages(turn.events, &new);
-        hooks.after_create_message(t, &new).await;
-        msgs.extend(new);
-        for (n, (_, child, _)) in awaiting.iter().enumerate() {
+        for (child, span) in children {
             if turn.cancel.is_cancelled() {
                 break;
             }
@@ -57,10 +39,8 @@ impl Runtime {
             if self.inner.store.claim(*child, self.lease(run)).await? {
                 let cancel = turn.cancel.child_token();
                 let sink = EventSink::discard();
-                // Inside the parent's tool call that waits for it.
-                let span = spans.get(n).cloned().unwrap_or_else(tracing::Span::none);
                 let driven = self.drive(*child, run, &sink, &cancel, true);
-                if let Err(e) = tracing::Instrument::instrument(driven, span).await {
+                if let Err(e) = tracing::Instrument::instrument(driven, span.clone()).await {
                     tracing::warn!(child = %child, error = %e, "a blocking child's run failed");
                 }
             }
@@ -101,23 +81,12 @@ impl Runtime {
             false,
             now,
         );
-        let status = records.iter().find_map(|r| match &r.body {
-            crate::record::RecordBody::Status { text } => Some(text.clone()),
-            _ => None,
+        let write = Write::new(Commit {
+            records,
+            settle,
+            ..Commit::default()
         });
-        let outcome = self
-            .commit(
-                t,
-                Commit {
-                    records,
-                    settle,
-                    ..Commit::default()
-                },
-            )
-            .await?;
-        if let (Some(text), Some(_)) = (&status, t.parent) {
-            self.inner.store.set_child_status_text(t.id, text).await?;
-        }
+        let outcome = self.persist(t, write, Around::default()).await?;
         Ok(Flow::of(outcome, t))
     }
 

@@ -4,7 +4,8 @@
 
 use duet_spec::HandlerSide;
 
-use super::{Flow, Runtime, Turn, emit, hook_output};
+use super::write::{Around, Emit, Write};
+use super::{Flow, Runtime, Turn};
 use crate::decide;
 use crate::error::RunError;
 use crate::handler::{Effects, HandlerError, ThreadState};
@@ -59,7 +60,6 @@ impl Runtime {
             .collect();
         let mut stop_result: Option<Option<String>> = None;
         let mut queued = false;
-        let mut child_status: Option<String> = None;
         for m in &inbound {
             if cancel.is_cancelled() {
                 return self.abort(t, msgs).await.map(Flow::Done);
@@ -121,9 +121,6 @@ impl Runtime {
                     commit.enqueue = effects.queued;
                     commit.values = effects.values;
                     if let Some(text) = effects.status {
-                        if t.parent.is_some() {
-                            child_status = Some(text.clone());
-                        }
                         t.status_text = Some(text.clone());
                         let seq = t.take_seq();
                         commit
@@ -142,16 +139,12 @@ impl Runtime {
                     commit.records.push(Record::new(seq, body, now));
                 }
             }
-            hook_output(t, &mut hooks, now, &mut commit);
             t.updated_at = now;
-            let new = commit.messages.clone();
-            queued |= self.commit(t, commit).await? == CommitOutcome::Committed { queued: true };
-            emit::messages(events, &new);
-            hooks.after_create_message(t, &new).await;
-            msgs.extend(new);
-            if let Some(text) = child_status.take() {
-                self.inner.store.set_child_status_text(t.id, &text).await?;
-            }
+            let write = Write::new(commit).created().emit(Emit::Messages);
+            let outcome = self
+                .persist(t, write, Around::new(&mut hooks, events, msgs))
+                .await?;
+            queued |= outcome == CommitOutcome::Committed { queued: true };
             if stop_result.is_some() {
                 break;
             }
@@ -183,16 +176,12 @@ impl Runtime {
             );
         }
         t.updated_at = now;
-        let outcome = self
-            .commit(
-                t,
-                Commit {
-                    records,
-                    settle,
-                    ..Commit::default()
-                },
-            )
-            .await?;
+        let write = Write::new(Commit {
+            records,
+            settle,
+            ..Commit::default()
+        });
+        let outcome = self.persist(t, write, Around::default()).await?;
         Ok(match Flow::of(outcome, t) {
             Flow::Continue { queued: more } => Flow::Continue {
                 queued: queued || more,

@@ -9,6 +9,7 @@ use duet_spec::{AgentDef, PromptSide, SubagentRelationship};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::write::{Around, Write};
 use super::{Flow, Runtime};
 use crate::children::{Caller, ChildRun, Spawn, SpawnMode};
 use crate::delivery::Settled;
@@ -61,24 +62,23 @@ impl Runtime {
                 m
             })
             .collect();
-        let new = hooks.before_create_all(t, notes).await;
         t.updated_at = now;
-        self.commit(
-            t,
-            Commit {
-                messages: new.clone(),
-                // An aborted activation is not complete: the next run starts what it did not.
-                values: if cancel.is_cancelled() {
-                    Vec::new()
-                } else {
-                    vec![(mark, Some(json!(true)))]
-                },
-                ..Commit::default()
+        let write = Write::new(Commit {
+            messages: notes,
+            // An aborted activation is not complete: the next run starts what it did not.
+            values: if cancel.is_cancelled() {
+                Vec::new()
+            } else {
+                vec![(mark, Some(json!(true)))]
             },
-        )
-        .await?;
-        hooks.after_create_message(t, &new).await;
-        msgs.extend(new);
+            ..Commit::default()
+        });
+        let around = Around {
+            hooks: Some(hooks),
+            events: None,
+            history: Some(msgs),
+        };
+        self.persist(t, write, around).await?;
         if cancel.is_cancelled() {
             return self.abort(t, msgs).await.map(|s| Some(Flow::Done(s)));
         }

@@ -7,18 +7,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{AgentEvent, EventSink};
-use crate::model::{Model, ModelChunk, ModelError, ModelRequest, Usage};
+use crate::model::{Model, ModelChunk, ModelError, ModelRequest};
+use crate::plan::ModelAnswer as Answer;
 use crate::telemetry::attr;
-
-/// What a model answered.
-#[derive(Default)]
-pub(super) struct Answer {
-    pub(super) text: String,
-    pub(super) thinking: String,
-    pub(super) calls: Vec<(Option<String>, String, Value)>,
-    pub(super) usage: Option<Usage>,
-    pub(super) provider_data: Option<Value>,
-}
 
 /// The `chat` span of a call of model definition `name` (its provider and provider model).
 pub(super) fn span(project: &duet_spec::Project, name: &str) -> tracing::Span {

@@ -7,7 +7,8 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::lease::LeaseGuard;
-use super::{ChildScope, Flow, Runtime, Turn, emit, hook_output};
+use super::write::{Around, Emit, Write};
+use super::{ChildScope, Flow, Runtime, Turn};
 use crate::decide::{self, Next};
 use crate::delivery::Settled;
 use crate::error::RunError;
@@ -225,11 +226,12 @@ impl Runtime {
             return Ok(());
         }
         hooks.after_thread_created(t).await;
-        let mut commit = Commit::default();
-        hook_output(t, &mut hooks, self.now(), &mut commit);
-        if !commit.records.is_empty() || !commit.messages.is_empty() || !commit.values.is_empty() {
-            self.commit(t, commit).await?;
-        }
+        let around = Around {
+            hooks: Some(&mut hooks),
+            ..Around::default()
+        };
+        self.persist(t, Write::new(Commit::default()).if_any(), around)
+            .await?;
         Ok(())
     }
 
@@ -290,16 +292,16 @@ impl Runtime {
                 }
                 messages.push(m);
             }
-            commit.messages = hooks.before_create_all(t, messages).await;
-            hook_output(t, hooks, now, &mut commit);
+            commit.messages = messages;
         }
-        let new = commit.messages.clone();
-        let outcome = self.commit(t, commit).await?;
-        emit::tool_ends(events, &new);
-        if let Some(hooks) = &hooks {
-            hooks.after_create_message(t, &new).await;
-        }
-        msgs.extend(new);
+        let around = Around {
+            hooks: hooks.as_mut(),
+            events: Some(events),
+            history: Some(msgs),
+        };
+        let outcome = self
+            .persist(t, Write::new(commit).emit(Emit::ToolEnds), around)
+            .await?;
         Ok(outcome == CommitOutcome::Committed { queued: true })
     }
 
@@ -338,7 +340,8 @@ impl Runtime {
         commit
             .records
             .push(transition::stop(t, StopReason::Aborted, now));
-        self.commit(t, commit).await?;
+        self.persist(t, Write::new(commit), Around::default())
+            .await?;
         Ok(Settled::of(t))
     }
 }

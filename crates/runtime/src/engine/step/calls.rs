@@ -1,0 +1,93 @@
+//! A step's tool calls, run in order: each one announced to the hooks, routed (`router`) inside
+//! its `execute_tool` span, and its result passed through the `tool_result` hooks. What they
+//! came to is data for the step's plan (`crate::plan::CallsDone`); the children that blocking
+//! calls wait for are driven after the step's commit.
+
+use tracing::Instrument;
+
+use super::super::router::{Dispatched, Offer, StepCalls};
+use super::super::{Runtime, Turn};
+use super::setup::Setup;
+use crate::model::Usage;
+use crate::plan::{CallDone, CallsDone};
+use crate::types::{Message, Thread, ThreadId, ToolCall};
+
+/// A step's calls, run.
+pub(in crate::engine) struct Ran {
+    pub(in crate::engine) done: CallsDone,
+    /// The children that blocking calls wait for, each with its call's `execute_tool` span
+    /// (their runs are inside it).
+    pub(in crate::engine) children: Vec<(ThreadId, tracing::Span)>,
+    /// What nested model calls (sub-prompts) cost: the step's usage too.
+    pub(in crate::engine) nested: Option<Usage>,
+}
+
+impl Runtime {
+    /// Runs `calls` in order. `None`: the run was cancelled (a cancelled run stops waiting on
+    /// its tool at once; nothing of the step is committed).
+    pub(in crate::engine) async fn run_calls(
+        &self,
+        offer: &Offer<'_>,
+        turn: &Turn<'_>,
+        t: &Thread,
+        msgs: &[Message],
+        s: &mut Setup<'_>,
+        calls: &[ToolCall],
+    ) -> Option<Ran> {
+        let mut ran = Ran {
+            done: CallsDone::default(),
+            children: Vec::new(),
+            nested: None,
+        };
+        for (at, call) in calls.iter().enumerate() {
+            if turn.cancel.is_cancelled() {
+                return None;
+            }
+            s.hooks.tool_call_started(t, call).await;
+            let tool_span = crate::telemetry::execute_tool(&call.name, &call.id);
+            let mut step = StepCalls {
+                thread: t,
+                history: msgs,
+                env: &s.env,
+                hooks: &mut s.hooks,
+                handoff_made: ran.done.handoff.is_some(),
+                awaiting: !ran.done.awaiting.is_empty(),
+                nested_usage: &mut ran.nested,
+            };
+            let dispatched = tokio::select! {
+                () = turn.cancel.cancelled() => return None,
+                d = self.route_call(offer, turn, call, &mut step).instrument(tool_span.clone()) => d,
+            };
+            if let Dispatched::Done(r) | Dispatched::Handoff(_, r) = &dispatched
+                && !r.is_ok()
+            {
+                tool_span.record(crate::telemetry::attr::ERROR_TYPE, "tool_error");
+            }
+            let result = match dispatched {
+                Dispatched::Done(result) => result,
+                Dispatched::Handoff(target, result) => {
+                    ran.done.handoff = Some((target, at));
+                    result
+                }
+                Dispatched::Awaiting { child, key } => {
+                    ran.done.awaiting.push((at, key));
+                    ran.children.push((child, tool_span.clone()));
+                    ran.done.calls.push(CallDone::default());
+                    continue;
+                }
+            };
+            let kept = s.hooks.tool_result(t, call, result.clone()).await;
+            // A handoff whose result a hook turned into an error is not made.
+            if ran.done.handoff.as_ref().is_some_and(|(_, h)| *h == at)
+                && kept.as_ref().is_some_and(|r| !r.is_ok())
+            {
+                ran.done.handoff = None;
+            }
+            ran.done.calls.push(CallDone {
+                result: Some(result),
+                stored: kept,
+            });
+        }
+        Some(ran)
+    }
+}

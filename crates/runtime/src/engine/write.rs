@@ -1,0 +1,245 @@
+//! The engine's one write path. Whatever a run persists — a drain, a step, a handler's
+//! delivery, a settle, an abort, an activation — is a [`Write`]: the commit a step decided plus
+//! what goes around it. [`Runtime::persist`] does it in one fixed order:
+//!
+//! 1. the new messages pass `before_create_message` (unless the caller already put them
+//!    through a stricter check, [`Create::Done`]);
+//! 2. what the hooks left is added: their failures as records, the messages they injected, the
+//!    values they set;
+//! 3. the commit, fenced by the run's lease (a park saves the trace context it continues);
+//! 4. once committed: a child's new free-text status into its parent's registry;
+//! 5. the events the caller is owed ([`Emit`]), then the step's usage;
+//! 6. the hooks that watch committed messages (`after_create_message`);
+//! 7. the run's history grows by what was written.
+//!
+//! Nothing is emitted before the commit it describes, and no other engine module calls the
+//! store's `commit`.
+
+use tracing::Instrument;
+
+use super::{Runtime, emit};
+use crate::error::RunError;
+use crate::event::EventSink;
+use crate::hooks::ActiveHooks;
+use crate::model::Usage;
+use crate::record::{Record, RecordBody};
+use crate::store::{Commit, CommitOutcome, StoreError};
+use crate::types::{Message, Role, SideId, Thread};
+
+/// What one commit writes, and what goes with it.
+pub(super) struct Write {
+    pub(super) commit: Commit,
+    pub(super) create: Create,
+    pub(super) emit: Emit,
+    /// A model step's tokens, sent as the `usage` event after the step's messages.
+    pub(super) usage: Option<Usage>,
+    /// Skip the commit when, hooks' output included, it writes nothing.
+    pub(super) if_any: bool,
+}
+
+/// Whether the new messages still pass `before_create_message`.
+pub(super) enum Create {
+    /// Here, in order, before the commit.
+    Here,
+    /// Already (a handler's writes pass the strict form, which can reject the delivery).
+    Done,
+}
+
+/// What the caller is told once the commit is in.
+pub(super) enum Emit {
+    Nothing,
+    /// The events of the committed messages ([`emit::messages`]).
+    Messages,
+    /// Likewise, but for what the model streamed live ([`emit::streamed`]).
+    Streamed(emit::Streamed),
+    /// The ends of tool calls answered late, among drained messages ([`emit::tool_ends`]).
+    ToolEnds,
+}
+
+impl Write {
+    /// `commit`, its messages passing the create hooks here, nothing emitted.
+    pub(super) fn new(commit: Commit) -> Write {
+        Write {
+            commit,
+            create: Create::Here,
+            emit: Emit::Nothing,
+            usage: None,
+            if_any: false,
+        }
+    }
+
+    /// `records`, settling: the lease is released unless runnable messages wait.
+    pub(super) fn settle(records: Vec<Record>) -> Write {
+        Write::new(Commit {
+            records,
+            settle: true,
+            ..Commit::default()
+        })
+    }
+
+    pub(super) fn emit(self, emit: Emit) -> Write {
+        Write { emit, ..self }
+    }
+
+    pub(super) fn usage(self, usage: Option<Usage>) -> Write {
+        Write { usage, ..self }
+    }
+
+    pub(super) fn created(self) -> Write {
+        Write {
+            create: Create::Done,
+            ..self
+        }
+    }
+
+    pub(super) fn if_any(self) -> Write {
+        Write {
+            if_any: true,
+            ..self
+        }
+    }
+}
+
+/// Where a write's effects land besides the store: the hooks in force, the caller's events and
+/// the run's history. Each is optional: a settle has no hooks, an abort tells no one.
+#[derive(Default)]
+pub(super) struct Around<'a> {
+    pub(super) hooks: Option<&'a mut ActiveHooks>,
+    pub(super) events: Option<&'a EventSink>,
+    pub(super) history: Option<&'a mut Vec<Message>>,
+}
+
+impl<'a> Around<'a> {
+    pub(super) fn new(
+        hooks: &'a mut ActiveHooks,
+        events: &'a EventSink,
+        history: &'a mut Vec<Message>,
+    ) -> Around<'a> {
+        Around {
+            hooks: Some(hooks),
+            events: Some(events),
+            history: Some(history),
+        }
+    }
+}
+
+impl Runtime {
+    /// Persists `w` in the module's fixed order; see the module docs.
+    pub(super) async fn persist(
+        &self,
+        t: &mut Thread,
+        w: Write,
+        around: Around<'_>,
+    ) -> Result<CommitOutcome, RunError> {
+        let Write {
+            mut commit,
+            create,
+            emit: to_emit,
+            usage,
+            if_any,
+        } = w;
+        let Around {
+            mut hooks,
+            events,
+            history,
+        } = around;
+        if let Some(hooks) = hooks.as_deref_mut() {
+            if let Create::Here = create {
+                let messages = std::mem::take(&mut commit.messages);
+                commit.messages = hooks.before_create_all(t, messages).await;
+            }
+            hook_output(t, hooks, self.now(), &mut commit);
+        }
+        if if_any && is_empty(&commit) {
+            return Ok(CommitOutcome::Committed { queued: false });
+        }
+        let status = commit.records.iter().find_map(|r| match &r.body {
+            RecordBody::Status { text } => Some(text.clone()),
+            _ => None,
+        });
+        let new = commit.messages.clone();
+        let outcome = self.commit(t, commit).await?;
+        if let (Some(text), Some(_)) = (&status, t.parent) {
+            self.inner.store.set_child_status_text(t.id, text).await?;
+        }
+        if let Some(events) = events {
+            match &to_emit {
+                Emit::Nothing => {}
+                Emit::Messages => emit::messages(events, &new),
+                Emit::Streamed(live) => emit::streamed(events, &new, Some(live)),
+                Emit::ToolEnds => emit::tool_ends(events, &new),
+            }
+            if let Some(usage) = &usage {
+                events.usage(usage);
+            }
+        }
+        if let Some(hooks) = hooks {
+            hooks.after_create_message(t, &new).await;
+        }
+        if let Some(history) = history {
+            history.extend(new);
+        }
+        Ok(outcome)
+    }
+
+    /// Writes `commit` under the run's lease (the owner the thread row was claimed with).
+    async fn commit(&self, t: &Thread, mut commit: Commit) -> Result<CommitOutcome, RunError> {
+        self.mark_park(&mut commit);
+        let span = crate::telemetry::commit(&t.key);
+        let turns = commit
+            .records
+            .iter()
+            .filter(|r| matches!(r.body, RecordBody::TurnCompleted { .. }))
+            .count();
+        span.record(crate::telemetry::attr::TURNS, turns);
+        let owner = t.lease_owner.ok_or(StoreError::LeaseLost(t.id))?;
+        let outcome = self
+            .inner
+            .store
+            .commit(t, owner, commit)
+            .instrument(span.clone())
+            .await;
+        span.record(
+            crate::telemetry::attr::OUTCOME,
+            match &outcome {
+                Ok(_) => "committed",
+                Err(StoreError::LeaseLost(_)) => "lease_lost",
+                Err(_) => "error",
+            },
+        );
+        Ok(outcome?)
+    }
+}
+
+fn is_empty(c: &Commit) -> bool {
+    c.records.is_empty()
+        && c.messages.is_empty()
+        && c.values.is_empty()
+        && c.enqueue.is_empty()
+        && c.drained.is_empty()
+        && !c.settle
+}
+
+/// Adds to `commit` what the hooks left: their failures as records, the messages they injected
+/// (after the commit's own) and the values they set.
+fn hook_output(t: &mut Thread, hooks: &mut ActiveHooks, now: i64, commit: &mut Commit) {
+    commit.records.extend(
+        std::mem::take(&mut hooks.failures)
+            .into_iter()
+            .map(|f| Record::new(t.take_seq(), f, now)),
+    );
+    let writes = hooks.take_writes();
+    commit.values.extend(writes.values);
+    commit
+        .messages
+        .extend(writes.messages.into_iter().map(|(role, content, silent)| {
+            let writer = match role {
+                Role::Assistant => Some(SideId::A),
+                Role::User => Some(SideId::B),
+                _ => None,
+            };
+            let mut m = Message::text(t.take_seq(), t.session, role, writer, content, now);
+            m.silent = silent;
+            m
+        }));
+}
