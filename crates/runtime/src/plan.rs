@@ -137,7 +137,7 @@ pub struct StepPlan {
 
 impl StepPlan {
     /// The plan as a commit.
-    pub fn commit(self) -> Commit {
+    pub fn into_commit(self) -> Commit {
         Commit {
             messages: self.messages,
             records: self.records,

@@ -351,7 +351,7 @@ fn step(
     };
     let planned = plan::step(t, of, message, done);
     let waits = planned.waits;
-    (planned.commit(), waits)
+    (planned.into_commit(), waits)
 }
 
 /// Runs the case's transition and returns what it produced.

@@ -17,6 +17,7 @@ pub mod metrics;
 mod problem;
 mod routes;
 mod serve;
+mod service;
 mod views;
 
 pub use a2a_agents::remote_agents;

@@ -88,7 +88,7 @@ impl Runtime {
         };
         let plan = plan::step(t, of, message, ran.done);
         let waits = plan.waits;
-        let write = Write::new(plan.commit())
+        let write = Write::new(plan.into_commit())
             .emit(Emit::Streamed(live))
             .usage(usage);
         let around = Around::new(&mut s.hooks, turn.events, msgs);

@@ -19,7 +19,8 @@ use crate::auth::Caller;
 use crate::body::Path;
 use crate::problem::Problem;
 use crate::routes::approvals;
-use crate::routes::deliver::{self, Inbound};
+use crate::routes::deliver;
+use crate::service::{self, ServiceError};
 
 /// How many messages before the question the page shows.
 const TAIL: usize = 12;
@@ -333,31 +334,16 @@ pub(crate) async fn answer(
         .get("message_id")
         .map(str::trim)
         .filter(|m| !m.is_empty() && m.len() <= crate::body::MAX_KEY_BYTES);
-    let (approval, t) = match approvals::parked(&state, &viewer.caller, &id).await {
-        Ok(found) => found,
-        Err(p) => return fail(p),
-    };
-    let stored = t.key.clone();
-    let inbound = Inbound {
-        key: &stored,
-        agent: None,
-        thread: Some(&t),
+    let answer = service::approvals::Answer {
         text: &text,
         images: &[],
-        answers: Some(approval.park),
         message_id,
         wait: false,
     };
-    match deliver::deliver(&state, &viewer.caller, inbound).await {
-        Ok(response) if script => response,
+    match service::approvals::answer(&state, &viewer.caller, &id, answer).await {
+        Ok(delivered) if script => deliver::respond(&viewer.caller, delivered),
         Ok(_) => Redirect::to(&format!("/inbox/items/{id}")).into_response(),
-        Err(p) if p.code == "already_answered" && !script => {
-            let first = p.extra.get("answer").map(|a| FirstAnswer {
-                content: a["content"].as_str().unwrap_or_default().to_owned(),
-                at: a["at"].as_i64().unwrap_or_default(),
-                author: None,
-                message_id: None,
-            });
+        Err(ServiceError::AlreadyAnswered { first, .. }) if !script => {
             match load(&state, &viewer.caller, &id).await {
                 Ok(item) => {
                     let first = item.answer.clone().or(first);
@@ -373,6 +359,6 @@ pub(crate) async fn answer(
                 Err(e) => fail(e),
             }
         }
-        Err(p) => fail(p),
+        Err(e) => fail(e.into()),
     }
 }

@@ -11,12 +11,13 @@ use duet_runtime::{AnsweredQuery, FirstAnswer, Park, Thread, ThreadId, ThreadQue
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::deliver::{self, Image, Inbound, Wait};
+use super::deliver::{self, Image, Wait};
 use super::threads::{cursor, newest_first, page_size};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::{Json, Query};
 use crate::problem::Problem;
+use crate::service;
 use crate::views::{AcceptedView, ApprovalId, ApprovalView, Page, ParentView, ThreadView};
 
 /// How deep a parent chain is followed.
@@ -136,24 +137,7 @@ pub(crate) async fn parked(
     caller: &Caller,
     id: &str,
 ) -> Result<(ApprovalId, Thread), Problem> {
-    let approval: ApprovalId = id
-        .parse()
-        .map_err(|e: String| Problem::not_found(format!("no approval `{id}`: {e}")))?;
-    match state
-        .runtime()
-        .store()
-        .thread_by_id(approval.thread)
-        .await?
-    {
-        // A park the thread never reached is not a question anyone could have answered.
-        Some(t)
-            if caller.may_see(&t)
-                && (approval.park.session, approval.park.seq) <= (t.session, t.next_seq) =>
-        {
-            Ok((approval, t))
-        }
-        _ => Err(Problem::not_found(format!("no approval `{id}`"))),
-    }
+    Ok(service::approvals::find(state, caller, id).await?)
 }
 
 /// One question, while it waits.
@@ -205,17 +189,13 @@ pub(crate) async fn answer(
 ) -> Result<Response, Problem> {
     let message_id = deliver::message_id(&headers)?;
     deliver::check_text(&body.text, &body.images)?;
-    let (approval, t) = parked(&state, &caller, &id).await?;
-    let stored = t.key.clone();
-    let inbound = Inbound {
-        key: &stored,
-        agent: None,
-        thread: Some(&t),
+    let images = deliver::images(&body.images);
+    let answer = service::approvals::Answer {
         text: &body.text,
-        images: &body.images,
-        answers: Some(approval.park),
+        images: &images,
         message_id: message_id.as_deref(),
         wait: wait.wait,
     };
-    deliver::deliver(&state, &caller, inbound).await
+    let delivered = service::approvals::answer(&state, &caller, &id, answer).await?;
+    Ok(deliver::respond(&caller, delivered))
 }

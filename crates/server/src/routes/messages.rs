@@ -119,12 +119,13 @@ pub(crate) async fn post(
         }
     }
     let stored = t.key.clone();
+    let images = deliver::images(&body.images);
     let inbound = Inbound {
         key: &stored,
         agent: None,
         thread: Some(&t),
         text: &body.text,
-        images: &body.images,
+        images: &images,
         answers,
         message_id: message_id.as_deref(),
         wait: wait.wait,

@@ -79,12 +79,13 @@ pub(crate) async fn create(
             ));
         }
     }
+    let images = deliver::images(&body.images);
     let inbound = Inbound {
         key: &stored,
         agent: Some(&body.agent),
         thread: existing.as_ref(),
         text: &body.text,
-        images: &body.images,
+        images: &images,
         answers: None,
         message_id: message_id.as_deref(),
         wait: wait.wait,

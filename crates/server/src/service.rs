@@ -1,0 +1,57 @@
+//! The server's services: what a request does, apart from how it came (REST, the inbox, A2A,
+//! the control plane). Each returns a typed result or a typed [`ServiceError`] — never an HTTP
+//! response — and checks the caller's visibility where it reads; the route modules and pages
+//! are adapters that turn requests into calls and results into responses.
+//!
+//! - `deliveries`: one inbound message to a thread — accepted, queued or a duplicate, the run
+//!   started as a tracked task, and (when asked) waited for until the thread settles.
+//! - `approvals`: a parked question by its id, and its answer — the one function the inbox and
+//!   `POST /approvals/{id}` both call.
+
+pub(crate) mod approvals;
+pub(crate) mod deliveries;
+
+use duet_runtime::{FirstAnswer, Park, RunError, StoreError};
+
+/// Why a service refused.
+#[derive(Debug)]
+pub(crate) enum ServiceError {
+    /// Nothing by that name that the caller may see (what it may not see is not there).
+    NotFound(String),
+    /// The delivery named a park that another answer settled first; nothing was written.
+    AlreadyAnswered {
+        /// The thread's key as the caller names it.
+        key: String,
+        /// The park the delivery named.
+        park: Park,
+        /// The answer that won, when the store still has it.
+        first: Option<FirstAnswer>,
+    },
+    /// What the runtime refused for the thread the caller names `key`.
+    Run { error: RunError, key: String },
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(e: StoreError) -> Self {
+        ServiceError::Store(e)
+    }
+}
+
+impl ServiceError {
+    /// A runtime refusal about the thread the caller names `key`.
+    pub(crate) fn run(error: RunError, key: &str) -> ServiceError {
+        match error {
+            RunError::AlreadyAnswered { park, first, .. } => ServiceError::AlreadyAnswered {
+                key: key.to_owned(),
+                park,
+                first,
+            },
+            error => ServiceError::Run {
+                error,
+                key: key.to_owned(),
+            },
+        }
+    }
+}

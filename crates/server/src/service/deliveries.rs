@@ -1,0 +1,169 @@
+//! One inbound message, whichever door brings it (a new thread, a message, an approval's
+//! answer): written durably before the caller is answered, then run in a task of its own, and
+//! — when the caller asked to wait — followed until the thread settles.
+
+use duet_runtime::{
+    Accepted, Delivery, ImageRef, Origin, Park, Thread, ThreadId, ThreadStatus, WhenBusy,
+};
+use futures::StreamExt;
+
+use super::ServiceError;
+use crate::app::AppState;
+use crate::auth::Caller;
+
+/// One inbound message.
+pub(crate) struct Inbound<'a> {
+    /// The stored key of the thread.
+    pub key: &'a str,
+    /// The agent, for a thread that may be created.
+    pub agent: Option<&'a str>,
+    /// The thread as read before (none for a new one).
+    pub thread: Option<&'a Thread>,
+    pub text: &'a str,
+    pub images: &'a [ImageRef],
+    /// The park this message answers, if it is an answer.
+    pub answers: Option<Park>,
+    pub message_id: Option<&'a str>,
+    /// Follow the run until the thread settles before answering.
+    pub wait: bool,
+}
+
+/// How a delivery landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Landed {
+    /// Stored, and this process runs the thread.
+    Accepted,
+    /// Stored; a run elsewhere (or already here) takes it.
+    Queued,
+    /// Its message id was delivered before: nothing was written.
+    Duplicate,
+}
+
+impl Landed {
+    /// Its name on the wire (`delivery` in the API's answer).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Landed::Accepted => "accepted",
+            Landed::Queued => "queued",
+            Landed::Duplicate => "duplicate",
+        }
+    }
+}
+
+/// A delivery that was stored (or replayed).
+pub(crate) struct Delivered {
+    pub landed: Landed,
+    /// The thread's key as the caller names it.
+    pub visible: String,
+    /// The journal's last seq before this delivery: where a follower starts.
+    pub since: i64,
+    /// The thread as it stands now, with its parent — read when the caller waited and the
+    /// thread settled, and for a duplicate; `None` when the caller is answered at once.
+    pub now: Option<(Thread, Option<Thread>)>,
+}
+
+/// Delivers `inbound` for `caller`.
+pub(crate) async fn deliver(
+    state: &AppState,
+    caller: &Caller,
+    inbound: Inbound<'_>,
+) -> Result<Delivered, ServiceError> {
+    let visible = caller.visible_key(inbound.key);
+    let delivery = Delivery {
+        key: inbound.key,
+        agent: inbound.agent,
+        text: inbound.text,
+        images: inbound.images,
+        origin: Origin {
+            principal: caller.acting_for(inbound.thread),
+            author: caller.canonical.as_deref(),
+            source: Some("http"),
+            ..Origin::default()
+        },
+        when_busy: WhenBusy::Queue,
+        answers: inbound.answers,
+        message_id: inbound.message_id,
+        trace: None,
+    };
+    let since = inbound.thread.map_or(0, |t| t.next_seq - 1);
+    let accepted = state
+        .runtime()
+        .accept(delivery)
+        .await
+        .map_err(|e| ServiceError::run(e, &visible))?;
+    // The message is stored: from here on, whatever happens to the run, the caller is told
+    // where to follow it rather than an error it might retry into a second message.
+    let mut waited = inbound.wait;
+    let (thread, landed) = match accepted {
+        Accepted::Claimed(claim) => {
+            let thread = claim.thread();
+            let outcome = state.spawn_run(claim);
+            if inbound.wait {
+                match outcome.await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::info!(error = %e, "a waited-for run did not settle here");
+                        waited = false;
+                    }
+                    Err(_) => waited = false,
+                }
+            }
+            (thread, Landed::Accepted)
+        }
+        Accepted::Queued { thread } => {
+            if inbound.wait {
+                waited = settled(state, thread).await?;
+            }
+            (thread, Landed::Queued)
+        }
+        Accepted::Duplicate(settled) => (settled.thread, Landed::Duplicate),
+    };
+    let now = if waited || landed == Landed::Duplicate {
+        let store = state.runtime().store();
+        let t = store
+            .thread_by_id(thread)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?;
+        let parent = match t.parent {
+            Some(p) => store.thread_by_id(p).await?,
+            None => None,
+        };
+        Some((t, parent))
+    } else {
+        None
+    };
+    Ok(Delivered {
+        landed,
+        visible,
+        since,
+        now,
+    })
+}
+
+/// Waits until thread `id` is not running (a run elsewhere took the message and settled):
+/// whether it did (`false` when the server began shutting down first).
+pub(crate) async fn settled(state: &AppState, id: ThreadId) -> Result<bool, ServiceError> {
+    let store = state.runtime().store();
+    // Subscribed before the first read, so a settle after it is announced.
+    let mut changes = store.changes();
+    loop {
+        let t = store
+            .thread_by_id(id)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound("the thread is gone".to_owned()))?;
+        if t.status != ThreadStatus::Running {
+            return Ok(true);
+        }
+        loop {
+            let event = tokio::select! {
+                () = state.closing().cancelled() => return Ok(false),
+                event = changes.next() => event,
+            };
+            match event {
+                Some(event) if event.concerns(id) => break,
+                Some(_) => {}
+                None => return Ok(false),
+            }
+        }
+    }
+}
