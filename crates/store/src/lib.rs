@@ -25,6 +25,8 @@ mod rows;
 mod sql;
 mod sqlite;
 mod sqlite_commit;
+#[cfg(feature = "test-util")]
+pub mod testing;
 
 pub use postgres::PgStore;
 pub use sqlite::{SqliteOptions, SqliteStore};

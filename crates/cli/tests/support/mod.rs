@@ -1,6 +1,6 @@
-//! Shared by the engine and store tests: the backends to run against. SQLite always (a fresh
-//! file per store); Postgres too when `DATABASE_URL` is set (a fresh database per store, created
-//! through that URL's server); for the store conformance suite, the in-memory store as well.
+//! Shared by the engine and end-to-end tests: the backends to run against
+//! (`duet_store::testing`: SQLite always, Postgres too when `DATABASE_URL` is set), the
+//! repository's project, scratch projects, and small helpers.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -9,104 +9,12 @@ use std::sync::Arc;
 
 use duet_runtime::{Runtime, Store};
 
-/// Where a test's stores live; reopening gives a new connection to the same database.
-#[derive(Clone, Debug)]
-pub enum Backend {
-    Sqlite(PathBuf),
-    Postgres(String),
-    /// One in-memory store: every `open` is the same database (as a reconnection would be).
-    Memory(Arc<duet_runtime::testing::MemoryStore>),
-}
-
-impl Backend {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Backend::Sqlite(_) => "sqlite",
-            Backend::Postgres(_) => "postgres",
-            Backend::Memory(_) => "memory",
-        }
-    }
-
-    pub async fn open(&self) -> Arc<dyn Store> {
-        let url = match self {
-            Backend::Sqlite(p) => p.display().to_string(),
-            Backend::Postgres(u) => u.clone(),
-            Backend::Memory(store) => return store.clone(),
-        };
-        duet_store::connect(&url)
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", self.name()))
-    }
-}
+pub use duet_store::testing::{Backend, backends, psql, store_backends};
 
 fn scratch() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("duet-tests");
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
-}
-
-/// A fresh database on every backend available.
-pub async fn backends() -> Vec<Backend> {
-    let id = uuid::Uuid::now_v7().simple().to_string();
-    let mut out = vec![Backend::Sqlite(scratch().join(format!("{id}.db")))];
-    if let Ok(url) = std::env::var("DATABASE_URL") {
-        // `scripts/test` names this run's databases with a prefix and drops them at exit.
-        let prefix = std::env::var("DUET_TEST_DB_PREFIX").unwrap_or_else(|_| "duet_test_".into());
-        out.push(Backend::Postgres(
-            fresh_postgres(&url, &format!("{prefix}{id}")).await,
-        ));
-    }
-    out
-}
-
-/// A fresh store on every store implementation: [`backends`] and the in-memory store. (Engine
-/// tests run on the SQL backends only.)
-pub async fn store_backends() -> Vec<Backend> {
-    let mut out = backends().await;
-    out.push(Backend::Memory(Arc::default()));
-    out
-}
-
-/// Creates database `name` on the server of `url` and returns its URL.
-async fn fresh_postgres(url: &str, name: &str) -> String {
-    sqlx_free::create_database(url, name).await
-}
-
-/// Database creation without naming sqlx here: `psql` does it (CI and developers have it with
-/// the server).
-mod sqlx_free {
-    pub async fn create_database(url: &str, name: &str) -> String {
-        let status = tokio::process::Command::new("psql")
-            .arg(url)
-            .arg("-qc")
-            .arg(format!("CREATE DATABASE {name}"))
-            .status()
-            .await
-            .expect("psql runs");
-        assert!(
-            status.success(),
-            "cannot create database {name} through {url}"
-        );
-        let (base, _) = url.rsplit_once('/').expect("DATABASE_URL ends in /DBNAME");
-        format!("{base}/{name}")
-    }
-}
-
-/// Runs `sql` through `psql` on the database of `url` and returns its unaligned output.
-pub async fn psql(url: &str, sql: &str) -> String {
-    let out = tokio::process::Command::new("psql")
-        .arg(url)
-        .arg("-qtAc")
-        .arg(sql)
-        .output()
-        .await
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The repository root.

@@ -5,8 +5,7 @@
 //! page at a time; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
 //! API keys; `answers.rs`: who answered a park; `push.rs`: push configs and the outbox.
 
-#[path = "../support/mod.rs"]
-mod support;
+use duet_store::testing as support;
 
 mod answers;
 mod awaits;
