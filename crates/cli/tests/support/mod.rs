@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use duet_runtime::{Runtime, Store};
 
-pub use duet_store::testing::{Backend, backends, psql, store_backends};
+#[allow(unused_imports)]
+pub use duet_store::testing::{Backend, backends, psql};
 
 fn scratch() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("duet-tests");
