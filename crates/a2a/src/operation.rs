@@ -356,7 +356,7 @@ impl From<Stream> for Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::error::ErrorKind;
+    use crate::error::ErrorKind;
     use serde_json::json;
 
     #[test]

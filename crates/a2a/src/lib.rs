@@ -7,7 +7,7 @@
 //! `google.rpc.ErrorInfo`.
 //!
 //! ```no_run
-//! use duet_server::a2a::*;
+//! use duet_a2a::*;
 //!
 //! struct Echo;
 //! impl A2aAgent for Echo {

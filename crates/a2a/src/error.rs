@@ -328,7 +328,7 @@ impl std::error::Error for A2aError {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::TaskState;
+    use crate::TaskState;
 
     #[test]
     fn the_seed_table() {
