@@ -24,6 +24,7 @@ mod agent;
 mod bindings;
 mod card;
 mod client;
+mod config;
 mod env;
 mod error;
 mod layers;

@@ -284,7 +284,7 @@ pub enum Reply {
     Deleted,
     /// `GetExtendedAgentCard`.
     AgentCard(Box<AgentCard>),
-    /// `SendStreamingMessage`, `SubscribeToTask`: what [`super::StreamBuilder::open`] returns.
+    /// `SendStreamingMessage`, `SubscribeToTask`: what [`StreamBuilder::open`](crate::stream::StreamBuilder::open) returns.
     Stream(Stream),
 }
 
