@@ -20,7 +20,13 @@ mod views;
 
 pub use a2a_agents::remote_agents;
 pub use app::{AppState, Options, openapi, router};
-/// The A2A library (the `duet-a2a` crate), still reachable as `duet_server::a2a`.
+/// The A2A library (the `duet-a2a` crate), still reachable as `duet_server::a2a`:
+///
+/// ```
+/// use duet_server::a2a::{A2aServer, AgentCard};
+///
+/// let _server = A2aServer::new(AgentCard::new("echo", "says it back"));
+/// ```
 pub use duet_a2a as a2a;
 pub use problem::{PROBLEM_JSON, Problem};
 pub use serve::{serve, shutdown_signal};
