@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 /// Which workspace crates each crate may depend on (normal dependencies).
 const ALLOWED: &[(&str, &[&str])] = &[
     ("spec", &[]),
+    ("a2a", &[]),
     ("runtime", &["duet-spec"]),
     ("store", &["duet-runtime", "duet-spec"]),
     ("models", &["duet-runtime", "duet-spec"]),
@@ -15,6 +16,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "server",
         &[
+            "duet-a2a",
             "duet-runtime",
             "duet-spec",
             "duet-store",
@@ -39,8 +41,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
 /// Crates that only their owners may name.
 const OWNED: &[(&str, &[&str])] = &[
     ("sqlx", &["store"]),
-    ("axum", &["server"]),
-    ("reqwest", &["models", "tools", "server"]),
+    ("axum", &["a2a", "server"]),
+    ("reqwest", &["models", "tools", "a2a", "server"]),
     ("rmcp", &["tools"]),
 ];
 

@@ -7,7 +7,6 @@
 //! Every error is `application/problem+json` ([`Problem`]); the OpenAPI 3.1 document is served
 //! at `/openapi.json`, generated from the handlers ([`openapi`]).
 
-pub mod a2a;
 mod a2a_agents;
 mod app;
 pub mod auth;
@@ -22,6 +21,14 @@ mod views;
 
 pub use a2a_agents::remote_agents;
 pub use app::{AppState, Options, openapi, router};
+/// The A2A library (the `duet-a2a` crate), still reachable as `duet_server::a2a`:
+///
+/// ```
+/// use duet_server::a2a::{A2aServer, AgentCard};
+///
+/// let _server = A2aServer::new(AgentCard::new("echo", "says it back"));
+/// ```
+pub use duet_a2a as a2a;
 pub use problem::{PROBLEM_JSON, Problem};
 pub use serve::{serve, shutdown_signal};
 pub use views::ApprovalId;

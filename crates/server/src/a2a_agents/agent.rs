@@ -4,17 +4,17 @@
 //! list, cancel and subscribe read the thread and its journal. See `docs/a2a.md` for the
 //! mapping.
 
-use duet_runtime::{Accepted, Delivery, ImageRef, Origin, RunError, SideId, Thread, WhenBusy};
-
-use super::follow;
-use super::tasks::{TaskRef, View};
-use crate::a2a::{
+use duet_a2a::{
     A2aAgent, A2aError, CancelTaskRequest, Context, GetTaskRequest, Handled,
     ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
     ListTasksRequest, ListTasksResponse, PartContent, SendMessageRequest, SendMessageResponse,
     Stream, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
     TaskPushNotificationConfigRef, TaskState,
 };
+use duet_runtime::{Accepted, Delivery, ImageRef, Origin, RunError, SideId, Thread, WhenBusy};
+
+use super::follow;
+use super::tasks::{TaskRef, View};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::MAX_KEY_BYTES;
@@ -473,7 +473,7 @@ impl DuetAgent {
         let state = self.state.clone();
         let first = if new && snapshot.status.state != TaskState::Submitted {
             Task {
-                status: crate::a2a::TaskStatus::now(TaskState::Working),
+                status: duet_a2a::TaskStatus::now(TaskState::Working),
                 artifacts: vec![],
                 ..snapshot.clone()
             }

@@ -3,11 +3,11 @@
 //! final status (and the result artifact). Woken by the store's change feed, so a run in any
 //! process is followed.
 
+use duet_a2a::{A2aError, StreamSink, Task, TaskState, TaskStatus};
 use duet_runtime::{Thread, ThreadId};
 use futures::StreamExt;
 
 use super::tasks::{self, TaskRef, View};
-use crate::a2a::{A2aError, StreamSink, Task, TaskState, TaskStatus};
 use crate::app::AppState;
 
 /// Reads the thread and the task as they are now.
@@ -149,7 +149,7 @@ pub(crate) async fn stream(
                 reported.push(m.message_id.clone());
                 // The agent's messages as they come; the one a settled status carries waits
                 // for that status.
-                let agent = m.role == crate::a2a::Role::Agent;
+                let agent = m.role == duet_a2a::Role::Agent;
                 if agent && !(settled && closing == Some(&m.message_id)) {
                     sink.status(TaskStatus {
                         state: TaskState::Working,

@@ -2,12 +2,12 @@
 //! each thread's current session a task; with `contextId`, every session of that one thread.
 //! Filters by state and status time; the page token is the last thread (or session) listed.
 
+use duet_a2a::{A2aError, Context, Handled, ListTasksRequest, ListTasksResponse, Task};
 use duet_runtime::{ParentFilter, Thread, ThreadQuery};
 
 use super::agent::DuetAgent;
 use super::follow;
 use super::tasks::{self, TaskRef, View};
-use crate::a2a::{A2aError, Context, Handled, ListTasksRequest, ListTasksResponse, Task};
 use crate::auth::Caller;
 
 /// How many threads one store read lists while scanning.

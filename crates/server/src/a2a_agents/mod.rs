@@ -19,14 +19,12 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
+use duet_a2a::{A2aServer, AgentCard, AgentInterface, AgentSkill, HTTP_JSON, JSONRPC, WELL_KNOWN};
 use duet_runtime::SideId;
 use duet_spec::AgentDef;
 use serde_json::json;
 use tower::ServiceBuilder;
 
-use crate::a2a::{
-    A2aServer, AgentCard, AgentInterface, AgentSkill, HTTP_JSON, JSONRPC, WELL_KNOWN,
-};
 use crate::app::AppState;
 use crate::auth::Caller;
 

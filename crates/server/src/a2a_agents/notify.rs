@@ -5,6 +5,10 @@
 
 use std::time::Duration;
 
+use duet_a2a::{
+    A2aError, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
+};
 use duet_runtime::PushConfig;
 use std::collections::BTreeSet;
 
@@ -14,10 +18,6 @@ use futures::{FutureExt, StreamExt};
 use super::follow;
 use super::push::{Target, target_allowed};
 use super::tasks::{TaskRef, View};
-use crate::a2a::{
-    A2aError, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
-    TaskStatusUpdateEvent,
-};
 use crate::app::AppState;
 use crate::auth::Caller;
 

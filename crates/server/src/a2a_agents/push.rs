@@ -4,15 +4,15 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use duet_runtime::PushConfig;
-
-use super::agent::DuetAgent;
-use super::tasks::TaskRef;
-use crate::a2a::{
+use duet_a2a::{
     A2aError, AuthenticationInfo, Context, Handled, ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse, TaskPushNotificationConfig,
     TaskPushNotificationConfigRef,
 };
+use duet_runtime::PushConfig;
+
+use super::agent::DuetAgent;
+use super::tasks::TaskRef;
 use crate::auth::Caller;
 
 /// Where a push may go: the URL as the HTTP client reads it, and — unless private targets are

@@ -8,13 +8,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use duet_a2a::{
+    A2aClient, Message as A2aMessage, Part, PartContent, Role, SendMessageResponse, Task, TaskState,
+};
 use duet_runtime::{Handler, HandlerError, Handlers, Message, ThreadState};
 use duet_spec::{Project, RemoteAgentDef};
 use tokio::sync::OnceCell;
-
-use crate::a2a::{
-    A2aClient, Message as A2aMessage, Part, PartContent, Role, SendMessageResponse, Task, TaskState,
-};
 
 const TASK: &str = "a2a.remote.task";
 const CONTEXT: &str = "a2a.remote.context";
@@ -104,7 +103,7 @@ impl RemoteAgent {
         Ok(task)
     }
 
-    fn error(&self, e: crate::a2a::ClientError) -> HandlerError {
+    fn error(&self, e: duet_a2a::ClientError) -> HandlerError {
         HandlerError::new(format!("remote agent `{}`: {e}", self.def.name))
     }
 }

@@ -3,15 +3,14 @@
 //! from the thread and its journal, so every process sees the same task and nothing is stored
 //! twice.
 
+use duet_a2a::{
+    Artifact, Message as A2aMessage, Part, Role as A2aRole, Task, TaskState, TaskStatus, timestamp,
+};
 use duet_runtime::{
     JournalEntry, Message, RecordBody, Role, SideId, StopReason, Store, StoreError, Thread,
     ThreadId, ThreadStatus,
 };
 use serde_json::Value;
-
-use crate::a2a::{
-    Artifact, Message as A2aMessage, Part, Role as A2aRole, Task, TaskState, TaskStatus, timestamp,
-};
 
 /// A task: one session of one thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -67,7 +67,7 @@ async fn golden_exchanges() {
 /// Sends one request to the agent and reads what comes back: status, the headers that matter,
 /// and the body as JSON (or the SSE events).
 async fn exchange(
-    agent: &duet_server::a2a::A2aService,
+    agent: &duet_a2a::A2aService,
     spec: &Value,
     names: &BTreeMap<String, String>,
 ) -> Value {
@@ -213,7 +213,7 @@ async fn the_python_sdk_drives_the_echo_example() {
 
 #[tokio::test]
 async fn the_client_reads_the_card_and_sends_with_its_token() {
-    use duet_server::a2a::{A2aClient, ClientError, Message, SendMessageResponse};
+    use duet_a2a::{A2aClient, ClientError, Message, Role, SendMessageResponse, TaskState};
     // The echo agent behind a check of `Authorization: Bearer t`.
     let guarded = agents::by_name("echo")
         .into_router()
@@ -243,15 +243,12 @@ async fn the_client_reads_the_card_and_sends_with_its_token() {
         .expect("the card");
     assert_eq!(client.card().name, "echo");
     let mut hold = Message::agent_text("c-1", "hold on");
-    hold.role = duet_server::a2a::Role::User;
+    hold.role = Role::User;
     let SendMessageResponse::Task(task) = client.send_message(hold, false).await.expect("sent")
     else {
         panic!("a task");
     };
-    assert_eq!(
-        task.status.state,
-        duet_server::a2a::TaskState::InputRequired
-    );
+    assert_eq!(task.status.state, TaskState::InputRequired);
     assert_eq!(client.get_task(&task.id).await.expect("read").id, task.id);
     let missing = client.get_task("nope").await.expect_err("unknown");
     assert!(

@@ -1,5 +1,5 @@
 //! The requests of the A2A 1.0 operations and the responses that are not plain objects, as the
-//! handler receives them: already validated by triage ([`super::triage`]), ids never empty.
+//! handler receives them: already validated by triage (the `triage` layer), ids never empty.
 
 use serde::{Deserialize, Serialize};
 

@@ -10,9 +10,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::a2a::env::{Binding, Call, Outcome, is_json, read_body};
-use crate::a2a::error::A2aError;
-use crate::a2a::server::Limits;
+use crate::config::Limits;
+use crate::env::{Binding, Call, Outcome, is_json, read_body};
+use crate::error::A2aError;
 
 pub(crate) async fn binding(State(limits): State<Limits>, req: Request, next: Next) -> Response {
     if req.extensions().get::<Call>().is_some() {

@@ -3,12 +3,12 @@
 //! message of the same task), `SendStreamingMessage` streams it word by word, `GetTask` and
 //! `CancelTask` find the task or answer `TaskNotFound`.
 //!
-//! `cargo run -p duet-server --example a2a_echo -- [ADDR]` (default `127.0.0.1:9999`).
+//! `cargo run -p duet-a2a --example a2a_echo -- [ADDR]` (default `127.0.0.1:9999`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use duet_server::a2a::*;
+use duet_a2a::*;
 
 type Tasks = Arc<Mutex<HashMap<String, Task>>>;
 

@@ -1,7 +1,7 @@
 //! The middleware of the seed's stack that are not bindings, each one job, each a tower layer
 //! (`axum::middleware::from_fn`): card injection, the well-known card, the reserved gRPC path,
-//! the stream offer, triage, message extraction and the two limits. [`super::server`] stacks
-//! them in the seed's order.
+//! the stream offer, triage, message extraction and the two limits. `A2aServer` (`server.rs`)
+//! stacks them in the seed's order.
 
 use std::sync::Arc;
 
@@ -13,10 +13,10 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::card::{AgentCard, PROTOCOL_VERSION};
+use super::config::{Limits, Site};
 use super::env::{Call, Card, CardSince, HistoryLength, MessageText, PageSize, outcome};
 use super::error::A2aError;
 use super::operation::Operation;
-use super::server::{Limits, Site};
 use super::stream::StreamBuilder;
 
 /// The path of the agent card.

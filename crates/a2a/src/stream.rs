@@ -35,7 +35,7 @@ pub struct StreamBuilder {
     pub(crate) binding: Binding,
 }
 
-/// An open stream, ready to be answered ([`super::Reply::Stream`]).
+/// An open stream, ready to be answered (`Reply::Stream`).
 #[derive(Debug)]
 pub struct Stream {
     rx: mpsc::Receiver<Frame>,

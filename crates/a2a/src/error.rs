@@ -96,7 +96,7 @@ impl A2aError {
         Self::new(ErrorKind::TaskNotFound, "Task not found").with("taskId", task_id)
     }
 
-    pub fn task_not_cancelable(task_id: &str, state: super::TaskState) -> Self {
+    pub fn task_not_cancelable(task_id: &str, state: crate::types::TaskState) -> Self {
         Self::new(
             ErrorKind::TaskNotCancelable,
             format!("Task cannot be canceled: it is {}", state.as_str()),
@@ -148,11 +148,11 @@ impl A2aError {
             ErrorKind::VersionNotSupported,
             format!(
                 "A2A version '{version}' is not supported; this server speaks '{}'",
-                super::card::PROTOCOL_VERSION
+                crate::card::PROTOCOL_VERSION
             ),
         )
         .with("version", version)
-        .with("supported", super::card::PROTOCOL_VERSION)
+        .with("supported", crate::card::PROTOCOL_VERSION)
     }
 
     /// Invalid params; `fields` names each bad field (`message.parts[0]`) and why.
@@ -328,7 +328,7 @@ impl std::error::Error for A2aError {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::TaskState;
+    use crate::types::TaskState;
 
     #[test]
     fn the_seed_table() {

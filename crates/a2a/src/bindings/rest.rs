@@ -12,9 +12,9 @@ use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 use serde_json::{Map, Value};
 
-use crate::a2a::env::{Binding, Call, Outcome, is_json, read_body};
-use crate::a2a::error::A2aError;
-use crate::a2a::server::Limits;
+use crate::config::Limits;
+use crate::env::{Binding, Call, Outcome, is_json, read_body};
+use crate::error::A2aError;
 
 /// The path the REST binding lives under.
 pub(crate) const PREFIX: &str = "/rest";

@@ -3,13 +3,13 @@
 //! over tasks kept in memory — send (blocking or not), stream, get, list, cancel, subscribe,
 //! multi-turn. See this folder's README for running the TCK against it.
 //!
-//! `cargo run -p duet-server --example a2a_conformance -- [ADDR]` (default `127.0.0.1:9999`).
+//! `cargo run -p duet-a2a --example a2a_conformance -- [ADDR]` (default `127.0.0.1:9999`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use duet_server::a2a::*;
+use duet_a2a::*;
 use tokio::sync::broadcast;
 
 /// One thing a scenario does to its task.

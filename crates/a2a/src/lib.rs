@@ -7,7 +7,7 @@
 //! `google.rpc.ErrorInfo`.
 //!
 //! ```no_run
-//! use duet_server::a2a::*;
+//! use duet_a2a::*;
 //!
 //! struct Echo;
 //! impl A2aAgent for Echo {
@@ -19,11 +19,15 @@
 //! let service = A2aServer::new(AgentCard::new("echo", "says it back")).agent(Echo);
 //! # let _ = service;
 //! ```
+//!
+//! The crate's `README.md` has a whole echo agent, served with axum, and the error table; its
+//! snippet is compiled as a doctest (the private `readme` module below).
 
 mod agent;
 mod bindings;
 mod card;
 mod client;
+mod config;
 mod env;
 mod error;
 mod layers;
@@ -32,6 +36,11 @@ mod requests;
 mod server;
 mod stream;
 mod types;
+
+/// The README's snippet, compiled with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
 
 pub use agent::{A2aAgent, AgentFn, AgentService, Context, Handled};
 pub use card::{

@@ -1,15 +1,15 @@
 //! The agents the golden exchanges talk to: the echo example, the TCK's agent
-//! (`examples/a2a-conformance`), a strict card (a required
+//! (`examples/a2a-conformance/`), a strict card (a required
 //! extension, an extended card promised but not configured, push on but unimplemented), and a
 //! rule breaker whose replies break the protocol on purpose.
 
-use duet_server::a2a::*;
+use duet_a2a::*;
 
 #[path = "../../examples/a2a_echo.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod echo;
 
-#[path = "../../../../examples/a2a-conformance/main.rs"]
+#[path = "../../examples/a2a-conformance/main.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod conformance;
 

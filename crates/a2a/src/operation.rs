@@ -284,7 +284,7 @@ pub enum Reply {
     Deleted,
     /// `GetExtendedAgentCard`.
     AgentCard(Box<AgentCard>),
-    /// `SendStreamingMessage`, `SubscribeToTask`: what [`super::StreamBuilder::open`] returns.
+    /// `SendStreamingMessage`, `SubscribeToTask`: what [`StreamBuilder::open`](crate::stream::StreamBuilder::open) returns.
     Stream(Stream),
 }
 
@@ -356,7 +356,7 @@ impl From<Stream> for Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::error::ErrorKind;
+    use crate::error::ErrorKind;
     use serde_json::json;
 
     #[test]
