@@ -1,5 +1,6 @@
 //! Test doubles for embedders and the conformance suite, behind the `test-util` feature:
-//! [`MemoryStore`], the whole store port in memory.
+//! [`MemoryStore`], the whole store port in memory; and the helpers of tests that run agents
+//! ([`Scratch`] projects, [`send`], [`texts`], [`Slow`] and [`kill_mid_step`] for crashes).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -10,8 +11,11 @@ use uuid::Uuid;
 
 mod answers;
 mod keys;
+mod kit;
 mod push;
 mod reads;
+
+pub use kit::{Scratch, Slow, kill_mid_step, must_load, send, texts};
 
 use crate::store::{
     Answer, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,

@@ -2,7 +2,7 @@
 //! session, each session the child ends reporting to its parent in order — also for a blocking
 //! child a person writes to meanwhile. On every backend.
 
-mod support;
+use crate::support;
 
 use support::{send, texts};
 

@@ -3,7 +3,7 @@
 //! usage is kept per message and reported; unparsable tool arguments are an error the model
 //! sees; a prompt named in `tools` runs as a sub-prompt.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

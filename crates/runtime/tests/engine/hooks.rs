@@ -2,7 +2,7 @@
 //! the base hooks (`before_parent` → base → `after_parent`) with their provenance, and a required
 //! hook this build lacks failing the composition closed rather than running half of it.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

@@ -2,7 +2,7 @@
 //! when it would otherwise settle, `abort` stops it — in this process at once, from another
 //! process through the store — and `state`, `entries` and `follow` observe it. On every backend.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! the parent whenever they finish), explicit parent communication, and `maxInstances`. The
 //! assertions hold whatever the interleaving. On every backend.
 
-mod support;
+use crate::support;
 
 use support::{send, texts};
 

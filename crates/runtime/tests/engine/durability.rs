@@ -2,7 +2,7 @@
 //! killed mid-step is finished by the next runner exactly as an uninterrupted run would have.
 //! Both on every backend.
 
-mod support;
+use crate::support;
 
 use support::Slow;
 

@@ -3,7 +3,7 @@
 //! result is written once as the parent's tool result, and the parent runs on — the same journal
 //! as an uninterrupted run. On every backend.
 
-mod support;
+use crate::support;
 
 use support::Slow;
 

@@ -11,10 +11,9 @@
 //! KEY` (a thread and its descendants, for good), `reopen` (drop
 //! the runtime and the store connection and open new ones: a process restart). `DUET_BLESS=1` rewrites the `expected` files.
 
-mod support;
+use crate::support;
 
-#[path = "support/wire.rs"]
-mod wire;
+use crate::wire;
 
 use wire::Wire;
 

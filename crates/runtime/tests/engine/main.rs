@@ -1,0 +1,20 @@
+//! The engine's behaviour, end to end on real stores: one test binary (each costs a link), one
+//! module per subject. Every test runs on SQLite, and on Postgres when `DATABASE_URL` is set
+//! (`scripts/test` sets it); the scripted model and the built-in handlers take the turns.
+//!
+//! - `scenarios`: the `tests/scenarios/` folders — script in, transcript out — on every backend
+//!   and over the OpenAI wire (`wire`).
+//! - `hooks`, `subagents`, `awaits` (durable waits on blocking children), `follow_ups`,
+//!   `streaming`, `durability` (racing runners, a run killed mid-step), `control_plane`.
+
+mod support;
+mod wire;
+
+mod awaits;
+mod control_plane;
+mod durability;
+mod follow_ups;
+mod hooks;
+mod scenarios;
+mod streaming;
+mod subagents;

@@ -1,0 +1,35 @@
+//! What the engine's tests share: the backends (`duet_store::testing`), the repository's
+//! project, a runtime with this build's providers, handlers and hooks, and the test kit of
+//! `duet_runtime::testing`.
+
+#![allow(dead_code, unreachable_pub, unused_imports)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use duet_runtime::{Runtime, Store};
+
+pub use duet_runtime::testing::{Scratch, Slow, kill_mid_step, send, texts};
+pub use duet_store::testing::{Backend, backends, psql};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Loads a project that must validate.
+pub fn project(root: &Path) -> Arc<duet_spec::Project> {
+    duet_runtime::testing::must_load(root)
+}
+
+/// A runtime with this build's model providers, handlers and hooks.
+pub fn runtime(
+    project: Arc<duet_spec::Project>,
+    store: Arc<dyn Store>,
+) -> duet_runtime::RuntimeBuilder {
+    let providers = duet_models::providers_for(&project);
+    Runtime::builder(project, store)
+        .providers(providers)
+        .handlers(duet_handlers::handlers())
+        .hooks(duet_handlers::hooks())
+}
