@@ -386,7 +386,7 @@ fn inbound(
     origin: &Origin<'_>,
     text: &str,
     message_id: Option<&str>,
-    images: &[crate::agent::ImageRef],
+    images: &[crate::types::ImageRef],
     trace: Option<String>,
 ) -> NewQueued {
     let mut message = if origin.parent.is_some() {
