@@ -9,18 +9,20 @@
 
 pub mod a2a;
 mod a2a_agents;
-mod app;
 pub mod auth;
 mod body;
 mod inbox;
 pub mod metrics;
 mod problem;
+mod router;
 mod routes;
 mod serve;
+mod state;
 mod views;
 
 pub use a2a_agents::remote_agents;
-pub use app::{AppState, Options, openapi, router};
 pub use problem::{PROBLEM_JSON, Problem};
+pub use router::{openapi, router};
 pub use serve::{serve, shutdown_signal};
+pub use state::{AppState, Options};
 pub use views::ApprovalId;

@@ -8,7 +8,7 @@ use futures::StreamExt;
 
 use super::tasks::{self, TaskRef, View};
 use crate::a2a::{A2aError, StreamSink, Task, TaskState, TaskStatus};
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// Reads the thread and the task as they are now.
 pub(crate) async fn read(

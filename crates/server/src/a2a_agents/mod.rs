@@ -27,8 +27,8 @@ use tower::ServiceBuilder;
 use crate::a2a::{
     A2aServer, AgentCard, AgentInterface, AgentSkill, HTTP_JSON, JSONRPC, WELL_KNOWN,
 };
-use crate::app::AppState;
 use crate::auth::Caller;
+use crate::state::AppState;
 
 /// The A2A routes of every served agent.
 pub(crate) fn router(state: &AppState) -> Router<AppState> {

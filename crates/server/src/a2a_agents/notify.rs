@@ -18,8 +18,8 @@ use crate::a2a::{
     A2aError, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
 };
-use crate::app::AppState;
 use crate::auth::Caller;
+use crate::state::AppState;
 
 /// How long a claimed notification is ours before another sender may take it.
 const CLAIM_MS: i64 = 30_000;

@@ -12,12 +12,11 @@ use futures::StreamExt;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::segment;
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::MAX_KEY_BYTES;
 use crate::problem::{Problem, run_error};
-use crate::views::{AcceptedView, ThreadView, first_answer};
+use crate::state::AppState;
+use crate::views::{AcceptedView, ThreadView, first_answer, segment};
 
 /// Whether to answer at once or when the thread settles.
 #[derive(Deserialize, IntoParams)]
