@@ -32,7 +32,7 @@ use crate::engine::Runtime;
 use crate::error::RunError;
 use crate::event::{AgentEvent, EventSink};
 use crate::store::StoreError;
-use crate::types::Park;
+use crate::types::{ImageRef, Park};
 
 /// Who is calling: an identity the runtime stores on the threads it creates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,16 +85,6 @@ impl Scope {
         self.principal = Some(principal);
         self
     }
-}
-
-/// An image attached to a prompt.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ImageRef {
-    /// The image's media type (`mimeType` on the wire), e.g. `image/png`.
-    #[serde(rename = "mimeType")]
-    pub mime_type: String,
-    /// Base64.
-    pub data: String,
 }
 
 /// What the caller says.

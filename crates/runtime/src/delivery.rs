@@ -167,7 +167,7 @@ pub struct Delivery<'a> {
     /// What is said.
     pub text: &'a str,
     /// Images with it (passed to models that take images).
-    pub images: &'a [crate::agent::ImageRef],
+    pub images: &'a [crate::types::ImageRef],
     /// Who delivers it.
     pub origin: Origin<'a>,
     /// What to do when another run holds the thread.

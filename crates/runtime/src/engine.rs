@@ -4,7 +4,8 @@
 //!
 //! - `builder`: [`RuntimeBuilder`].
 //! - `deliver`: [`Runtime::send`], [`Runtime::deliver`], [`Runtime::recover`], background runs.
-//! - `lease`: the lease guard (renewal, the registry of this process's runs).
+//! - `lease`: the lease guard (renewal, a run registered while it lives).
+//! - `runs`: this process's runs in flight and its background runs (plain data).
 //! - `run`: the run loop — drain → decide → do → commit → emit.
 //! - `step`: one model step; `router`: what each tool call is and where it goes.
 //! - `handler_turn`: a handler's turn; `immediate`: `immediate` children at activation.
@@ -25,6 +26,7 @@ mod lease;
 mod model_call;
 mod router;
 mod run;
+mod runs;
 mod step;
 mod subprompt;
 mod trace;
@@ -46,7 +48,6 @@ use crate::event::EventSink;
 use crate::handler::Handlers;
 use crate::hooks::{ActiveHooks, Hooks};
 use crate::model::{Model, ModelError, Providers};
-use crate::record::Record;
 use crate::store::{CommitOutcome, Store};
 use crate::tools::Tools;
 use crate::types::{SideId, Thread, ThreadId};
@@ -72,8 +73,8 @@ struct Inner {
     /// Saves and restores trace context across the store ([`RuntimeBuilder::trace_carrier`]).
     carrier: Option<Arc<dyn crate::telemetry::TraceCarrier>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
-    runs: lease::Runs,
-    background: deliver::Background,
+    runs: runs::Runs,
+    background: runs::Background,
     /// Cancelled by [`Runtime::shutdown`]: runs stop at their next commit and give their lease
     /// back; nothing new is accepted.
     detached: CancellationToken,
@@ -183,23 +184,6 @@ impl Runtime {
             .get(name)
             .map(|d| &d.def)
             .ok_or_else(|| RunError::UnknownAgent(name.to_owned()))
-    }
-
-    /// Writes `records` and settles: the lease is released unless runnable messages wait.
-    async fn finish(&self, t: &mut Thread, records: Vec<Record>) -> Result<Flow, RunError> {
-        t.updated_at = self.now();
-        let outcome = self
-            .persist(t, write::Write::settle(records), write::Around::default())
-            .await?;
-        Ok(Flow::of(outcome, t))
-    }
-
-    /// Records a failed step and stops the run (`step_error`); the session stays open.
-    async fn step_error(&self, t: &mut Thread, error: &str) -> Result<Flow, RunError> {
-        // Inside the step's `invoke_agent` span.
-        tracing::Span::current().record(crate::telemetry::attr::ERROR_TYPE, "step_error");
-        let records = crate::transition::step_error(t, error, self.now());
-        self.finish(t, records).await
     }
 
     fn model(&self, name: &str) -> Result<Arc<dyn Model>, ModelError> {

@@ -303,7 +303,7 @@ impl EventSink {
 
     /// Reports a model call's tokens as the `usage` extension event (non-terminal: consumers
     /// that do not know it ignore it, relays pass it on).
-    pub fn usage(&self, usage: &crate::model::Usage) {
+    pub fn usage(&self, usage: &crate::types::Usage) {
         let mut event = serde_json::json!({"type": USAGE_EVENT});
         if let (serde_json::Value::Object(e), serde_json::Value::Object(u)) =
             (&mut event, serde_json::json!(usage))

@@ -44,9 +44,7 @@ mod tools;
 pub mod transition;
 mod types;
 
-pub use agent::{
-    Agent, AgentFailure, Collected, ImageRef, Principal, Prompt, RuntimeAgent, Scope, collect,
-};
+pub use agent::{Agent, AgentFailure, Collected, Principal, Prompt, RuntimeAgent, Scope, collect};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use delivery::{Accepted, Claim, Delivered, Delivery, Origin, Settled, WhenBusy};
 pub use engine::{Runtime, RuntimeBuilder};
@@ -54,7 +52,7 @@ pub use error::RunError;
 pub use event::{AgentEvent, EventSink, USAGE_EVENT};
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
-    ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec, Usage,
+    ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
 };
 pub use record::{Record, RecordBody};
 pub use store::{
@@ -69,6 +67,7 @@ pub use tools::{
     schema_problems,
 };
 pub use types::{
-    Child, ChildStatus, Message, NewQueued, Park, PerSide, Queued, Role, SideId, StopReason,
-    Thread, ThreadId, ThreadStatus, ToolCall, ToolReply, ToolStatus, parse_side, side_str,
+    Child, ChildStatus, ImageRef, Message, NewQueued, Park, PerSide, Queued, Role, SideId,
+    StopReason, Thread, ThreadId, ThreadStatus, ToolCall, ToolReply, ToolStatus, Usage, parse_side,
+    side_str,
 };

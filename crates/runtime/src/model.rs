@@ -6,7 +6,11 @@ use std::sync::Arc;
 
 use futures::stream::BoxStream;
 
-use crate::types::{Role, ThreadId, ToolCall};
+use crate::types::{ImageRef, Role, ThreadId, ToolCall};
+
+// The tokens a call used: data (`types.rs`), named here too as the model port's vocabulary
+// (`ModelChunk::Usage`).
+pub(crate) use crate::types::Usage;
 
 /// One message of a model's context, from the acting side's perspective.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,7 +33,7 @@ pub struct ChatMessage {
     /// ([`ModelChunk::ProviderData`], e.g. thinking signatures), given back to that provider.
     pub provider_data: Option<serde_json::Value>,
     /// Images that came with the message (an inbound prompt's), for models that take images.
-    pub images: Vec<crate::agent::ImageRef>,
+    pub images: Vec<ImageRef>,
 }
 
 /// A tool offered to the model.
@@ -109,34 +113,6 @@ pub enum ModelChunk {
         /// Why (the failure, for people).
         reason: String,
     },
-}
-
-/// Tokens a model call used, as its provider counts them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Usage {
-    /// Tokens read (the request), cached ones included.
-    pub input_tokens: u64,
-    /// Tokens written, reasoning included.
-    pub output_tokens: u64,
-    /// Of the input, tokens read from the provider's cache.
-    #[serde(default)]
-    pub cached_tokens: u64,
-    /// Of the output, reasoning tokens.
-    #[serde(default)]
-    pub reasoning_tokens: u64,
-}
-
-impl Usage {
-    /// `self` and `other` added up.
-    pub fn plus(self, other: Usage) -> Usage {
-        Usage {
-            input_tokens: self.input_tokens + other.input_tokens,
-            output_tokens: self.output_tokens + other.output_tokens,
-            cached_tokens: self.cached_tokens + other.cached_tokens,
-            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
-        }
-    }
 }
 
 /// A model failure, after the provider's own retries.

@@ -358,7 +358,7 @@ impl QueueStore for MemoryStore {
         &self,
         query: &crate::store::AnsweredQuery<'_>,
     ) -> Result<Vec<crate::store::Answered>, StoreError> {
-        Ok(answers::answered(&self.state(), query))
+        Ok(self.state().answered(query))
     }
 }
 

@@ -1,4 +1,5 @@
-//! The runtime's data: threads, messages, journal records, statuses and stop reasons.
+//! The runtime's data: threads, messages (with their images and token usage), journal records,
+//! statuses and stop reasons.
 //!
 //! These are what the store persists and what callers read back. Time is milliseconds since the
 //! Unix epoch, from the runtime's [`crate::Clock`].
@@ -114,6 +115,44 @@ impl ToolStatus {
     }
 }
 
+/// An image attached to a prompt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageRef {
+    /// The image's media type (`mimeType` on the wire), e.g. `image/png`.
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+    /// Base64.
+    pub data: String,
+}
+
+/// Tokens a model call used, as its provider counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Tokens read (the request), cached ones included.
+    pub input_tokens: u64,
+    /// Tokens written, reasoning included.
+    pub output_tokens: u64,
+    /// Of the input, tokens read from the provider's cache.
+    #[serde(default)]
+    pub cached_tokens: u64,
+    /// Of the output, reasoning tokens.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// `self` and `other` added up.
+    pub fn plus(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens + other.input_tokens,
+            output_tokens: self.output_tokens + other.output_tokens,
+            cached_tokens: self.cached_tokens + other.cached_tokens,
+            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
+        }
+    }
+}
+
 /// One message of a thread. `seq` orders a thread's journal (messages and records share it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
@@ -142,12 +181,12 @@ pub struct Message {
     /// The model definition that produced it, for model messages.
     pub model: Option<String>,
     /// What its model call cost, for model messages (fallbacks' and retries' calls included).
-    pub usage: Option<crate::model::Usage>,
+    pub usage: Option<Usage>,
     /// What its provider asked to keep with it (thinking signatures), given back to that
     /// provider with the context; opaque to the runtime.
     pub provider_data: Option<serde_json::Value>,
     /// Images that came with it (an inbound prompt's), passed to models that take images.
-    pub images: Vec<crate::agent::ImageRef>,
+    pub images: Vec<ImageRef>,
     /// When it was written, in ms since the Unix epoch.
     pub created_at: i64,
 }
@@ -435,7 +474,7 @@ pub struct Queued {
     /// A blocking child's result for the parent's open tool call (then `role` is `tool`).
     pub tool: Option<ToolReply>,
     /// Images that came with it.
-    pub images: Vec<crate::agent::ImageRef>,
+    pub images: Vec<ImageRef>,
     /// The trace context it was queued in, if one was saved.
     pub trace: Option<String>,
     /// When it was queued, in ms since the Unix epoch.
@@ -478,7 +517,7 @@ pub struct NewQueued {
     /// the answer that won can be named.
     pub author: Option<String>,
     /// Images that come with it.
-    pub images: Vec<crate::agent::ImageRef>,
+    pub images: Vec<ImageRef>,
     /// The trace context of whatever queued it (see [`crate::telemetry::TraceCarrier`]): the
     /// run that drains it continues that trace.
     pub trace: Option<String>,

@@ -3,25 +3,19 @@
 //! be guessed, only stolen, and the database holds no key). Each principal sees only its own
 //! threads, addressed in a key space of its own; an admin key sees all.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+pub(crate) mod cache;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use duet_runtime::{ApiKey, Principal, Store, StoreError, Thread};
+use duet_runtime::{ApiKey, Principal, Thread};
 use sha2::{Digest, Sha256};
 
-use crate::app::AppState;
 use crate::problem::Problem;
+use crate::state::AppState;
 
 /// The issuer of every principal an API key stands for.
 pub const ISSUER: &str = "duet:api-key";
-
-/// How long a looked-up key is trusted before it is read again (a revocation takes effect
-/// within this long on every server process).
-const CACHE_FOR: Duration = Duration::from_secs(5);
 
 /// A new API key: the secret (shown once) and what is stored of it.
 pub struct NewKey {
@@ -192,29 +186,6 @@ impl Caller {
     }
 }
 
-/// Looked-up keys, by hash, for a few seconds.
-#[derive(Default)]
-pub(crate) struct KeyCache(Mutex<HashMap<String, (Option<ApiKey>, Instant)>>);
-
-impl KeyCache {
-    async fn find(&self, store: &dyn Store, hash: &str) -> Result<Option<ApiKey>, StoreError> {
-        if let Ok(cache) = self.0.lock()
-            && let Some((key, at)) = cache.get(hash)
-            && at.elapsed() < CACHE_FOR
-        {
-            return Ok(key.clone());
-        }
-        let key = store.key_by_hash(hash).await?;
-        if let Ok(mut cache) = self.0.lock() {
-            if cache.len() > 10_000 {
-                cache.clear();
-            }
-            cache.insert(hash.to_owned(), (key.clone(), Instant::now()));
-        }
-        Ok(key)
-    }
-}
-
 fn unauthorized(detail: &str) -> Problem {
     Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
 }
@@ -245,5 +216,30 @@ impl FromRequestParts<AppState> for Caller {
             Some(_) => Err(unauthorized("this API key was revoked")),
             None => Err(unauthorized("this API key is not known")),
         }
+    }
+}
+
+impl AppState {
+    /// The thread the caller calls `key`: 404 when there is none or it is another principal's.
+    pub(crate) async fn thread(&self, caller: &Caller, key: &str) -> Result<Thread, Problem> {
+        crate::body::check_key(key)?;
+        let stored = caller.stored_key(key);
+        match self.runtime().store().thread(&stored).await? {
+            Some(t) if caller.may_see(&t) => Ok(t),
+            _ => Err(Problem::not_found(format!("no thread `{key}`"))),
+        }
+    }
+}
+
+/// The control-plane scope of `t` as its owner sees it (for acting on a thread the caller was
+/// already found allowed to).
+pub(crate) fn owner_scope(t: &Thread) -> duet_runtime::Scope {
+    duet_runtime::Scope {
+        session: t.key.clone(),
+        principal: t
+            .principal
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok()),
+        source: None,
     }
 }

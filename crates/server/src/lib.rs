@@ -8,19 +8,19 @@
 //! at `/openapi.json`, generated from the handlers ([`openapi`]).
 
 mod a2a_agents;
-mod app;
 pub mod auth;
 mod body;
 mod inbox;
 pub mod metrics;
 mod problem;
+mod router;
 mod routes;
 mod serve;
 mod service;
+mod state;
 mod views;
 
 pub use a2a_agents::remote_agents;
-pub use app::{AppState, Options, openapi, router};
 /// The A2A library (the `duet-a2a` crate), still reachable as `duet_server::a2a`:
 ///
 /// ```
@@ -30,5 +30,7 @@ pub use app::{AppState, Options, openapi, router};
 /// ```
 pub use duet_a2a as a2a;
 pub use problem::{PROBLEM_JSON, Problem};
+pub use router::{openapi, router};
 pub use serve::{serve, shutdown_signal};
+pub use state::{AppState, Options};
 pub use views::ApprovalId;

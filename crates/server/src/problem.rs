@@ -5,8 +5,6 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use duet_runtime::{RunError, StoreError};
-
-use crate::service::ServiceError;
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
@@ -156,26 +154,5 @@ pub(crate) fn run_error(e: RunError, key: &str) -> Problem {
         ),
         RunError::Store(e) => e.into(),
         other => Problem::internal(&other),
-    }
-}
-
-impl From<ServiceError> for Problem {
-    fn from(e: ServiceError) -> Self {
-        match e {
-            ServiceError::NotFound(what) => Problem::not_found(what),
-            ServiceError::AlreadyAnswered { key, park, first } => {
-                let mut problem = Problem::new(
-                    StatusCode::CONFLICT,
-                    "already_answered",
-                    format!("`{key}` is no longer waiting at {park}: another answer came first"),
-                );
-                if let Some(first) = &first {
-                    problem = problem.with("answer", crate::views::first_answer(first));
-                }
-                problem
-            }
-            ServiceError::Run { error, key } => run_error(error, &key),
-            ServiceError::Store(e) => e.into(),
-        }
     }
 }

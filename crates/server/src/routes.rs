@@ -3,7 +3,7 @@
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 mod agents;
 pub(crate) mod approvals;
@@ -44,17 +44,4 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(control::agent_events))
         .routes(routes!(control::invoke))
         .routes(routes!(control::agent_invoke))
-}
-
-/// Percent-encodes `s` for one path segment (every byte but the unreserved ones).
-pub(crate) fn segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

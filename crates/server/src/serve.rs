@@ -9,7 +9,8 @@ use duet_runtime::Runtime;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{AppState, Options, router};
+use crate::router::router;
+use crate::state::{AppState, Options};
 
 /// Serves `runtime` on `listener` until `shutdown` resolves, then shuts down gracefully.
 pub async fn serve(

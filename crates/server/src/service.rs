@@ -13,6 +13,8 @@ pub(crate) mod deliveries;
 
 use duet_runtime::{FirstAnswer, Park, RunError, StoreError};
 
+use crate::problem::Problem;
+
 /// Why a service refused.
 #[derive(Debug)]
 pub(crate) enum ServiceError {
@@ -52,6 +54,27 @@ impl ServiceError {
                 error,
                 key: key.to_owned(),
             },
+        }
+    }
+}
+
+impl From<ServiceError> for Problem {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::NotFound(what) => Problem::not_found(what),
+            ServiceError::AlreadyAnswered { key, park, first } => {
+                let mut problem = Problem::new(
+                    axum::http::StatusCode::CONFLICT,
+                    "already_answered",
+                    format!("`{key}` is no longer waiting at {park}: another answer came first"),
+                );
+                if let Some(first) = &first {
+                    problem = problem.with("answer", crate::views::first_answer(first));
+                }
+                problem
+            }
+            ServiceError::Run { error, key } => crate::problem::run_error(error, &key),
+            ServiceError::Store(e) => e.into(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! What the REST API returns, converted by hand from the runtime's types (the wire shape is
-//! this crate's, never derived onto the runtime's types). Field names are camelCase.
+//! this crate's, never derived onto the runtime's types). Field names are camelCase. And
+//! [`segment`], a path segment percent-encoded for the URLs the API and the inbox give.
 
 use duet_runtime::control::Entry;
 use duet_runtime::{Child, FirstAnswer, Park, Thread, ThreadId};
@@ -266,4 +267,17 @@ pub(crate) struct AcceptedView {
     pub(crate) delivery: &'static str,
     /// Where to follow it: the thread's events after the journal's seq at acceptance.
     pub(crate) events: String,
+}
+
+/// Percent-encodes `s` for one path segment (every byte but the unreserved ones).
+pub(crate) fn segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }

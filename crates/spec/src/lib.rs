@@ -29,6 +29,7 @@ mod decode;
 pub mod fs;
 mod hook;
 mod issue;
+mod loading;
 mod mcp;
 mod model;
 mod node;

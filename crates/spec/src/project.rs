@@ -1,7 +1,8 @@
 //! A Standard Agents project: every definition of `agents/`, loaded from files handed in.
 //!
-//! [`Project::from_files`] is pure: it takes file names and bytes and never touches the disk
-//! ([`crate::fs`] reads a directory into that shape). Loading never panics and never stops at
+//! [`Project::from_files`] (`loading.rs`: each file read here, then `validate.rs`) is pure: it
+//! takes file names and bytes and never touches the disk ([`crate::fs`] reads a directory into
+//! that shape). Loading never panics and never stops at
 //! the first problem: every issue of every file comes back together.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -294,35 +295,6 @@ impl Loaded {
 }
 
 impl Project {
-    /// Loads and validates the definitions among `files`. Paths not under `agents/` are ignored.
-    pub fn from_files(files: impl IntoIterator<Item = SourceFile>) -> Loaded {
-        Project::from_listing(Listing {
-            files: files.into_iter().collect(),
-            skipped: Vec::new(),
-        })
-    }
-
-    /// As [`Project::from_files`], with an issue for each entry that was not read (what
-    /// [`crate::fs::read_project`] gives).
-    pub fn from_listing(listing: Listing) -> Loaded {
-        let Listing { mut files, skipped } = listing;
-        files.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut project = Project::default();
-        let mut issues = Vec::new();
-        for file in &files {
-            project.load_file(file, &mut issues);
-        }
-        for entry in &skipped {
-            issues.extend(skipped_issue(entry));
-        }
-        issues.extend(crate::validate::check(&project));
-        issues.sort_by(|a, b| {
-            (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code))
-        });
-        issues.dedup();
-        Loaded { project, issues }
-    }
-
     /// Whether a file declared a definition of `kind` named `name` (even a broken one).
     pub(crate) fn declares(&self, kind: Kind, name: &str) -> bool {
         self.declared
@@ -338,7 +310,8 @@ impl Project {
             .unwrap_or_default()
     }
 
-    fn load_file(&mut self, file: &SourceFile, issues: &mut Vec<Issue>) {
+    /// Reads one file's definition into the project, its issues into `issues`.
+    pub(crate) fn load_file(&mut self, file: &SourceFile, issues: &mut Vec<Issue>) {
         let path = file.path.as_str();
         let (kind, folder, stem, syntax) = match classify(path) {
             Class::Outside => return,
@@ -647,7 +620,7 @@ fn too_large() -> String {
 /// The issue for an entry that was not read. A non-file is reported wherever it is; a file too
 /// large or unreadable is an error only where a definition would be, and otherwise gets the
 /// issue its path would have had anyway (its bytes were never needed).
-fn skipped_issue(entry: &Skipped) -> Option<Issue> {
+pub(crate) fn skipped_issue(entry: &Skipped) -> Option<Issue> {
     let path = entry.path.as_str();
     let class = classify(path);
     if matches!(class, Class::Outside) {

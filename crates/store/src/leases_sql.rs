@@ -3,14 +3,14 @@
 //! `store_impl!` with the helpers it defines there (`take_lease`, the decoders).
 
 /// The SQL condition that a `threads` row needs a runner at time `$1`: its lease is free or
-/// expired, and it is `running` (its runner died) or has a [runnable](crate::sql::runnable)
+/// expired, and it is `running` (its runner died) or has a [runnable](crate::fragments::runnable)
 /// queued row. What `recoverable` lists and `claim_runnable` claims.
 macro_rules! recoverable {
     () => {
         concat!(
             "(lease_owner IS NULL OR lease_expires < $1) AND (status = 'running' OR EXISTS \
              (SELECT 1 FROM queue q WHERE q.thread = threads.num AND ",
-            crate::sql::runnable!("threads.status", "threads.stop_reason"),
+            crate::fragments::runnable!("threads.status", "threads.stop_reason"),
             "))"
         )
     };

@@ -12,6 +12,7 @@ use duet_runtime::{Store, StoreError};
 
 mod answers_sql;
 mod batch;
+mod fragments;
 mod group;
 mod keys_sql;
 mod leases_sql;

@@ -137,7 +137,7 @@ impl PgStore {
             notify!(),
             " FROM t WHERE EXISTS (SELECT 1 FROM q)"
         );
-        let row = crate::sql::bind_enqueue!(sqlx::query(SQL), id, &message, &claim, now)
+        let row = crate::fragments::bind_enqueue!(sqlx::query(SQL), id, &message, &claim, now)
             .fetch_optional(&self.write)
             .await
             .map_err(db_error)?;
@@ -326,12 +326,12 @@ impl PgStore {
             notify!(),
             " FROM t"
         );
-        let query = crate::sql::bind_new_thread!(sqlx::query(SQL), key, new)
+        let query = crate::fragments::bind_new_thread!(sqlx::query(SQL), key, new)
             .bind(claim.owner.to_string())
             .bind(claim.until)
             .bind(message.message_id.as_deref())
             .bind(claim.now);
-        let row = crate::sql::bind_message!(query, &message)
+        let row = crate::fragments::bind_message!(query, &message)
             .fetch_optional(&self.write)
             .await
             .map_err(db_error)?;

@@ -13,7 +13,7 @@ use duet_runtime::{ParentFilter, ThreadQuery};
 pub(crate) fn list_sql(q: &ThreadQuery<'_>) -> String {
     let mut sql = String::from(concat!(
         "SELECT ",
-        crate::sql::thread_cols!(),
+        crate::fragments::thread_cols!(),
         " FROM threads WHERE ($1 IS NULL OR agent = $1)"
     ));
     sql.push_str(match q.status {

@@ -5,94 +5,6 @@ pub(crate) use crate::batch::{
     Arg, Batch, JOURNAL_COLUMNS, QUEUED_COLUMNS, THREAD_SET, journal_rows, queued_row,
 };
 
-/// Binds a new thread's columns to `$query` as every insert of a thread numbers them: `$1` id,
-/// `$2` key, `$3` agent (and origin), `$4` parent, `$5` principal, `$6` source, `$7` now.
-macro_rules! bind_new_thread {
-    ($query:expr, $key:expr, $new:expr) => {
-        $query
-            .bind($new.id.to_string())
-            .bind($key)
-            .bind($new.agent)
-            .bind($new.parent.map(|p| p.to_string()))
-            .bind($new.principal)
-            .bind($new.source)
-            .bind($new.now)
-    };
-}
-pub(crate) use bind_new_thread;
-
-/// Binds queued message `$message`'s columns (a reference) to `$query` in `queue`'s order, role
-/// through trace with `created_at` apart: the next eleven placeholders.
-macro_rules! bind_message {
-    ($query:expr, $message:expr) => {
-        $query
-            .bind($message.role.as_str())
-            .bind(duet_runtime::side_str($message.side))
-            .bind(&$message.content)
-            .bind($message.human)
-            .bind($message.silent)
-            .bind($message.follow_up)
-            .bind($message.tool.as_ref().map(|r| r.call_id.as_str()))
-            .bind($message.tool.as_ref().map(|r| r.name.as_str()))
-            .bind($message.tool.as_ref().map(|r| r.status.as_str()))
-            .bind(if $message.images.is_empty() {
-                None
-            } else {
-                Some(serde_json::json!($message.images).to_string())
-            })
-            .bind($message.trace.as_deref())
-    };
-}
-pub(crate) use bind_message;
-
-/// Binds `enqueue`'s parameters as both backends' texts number them: `$1` thread id, `$2`
-/// message id, `$3` now, `$4`–`$14` the message, `$15`–`$17` the claim (owner, until, now;
-/// all NULL without one).
-macro_rules! bind_enqueue {
-    ($query:expr, $id:expr, $message:expr, $claim:expr, $now:expr) => {
-        crate::sql::bind_message!(
-            $query
-                .bind($id.to_string())
-                .bind($message.message_id.as_deref())
-                .bind($now),
-            $message
-        )
-        .bind($claim.as_ref().map(|l| l.owner.to_string()))
-        .bind($claim.as_ref().map(|l| l.until))
-        .bind($claim.as_ref().map(|l| l.now))
-    };
-}
-pub(crate) use bind_enqueue;
-
-/// The thread columns, in `thread_from_row` order.
-macro_rules! thread_cols {
-    () => {
-        "num, id, key, agent, origin, parent, principal, source, status, status_text, session, session_open, stop_reason, result, \
-         turns_a, turns_b, steps_a, steps_b, steps_total, acting, watermark_a, watermark_b, next_seq, \
-         lease_owner, lease_expires, created_at, updated_at"
-    };
-}
-pub(crate) use thread_cols;
-
-/// The SQL condition that a queue row `q` is runnable for a thread whose status and stop reason
-/// are the SQL expressions `$status` and `$stop` (its columns, or in a commit the values being
-/// written): the thread was not aborted (its queue then waits for the next delivery), and,
-/// while the thread waits for a blocking child, the row is a late tool result.
-macro_rules! runnable {
-    ($status:literal, $stop:literal) => {
-        concat!(
-            "(",
-            $stop,
-            " IS NULL OR ",
-            $stop,
-            " <> 'aborted') AND (",
-            $status,
-            " <> 'waiting' OR q.tool_call_id IS NOT NULL)"
-        )
-    };
-}
-pub(crate) use runnable;
-
 /// The store port's traits for `$store`, whose `writer()` gives the connection writes go through
 /// (`$begin` starts their transactions) and whose `read` pool serves reads. `$lock` is appended
 /// to the statement that reads the thread row inside a write transaction (` FOR UPDATE` on
@@ -116,7 +28,7 @@ macro_rules! store_impl {
         use uuid::Uuid;
 
         use crate::db_error;
-        use crate::sql::thread_cols;
+        use crate::fragments::thread_cols;
 
         crate::rows::decoders!($db);
 
@@ -183,7 +95,7 @@ macro_rules! store_impl {
                      VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7) ON CONFLICT (key) DO NOTHING RETURNING ",
                     $notify
                 ));
-                let created = crate::sql::bind_new_thread!(created, key, new)
+                let created = crate::fragments::bind_new_thread!(created, key, new)
                 .execute(&mut *tx)
                 .await
                 .map_err(db_error)?

@@ -279,7 +279,7 @@ impl SqliteStore {
         } else {
             format!(
                 "NOT EXISTS (SELECT 1 FROM queue q WHERE q.thread = threads.num AND {})",
-                crate::sql::runnable!("$4", "$8")
+                crate::fragments::runnable!("$4", "$8")
             )
         };
         batch.sql.push_str(&format!(

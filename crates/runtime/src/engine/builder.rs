@@ -6,7 +6,8 @@ use tokio_util::sync::CancellationToken;
 
 use duet_spec::Project;
 
-use super::{Inner, Runtime, deliver, lease};
+use super::runs::{Background, Runs};
+use super::{Inner, Runtime};
 use crate::clock::{Clock, SystemClock};
 use crate::handler::{Handler, Handlers};
 use crate::hooks::Hooks;
@@ -140,8 +141,8 @@ impl RuntimeBuilder {
                 capture_content: self.capture_content,
                 carrier: self.carrier,
                 models: Mutex::new(HashMap::new()),
-                runs: lease::Runs::default(),
-                background: deliver::Background::default(),
+                runs: Runs::default(),
+                background: Background::default(),
                 detached: CancellationToken::new(),
             }),
         }

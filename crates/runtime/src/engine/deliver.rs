@@ -2,8 +2,6 @@
 //! that follows; recovery of threads whose runner died; and the runs that go on in the
 //! background (non-blocking children, parents woken by a child's result).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -17,13 +15,6 @@ use crate::types::{NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus};
 
 /// How many threads `recover` continues at once.
 const RECOVER_AT_ONCE: usize = 8;
-
-/// Background runs in flight, and a signal when the count drops.
-#[derive(Default)]
-pub(super) struct Background {
-    count: AtomicUsize,
-    done: tokio::sync::Notify,
-}
 
 impl Runtime {
     /// Delivers `text` to the thread `key` (created for `agent` if new) and runs it until it
@@ -353,12 +344,11 @@ impl Runtime {
         &self,
         work: impl std::future::Future<Output = ()> + Send + 'static,
     ) {
-        self.inner.background.count.fetch_add(1, Ordering::SeqCst);
+        self.inner.background.started();
         let rt = self.clone();
         tokio::spawn(async move {
             work.await;
-            rt.inner.background.count.fetch_sub(1, Ordering::SeqCst);
-            rt.inner.background.done.notify_waiters();
+            rt.inner.background.ended();
         });
     }
 
@@ -367,10 +357,10 @@ impl Runtime {
     pub async fn quiesce(&self) {
         loop {
             // Registered before the check, so a run finishing in between still wakes us.
-            let notified = self.inner.background.done.notified();
+            let notified = self.inner.background.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.inner.background.count.load(Ordering::SeqCst) == 0 {
+            if self.inner.background.idle() {
                 return;
             }
             notified.await;
@@ -386,7 +376,7 @@ fn inbound(
     origin: &Origin<'_>,
     text: &str,
     message_id: Option<&str>,
-    images: &[crate::agent::ImageRef],
+    images: &[crate::types::ImageRef],
     trace: Option<String>,
 ) -> NewQueued {
     let mut message = if origin.parent.is_some() {

@@ -2,8 +2,6 @@
 //! future lives, and this process's registry of runs (so the control plane's `abort` reaches a
 //! local run at once; a run elsewhere sees a durable abort request at its next renewal).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -12,35 +10,6 @@ use uuid::Uuid;
 use super::Runtime;
 use crate::store::{Lease, Renewal};
 use crate::types::ThreadId;
-
-/// This process's runs in flight, by thread.
-#[derive(Default)]
-pub(super) struct Runs(Mutex<HashMap<ThreadId, CancellationToken>>);
-
-impl Runs {
-    fn insert(&self, id: ThreadId, token: CancellationToken) {
-        if let Ok(mut runs) = self.0.lock() {
-            runs.insert(id, token);
-        }
-    }
-
-    fn remove(&self, id: ThreadId) {
-        if let Ok(mut runs) = self.0.lock() {
-            runs.remove(&id);
-        }
-    }
-
-    /// How many runs are in flight.
-    pub(super) fn len(&self) -> usize {
-        self.0.lock().map(|r| r.len()).unwrap_or(0)
-    }
-
-    /// Cancels the run of `id`; whether there was one.
-    pub(super) fn cancel(&self, id: ThreadId) -> bool {
-        let token = self.0.lock().ok().and_then(|r| r.get(&id).cloned());
-        token.map(|t| t.cancel()).is_some()
-    }
-}
 
 /// Held for the length of one run: renews the lease, turns a remote abort request into
 /// `abort`, and a lost lease into `lost`. Dropping it (a run that ended, or whose future was

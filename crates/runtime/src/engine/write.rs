@@ -17,7 +17,7 @@
 
 use tracing::Instrument;
 
-use super::{Runtime, emit};
+use super::{Flow, Runtime, emit};
 use crate::error::RunError;
 use crate::event::EventSink;
 use crate::hooks::ActiveHooks;
@@ -124,6 +124,27 @@ impl<'a> Around<'a> {
 }
 
 impl Runtime {
+    /// Writes `records` and settles: the lease is released unless runnable messages wait.
+    pub(super) async fn finish(
+        &self,
+        t: &mut Thread,
+        records: Vec<Record>,
+    ) -> Result<Flow, RunError> {
+        t.updated_at = self.now();
+        let outcome = self
+            .persist(t, Write::settle(records), Around::default())
+            .await?;
+        Ok(Flow::of(outcome, t))
+    }
+
+    /// Records a failed step and stops the run (`step_error`); the session stays open.
+    pub(super) async fn step_error(&self, t: &mut Thread, error: &str) -> Result<Flow, RunError> {
+        // Inside the step's `invoke_agent` span.
+        tracing::Span::current().record(crate::telemetry::attr::ERROR_TYPE, "step_error");
+        let records = crate::transition::step_error(t, error, self.now());
+        self.finish(t, records).await
+    }
+
     /// Persists `w` in the module's fixed order; see the module docs.
     pub(super) async fn persist(
         &self,

@@ -15,9 +15,9 @@ use duet_runtime::{Accepted, Delivery, ImageRef, Origin, RunError, SideId, Threa
 
 use super::follow;
 use super::tasks::{TaskRef, View};
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::MAX_KEY_BYTES;
+use crate::state::AppState;
 
 /// One project agent served over A2A.
 pub(crate) struct DuetAgent {
@@ -373,7 +373,7 @@ impl A2aAgent for DuetAgent {
 
     async fn list_tasks(&self, req: ListTasksRequest, cx: Context) -> Handled<ListTasksResponse> {
         let caller = Self::caller(&cx)?;
-        super::list::tasks(self, &caller, req, &cx).await
+        self.tasks(&caller, req, &cx).await
     }
 
     async fn cancel_task(&self, req: CancelTaskRequest, cx: Context) -> Handled<Task> {
@@ -386,7 +386,7 @@ impl A2aAgent for DuetAgent {
         }
         self.state
             .runtime()
-            .terminate(&crate::app::owner_scope(&t))
+            .terminate(&crate::auth::owner_scope(&t))
             .await
             .map_err(A2aError::internal)?;
         Ok(follow::read(&self.state, r, &view).await?.1)

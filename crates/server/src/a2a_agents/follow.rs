@@ -8,7 +8,7 @@ use duet_runtime::{Thread, ThreadId};
 use futures::StreamExt;
 
 use super::tasks::{self, TaskRef, View};
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// Reads the thread and the task as they are now.
 pub(crate) async fn read(

@@ -13,141 +13,144 @@ use crate::auth::Caller;
 /// How many threads one store read lists while scanning.
 const BATCH: usize = 500;
 
-pub(crate) async fn tasks(
-    agent: &DuetAgent,
-    caller: &Caller,
-    req: ListTasksRequest,
-    cx: &Context,
-) -> Handled<ListTasksResponse> {
-    let after = req.status_after().map(|t| t.timestamp_millis());
-    // A task's status time: its thread's last change for the current session, its last
-    // entry's for an earlier one.
-    let matches = |task_state, at: i64| {
-        req.status.is_none_or(|s| s == task_state) && after.is_none_or(|a| at > a)
-    };
-    let bad_token = || {
-        A2aError::invalid_params(
-            "pageToken is not one this server gave",
-            vec![(
-                "pageToken".into(),
-                "a nextPageToken from a previous page".into(),
-            )],
-        )
-    };
-    let view = |t: &Thread| View {
-        context: caller.visible_key(&t.key),
-        client: agent.client,
-        history: cx.history_length,
-        artifacts: req.include_artifacts.unwrap_or(false),
-    };
-    let mut page: Vec<Task> = Vec::new();
-    let mut total = 0usize;
-    let mut next = String::new();
-    if let Some(context) = &req.context_id {
-        let store = agent.state.runtime().store();
-        let Some(t) = store
-            .thread(&caller.stored_key(context))
-            .await
-            .map_err(A2aError::internal)?
-            .filter(|t| caller.may_see(t) && (t.origin == agent.agent || t.agent == agent.agent))
-        else {
-            return Ok(empty(cx.page_size));
+impl DuetAgent {
+    /// `ListTasks` (`A2aAgent::list_tasks`) for this agent.
+    pub(super) async fn tasks(
+        &self,
+        caller: &Caller,
+        req: ListTasksRequest,
+        cx: &Context,
+    ) -> Handled<ListTasksResponse> {
+        let after = req.status_after().map(|t| t.timestamp_millis());
+        // A task's status time: its thread's last change for the current session, its last
+        // entry's for an earlier one.
+        let matches = |task_state, at: i64| {
+            req.status.is_none_or(|s| s == task_state) && after.is_none_or(|a| at > a)
         };
-        let below = match req.page_token.as_deref() {
-            Some(tok) => tok.parse::<i64>().map_err(|_| bad_token())?,
-            None => i64::MAX,
+        let bad_token = || {
+            A2aError::invalid_params(
+                "pageToken is not one this server gave",
+                vec![(
+                    "pageToken".into(),
+                    "a nextPageToken from a previous page".into(),
+                )],
+            )
         };
-        let v = view(&t);
-        let mut last_listed = None;
-        for session in (1..=t.session.max(1)).rev() {
-            let r = TaskRef {
-                thread: t.id,
-                session,
-            };
-            let facts = tasks::facts(store.as_ref(), t.id, session)
+        let view = |t: &Thread| View {
+            context: caller.visible_key(&t.key),
+            client: self.client,
+            history: cx.history_length,
+            artifacts: req.include_artifacts.unwrap_or(false),
+        };
+        let mut page: Vec<Task> = Vec::new();
+        let mut total = 0usize;
+        let mut next = String::new();
+        if let Some(context) = &req.context_id {
+            let store = self.state.runtime().store();
+            let Some(t) = store
+                .thread(&caller.stored_key(context))
                 .await
-                .map_err(A2aError::internal)?;
-            let at = if session == t.session {
-                t.updated_at
-            } else {
-                facts.last_at
+                .map_err(A2aError::internal)?
+                .filter(|t| caller.may_see(t) && (t.origin == self.agent || t.agent == self.agent))
+            else {
+                return Ok(empty(cx.page_size));
             };
-            if !matches(tasks::state(&t, session, &facts), at) {
-                continue;
-            }
-            total += 1;
-            if session >= below {
-                continue;
-            }
-            if page.len() == cx.page_size {
-                if next.is_empty() {
-                    next = last_listed.map(|s: i64| s.to_string()).unwrap_or_default();
-                }
-                continue;
-            }
-            page.push(tasks::task(&t, r, &facts, &v));
-            last_listed = Some(session);
-        }
-    } else {
-        let after = match req.page_token.as_deref() {
-            Some(tok) => Some(tok.parse::<uuid::Uuid>().map_err(|_| bad_token())?),
-            None => None,
-        };
-        let mut cursor = None;
-        let mut last_listed = None;
-        loop {
-            let batch = agent
-                .state
-                .runtime()
-                .store()
-                .list_threads(&ThreadQuery {
-                    agent: Some(&agent.agent),
-                    parent: ParentFilter::TopLevel,
-                    principal: caller.owner_filter(),
-                    after: cursor,
-                    newest_first: true,
-                    limit: BATCH,
-                    ..ThreadQuery::default()
-                })
-                .await
-                .map_err(A2aError::internal)?;
-            let Some(end) = batch.last().map(|t| t.id) else {
-                break;
+            let below = match req.page_token.as_deref() {
+                Some(tok) => tok.parse::<i64>().map_err(|_| bad_token())?,
+                None => i64::MAX,
             };
-            for t in &batch {
-                let r = TaskRef::current(t);
-                if !matches(tasks::current_state(t), t.updated_at) {
+            let v = view(&t);
+            let mut last_listed = None;
+            for session in (1..=t.session.max(1)).rev() {
+                let r = TaskRef {
+                    thread: t.id,
+                    session,
+                };
+                let facts = tasks::facts(store.as_ref(), t.id, session)
+                    .await
+                    .map_err(A2aError::internal)?;
+                let at = if session == t.session {
+                    t.updated_at
+                } else {
+                    facts.last_at
+                };
+                if !matches(tasks::state(&t, session, &facts), at) {
                     continue;
                 }
                 total += 1;
-                // Newest first: ids after the token are older (smaller) ones.
-                if after.is_some_and(|a| t.id >= a) {
+                if session >= below {
                     continue;
                 }
                 if page.len() == cx.page_size {
                     if next.is_empty() {
-                        next = last_listed
-                            .map(|id: uuid::Uuid| id.to_string())
-                            .unwrap_or_default();
+                        next = last_listed.map(|s: i64| s.to_string()).unwrap_or_default();
                     }
                     continue;
                 }
-                let (_, task, _) = follow::read(&agent.state, r, &view(t)).await?;
-                page.push(task);
-                last_listed = Some(t.id);
+                page.push(tasks::task(&t, r, &facts, &v));
+                last_listed = Some(session);
             }
-            if batch.len() < BATCH {
-                break;
+        } else {
+            let after = match req.page_token.as_deref() {
+                Some(tok) => Some(tok.parse::<uuid::Uuid>().map_err(|_| bad_token())?),
+                None => None,
+            };
+            let mut cursor = None;
+            let mut last_listed = None;
+            loop {
+                let batch = self
+                    .state
+                    .runtime()
+                    .store()
+                    .list_threads(&ThreadQuery {
+                        agent: Some(&self.agent),
+                        parent: ParentFilter::TopLevel,
+                        principal: caller.owner_filter(),
+                        after: cursor,
+                        newest_first: true,
+                        limit: BATCH,
+                        ..ThreadQuery::default()
+                    })
+                    .await
+                    .map_err(A2aError::internal)?;
+                let Some(end) = batch.last().map(|t| t.id) else {
+                    break;
+                };
+                for t in &batch {
+                    let r = TaskRef::current(t);
+                    if !matches(tasks::current_state(t), t.updated_at) {
+                        continue;
+                    }
+                    total += 1;
+                    // Newest first: ids after the token are older (smaller) ones.
+                    if after.is_some_and(|a| t.id >= a) {
+                        continue;
+                    }
+                    if page.len() == cx.page_size {
+                        if next.is_empty() {
+                            next = last_listed
+                                .map(|id: uuid::Uuid| id.to_string())
+                                .unwrap_or_default();
+                        }
+                        continue;
+                    }
+                    let (_, task, _) = follow::read(&self.state, r, &view(t)).await?;
+                    page.push(task);
+                    last_listed = Some(t.id);
+                }
+                if batch.len() < BATCH {
+                    break;
+                }
+                cursor = Some(end);
             }
-            cursor = Some(end);
         }
+        Ok(ListTasksResponse {
+            page_size: i32::try_from(cx.page_size).unwrap_or(i32::MAX),
+            tasks: page,
+            next_page_token: next,
+            total_size: i32::try_from(total).unwrap_or(i32::MAX),
+        })
     }
-    Ok(ListTasksResponse {
-        page_size: i32::try_from(cx.page_size).unwrap_or(i32::MAX),
-        tasks: page,
-        next_page_token: next,
-        total_size: i32::try_from(total).unwrap_or(i32::MAX),
-    })
 }
 
 fn empty(page: usize) -> ListTasksResponse {

@@ -25,8 +25,8 @@ use duet_spec::AgentDef;
 use serde_json::json;
 use tower::ServiceBuilder;
 
-use crate::app::AppState;
 use crate::auth::Caller;
+use crate::state::AppState;
 
 /// The A2A routes of every served agent.
 pub(crate) fn router(state: &AppState) -> Router<AppState> {

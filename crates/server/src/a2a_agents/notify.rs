@@ -18,8 +18,8 @@ use futures::{FutureExt, StreamExt};
 use super::follow;
 use super::push::{Target, target_allowed};
 use super::tasks::{TaskRef, View};
-use crate::app::AppState;
 use crate::auth::Caller;
+use crate::state::AppState;
 
 /// How long a claimed notification is ours before another sender may take it.
 const CLAIM_MS: i64 = 30_000;

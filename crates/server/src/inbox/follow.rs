@@ -15,11 +15,11 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use super::item;
-use super::signin::Viewer;
-use crate::app::AppState;
+use super::viewer::Viewer;
 use crate::body::Path;
 use crate::problem::Problem;
 use crate::routes::approvals;
+use crate::state::AppState;
 
 /// `GET /inbox/items/{id}/follow`.
 pub(crate) async fn follow(

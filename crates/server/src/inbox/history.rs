@@ -8,9 +8,9 @@ use maud::html;
 use serde::Deserialize;
 
 use super::layout::{self, Nav};
-use super::signin::Viewer;
-use crate::app::AppState;
+use super::viewer::Viewer;
 use crate::auth::Caller;
+use crate::state::AppState;
 use crate::views::ApprovalId;
 
 /// Answers per page.

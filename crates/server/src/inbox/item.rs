@@ -13,14 +13,15 @@ use maud::{Markup, html};
 
 use super::form::Form;
 use super::layout::{self, Nav};
-use super::signin::{self, Viewer};
-use crate::app::AppState;
+use super::signin;
+use super::viewer::Viewer;
 use crate::auth::Caller;
 use crate::body::Path;
 use crate::problem::Problem;
 use crate::routes::approvals;
 use crate::routes::deliver;
 use crate::service::{self, ServiceError};
+use crate::state::AppState;
 
 /// How many messages before the question the page shows.
 const TAIL: usize = 12;

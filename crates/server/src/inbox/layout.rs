@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::signin::Viewer;
+use super::viewer::Viewer;
 
 /// Which part of the inbox a page is.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -17,6 +17,7 @@ mod layout;
 mod markdown;
 mod queue;
 mod signin;
+mod viewer;
 
 use axum::Router;
 use axum::extract::Request;
@@ -25,7 +26,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use axum::routing::{get, post};
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// What every inbox response says about how it may be used.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \

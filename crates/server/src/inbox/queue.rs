@@ -16,11 +16,11 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::layout::{self, Nav};
-use super::signin::Viewer;
-use crate::app::AppState;
+use super::viewer::Viewer;
 use crate::auth::Caller;
 use crate::problem::Problem;
 use crate::routes::approvals;
+use crate::state::AppState;
 use crate::views::ApprovalView;
 
 /// At most this many questions are listed (the count says when there are more).
@@ -117,7 +117,7 @@ pub(crate) fn list(queue: &Queue, now: i64) -> Markup {
                 "By agent: "
                 @for (n, (agent, count)) in queue.counts.iter().enumerate() {
                     @if n > 0 { " · " }
-                    a href=(format!("/inbox?agent={}", crate::routes::segment(agent))) { (agent) " " span.n { (count) } }
+                    a href=(format!("/inbox?agent={}", crate::views::segment(agent))) { (agent) " " span.n { (count) } }
                 }
             }
         }

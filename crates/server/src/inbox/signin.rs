@@ -14,35 +14,15 @@ use sha2::{Digest, Sha256};
 
 use super::form::Form;
 use super::layout;
-use crate::app::AppState;
+use super::viewer::Viewer;
 use crate::auth::{self, Caller};
+use crate::state::AppState;
 
 /// The session cookie's name.
 const COOKIE: &str = "duet_inbox";
 
 /// How long a sign-in lasts.
 const SIGN_IN_FOR_MS: i64 = 12 * 60 * 60 * 1000;
-
-/// The person looking at the inbox.
-#[derive(Clone, Debug)]
-pub(crate) struct Viewer {
-    /// What they may see and do, as the API would let their key.
-    pub caller: Caller,
-    /// The CSRF token their forms carry (none with auth off: there is no session to forge).
-    pub csrf: Option<String>,
-}
-
-impl Viewer {
-    /// Who they are, for the page's header (`None` with auth off).
-    pub(crate) fn name(&self) -> Option<String> {
-        self.caller.principal.as_ref().map(|p| p.subject.clone())
-    }
-
-    /// The CSRF token, or the empty string when none is needed.
-    pub(crate) fn token(&self) -> &str {
-        self.csrf.as_deref().unwrap_or_default()
-    }
-}
 
 /// The session cookie's value in `headers`, if any.
 fn cookie(headers: &HeaderMap) -> Option<String> {
@@ -79,7 +59,7 @@ pub(crate) struct SignedOut {
 impl IntoResponse for SignedOut {
     fn into_response(self) -> Response {
         if self.page {
-            let to = format!("/inbox/sign-in?next={}", crate::routes::segment(&self.next));
+            let to = format!("/inbox/sign-in?next={}", crate::views::segment(&self.next));
             Redirect::to(&to).into_response()
         } else {
             (StatusCode::UNAUTHORIZED, "sign in at /inbox/sign-in").into_response()

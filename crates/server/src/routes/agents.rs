@@ -3,8 +3,8 @@
 use axum::Json;
 use axum::extract::State;
 
-use crate::app::AppState;
 use crate::auth::Caller;
+use crate::state::AppState;
 use crate::views::AgentView;
 
 /// The project's agents: their sides' backings and whether each is exposed.

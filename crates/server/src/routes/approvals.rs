@@ -13,11 +13,11 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::deliver::{self, Image, Wait};
 use super::threads::{cursor, newest_first, page_size};
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::{Json, Query};
 use crate::problem::Problem;
 use crate::service;
+use crate::state::AppState;
 use crate::views::{AcceptedView, ApprovalId, ApprovalView, Page, ParentView, ThreadView};
 
 /// How deep a parent chain is followed.

@@ -27,10 +27,10 @@ use self::wire::{
     AgentCommand, CAPABILITIES, Capabilities, Parsed, SessionEntries, SessionEntry, SessionState,
     codes, parse_command, rejected, run_id,
 };
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::{Json, Query, check_key};
 use crate::problem::Problem;
+use crate::state::AppState;
 
 /// `?session=`.
 #[derive(Deserialize, IntoParams)]

@@ -10,14 +10,13 @@ use duet_runtime::ImageRef;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::segment;
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::MAX_KEY_BYTES;
 use crate::problem::Problem;
 pub(crate) use crate::service::deliveries::Inbound;
 use crate::service::deliveries::{self, Delivered, Landed};
-use crate::views::{AcceptedView, ThreadView};
+use crate::state::AppState;
+use crate::views::{AcceptedView, ThreadView, segment};
 
 /// Whether to answer at once or when the thread settles.
 #[derive(Deserialize, IntoParams)]

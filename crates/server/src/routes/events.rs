@@ -19,10 +19,10 @@ use serde::Deserialize;
 use serde_json::json;
 use utoipa::IntoParams;
 
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::Query;
 use crate::problem::Problem;
+use crate::state::AppState;
 use crate::views::{ApprovalId, EntryView};
 
 /// Entries read per journal page while catching up.

@@ -6,8 +6,8 @@ use axum::extract::State;
 use duet_runtime::ThreadQuery;
 use serde_json::{Value, json};
 
-use crate::app::AppState;
 use crate::problem::Problem;
+use crate::state::AppState;
 
 /// The process is up.
 #[utoipa::path(get, path = "/healthz", tag = "health", security(()),

@@ -16,10 +16,10 @@ use futures::stream::{BoxStream, StreamExt};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::{Json, check_key, parse};
 use crate::problem::Problem;
+use crate::state::AppState;
 
 /// The flat body: `{"session": "dev", "text": "hello"}`.
 #[derive(Deserialize, ToSchema)]

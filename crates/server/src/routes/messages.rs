@@ -14,10 +14,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::deliver::{self, Image, Inbound, Wait};
 use super::threads::page_size;
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::{Json, Query};
 use crate::problem::Problem;
+use crate::state::AppState;
 use crate::views::{AcceptedView, EntryView, Page, ThreadView};
 
 /// An inbound message.

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::deliver::{self, Image, Inbound, Wait};
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::body::{Json, Query, check_key};
 use crate::problem::Problem;
+use crate::state::AppState;
 use crate::views::{AcceptedView, ChildView, Page, ThreadView};
 
 /// A new thread and its first message.
@@ -248,7 +248,7 @@ pub(crate) async fn terminate(
     let t = state.thread(&caller, &key).await?;
     // The thread is checked above (an admin may end another principal's); the runtime checks
     // the principal again, so it is asked as the thread's owner.
-    let scope = crate::app::owner_scope(&t);
+    let scope = crate::auth::owner_scope(&t);
     let n = state
         .runtime()
         .terminate(&scope)

@@ -6,8 +6,8 @@ use duet_runtime::{ImageRef, Thread};
 
 use super::ServiceError;
 use super::deliveries::{self, Delivered, Inbound};
-use crate::app::AppState;
 use crate::auth::Caller;
+use crate::state::AppState;
 use crate::views::ApprovalId;
 
 /// The approval `id` and its thread, if `caller` may see it and the thread ever reached that

@@ -8,8 +8,8 @@ use duet_runtime::{
 use futures::StreamExt;
 
 use super::ServiceError;
-use crate::app::AppState;
 use crate::auth::Caller;
+use crate::state::AppState;
 
 /// One inbound message.
 pub(crate) struct Inbound<'a> {

@@ -31,7 +31,8 @@ impl SqliteStore {
         let hub = self.hub.clone();
         self.write_once(move |conn: &mut SqliteConnection| {
             Box::pin(async move {
-                let query = crate::sql::bind_enqueue!(sqlx::query(SQL), id, &message, &claim, now);
+                let query =
+                    crate::fragments::bind_enqueue!(sqlx::query(SQL), id, &message, &claim, now);
                 let rows = match (query.fetch_all(conn).await, &message.message_id) {
                     (Err(e), Some(message_id)) if is_unique_violation(&e) => {
                         return Err(StoreError::Duplicate {
@@ -81,12 +82,12 @@ impl SqliteStore {
         let hub = self.hub.clone();
         self.write_once(move |conn: &mut SqliteConnection| {
             Box::pin(async move {
-                let query = crate::sql::bind_new_thread!(sqlx::query(SQL), key, new)
+                let query = crate::fragments::bind_new_thread!(sqlx::query(SQL), key, new)
                     .bind(claim.owner.to_string())
                     .bind(claim.until)
                     .bind(message.message_id.as_deref())
                     .bind(claim.now);
-                let rows = crate::sql::bind_message!(query, &message)
+                let rows = crate::fragments::bind_message!(query, &message)
                     .fetch_all(conn)
                     .await
                     .map_err(db_error)?;
@@ -170,7 +171,7 @@ impl SqliteStore {
                     .bind(claim.now)
                     .bind(claim.owner.to_string())
                     .bind(claim.until);
-                let rows = crate::sql::bind_message!(query, &message)
+                let rows = crate::fragments::bind_message!(query, &message)
                     .fetch_all(conn)
                     .await
                     .map_err(db_error)?;

@@ -1,20 +1,15 @@
-//! The server's shared state and its router: every route registered through utoipa's
-//! `OpenApiRouter`, so the OpenAPI document is generated from the handlers and cannot miss one.
+//! The server's shared state: [`Options`] (how `duet serve` behaves) and [`AppState`] (the
+//! runtime, the key cache, the runs in flight, the closing token), which every handler shares.
+//! The router that hands it to them is `router.rs`; what a caller may see of it is `auth.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use duet_runtime::{Claim, RunError, Runtime, Settled, Thread};
+use duet_runtime::{Claim, RunError, Runtime, Settled};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use utoipa::OpenApi;
-use utoipa_axum::router::OpenApiRouter;
 
-use crate::auth::{Caller, KeyCache};
-use crate::problem::Problem;
-use crate::routes;
+use crate::auth::cache::KeyCache;
 
 /// How `duet serve` behaves.
 #[derive(Clone, Debug)]
@@ -186,103 +181,4 @@ impl AppState {
             )
             .into_response()
     }
-
-    /// The thread the caller calls `key`: 404 when there is none or it is another principal's.
-    pub(crate) async fn thread(&self, caller: &Caller, key: &str) -> Result<Thread, Problem> {
-        crate::body::check_key(key)?;
-        let stored = caller.stored_key(key);
-        match self.runtime().store().thread(&stored).await? {
-            Some(t) if caller.may_see(&t) => Ok(t),
-            _ => Err(Problem::not_found(format!("no thread `{key}`"))),
-        }
-    }
-}
-
-/// The control-plane scope of `t` as its owner sees it (for acting on a thread the caller was
-/// already found allowed to).
-pub(crate) fn owner_scope(t: &Thread) -> duet_runtime::Scope {
-    duet_runtime::Scope {
-        session: t.key.clone(),
-        principal: t
-            .principal
-            .as_deref()
-            .and_then(|p| serde_json::from_str(p).ok()),
-        source: None,
-    }
-}
-
-#[derive(OpenApi)]
-#[openapi(
-    info(
-        title = "duet",
-        description = "A durable runtime for two-sided Standard Agents sessions: threads, \
-            approvals, events, the Agent Handler protocol and its session control plane."
-    ),
-    components(schemas(crate::problem::ProblemBody)),
-    modifiers(&BearerAuth)
-)]
-struct ApiDoc;
-
-struct BearerAuth;
-
-impl utoipa::Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .bearer_format("duet API key")
-                    .build(),
-            ),
-        );
-        openapi.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new(
-            "bearer",
-            Vec::<String>::new(),
-        )]);
-    }
-}
-
-/// The whole API as a router, and its OpenAPI document.
-pub fn router(state: AppState) -> Router {
-    let limit = state.options().body_limit;
-    let (router, api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .merge(routes::api())
-        .split_for_parts();
-    let api = Arc::new(api);
-    let a2a = crate::a2a_agents::router(&state);
-    router
-        .merge(a2a)
-        .merge(crate::inbox::router())
-        .route("/metrics", axum::routing::get(crate::metrics::scrape))
-        .route(
-            "/openapi.json",
-            axum::routing::get(move || {
-                let api = api.clone();
-                async move { axum::Json(api.as_ref().clone()) }
-            }),
-        )
-        .fallback(|| async { Problem::not_found("no such route") })
-        .method_not_allowed_fallback(|| async {
-            Problem::new(
-                axum::http::StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "this route does not take that method",
-            )
-        })
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::metrics::http,
-        ))
-        .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
-}
-
-/// The OpenAPI document alone (for `duet serve --openapi` and tests).
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
-        .merge(routes::api())
-        .into_openapi()
 }

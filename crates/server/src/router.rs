@@ -1,0 +1,90 @@
+//! The router: every route registered through utoipa's `OpenApiRouter`, so the OpenAPI
+//! document is generated from the handlers and cannot miss one, plus the A2A agents, the inbox,
+//! `/metrics`, `/openapi.json` and the problem fallbacks, over the shared [`AppState`].
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::problem::Problem;
+use crate::routes;
+use crate::state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "duet",
+        description = "A durable runtime for two-sided Standard Agents sessions: threads, \
+            approvals, events, the Agent Handler protocol and its session control plane."
+    ),
+    components(schemas(crate::problem::ProblemBody)),
+    modifiers(&BearerAuth)
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("duet API key")
+                    .build(),
+            ),
+        );
+        openapi.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new(
+            "bearer",
+            Vec::<String>::new(),
+        )]);
+    }
+}
+
+/// The whole API as a router, and its OpenAPI document.
+pub fn router(state: AppState) -> Router {
+    let limit = state.options().body_limit;
+    let (router, api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(routes::api())
+        .split_for_parts();
+    let api = Arc::new(api);
+    let a2a = crate::a2a_agents::router(&state);
+    router
+        .merge(a2a)
+        .merge(crate::inbox::router())
+        .route("/metrics", axum::routing::get(crate::metrics::scrape))
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || {
+                let api = api.clone();
+                async move { axum::Json(api.as_ref().clone()) }
+            }),
+        )
+        .fallback(|| async { Problem::not_found("no such route") })
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method",
+            )
+        })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::http,
+        ))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// The OpenAPI document alone (for `duet serve --openapi` and tests).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
+        .merge(routes::api())
+        .into_openapi()
+}
