@@ -23,7 +23,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Cleanup, env, gate, load, ms, percentile, rss_kib, scratch, store};
+use common::{Cleanup, env, gate, load, ms, percentile, rss_kib, scratch, stores_at};
 use duet_runtime::Runtime;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -141,12 +141,14 @@ async fn run() {
     let n = env("BENCH_APPROVALS", 1_000);
     let concurrency = env("BENCH_CONCURRENCY", 8);
     let parked = env("BENCH_SERVER_PARKED", 100_000);
-    let (store, backend) = store().await;
+    let (stores, backend, _) = stores_at().await;
+    let store = stores.engine.clone();
     let runtime = Runtime::builder(project(), store.clone())
         .providers(duet_models::providers())
         .build();
     let key = duet_server::auth::new_key("bench", false, None, 0).expect("key");
-    store
+    stores
+        .server
         .create_key(&key.key, &key.hash)
         .await
         .expect("store key");
@@ -158,12 +160,8 @@ async fn run() {
         default_agent: Some("gate".into()),
         ..duet_server::Options::default()
     };
-    tokio::spawn(duet_server::serve(
-        runtime,
-        options,
-        listener,
-        std::future::pending(),
-    ));
+    let state = duet_server::AppState::new(runtime, stores.server.clone(), options);
+    tokio::spawn(duet_server::serve(state, listener, std::future::pending()));
     let client = Arc::new(Client {
         http: reqwest::Client::builder()
             .pool_max_idle_per_host(concurrency)

@@ -62,11 +62,11 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let store = match crate::run::store(&place).await {
+            let store = match crate::run::stores(&place).await {
                 Ok(s) => s,
                 Err(code) => return code,
             };
-            if let Err(e) = store.create_key(&new.key, &new.hash).await {
+            if let Err(e) = store.server.create_key(&new.key, &new.hash).await {
                 eprintln!("duet: cannot store the key: {e}");
                 return ExitCode::from(1);
             }
@@ -80,11 +80,11 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::List { place } => {
-            let store = match crate::run::store(&place).await {
+            let store = match crate::run::stores(&place).await {
                 Ok(s) => s,
                 Err(code) => return code,
             };
-            match store.keys().await {
+            match store.server.keys().await {
                 Ok(keys) => {
                     println!("ID\tPRINCIPAL\tADMIN\tCREATED\tREVOKED\tLABEL");
                     for k in keys {
@@ -107,11 +107,11 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             }
         }
         Command::Revoke { id, place } => {
-            let store = match crate::run::store(&place).await {
+            let store = match crate::run::stores(&place).await {
                 Ok(s) => s,
                 Err(code) => return code,
             };
-            match store.revoke_key(&id, now()).await {
+            match store.server.revoke_key(&id, now()).await {
                 Ok(true) => {
                     eprintln!("duet: key {id} revoked");
                     ExitCode::SUCCESS

@@ -100,14 +100,20 @@ pub(crate) fn database(place: &Place) -> anyhow::Result<String> {
     }
 }
 
-/// Opens the store `place` names (migrating it). A place that cannot be meant exits 2, a
-/// database that cannot be opened 1, each said in one line.
+/// Opens the store `place` names (migrating it): the engine's port. A place that cannot be
+/// meant exits 2, a database that cannot be opened 1, each said in one line.
 pub(crate) async fn store(place: &Place) -> Result<Arc<dyn Store>, ExitCode> {
+    Ok(stores(place).await?.engine)
+}
+
+/// Opens the database `place` names (migrating it) with both its ports: the engine's tables
+/// and the server's own (API keys, sign-ins, A2A push).
+pub(crate) async fn stores(place: &Place) -> Result<duet_store::Stores, ExitCode> {
     let url = database(place).map_err(|e| {
         eprintln!("duet: {e:#}");
         ExitCode::from(2)
     })?;
-    duet_store::connect(&url).await.map_err(|e| {
+    duet_store::open(&url).await.map_err(|e| {
         eprintln!("duet: cannot open the database {url}: {e}");
         ExitCode::from(1)
     })
@@ -135,6 +141,13 @@ pub(crate) fn check_key(key: &str) -> Result<(), ExitCode> {
 
 /// Loads the project and composes the runtime; `Err` carries the exit code after reporting.
 pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
+    Ok(compose(place).await?.0)
+}
+
+/// Loads the project and composes the runtime, with the server's tables of the same database.
+pub(crate) async fn compose(
+    place: &Place,
+) -> Result<(Runtime, Arc<dyn duet_server_store::ServerStore>), ExitCode> {
     let loaded = match duet_spec::load(&place.project) {
         Ok(l) => l,
         Err(e) => {
@@ -153,7 +166,10 @@ pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
         eprintln!("duet: the project has errors; `duet validate` lists them");
         return Err(ExitCode::from(2));
     }
-    let store = store(place).await?;
+    let duet_store::Stores {
+        engine: store,
+        server: tables,
+    } = stores(place).await?;
     let root =
         duet_spec::fs::project_root(&place.project).unwrap_or_else(|_| place.project.clone());
     // The built-in providers and the project's own (`agents/providers/`), keys from the env.
@@ -190,7 +206,7 @@ pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
     {
         builder = builder.lease_ms(ms);
     }
-    Ok(builder.build())
+    Ok((builder.build(), tables))
 }
 
 /// Refuses, before anything runs, `agents` when what they compose names code this build of

@@ -80,8 +80,8 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
             }
         }
     }
-    let runtime = match crate::run::runtime(&args.place).await {
-        Ok(rt) => rt,
+    let (runtime, tables) = match crate::run::compose(&args.place).await {
+        Ok(composed) => composed,
         Err(code) => return code,
     };
     if let Some(agent) = &args.default_agent
@@ -95,7 +95,7 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
             "--no-auth: every caller sees and acts on every thread. For local development only; never expose this server."
         );
     } else {
-        match runtime.store().keys().await {
+        match tables.keys().await {
             Ok(keys) if keys.iter().all(|k| k.revoked_at.is_some()) => tracing::warn!(
                 "no API keys yet: every request will be refused. Create one with `duet keys create --principal NAME`."
             ),
@@ -130,7 +130,8 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         metrics,
         ..Options::default()
     };
-    match duet_server::serve(runtime, options, listener, shutdown).await {
+    let state = duet_server::AppState::new(runtime, tables, options);
+    match duet_server::serve(state, listener, shutdown).await {
         Ok(()) => {
             tracing::info!("stopped");
             ExitCode::SUCCESS

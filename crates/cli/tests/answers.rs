@@ -22,7 +22,7 @@ fn db_arg(backend: &support::Backend) -> String {
     match backend {
         support::Backend::Sqlite(p) => p.display().to_string(),
         support::Backend::Postgres(url) => url.clone(),
-        support::Backend::Memory(_) => panic!("a process cannot open another's memory store"),
+        support::Backend::Memory(..) => panic!("a process cannot open another's memory store"),
     }
 }
 

@@ -44,7 +44,7 @@ async fn an_approval_answered_on_another_server_continues_the_clients_trace() {
         let db = match &backend {
             support::Backend::Sqlite(path) => path.display().to_string(),
             support::Backend::Postgres(url) => url.clone(),
-            support::Backend::Memory(_) => continue,
+            support::Backend::Memory(..) => continue,
         };
         let (receiver, received) = otlp::receiver();
 

@@ -56,10 +56,10 @@ pub use model::{
 };
 pub use record::{Record, RecordBody};
 pub use store::{
-    Answer, Answered, AnsweredQuery, ApiKey, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
-    CommitStore, FeedEvent, FirstAnswer, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore,
-    NewThread, ParentFilter, PushConfig, PushDelivery, PushStore, QueueStore, RegistryStore,
-    Renewal, RunStart, StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
+    Answer, Answered, AnsweredQuery, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
+    CommitStore, FeedEvent, FirstAnswer, JournalEntry, JournalStore, Lease, LeaseStore, NewThread,
+    ParentFilter, QueueStore, RegistryStore, Renewal, RunStart, StatusCounts, Store, StoreError,
+    ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{

@@ -1,5 +1,5 @@
 //! The store port: everything the engine needs from persistence, one trait per table (threads,
-//! journal, queue, leases, registry, commits, API keys), the change feed, and [`Store`], the supertrait of
+//! journal, queue, leases, registry, commits), the change feed, and [`Store`], the supertrait of
 //! them all that the engine holds as `Arc<dyn Store>`. `duet-store` implements it on SQLite and
 //! Postgres; all implementations pass one conformance suite.
 //!
@@ -14,9 +14,7 @@ use crate::types::{Message, Queued, Thread, ThreadId};
 mod commits;
 mod feed;
 mod journal;
-mod keys;
 mod leases;
-mod push;
 mod queue;
 mod registry;
 mod threads;
@@ -24,9 +22,7 @@ mod threads;
 pub use commits::{Commit, CommitOutcome, CommitStore};
 pub use feed::{Change, ChangeFeed, ChangeHub, FeedEvent};
 pub use journal::{JournalEntry, JournalStore};
-pub use keys::{ApiKey, KeyStore};
 pub use leases::{Lease, LeaseStore, Renewal};
-pub use push::{PushConfig, PushDelivery, PushStore};
 pub use queue::{Answer, Answered, AnsweredQuery, FirstAnswer, QueueStore};
 pub use registry::RegistryStore;
 pub use threads::{NewThread, ParentFilter, StatusCounts, ThreadQuery, ThreadStore};
@@ -109,8 +105,6 @@ pub trait Store:
     + RegistryStore
     + CommitStore
     + ChangeFeed
-    + KeyStore
-    + PushStore
     + 'static
 {
     /// The database's size in bytes (for benchmarks and operators).

@@ -10,9 +10,7 @@ use futures::stream::BoxStream;
 use uuid::Uuid;
 
 mod answers;
-mod keys;
 mod kit;
-mod push;
 mod reads;
 
 pub use kit::{Scratch, Slow, kill_mid_step, must_load, send, texts};
@@ -46,16 +44,8 @@ struct State {
     /// The last queue id handed out.
     queue_ids: i64,
     children: HashMap<ThreadId, Child>,
-    /// API keys with the hash they are found by.
-    keys: Vec<(String, crate::store::ApiKey)>,
-    /// Browser sign-ins: hash → (the key's hash, expires at).
-    sign_ins: HashMap<String, (String, i64)>,
     /// The answers parks got: (thread, park) → the answer.
     answers: HashMap<(ThreadId, Park), FirstAnswer>,
-    /// Push configs, and the outbox (id → notification, next due time, given up).
-    push_configs: Vec<crate::store::PushConfig>,
-    push_outbox: BTreeMap<i64, (crate::store::PushDelivery, i64, bool)>,
-    push_ids: i64,
 }
 
 /// A thread and everything that belongs to it.

@@ -8,7 +8,8 @@ pub(crate) mod cache;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use duet_runtime::{ApiKey, Principal, Thread};
+use duet_runtime::{Principal, Thread};
+use duet_server_store::ApiKey;
 use sha2::{Digest, Sha256};
 
 use crate::problem::Problem;
@@ -207,10 +208,7 @@ impl FromRequestParts<AppState> for Caller {
             })
             .map(str::trim)
             .ok_or_else(|| unauthorized("send an API key: `Authorization: Bearer duet_…`"))?;
-        let key = state
-            .keys()
-            .find(state.runtime().store().as_ref(), &hash(token))
-            .await?;
+        let key = crate::service::keys::by_hash(state, &hash(token)).await?;
         match key {
             Some(key) if key.revoked_at.is_none() => Ok(Caller::of(&key)),
             Some(_) => Err(unauthorized("this API key was revoked")),

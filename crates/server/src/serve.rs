@@ -5,22 +5,21 @@
 use std::future::Future;
 use std::time::Duration;
 
-use duet_runtime::Runtime;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::router::router;
-use crate::state::{AppState, Options};
+use crate::state::AppState;
 
-/// Serves `runtime` on `listener` until `shutdown` resolves, then shuts down gracefully.
+/// Serves `state` (its runtime, the server's tables, its options: [`AppState::new`]) on
+/// `listener` until `shutdown` resolves, then shuts down gracefully.
 pub async fn serve(
-    runtime: Runtime,
-    options: Options,
+    state: AppState,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let grace = options.shutdown_grace;
-    let state = AppState::new(runtime.clone(), options);
+    let grace = state.options().shutdown_grace;
+    let runtime = state.runtime().clone();
     let recovery = tokio::spawn(recover_periodically(state.clone()));
     let push = tokio::spawn(crate::a2a_agents::notify::run(state.clone()));
     let app = router(state.clone());

@@ -7,9 +7,13 @@
 //!   started as a tracked task, and (when asked) waited for until the thread settles.
 //! - `approvals`: a parked question by its id, and its answer — the one function the inbox and
 //!   `POST /approvals/{id}` both call.
+//! - `keys`, `push`: the server's own tables (`duet_server_store`) — API keys and sign-ins, A2A
+//!   push configs and their outbox.
 
 pub(crate) mod approvals;
 pub(crate) mod deliveries;
+pub(crate) mod keys;
+pub(crate) mod push;
 
 use duet_runtime::{FirstAnswer, Park, RunError, StoreError};
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use duet_runtime::{Claim, RunError, Runtime, Settled};
+use duet_server_store::ServerStore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -60,6 +61,8 @@ pub struct AppState(Arc<Shared>);
 
 struct Shared {
     runtime: Runtime,
+    /// The server's own tables (API keys, sign-ins, A2A push), beside the runtime's store.
+    tables: Arc<dyn ServerStore>,
     options: Options,
     keys: KeyCache,
     /// The runs this server started for requests that did not wait (and for those that did: a
@@ -76,10 +79,12 @@ struct Shared {
 }
 
 impl AppState {
-    /// The state for `runtime` under `options`.
-    pub fn new(runtime: Runtime, options: Options) -> Self {
+    /// The state for `runtime`, with the server's own tables `tables` (usually the same
+    /// database: `duet_store::open`), under `options`.
+    pub fn new(runtime: Runtime, tables: Arc<dyn ServerStore>, options: Options) -> Self {
         AppState(Arc::new(Shared {
             runtime,
+            tables,
             options,
             keys: KeyCache::default(),
             runs: TaskTracker::new(),
@@ -113,6 +118,11 @@ impl AppState {
     /// The runtime.
     pub fn runtime(&self) -> &Runtime {
         &self.0.runtime
+    }
+
+    /// The server's own tables (for `service/` alone: tidy checks it).
+    pub(crate) fn server_store(&self) -> &Arc<dyn ServerStore> {
+        &self.0.tables
     }
 
     /// The options.

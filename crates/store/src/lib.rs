@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use duet_runtime::{Store, StoreError};
+use duet_server_store::ServerStore;
 
 mod answers_sql;
 mod batch;
@@ -34,15 +35,38 @@ pub use sqlite::{SqliteOptions, SqliteStore};
 
 /// Opens the store at `url` and applies pending migrations: `postgres://…` (or
 /// `postgresql://…`) selects Postgres; `sqlite:PATH` or a plain path selects SQLite (the file
-/// and its folder are created if missing; see [`sqlite_location`] for its options).
+/// and its folder are created if missing; see [`sqlite_location`] for its options). What the
+/// engine needs; [`open`] gives the server's tables too.
 pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(open(url).await?.engine)
+}
+
+/// One database's two ports: the engine's tables and the server's own (API keys, sign-ins,
+/// A2A push), sharing one connection pool.
+#[derive(Clone)]
+pub struct Stores {
+    /// What the runtime holds.
+    pub engine: Arc<dyn Store>,
+    /// What `duet serve` holds.
+    pub server: Arc<dyn ServerStore>,
+}
+
+/// Opens the database at `url` (as [`connect`] does) with both of its ports.
+pub async fn open(url: &str) -> Result<Stores, StoreError> {
+    fn both<S: Store + ServerStore>(store: S) -> Stores {
+        let store = Arc::new(store);
+        Stores {
+            engine: store.clone(),
+            server: store,
+        }
+    }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(PgStore::connect(url).await?))
+        Ok(both(PgStore::connect(url).await?))
     } else {
         let (path, options) = sqlite_location(url).map_err(|e| {
             StoreError::backend(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
         })?;
-        Ok(Arc::new(SqliteStore::open_with(&path, options).await?))
+        Ok(both(SqliteStore::open_with(&path, options).await?))
     }
 }
 

@@ -5,9 +5,9 @@
 /// starts write transactions, `$skip_locked` ends the select a claim takes rows from).
 macro_rules! push_impl {
     ($store:ident, $db:ty, $begin:literal, $skip_locked:literal) => {
-        fn push_config_from_row(row: &<$db as sqlx::Database>::Row) -> Result<duet_runtime::PushConfig, StoreError> {
+        fn push_config_from_row(row: &<$db as sqlx::Database>::Row) -> Result<duet_server_store::PushConfig, StoreError> {
             let thread: String = row.try_get("thread").map_err(db_error)?;
-            Ok(duet_runtime::PushConfig {
+            Ok(duet_server_store::PushConfig {
                 thread: thread.parse().map_err(|e| StoreError::Corrupt(format!("push config thread `{thread}`: {e}")))?,
                 session: row.try_get("session").map_err(db_error)?,
                 id: row.try_get("id").map_err(db_error)?,
@@ -22,9 +22,9 @@ macro_rules! push_impl {
             })
         }
 
-        fn push_delivery_from_row(row: &<$db as sqlx::Database>::Row) -> Result<duet_runtime::PushDelivery, StoreError> {
+        fn push_delivery_from_row(row: &<$db as sqlx::Database>::Row) -> Result<duet_server_store::PushDelivery, StoreError> {
             let thread: String = row.try_get("thread").map_err(db_error)?;
-            Ok(duet_runtime::PushDelivery {
+            Ok(duet_server_store::PushDelivery {
                 id: row.try_get("id").map_err(db_error)?,
                 thread: thread.parse().map_err(|e| StoreError::Corrupt(format!("push thread `{thread}`: {e}")))?,
                 config: row.try_get("config").map_err(db_error)?,
@@ -38,8 +38,8 @@ macro_rules! push_impl {
         }
 
         #[async_trait]
-        impl duet_runtime::PushStore for $store {
-            async fn put_push_config(&self, c: &duet_runtime::PushConfig) -> Result<(), StoreError> {
+        impl duet_server_store::PushStore for $store {
+            async fn put_push_config(&self, c: &duet_server_store::PushConfig) -> Result<(), StoreError> {
                 sqlx::query(
                     "INSERT INTO push_configs (thread, session, id, url, token, auth_scheme, auth_credentials, principal, watermark, last_state, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
@@ -63,7 +63,7 @@ macro_rules! push_impl {
                 Ok(())
             }
 
-            async fn push_config(&self, thread: ThreadId, session: i64, id: &str) -> Result<Option<duet_runtime::PushConfig>, StoreError> {
+            async fn push_config(&self, thread: ThreadId, session: i64, id: &str) -> Result<Option<duet_server_store::PushConfig>, StoreError> {
                 let row = sqlx::query("SELECT * FROM push_configs WHERE thread = $1 AND session = $2 AND id = $3")
                     .bind(thread.to_string())
                     .bind(session)
@@ -74,7 +74,7 @@ macro_rules! push_impl {
                 row.as_ref().map(push_config_from_row).transpose()
             }
 
-            async fn push_configs(&self, thread: ThreadId, session: i64) -> Result<Vec<duet_runtime::PushConfig>, StoreError> {
+            async fn push_configs(&self, thread: ThreadId, session: i64) -> Result<Vec<duet_server_store::PushConfig>, StoreError> {
                 let rows = sqlx::query("SELECT * FROM push_configs WHERE thread = $1 AND session = $2 ORDER BY created_at, id")
                     .bind(thread.to_string())
                     .bind(session)
@@ -84,7 +84,7 @@ macro_rules! push_impl {
                 rows.iter().map(push_config_from_row).collect()
             }
 
-            async fn all_push_configs(&self) -> Result<Vec<duet_runtime::PushConfig>, StoreError> {
+            async fn all_push_configs(&self) -> Result<Vec<duet_server_store::PushConfig>, StoreError> {
                 let rows = sqlx::query("SELECT * FROM push_configs ORDER BY created_at, id")
                     .fetch_all(&self.read)
                     .await
@@ -115,7 +115,7 @@ macro_rules! push_impl {
 
             async fn enqueue_pushes(
                 &self,
-                c: &duet_runtime::PushConfig,
+                c: &duet_server_store::PushConfig,
                 from: i64,
                 to: i64,
                 state: &str,
@@ -170,7 +170,7 @@ macro_rules! push_impl {
                 Ok(true)
             }
 
-            async fn claim_pushes(&self, now: i64, lease_ms: i64, limit: usize) -> Result<Vec<duet_runtime::PushDelivery>, StoreError> {
+            async fn claim_pushes(&self, now: i64, lease_ms: i64, limit: usize) -> Result<Vec<duet_server_store::PushDelivery>, StoreError> {
                 let limit = i64::try_from(limit).unwrap_or(i64::MAX);
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
@@ -185,7 +185,7 @@ macro_rules! push_impl {
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(db_error)?;
-                let claimed: Vec<duet_runtime::PushDelivery> = rows.iter().map(push_delivery_from_row).collect::<Result<_, _>>()?;
+                let claimed: Vec<duet_server_store::PushDelivery> = rows.iter().map(push_delivery_from_row).collect::<Result<_, _>>()?;
                 for d in &claimed {
                     sqlx::query("UPDATE push_outbox SET next_at = $1 WHERE id = $2")
                         .bind(now + lease_ms)

@@ -20,10 +20,11 @@ macro_rules! store_impl {
     ($store:ident, $db:ty, $begin:literal, $lock:literal, $skip_locked:literal, $notify:expr, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
-            ApiKey, Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, KeyStore, Lease, LeaseStore, Message, NewQueued, NewThread,
+            Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
             Answer, Answered, AnsweredQuery, FirstAnswer, Park, QueueStore, Queued, Record, RecordBody, RegistryStore, ChildStatus, ToolReply, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
             ThreadQuery, ThreadStatus, ThreadStore, ToolStatus, parse_side, side_str,
         };
+        use duet_server_store::{ApiKey, KeyStore};
         use sqlx::Row;
         use uuid::Uuid;
 

@@ -19,8 +19,12 @@ pub enum Backend {
     Sqlite(PathBuf),
     /// A Postgres database's URL.
     Postgres(String),
-    /// One in-memory store: every `open` is the same database (as a reconnection would be).
-    Memory(Arc<duet_runtime::testing::MemoryStore>),
+    /// One in-memory store (and the server's tables beside it): every `open` is the same
+    /// database (as a reconnection would be).
+    Memory(
+        Arc<duet_runtime::testing::MemoryStore>,
+        Arc<duet_server_store::testing::MemoryServerStore>,
+    ),
 }
 
 impl Backend {
@@ -29,18 +33,28 @@ impl Backend {
         match self {
             Backend::Sqlite(_) => "sqlite",
             Backend::Postgres(_) => "postgres",
-            Backend::Memory(_) => "memory",
+            Backend::Memory(..) => "memory",
         }
     }
 
-    /// A new connection to this backend's database (migrated).
+    /// A new connection to this backend's database (migrated): the engine's port.
     pub async fn open(&self) -> Arc<dyn Store> {
+        self.open_both().await.engine
+    }
+
+    /// A new connection to this backend's database (migrated), with both of its ports.
+    pub async fn open_both(&self) -> crate::Stores {
         let url = match self {
             Backend::Sqlite(p) => p.display().to_string(),
             Backend::Postgres(u) => u.clone(),
-            Backend::Memory(store) => return store.clone(),
+            Backend::Memory(engine, server) => {
+                return crate::Stores {
+                    engine: engine.clone(),
+                    server: server.clone(),
+                };
+            }
         };
-        crate::connect(&url)
+        crate::open(&url)
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", self.name()))
     }
@@ -69,7 +83,7 @@ pub async fn backends() -> Vec<Backend> {
 /// tests run on the SQL backends only.)
 pub async fn store_backends() -> Vec<Backend> {
     let mut out = backends().await;
-    out.push(Backend::Memory(Arc::default()));
+    out.push(Backend::Memory(Arc::default(), Arc::default()));
     out
 }
 

@@ -48,12 +48,18 @@ pub fn write(dir: &Path, path: &str, text: &str) {
 }
 
 pub async fn store() -> (Arc<dyn Store>, &'static str) {
-    let (store, backend, _) = store_at().await;
-    (store, backend)
+    let (stores, backend, _) = stores_at().await;
+    (stores.engine, backend)
 }
 
 /// [`store`], and the URL that opens it again.
 pub async fn store_at() -> (Arc<dyn Store>, &'static str, String) {
+    let (stores, backend, url) = stores_at().await;
+    (stores.engine, backend, url)
+}
+
+/// [`store_at`] with the server's tables of the same database too.
+pub async fn stores_at() -> (duet_store::Stores, &'static str, String) {
     match std::env::var("DATABASE_URL") {
         Ok(url) => {
             let name = format!("duet_bench_{}", uuid::Uuid::now_v7().simple());
@@ -68,7 +74,7 @@ pub async fn store_at() -> (Arc<dyn Store>, &'static str, String) {
             let (base, _) = url.rsplit_once('/').expect("URL ends in /DB");
             let url = format!("{base}/{name}");
             (
-                duet_store::connect(&url).await.expect("postgres"),
+                duet_store::open(&url).await.expect("postgres"),
                 "postgres",
                 url,
             )
@@ -80,7 +86,7 @@ pub async fn store_at() -> (Arc<dyn Store>, &'static str, String) {
                 Ok(options) => format!("sqlite:{}?{options}", path.display()),
                 Err(_) => path.display().to_string(),
             };
-            let store = duet_store::connect(&url).await.expect("sqlite");
+            let store = duet_store::open(&url).await.expect("sqlite");
             (store, "sqlite", url)
         }
     }

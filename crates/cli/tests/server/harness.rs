@@ -18,6 +18,8 @@ use crate::support::{self, Backend};
 pub struct Server {
     pub base: String,
     pub store: Arc<dyn Store>,
+    /// The server's own tables (API keys, sign-ins, A2A push) of the same database.
+    pub tables: Arc<dyn duet_server_store::ServerStore>,
     pub backend: Backend,
     stop: CancellationToken,
     done: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -49,20 +51,25 @@ impl Server {
         root: &Path,
         options: duet_server::Options,
     ) -> Server {
-        let store = backend.open().await;
+        let duet_store::Stores {
+            engine: store,
+            server: tables,
+        } = backend.open_both().await;
         let rt = support::runtime(support::project(root), store.clone()).build();
+        let state = duet_server::AppState::new(rt, tables.clone(), options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let stop = CancellationToken::new();
         let signal = stop.clone();
-        let done = tokio::spawn(duet_server::serve(rt, options, listener, async move {
+        let done = tokio::spawn(duet_server::serve(state, listener, async move {
             signal.cancelled().await;
         }));
         Server {
             base,
             store,
+            tables,
             backend: backend.clone(),
             stop,
             done: Some(done),
@@ -81,7 +88,7 @@ impl Server {
     /// A new API key for `principal` (admin or not): its bearer token.
     pub async fn key(&self, principal: &str, admin: bool) -> String {
         let new = duet_server::auth::new_key(principal, admin, None, 0).expect("key");
-        self.store
+        self.tables
             .create_key(&new.key, &new.hash)
             .await
             .expect("store key");

@@ -606,13 +606,13 @@ async fn the_session_cookie_stands_for_its_key_and_forms_are_csrf_checked() {
             get("/inbox", Some(&again)).await.expect("get").status(),
             200
         );
-        let keys = server.store.keys().await.expect("keys");
+        let keys = server.tables.keys().await.expect("keys");
         let id = &keys
             .iter()
             .find(|k| k.principal == "alice")
             .expect("alice's key")
             .id;
-        server.store.revoke_key(id, 1).await.expect("revoke");
+        server.tables.revoke_key(id, 1).await.expect("revoke");
         assert_eq!(
             get("/inbox", Some(&again)).await.expect("get").status(),
             303,

@@ -98,12 +98,12 @@ async fn another_principals_threads_are_not_there() {
         assert_eq!(problem["answer"]["author"], "ops");
 
         // A revoked key is refused.
-        let keys = server.store.keys().await.expect("keys");
+        let keys = server.tables.keys().await.expect("keys");
         let bobs = keys
             .iter()
             .find(|k| k.principal == "bob")
             .expect("bob's key");
-        assert!(server.store.revoke_key(&bobs.id, 1).await.expect("revoke"));
+        assert!(server.tables.revoke_key(&bobs.id, 1).await.expect("revoke"));
         server.stop().await;
     }
 }

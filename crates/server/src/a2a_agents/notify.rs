@@ -9,7 +9,7 @@ use duet_a2a::{
     A2aError, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
 };
-use duet_runtime::PushConfig;
+use duet_server_store::PushConfig;
 use std::collections::BTreeSet;
 
 use duet_runtime::{FeedEvent, ThreadId};
@@ -19,6 +19,7 @@ use super::follow;
 use super::push::{Target, target_allowed};
 use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
+use crate::service;
 use crate::state::AppState;
 
 /// How long a claimed notification is ours before another sender may take it.
@@ -92,8 +93,7 @@ async fn pass(
     state: &AppState,
     only: Option<&BTreeSet<ThreadId>>,
 ) -> Result<Option<BTreeSet<ThreadId>>, String> {
-    let store = state.runtime().store();
-    let configs = store.all_push_configs().await.map_err(|e| e.to_string())?;
+    let configs = service::push::all(state).await.map_err(|e| e.to_string())?;
     let found = only
         .is_none()
         .then(|| configs.iter().map(|c| c.thread).collect());
@@ -105,10 +105,18 @@ async fn pass(
         match updates(state, &c).await {
             Ok(Some((to, task_state, bodies, done))) => {
                 let now = state.runtime().now_ms();
-                let moved = store
-                    .enqueue_pushes(&c, c.watermark, to, task_state.as_str(), &bodies, done, now)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let span = (c.watermark, to);
+                let moved = service::push::enqueue(
+                    state,
+                    &c,
+                    span,
+                    task_state.as_str(),
+                    &bodies,
+                    done,
+                    now,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 queued |= moved && !bodies.is_empty();
             }
             Ok(None) => {}
@@ -243,12 +251,7 @@ async fn sender(state: AppState) {
     loop {
         loop {
             let now = state.runtime().now_ms();
-            let due = match state
-                .runtime()
-                .store()
-                .claim_pushes(now, CLAIM_MS, BATCH)
-                .await
-            {
+            let due = match service::push::claim(&state, now, CLAIM_MS, BATCH).await {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::warn!(error = %e, "push sender: cannot read the outbox");
@@ -271,15 +274,14 @@ async fn sender(state: AppState) {
 }
 
 /// Sends one notification and records how it went.
-async fn deliver(state: &AppState, http: &reqwest::Client, d: duet_runtime::PushDelivery) {
-    let store = state.runtime().store();
+async fn deliver(state: &AppState, http: &reqwest::Client, d: duet_server_store::PushDelivery) {
     let outcome = match target_allowed(&d.url, state.options().allow_private_push).await {
         Err(why) => Err(format!("target refused: {why}")),
         Ok(target) => send(http, &target, &d).await,
     };
     let now = state.runtime().now_ms();
     let recorded = match outcome {
-        Ok(()) => store.push_sent(d.id).await,
+        Ok(()) => service::push::sent(state, d.id).await,
         Err(error) => {
             let attempts = d.attempts + 1;
             let next = (attempts < MAX_ATTEMPTS).then(|| now + backoff_ms(attempts));
@@ -288,7 +290,7 @@ async fn deliver(state: &AppState, http: &reqwest::Client, d: duet_runtime::Push
             } else {
                 tracing::info!(url = %d.url, error = %error, attempts, "push notification failed; retrying");
             }
-            store.push_failed(d.id, next, &error, now).await
+            service::push::failed(state, d.id, next, &error, now).await
         }
     };
     if let Err(e) = recorded {
@@ -300,7 +302,7 @@ async fn deliver(state: &AppState, http: &reqwest::Client, d: duet_runtime::Push
 async fn send(
     http: &reqwest::Client,
     target: &Target,
-    d: &duet_runtime::PushDelivery,
+    d: &duet_server_store::PushDelivery,
 ) -> Result<(), String> {
     let pinned;
     let http = match &target.pinned {

@@ -9,11 +9,12 @@ use duet_a2a::{
     ListTaskPushNotificationConfigsResponse, TaskPushNotificationConfig,
     TaskPushNotificationConfigRef,
 };
-use duet_runtime::PushConfig;
+use duet_server_store::PushConfig;
 
 use super::agent::DuetAgent;
 use super::tasks::TaskRef;
 use crate::auth::Caller;
+use crate::service;
 
 /// Where a push may go: the URL as the HTTP client reads it, and — unless private targets are
 /// allowed — the addresses its host resolved to, every one of them public. The sender
@@ -158,9 +159,7 @@ impl DuetAgent {
             last_state: None,
             created_at: self.state.runtime().now_ms(),
         };
-        let store = self.state.runtime().store();
-        store
-            .put_push_config(&config)
+        service::push::put(&self.state, &config)
             .await
             .map_err(A2aError::internal)?;
         self.state.push_config_added();
@@ -178,9 +177,7 @@ impl DuetAgent {
         cx: &Context,
     ) -> Handled<TaskPushNotificationConfig> {
         let r = self.push_task(cx, &req.task_id).await?;
-        let store = self.state.runtime().store();
-        match store
-            .push_config(r.thread, r.session, &req.id)
+        match service::push::get(&self.state, r.thread, r.session, &req.id)
             .await
             .map_err(A2aError::internal)?
         {
@@ -196,9 +193,7 @@ impl DuetAgent {
         cx: &Context,
     ) -> Handled<ListTaskPushNotificationConfigsResponse> {
         let r = self.push_task(cx, &req.task_id).await?;
-        let store = self.state.runtime().store();
-        let all = store
-            .push_configs(r.thread, r.session)
+        let all = service::push::of_task(&self.state, r.thread, r.session)
             .await
             .map_err(A2aError::internal)?;
         let start = match req.page_token.as_deref() {
@@ -232,10 +227,8 @@ impl DuetAgent {
         cx: &Context,
     ) -> Handled<()> {
         let r = self.push_task(cx, &req.task_id).await?;
-        let store = self.state.runtime().store();
         // Idempotent: deleting a config that is not there is not an error.
-        store
-            .delete_push_config(r.thread, r.session, &req.id)
+        service::push::delete(&self.state, r.thread, r.session, &req.id)
             .await
             .map_err(A2aError::internal)?;
         Ok(())

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use duet_runtime::{ApiKey, Store, StoreError};
+use duet_runtime::StoreError;
+use duet_server_store::{ApiKey, KeyStore};
 
 /// How long a looked-up key is trusted before it is read again (a revocation takes effect
 /// within this long on every server process).
@@ -20,7 +21,7 @@ impl KeyCache {
     /// else from `store`.
     pub(crate) async fn find(
         &self,
-        store: &dyn Store,
+        store: &dyn KeyStore,
         hash: &str,
     ) -> Result<Option<ApiKey>, StoreError> {
         if let Ok(cache) = self.0.lock()

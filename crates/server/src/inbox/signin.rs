@@ -16,6 +16,7 @@ use super::form::Form;
 use super::layout;
 use super::viewer::Viewer;
 use crate::auth::{self, Caller};
+use crate::service;
 use crate::state::AppState;
 
 /// The session cookie's name.
@@ -94,12 +95,7 @@ impl FromRequestParts<AppState> for Viewer {
             return Err(signed_out());
         };
         let now = state.runtime().now_ms();
-        match state
-            .runtime()
-            .store()
-            .sign_in_key(&auth::hash(&secret), now)
-            .await
-        {
+        match service::keys::signed_in(state, &auth::hash(&secret), now).await {
             Ok(Some(key)) if key.revoked_at.is_none() => Ok(Viewer {
                 caller: Caller::of(&key),
                 csrf: Some(csrf_of(&secret)),
@@ -195,8 +191,7 @@ pub(crate) async fn sign_in(
         return again("Enter your API key.");
     }
     let key_hash = auth::hash(token);
-    let store = state.runtime().store();
-    match store.key_by_hash(&key_hash).await {
+    match service::keys::by_hash_now(&state, &key_hash).await {
         Ok(Some(key)) if key.revoked_at.is_none() => {}
         Ok(Some(_)) => return again("This API key was revoked."),
         Ok(None) => return again("This API key is not known."),
@@ -208,9 +203,9 @@ pub(crate) async fn sign_in(
     }
     let secret = hex(&bytes);
     let now = state.runtime().now_ms();
-    if let Err(e) = store
-        .create_sign_in(&auth::hash(&secret), &key_hash, now, now + SIGN_IN_FOR_MS)
-        .await
+    let expires = now + SIGN_IN_FOR_MS;
+    if let Err(e) =
+        service::keys::sign_in(&state, &auth::hash(&secret), &key_hash, now, expires).await
     {
         return layout::error_page(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
     }
@@ -254,11 +249,7 @@ pub(crate) async fn sign_out(
         return refused.into_response();
     }
     if let Some(secret) = cookie(&headers)
-        && let Err(e) = state
-            .runtime()
-            .store()
-            .end_sign_in(&auth::hash(&secret))
-            .await
+        && let Err(e) = service::keys::sign_out(&state, &auth::hash(&secret)).await
     {
         return layout::error_page(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
     }

@@ -2,7 +2,7 @@
 //! that stand for a key until they expire or end.
 
 use super::*;
-use duet_runtime::ApiKey;
+use duet_server_store::ApiKey;
 
 fn key(id: &str, principal: &str, created_at: i64) -> ApiKey {
     ApiKey {
@@ -17,7 +17,7 @@ fn key(id: &str, principal: &str, created_at: i64) -> ApiKey {
 
 #[tokio::test]
 async fn keys_are_found_by_hash_listed_oldest_first_and_revoked() {
-    each(async |store, name| {
+    each_server(async |store, name| {
         assert!(store.keys().await.expect("keys").is_empty(), "{name}");
         let admin = ApiKey {
             admin: true,
@@ -87,7 +87,7 @@ async fn keys_are_found_by_hash_listed_oldest_first_and_revoked() {
 
 #[tokio::test]
 async fn a_taken_key_id_or_hash_is_a_conflict_and_writes_nothing() {
-    each(async |store, name| {
+    each_server(async |store, name| {
         let first = key("k-1", "p", 10);
         store.create_key(&first, "h-1").await.expect("create");
         let same_id = key("k-1", "other", 11);
@@ -129,7 +129,7 @@ async fn a_taken_key_id_or_hash_is_a_conflict_and_writes_nothing() {
 
 #[tokio::test]
 async fn a_sign_in_stands_for_its_key_until_it_expires_or_ends() {
-    each(async |store, name| {
+    each_server(async |store, name| {
         let alice = key("k-alice", r#"{"sub":"alice"}"#, 10);
         store
             .create_key(&alice, "hash-alice")

@@ -3,7 +3,7 @@
 //! database of each. `commits.rs`: commits and the journal; `queue.rs`: the queue, leases, the
 //! registry and termination; `feed.rs`: the change feed; `listing.rs`: threads and the journal a
 //! page at a time; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
-//! API keys; `answers.rs`: who answered a park; `push.rs`: push configs and the outbox.
+//! API keys and sign-ins (the server's tables, `duet_server_store`); `answers.rs`: who answered a park; `push.rs`: push configs and the outbox.
 
 use duet_store::testing as support;
 
@@ -62,6 +62,16 @@ pub(crate) fn human(text: &str) -> NewQueued {
 pub(crate) async fn each(check: impl AsyncFn(Arc<dyn Store>, &'static str)) {
     for backend in support::store_backends().await {
         let store = backend.open().await;
+        check(store, backend.name()).await;
+    }
+}
+
+/// Runs `check` on the server's tables of a fresh database of every backend.
+pub(crate) async fn each_server(
+    check: impl AsyncFn(Arc<dyn duet_server_store::ServerStore>, &'static str),
+) {
+    for backend in support::store_backends().await {
+        let store = backend.open_both().await.server;
         check(store, backend.name()).await;
     }
 }

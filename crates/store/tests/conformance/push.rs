@@ -5,7 +5,7 @@
 //! drops what it had not sent.
 
 use super::*;
-use duet_runtime::PushConfig;
+use duet_server_store::PushConfig;
 
 fn config(thread: Uuid, id: &str, at: i64) -> PushConfig {
     PushConfig {
@@ -25,7 +25,7 @@ fn config(thread: Uuid, id: &str, at: i64) -> PushConfig {
 
 #[tokio::test]
 async fn configs_are_kept_per_task_and_replaced_in_place() {
-    each(async |store, name| {
+    each_server(async |store, name| {
         let t = Uuid::now_v7();
         store
             .put_push_config(&config(t, "a", 10))
@@ -97,7 +97,7 @@ async fn configs_are_kept_per_task_and_replaced_in_place() {
 
 #[tokio::test]
 async fn the_outbox_is_filled_from_the_watermark_and_drained_at_least_once() {
-    each(async |store, name| {
+    each_server(async |store, name| {
         let t = Uuid::now_v7();
         let c = config(t, "a", 10);
         store.put_push_config(&c).await.expect("put");

@@ -5,8 +5,8 @@
 
 use async_trait::async_trait;
 
-use super::StoreError;
-use crate::types::ThreadId;
+use duet_runtime::StoreError;
+use duet_runtime::ThreadId;
 
 /// Where one task's updates go.
 #[derive(Clone, Debug, PartialEq, Eq)]

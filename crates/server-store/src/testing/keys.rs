@@ -1,12 +1,14 @@
-//! The API keys and browser sign-ins of [`MemoryStore`].
+//! The API keys and browser sign-ins of [`MemoryServerStore`].
 
 use async_trait::async_trait;
 
-use super::MemoryStore;
-use crate::store::{ApiKey, KeyStore, StoreError};
+use duet_runtime::StoreError;
+
+use super::MemoryServerStore;
+use crate::{ApiKey, KeyStore};
 
 #[async_trait]
-impl KeyStore for MemoryStore {
+impl KeyStore for MemoryServerStore {
     async fn create_key(&self, key: &ApiKey, hash: &str) -> Result<(), StoreError> {
         let mut state = self.state();
         if state.keys.iter().any(|(h, k)| h == hash || k.id == key.id) {

@@ -1,17 +1,18 @@
-//! The push configs and outbox of [`MemoryStore`].
+//! The push configs and outbox of [`MemoryServerStore`].
 
 use async_trait::async_trait;
 
-use super::MemoryStore;
-use crate::store::{PushConfig, PushDelivery, PushStore, StoreError};
-use crate::types::ThreadId;
+use duet_runtime::{StoreError, ThreadId};
+
+use super::MemoryServerStore;
+use crate::{PushConfig, PushDelivery, PushStore};
 
 fn same(c: &PushConfig, thread: ThreadId, session: i64, id: &str) -> bool {
     c.thread == thread && c.session == session && c.id == id
 }
 
 #[async_trait]
-impl PushStore for MemoryStore {
+impl PushStore for MemoryServerStore {
     async fn put_push_config(&self, config: &PushConfig) -> Result<(), StoreError> {
         let mut state = self.state();
         let configs = &mut state.push_configs;

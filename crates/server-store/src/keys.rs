@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::StoreError;
+use duet_runtime::StoreError;
 
 /// One API key's stored facts.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,24 @@
+//! The duet server's own tables, as ports the server owns: API keys and the browser sign-ins
+//! that stand for them (`keys`), and A2A push-notification configs with their outbox (`push`).
+//! The engine never reads them, so they are not part of the runtime's `Store`: `duet-store`
+//! implements [`ServerStore`] on SQLite and Postgres beside the engine's tables (same database,
+//! same migrations), and [`testing::MemoryServerStore`] (feature `test-util`) in memory. All
+//! three pass the store conformance suite.
+//!
+//! Errors are the runtime's [`StoreError`](duet_runtime::StoreError) kinds, so a server maps
+//! every store failure one way.
+
+#![warn(missing_docs)]
+
+mod keys;
+mod push;
+#[cfg(feature = "test-util")]
+pub mod testing;
+
+pub use keys::{ApiKey, KeyStore};
+pub use push::{PushConfig, PushDelivery, PushStore};
+
+/// Every table the server owns: what `duet serve` holds as `Arc<dyn ServerStore>`.
+pub trait ServerStore: KeyStore + PushStore + 'static {}
+
+impl<T: KeyStore + PushStore + 'static> ServerStore for T {}

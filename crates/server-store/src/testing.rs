@@ -1,0 +1,40 @@
+//! The server's tables in memory (feature `test-util`), with the SQL stores' semantics (the
+//! conformance suite checks all three): keys found by their hash, sign-ins that expire, push
+//! configs per task with their watermark, and an outbox claimed in id order.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+mod keys;
+mod push;
+
+/// The server's tables in memory. Clones of an `Arc<MemoryServerStore>` are the same database.
+#[derive(Debug, Default)]
+pub struct MemoryServerStore {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// API keys with the hash they are found by.
+    keys: Vec<(String, crate::ApiKey)>,
+    /// Browser sign-ins: hash → (the key's hash, expires at).
+    sign_ins: HashMap<String, (String, i64)>,
+    /// Push configs, and the outbox (id → notification, next due time, given up).
+    push_configs: Vec<crate::PushConfig>,
+    push_outbox: BTreeMap<i64, (crate::PushDelivery, i64, bool)>,
+    push_ids: i64,
+}
+
+impl MemoryServerStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryServerStore::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere while holding the lock leaves consistent data: every method checks
+        // before it writes.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
