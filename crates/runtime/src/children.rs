@@ -43,12 +43,12 @@ pub(crate) struct Spawn {
 
 /// Who makes a spawn: the calling side's env (the source of `scopedEnv` values) and its hooks
 /// (`after_subagent_created` runs on them).
-pub(crate) struct Caller<'a> {
+pub(crate) struct Spawner<'a> {
     pub(crate) env: &'a BTreeMap<String, String>,
     pub(crate) hooks: &'a mut ActiveHooks,
 }
 
-impl Caller<'_> {
+impl Spawner<'_> {
     /// An env value: the side's, then the process environment.
     pub(crate) fn env(&self, name: &str) -> Option<String> {
         crate::context::env_value(self.env, name)
@@ -91,7 +91,7 @@ pub(crate) trait Children: Send + Sync {
         owner: SideId,
         rel: &SubagentRelationship,
         spawn: Spawn,
-        caller: Caller<'_>,
+        caller: Spawner<'_>,
         cancel: &CancellationToken,
     ) -> Result<Result<ChildRun, ToolResult>, RunError>;
 

@@ -9,7 +9,7 @@
 //! - `run`: the run loop — drain → decide → do → commit → emit.
 //! - `step`: one model step; `router`: what each tool call is and where it goes.
 //! - `handler_turn`: a handler's turn; `immediate`: `immediate` children at activation.
-//! - `children`: the [`Children`](crate::children::Children) port on this runtime (spawn,
+//! - `spawn`: the [`Children`](crate::children::Children) port on this runtime (spawn,
 //!   message, report).
 //! - `awaits`: a blocking child's result reaching the parent's open tool call.
 //! - `write`: the one write path — every commit, with its hooks, events and registry update in
@@ -17,7 +17,6 @@
 
 mod awaits;
 mod builder;
-mod children;
 mod deliver;
 mod emit;
 mod handler_turn;
@@ -27,6 +26,7 @@ mod model_call;
 mod router;
 mod run;
 mod runs;
+mod spawn;
 mod step;
 mod subprompt;
 mod trace;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::children::{Caller, ChildRun, Children, Spawn, SpawnMode};
+use crate::children::{ChildRun, Children, Spawn, SpawnMode, Spawner};
 use crate::store::{Store, StoreError};
 use crate::tools::{ToolContext, ToolResult, Tools};
 use crate::types::{Message, NewQueued, Role, SideId, Thread};
@@ -232,7 +232,7 @@ impl ThreadState<'_> {
         owner: SideId,
         spawn: Spawn,
     ) -> Result<ChildRun, ToolResult> {
-        let caller = Caller {
+        let caller = Spawner {
             env: self.env,
             hooks: &mut self.hooks,
         };
@@ -325,7 +325,7 @@ impl ThreadState<'_> {
                     rel.optional.as_deref().unwrap_or_default()
                 ));
             }
-            let spawn = crate::subagents::map_code_spawn(rel, &args, &env);
+            let spawn = crate::lifecycle::map_code_spawn(rel, &args, &env);
             if spawn.message.trim().is_empty() {
                 return ToolResult::error(format!(
                     "`{name}` needs a message: `{}` is empty or missing.",

@@ -31,12 +31,12 @@ mod event;
 mod fallback;
 mod handler;
 pub mod hooks;
+mod lifecycle;
 pub mod middleware;
 mod model;
 pub mod plan;
 mod record;
 mod store;
-mod subagents;
 pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
@@ -56,7 +56,7 @@ pub use model::{
 };
 pub use record::{Record, RecordBody};
 pub use store::{
-    Answer, Answered, AnsweredQuery, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
+    AnswerOutcome, Answered, AnsweredQuery, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
     CommitStore, FeedEvent, FirstAnswer, JournalEntry, JournalStore, Lease, LeaseStore, NewThread,
     ParentFilter, QueueStore, RegistryStore, Renewal, RunStart, StatusCounts, Store, StoreError,
     ThreadQuery, ThreadStore,

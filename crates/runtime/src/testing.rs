@@ -16,7 +16,7 @@ mod reads;
 pub use kit::{Scratch, Slow, kill_mid_step, must_load, send, texts};
 
 use crate::store::{
-    Answer, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,
+    AnswerOutcome, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,
     FirstAnswer, JournalEntry, Lease, LeaseStore, NewThread, QueueStore, RegistryStore, Renewal,
     Store, StoreError,
 };
@@ -252,7 +252,7 @@ impl QueueStore for MemoryStore {
         message: NewQueued,
         park: Park,
         claim: Lease,
-    ) -> Result<Answer, StoreError> {
+    ) -> Result<AnswerOutcome, StoreError> {
         let mut state = self.state();
         let row = state.existing(id)?;
         if let Some(m) = message
@@ -289,7 +289,7 @@ impl QueueStore for MemoryStore {
                     JournalEntry::Record(_) => None,
                 })
             });
-            return Ok(Answer::Refused { first });
+            return Ok(AnswerOutcome::Refused { first });
         }
         let answer = FirstAnswer {
             content: message.content.clone(),
@@ -306,7 +306,7 @@ impl QueueStore for MemoryStore {
         }
         drop(state);
         self.hub.publish(change);
-        Ok(Answer::Accepted { claimed })
+        Ok(AnswerOutcome::Accepted { claimed })
     }
 
     async fn enqueue_if_running(

@@ -362,7 +362,7 @@ pub fn handoff(
     }
     let values = [SideId::A, SideId::B]
         .into_iter()
-        .map(|s| (crate::subagents::activation_key(target, s), None))
+        .map(|s| (crate::lifecycle::activation_key(target, s), None))
         .collect();
     t.agent = target.to_owned();
     t.acting = Some(SideId::A);

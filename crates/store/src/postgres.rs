@@ -177,7 +177,7 @@ impl PgStore {
         message: NewQueued,
         park: Park,
         claim: Lease,
-    ) -> Result<Answer, StoreError> {
+    ) -> Result<AnswerOutcome, StoreError> {
         let mut conn = self.writer().await?;
         let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN")
             .await
@@ -268,7 +268,7 @@ impl PgStore {
                 .transpose()?,
             };
             tx.rollback().await.map_err(db_error)?;
-            return Ok(Answer::Refused { first });
+            return Ok(AnswerOutcome::Refused { first });
         }
         if let Err(e) = insert_queued(&mut tx, id, num, &message, claim.now, true).await {
             tx.rollback().await.map_err(db_error)?;
@@ -300,7 +300,7 @@ impl PgStore {
         }
         tx.commit().await.map_err(db_error)?;
         self.publish(change);
-        Ok(Answer::Accepted { claimed })
+        Ok(AnswerOutcome::Accepted { claimed })
     }
 
     /// `create_with` in one statement (one round trip): the thread, unless its key is taken,

@@ -52,7 +52,7 @@ macro_rules! queue_impl {
                 Uuid::parse_str(&run).map(Some).map_err(|_| corrupt("lease owner", &run))
             }
 
-            async fn answer(&self, id: ThreadId, message: NewQueued, park: Park, claim: Lease) -> Result<Answer, StoreError> {
+            async fn answer(&self, id: ThreadId, message: NewQueued, park: Park, claim: Lease) -> Result<AnswerOutcome, StoreError> {
                 self.answer_impl(id, message, park, claim).await
             }
 

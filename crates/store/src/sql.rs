@@ -21,7 +21,7 @@ macro_rules! store_impl {
         use async_trait::async_trait;
         use duet_runtime::{
             Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
-            Answer, Answered, AnsweredQuery, FirstAnswer, Park, QueueStore, Queued, Record, RecordBody, RegistryStore, ChildStatus, ToolReply, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
+            AnswerOutcome, Answered, AnsweredQuery, FirstAnswer, Park, QueueStore, Queued, Record, RecordBody, RegistryStore, ChildStatus, ToolReply, Renewal, Role, StopReason, Store, StoreError, Thread, ThreadId,
             ThreadQuery, ThreadStatus, ThreadStore, ToolStatus, parse_side, side_str,
         };
         use duet_server_store::{ApiKey, KeyStore};

@@ -13,8 +13,8 @@ use super::{Flow, Runtime, Turn};
 use crate::delivery::Settled;
 use crate::error::RunError;
 use crate::event::EventSink;
+use crate::lifecycle;
 use crate::store::Commit;
-use crate::subagents;
 use crate::transition;
 use crate::types::{
     Child, ChildStatus, Message, NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus,
@@ -143,11 +143,11 @@ impl Runtime {
             return Ok(false);
         }
         let agent = self.inner.project.agents.get(&entry.agent).map(|d| &d.def);
-        let (content, ok) = subagents::call_result(settled, agent);
+        let (content, ok) = lifecycle::call_result(settled, agent);
         let Some(parent) = self.inner.store.thread_by_id(parent_id).await? else {
             return Ok(false);
         };
-        let call_name = subagents::CREATE.to_owned();
+        let call_name = lifecycle::CREATE.to_owned();
         let reply = NewQueued {
             tool: Some(ToolReply {
                 call_id: call.to_owned(),
@@ -212,6 +212,6 @@ impl Runtime {
     /// The registry status for a settled child run.
     pub(super) fn child_status(&self, settled: &Settled, entry: &Child) -> ChildStatus {
         let agent = self.inner.project.agents.get(&entry.agent).map(|d| &d.def);
-        subagents::status_of(settled, agent)
+        lifecycle::status_of(settled, agent)
     }
 }

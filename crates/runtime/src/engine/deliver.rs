@@ -10,7 +10,7 @@ use crate::decide;
 use crate::delivery::{Accepted, Claim, Delivered, Delivery, Origin, Settled, WhenBusy};
 use crate::error::RunError;
 use crate::event::EventSink;
-use crate::store::{Answer, NewThread, StoreError};
+use crate::store::{AnswerOutcome, NewThread, StoreError};
 use crate::types::{NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus};
 
 /// How many threads `recover` continues at once.
@@ -169,8 +169,8 @@ impl Runtime {
                 .answer(thread.id, message, park, self.lease(run))
                 .await
             {
-                Ok(Answer::Accepted { claimed }) => Ok(claimed),
-                Ok(Answer::Refused { first }) => {
+                Ok(AnswerOutcome::Accepted { claimed }) => Ok(claimed),
+                Ok(AnswerOutcome::Refused { first }) => {
                     return Err(RunError::AlreadyAnswered {
                         key: key.to_owned(),
                         park,

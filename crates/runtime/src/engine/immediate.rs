@@ -11,12 +11,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::write::{Around, Write};
 use super::{Flow, Runtime};
-use crate::children::{Caller, ChildRun, Spawn, SpawnMode};
+use crate::children::{ChildRun, Spawn, SpawnMode, Spawner};
 use crate::delivery::Settled;
 use crate::error::RunError;
 use crate::hooks::ActiveHooks;
+use crate::lifecycle;
 use crate::store::Commit;
-use crate::subagents;
 use crate::types::{Message, Role, SideId, Thread, ThreadStatus};
 
 impl Runtime {
@@ -37,11 +37,11 @@ impl Runtime {
         }
         // Activation is durable: marked in the commit that writes what the children reported,
         // so a run that dies in between activates again (and finds the children it started).
-        let mark = subagents::activation_key(&t.agent, side);
+        let mark = lifecycle::activation_key(&t.agent, side);
         if self.inner.store.value(t.id, &mark).await?.is_some() {
             return Ok(None);
         }
-        let caller = Caller { env, hooks };
+        let caller = Spawner { env, hooks };
         let notes = self
             .immediate_spawns(agent, cfg, side, t, msgs, caller, cancel)
             .await?;
@@ -98,7 +98,7 @@ impl Runtime {
         side: SideId,
         parent: &Thread,
         msgs: &[crate::types::Message],
-        caller: Caller<'_>,
+        caller: Spawner<'_>,
         cancel: &CancellationToken,
     ) -> Result<Vec<String>, RunError> {
         let env_fn = |k: &str| caller.env(k);
@@ -125,8 +125,8 @@ impl Runtime {
                 if rel.blocking
                     && let Some(child) = self.inner.store.thread_by_id(live.child).await?
                     && child.status != ThreadStatus::Running
-                    && let Some(outcome) = subagents::outcome(&Settled::of(&child), child_def)
-                    && let text = subagents::report_text(&child.key, &outcome)
+                    && let Some(outcome) = lifecycle::outcome(&Settled::of(&child), child_def)
+                    && let text = lifecycle::report_text(&child.key, &outcome)
                     && !msgs
                         .iter()
                         .any(|m| m.content.as_deref() == Some(text.as_str()))
@@ -167,7 +167,7 @@ impl Runtime {
                 },
                 scoped: how.scoped_env,
             };
-            let caller = Caller {
+            let caller = Spawner {
                 env,
                 hooks: &mut *hooks,
             };
@@ -181,8 +181,8 @@ impl Runtime {
                 )),
                 Ok(ChildRun::Settled(key, settled)) => {
                     let child_def = self.inner.project.agents.get(&rel.agent).map(|d| &d.def);
-                    if let Some(outcome) = subagents::outcome(&settled, child_def) {
-                        notes.push(subagents::report_text(&key, &outcome));
+                    if let Some(outcome) = lifecycle::outcome(&settled, child_def) {
+                        notes.push(lifecycle::report_text(&key, &outcome));
                     }
                 }
                 Ok(ChildRun::Started(_) | ChildRun::Queued(_) | ChildRun::Awaiting { .. }) => {}

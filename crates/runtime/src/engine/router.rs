@@ -14,11 +14,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{Runtime, Turn};
-use crate::children::{Caller, ChildRun};
+use crate::children::{ChildRun, Spawner};
 use crate::decide;
 use crate::hooks::ActiveHooks;
+use crate::lifecycle;
 use crate::model::ToolSpec;
-use crate::subagents;
 use crate::tools::{ToolContext, ToolResult};
 use crate::types::{Thread, ThreadId, ToolCall};
 
@@ -91,8 +91,8 @@ impl<'p> Offer<'p> {
                 offer_served(served, &entry.name, &mut specs, &mut routes, &mut down);
             }
         }
-        let relationships = subagents::offered(cfg, env);
-        let lifecycle = subagents::tool_specs(project, &relationships);
+        let relationships = lifecycle::offered(cfg, env);
+        let lifecycle = lifecycle::tool_specs(project, &relationships);
         for spec in &lifecycle {
             routes.insert(spec.name.clone(), Route::Lifecycle);
         }
@@ -121,7 +121,7 @@ impl<'p> Offer<'p> {
                 .iter()
                 .find(|s| name.starts_with(&exposed_tool_name(s, "")))
         };
-        (self.routes.get(subagents::canonical(name)).copied())
+        (self.routes.get(lifecycle::canonical(name)).copied())
             .or_else(|| down().map(|s| Route::Server(s, None)))
     }
 
@@ -307,7 +307,7 @@ impl Runtime {
             }
             Route::Handoff(name, target) => {
                 let schema = decide::side_a_schema(project, target);
-                let errors = subagents::schema_errors(&schema, &call.arguments);
+                let errors = lifecycle::schema_errors(&schema, &call.arguments);
                 Dispatched::Done(if !errors.is_empty() {
                     ToolResult::error(format!(
                         "Invalid arguments for `{}`: {}",
@@ -329,24 +329,24 @@ impl Runtime {
                 })
             }
             Route::Lifecycle => {
-                let name = subagents::canonical(&call.name);
+                let name = lifecycle::canonical(&call.name);
                 if let Some(spec) = offer.lifecycle.iter().find(|s| s.name == name)
-                    && let Err(invalid) = subagents::valid(spec, &call.arguments)
+                    && let Err(invalid) = lifecycle::valid(spec, &call.arguments)
                 {
                     return Dispatched::Done(invalid);
                 }
-                let caller = Caller {
+                let caller = Spawner {
                     env: step.env,
                     hooks: step.hooks,
                 };
                 let result = match name {
-                    subagents::CREATE => {
+                    lifecycle::CREATE => {
                         if step.handoff_made {
                             return Dispatched::Done(ToolResult::error(
                                 "No subagent call after a handoff in the same step: the thread has passed to another agent.",
                             ));
                         }
-                        let request = subagents::create_request(&call.arguments);
+                        let request = lifecycle::create_request(&call.arguments);
                         let Some(rel) = offer
                             .relationships
                             .iter()
@@ -373,8 +373,8 @@ impl Runtime {
                             Err(e) => Err(e),
                         }
                     }
-                    subagents::MESSAGE => {
-                        let (reference, message) = subagents::message_request(&call.arguments);
+                    lifecycle::MESSAGE => {
+                        let (reference, message) = lifecycle::message_request(&call.arguments);
                         self.message_child(step.thread, reference, message).await
                     }
                     _ => self.list_children(step.thread, &offer.relationships).await,

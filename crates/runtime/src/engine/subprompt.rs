@@ -48,7 +48,7 @@ impl Runtime {
     /// Runs sub-prompt call `sub`.
     pub(super) async fn run_subprompt(&self, sub: SubCall<'_>) -> ToolResult {
         let (prompt, entry, call) = (sub.prompt, sub.entry, sub.call);
-        let errors = crate::subagents::schema_errors(&schema(prompt), &call.arguments);
+        let errors = crate::lifecycle::schema_errors(&schema(prompt), &call.arguments);
         if !errors.is_empty() {
             return ToolResult::error(format!(
                 "Invalid arguments for `{}`: {}",

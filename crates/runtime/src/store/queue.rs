@@ -46,7 +46,7 @@ pub trait QueueStore: Send + Sync {
         message: NewQueued,
         park: Park,
         claim: Lease,
-    ) -> Result<Answer, StoreError>;
+    ) -> Result<AnswerOutcome, StoreError>;
     /// Creates the thread `key` (as [`super::ThreadStore::open_thread`] would) with `message`
     /// queued on it and its lease taken by `claim`, in one transaction: a thread never exists
     /// without its first message. `None`, writing nothing, when `key` exists already.
@@ -102,7 +102,7 @@ pub struct Answered {
 
 /// What [`QueueStore::answer`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Answer {
+pub enum AnswerOutcome {
     /// Queued as the park's answer; `claimed`: this caller took the lease and must run it.
     Accepted {
         /// Whether the lease was taken.

@@ -119,7 +119,7 @@ impl SqliteStore {
         message: NewQueued,
         park: Park,
         claim: Lease,
-    ) -> Result<Answer, StoreError> {
+    ) -> Result<AnswerOutcome, StoreError> {
         /// The park is open to this answer: the thread is at it, the message id is new, and no
         /// other answer is queued. `$1` thread id, `$2` message id, `$3` session, `$4` seq.
         macro_rules! open {
@@ -188,13 +188,13 @@ impl SqliteStore {
                 }
                 let queued: Option<i64> = facts.try_get("q_at").map_err(db_error)?;
                 if !facts.try_get::<bool, _>("at_park").map_err(db_error)? || queued.is_some() {
-                    return Ok(Answer::Refused {
+                    return Ok(AnswerOutcome::Refused {
                         first: first_answer(facts)?,
                     });
                 }
                 hub.publish(change_in(facts, id)?);
                 let claimed = rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok());
-                Ok(Answer::Accepted { claimed })
+                Ok(AnswerOutcome::Accepted { claimed })
             })
         })
         .await

@@ -2,7 +2,7 @@
 //! refused one is told about it; without a record, the queue and then the journal say what won.
 
 use super::*;
-use duet_runtime::{Answer, AnsweredQuery, Commit, FirstAnswer, Message, NewThread, Park};
+use duet_runtime::{AnswerOutcome, AnsweredQuery, Commit, FirstAnswer, Message, NewThread, Park};
 
 const ALICE: &str = r#"{"iss":"test","sub":"alice"}"#;
 const BOB: &str = r#"{"iss":"test","sub":"bob"}"#;
@@ -100,7 +100,7 @@ async fn a_refused_answer_names_the_author_and_message_id_of_the_one_that_won() 
                 )
                 .await
                 .expect("answer"),
-            Answer::Accepted { claimed: true },
+            AnswerOutcome::Accepted { claimed: true },
             "{name}"
         );
         let winner = FirstAnswer {
@@ -119,7 +119,7 @@ async fn a_refused_answer_names_the_author_and_message_id_of_the_one_that_won() 
                 )
                 .await
                 .expect("answer"),
-            Answer::Refused {
+            AnswerOutcome::Refused {
                 first: Some(winner.clone())
             },
             "{name}: while the winner is queued"
@@ -147,7 +147,7 @@ async fn a_refused_answer_names_the_author_and_message_id_of_the_one_that_won() 
                 )
                 .await
                 .expect("answer"),
-            Answer::Refused {
+            AnswerOutcome::Refused {
                 first: Some(winner)
             },
             "{name}: after it was applied (and bob's message id was never taken)"
@@ -159,7 +159,7 @@ async fn a_refused_answer_names_the_author_and_message_id_of_the_one_that_won() 
                 .answer(t2.id, human("plain"), park2, lease(Uuid::now_v7(), 4_000))
                 .await
                 .expect("answer"),
-            Answer::Accepted { claimed: true },
+            AnswerOutcome::Accepted { claimed: true },
             "{name}"
         );
         assert_eq!(
@@ -172,7 +172,7 @@ async fn a_refused_answer_names_the_author_and_message_id_of_the_one_that_won() 
                 )
                 .await
                 .expect("answer"),
-            Answer::Refused {
+            AnswerOutcome::Refused {
                 first: Some(FirstAnswer {
                     content: "plain".into(),
                     at: 4_000,
@@ -205,7 +205,7 @@ async fn without_a_recorded_answer_the_queue_then_the_journal_say_what_won() {
                 )
                 .await
                 .expect("answer"),
-            Answer::Refused {
+            AnswerOutcome::Refused {
                 first: Some(FirstAnswer {
                     content: "typed".into(),
                     at: 2_000,
@@ -234,7 +234,7 @@ async fn without_a_recorded_answer_the_queue_then_the_journal_say_what_won() {
                 )
                 .await
                 .expect("answer"),
-            Answer::Refused {
+            AnswerOutcome::Refused {
                 first: Some(FirstAnswer {
                     content: "typed".into(),
                     at: 2_500,
@@ -269,7 +269,7 @@ async fn answered_parks_are_listed_newest_first_with_their_question_by_owner_and
                 )
                 .await
                 .expect("answer");
-            assert_eq!(answer, Answer::Accepted { claimed: true }, "{name}");
+            assert_eq!(answer, AnswerOutcome::Accepted { claimed: true }, "{name}");
         }
         let all = store
             .answered(&AnsweredQuery {
@@ -424,7 +424,11 @@ async fn an_answer_writes_everything_or_nothing() {
             )
             .await
             .expect("answer");
-        assert_eq!(accepted, Answer::Accepted { claimed: false }, "{name}");
+        assert_eq!(
+            accepted,
+            AnswerOutcome::Accepted { claimed: false },
+            "{name}"
+        );
         let held = store
             .thread_by_id(t.id)
             .await
@@ -457,7 +461,7 @@ async fn an_answer_writes_everything_or_nothing() {
             .await
             .expect("answer");
         assert!(
-            matches!(refused, Answer::Refused { .. }),
+            matches!(refused, AnswerOutcome::Refused { .. }),
             "{name}: {refused:?}"
         );
         let queue: Vec<String> = store

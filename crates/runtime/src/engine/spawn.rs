@@ -11,11 +11,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
-use crate::children::{Caller, ChildRun, Children, Spawn, SpawnMode};
+use crate::children::{ChildRun, Children, Spawn, SpawnMode, Spawner};
 use crate::delivery::{Delivered, Delivery, Origin, Settled, WhenBusy};
 use crate::error::RunError;
 use crate::event::EventSink;
-use crate::subagents::{self, instance_name, schema_errors};
+use crate::lifecycle::{self, instance_name, schema_errors};
 use crate::tools::ToolResult;
 use crate::types::{Child, ChildStatus, NewQueued, Role, SideId, Thread, ThreadId};
 
@@ -27,7 +27,7 @@ impl Runtime {
         owner: SideId,
         rel: &SubagentRelationship,
         spawn: Spawn,
-        caller: Caller<'_>,
+        caller: Spawner<'_>,
         cancel: &CancellationToken,
     ) -> Result<Result<ChildRun, ToolResult>, RunError> {
         let relationship = rel.name().to_owned();
@@ -430,8 +430,8 @@ impl Runtime {
             return None;
         }
         let agent = self.inner.project.agents.get(&entry.agent).map(|d| &d.def);
-        let outcome = subagents::outcome(settled, agent)?;
-        let content = subagents::report_text(&settled.key, &outcome);
+        let outcome = lifecycle::outcome(settled, agent)?;
+        let content = lifecycle::report_text(&settled.key, &outcome);
         let parent = match self.inner.store.thread_by_id(parent_id).await {
             Ok(parent) => parent?,
             Err(e) => {
@@ -456,7 +456,7 @@ impl Children for Runtime {
         owner: SideId,
         rel: &SubagentRelationship,
         spawn: Spawn,
-        caller: Caller<'_>,
+        caller: Spawner<'_>,
         cancel: &CancellationToken,
     ) -> Result<Result<ChildRun, ToolResult>, RunError> {
         self.spawn_child(parent, owner, rel, spawn, caller, cancel)

@@ -1,7 +1,8 @@
-//! Subagents, the pure part: a prompt side's relationships as the reserved lifecycle tools
-//! (`subagent_create`, `subagent_message`, `subagents`), the arguments those tools take, and what
-//! a child's outcome means for its parent (its registry status, its tool result or message).
-//! The doing — spawning, running, reporting — is the runtime's (`engine/children.rs`), behind
+//! The subagent lifecycle, the pure part: a prompt side's relationships as the reserved
+//! lifecycle tools (`subagent_create`, `subagent_message`, `subagents`), the arguments they take,
+//! and what a child's outcome means for its parent (its registry status, its tool result or
+//! message).
+//! The doing — spawning, running, reporting — is the runtime's (`engine/spawn.rs`), behind
 //! the [`Children`](crate::children::Children) port.
 //!
 //! - **blocking**: a model's call waits durably for the child's session to end; the child's
