@@ -45,6 +45,8 @@ const OWNED: &[(&str, &[&str])] = &[
     ("axum", &["a2a", "server"]),
     ("reqwest", &["models", "tools", "a2a", "server"]),
     ("rmcp", &["tools"]),
+    ("opentelemetry", &["cli"]),
+    ("opentelemetry_sdk", &["cli"]),
 ];
 
 fn root() -> PathBuf {
