@@ -62,7 +62,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let store = match crate::run::stores(&place).await {
+            let store = match crate::compose::stores(&place).await {
                 Ok(s) => s,
                 Err(code) => return code,
             };
@@ -80,7 +80,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::List { place } => {
-            let store = match crate::run::stores(&place).await {
+            let store = match crate::compose::stores(&place).await {
                 Ok(s) => s,
                 Err(code) => return code,
             };
@@ -107,7 +107,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             }
         }
         Command::Revoke { id, place } => {
-            let store = match crate::run::stores(&place).await {
+            let store = match crate::compose::stores(&place).await {
                 Ok(s) => s,
                 Err(code) => return code,
             };

@@ -1,6 +1,8 @@
 //! `duet`: the command-line tool. This is the composition root: the only place (with the
 //! server's `main`) that picks concrete implementations.
 
+mod chat;
+mod compose;
 mod keys;
 mod mcp;
 mod otel;
@@ -104,7 +106,7 @@ fn main() -> ExitCode {
             Command::Keys(args) => keys::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
             Command::Recover { place } => run::recover(place).await,
-            Command::Migrate { place } => match run::store(&place).await {
+            Command::Migrate { place } => match compose::store(&place).await {
                 Ok(_) => {
                     println!("database is up to date");
                     ExitCode::SUCCESS

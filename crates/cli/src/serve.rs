@@ -80,7 +80,7 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
             }
         }
     }
-    let (runtime, tables) = match crate::run::compose(&args.place).await {
+    let (runtime, tables) = match crate::compose::compose(&args.place).await {
         Ok(composed) => composed,
         Err(code) => return code,
     };

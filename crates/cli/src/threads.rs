@@ -42,7 +42,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let store = match crate::run::store(&args.place).await {
+    let store = match crate::compose::store(&args.place).await {
         Ok(s) => s,
         Err(code) => return code,
     };

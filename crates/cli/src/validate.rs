@@ -48,7 +48,7 @@ pub(crate) fn run(args: &Args) -> ExitCode {
     // refuses an agent that needs it), an error with `--strict`.
     let builtins = loaded
         .project
-        .check_builtins(&crate::run::builtins(&loaded.project));
+        .check_builtins(&crate::compose::builtins(&loaded.project));
     loaded.issues.extend(
         builtins
             .into_iter()

@@ -1,0 +1,157 @@
+//! The composition root: the database a place names (both its ports) and the runtime this build
+//! of `duet` composes on it — the project, the model providers, the built-in handlers and remote
+//! A2A agents, the hooks, the http client and MCP servers, trace export, the lease length.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use duet_runtime::{Runtime, Store};
+
+use crate::Place;
+
+/// The database `place` names: `--db` as given, else `PROJECT/.duet/duet.db`. Refused in one
+/// line when it cannot be what the user meant: an empty `--db`, a SQLite file in a folder that
+/// does not exist (only the default `.duet/` is ever created), or a project folder without
+/// `agents/` (which would otherwise get an empty database of its own).
+pub(crate) fn database(place: &Place) -> anyhow::Result<String> {
+    if duet_spec::fs::project_root(&place.project).is_err() {
+        anyhow::bail!(
+            "{} is not a Standard Agents project (no `agents/` folder); pass --project DIR",
+            place.project.display()
+        );
+    }
+    match &place.db {
+        Some(url) if url.trim().is_empty() => {
+            anyhow::bail!("--db is empty: give a SQLite file or a postgres:// URL")
+        }
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Ok(url.clone())
+        }
+        Some(url) => {
+            let (path, _) =
+                duet_store::sqlite_location(url).map_err(|e| anyhow::anyhow!("--db {e}"))?;
+            let folder = path.parent().filter(|d| !d.as_os_str().is_empty());
+            if let Some(folder) = folder
+                && !folder.is_dir()
+            {
+                anyhow::bail!(
+                    "--db {url}: the folder {} does not exist (duet creates only the default .duet/)",
+                    folder.display()
+                );
+            }
+            Ok(url.clone())
+        }
+        None => {
+            let root = duet_spec::fs::project_root(&place.project)
+                .unwrap_or_else(|_| place.project.clone());
+            let dir = root.join(".duet");
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            Ok(dir.join("duet.db").display().to_string())
+        }
+    }
+}
+
+/// Opens the store `place` names (migrating it): the engine's port. A place that cannot be
+/// meant exits 2, a database that cannot be opened 1, each said in one line.
+pub(crate) async fn store(place: &Place) -> Result<Arc<dyn Store>, ExitCode> {
+    Ok(stores(place).await?.engine)
+}
+
+/// Opens the database `place` names (migrating it) with both its ports: the engine's tables
+/// and the server's own (API keys, sign-ins, A2A push).
+pub(crate) async fn stores(place: &Place) -> Result<duet_store::Stores, ExitCode> {
+    let url = database(place).map_err(|e| {
+        eprintln!("duet: {e:#}");
+        ExitCode::from(2)
+    })?;
+    duet_store::open(&url).await.map_err(|e| {
+        eprintln!("duet: cannot open the database {url}: {e}");
+        ExitCode::from(1)
+    })
+}
+
+/// Loads the project and composes the runtime; `Err` carries the exit code after reporting.
+pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
+    Ok(compose(place).await?.0)
+}
+
+/// Loads the project and composes the runtime, with the server's tables of the same database.
+pub(crate) async fn compose(
+    place: &Place,
+) -> Result<(Runtime, Arc<dyn duet_server_store::ServerStore>), ExitCode> {
+    let loaded = match duet_spec::load(&place.project) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("duet: {e}");
+            return Err(ExitCode::from(2));
+        }
+    };
+    if !loaded.is_ok() {
+        for issue in loaded
+            .issues
+            .iter()
+            .filter(|i| i.severity == duet_spec::Severity::Error)
+        {
+            eprintln!("{issue}");
+        }
+        eprintln!("duet: the project has errors; `duet validate` lists them");
+        return Err(ExitCode::from(2));
+    }
+    let duet_store::Stores {
+        engine: store,
+        server: tables,
+    } = stores(place).await?;
+    let root =
+        duet_spec::fs::project_root(&place.project).unwrap_or_else(|_| place.project.clone());
+    // The built-in providers and the project's own (`agents/providers/`), keys from the env.
+    let providers = duet_models::providers_for(&loaded.project);
+    let project = Arc::new(loaded.project);
+    // The built-in handlers, and one for each remote A2A agent of `agents/remotes/` (its token
+    // from the env).
+    let handlers = duet_server::remote_agents(
+        &project,
+        |var| std::env::var(var).ok().filter(|v| !v.is_empty()),
+        duet_handlers::handlers(),
+    );
+    // Message contents in the `chat` spans only when asked, with the GenAI conventions' switch.
+    let capture = std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        .is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    let builder = Runtime::builder(project.clone(), store)
+        .providers(providers)
+        .handlers(handlers)
+        .hooks(duet_handlers::hooks())
+        .capture_content(capture);
+    // Exporting traces: they cross the store (a child run elsewhere, a run after a park).
+    let builder = if crate::otel::exporting() {
+        builder.trace_carrier(Arc::new(crate::otel::Carrier))
+    } else {
+        builder
+    };
+    // The http client and one tool server per MCP server of `agents/mcp/` (started on use).
+    let mut builder = duet_tools::register(builder, &project, &root);
+    // How long a run's lease lasts without renewal (default 30 s): how soon another process may
+    // continue a thread whose runner died.
+    if let Some(ms) = std::env::var("DUET_LEASE_MS")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        builder = builder.lease_ms(ms);
+    }
+    Ok((builder.build(), tables))
+}
+
+/// The names this build registers for `builtin:` (tools, handlers — a remote A2A agent's among
+/// them — and hooks) when it runs `project`.
+pub(crate) fn builtins(project: &duet_spec::Project) -> duet_spec::Builtins {
+    duet_spec::Builtins {
+        tools: Default::default(),
+        handlers: duet_handlers::handlers()
+            .names()
+            .map(str::to_owned)
+            .chain(project.remotes.values().map(|r| r.def.builtin()))
+            .collect(),
+        hooks: duet_handlers::hooks().names().map(str::to_owned).collect(),
+    }
+}
