@@ -7,9 +7,11 @@
 //!   started as a tracked task, and (when asked) waited for until the thread settles.
 //! - `approvals`: a parked question by its id, and its answer — the one function the inbox and
 //!   `POST /approvals/{id}` both call.
+//! - `health`: the readiness probe's ping and the metrics' counts.
 
 pub(crate) mod approvals;
 pub(crate) mod deliveries;
+pub(crate) mod health;
 
 use duet_runtime::{FirstAnswer, Park, RunError, StoreError};
 
@@ -38,6 +40,19 @@ pub(crate) enum ServiceError {
 impl From<StoreError> for ServiceError {
     fn from(e: StoreError) -> Self {
         ServiceError::Store(e)
+    }
+}
+
+impl std::fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServiceError::NotFound(what) => f.write_str(what),
+            ServiceError::AlreadyAnswered { key, park, .. } => {
+                write!(f, "`{key}` is no longer waiting at {park}")
+            }
+            ServiceError::Run { error, .. } => error.fmt(f),
+            ServiceError::Store(e) => e.fmt(f),
+        }
     }
 }
 
