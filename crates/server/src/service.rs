@@ -7,11 +7,13 @@
 //!   started as a tracked task, and (when asked) waited for until the thread settles.
 //! - `approvals`: a parked question by its id, and its answer — the one function the inbox and
 //!   `POST /approvals/{id}` both call.
+//! - `messages`: a thread's journal a page at a time; whether a message id was delivered.
 //! - `health`: the readiness probe's ping and the metrics' counts.
 
 pub(crate) mod approvals;
 pub(crate) mod deliveries;
 pub(crate) mod health;
+pub(crate) mod messages;
 
 use duet_runtime::{FirstAnswer, Park, RunError, StoreError};
 

@@ -17,6 +17,7 @@ use super::follow;
 use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
 use crate::body::MAX_KEY_BYTES;
+use crate::service;
 use crate::state::AppState;
 
 /// One project agent served over A2A.
@@ -213,9 +214,7 @@ impl DuetAgent {
             return Ok(None);
         };
         let (t, r) = self.find(caller, id).await?;
-        let store = self.state.runtime().store();
-        if !store
-            .delivered(t.id, &req.message.message_id)
+        if !service::messages::delivered(&self.state, &t, &req.message.message_id)
             .await
             .map_err(A2aError::internal)?
         {

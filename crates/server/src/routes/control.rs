@@ -30,6 +30,7 @@ use self::wire::{
 use crate::auth::Caller;
 use crate::body::{Json, Query, check_key};
 use crate::problem::Problem;
+use crate::service::messages;
 use crate::state::AppState;
 
 /// `?session=`.
@@ -182,11 +183,7 @@ async fn entries_of(
         .filter(|s| (1..t.next_seq).contains(s))
         .unwrap_or(0);
     // A page at a time: a client whose last entry is not `leafEntryId` asks again from it.
-    let journal = state
-        .runtime()
-        .store()
-        .journal_page(t.id, since, ENTRIES_PAGE)
-        .await?;
+    let journal = messages::journal(state, &t, since, ENTRIES_PAGE).await?;
     let mut parent = since;
     let entries: Vec<SessionEntry> = journal
         .iter()

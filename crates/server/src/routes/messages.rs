@@ -17,6 +17,7 @@ use super::threads::page_size;
 use crate::auth::Caller;
 use crate::body::{Json, Query};
 use crate::problem::Problem;
+use crate::service::messages;
 use crate::state::AppState;
 use crate::views::{AcceptedView, EntryView, Page, ThreadView};
 
@@ -156,11 +157,7 @@ pub(crate) async fn list(
 ) -> Result<axum::Json<Page<EntryView>>, Problem> {
     let t = state.thread(&caller, &key).await?;
     let limit = page_size(q.limit)?;
-    let page = state
-        .runtime()
-        .store()
-        .journal_page(t.id, q.cursor.unwrap_or(0), limit)
-        .await?;
+    let page = messages::journal(&state, &t, q.cursor.unwrap_or(0), limit).await?;
     let next_cursor = (page.len() == limit)
         .then(|| page.last().map(|e| e.seq().to_string()))
         .flatten();
