@@ -7,6 +7,8 @@
 //!   started as a tracked task, and (when asked) waited for until the thread settles.
 //! - `approvals`: a parked question by its id, and its answer — the one function the inbox and
 //!   `POST /approvals/{id}` both call.
+//! - `threads`: a thread by its key as the caller sees it (the one visibility check), listings,
+//!   a thread with its parent, termination.
 //! - `messages`: a thread's journal a page at a time; whether a message id was delivered.
 //! - `health`: the readiness probe's ping and the metrics' counts.
 
@@ -14,6 +16,7 @@ pub(crate) mod approvals;
 pub(crate) mod deliveries;
 pub(crate) mod health;
 pub(crate) mod messages;
+pub(crate) mod threads;
 
 use duet_runtime::{FirstAnswer, Park, RunError, StoreError};
 
@@ -22,6 +25,8 @@ use crate::problem::Problem;
 /// Why a service refused.
 #[derive(Debug)]
 pub(crate) enum ServiceError {
+    /// The thread key the caller gave is not one (the reason: `is empty`, ...).
+    InvalidKey(&'static str),
     /// Nothing by that name that the caller may see (what it may not see is not there).
     NotFound(String),
     /// The delivery named a park that another answer settled first; nothing was written.
@@ -48,6 +53,7 @@ impl From<StoreError> for ServiceError {
 impl std::fmt::Display for ServiceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            ServiceError::InvalidKey(why) => write!(f, "the thread key {why}"),
             ServiceError::NotFound(what) => f.write_str(what),
             ServiceError::AlreadyAnswered { key, park, .. } => {
                 write!(f, "`{key}` is no longer waiting at {park}")
@@ -78,6 +84,7 @@ impl ServiceError {
 impl From<ServiceError> for Problem {
     fn from(e: ServiceError) -> Self {
         match e {
+            ServiceError::InvalidKey(why) => crate::body::invalid_key(why),
             ServiceError::NotFound(what) => Problem::not_found(what),
             ServiceError::AlreadyAnswered { key, park, first } => {
                 let mut problem = Problem::new(

@@ -270,7 +270,7 @@ impl DuetAgent {
             Some(_) => target.task.unwrap_or(TaskRef { thread, session: 1 }),
             // A message delivered before: its task is the thread's current session (not the
             // next one this delivery would have opened).
-            None => match self.state.runtime().store().thread_by_id(thread).await {
+            None => match service::threads::reread(&self.state, thread).await {
                 Ok(Some(t)) => TaskRef::current(&t),
                 Ok(None) => TaskRef { thread, session: 1 },
                 Err(e) => return Err(A2aError::internal(e)),
@@ -383,9 +383,7 @@ impl A2aAgent for DuetAgent {
         if task.status.state.is_terminal() {
             return Err(A2aError::task_not_cancelable(&req.id, task.status.state));
         }
-        self.state
-            .runtime()
-            .terminate(&crate::auth::owner_scope(&t))
+        service::threads::terminate(&self.state, &t)
             .await
             .map_err(A2aError::internal)?;
         Ok(follow::read(&self.state, r, &view).await?.1)

@@ -19,6 +19,7 @@ use super::follow;
 use super::push::{Target, target_allowed};
 use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
+use crate::service::threads;
 use crate::state::AppState;
 
 /// How long a claimed notification is ours before another sender may take it.
@@ -135,10 +136,7 @@ async fn updates(
     };
     // Nothing new (one row read, no journal): the thread has not moved past the watermark and
     // its state is the one last told.
-    let Some(t) = state
-        .runtime()
-        .store()
-        .thread_by_id(c.thread)
+    let Some(t) = threads::reread(state, c.thread)
         .await
         .map_err(A2aError::internal)?
     else {

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use self::watch::{Watch, active, run_start, visible};
+use self::watch::{Watch, active, run_start};
 use self::wire::{
     AgentCommand, CAPABILITIES, Capabilities, Parsed, SessionEntries, SessionEntry, SessionState,
     codes, parse_command, rejected, run_id,
@@ -30,7 +30,7 @@ use self::wire::{
 use crate::auth::Caller;
 use crate::body::{Json, Query, check_key};
 use crate::problem::Problem;
-use crate::service::messages;
+use crate::service::{messages, threads};
 use crate::state::AppState;
 
 /// `?session=`.
@@ -94,12 +94,7 @@ async fn find(
     agent: &str,
     session: &str,
 ) -> Result<Option<Thread>, Problem> {
-    let t = state
-        .runtime()
-        .store()
-        .thread(&caller.stored_key(session))
-        .await?;
-    Ok(t.filter(|t| visible(caller, agent, t)))
+    Ok(threads::find_on(state, caller, agent, session).await?)
 }
 
 /// The scope the runtime is asked in: as the thread's owner (the caller, unless an admin).
@@ -244,7 +239,7 @@ async fn dispatch_of(
         .await;
     let run = match (&result, before) {
         (duet_runtime::control::SessionResult::Ok { .. }, None) => {
-            match state.runtime().store().thread_by_id(t.id).await? {
+            match threads::reread(state, t.id).await? {
                 Some(now) => current_run(state, &now).await?,
                 None => None,
             }

@@ -22,6 +22,7 @@ use utoipa::IntoParams;
 use crate::auth::Caller;
 use crate::body::Query;
 use crate::problem::Problem;
+use crate::service::threads;
 use crate::state::AppState;
 use crate::views::{ApprovalId, EntryView};
 
@@ -73,7 +74,7 @@ pub(crate) async fn follow(
         })
         .transpose()?;
     let after = last.or(q.after).unwrap_or(0).max(0);
-    let t = state.thread(&caller, &key).await?;
+    let t = threads::find(&state, &caller, &key).await?;
     let store = state.runtime().store().clone();
     let id = t.id;
     let closing = state.closing().clone();

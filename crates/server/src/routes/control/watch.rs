@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::wire::{event, is_output, run_id, settled_data, settles};
 use crate::auth::Caller;
+use crate::service::threads::on_agent;
 
 /// Entries read per journal page.
 const PAGE: usize = 500;
@@ -83,11 +84,6 @@ pub(crate) struct Watch {
     queue: (usize, usize),
 }
 
-/// Whether `t` is the session `agent`'s route may show `caller`.
-pub(crate) fn visible(caller: &Caller, agent: &str, t: &Thread) -> bool {
-    caller.may_see(t) && (t.agent == agent || t.origin == agent)
-}
-
 impl Watch {
     /// Subscribes to the feed, then reads where the session stands (`now` on the runtime's
     /// clock): events are what commits after this.
@@ -117,7 +113,7 @@ impl Watch {
             queue: (0, 0),
         };
         if let Some(t) = w.store.thread(&w.stored).await? {
-            if visible(&w.caller, &w.agent, &t) {
+            if on_agent(&w.caller, &w.agent, &t) {
                 let start = run_start(w.store.as_ref(), &t).await?;
                 w.cursor = t.next_seq - 1;
                 w.start = (start < t.next_seq).then_some(start);
@@ -134,7 +130,7 @@ impl Watch {
 
     /// Adopts `t` if it is the session: it appeared after the subscription, so all of it is new.
     fn adopt(&mut self, t: &Thread) -> bool {
-        if t.key == self.stored && visible(&self.caller, &self.agent, t) {
+        if t.key == self.stored && on_agent(&self.caller, &self.agent, t) {
             self.thread = Some((t.id, t.agent.clone()));
             return true;
         }
