@@ -18,7 +18,7 @@ use super::item;
 use super::viewer::Viewer;
 use crate::body::Path;
 use crate::problem::Problem;
-use crate::routes::approvals;
+use crate::service::approvals;
 use crate::state::AppState;
 
 /// `GET /inbox/items/{id}/follow`.
@@ -27,7 +27,7 @@ pub(crate) async fn follow(
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let (approval, thread) = approvals::parked(&state, &viewer.caller, &id).await?;
+    let (approval, thread) = approvals::find(&state, &viewer.caller, &id).await?;
     let store = state.runtime().store().clone();
     // The chain, parked thread first: (id, agent, the last seq shown).
     let mut chain: Vec<(ThreadId, String, i64)> =
