@@ -10,10 +10,12 @@
 //! - `threads`: a thread by its key as the caller sees it (the one visibility check), listings,
 //!   a thread with its parent, termination.
 //! - `messages`: a thread's journal a page at a time; whether a message id was delivered.
+//! - `events`: what a follower (an SSE stream, A2A's, the inbox's) reads as it wakes.
 //! - `health`: the readiness probe's ping and the metrics' counts.
 
 pub(crate) mod approvals;
 pub(crate) mod deliveries;
+pub(crate) mod events;
 pub(crate) mod health;
 pub(crate) mod messages;
 pub(crate) mod threads;

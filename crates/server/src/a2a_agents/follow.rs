@@ -8,6 +8,7 @@ use duet_runtime::{Thread, ThreadId};
 use futures::StreamExt;
 
 use super::tasks::{self, TaskRef, View};
+use crate::service::events::Feed;
 use crate::state::AppState;
 
 /// Reads the thread and the task as they are now.
@@ -47,7 +48,7 @@ pub(crate) async fn settled(
     view: &View,
     floor: Option<i64>,
 ) -> Result<Task, A2aError> {
-    let mut changes = state.runtime().store().changes();
+    let mut changes = Feed::of(state).changes();
     loop {
         // The queue before the journal: a message moves from one to the other in one
         // transaction, so an empty queue now means the journal read next has it.
@@ -118,7 +119,7 @@ pub(crate) async fn stream(
     snapshot: Task,
     (mut seen, floor): (i64, Option<i64>),
 ) -> Result<(), A2aError> {
-    let mut changes = state.runtime().store().changes();
+    let mut changes = Feed::of(&state).changes();
     let mut last = snapshot.status.state;
     let mut moved = !done(last);
     let mut reported: Vec<String> = snapshot

@@ -19,6 +19,7 @@ use super::follow;
 use super::push::{Target, target_allowed};
 use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
+use crate::service::events::Feed;
 use crate::service::threads;
 use crate::state::AppState;
 
@@ -41,7 +42,7 @@ pub(crate) async fn run(state: AppState) {
 async fn notifier(state: AppState) {
     let every = state.options().recover_every.max(Duration::from_millis(50));
     let closing = state.closing().clone();
-    let mut changes = state.runtime().store().changes();
+    let mut changes = Feed::of(&state).changes();
     // The threads with configs, as the last full pass found them. A change to any other thread
     // costs nothing here (no query); a config made on this process asks for a full pass at
     // once, one made on another is found at the next tick (its updates are caught up from its

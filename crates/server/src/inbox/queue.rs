@@ -20,6 +20,7 @@ use super::viewer::Viewer;
 use crate::auth::Caller;
 use crate::problem::Problem;
 use crate::service::approvals::{self, Waiting};
+use crate::service::events::Feed;
 use crate::state::AppState;
 use crate::views::ApprovalView;
 
@@ -200,13 +201,13 @@ pub(crate) async fn events(
     viewer: Viewer,
     Query(filters): Query<Filters>,
 ) -> Response {
-    let store = state.runtime().store().clone();
+    let feed = Feed::of(&state);
     let closing = state.closing().clone();
     let caller = viewer.caller;
     let stream_state = state.clone();
     let events = async_stream::stream! {
         // Subscribed before the first read, so whatever changes after it is seen.
-        let mut changes = store.changes();
+        let mut changes = feed.changes();
         let mut sent = String::new();
         loop {
             let Ok(queue) = load(&stream_state, &caller, &filters).await else { return };

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use self::watch::{Watch, active, run_start};
+use self::watch::{Watch, active};
 use self::wire::{
     AgentCommand, CAPABILITIES, Capabilities, Parsed, SessionEntries, SessionEntry, SessionState,
     codes, parse_command, rejected, run_id,
@@ -30,6 +30,7 @@ use self::wire::{
 use crate::auth::Caller;
 use crate::body::{Json, Query, check_key};
 use crate::problem::Problem;
+use crate::service::events::Feed;
 use crate::service::{messages, threads};
 use crate::state::AppState;
 
@@ -115,7 +116,7 @@ async fn current_run(state: &AppState, t: &Thread) -> Result<Option<String>, Pro
     if !active(t, state.runtime().now_ms()) {
         return Ok(None);
     }
-    let start = run_start(state.runtime().store().as_ref(), t).await?;
+    let start = Feed::of(state).run_start(t).await?;
     Ok(Some(run_id(start)))
 }
 
@@ -261,7 +262,7 @@ async fn events_of(
     // Subscribed, and where the session stands read, before the response: a client that has
     // the headers gets everything committed from then on.
     let (mut watch, mut changes) = Watch::open(
-        rt.store().clone(),
+        Feed::of(state),
         rt.project().clone(),
         caller,
         agent,
