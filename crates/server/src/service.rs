@@ -11,6 +11,7 @@
 //!   a thread with its parent, termination.
 //! - `messages`: a thread's journal a page at a time; whether a message id was delivered.
 //! - `events`: what a follower (an SSE stream, A2A's, the inbox's) reads as it wakes.
+//! - `tasks`: a thread's sessions as A2A tasks read them.
 //! - `health`: the readiness probe's ping and the metrics' counts.
 
 pub(crate) mod approvals;
@@ -18,6 +19,7 @@ pub(crate) mod deliveries;
 pub(crate) mod events;
 pub(crate) mod health;
 pub(crate) mod messages;
+pub(crate) mod tasks;
 pub(crate) mod threads;
 
 use duet_runtime::{FirstAnswer, Park, RunError, StoreError};

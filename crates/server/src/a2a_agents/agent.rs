@@ -18,6 +18,7 @@ use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
 use crate::body::MAX_KEY_BYTES;
 use crate::service;
+use crate::service::tasks::Named;
 use crate::state::AppState;
 
 /// One project agent served over A2A.
@@ -109,15 +110,9 @@ impl DuetAgent {
     ) -> Result<(Thread, TaskRef), A2aError> {
         let not_found = || A2aError::task_not_found(id);
         let r = TaskRef::parse(id).ok_or_else(not_found)?;
-        let t = self
-            .state
-            .runtime()
-            .store()
-            .thread_by_id(r.thread)
+        let t = service::tasks::find(&self.state, caller, &self.agent, r.thread, r.session)
             .await
             .map_err(A2aError::internal)?
-            .filter(|t| caller.may_see(t) && (t.origin == self.agent || t.agent == self.agent))
-            .filter(|t| r.session <= t.session.max(1))
             .ok_or_else(not_found)?;
         Ok((t, r))
     }
@@ -164,16 +159,13 @@ impl DuetAgent {
             ));
         }
         let key = caller.stored_key(&context);
-        let thread = self
-            .state
-            .runtime()
-            .store()
-            .thread(&key)
+        let thread = match service::tasks::named(&self.state, caller, &self.agent, &context)
             .await
-            .map_err(A2aError::internal)?;
-        if let Some(t) = &thread {
-            if !caller.may_see(t) {
-                // Someone else's name: refused, never replaced by a context of our choosing.
+            .map_err(A2aError::internal)?
+        {
+            Named::Free => None,
+            // Someone else's name: refused, never replaced by a context of our choosing.
+            Named::Hidden => {
                 return Err(A2aError::invalid_params(
                     "this contextId cannot be used",
                     vec![(
@@ -182,18 +174,19 @@ impl DuetAgent {
                     )],
                 ));
             }
-            if t.origin != self.agent && t.agent != self.agent {
+            Named::OtherAgent => {
                 return Err(A2aError::invalid_params(
                     format!("context {context} belongs to another agent"),
                     vec![("message.contextId".into(), "another agent's context".into())],
                 ));
             }
-            if t.status == duet_runtime::ThreadStatus::Terminated {
+            Named::Ours(t) if t.status == duet_runtime::ThreadStatus::Terminated => {
                 return Err(A2aError::unsupported_operation(format!(
                     "context {context} has ended (its task was canceled)"
                 )));
             }
-        }
+            Named::Ours(t) => Some(*t),
+        };
         Ok(Target {
             key,
             task: thread.as_ref().map(TaskRef::next_for),
