@@ -5,8 +5,9 @@
 //!
 //! - `deliveries`: one inbound message to a thread — accepted, queued or a duplicate, the run
 //!   started as a tracked task, and (when asked) waited for until the thread settles.
-//! - `approvals`: a parked question by its id, and its answer — the one function the inbox and
-//!   `POST /approvals/{id}` both call.
+//! - `approvals`: a parked question by its id, what waits for the caller, the chain of parents,
+//!   the question with its conversation, the answers parks got, and the answer — the one
+//!   function the inbox and `POST /approvals/{id}` both call.
 //! - `threads`: a thread by its key as the caller sees it (the one visibility check), listings,
 //!   a thread with its parent, termination.
 //! - `messages`: a thread's journal a page at a time; whether a message id was delivered.
