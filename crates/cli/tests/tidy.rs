@@ -433,18 +433,25 @@ fn the_circle_check_reads_no_paths_in_comments_strings_or_tests() {
 }
 
 /// Calls only one place may make, as (crate, the files it covers — a path prefix under `src/` —,
-/// the call as written in code, the files allowed to make it). The engine persists through one
-/// write path: only `engine/write.rs` calls the store's `commit`. The server reaches its own
-/// tables through its service layer alone.
+/// the call as written in code, the files allowed to make it: a path, or a folder ending in `/`
+/// for every file under it). The engine persists through one write path: only
+/// `engine/write.rs` calls the store's `commit`. The server reaches the store and its own
+/// tables through its service layer alone: no route, page, A2A agent or metric calls `.store()`
+/// or `.server_store()`.
 const SOLE_CALLERS: &[(&str, &str, &str, &[&str])] = &[
     ("runtime", "engine", ".commit(", &["engine/write.rs"]),
-    (
-        "server",
-        "",
-        ".server_store()",
-        &["service/keys.rs", "service/push.rs"],
-    ),
+    ("server", "", ".server_store()", &["service/"]),
+    ("server", "", ".store()", &["service/"]),
 ];
+
+/// Whether `allowed` (a path, or a folder ending in `/`) covers file `path`.
+fn covers(allowed: &str, path: &str) -> bool {
+    if allowed.ends_with('/') {
+        path.starts_with(allowed)
+    } else {
+        path == allowed
+    }
+}
 
 /// The files among `files` (path under `src/`, text) that make `call` outside `allowed`, with
 /// the line, comments and literals left out.
@@ -456,7 +463,7 @@ fn stray_callers(
 ) -> Vec<String> {
     let mut out = Vec::new();
     for (path, text) in files {
-        if !path.starts_with(under) || allowed.contains(&path.as_str()) {
+        if !path.starts_with(under) || allowed.iter().any(|a| covers(a, path)) {
             continue;
         }
         let code = modgraph::code_only(text);
@@ -496,4 +503,28 @@ fn the_sole_caller_check_finds_a_stray_call_but_not_one_in_a_comment() {
     ];
     let found = stray_callers(&files, "engine", ".commit(", &["engine/write.rs"]);
     assert_eq!(found, vec!["engine/step.rs:2".to_owned()]);
+}
+
+#[test]
+fn the_sole_caller_check_allows_a_whole_folder_but_not_its_namesake_file() {
+    let files = vec![
+        ("service/threads.rs".to_owned(), "rt.store()".to_owned()),
+        ("service/a/b.rs".to_owned(), "rt.store()".to_owned()),
+        ("service.rs".to_owned(), "rt.store()".to_owned()),
+        ("services/x.rs".to_owned(), "rt.store()".to_owned()),
+        ("auth.rs".to_owned(), "x\nrt.store()".to_owned()),
+        (
+            "routes/threads.rs".to_owned(),
+            "// .store()\nrt\n    .store()".to_owned(),
+        ),
+    ];
+    let found = stray_callers(&files, "", ".store()", &["service/", "auth.rs"]);
+    assert_eq!(
+        found,
+        vec![
+            "service.rs:1".to_owned(),
+            "services/x.rs:1".to_owned(),
+            "routes/threads.rs:3".to_owned(),
+        ]
+    );
 }

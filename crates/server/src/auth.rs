@@ -216,28 +216,3 @@ impl FromRequestParts<AppState> for Caller {
         }
     }
 }
-
-impl AppState {
-    /// The thread the caller calls `key`: 404 when there is none or it is another principal's.
-    pub(crate) async fn thread(&self, caller: &Caller, key: &str) -> Result<Thread, Problem> {
-        crate::body::check_key(key)?;
-        let stored = caller.stored_key(key);
-        match self.runtime().store().thread(&stored).await? {
-            Some(t) if caller.may_see(&t) => Ok(t),
-            _ => Err(Problem::not_found(format!("no thread `{key}`"))),
-        }
-    }
-}
-
-/// The control-plane scope of `t` as its owner sees it (for acting on a thread the caller was
-/// already found allowed to).
-pub(crate) fn owner_scope(t: &Thread) -> duet_runtime::Scope {
-    duet_runtime::Scope {
-        session: t.key.clone(),
-        principal: t
-            .principal
-            .as_deref()
-            .and_then(|p| serde_json::from_str(p).ok()),
-        source: None,
-    }
-}

@@ -139,19 +139,28 @@ where
 
 /// A thread key as a caller gave it: not empty, no control characters, at most 512 bytes.
 pub(crate) fn check_key(key: &str) -> Result<(), Problem> {
-    let why = if key.trim().is_empty() {
-        "is empty"
+    match key_fault(key) {
+        Some(why) => Err(invalid_key(why)),
+        None => Ok(()),
+    }
+}
+
+/// What is wrong with `key` as a thread key, if anything (`is empty`, ...).
+pub(crate) fn key_fault(key: &str) -> Option<&'static str> {
+    if key.trim().is_empty() {
+        Some("is empty")
     } else if key.chars().any(char::is_control) {
-        "contains a control character"
+        Some("contains a control character")
     } else if key.len() > MAX_KEY_BYTES {
-        "is longer than 512 bytes"
+        Some("is longer than 512 bytes")
     } else {
-        return Ok(());
-    };
-    Err(Problem::bad_request(
-        "invalid_key",
-        format!("the thread key {why}"),
-    ))
+        None
+    }
+}
+
+/// The 400 of a thread key that [`key_fault`] refused for `why`.
+pub(crate) fn invalid_key(why: &str) -> Problem {
+    Problem::bad_request("invalid_key", format!("the thread key {why}"))
 }
 
 /// The longest thread key (and idempotency key) accepted, in bytes.

@@ -5,15 +5,27 @@
 //!
 //! - `deliveries`: one inbound message to a thread — accepted, queued or a duplicate, the run
 //!   started as a tracked task, and (when asked) waited for until the thread settles.
-//! - `approvals`: a parked question by its id, and its answer — the one function the inbox and
-//!   `POST /approvals/{id}` both call.
+//! - `approvals`: a parked question by its id, what waits for the caller, the chain of parents,
+//!   the question with its conversation, the answers parks got, and the answer — the one
+//!   function the inbox and `POST /approvals/{id}` both call.
+//! - `threads`: a thread by its key as the caller sees it (the one visibility check), listings,
+//!   a thread with its parent, termination.
+//! - `messages`: a thread's journal a page at a time; whether a message id was delivered.
+//! - `events`: what a follower (an SSE stream, A2A's, the inbox's) reads as it wakes.
+//! - `tasks`: a thread's sessions as A2A tasks read them.
+//! - `health`: the readiness probe's ping and the metrics' counts.
 //! - `keys`, `push`: the server's own tables (`duet_server_store`) — API keys and sign-ins, A2A
 //!   push configs and their outbox.
 
 pub(crate) mod approvals;
 pub(crate) mod deliveries;
+pub(crate) mod events;
+pub(crate) mod health;
 pub(crate) mod keys;
+pub(crate) mod messages;
 pub(crate) mod push;
+pub(crate) mod tasks;
+pub(crate) mod threads;
 
 use duet_runtime::{FirstAnswer, Park, RunError, StoreError};
 
@@ -22,6 +34,8 @@ use crate::problem::Problem;
 /// Why a service refused.
 #[derive(Debug)]
 pub(crate) enum ServiceError {
+    /// The thread key the caller gave is not one (the reason: `is empty`, ...).
+    InvalidKey(&'static str),
     /// Nothing by that name that the caller may see (what it may not see is not there).
     NotFound(String),
     /// The delivery named a park that another answer settled first; nothing was written.
@@ -45,6 +59,20 @@ impl From<StoreError> for ServiceError {
     }
 }
 
+impl std::fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServiceError::InvalidKey(why) => write!(f, "the thread key {why}"),
+            ServiceError::NotFound(what) => f.write_str(what),
+            ServiceError::AlreadyAnswered { key, park, .. } => {
+                write!(f, "`{key}` is no longer waiting at {park}")
+            }
+            ServiceError::Run { error, .. } => error.fmt(f),
+            ServiceError::Store(e) => e.fmt(f),
+        }
+    }
+}
+
 impl ServiceError {
     /// A runtime refusal about the thread the caller names `key`.
     pub(crate) fn run(error: RunError, key: &str) -> ServiceError {
@@ -65,6 +93,7 @@ impl ServiceError {
 impl From<ServiceError> for Problem {
     fn from(e: ServiceError) -> Self {
         match e {
+            ServiceError::InvalidKey(why) => crate::body::invalid_key(why),
             ServiceError::NotFound(what) => Problem::not_found(what),
             ServiceError::AlreadyAnswered { key, park, first } => {
                 let mut problem = Problem::new(

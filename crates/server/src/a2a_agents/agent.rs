@@ -17,6 +17,8 @@ use super::follow;
 use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
 use crate::body::MAX_KEY_BYTES;
+use crate::service;
+use crate::service::tasks::Named;
 use crate::state::AppState;
 
 /// One project agent served over A2A.
@@ -108,15 +110,9 @@ impl DuetAgent {
     ) -> Result<(Thread, TaskRef), A2aError> {
         let not_found = || A2aError::task_not_found(id);
         let r = TaskRef::parse(id).ok_or_else(not_found)?;
-        let t = self
-            .state
-            .runtime()
-            .store()
-            .thread_by_id(r.thread)
+        let t = service::tasks::find(&self.state, caller, &self.agent, r.thread, r.session)
             .await
             .map_err(A2aError::internal)?
-            .filter(|t| caller.may_see(t) && (t.origin == self.agent || t.agent == self.agent))
-            .filter(|t| r.session <= t.session.max(1))
             .ok_or_else(not_found)?;
         Ok((t, r))
     }
@@ -163,16 +159,13 @@ impl DuetAgent {
             ));
         }
         let key = caller.stored_key(&context);
-        let thread = self
-            .state
-            .runtime()
-            .store()
-            .thread(&key)
+        let thread = match service::tasks::named(&self.state, caller, &self.agent, &context)
             .await
-            .map_err(A2aError::internal)?;
-        if let Some(t) = &thread {
-            if !caller.may_see(t) {
-                // Someone else's name: refused, never replaced by a context of our choosing.
+            .map_err(A2aError::internal)?
+        {
+            Named::Free => None,
+            // Someone else's name: refused, never replaced by a context of our choosing.
+            Named::Hidden => {
                 return Err(A2aError::invalid_params(
                     "this contextId cannot be used",
                     vec![(
@@ -181,18 +174,19 @@ impl DuetAgent {
                     )],
                 ));
             }
-            if t.origin != self.agent && t.agent != self.agent {
+            Named::OtherAgent => {
                 return Err(A2aError::invalid_params(
                     format!("context {context} belongs to another agent"),
                     vec![("message.contextId".into(), "another agent's context".into())],
                 ));
             }
-            if t.status == duet_runtime::ThreadStatus::Terminated {
+            Named::Ours(t) if t.status == duet_runtime::ThreadStatus::Terminated => {
                 return Err(A2aError::unsupported_operation(format!(
                     "context {context} has ended (its task was canceled)"
                 )));
             }
-        }
+            Named::Ours(t) => Some(*t),
+        };
         Ok(Target {
             key,
             task: thread.as_ref().map(TaskRef::next_for),
@@ -213,9 +207,7 @@ impl DuetAgent {
             return Ok(None);
         };
         let (t, r) = self.find(caller, id).await?;
-        let store = self.state.runtime().store();
-        if !store
-            .delivered(t.id, &req.message.message_id)
+        if !service::messages::delivered(&self.state, &t, &req.message.message_id)
             .await
             .map_err(A2aError::internal)?
         {
@@ -271,7 +263,7 @@ impl DuetAgent {
             Some(_) => target.task.unwrap_or(TaskRef { thread, session: 1 }),
             // A message delivered before: its task is the thread's current session (not the
             // next one this delivery would have opened).
-            None => match self.state.runtime().store().thread_by_id(thread).await {
+            None => match service::threads::reread(&self.state, thread).await {
                 Ok(Some(t)) => TaskRef::current(&t),
                 Ok(None) => TaskRef { thread, session: 1 },
                 Err(e) => return Err(A2aError::internal(e)),
@@ -384,9 +376,7 @@ impl A2aAgent for DuetAgent {
         if task.status.state.is_terminal() {
             return Err(A2aError::task_not_cancelable(&req.id, task.status.state));
         }
-        self.state
-            .runtime()
-            .terminate(&crate::auth::owner_scope(&t))
+        service::threads::terminate(&self.state, &t)
             .await
             .map_err(A2aError::internal)?;
         Ok(follow::read(&self.state, r, &view).await?.1)

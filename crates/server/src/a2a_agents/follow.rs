@@ -8,6 +8,8 @@ use duet_runtime::{Thread, ThreadId};
 use futures::StreamExt;
 
 use super::tasks::{self, TaskRef, View};
+use crate::service;
+use crate::service::events::Feed;
 use crate::state::AppState;
 
 /// Reads the thread and the task as they are now.
@@ -16,24 +18,10 @@ pub(crate) async fn read(
     r: TaskRef,
     view: &View,
 ) -> Result<(Thread, Task, i64), A2aError> {
-    let store = state.runtime().store();
-    // The journal, then the thread, until they agree (a commit between the two reads would
-    // pair a state with entries it has moved past, or the reverse).
-    let mut tries = 0;
-    let (t, facts) = loop {
-        let facts = tasks::facts(store.as_ref(), r.thread, r.session)
-            .await
-            .map_err(A2aError::internal)?;
-        let t = store
-            .thread_by_id(r.thread)
-            .await
-            .map_err(A2aError::internal)?
-            .ok_or_else(|| A2aError::task_not_found(&r.id()))?;
-        tries += 1;
-        if t.next_seq - 1 <= facts.journal_end || tries == 5 {
-            break (t, facts);
-        }
-    };
+    let (t, facts) = service::tasks::session(state, r.thread, r.session)
+        .await
+        .map_err(A2aError::internal)?
+        .ok_or_else(|| A2aError::task_not_found(&r.id()))?;
     let task = tasks::task(&t, r, &facts, view);
     Ok((t, task, facts.last_seq))
 }
@@ -47,7 +35,7 @@ pub(crate) async fn settled(
     view: &View,
     floor: Option<i64>,
 ) -> Result<Task, A2aError> {
-    let mut changes = state.runtime().store().changes();
+    let mut changes = Feed::of(state).changes();
     loop {
         // The queue before the journal: a message moves from one to the other in one
         // transaction, so an empty queue now means the journal read next has it.
@@ -73,13 +61,9 @@ fn done(s: TaskState) -> bool {
 /// sent while it worked) is about to continue, not settled. (A terminal task is settled
 /// whatever comes after it: that is another task.)
 async fn pending(state: &AppState, r: TaskRef) -> Result<bool, A2aError> {
-    let queue = state
-        .runtime()
-        .store()
-        .queue(r.thread)
+    service::tasks::queued(state, r.thread)
         .await
-        .map_err(A2aError::internal)?;
-    Ok(!queue.is_empty())
+        .map_err(A2aError::internal)
 }
 
 /// Whether the journal has moved past `floor` (the next seq when the message was delivered):
@@ -118,7 +102,7 @@ pub(crate) async fn stream(
     snapshot: Task,
     (mut seen, floor): (i64, Option<i64>),
 ) -> Result<(), A2aError> {
-    let mut changes = state.runtime().store().changes();
+    let mut changes = Feed::of(&state).changes();
     let mut last = snapshot.status.state;
     let mut moved = !done(last);
     let mut reported: Vec<String> = snapshot

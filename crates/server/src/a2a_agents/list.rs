@@ -3,12 +3,13 @@
 //! Filters by state and status time; the page token is the last thread (or session) listed.
 
 use duet_a2a::{A2aError, Context, Handled, ListTasksRequest, ListTasksResponse, Task};
-use duet_runtime::{ParentFilter, Thread, ThreadQuery};
+use duet_runtime::Thread;
 
 use super::agent::DuetAgent;
 use super::follow;
 use super::tasks::{self, TaskRef, View};
 use crate::auth::Caller;
+use crate::service;
 
 /// How many threads one store read lists while scanning.
 const BATCH: usize = 500;
@@ -46,12 +47,9 @@ impl DuetAgent {
         let mut total = 0usize;
         let mut next = String::new();
         if let Some(context) = &req.context_id {
-            let store = self.state.runtime().store();
-            let Some(t) = store
-                .thread(&caller.stored_key(context))
+            let Some(t) = service::threads::find_on(&self.state, caller, &self.agent, context)
                 .await
                 .map_err(A2aError::internal)?
-                .filter(|t| caller.may_see(t) && (t.origin == self.agent || t.agent == self.agent))
             else {
                 return Ok(empty(cx.page_size));
             };
@@ -66,7 +64,7 @@ impl DuetAgent {
                     thread: t.id,
                     session,
                 };
-                let facts = tasks::facts(store.as_ref(), t.id, session)
+                let facts = service::tasks::facts(&self.state, t.id, session)
                     .await
                     .map_err(A2aError::internal)?;
                 let at = if session == t.session {
@@ -98,21 +96,10 @@ impl DuetAgent {
             let mut cursor = None;
             let mut last_listed = None;
             loop {
-                let batch = self
-                    .state
-                    .runtime()
-                    .store()
-                    .list_threads(&ThreadQuery {
-                        agent: Some(&self.agent),
-                        parent: ParentFilter::TopLevel,
-                        principal: caller.owner_filter(),
-                        after: cursor,
-                        newest_first: true,
-                        limit: BATCH,
-                        ..ThreadQuery::default()
-                    })
-                    .await
-                    .map_err(A2aError::internal)?;
+                let batch =
+                    service::tasks::top_level(&self.state, caller, &self.agent, cursor, BATCH)
+                        .await
+                        .map_err(A2aError::internal)?;
                 let Some(end) = batch.last().map(|t| t.id) else {
                     break;
                 };

@@ -20,6 +20,8 @@ use super::push::{Target, target_allowed};
 use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
 use crate::service;
+use crate::service::events::Feed;
+use crate::service::threads;
 use crate::state::AppState;
 
 /// How long a claimed notification is ours before another sender may take it.
@@ -41,7 +43,7 @@ pub(crate) async fn run(state: AppState) {
 async fn notifier(state: AppState) {
     let every = state.options().recover_every.max(Duration::from_millis(50));
     let closing = state.closing().clone();
-    let mut changes = state.runtime().store().changes();
+    let mut changes = Feed::of(&state).changes();
     // The threads with configs, as the last full pass found them. A change to any other thread
     // costs nothing here (no query); a config made on this process asks for a full pass at
     // once, one made on another is found at the next tick (its updates are caught up from its
@@ -143,10 +145,7 @@ async fn updates(
     };
     // Nothing new (one row read, no journal): the thread has not moved past the watermark and
     // its state is the one last told.
-    let Some(t) = state
-        .runtime()
-        .store()
-        .thread_by_id(c.thread)
+    let Some(t) = threads::reread(state, c.thread)
         .await
         .map_err(A2aError::internal)?
     else {

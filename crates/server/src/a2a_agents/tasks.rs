@@ -6,11 +6,10 @@
 use duet_a2a::{
     Artifact, Message as A2aMessage, Part, Role as A2aRole, Task, TaskState, TaskStatus, timestamp,
 };
-use duet_runtime::{
-    JournalEntry, Message, RecordBody, Role, SideId, StopReason, Store, StoreError, Thread,
-    ThreadId, ThreadStatus,
-};
+use duet_runtime::{Message, SideId, StopReason, Thread, ThreadId, ThreadStatus};
 use serde_json::Value;
+
+use crate::service::tasks::SessionFacts;
 
 /// A task: one session of one thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,65 +53,6 @@ impl TaskRef {
             },
         }
     }
-}
-
-/// What the journal says about one session.
-#[derive(Debug, Default)]
-pub(crate) struct SessionFacts {
-    /// Its messages with text, in order.
-    pub messages: Vec<Message>,
-    /// How it ended, and its result, if it did.
-    pub ended: Option<(StopReason, Option<String>)>,
-    /// When its last entry was written (ms).
-    pub last_at: i64,
-    /// The journal seq of its last entry.
-    pub last_seq: i64,
-    /// The journal seq of the thread's last entry (any session).
-    pub journal_end: i64,
-}
-
-/// Reads session `session` of `thread` from the journal.
-pub(crate) async fn facts(
-    store: &dyn Store,
-    thread: ThreadId,
-    session: i64,
-) -> Result<SessionFacts, StoreError> {
-    let mut facts = SessionFacts::default();
-    let mut current = 0;
-    for entry in store.journal_since(thread, 0).await? {
-        facts.journal_end = facts.journal_end.max(entry.seq());
-        match entry {
-            JournalEntry::Record(r) => {
-                if let RecordBody::SessionStarted { session: s } = r.body {
-                    current = s;
-                }
-                if current != session {
-                    continue;
-                }
-                facts.last_at = r.created_at;
-                facts.last_seq = r.seq;
-                if let RecordBody::SessionEnded {
-                    stop_reason,
-                    result,
-                } = r.body
-                {
-                    facts.ended = Some((stop_reason, result));
-                }
-            }
-            JournalEntry::Message(m) => {
-                if m.session != session {
-                    continue;
-                }
-                facts.last_at = m.created_at;
-                facts.last_seq = m.seq;
-                let said = m.content.as_deref().is_some_and(|c| !c.trim().is_empty());
-                if said && !m.silent && matches!(m.role, Role::User | Role::Assistant) {
-                    facts.messages.push(m);
-                }
-            }
-        }
-    }
-    Ok(facts)
 }
 
 /// The state of a session that ended for `reason`.

@@ -18,7 +18,8 @@ use super::item;
 use super::viewer::Viewer;
 use crate::body::Path;
 use crate::problem::Problem;
-use crate::routes::approvals;
+use crate::service::approvals;
+use crate::service::events::Feed;
 use crate::state::AppState;
 
 /// `GET /inbox/items/{id}/follow`.
@@ -27,8 +28,8 @@ pub(crate) async fn follow(
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let (approval, thread) = approvals::parked(&state, &viewer.caller, &id).await?;
-    let store = state.runtime().store().clone();
+    let (approval, thread) = approvals::find(&state, &viewer.caller, &id).await?;
+    let feed = Feed::of(&state);
     // The chain, parked thread first: (id, agent, the last seq shown).
     let mut chain: Vec<(ThreadId, String, i64)> =
         vec![(thread.id, thread.agent.clone(), thread.next_seq - 1)];
@@ -42,15 +43,15 @@ pub(crate) async fn follow(
     let clock = state.clone();
     let events = async_stream::stream! {
         // Subscribed before the first read: whatever commits after it is announced.
-        let mut changes = store.changes();
+        let mut changes = feed.changes();
         yield Ok::<_, Infallible>(Event::default().event("ready").data("{}"));
         let mut told_answer = false;
         loop {
             let mut all_stopped = true;
             let mut parked_moved = false;
             for (n, (tid, agent, shown)) in chain.iter_mut().enumerate() {
-                let Ok(Some(t)) = store.thread_by_id(*tid).await else { return };
-                let Ok(entries) = store.journal_since(*tid, *shown).await else { return };
+                let Ok(Some(t)) = feed.thread(*tid).await else { return };
+                let Ok(entries) = feed.journal_since(*tid, *shown).await else { return };
                 for entry in entries {
                     *shown = (*shown).max(entry.seq());
                     if let JournalEntry::Message(m) = entry
@@ -78,7 +79,7 @@ pub(crate) async fn follow(
                 yield Ok(Event::default().event("answered").data(html));
             }
             if told_answer && all_stopped {
-                let Ok(Some(top)) = store.thread_by_id(chain[chain.len() - 1].0).await else { return };
+                let Ok(Some(top)) = feed.thread(chain[chain.len() - 1].0).await else { return };
                 let html = maud::html! {
                     span data-status=(top.status.as_str()) {
                         (top.agent) " is " (top.status.as_str().replace('_', " ")) "."

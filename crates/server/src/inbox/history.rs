@@ -3,13 +3,13 @@
 
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
-use duet_runtime::AnsweredQuery;
 use maud::html;
 use serde::Deserialize;
 
 use super::layout::{self, Nav};
 use super::viewer::Viewer;
 use crate::auth::Caller;
+use crate::service::approvals;
 use crate::state::AppState;
 use crate::views::ApprovalId;
 
@@ -44,13 +44,7 @@ pub(crate) async fn page(
         Some(Some((at, a))) => Some((at, a.thread, a.park)),
         None => None,
     };
-    let query = AnsweredQuery {
-        principal: viewer.caller.owner_filter(),
-        before,
-        limit: PAGE,
-        ..AnsweredQuery::default()
-    };
-    let answered = match state.runtime().store().answered(&query).await {
+    let answered = match approvals::answered(&state, &viewer.caller, before, PAGE).await {
         Ok(a) => a,
         Err(e) => {
             return layout::error_page(axum::http::StatusCode::SERVICE_UNAVAILABLE, &e.to_string());

@@ -18,9 +18,9 @@ use super::viewer::Viewer;
 use crate::auth::Caller;
 use crate::body::Path;
 use crate::problem::Problem;
-use crate::routes::approvals;
 use crate::routes::deliver;
-use crate::service::{self, ServiceError};
+use crate::service::ServiceError;
+use crate::service::approvals;
 use crate::state::AppState;
 
 /// How many messages before the question the page shows.
@@ -46,63 +46,24 @@ struct Item {
 
 /// Reads item `id` as `caller` may see it.
 async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Item, Problem> {
-    let (approval, thread) = approvals::parked(state, caller, id).await?;
-    let store = state.runtime().store();
-    let parents = approvals::parents(state, &thread).await?;
-    let before: Vec<Message> = store
-        .messages(thread.id)
-        .await?
-        .into_iter()
-        .filter(|m| m.seq < approval.park.seq && !m.silent)
-        .collect();
+    let c = approvals::conversation(state, caller, id).await?;
+    let before = c.before;
     let question = before.last().and_then(|m| m.content.clone());
     let first_seq = before.first().map(|m| m.seq);
     let tail_from = before.len().saturating_sub(TAIL + 1);
     let tail = before[tail_from..before.len().saturating_sub(1)].to_vec();
-    let (child, call) = match parents.first() {
-        Some(parent) => {
-            let child = store.child(thread.id).await?;
-            let call = match &child {
-                Some(c) => spawning_call(&store.messages(parent.id).await?, c),
-                None => None,
-            };
-            (child, call)
-        }
-        None => (None, None),
-    };
-    let waiting = thread.park() == Some(approval.park);
-    let answer = if waiting {
-        None
-    } else {
-        approvals::answer_to(state, thread.id, approval.park).await?
-    };
     Ok(Item {
         id: id.to_owned(),
-        thread,
-        parents,
+        thread: c.thread,
+        parents: c.parents,
         question,
         tail,
         first_seq,
-        child,
-        call,
-        waiting,
-        answer,
+        child: c.child,
+        call: c.call,
+        waiting: c.waiting,
+        answer: c.answer,
     })
-}
-
-/// The parent's tool call that led to `child`: the one it waits on, else the last call made
-/// before the child was spawned.
-fn spawning_call(parent: &[Message], child: &Child) -> Option<ToolCall> {
-    let mut calls = parent
-        .iter()
-        .flat_map(|m| m.tool_calls.iter().map(move |c| (m.created_at, c)));
-    let awaited = child
-        .awaiting
-        .as_ref()
-        .and_then(|id| calls.clone().find(|(_, c)| &c.id == id));
-    awaited
-        .or_else(|| calls.rfind(|(at, _)| *at <= child.created_at))
-        .map(|(_, c)| c.clone())
 }
 
 /// Who wrote `m` in a thread of `agent`, for people: its side's label, else `person` for a
@@ -335,13 +296,13 @@ pub(crate) async fn answer(
         .get("message_id")
         .map(str::trim)
         .filter(|m| !m.is_empty() && m.len() <= crate::body::MAX_KEY_BYTES);
-    let answer = service::approvals::Answer {
+    let answer = approvals::Answer {
         text: &text,
         images: &[],
         message_id,
         wait: false,
     };
-    match service::approvals::answer(&state, &viewer.caller, &id, answer).await {
+    match approvals::answer(&state, &viewer.caller, &id, answer).await {
         Ok(delivered) if script => deliver::respond(&viewer.caller, delivered),
         Ok(_) => Redirect::to(&format!("/inbox/items/{id}")).into_response(),
         Err(ServiceError::AlreadyAnswered { first, .. }) if !script => {

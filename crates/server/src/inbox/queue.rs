@@ -9,7 +9,7 @@ use std::convert::Infallible;
 use axum::extract::{Query, State};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use duet_runtime::{FeedEvent, ThreadQuery, ThreadStatus};
+use duet_runtime::{FeedEvent, ThreadStatus};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use maud::{Markup, html};
@@ -19,7 +19,8 @@ use super::layout::{self, Nav};
 use super::viewer::Viewer;
 use crate::auth::Caller;
 use crate::problem::Problem;
-use crate::routes::approvals;
+use crate::service::approvals::{self, Waiting};
+use crate::service::events::Feed;
 use crate::state::AppState;
 use crate::views::ApprovalView;
 
@@ -75,13 +76,11 @@ pub(crate) async fn load(
     caller: &Caller,
     filters: &Filters,
 ) -> Result<Queue, Problem> {
-    let query = ThreadQuery {
-        status: Some(ThreadStatus::AwaitingHuman),
-        principal: caller.owner_filter(),
+    let w = Waiting {
         limit: MAX_LISTED + 1,
-        ..ThreadQuery::default()
+        ..Waiting::default()
     };
-    let mut threads = state.runtime().store().list_threads(&query).await?;
+    let mut threads = approvals::waiting(state, caller, &w).await?;
     let more = threads.len() > MAX_LISTED;
     threads.truncate(MAX_LISTED);
     let now = state.runtime().now_ms();
@@ -202,13 +201,13 @@ pub(crate) async fn events(
     viewer: Viewer,
     Query(filters): Query<Filters>,
 ) -> Response {
-    let store = state.runtime().store().clone();
+    let feed = Feed::of(&state);
     let closing = state.closing().clone();
     let caller = viewer.caller;
     let stream_state = state.clone();
     let events = async_stream::stream! {
         // Subscribed before the first read, so whatever changes after it is seen.
-        let mut changes = store.changes();
+        let mut changes = feed.changes();
         let mut sent = String::new();
         loop {
             let Ok(queue) = load(&stream_state, &caller, &filters).await else { return };

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use super::registry::{self, Metrics};
 use crate::auth::Caller;
 use crate::problem::Problem;
+use crate::service::health;
 use crate::state::AppState;
 
 /// The text format's media type.
@@ -28,7 +29,7 @@ pub(crate) async fn scrape(
             "the metrics span every principal: read them with an admin key",
         ));
     }
-    let counts = state.runtime().store().status_counts().await?;
+    let counts = health::counts(&state).await?;
     let mut extra =
         String::from("# HELP duet_threads Threads by status.\n# TYPE duet_threads gauge\n");
     for (status, n) in &counts.by_status {

@@ -7,7 +7,6 @@ use axum::extract::State;
 use crate::body::Path;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use duet_runtime::{AnsweredQuery, FirstAnswer, Park, Thread, ThreadId, ThreadQuery, ThreadStatus};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
@@ -16,12 +15,9 @@ use super::threads::{cursor, newest_first, page_size};
 use crate::auth::Caller;
 use crate::body::{Json, Query};
 use crate::problem::Problem;
-use crate::service;
+use crate::service::approvals::{self, Waiting};
 use crate::state::AppState;
-use crate::views::{AcceptedView, ApprovalId, ApprovalView, Page, ParentView, ThreadView};
-
-/// How deep a parent chain is followed.
-const MAX_DEPTH: usize = 64;
+use crate::views::{AcceptedView, ApprovalView, Page, ThreadView};
 
 /// Filters and a cursor for the approvals.
 #[derive(Deserialize, IntoParams)]
@@ -37,71 +33,6 @@ pub(crate) struct ListQuery {
     pub limit: Option<usize>,
 }
 
-/// The threads above `t`, nearest first, up to the top-level one (at most [`MAX_DEPTH`]).
-pub(crate) async fn parents(state: &AppState, t: &Thread) -> Result<Vec<Thread>, Problem> {
-    let store = state.runtime().store();
-    let mut parents = Vec::new();
-    let mut up = t.parent;
-    while let Some(id) = up
-        && parents.len() < MAX_DEPTH
-    {
-        let Some(p) = store.thread_by_id(id).await? else {
-            break;
-        };
-        up = p.parent;
-        parents.push(p);
-    }
-    Ok(parents)
-}
-
-/// The answer park `park` of thread `t` got, as the store recorded it.
-pub(crate) async fn answer_to(
-    state: &AppState,
-    t: ThreadId,
-    park: Park,
-) -> Result<Option<FirstAnswer>, Problem> {
-    let query = AnsweredQuery {
-        thread: Some(t),
-        limit: 1_000,
-        ..AnsweredQuery::default()
-    };
-    let answered = state.runtime().store().answered(&query).await?;
-    Ok(answered
-        .into_iter()
-        .find(|a| a.park == park)
-        .map(|a| a.answer))
-}
-
-/// The approval view of parked thread `t`.
-pub(crate) async fn view(
-    state: &AppState,
-    caller: &Caller,
-    t: &Thread,
-) -> Result<Option<ApprovalView>, Problem> {
-    let Some(park) = t.park() else {
-        return Ok(None);
-    };
-    let store = state.runtime().store();
-    let question = store.last_message(t.id).await?.and_then(|m| m.content);
-    let parents = parents(state, t)
-        .await?
-        .iter()
-        .map(|p| ParentView {
-            key: caller.visible_key(&p.key),
-            agent: p.agent.clone(),
-        })
-        .collect();
-    Ok(Some(ApprovalView {
-        id: ApprovalId { thread: t.id, park }.to_string(),
-        thread: caller.visible_key(&t.key),
-        agent: t.agent.clone(),
-        park: park.to_string(),
-        question,
-        since: t.updated_at,
-        parents,
-    }))
-}
-
 /// What waits for a person, a page at a time.
 #[utoipa::path(get, path = "/approvals", tag = "approvals", params(ListQuery),
     responses((status = 200, description = "A page of questions", body = Page<ApprovalView>)))]
@@ -111,33 +42,21 @@ pub(crate) async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Page<ApprovalView>>, Problem> {
     let limit = page_size(q.limit)?;
-    let query = ThreadQuery {
+    let w = Waiting {
         agent: q.agent.as_deref(),
-        status: Some(ThreadStatus::AwaitingHuman),
-        principal: caller.owner_filter(),
         after: cursor(q.cursor.as_deref())?,
         newest_first: newest_first(q.order.as_deref())?,
         limit,
-        ..ThreadQuery::default()
     };
-    let threads = state.runtime().store().list_threads(&query).await?;
+    let threads = approvals::waiting(&state, &caller, &w).await?;
     let next_cursor = (threads.len() == limit)
         .then(|| threads.last().map(|t| t.id.to_string()))
         .flatten();
     let mut items = Vec::with_capacity(threads.len());
     for t in &threads {
-        items.extend(view(&state, &caller, t).await?);
+        items.extend(approvals::view(&state, &caller, t).await?);
     }
     Ok(axum::Json(Page { items, next_cursor }))
-}
-
-/// The thread an approval id names, if the caller may see it.
-pub(crate) async fn parked(
-    state: &AppState,
-    caller: &Caller,
-    id: &str,
-) -> Result<(ApprovalId, Thread), Problem> {
-    Ok(service::approvals::find(state, caller, id).await?)
 }
 
 /// One question, while it waits.
@@ -150,10 +69,9 @@ pub(crate) async fn get(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<axum::Json<ApprovalView>, Problem> {
-    let (approval, t) = parked(&state, &caller, &id).await?;
-    match view(&state, &caller, &t).await? {
-        Some(v) if t.park() == Some(approval.park) => Ok(axum::Json(v)),
-        _ => Err(Problem::not_found(format!(
+    match approvals::get(&state, &caller, &id).await? {
+        Some(v) => Ok(axum::Json(v)),
+        None => Err(Problem::not_found(format!(
             "approval `{id}` is no longer waiting"
         ))),
     }
@@ -190,12 +108,12 @@ pub(crate) async fn answer(
     let message_id = deliver::message_id(&headers)?;
     deliver::check_text(&body.text, &body.images)?;
     let images = deliver::images(&body.images);
-    let answer = service::approvals::Answer {
+    let answer = approvals::Answer {
         text: &body.text,
         images: &images,
         message_id: message_id.as_deref(),
         wait: wait.wait,
     };
-    let delivered = service::approvals::answer(&state, &caller, &id, answer).await?;
+    let delivered = approvals::answer(&state, &caller, &id, answer).await?;
     Ok(deliver::respond(&caller, delivered))
 }

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use self::watch::{Watch, active, run_start, visible};
+use self::watch::{Watch, active};
 use self::wire::{
     AgentCommand, CAPABILITIES, Capabilities, Parsed, SessionEntries, SessionEntry, SessionState,
     codes, parse_command, rejected, run_id,
@@ -30,6 +30,8 @@ use self::wire::{
 use crate::auth::Caller;
 use crate::body::{Json, Query, check_key};
 use crate::problem::Problem;
+use crate::service::events::Feed;
+use crate::service::{messages, threads};
 use crate::state::AppState;
 
 /// `?session=`.
@@ -93,12 +95,7 @@ async fn find(
     agent: &str,
     session: &str,
 ) -> Result<Option<Thread>, Problem> {
-    let t = state
-        .runtime()
-        .store()
-        .thread(&caller.stored_key(session))
-        .await?;
-    Ok(t.filter(|t| visible(caller, agent, t)))
+    Ok(threads::find_on(state, caller, agent, session).await?)
 }
 
 /// The scope the runtime is asked in: as the thread's owner (the caller, unless an admin).
@@ -119,7 +116,7 @@ async fn current_run(state: &AppState, t: &Thread) -> Result<Option<String>, Pro
     if !active(t, state.runtime().now_ms()) {
         return Ok(None);
     }
-    let start = run_start(state.runtime().store().as_ref(), t).await?;
+    let start = Feed::of(state).run_start(t).await?;
     Ok(Some(run_id(start)))
 }
 
@@ -182,11 +179,7 @@ async fn entries_of(
         .filter(|s| (1..t.next_seq).contains(s))
         .unwrap_or(0);
     // A page at a time: a client whose last entry is not `leafEntryId` asks again from it.
-    let journal = state
-        .runtime()
-        .store()
-        .journal_page(t.id, since, ENTRIES_PAGE)
-        .await?;
+    let journal = messages::journal(state, &t, since, ENTRIES_PAGE).await?;
     let mut parent = since;
     let entries: Vec<SessionEntry> = journal
         .iter()
@@ -247,7 +240,7 @@ async fn dispatch_of(
         .await;
     let run = match (&result, before) {
         (duet_runtime::control::SessionResult::Ok { .. }, None) => {
-            match state.runtime().store().thread_by_id(t.id).await? {
+            match threads::reread(state, t.id).await? {
                 Some(now) => current_run(state, &now).await?,
                 None => None,
             }
@@ -269,7 +262,7 @@ async fn events_of(
     // Subscribed, and where the session stands read, before the response: a client that has
     // the headers gets everything committed from then on.
     let (mut watch, mut changes) = Watch::open(
-        rt.store().clone(),
+        Feed::of(state),
         rt.project().clone(),
         caller,
         agent,

@@ -22,6 +22,8 @@ use utoipa::IntoParams;
 use crate::auth::Caller;
 use crate::body::Query;
 use crate::problem::Problem;
+use crate::service::events::Feed;
+use crate::service::threads;
 use crate::state::AppState;
 use crate::views::{ApprovalId, EntryView};
 
@@ -73,21 +75,21 @@ pub(crate) async fn follow(
         })
         .transpose()?;
     let after = last.or(q.after).unwrap_or(0).max(0);
-    let t = state.thread(&caller, &key).await?;
-    let store = state.runtime().store().clone();
+    let t = threads::find(&state, &caller, &key).await?;
+    let feed = Feed::of(&state);
     let id = t.id;
     let closing = state.closing().clone();
     // Subscribed before the first read, so whatever commits after that read is announced.
-    let mut changes = store.changes();
+    let mut changes = feed.changes();
     let events = async_stream::stream! {
         let mut cursor = after;
         let mut sent: Option<serde_json::Value> = None;
         loop {
             // The thread first, then its journal up to (at least) the thread's seq: a status is
             // sent only after every entry it reflects.
-            let Ok(Some(t)) = store.thread_by_id(id).await else { return };
+            let Ok(Some(t)) = feed.thread(id).await else { return };
             while cursor < t.next_seq - 1 {
-                let Ok(page) = store.journal_page(id, cursor, PAGE).await else { return };
+                let Ok(page) = feed.journal_page(id, cursor, PAGE).await else { return };
                 if page.is_empty() {
                     break;
                 }

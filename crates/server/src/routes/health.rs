@@ -3,10 +3,10 @@
 
 use axum::Json;
 use axum::extract::State;
-use duet_runtime::ThreadQuery;
 use serde_json::{Value, json};
 
 use crate::problem::Problem;
+use crate::service::health;
 use crate::state::AppState;
 
 /// The process is up.
@@ -28,17 +28,8 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
             "the server is shutting down",
         ));
     }
-    let probe = ThreadQuery {
-        limit: 1,
-        ..ThreadQuery::default()
-    };
-    state
-        .runtime()
-        .store()
-        .list_threads(&probe)
-        .await
-        .map_err(|e| {
-            Problem::unavailable("database", format!("the database does not answer: {e}"))
-        })?;
+    health::ping(&state).await.map_err(|e| {
+        Problem::unavailable("database", format!("the database does not answer: {e}"))
+    })?;
     Ok(Json(json!({"status": "ready"})))
 }

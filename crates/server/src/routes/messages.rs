@@ -17,6 +17,7 @@ use super::threads::page_size;
 use crate::auth::Caller;
 use crate::body::{Json, Query};
 use crate::problem::Problem;
+use crate::service::{messages, threads};
 use crate::state::AppState;
 use crate::views::{AcceptedView, EntryView, Page, ThreadView};
 
@@ -89,7 +90,7 @@ pub(crate) async fn post(
     let message_id = deliver::message_id(&headers)?;
     deliver::check_text(&body.text, &body.images)?;
     let answers = park_of(body.park.as_deref(), &headers)?;
-    let t = state.thread(&caller, &key).await?;
+    let t = threads::find(&state, &caller, &key).await?;
     if let Some(side) = &body.side {
         let human = state
             .runtime()
@@ -154,13 +155,9 @@ pub(crate) async fn list(
     Path(key): Path<String>,
     Query(q): Query<PageQuery>,
 ) -> Result<axum::Json<Page<EntryView>>, Problem> {
-    let t = state.thread(&caller, &key).await?;
+    let t = threads::find(&state, &caller, &key).await?;
     let limit = page_size(q.limit)?;
-    let page = state
-        .runtime()
-        .store()
-        .journal_page(t.id, q.cursor.unwrap_or(0), limit)
-        .await?;
+    let page = messages::journal(&state, &t, q.cursor.unwrap_or(0), limit).await?;
     let next_cursor = (page.len() == limit)
         .then(|| page.last().map(|e| e.seq().to_string()))
         .flatten();

@@ -5,7 +5,7 @@ use axum::extract::State;
 use crate::body::Path;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use duet_runtime::{ParentFilter, ThreadQuery, ThreadStatus};
+use duet_runtime::{ParentFilter, ThreadStatus};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -13,6 +13,7 @@ use super::deliver::{self, Image, Inbound, Wait};
 use crate::auth::Caller;
 use crate::body::{Json, Query, check_key};
 use crate::problem::Problem;
+use crate::service::threads::{self, Listing, Slot};
 use crate::state::AppState;
 use crate::views::{AcceptedView, ChildView, Page, ThreadView};
 
@@ -60,25 +61,19 @@ pub(crate) async fn create(
         ));
     }
     let stored = caller.stored_key(&key);
-    let existing = state.runtime().store().thread(&stored).await?;
-    if let Some(t) = &existing {
-        // Another principal's thread is not there; one's own is a conflict — unless this is a
-        // retried create, whose message id that thread already has (then nothing is written).
-        if !caller.may_see(t) {
-            return Err(Problem::not_found(format!("no thread `{key}`")));
-        }
-        let replay = match &message_id {
-            Some(id) => state.runtime().store().delivered(t.id, id).await?,
-            None => false,
-        };
-        if !replay {
+    // Another principal's thread is not there; one's own is a conflict — unless this is a
+    // retried create, whose message id that thread already has (then nothing is written).
+    let existing = match threads::slot(&state, &caller, &key, message_id.as_deref()).await? {
+        Slot::Free => None,
+        Slot::Replay(t) => Some(*t),
+        Slot::Taken => {
             return Err(Problem::new(
                 axum::http::StatusCode::CONFLICT,
                 "thread_exists",
                 format!("a thread `{key}` exists: post to /threads/{{key}}/messages"),
             ));
         }
-    }
+    };
     let images = deliver::images(&body.images);
     let inbound = Inbound {
         key: &stored,
@@ -173,30 +168,25 @@ pub(crate) async fn list(
     let parent = match q.parent.as_deref() {
         None => ParentFilter::Any,
         Some("none") => ParentFilter::TopLevel,
-        Some(key) => ParentFilter::Of(state.thread(&caller, key).await?.id),
+        Some(key) => ParentFilter::Of(threads::find(&state, &caller, key).await?.id),
     };
     let limit = page_size(q.limit)?;
-    let query = ThreadQuery {
+    let listing = Listing {
         agent: q.agent.as_deref(),
         status,
         parent,
-        principal: caller.owner_filter(),
         after: cursor(q.cursor.as_deref())?,
         newest_first: newest_first(q.order.as_deref())?,
         limit,
     };
-    let threads = state.runtime().store().list_threads(&query).await?;
-    let next_cursor = (threads.len() == limit)
-        .then(|| threads.last().map(|t| t.id.to_string()))
+    let page = threads::list(&state, &caller, &listing).await?;
+    let next_cursor = (page.len() == limit)
+        .then(|| page.last().map(|(t, _)| t.id.to_string()))
         .flatten();
-    let mut items = Vec::with_capacity(threads.len());
-    for t in &threads {
-        let parent = match t.parent {
-            Some(p) => state.runtime().store().thread_by_id(p).await?,
-            None => None,
-        };
-        items.push(ThreadView::of(t, &caller, parent.as_ref()));
-    }
+    let items = page
+        .iter()
+        .map(|(t, parent)| ThreadView::of(t, &caller, parent.as_ref()))
+        .collect();
     Ok(axum::Json(Page { items, next_cursor }))
 }
 
@@ -210,19 +200,13 @@ pub(crate) async fn get(
     caller: Caller,
     Path(key): Path<String>,
 ) -> Result<axum::Json<ThreadView>, Problem> {
-    let t = state.thread(&caller, &key).await?;
-    let store = state.runtime().store();
-    let parent = match t.parent {
-        Some(p) => store.thread_by_id(p).await?,
-        None => None,
-    };
-    let mut view = ThreadView::of(&t, &caller, parent.as_ref());
-    let mut children = Vec::new();
-    for c in store.children(t.id).await? {
-        if let Some(child) = store.thread_by_id(c.child).await? {
-            children.push(ChildView::of(&c, &child.key, &caller));
-        }
-    }
+    let d = threads::detail(&state, &caller, &key).await?;
+    let mut view = ThreadView::of(&d.thread, &caller, d.parent.as_ref());
+    let children = d
+        .children
+        .iter()
+        .map(|(c, key)| ChildView::of(c, key, &caller))
+        .collect();
     view.children = Some(children);
     Ok(axum::Json(view))
 }
@@ -245,13 +229,8 @@ pub(crate) async fn terminate(
     caller: Caller,
     Path(key): Path<String>,
 ) -> Result<axum::Json<Terminated>, Problem> {
-    let t = state.thread(&caller, &key).await?;
-    // The thread is checked above (an admin may end another principal's); the runtime checks
-    // the principal again, so it is asked as the thread's owner.
-    let scope = crate::auth::owner_scope(&t);
-    let n = state
-        .runtime()
-        .terminate(&scope)
+    let t = threads::find(&state, &caller, &key).await?;
+    let n = threads::terminate(&state, &t)
         .await
         .map_err(|e| Problem::internal(&e))?;
     Ok(axum::Json(Terminated { terminated: n }))

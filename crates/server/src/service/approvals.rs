@@ -1,14 +1,22 @@
-//! Approvals: a parked question by its id (`{thread}:{session}:{seq}`), and its answer. The
-//! inbox's answer form and `POST /approvals/{id}` both call [`answer`], so a question answered
-//! through either is refused through the other with the same [`ServiceError::AlreadyAnswered`].
+//! Approvals: a parked question by its id (`{thread}:{session}:{seq}`), what waits for the
+//! caller, the chain of parents above a question, the question with its conversation, the
+//! answer each park got, and the answer itself. The inbox's answer form and
+//! `POST /approvals/{id}` both call [`answer`], so a question answered through either is refused
+//! through the other with the same [`ServiceError::AlreadyAnswered`].
 
-use duet_runtime::{ImageRef, Thread};
+use duet_runtime::{
+    Answered, AnsweredQuery, Child, FirstAnswer, ImageRef, Message, Park, Thread, ThreadId,
+    ThreadQuery, ThreadStatus, ToolCall,
+};
 
 use super::ServiceError;
 use super::deliveries::{self, Delivered, Inbound};
 use crate::auth::Caller;
 use crate::state::AppState;
-use crate::views::ApprovalId;
+use crate::views::{ApprovalId, ApprovalView, ParentView};
+
+/// How deep a parent chain is followed.
+const MAX_DEPTH: usize = 64;
 
 /// The approval `id` and its thread, if `caller` may see it and the thread ever reached that
 /// park (answered or not).
@@ -67,4 +75,204 @@ pub(crate) async fn answer(
         wait: answer.wait,
     };
     deliveries::deliver(state, caller, inbound).await
+}
+
+/// Which of the questions waiting for the caller to list.
+#[derive(Default)]
+pub(crate) struct Waiting<'a> {
+    /// Only this agent's.
+    pub agent: Option<&'a str>,
+    /// The last thread of the previous page.
+    pub after: Option<ThreadId>,
+    pub newest_first: bool,
+    pub limit: usize,
+}
+
+/// The threads waiting for a person that `caller` may see, a page at a time.
+pub(crate) async fn waiting(
+    state: &AppState,
+    caller: &Caller,
+    w: &Waiting<'_>,
+) -> Result<Vec<Thread>, ServiceError> {
+    let query = ThreadQuery {
+        agent: w.agent,
+        status: Some(ThreadStatus::AwaitingHuman),
+        principal: caller.owner_filter(),
+        after: w.after,
+        newest_first: w.newest_first,
+        limit: w.limit,
+        ..ThreadQuery::default()
+    };
+    Ok(state.runtime().store().list_threads(&query).await?)
+}
+
+/// The threads above `t`, nearest first, up to the top-level one (at most [`MAX_DEPTH`]).
+pub(crate) async fn parents(state: &AppState, t: &Thread) -> Result<Vec<Thread>, ServiceError> {
+    let store = state.runtime().store();
+    let mut parents = Vec::new();
+    let mut up = t.parent;
+    while let Some(id) = up
+        && parents.len() < MAX_DEPTH
+    {
+        let Some(p) = store.thread_by_id(id).await? else {
+            break;
+        };
+        up = p.parent;
+        parents.push(p);
+    }
+    Ok(parents)
+}
+
+/// The answer park `park` of thread `t` got, as the store recorded it.
+pub(crate) async fn answer_to(
+    state: &AppState,
+    t: ThreadId,
+    park: Park,
+) -> Result<Option<FirstAnswer>, ServiceError> {
+    let query = AnsweredQuery {
+        thread: Some(t),
+        limit: 1_000,
+        ..AnsweredQuery::default()
+    };
+    let answered = state.runtime().store().answered(&query).await?;
+    Ok(answered
+        .into_iter()
+        .find(|a| a.park == park)
+        .map(|a| a.answer))
+}
+
+/// The questions `caller` may see that were answered, newest answer first: at most `limit`,
+/// older than `before` (the last of the previous page: `(at, thread, park)`).
+pub(crate) async fn answered(
+    state: &AppState,
+    caller: &Caller,
+    before: Option<(i64, ThreadId, Park)>,
+    limit: usize,
+) -> Result<Vec<Answered>, ServiceError> {
+    let query = AnsweredQuery {
+        principal: caller.owner_filter(),
+        before,
+        limit,
+        ..AnsweredQuery::default()
+    };
+    Ok(state.runtime().store().answered(&query).await?)
+}
+
+/// The approval view of `t` (a thread `caller` may see) while it is parked: its question (the
+/// thread's last message) and its parents.
+pub(crate) async fn view(
+    state: &AppState,
+    caller: &Caller,
+    t: &Thread,
+) -> Result<Option<ApprovalView>, ServiceError> {
+    let Some(park) = t.park() else {
+        return Ok(None);
+    };
+    let store = state.runtime().store();
+    let question = store.last_message(t.id).await?.and_then(|m| m.content);
+    let parents = parents(state, t)
+        .await?
+        .iter()
+        .map(|p| ParentView {
+            key: caller.visible_key(&p.key),
+            agent: p.agent.clone(),
+        })
+        .collect();
+    Ok(Some(ApprovalView {
+        id: ApprovalId { thread: t.id, park }.to_string(),
+        thread: caller.visible_key(&t.key),
+        agent: t.agent.clone(),
+        park: park.to_string(),
+        question,
+        since: t.updated_at,
+        parents,
+    }))
+}
+
+/// Approval `id` while it waits ([`find`], then its view); `None` once it no longer waits.
+pub(crate) async fn get(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<Option<ApprovalView>, ServiceError> {
+    let (approval, t) = find(state, caller, id).await?;
+    if t.park() != Some(approval.park) {
+        return Ok(None);
+    }
+    view(state, caller, &t).await
+}
+
+/// A question with what led to it.
+pub(crate) struct Conversation {
+    pub thread: Thread,
+    /// Its parents, nearest first.
+    pub parents: Vec<Thread>,
+    /// The thread's messages before the park (none silent), in order: the last asks.
+    pub before: Vec<Message>,
+    /// The thread in its parent's registry, for a subagent.
+    pub child: Option<Child>,
+    /// The parent's tool call that led to the child.
+    pub call: Option<ToolCall>,
+    /// Whether the park still waits.
+    pub waiting: bool,
+    /// The answer it got, once it has one.
+    pub answer: Option<FirstAnswer>,
+}
+
+/// Approval `id` ([`find`]) with its conversation, its parents and, once answered, the answer.
+pub(crate) async fn conversation(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<Conversation, ServiceError> {
+    let (approval, thread) = find(state, caller, id).await?;
+    let store = state.runtime().store();
+    let parents = parents(state, &thread).await?;
+    let before: Vec<Message> = store
+        .messages(thread.id)
+        .await?
+        .into_iter()
+        .filter(|m| m.seq < approval.park.seq && !m.silent)
+        .collect();
+    let (child, call) = match parents.first() {
+        Some(parent) => {
+            let child = store.child(thread.id).await?;
+            let call = match &child {
+                Some(c) => spawning_call(&store.messages(parent.id).await?, c),
+                None => None,
+            };
+            (child, call)
+        }
+        None => (None, None),
+    };
+    let waiting = thread.park() == Some(approval.park);
+    let answer = if waiting {
+        None
+    } else {
+        answer_to(state, thread.id, approval.park).await?
+    };
+    Ok(Conversation {
+        thread,
+        parents,
+        before,
+        child,
+        call,
+        waiting,
+        answer,
+    })
+}
+
+/// The parent's tool call that led to `child`: the one it waits on, else the last call made
+/// before the child was spawned.
+fn spawning_call(parent: &[Message], child: &Child) -> Option<ToolCall> {
+    let mut calls = parent
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().map(move |c| (m.created_at, c)));
+    let awaited = child
+        .awaiting
+        .as_ref()
+        .and_then(|id| calls.clone().find(|(_, c)| &c.id == id));
+    awaited
+        .or_else(|| calls.rfind(|(at, _)| *at <= child.created_at))
+        .map(|(_, c)| c.clone())
 }

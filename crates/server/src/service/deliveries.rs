@@ -7,7 +7,7 @@ use duet_runtime::{
 };
 use futures::StreamExt;
 
-use super::ServiceError;
+use super::{ServiceError, threads};
 use crate::auth::Caller;
 use crate::state::AppState;
 
@@ -119,16 +119,10 @@ pub(crate) async fn deliver(
         Accepted::Duplicate(settled) => (settled.thread, Landed::Duplicate),
     };
     let now = if waited || landed == Landed::Duplicate {
-        let store = state.runtime().store();
-        let t = store
-            .thread_by_id(thread)
+        let t = threads::reread(state, thread)
             .await?
             .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?;
-        let parent = match t.parent {
-            Some(p) => store.thread_by_id(p).await?,
-            None => None,
-        };
-        Some((t, parent))
+        Some(threads::with_parent(state, t).await?)
     } else {
         None
     };

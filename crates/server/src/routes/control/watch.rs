@@ -8,15 +8,16 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use duet_runtime::{
-    FeedEvent, JournalEntry, RecordBody, Store, StoreError, Thread, ThreadId, ThreadStatus,
-};
+use duet_runtime::{FeedEvent, JournalEntry, RecordBody, Thread, ThreadId, ThreadStatus};
 use duet_spec::Project;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 
 use super::wire::{event, is_output, run_id, settled_data, settles};
 use crate::auth::Caller;
+use crate::service::ServiceError;
+use crate::service::events::Feed;
+use crate::service::threads::on_agent;
 
 /// Entries read per journal page.
 const PAGE: usize = 500;
@@ -30,24 +31,6 @@ pub(crate) fn active(t: &Thread, now: i64) -> bool {
         || (t.lease_owner.is_some() && t.lease_expires >= now)
 }
 
-/// The seq of the first entry after the thread's last settle record (its next seq when there
-/// is none yet): where its current (or next) run starts.
-pub(crate) async fn run_start(store: &dyn Store, t: &Thread) -> Result<i64, StoreError> {
-    let records = store.records(t.id).await?;
-    let last = records
-        .iter()
-        .rev()
-        .find(|r| {
-            matches!(
-                r.body,
-                RecordBody::Stopped { .. } | RecordBody::SessionEnded { .. }
-            )
-        })
-        .map_or(0, |r| r.seq);
-    let first = store.journal_page(t.id, last, 1).await?;
-    Ok(first.first().map_or(t.next_seq, JournalEntry::seq))
-}
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -56,7 +39,7 @@ fn now_ms() -> i64 {
 
 /// One follower of one session.
 pub(crate) struct Watch {
-    store: Arc<dyn Store>,
+    feed: Feed,
     project: Arc<Project>,
     caller: Caller,
     /// The agent the route serves.
@@ -83,25 +66,20 @@ pub(crate) struct Watch {
     queue: (usize, usize),
 }
 
-/// Whether `t` is the session `agent`'s route may show `caller`.
-pub(crate) fn visible(caller: &Caller, agent: &str, t: &Thread) -> bool {
-    caller.may_see(t) && (t.agent == agent || t.origin == agent)
-}
-
 impl Watch {
     /// Subscribes to the feed, then reads where the session stands (`now` on the runtime's
     /// clock): events are what commits after this.
     pub(crate) async fn open(
-        store: Arc<dyn Store>,
+        feed: Feed,
         project: Arc<Project>,
         caller: Caller,
         agent: String,
         stored: String,
         now: i64,
-    ) -> Result<(Watch, BoxStream<'static, FeedEvent>), StoreError> {
-        let changes = store.changes();
+    ) -> Result<(Watch, BoxStream<'static, FeedEvent>), ServiceError> {
+        let changes = feed.changes();
         let mut w = Watch {
-            store,
+            feed,
             project,
             caller,
             agent,
@@ -116,9 +94,9 @@ impl Watch {
             calls: HashSet::new(),
             queue: (0, 0),
         };
-        if let Some(t) = w.store.thread(&w.stored).await? {
-            if visible(&w.caller, &w.agent, &t) {
-                let start = run_start(w.store.as_ref(), &t).await?;
+        if let Some(t) = w.feed.by_key(&w.stored).await? {
+            if on_agent(&w.caller, &w.agent, &t) {
+                let start = w.feed.run_start(&t).await?;
                 w.cursor = t.next_seq - 1;
                 w.start = (start < t.next_seq).then_some(start);
                 if active(&t, now) && t.status != ThreadStatus::Terminated {
@@ -134,7 +112,7 @@ impl Watch {
 
     /// Adopts `t` if it is the session: it appeared after the subscription, so all of it is new.
     fn adopt(&mut self, t: &Thread) -> bool {
-        if t.key == self.stored && visible(&self.caller, &self.agent, t) {
+        if t.key == self.stored && on_agent(&self.caller, &self.agent, t) {
             self.thread = Some((t.id, t.agent.clone()));
             return true;
         }
@@ -146,7 +124,7 @@ impl Watch {
     }
 
     /// The events one feed event brings.
-    pub(crate) async fn wake(&mut self, feed: FeedEvent) -> Result<Vec<Value>, StoreError> {
+    pub(crate) async fn wake(&mut self, feed: FeedEvent) -> Result<Vec<Value>, ServiceError> {
         let (id, upto, status) = match (feed, &self.thread) {
             (FeedEvent::Changed(c), Some((id, _))) if c.thread == *id => {
                 (*id, Some(c.seq), Some(c.status))
@@ -156,13 +134,13 @@ impl Watch {
                 if self.others.contains(&c.thread) {
                     return Ok(Vec::new());
                 }
-                match self.store.thread_by_id(c.thread).await? {
+                match self.feed.thread(c.thread).await? {
                     Some(t) if self.adopt(&t) => (c.thread, Some(c.seq), Some(c.status)),
                     _ => return Ok(Vec::new()),
                 }
             }
             (FeedEvent::Resync, Some((id, _))) => (*id, None, None),
-            (FeedEvent::Resync, None) => match self.store.thread(&self.stored).await? {
+            (FeedEvent::Resync, None) => match self.feed.by_key(&self.stored).await? {
                 Some(t) if self.adopt(&t) => (t.id, None, None),
                 _ => return Ok(Vec::new()),
             },
@@ -170,7 +148,7 @@ impl Watch {
         let batch = self.read(id, upto).await?;
         let status = match status {
             Some(s) => s,
-            None => match self.store.thread_by_id(id).await? {
+            None => match self.feed.thread(id).await? {
                 Some(t) => t.status,
                 None => return Ok(Vec::new()),
             },
@@ -183,14 +161,18 @@ impl Watch {
     }
 
     /// The journal after the cursor, up to `upto` (the end of one commit) or its end.
-    async fn read(&self, id: ThreadId, upto: Option<i64>) -> Result<Vec<JournalEntry>, StoreError> {
+    async fn read(
+        &self,
+        id: ThreadId,
+        upto: Option<i64>,
+    ) -> Result<Vec<JournalEntry>, ServiceError> {
         let mut out = Vec::new();
         let mut cursor = self.cursor;
         if upto.is_some_and(|u| u <= cursor) {
             return Ok(out);
         }
         loop {
-            let page = self.store.journal_page(id, cursor, PAGE).await?;
+            let page = self.feed.journal_page(id, cursor, PAGE).await?;
             let full = page.len() == PAGE;
             for entry in page {
                 if upto.is_some_and(|u| entry.seq() > u) {
@@ -312,8 +294,8 @@ impl Watch {
     }
 
     /// `queue_changed` when what waits for the run changed since it was last reported.
-    async fn queue_changed(&mut self, id: ThreadId) -> Result<Option<Value>, StoreError> {
-        let queue = self.store.queue(id).await?;
+    async fn queue_changed(&mut self, id: ThreadId) -> Result<Option<Value>, ServiceError> {
+        let queue = self.feed.queue(id).await?;
         let follow_up = queue.iter().filter(|q| q.follow_up).count();
         // As the runtime's `state` counts them.
         let steering = queue.len() - follow_up;
@@ -339,7 +321,7 @@ mod tests {
 
     fn watch() -> Watch {
         Watch {
-            store: Arc::new(duet_runtime::testing::MemoryStore::default()),
+            feed: Feed::memory(),
             project: Arc::new(Project::default()),
             caller: Caller::anonymous(),
             agent: "a".into(),

@@ -1,0 +1,166 @@
+//! A thread's sessions as A2A reads them (a task is one session of one thread): a task's
+//! thread if the caller may see it on the agent's routes, what a context id names, what the
+//! journal says about one session (read consistently with the thread), whether anything waits
+//! in the queue, and the agent's top-level threads. How the facts read as an A2A task is
+//! `a2a_agents/tasks.rs`'s.
+
+use duet_runtime::{
+    JournalEntry, Message, ParentFilter, RecordBody, Role, StopReason, Thread, ThreadId,
+    ThreadQuery,
+};
+
+use super::ServiceError;
+use super::threads::on_agent;
+use crate::auth::Caller;
+use crate::state::AppState;
+
+/// How many times [`session`] reads the journal and the thread until they agree.
+const TRIES: usize = 5;
+
+/// Thread `thread` if it is one `agent`'s routes show `caller` ([`on_agent`]) and it has (or
+/// is about to open) session `session`.
+pub(crate) async fn find(
+    state: &AppState,
+    caller: &Caller,
+    agent: &str,
+    thread: ThreadId,
+    session: i64,
+) -> Result<Option<Thread>, ServiceError> {
+    let t = state.runtime().store().thread_by_id(thread).await?;
+    Ok(t.filter(|t| on_agent(caller, agent, t) && session <= t.session.max(1)))
+}
+
+/// What a context id names.
+pub(crate) enum Named {
+    /// No thread yet: a message there starts one.
+    Free,
+    /// Another principal's thread.
+    Hidden,
+    /// The caller's thread, of another agent.
+    OtherAgent,
+    /// The caller's thread of this agent.
+    Ours(Box<Thread>),
+}
+
+/// What the key `caller` calls `context` names on `agent`'s routes.
+pub(crate) async fn named(
+    state: &AppState,
+    caller: &Caller,
+    agent: &str,
+    context: &str,
+) -> Result<Named, ServiceError> {
+    let key = caller.stored_key(context);
+    Ok(match state.runtime().store().thread(&key).await? {
+        None => Named::Free,
+        Some(t) if !caller.may_see(&t) => Named::Hidden,
+        Some(t) if !on_agent(caller, agent, &t) => Named::OtherAgent,
+        Some(t) => Named::Ours(Box::new(t)),
+    })
+}
+
+/// What the journal says about one session.
+#[derive(Debug, Default)]
+pub(crate) struct SessionFacts {
+    /// Its messages with text, in order.
+    pub messages: Vec<Message>,
+    /// How it ended, and its result, if it did.
+    pub ended: Option<(StopReason, Option<String>)>,
+    /// When its last entry was written (ms).
+    pub last_at: i64,
+    /// The journal seq of its last entry.
+    pub last_seq: i64,
+    /// The journal seq of the thread's last entry (any session).
+    pub journal_end: i64,
+}
+
+/// Reads session `session` of `thread` from the journal.
+pub(crate) async fn facts(
+    state: &AppState,
+    thread: ThreadId,
+    session: i64,
+) -> Result<SessionFacts, ServiceError> {
+    let mut facts = SessionFacts::default();
+    let mut current = 0;
+    for entry in state.runtime().store().journal_since(thread, 0).await? {
+        facts.journal_end = facts.journal_end.max(entry.seq());
+        match entry {
+            JournalEntry::Record(r) => {
+                if let RecordBody::SessionStarted { session: s } = r.body {
+                    current = s;
+                }
+                if current != session {
+                    continue;
+                }
+                facts.last_at = r.created_at;
+                facts.last_seq = r.seq;
+                if let RecordBody::SessionEnded {
+                    stop_reason,
+                    result,
+                } = r.body
+                {
+                    facts.ended = Some((stop_reason, result));
+                }
+            }
+            JournalEntry::Message(m) => {
+                if m.session != session {
+                    continue;
+                }
+                facts.last_at = m.created_at;
+                facts.last_seq = m.seq;
+                let said = m.content.as_deref().is_some_and(|c| !c.trim().is_empty());
+                if said && !m.silent && matches!(m.role, Role::User | Role::Assistant) {
+                    facts.messages.push(m);
+                }
+            }
+        }
+    }
+    Ok(facts)
+}
+
+/// Thread `thread` and session `session`'s facts as they are now (`None`: the thread is
+/// gone): the journal, then the thread, until they agree — a commit between the two reads
+/// would pair a state with entries it has moved past, or the reverse.
+pub(crate) async fn session(
+    state: &AppState,
+    thread: ThreadId,
+    session: i64,
+) -> Result<Option<(Thread, SessionFacts)>, ServiceError> {
+    let store = state.runtime().store();
+    let mut tries = 0;
+    loop {
+        let facts = facts(state, thread, session).await?;
+        let Some(t) = store.thread_by_id(thread).await? else {
+            return Ok(None);
+        };
+        tries += 1;
+        if t.next_seq - 1 <= facts.journal_end || tries == TRIES {
+            return Ok(Some((t, facts)));
+        }
+    }
+}
+
+/// Whether a message waits in thread `thread`'s queue.
+pub(crate) async fn queued(state: &AppState, thread: ThreadId) -> Result<bool, ServiceError> {
+    Ok(!state.runtime().store().queue(thread).await?.is_empty())
+}
+
+/// A batch of `agent`'s top-level threads that `caller` may see, newest first: at most `limit`,
+/// older than `after`.
+pub(crate) async fn top_level(
+    state: &AppState,
+    caller: &Caller,
+    agent: &str,
+    after: Option<ThreadId>,
+    limit: usize,
+) -> Result<Vec<Thread>, ServiceError> {
+    let query = ThreadQuery {
+        agent: Some(agent),
+        parent: ParentFilter::TopLevel,
+        principal: caller.owner_filter(),
+        after,
+        newest_first: true,
+        limit,
+        ..ThreadQuery::default()
+    };
+    Ok(state.runtime().store().list_threads(&query).await?)
+}
