@@ -1,6 +1,7 @@
-//! The engine's behaviour, end to end on real stores: one test binary (each costs a link), one
-//! module per subject. Every test runs on SQLite, and on Postgres when `DATABASE_URL` is set
-//! (`scripts/test` sets it); the scripted model and the built-in handlers take the turns.
+//! The engine's behaviour, end to end: one test binary (each costs a link), one module per
+//! subject. Every test runs on the in-memory store, on SQLite, and on Postgres when
+//! `DATABASE_URL` is set (`scripts/test` sets it); the scripted model and the built-in handlers
+//! take the turns.
 //!
 //! - `scenarios`: the `tests/scenarios/` folders — script in, transcript out — on every backend
 //!   and over the OpenAI wire (`wire`).

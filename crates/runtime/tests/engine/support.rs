@@ -1,6 +1,6 @@
-//! What the engine's tests share: the backends (`duet_store::testing`), the repository's
-//! project, a runtime with this build's providers, handlers and hooks, and the test kit of
-//! `duet_runtime::testing`.
+//! What the engine's tests share: the backends (`duet_store::testing`, with the memory store),
+//! the repository's project, a runtime with this build's providers, handlers and hooks, and the
+//! test kit of `duet_runtime::testing`.
 
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
@@ -10,7 +10,13 @@ use std::sync::Arc;
 use duet_runtime::{Runtime, Store};
 
 pub use duet_runtime::testing::{Scratch, Slow, kill_mid_step, send, texts};
-pub use duet_store::testing::{Backend, backends, psql};
+pub use duet_store::testing::{Backend, psql};
+
+/// A fresh store on every backend: SQLite, Postgres when `DATABASE_URL` is set, and the
+/// in-memory store (the port's reference semantics).
+pub async fn backends() -> Vec<Backend> {
+    duet_store::testing::store_backends().await
+}
 
 /// The repository root.
 pub fn repo() -> PathBuf {
