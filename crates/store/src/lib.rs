@@ -17,8 +17,6 @@ mod fragments;
 mod group;
 mod keys_sql;
 mod leases_sql;
-mod listen;
-mod pg_commit;
 mod postgres;
 mod push_sql;
 mod queue_sql;
@@ -26,7 +24,6 @@ mod reads_sql;
 mod rows;
 mod sql;
 mod sqlite;
-mod sqlite_commit;
 #[cfg(feature = "test-util")]
 pub mod testing;
 

@@ -1,18 +1,22 @@
 //! The Postgres store: a connection pool; every write transaction locks the thread row
 //! (`SELECT … FOR UPDATE`), which serialises a thread's writers across processes. A commit is
 //! one call of the `duet_commit` function, grouped with the other commits waiting
-//! (`pg_commit.rs`, `group.rs`).
+//! (`postgres/commit.rs`, `group.rs`).
 //!
 //! The change feed crosses processes: every write that changes a thread calls
 //! `pg_notify('duet_changes', 'ID SEQ STATUS')` inside its transaction (so the notification is
 //! delivered only if it commits, in commit order: in the commit, one more column of the
-//! statement that writes), and a store with subscribers listens for them (`listen.rs`).
+//! statement that writes), and a store with subscribers listens for them
+//! (`postgres/listen.rs`).
+
+mod commit;
+mod listen;
 
 use std::sync::Arc;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-use crate::listen::Feed;
+use listen::Feed;
 
 /// The change feed's notice for the `threads` row in scope (`listen::CHANNEL`, and the payload
 /// `parse_change` reads), one literal for every statement that announces a thread.
@@ -28,7 +32,7 @@ pub struct PgStore {
     write: PgPool,
     read: PgPool,
     feed: Arc<Feed>,
-    committer: crate::group::Committer<crate::pg_commit::Job>,
+    committer: crate::group::Committer<commit::Job>,
 }
 
 /// The most groups of commits written at once, each on a connection of its own (of the pool's
@@ -75,10 +79,7 @@ impl PgStore {
             write: pool.clone(),
             read: pool.clone(),
             feed: Arc::new(Feed::start(url)),
-            committer: crate::group::Committer::start(
-                crate::pg_commit::PgWriter { pool },
-                COMMITS_IN_FLIGHT,
-            ),
+            committer: crate::group::Committer::start(commit::PgWriter { pool }, COMMITS_IN_FLIGHT),
         })
     }
 
@@ -99,14 +100,14 @@ impl PgStore {
 
 impl PgStore {
     /// A commit in one round trip: `duet_commit` called for it, alone or with the other commits
-    /// waiting for the committer (see `pg_commit.rs`).
+    /// waiting for the committer (see `postgres/commit.rs`).
     async fn commit_impl(
         &self,
         t: &Thread,
         owner: Uuid,
         commit: Commit,
     ) -> Result<CommitOutcome, StoreError> {
-        let job = crate::pg_commit::Job::new(t, owner, &commit)?;
+        let job = commit::Job::new(t, owner, &commit)?;
         crate::group::outcome(self.committer.commit(job).await?, t, &commit)
     }
 }

@@ -16,6 +16,7 @@ use sqlx::sqlite::{
 };
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+mod commit;
 mod writes;
 
 /// The store on one SQLite file. Its change feed is in process: a write publishes to it after
@@ -26,7 +27,7 @@ pub struct SqliteStore {
     write: Arc<Mutex<SqliteConnection>>,
     read: SqlitePool,
     hub: ChangeHub,
-    committer: crate::group::Committer<crate::sqlite_commit::Job>,
+    committer: crate::group::Committer<commit::Job>,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -148,7 +149,7 @@ impl SqliteStore {
         tokio::spawn(checkpoint(checkpointer, Arc::downgrade(&write)));
         let hub = ChangeHub::default();
         let committer = crate::group::Committer::start(
-            crate::sqlite_commit::SqliteWriter {
+            commit::SqliteWriter {
                 conn: write.clone(),
                 hub: hub.clone(),
             },
@@ -290,7 +291,7 @@ impl SqliteStore {
              RETURNING $2 AS run, lease_owner, (SELECT COUNT(*) FROM queue q WHERE q.thread = threads.num) AS waiting;\n"
         ));
 
-        let job = crate::sqlite_commit::Job {
+        let job = commit::Job {
             sql: batch.sql,
             args: batch.args,
             run: owner.to_string(),
