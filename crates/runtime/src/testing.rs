@@ -13,7 +13,7 @@ mod answers;
 mod kit;
 mod reads;
 
-pub use kit::{Scratch, Slow, kill_mid_step, must_load, send, texts};
+pub use kit::{Scratch, Slow, kill_mid_step, must_load, repo, send, texts};
 
 use crate::store::{
     AnswerOutcome, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,

@@ -4,25 +4,16 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use duet_runtime::{Runtime, Store};
 
 #[allow(unused_imports)]
-pub use duet_runtime::testing::{Scratch, Slow, kill_mid_step, send, texts};
+pub use duet_runtime::testing::{
+    Scratch, Slow, kill_mid_step, must_load as project, repo, send, texts,
+};
 #[allow(unused_imports)]
 pub use duet_store::testing::{Backend, backends, psql};
-
-/// The repository root.
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Loads a project that must validate.
-pub fn project(root: &Path) -> Arc<duet_spec::Project> {
-    duet_runtime::testing::must_load(root)
-}
 
 /// A runtime with this build's providers, handlers, http client and the project's MCP servers
 /// (stdio servers run in the repository root).

@@ -19,6 +19,12 @@ use crate::store::Store;
 use crate::tools::{Tool, ToolContext, ToolResult};
 use crate::types::Role;
 
+/// The repository's root (this crate lives in `crates/runtime`): its example project, its
+/// scenarios.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 /// Loads the project at `root`, which must validate (every error is the test's failure).
 pub fn must_load(root: &Path) -> Arc<duet_spec::Project> {
     let loaded = duet_spec::load(root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));

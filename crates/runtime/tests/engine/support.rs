@@ -4,28 +4,19 @@
 
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use duet_runtime::{Runtime, Store};
 
-pub use duet_runtime::testing::{Scratch, Slow, kill_mid_step, send, texts};
+pub use duet_runtime::testing::{
+    Scratch, Slow, kill_mid_step, must_load as project, repo, send, texts,
+};
 pub use duet_store::testing::{Backend, psql};
 
 /// A fresh store on every backend: SQLite, Postgres when `DATABASE_URL` is set, and the
 /// in-memory store (the port's reference semantics).
 pub async fn backends() -> Vec<Backend> {
     duet_store::testing::store_backends().await
-}
-
-/// The repository root.
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Loads a project that must validate.
-pub fn project(root: &Path) -> Arc<duet_spec::Project> {
-    duet_runtime::testing::must_load(root)
 }
 
 /// A runtime with this build's model providers, handlers and hooks.
