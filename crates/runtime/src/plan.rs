@@ -218,6 +218,12 @@ pub fn step(t: &mut Thread, of: StepOf<'_>, mut message: Message, done: CallsDon
     );
     drop(outcomes);
     let mut values = Vec::new();
+    debug_assert!(
+        done.handoff
+            .as_ref()
+            .is_none_or(|(_, at)| *at < calls.len()),
+        "a handoff names a call of the step"
+    );
     if let Some((target, at)) = &done.handoff
         && let Some(call) = calls.get(*at)
     {
@@ -271,6 +277,10 @@ fn awaited(
     now: i64,
 ) -> Vec<Record> {
     t.status = ThreadStatus::Waiting;
+    debug_assert!(
+        awaiting.iter().all(|(at, _)| *at < calls.len()),
+        "every awaited call is a call of the step"
+    );
     awaiting
         .iter()
         .filter_map(|(at, key)| {

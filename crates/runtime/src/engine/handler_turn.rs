@@ -140,7 +140,7 @@ impl Runtime {
                 }
             }
             t.updated_at = now;
-            let write = Write::new(commit).created().emit(Emit::Messages);
+            let write = Write::new(commit).created().emit(Emit::Messages).at(now);
             let outcome = self
                 .persist(t, write, Around::new(&mut hooks, events, msgs))
                 .await?;

@@ -72,7 +72,8 @@ impl Runtime {
                 vec![(mark, Some(json!(true)))]
             },
             ..Commit::default()
-        });
+        })
+        .at(now);
         let around = Around {
             hooks: Some(hooks),
             events: None,

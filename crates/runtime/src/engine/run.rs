@@ -300,7 +300,7 @@ impl Runtime {
             history: Some(msgs),
         };
         let outcome = self
-            .persist(t, Write::new(commit).emit(Emit::ToolEnds), around)
+            .persist(t, Write::new(commit).emit(Emit::ToolEnds).at(now), around)
             .await?;
         Ok(outcome == CommitOutcome::Committed { queued: true })
     }

@@ -90,7 +90,8 @@ impl Runtime {
         let waits = plan.waits;
         let write = Write::new(plan.into_commit())
             .emit(Emit::Streamed(live))
-            .usage(usage);
+            .usage(usage)
+            .at(now);
         let around = Around::new(&mut s.hooks, turn.events, msgs);
         let outcome = self.persist(t, write, around).await?;
         if waits {
@@ -127,7 +128,8 @@ impl Runtime {
             settle: true,
             ..crate::store::Commit::default()
         })
-        .emit(Emit::Messages);
+        .emit(Emit::Messages)
+        .at(now);
         let around = Around::new(&mut hooks, turn.events, msgs);
         let outcome = self.persist(t, write, around).await?;
         Ok(Flow::of(outcome, t))

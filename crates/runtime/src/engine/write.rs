@@ -7,7 +7,8 @@
 //! 2. what the hooks left is added: their failures as records, the messages they injected, the
 //!    values they set;
 //! 3. the commit, fenced by the run's lease (a park saves the trace context it continues);
-//! 4. once committed: a child's new free-text status into its parent's registry;
+//! 4. once committed: a child's new free-text status into its parent's registry (a failure
+//!    there is logged: the commit stands and its events are still owed);
 //! 5. the events the caller is owed ([`Emit`]), then the step's usage;
 //! 6. the hooks that watch committed messages (`after_create_message`);
 //! 7. the run's history grows by what was written.
@@ -35,6 +36,9 @@ pub(super) struct Write {
     pub(super) usage: Option<Usage>,
     /// Skip the commit when, hooks' output included, it writes nothing.
     pub(super) if_any: bool,
+    /// When the hooks' records and messages are written: the step's (or drain's, or
+    /// delivery's) time, else the commit's.
+    pub(super) at: Option<i64>,
 }
 
 /// Whether the new messages still pass `before_create_message`.
@@ -65,6 +69,7 @@ impl Write {
             emit: Emit::Nothing,
             usage: None,
             if_any: false,
+            at: None,
         }
     }
 
@@ -88,6 +93,14 @@ impl Write {
     pub(super) fn created(self) -> Write {
         Write {
             create: Create::Done,
+            ..self
+        }
+    }
+
+    /// The hooks' output is stamped `now` (the time of what they ran around).
+    pub(super) fn at(self, now: i64) -> Write {
+        Write {
+            at: Some(now),
             ..self
         }
     }
@@ -158,6 +171,7 @@ impl Runtime {
             emit: to_emit,
             usage,
             if_any,
+            at,
         } = w;
         let Around {
             mut hooks,
@@ -169,7 +183,7 @@ impl Runtime {
                 let messages = std::mem::take(&mut commit.messages);
                 commit.messages = hooks.before_create_all(t, messages).await;
             }
-            hook_output(t, hooks, self.now(), &mut commit);
+            hook_output(t, hooks, at.unwrap_or_else(|| self.now()), &mut commit);
         }
         if if_any && is_empty(&commit) {
             return Ok(CommitOutcome::Committed { queued: false });
@@ -180,8 +194,12 @@ impl Runtime {
         });
         let new = commit.messages.clone();
         let outcome = self.commit(t, commit).await?;
-        if let (Some(text), Some(_)) = (&status, t.parent) {
-            self.inner.store.set_child_status_text(t.id, text).await?;
+        if let (Some(text), Some(_)) = (&status, t.parent)
+            && let Err(e) = self.inner.store.set_child_status_text(t.id, text).await
+        {
+            // The registry's copy of what the journal now holds: a failure to update it is
+            // said and the run goes on (the commit stands, its events are owed).
+            tracing::warn!(thread = %t.key, error = %e, "a child's status text did not reach its parent's registry");
         }
         if let Some(events) = events {
             match &to_emit {
