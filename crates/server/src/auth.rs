@@ -202,17 +202,40 @@ impl FromRequestParts<AppState> for Caller {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
+            .and_then(bearer_token)
             .ok_or_else(|| unauthorized("send an API key: `Authorization: Bearer duet_…`"))?;
         let key = crate::service::keys::by_hash(state, &hash(token)).await?;
         match key {
             Some(key) if key.revoked_at.is_none() => Ok(Caller::of(&key)),
             Some(_) => Err(unauthorized("this API key was revoked")),
             None => Err(unauthorized("this API key is not known")),
+        }
+    }
+}
+
+/// The token of an `Authorization` value in the bearer scheme, whose name is case-insensitive
+/// (RFC 9110 §11.1): `Bearer T`, `bearer T`, `BEARER T`; one or more spaces, then the token.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+#[cfg(test)]
+mod bearer_tests {
+    #[test]
+    fn the_bearer_scheme_is_read_whatever_its_case() {
+        for (value, token) in [
+            ("Bearer duet_a_b", Some("duet_a_b")),
+            ("bearer duet_a_b", Some("duet_a_b")),
+            ("BEARER duet_a_b", Some("duet_a_b")),
+            ("bEaReR   duet_a_b  ", Some("duet_a_b")),
+            ("Basic duet_a_b", None),
+            ("Bearer", None),
+            ("Bearer   ", None),
+            ("Bearerduet_a_b", None),
+        ] {
+            assert_eq!(super::bearer_token(value), token, "{value:?}");
         }
     }
 }

@@ -171,3 +171,29 @@ async fn a_create_is_replayed_only_with_its_own_idempotency_key() {
     );
     server.stop().await;
 }
+
+/// The `Authorization` scheme is case-insensitive (RFC 9110 §11.1): a key sent as `BEARER` or
+/// `bearer` is the same key; another scheme, or no token, is refused.
+#[tokio::test]
+async fn the_bearer_scheme_is_read_whatever_its_case() {
+    let backend = support::backends().await.remove(0);
+    let server = Server::start(&backend).await;
+    let token = server.key("alice", false).await;
+    let http = reqwest::Client::new();
+    for (value, status) in [
+        (format!("Bearer {token}"), 200),
+        (format!("BEARER {token}"), 200),
+        (format!("bearer  {token}"), 200),
+        (format!("Basic {token}"), 401),
+        ("Bearer ".to_owned(), 401),
+    ] {
+        let got = http
+            .get(format!("{}/threads", server.base))
+            .header("authorization", &value)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(got.status().as_u16(), status, "{value:?}");
+    }
+    server.stop().await;
+}

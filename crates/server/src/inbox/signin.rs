@@ -161,10 +161,16 @@ pub(crate) async fn page(
     layout::sign_in(&next, None).into_response()
 }
 
-/// Only a path under `/inbox` is somewhere to go after signing in (never another site).
+/// Only a path under `/inbox` is somewhere to go after signing in (never another site), and
+/// only one a `Location` header can carry (no control characters: a CR/LF would split it).
 fn safe_next(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with("/inbox") && !n.contains("//") && !n.contains('\\') => {
+        Some(n)
+            if n.starts_with("/inbox")
+                && !n.contains("//")
+                && !n.contains('\\')
+                && !n.chars().any(char::is_control) =>
+        {
             n.to_owned()
         }
         _ => "/inbox".to_owned(),
@@ -259,4 +265,24 @@ pub(crate) async fn sign_out(
         HeaderValue::from_static("duet_inbox=; Path=/inbox; HttpOnly; SameSite=Strict; Max-Age=0"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_path_under_the_inbox_is_somewhere_to_go_next() {
+        for (next, to) in [
+            (Some("/inbox/items/x"), "/inbox/items/x"),
+            (Some("/inbox?agent=a"), "/inbox?agent=a"),
+            (None, "/inbox"),
+            (Some("https://evil.example/inbox"), "/inbox"),
+            (Some("//evil.example/inbox"), "/inbox"),
+            (Some("/inbox//evil.example"), "/inbox"),
+            (Some("/inbox\\evil"), "/inbox"),
+            (Some("/inbox\r\nSet-Cookie: x=1"), "/inbox"),
+            (Some("/inbox\u{7f}"), "/inbox"),
+        ] {
+            assert_eq!(super::safe_next(next), to, "{next:?}");
+        }
+    }
 }
