@@ -197,3 +197,60 @@ async fn a_private_target_is_refused_unless_the_server_allows_it() {
         server.stop().await;
     }
 }
+
+/// A token, scheme or credentials no header can carry (a CR/LF would end it) is refused at
+/// create, with nothing stored: accepted, it would fail every send.
+#[tokio::test]
+async fn push_credentials_a_header_cannot_carry_are_refused() {
+    let backend = support::backends().await.remove(0);
+    let server = Server::start(&backend).await;
+    let alice = server.key("alice", false).await;
+    let sent = rpc(
+        &server,
+        &alice,
+        "SendMessage",
+        json!({"message": {"messageId": "c-1",
+        "role": "ROLE_USER", "parts": [{"text": "Reboot?"}]}}),
+    )
+    .await;
+    let id = sent["result"]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let url = "http://127.0.0.1:9/hook";
+    for bad in [
+        json!({"token": "t\r\nX-Evil: 1"}),
+        json!({"authentication": {"scheme": "Bearer", "credentials": "s\r\nX-Evil: 1"}}),
+        json!({"authentication": {"scheme": "Bear er", "credentials": "s"}}),
+        json!({"authentication": {"scheme": "Bearer\n", "credentials": "s"}}),
+    ] {
+        let mut params = json!({"taskId": id, "url": url});
+        if let (Some(p), Some(b)) = (params.as_object_mut(), bad.as_object()) {
+            p.extend(b.clone());
+        }
+        let refused = rpc(&server, &alice, "CreateTaskPushNotificationConfig", params).await;
+        assert_eq!(refused["error"]["code"], -32602, "{bad}: {refused}");
+    }
+    let listed = rpc(
+        &server,
+        &alice,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    )
+    .await;
+    assert_eq!(
+        listed["result"]["configs"],
+        json!([]),
+        "nothing stored: {listed}"
+    );
+    let good = rpc(
+        &server,
+        &alice,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": url, "token": "abc",
+            "authentication": {"scheme": "Bearer", "credentials": "s3cret"}}),
+    )
+    .await;
+    assert!(good.get("result").is_some(), "{good}");
+    server.stop().await;
+}

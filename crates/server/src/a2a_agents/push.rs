@@ -113,11 +113,13 @@ impl DuetAgent {
         self.store_push(caller, r, req).await
     }
 
-    /// Refuses a config whose URL may not be used.
+    /// Refuses a config whose URL may not be used, or whose token or authentication no header
+    /// can carry (it would fail every send).
     pub(crate) async fn check_push(
         &self,
         req: &TaskPushNotificationConfig,
     ) -> Result<(), A2aError> {
+        sendable(req)?;
         match target_allowed(&req.url, self.state.options().allow_private_push).await {
             Ok(_) => Ok(()),
             Err(why) => Err(A2aError::invalid_params(
@@ -233,6 +235,37 @@ impl DuetAgent {
             .map_err(A2aError::internal)?;
         Ok(())
     }
+}
+
+/// Refuses a config's token, scheme or credentials that cannot be sent as they are: a header
+/// value holds no control character (a CR/LF would end the header), and the scheme is one word.
+fn sendable(req: &TaskPushNotificationConfig) -> Result<(), A2aError> {
+    let auth = req.authentication.as_ref();
+    let fields = [
+        ("token", req.token.as_deref()),
+        ("authentication.scheme", auth.map(|a| a.scheme.as_str())),
+        (
+            "authentication.credentials",
+            auth.and_then(|a| a.credentials.as_deref()),
+        ),
+    ];
+    for (field, value) in fields {
+        let Some(value) = value else { continue };
+        let why = if value.chars().any(char::is_control) {
+            Some("holds a control character")
+        } else if field == "authentication.scheme" && (value.is_empty() || value.contains(' ')) {
+            Some("is not one word")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(A2aError::invalid_params(
+                format!("the push config's `{field}` {why}: no notification could carry it"),
+                vec![(field.into(), why.into())],
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A stored config as the client sees it.
