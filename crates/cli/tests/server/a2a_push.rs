@@ -78,24 +78,41 @@ fn state_of(hit: &Hit) -> &str {
         .unwrap_or("")
 }
 
+/// A new task for `token`: a message (id `message_id`) the approval gate parks on; its id.
+async fn new_task(server: &Server, token: &str, message_id: &str, text: &str) -> String {
+    let sent = rpc(
+        server,
+        token,
+        "SendMessage",
+        json!({"message": {"messageId": message_id,
+        "role": "ROLE_USER", "parts": [{"text": text}]}}),
+    )
+    .await;
+    sent["result"]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_owned()
+}
+
+/// The push configs stored for task `id`.
+async fn configs(server: &Server, token: &str, id: &str) -> Value {
+    let listed = rpc(
+        server,
+        token,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    )
+    .await;
+    listed["result"]["configs"].clone()
+}
+
 #[tokio::test]
 async fn a_refused_notification_is_retried_across_a_restart() {
     for backend in support::backends().await {
         let mut hook = Hook::start().await;
         let server = Server::start(&backend).await;
         let alice = server.key("alice", false).await;
-        let sent = rpc(
-            &server,
-            &alice,
-            "SendMessage",
-            json!({"message": {"messageId": "p-1",
-            "role": "ROLE_USER", "parts": [{"text": "Reboot the cluster?"}]}}),
-        )
-        .await;
-        let id = sent["result"]["task"]["id"]
-            .as_str()
-            .expect("a task")
-            .to_owned();
+        let id = new_task(&server, &alice, "p-1", "Reboot the cluster?").await;
         let config = rpc(
             &server,
             &alice,
@@ -156,18 +173,7 @@ async fn a_private_target_is_refused_unless_the_server_allows_it() {
         };
         let server = Server::start_with(&backend, &support::repo(), strict).await;
         let alice = server.key("alice", false).await;
-        let sent = rpc(
-            &server,
-            &alice,
-            "SendMessage",
-            json!({"message": {"messageId": "p-1",
-            "role": "ROLE_USER", "parts": [{"text": "Reboot?"}]}}),
-        )
-        .await;
-        let id = sent["result"]["task"]["id"]
-            .as_str()
-            .expect("a task")
-            .to_owned();
+        let id = new_task(&server, &alice, "p-1", "Reboot?").await;
         for url in [
             "http://127.0.0.1:9/hook",
             "http://169.254.169.254/latest",
@@ -182,18 +188,8 @@ async fn a_private_target_is_refused_unless_the_server_allows_it() {
             .await;
             assert_eq!(refused["error"]["code"], -32602, "{url}: {refused}");
         }
-        let listed = rpc(
-            &server,
-            &alice,
-            "ListTaskPushNotificationConfigs",
-            json!({"taskId": id}),
-        )
-        .await;
-        assert_eq!(
-            listed["result"]["configs"],
-            json!([]),
-            "nothing stored: {listed}"
-        );
+        let stored = configs(&server, &alice, &id).await;
+        assert_eq!(stored, json!([]), "nothing stored: {stored}");
         server.stop().await;
     }
 }
@@ -205,18 +201,7 @@ async fn push_credentials_a_header_cannot_carry_are_refused() {
     let backend = support::backends().await.remove(0);
     let server = Server::start(&backend).await;
     let alice = server.key("alice", false).await;
-    let sent = rpc(
-        &server,
-        &alice,
-        "SendMessage",
-        json!({"message": {"messageId": "c-1",
-        "role": "ROLE_USER", "parts": [{"text": "Reboot?"}]}}),
-    )
-    .await;
-    let id = sent["result"]["task"]["id"]
-        .as_str()
-        .expect("a task")
-        .to_owned();
+    let id = new_task(&server, &alice, "c-1", "Reboot?").await;
     let url = "http://127.0.0.1:9/hook";
     for bad in [
         json!({"token": "t\r\nX-Evil: 1"}),
@@ -231,18 +216,8 @@ async fn push_credentials_a_header_cannot_carry_are_refused() {
         let refused = rpc(&server, &alice, "CreateTaskPushNotificationConfig", params).await;
         assert_eq!(refused["error"]["code"], -32602, "{bad}: {refused}");
     }
-    let listed = rpc(
-        &server,
-        &alice,
-        "ListTaskPushNotificationConfigs",
-        json!({"taskId": id}),
-    )
-    .await;
-    assert_eq!(
-        listed["result"]["configs"],
-        json!([]),
-        "nothing stored: {listed}"
-    );
+    let stored = configs(&server, &alice, &id).await;
+    assert_eq!(stored, json!([]), "nothing stored: {stored}");
     let good = rpc(
         &server,
         &alice,

@@ -68,8 +68,8 @@ impl Runtime {
         };
         let now = self.now();
         let mut message = plan::model_message(t, side, cfg, &prompt.model, answer, now);
-        let calls = message.tool_calls.clone();
-        let Some(ran) = self.run_calls(&offer, turn, t, msgs, &mut s, &calls).await else {
+        let calls = &message.tool_calls;
+        let Some(ran) = self.run_calls(&offer, turn, t, msgs, &mut s, calls).await else {
             // Cancelled: nothing of the step is committed.
             t.next_seq = live.seq;
             return self.abort(t, msgs).await.map(Flow::Done);

@@ -188,9 +188,12 @@ impl Runtime {
         if if_any && is_empty(&commit) {
             return Ok(CommitOutcome::Committed { queued: false });
         }
-        let status = commit.records.iter().find_map(|r| match &r.body {
-            RecordBody::Status { text } => Some(text.clone()),
-            _ => None,
+        // Only a child has a registry row to copy its status text into.
+        let status = t.parent.and_then(|_| {
+            commit.records.iter().find_map(|r| match &r.body {
+                RecordBody::Status { text } => Some(text.clone()),
+                _ => None,
+            })
         });
         let new = commit.messages.clone();
         let outcome = self.commit(t, commit).await?;
