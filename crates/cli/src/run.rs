@@ -44,6 +44,11 @@ pub(crate) struct SendArgs {
     /// (exit 1, `already_answered`) if someone answered first.
     #[arg(long)]
     queue: bool,
+    /// The question this answers, `SESSION:SEQ` (an approval's `park`, as the API shows it):
+    /// refused (exit 1, `already_answered`) unless the thread is still parked there. Without it,
+    /// the question the thread is parked at when read.
+    #[arg(long, value_name = "SESSION:SEQ", conflicts_with = "queue")]
+    park: Option<duet_runtime::Park>,
     /// A message id of your choosing: sending the same id to the thread again writes nothing.
     #[arg(long, value_name = "ID")]
     message_id: Option<String>,
@@ -210,13 +215,14 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
     // is not a park, so the store refuses it (a repeated --message-id still finds its first
     // delivery).
     let parked = next.as_ref().is_some_and(|t| t.park().is_some());
-    let park = next
-        .as_ref()
-        .filter(|_| !args.queue)
-        .map(|t| duet_runtime::Park {
-            session: t.session,
-            seq: t.next_seq,
-        });
+    let park = args.park.or_else(|| {
+        next.as_ref()
+            .filter(|_| !args.queue)
+            .map(|t| duet_runtime::Park {
+                session: t.session,
+                seq: t.next_seq,
+            })
+    });
     while let Some(t) = next.take() {
         if !agents.contains(&t.agent) {
             agents.push(t.agent.clone());

@@ -98,6 +98,19 @@ pub struct Caller {
     pub canonical: Option<String>,
     /// Whether it sees every principal's threads.
     pub admin: bool,
+    /// What admitted it, so a long stream can end when that is revoked or signed out.
+    pub(crate) credential: Credential,
+}
+
+/// What admitted a caller: checked again while a stream it opened stays open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Credential {
+    /// Nothing (`--no-auth`, or a caller made up for a thread's owner): it never ends.
+    None,
+    /// The API key whose secret hashes to this.
+    Key(String),
+    /// The inbox sign-in whose cookie secret hashes to this.
+    SignIn(String),
 }
 
 impl Caller {
@@ -107,6 +120,7 @@ impl Caller {
             principal: None,
             canonical: None,
             admin: true,
+            credential: Credential::None,
         }
     }
 
@@ -118,17 +132,20 @@ impl Caller {
                 principal: Some(principal(&Caller::author_name(c))),
                 canonical: Some(c.to_owned()),
                 admin: false,
+                credential: Credential::None,
             },
             None => Caller::anonymous(),
         }
     }
 
-    pub(crate) fn of(key: &ApiKey) -> Self {
+    /// The caller `key` admits, by `credential` (the key's own hash, or a sign-in's).
+    pub(crate) fn of(key: &ApiKey, credential: Credential) -> Self {
         let p = principal(&key.principal);
         Caller {
             canonical: Some(p.canonical()),
             principal: Some(p),
             admin: key.admin,
+            credential,
         }
     }
 
@@ -204,9 +221,10 @@ impl FromRequestParts<AppState> for Caller {
             .and_then(|v| v.to_str().ok())
             .and_then(bearer_token)
             .ok_or_else(|| unauthorized("send an API key: `Authorization: Bearer duet_…`"))?;
-        let key = crate::service::keys::by_hash(state, &hash(token)).await?;
+        let hashed = hash(token);
+        let key = crate::service::keys::by_hash(state, &hashed).await?;
         match key {
-            Some(key) if key.revoked_at.is_none() => Ok(Caller::of(&key)),
+            Some(key) if key.revoked_at.is_none() => Ok(Caller::of(&key, Credential::Key(hashed))),
             Some(_) => Err(unauthorized("this API key was revoked")),
             None => Err(unauthorized("this API key is not known")),
         }

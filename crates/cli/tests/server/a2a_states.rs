@@ -1,6 +1,6 @@
 //! How a session's end reads over A2A, on both backends: `sessionFail` is `TASK_STATE_FAILED`
 //! with the reason as the status message; a message sent while the task works joins the same
-//! task (queued as a follow-up), not a refusal; a context holds a task per session, listed
+//! task (queued as a follow-up) when it asks to, and is refused when it does not; a context holds a task per session, listed
 //! newest first, filtered and paged.
 
 use serde_json::{Value, json};
@@ -93,8 +93,17 @@ async fn a_message_to_a_working_task_joins_it() {
         first["configuration"] = json!({"returnImmediately": true});
         let started = rpc(&server, "slow", &alice, "SendMessage", first).await;
         let id = started["result"]["task"]["id"].clone();
+        // Without asking to be a follow-up, a message to a working task is refused (it may be
+        // an answer that lost a race): nothing is stored.
+        let mut stray = message("w-0", "Is this an answer?");
+        stray["message"]["taskId"] = id.clone();
+        let refused = rpc(&server, "slow", &alice, "SendMessage", stray).await;
+        assert_eq!(refused["error"]["code"], -32004, "{refused}");
+        let said = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(said.contains("metadata.followUp"), "{refused}");
         let mut second = message("w-2", "Second thought.");
         second["message"]["taskId"] = id.clone();
+        second["message"]["metadata"] = json!({"followUp": true});
         let joined = rpc(&server, "slow", &alice, "SendMessage", second).await;
         let task = &joined["result"]["task"];
         assert_eq!(task["id"], id, "the same task: {joined}");

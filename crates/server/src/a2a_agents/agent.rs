@@ -82,6 +82,22 @@ struct Target {
     thread: Option<Thread>,
     task: Option<TaskRef>,
     context: String,
+    /// The named task's state, read with `thread` (a message without `taskId`: none).
+    named: Option<TaskState>,
+}
+
+/// The message metadata key with which a client asks that a message to a working task be
+/// queued as a follow-up of it.
+pub(crate) const FOLLOW_UP: &str = "followUp";
+
+/// Whether the message asks to be a follow-up (`metadata.followUp: true`).
+fn asks_follow_up(req: &SendMessageRequest) -> bool {
+    req.message
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get(FOLLOW_UP))
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
 }
 
 impl DuetAgent {
@@ -132,7 +148,9 @@ impl DuetAgent {
                 ));
             }
             let view = self.view(caller, &t, 0, false);
-            let (_, task, _) = follow::read(&self.state, r, &view).await?;
+            // The thread as read with the task: the park an answer carries is the one the
+            // state it is checked against shows.
+            let (t, task, _) = follow::read(&self.state, r, &view).await?;
             if task.status.state.is_terminal() || TaskRef::next_for(&t) != r {
                 return Err(A2aError::unsupported_operation(format!(
                     "task {id} is {}: it takes no more messages; send one without taskId to start another",
@@ -146,6 +164,7 @@ impl DuetAgent {
                 task: Some(r),
                 thread: Some(t),
                 context,
+                named: Some(task.status.state),
             });
         }
         let context = match &m.context_id {
@@ -192,6 +211,7 @@ impl DuetAgent {
             task: thread.as_ref().map(TaskRef::next_for),
             thread,
             context,
+            named: None,
         })
     }
 
@@ -228,6 +248,15 @@ impl DuetAgent {
         let target = self.target(caller, req).await?;
         let floor = target.thread.as_ref().map_or(0, |t| t.next_seq);
         let answers = target.thread.as_ref().and_then(Thread::park);
+        // A message naming a task that does not wait for input is no answer: queued only when
+        // the client asked for a follow-up, so an answer that lost a race is never applied as
+        // a second one.
+        if let (Some(state), Some(t), Some(r)) = (target.named, &target.thread, target.task)
+            && !state.is_interrupted()
+            && !asks_follow_up(req)
+        {
+            return Err(self.not_waiting(t, r, state).await);
+        }
         let delivery = Delivery {
             key: &target.key,
             agent: Some(&self.agent),
@@ -276,6 +305,34 @@ impl DuetAgent {
             artifacts: true,
         };
         Ok((TaskRef { thread, ..r }, view, floor))
+    }
+}
+
+impl DuetAgent {
+    /// Why a message to task `r` (of thread `t`, in `state`) that did not ask to be a
+    /// follow-up is refused: the answer that came first when the session's last park has one.
+    async fn not_waiting(&self, t: &Thread, r: TaskRef, state: TaskState) -> A2aError {
+        let last = match service::approvals::last_answered(&self.state, t.id).await {
+            Ok(last) => last,
+            Err(e) => return A2aError::internal(e),
+        };
+        match last.filter(|a| a.park.session == r.session) {
+            Some(a) => run_error(
+                RunError::AlreadyAnswered {
+                    key: t.key.clone(),
+                    park: a.park,
+                    first: Some(a.answer),
+                },
+                "",
+            ),
+            None => A2aError::unsupported_operation(format!(
+                "task {} is {} and does not wait for input; to queue this message behind its work, set `metadata.{FOLLOW_UP}` to true",
+                r.id(),
+                state.as_str()
+            )),
+        }
+        .with("taskId", r.id())
+        .with("state", state.as_str())
     }
 }
 
@@ -471,12 +528,18 @@ impl DuetAgent {
             snapshot.clone()
         };
         let (task_id, context) = (snapshot.id.clone(), snapshot.context_id.clone());
+        // The stream ends (closed, no error) once the caller's key is revoked.
+        let credential = Self::caller(&cx)?.credential;
         Ok(cx
             .stream
             .open(task_id, context, move |mut sink| async move {
                 sink.task(first.clone()).await?;
                 let seen = if new { 0 } else { seen };
-                follow::stream(state, r, view, sink, first, (seen, floor)).await
+                let ended = service::keys::ended(state.clone(), credential);
+                tokio::select! {
+                    followed = follow::stream(state, r, view, sink, first, (seen, floor)) => followed,
+                    () = ended => Ok(()),
+                }
             }))
     }
 }

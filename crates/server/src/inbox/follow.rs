@@ -18,6 +18,7 @@ use super::item;
 use super::viewer::Viewer;
 use crate::body::Path;
 use crate::problem::Problem;
+use crate::service;
 use crate::service::approvals;
 use crate::service::events::Feed;
 use crate::state::AppState;
@@ -29,6 +30,7 @@ pub(crate) async fn follow(
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
     let (approval, thread) = approvals::find(&state, &viewer.caller, &id).await?;
+    let credential = viewer.caller.credential.clone();
     let feed = Feed::of(&state);
     // The chain, parked thread first: (id, agent, the last seq shown).
     let mut chain: Vec<(ThreadId, String, i64)> =
@@ -99,5 +101,5 @@ pub(crate) async fn follow(
     };
     let events: BoxStream<'static, Result<Event, Infallible>> =
         events.take_until(closing.cancelled_owned()).boxed();
-    Ok(state.sse(events))
+    Ok(state.sse(service::keys::while_admitted(&state, credential, events)))
 }

@@ -19,6 +19,7 @@ use super::layout::{self, Nav};
 use super::viewer::Viewer;
 use crate::auth::Caller;
 use crate::problem::Problem;
+use crate::service;
 use crate::service::approvals::{self, Waiting};
 use crate::service::events::Feed;
 use crate::state::AppState;
@@ -203,6 +204,7 @@ pub(crate) async fn events(
 ) -> Response {
     let feed = Feed::of(&state);
     let closing = state.closing().clone();
+    let credential = viewer.caller.credential.clone();
     let caller = viewer.caller;
     let stream_state = state.clone();
     let events = async_stream::stream! {
@@ -237,5 +239,5 @@ pub(crate) async fn events(
     };
     let events: BoxStream<'static, Result<Event, Infallible>> =
         events.take_until(closing.cancelled_owned()).boxed();
-    state.sse(events)
+    state.sse(service::keys::while_admitted(&state, credential, events))
 }

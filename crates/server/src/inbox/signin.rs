@@ -95,9 +95,10 @@ impl FromRequestParts<AppState> for Viewer {
             return Err(signed_out());
         };
         let now = state.runtime().now_ms();
-        match service::keys::signed_in(state, &auth::hash(&secret), now).await {
+        let hashed = auth::hash(&secret);
+        match service::keys::signed_in(state, &hashed, now).await {
             Ok(Some(key)) if key.revoked_at.is_none() => Ok(Viewer {
-                caller: Caller::of(&key),
+                caller: Caller::of(&key, auth::Credential::SignIn(hashed)),
                 csrf: Some(csrf_of(&secret)),
             }),
             Ok(_) => Err(signed_out()),

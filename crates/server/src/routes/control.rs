@@ -31,7 +31,7 @@ use crate::auth::Caller;
 use crate::body::{Json, Query, check_key};
 use crate::problem::Problem;
 use crate::service::events::Feed;
-use crate::service::{messages, threads};
+use crate::service::{self, messages, threads};
 use crate::state::AppState;
 
 /// `?session=`.
@@ -256,6 +256,7 @@ async fn events_of(
     agent: String,
     q: SessionQuery,
 ) -> Result<Response, Problem> {
+    let credential = caller.credential.clone();
     let session = session(q.session)?;
     let stored = caller.stored_key(&session);
     let rt = state.runtime();
@@ -295,7 +296,7 @@ async fn events_of(
     let events: BoxStream<'static, Result<Event, Infallible>> = events
         .take_until(state.closing().clone().cancelled_owned())
         .boxed();
-    Ok(state.sse(events))
+    Ok(state.sse(service::keys::while_admitted(state, credential, events)))
 }
 
 fn commands() -> axum::Json<Vec<AgentCommand>> {

@@ -23,7 +23,7 @@ use crate::auth::Caller;
 use crate::body::Query;
 use crate::problem::Problem;
 use crate::service::events::Feed;
-use crate::service::threads;
+use crate::service::{self, threads};
 use crate::state::AppState;
 use crate::views::{ApprovalId, EntryView};
 
@@ -76,6 +76,7 @@ pub(crate) async fn follow(
         .transpose()?;
     let after = last.or(q.after).unwrap_or(0).max(0);
     let t = threads::find(&state, &caller, &key).await?;
+    let credential = caller.credential.clone();
     let feed = Feed::of(&state);
     let id = t.id;
     let closing = state.closing().clone();
@@ -126,5 +127,5 @@ pub(crate) async fn follow(
     };
     let events: BoxStream<'static, Result<Event, Infallible>> =
         events.take_until(closing.cancelled_owned()).boxed();
-    Ok(state.sse(events))
+    Ok(state.sse(service::keys::while_admitted(&state, credential, events)))
 }

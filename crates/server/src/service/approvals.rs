@@ -158,6 +158,19 @@ pub(crate) async fn answered(
     Ok(state.runtime().store().answered(&query).await?)
 }
 
+/// The latest answered park of thread `id`, with its answer.
+pub(crate) async fn last_answered(
+    state: &AppState,
+    id: ThreadId,
+) -> Result<Option<Answered>, ServiceError> {
+    let query = AnsweredQuery {
+        thread: Some(id),
+        limit: 1,
+        ..AnsweredQuery::default()
+    };
+    Ok(state.runtime().store().answered(&query).await?.pop())
+}
+
 /// The approval view of `t` (a thread `caller` may see) while it is parked: its question (the
 /// thread's last message) and its parents.
 pub(crate) async fn view(

@@ -5,6 +5,11 @@
 use duet_runtime::StoreError;
 use duet_server_store::ApiKey;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use crate::auth::Credential;
+use crate::auth::cache::RECHECK;
 use crate::state::AppState;
 
 /// The key whose secret hashes to `hash` (revoked or not: the caller checks), through the cache.
@@ -46,5 +51,55 @@ pub(crate) async fn sign_in(
 
 /// Ends a sign-in; whether there was one.
 pub(crate) async fn sign_out(state: &AppState, hash: &str) -> Result<bool, StoreError> {
-    state.server_store().end_sign_in(hash).await
+    let ended = state.server_store().end_sign_in(hash).await;
+    state.keys().forget_sign_in(hash);
+    ended
+}
+
+/// Whether `credential` still admits its caller: a key not revoked, or a sign-in neither ended
+/// nor expired whose key is not revoked (through the cache).
+pub(crate) async fn admits(state: &AppState, credential: &Credential) -> Result<bool, StoreError> {
+    let key = match credential {
+        Credential::None => return Ok(true),
+        Credential::Key(hash) => by_hash(state, hash).await?,
+        Credential::SignIn(hash) => {
+            let now = state.runtime().now_ms();
+            state
+                .keys()
+                .sign_in(state.server_store().as_ref(), hash, now)
+                .await?
+        }
+    };
+    Ok(key.is_some_and(|k| k.revoked_at.is_none()))
+}
+
+/// `events` until `credential` (what admitted the stream's caller) no longer admits: a stream
+/// opened with a key that is then revoked, or in a sign-in that then ends, stops within 5 s.
+pub(crate) fn while_admitted<T: Send + 'static>(
+    state: &AppState,
+    credential: Credential,
+    events: BoxStream<'static, T>,
+) -> BoxStream<'static, T> {
+    events.take_until(ended(state.clone(), credential)).boxed()
+}
+
+/// Resolves once `credential` no longer admits its caller (checked every [`RECHECK`]); never
+/// for [`Credential::None`]. A store that cannot answer ends nothing: a stream is not cut by a
+/// blip, and the next check decides.
+pub(crate) async fn ended(state: AppState, credential: Credential) {
+    if credential == Credential::None {
+        return std::future::pending().await;
+    }
+    let mut tick = tokio::time::interval(RECHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match admits(&state, &credential).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot check a stream's credential; checking again")
+            }
+        }
+    }
 }
