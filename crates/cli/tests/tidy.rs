@@ -23,7 +23,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("a2a", &[]),
     (
         "server",
-        &["duet-a2a", "duet-runtime", "duet-server-store", "duet-spec"],
+        &[
+            "duet-a2a",
+            "duet-net",
+            "duet-runtime",
+            "duet-server-store",
+            "duet-spec",
+        ],
     ),
     (
         "cli",
