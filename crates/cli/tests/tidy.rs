@@ -19,7 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("store", &["duet-runtime", "duet-server-store"]),
     ("models", &["duet-runtime", "duet-spec"]),
     ("handlers", &["duet-runtime"]),
-    ("tools", &["duet-runtime", "duet-spec"]),
+    ("tools", &["duet-net", "duet-runtime", "duet-spec"]),
     ("a2a", &[]),
     (
         "server",
