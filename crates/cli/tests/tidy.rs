@@ -20,7 +20,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("models", &["duet-runtime", "duet-spec"]),
     ("handlers", &["duet-runtime"]),
     ("tools", &["duet-net", "duet-runtime", "duet-spec"]),
-    ("a2a", &[]),
+    ("a2a", &["duet-net"]),
     (
         "server",
         &[

@@ -10,7 +10,8 @@
 //! - [`check`] / [`target_allowed`] take a URL, resolve its host once, refuse it if any address
 //!   is not public, and return the addresses so the caller's HTTP client connects to exactly
 //!   those ([`Pin`]).
-//! - [`same_origin`] says where a redirect may go with a request's credentials.
+//! - [`same_origin`] and [`redirect_allowed`] say where a redirect may go with a request's
+//!   credentials.
 //!
 //! No duet crate, no HTTP client: a port (`duet-a2a`) and the crates that make requests
 //! (`duet-tools`, `duet-server`) all use it.
@@ -30,4 +31,7 @@ pub mod registry;
 mod target;
 
 pub use classify::{Refusal, Verdict, classify};
-pub use target::{Pin, Target, TargetError, check, judge, same_origin, target_allowed};
+pub use target::{
+    MAX_REDIRECTS, Pin, Target, TargetError, check, judge, redirect_allowed, same_origin,
+    target_allowed,
+};

@@ -125,3 +125,13 @@ pub fn judge(host: &str, addrs: &[SocketAddr]) -> Result<(), TargetError> {
 pub fn same_origin(a: &Url, b: &Url) -> bool {
     a.origin() == b.origin()
 }
+
+/// The most redirects one request follows.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// Whether a request whose chain so far is `previous` (its own URL first) may follow a redirect
+/// to `next`: only within the origin it was sent to, and at most [`MAX_REDIRECTS`] times, so
+/// the credentials and headers it carries stay where its sender meant them to go.
+pub fn redirect_allowed(previous: &[Url], next: &Url) -> bool {
+    previous.len() <= MAX_REDIRECTS && previous.first().is_some_and(|home| same_origin(home, next))
+}

@@ -112,3 +112,27 @@ fn origins_compare_scheme_host_and_port() {
         &u("http://b.example/")
     ));
 }
+
+#[test]
+fn redirects_stay_within_the_origin_and_are_few() {
+    let u = |s: &str| url::Url::parse(s).expect("a URL");
+    let home = u("https://a.example/start");
+    assert!(duet_net::redirect_allowed(
+        &[home.clone()],
+        &u("https://a.example/next")
+    ));
+    assert!(!duet_net::redirect_allowed(
+        &[home.clone()],
+        &u("https://b.example/next")
+    ));
+    assert!(!duet_net::redirect_allowed(
+        &[home.clone()],
+        &u("http://a.example/next")
+    ));
+    assert!(!duet_net::redirect_allowed(&[], &u("https://a.example/")));
+    let long = vec![home; duet_net::MAX_REDIRECTS + 1];
+    assert!(!duet_net::redirect_allowed(
+        &long,
+        &u("https://a.example/next")
+    ));
+}

@@ -92,10 +92,7 @@ fn lifecycle() -> ClientLifecycleMode {
 /// `headers`, its credentials among them, never go to a host its definition did not name.
 fn same_origin_redirects() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
-        let home = attempt.previous().first();
-        if attempt.previous().len() <= 5
-            && home.is_some_and(|h| duet_net::same_origin(h, attempt.url()))
-        {
+        if duet_net::redirect_allowed(attempt.previous(), attempt.url()) {
             attempt.follow()
         } else {
             attempt.stop()
