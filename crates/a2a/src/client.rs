@@ -1,6 +1,11 @@
 //! An A2A 1.0 client, for duet to reach agents served elsewhere: it reads the agent's card,
 //! takes its JSON-RPC interface, and sends messages and reads tasks with the bearer token it was
 //! given. What a remote agent answers that is not A2A is an error, never a panic.
+//!
+//! Where it goes: the URL it is given is trusted as written (the operator's). A JSON-RPC URL the
+//! card names on another origin is the remote's choice, so it must be a public address
+//! (`duet_net`), checked before every call and the connection pinned to the addresses checked;
+//! the token never goes there. Redirects are followed only within the origin they answer for.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,6 +26,9 @@ pub enum ClientError {
     /// It answered something that is not A2A 1.0.
     #[error("the remote agent's answer is not A2A 1.0: {0}")]
     Protocol(String),
+    /// The JSON-RPC URL its card names cannot be used (another origin that is not public).
+    #[error("the remote agent's JSON-RPC URL cannot be used: {0}")]
+    Target(String),
     /// It answered with an A2A error.
     #[error("the remote agent refused: {message} ({code})")]
     Refused {
@@ -42,11 +50,40 @@ fn origin(url: &str) -> Option<String> {
     ))
 }
 
+/// A client with `timeout` that follows a redirect only within the origin of the request
+/// (at most 5), connecting to `pin`'s host only at its checked addresses.
+fn http_client(
+    timeout: Duration,
+    pin: Option<&duet_net::Pin>,
+) -> Result<reqwest::Client, ClientError> {
+    let redirects = reqwest::redirect::Policy::custom(|attempt| {
+        if duet_net::redirect_allowed(attempt.previous(), attempt.url()) {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    });
+    let mut builder = reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(redirects);
+    if let Some(pin) = pin {
+        builder = builder.resolve_to_addrs(&pin.host, &pin.addrs);
+    }
+    builder
+        .build()
+        .map_err(|e| ClientError::Transport(e.to_string()))
+}
+
 /// A connection to one remote agent's JSON-RPC interface.
 #[derive(Debug)]
 pub struct A2aClient {
     http: reqwest::Client,
     endpoint: String,
+    /// Whether the endpoint is on another origin than the card: then it is checked (public)
+    /// and pinned before every call.
+    elsewhere: bool,
+    timeout: Duration,
     token: Option<String>,
     card: AgentCard,
     ids: AtomicU64,
@@ -61,11 +98,7 @@ impl A2aClient {
         token: Option<String>,
         timeout: Duration,
     ) -> Result<Self, ClientError> {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| ClientError::Transport(e.to_string()))?;
+        let http = http_client(timeout, None)?;
         let card_url = if url.ends_with(".json") {
             url.to_owned()
         } else {
@@ -102,18 +135,40 @@ impl A2aClient {
                 ))
             })?;
         // The token goes only where the card came from.
-        if token.is_some() && origin(&endpoint) != origin(&card_url) {
+        let elsewhere = origin(&endpoint) != origin(&card_url);
+        if token.is_some() && elsewhere {
             return Err(ClientError::Protocol(format!(
                 "the card at {card_url} names a JSON-RPC URL on another origin ({endpoint}); the token is not sent there"
             )));
         }
-        Ok(Self {
+        let client = Self {
             http,
             endpoint,
+            elsewhere,
+            timeout,
             token,
             card,
             ids: AtomicU64::new(1),
-        })
+        };
+        if elsewhere {
+            client.endpoint_client().await?;
+        }
+        Ok(client)
+    }
+
+    /// The client for the JSON-RPC URL: the card's when it is on the card's origin; otherwise
+    /// one pinned to its addresses, checked public now (a name may resolve elsewhere by now).
+    async fn endpoint_client(&self) -> Result<reqwest::Client, ClientError> {
+        if !self.elsewhere {
+            return Ok(self.http.clone());
+        }
+        let target = duet_net::target_allowed(&self.endpoint, false)
+            .await
+            .map_err(|e| ClientError::Target(format!("{}: {e}", self.endpoint)))?;
+        match &target.pin {
+            None => Ok(self.http.clone()),
+            Some(pin) => http_client(self.timeout, Some(pin)),
+        }
     }
 
     /// The remote agent's card.
@@ -146,8 +201,8 @@ impl A2aClient {
         params: Value,
     ) -> Result<T, ClientError> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let mut req = self
-            .http
+        let http = self.endpoint_client().await?;
+        let mut req = http
             .post(&self.endpoint)
             .header("A2A-Version", PROTOCOL_VERSION)
             .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));

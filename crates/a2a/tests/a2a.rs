@@ -5,7 +5,9 @@
 //! `DUET_BLESS=1` rewrites the expected responses from what the code answers (check the diff).
 //!
 //! And the official Python client (`a2a-sdk`) drives the echo example over TCP
-//! (`the_python_sdk_drives_the_echo_example`).
+//! (`the_python_sdk_drives_the_echo_example`); duet's client reads cards and sends, and goes
+//! nowhere a card or a redirect names that is not public (every server here is on 127.0.0.1,
+//! "elsewhere" is `localhost`: another origin).
 
 #[path = "a2a/agents.rs"]
 mod agents;
@@ -260,4 +262,87 @@ async fn the_client_reads_the_card_and_sends_with_its_token() {
         .expect_err("no token");
     assert!(matches!(refused, ClientError::Transport(_)), "{refused}");
     server.abort();
+}
+
+/// A server that records the paths it is asked for.
+async fn recorder() -> (
+    std::net::SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(uri.path().to_owned());
+            axum::http::StatusCode::NOT_FOUND
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, rx)
+}
+
+async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn the_client_goes_nowhere_private_that_a_card_or_a_redirect_names() {
+    use duet_a2a::A2aClient;
+    let wait = std::time::Duration::from_secs(10);
+    let (elsewhere, mut asked) = recorder().await;
+    // The echo agent's card, its JSON-RPC URL moved to another origin (a private one).
+    let echo = serve(agents::by_name("echo").into_router()).await;
+    let mut card: Value = reqwest::get(format!("{echo}/.well-known/agent-card.json"))
+        .await
+        .expect("the card")
+        .json()
+        .await
+        .expect("JSON");
+    for interface in card["supportedInterfaces"]
+        .as_array_mut()
+        .expect("interfaces")
+    {
+        interface["url"] = json!(format!("http://localhost:{}/rpc", elsewhere.port()));
+    }
+    let cards = serve(axum::Router::new().route(
+        "/.well-known/agent-card.json",
+        axum::routing::get(move || {
+            let card = card.clone();
+            async move { axum::Json(card) }
+        }),
+    ))
+    .await;
+    let refused = A2aClient::connect(&cards, None, wait)
+        .await
+        .expect_err("a private endpoint on another origin");
+    assert!(
+        refused.to_string().contains("not a public address"),
+        "{refused}"
+    );
+    // The card's own URL redirects to another origin: not followed.
+    let to = format!("http://localhost:{}/card.json", elsewhere.port());
+    let moved = serve(axum::Router::new().fallback(move || {
+        let to = to.clone();
+        async move {
+            (
+                axum::http::StatusCode::TEMPORARY_REDIRECT,
+                [(axum::http::header::LOCATION, to)],
+            )
+        }
+    }))
+    .await;
+    let refused = A2aClient::connect(&moved, Some("t".into()), wait)
+        .await
+        .expect_err("a redirect elsewhere");
+    assert!(refused.to_string().contains("307"), "{refused}");
+    assert!(asked.try_recv().is_err(), "nothing went elsewhere");
 }

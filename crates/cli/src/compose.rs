@@ -130,7 +130,11 @@ pub(crate) async fn compose(
         builder
     };
     // The http client and one tool server per MCP server of `agents/mcp/` (started on use).
-    let mut builder = duet_tools::register(builder, &project, &root);
+    // A host an argument chooses must be public unless the operator allows private targets.
+    let private = std::env::var("DUET_ALLOW_PRIVATE_TARGETS")
+        .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    let http = duet_tools::HttpClient::new().allow_private_targets(private);
+    let mut builder = duet_tools::register_with(builder, &project, &root, http);
     // How long a run's lease lasts without renewal (default 30 s): how soon another process may
     // continue a thread whose runner died.
     if let Some(ms) = std::env::var("DUET_LEASE_MS")

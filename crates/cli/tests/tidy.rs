@@ -13,16 +13,23 @@ mod modgraph;
 /// skipped, so a row can land before its crate.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("spec", &[]),
+    ("net", &[]),
     ("runtime", &["duet-spec"]),
     ("server-store", &["duet-runtime"]),
     ("store", &["duet-runtime", "duet-server-store"]),
     ("models", &["duet-runtime", "duet-spec"]),
     ("handlers", &["duet-runtime"]),
-    ("tools", &["duet-runtime", "duet-spec"]),
-    ("a2a", &[]),
+    ("tools", &["duet-net", "duet-runtime", "duet-spec"]),
+    ("a2a", &["duet-net"]),
     (
         "server",
-        &["duet-a2a", "duet-runtime", "duet-server-store", "duet-spec"],
+        &[
+            "duet-a2a",
+            "duet-net",
+            "duet-runtime",
+            "duet-server-store",
+            "duet-spec",
+        ],
     ),
     (
         "cli",

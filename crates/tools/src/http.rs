@@ -1,9 +1,18 @@
 //! `http` tools: one request per call, made from the definition's templates.
 //!
 //! - The URL's `{{arg}}` values are percent-encoded (a value is one path segment or query
-//!   value); `{{env.NAME}}` values go in as they are (a base URL, a key already encoded).
-//! - Headers take values as they are; a body template JSON-escapes them when the body is JSON
-//!   (no `Content-Type` header, or one that says `json`), so `{"q": "{{q}}"}` stays JSON.
+//!   value), and a path that would hold a `.` or `..` segment is refused (the URL parser would
+//!   resolve it away); `{{env.NAME}}` values go in as they are (a base URL, a key already
+//!   encoded).
+//! - Where the request goes: a host the definition fixes (literally or through `{{env.NAME}}`)
+//!   is trusted as written. When an argument reaches the scheme or authority, the host must be
+//!   public by `duet_net`'s classification (resolved once, the connection pinned to the
+//!   addresses checked) unless the operator allows private targets
+//!   ([`HttpClient::allow_private_targets`]). Redirects are never followed: a 3xx answer is an
+//!   error result naming its `Location`, so no header goes anywhere the definition did not say.
+//! - Headers take values as they are; a body template escapes them for its `Content-Type`
+//!   (JSON when there is none or it says json, so `{"q": "{{q}}"}` stays JSON; form-encoded
+//!   for `application/x-www-form-urlencoded`; XML-escaped for XML; as they are otherwise).
 //! - Without a `body`, POST, PUT and PATCH send the arguments as JSON; GET and DELETE send none.
 //! - Every request but a GET carries `Idempotency-Key` (the call's key: a redone step sends
 //!   the same one), unless the definition sets it.
@@ -14,11 +23,15 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use duet_runtime::{HttpTools, Placeholder, ToolContext, ToolResult};
+use duet_runtime::{HttpTools, ToolContext, ToolResult};
 use duet_spec::{HttpCall, HttpMethod};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION};
 
-use crate::secrets::{Secrets, percent_encode};
+use crate::secrets::Secrets;
+
+mod template;
+
+use template::{Escape, fill, fill_url};
 
 /// How many characters of a failed answer's body its error result quotes.
 const EXCERPT_CHARS: usize = 300;
@@ -27,6 +40,7 @@ const EXCERPT_CHARS: usize = 300;
 #[derive(Clone)]
 pub struct HttpClient {
     client: Result<reqwest::Client, String>,
+    allow_private: bool,
 }
 
 impl Default for HttpClient {
@@ -40,46 +54,46 @@ impl HttpClient {
     /// result saying why.
     pub fn new() -> Self {
         HttpClient {
-            client: reqwest::Client::builder()
-                .build()
-                .map_err(|e| format!("the HTTP client cannot start: {e}")),
+            client: client(None),
+            allow_private: false,
+        }
+    }
+
+    /// Lets a host an argument chooses be private, loopback or link-local (refused by
+    /// default). For development and tests on one machine.
+    pub fn allow_private_targets(mut self, allow: bool) -> Self {
+        self.allow_private = allow;
+        self
+    }
+
+    /// The client for `req`: the shared one, or — when an argument chose the host and private
+    /// targets are not allowed — one pinned to the host's addresses, checked public.
+    async fn client_for(&self, req: &Request) -> Result<reqwest::Client, Failure> {
+        let shared = self.client.clone()?;
+        if !req.host_from_args || self.allow_private {
+            return Ok(shared);
+        }
+        match duet_net::check(req.url.clone(), false).await {
+            Err(why) => Err(format!(
+                "its URL's host comes from an argument, and {why} (private targets are allowed \
+                 only when the operator says so)"
+            )),
+            Ok(duet_net::Target { pin: None, .. }) => Ok(shared),
+            Ok(duet_net::Target { pin: Some(pin), .. }) => client(Some(&pin)),
         }
     }
 }
 
-/// How a template's values are written into it.
-#[derive(Clone, Copy, PartialEq)]
-enum Escape {
-    /// As they are.
-    Raw,
-    /// Arguments percent-encoded (env values as they are).
-    Url,
-    /// Strings JSON-escaped (without quotes), other values as JSON.
-    Json,
-}
-
-/// `template` with `{{arg}}` and `{{env.NAME}}` filled in as `escape` says; unknown
-/// placeholders become empty (as [`duet_runtime::render`]).
-fn fill(
-    template: &str,
-    args: &serde_json::Value,
-    env: &(dyn Fn(&str) -> Option<String> + Sync),
-    escape: Escape,
-) -> String {
-    let json_escaped = |s: &str| {
-        let quoted = serde_json::to_string(s).unwrap_or_default();
-        let inner = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"'));
-        inner.unwrap_or_default().to_owned()
-    };
-    duet_runtime::render_with(template, args, env, &|filled| match (filled, escape) {
-        (Placeholder::Env(value), Escape::Json) => json_escaped(&value),
-        (Placeholder::Env(value), Escape::Raw | Escape::Url) => value,
-        (Placeholder::Arg(serde_json::Value::String(s)), Escape::Json) => json_escaped(s),
-        (Placeholder::Arg(serde_json::Value::String(s)), Escape::Url) => percent_encode(s),
-        (Placeholder::Arg(serde_json::Value::String(s)), Escape::Raw) => s.clone(),
-        (Placeholder::Arg(other), Escape::Url) => percent_encode(&other.to_string()),
-        (Placeholder::Arg(other), Escape::Raw | Escape::Json) => other.to_string(),
-    })
+/// A client that follows no redirect; with `pin`, one that connects to `pin`'s host only at
+/// its checked addresses.
+fn client(pin: Option<&duet_net::Pin>) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    if let Some(pin) = pin {
+        builder = builder.resolve_to_addrs(&pin.host, &pin.addrs);
+    }
+    builder
+        .build()
+        .map_err(|e| format!("the HTTP client cannot start: {e}"))
 }
 
 fn method(m: HttpMethod) -> reqwest::Method {
@@ -99,6 +113,8 @@ type Failure = String;
 struct Request {
     method: reqwest::Method,
     url: reqwest::Url,
+    /// Whether an argument reached the URL's scheme or authority (so its host is checked).
+    host_from_args: bool,
     headers: HeaderMap,
     body: Option<String>,
 }
@@ -109,7 +125,8 @@ fn build(
     args: &serde_json::Value,
     env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<Request, Failure> {
-    let url = fill(&call.url, args, env, Escape::Url);
+    let filled = fill_url(&call.url, args, env)?;
+    let url = filled.text;
     let parsed =
         reqwest::Url::parse(&url).map_err(|e| format!("its URL `{url}` is not valid: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
@@ -124,17 +141,14 @@ fn build(
             .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
         headers.insert(name, value);
     }
-    let json = headers
-        .get(CONTENT_TYPE)
-        .is_none_or(|v| v.to_str().is_ok_and(|v| v.contains("json")));
+    let escape = Escape::for_body(
+        headers
+            .get(CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap_or("application/octet-stream")),
+    );
     let method = method(call.method);
     let body = match &call.body {
-        Some(template) => Some(fill(
-            template,
-            args,
-            env,
-            if json { Escape::Json } else { Escape::Raw },
-        )),
+        Some(template) => Some(fill(template, args, env, escape)),
         None if matches!(
             call.method,
             HttpMethod::Post | HttpMethod::Put | HttpMethod::Patch
@@ -160,6 +174,7 @@ fn build(
     Ok(Request {
         method,
         url: parsed,
+        host_from_args: filled.host_from_args,
         headers,
         body,
     })
@@ -229,9 +244,17 @@ async fn exchange(
         }
     })?;
     let status = response.status();
+    let location = response
+        .headers()
+        .get(LOCATION)
+        .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
     let body = read_limited(response, call.max_response_bytes).await?;
     Ok(if status.is_success() {
         ToolResult::ok(success_text(status, &body))
+    } else if let (true, Some(to)) = (status.is_redirection(), location) {
+        ToolResult::error(format!(
+            "HTTP {status}: redirects are not followed (Location: {to})"
+        ))
     } else {
         let quoted = excerpt(&body);
         ToolResult::error(if quoted.is_empty() {
@@ -265,17 +288,17 @@ impl HttpTools for HttpClient {
             tracing::warn!(tool = name, thread = %ctx.thread, "{text}");
             ToolResult::error(text)
         };
-        let client = match &self.client {
-            Ok(c) => c,
-            Err(e) => return fail(e),
-        };
         let req = match build(&ctx, call, args, env) {
             Ok(r) => r,
             Err(why) => return fail(&why),
         };
+        let client = match self.client_for(&req).await {
+            Ok(c) => c,
+            Err(why) => return fail(&why),
+        };
         let target = format!("{} {}", req.method, req.url);
         let timeout = Duration::from_millis(u64::from(call.timeout_ms));
-        let result = match tokio::time::timeout(timeout, exchange(client, req, call)).await {
+        let result = match tokio::time::timeout(timeout, exchange(&client, req, call)).await {
             Ok(Ok(result)) => result,
             Ok(Err(why)) => return fail(&why),
             Err(_) => {
@@ -296,30 +319,6 @@ impl HttpTools for HttpClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn templates_escape_for_their_place() {
-        let env = |k: &str| (k == "BASE").then(|| "http://h:1/a b".to_owned());
-        let args = json!({"q": "a/b c\"", "n": 3, "o": {"k": [1]}});
-        assert_eq!(
-            fill("{{env.BASE}}/s/{{q}}?n={{n}}", &args, &env, Escape::Url),
-            "http://h:1/a b/s/a%2Fb%20c%22?n=3"
-        );
-        assert_eq!(
-            fill(
-                r#"{"q": "{{q}}", "o": {{o}}, "b": "{{env.BASE}}"}"#,
-                &args,
-                &env,
-                Escape::Json
-            ),
-            r#"{"q": "a/b c\"", "o": {"k":[1]}, "b": "http://h:1/a b"}"#
-        );
-        assert_eq!(
-            fill("{{q}}{{missing}} {{ open", &args, &env, Escape::Raw),
-            "a/b c\" {{ open"
-        );
-    }
 
     #[test]
     fn answers_read_as_text() {

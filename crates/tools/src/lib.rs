@@ -23,11 +23,21 @@ pub use mcp::McpServer;
 /// `builder` with the http client and one [`McpServer`] per server `project` declares (stdio
 /// servers run in `root`, the project root). Nothing starts until a step needs it.
 pub fn register(
-    mut builder: duet_runtime::RuntimeBuilder,
+    builder: duet_runtime::RuntimeBuilder,
     project: &duet_spec::Project,
     root: &Path,
 ) -> duet_runtime::RuntimeBuilder {
-    builder = builder.http_tools(HttpClient::new());
+    register_with(builder, project, root, HttpClient::new())
+}
+
+/// [`register`] with an http client of the caller's (one that allows private targets, say).
+pub fn register_with(
+    mut builder: duet_runtime::RuntimeBuilder,
+    project: &duet_spec::Project,
+    root: &Path,
+    http: HttpClient,
+) -> duet_runtime::RuntimeBuilder {
+    builder = builder.http_tools(http);
     for (name, server) in mcp::servers(&project.mcp, root) {
         builder = builder.tool_server(&name, server);
     }

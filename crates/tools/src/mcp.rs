@@ -8,7 +8,8 @@
 //! started is left alone for [`RETRY_AFTER`], doubling with each failure in a row up to
 //! [`RETRY_AFTER_MAX`], so steps do not wait on it every time.
 //! `{{env.NAME}}` in `env`, `url` and `headers` come from duet's environment; their values are
-//! redacted from every message.
+//! redacted from every message. A server's `url` is the definition's, trusted as written; a
+//! redirect is followed only within its origin.
 
 mod content;
 
@@ -85,6 +86,18 @@ fn lifecycle() -> ClientLifecycleMode {
         preferred_versions: vec![ProtocolVersion::LATEST],
         legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
     }
+}
+
+/// Redirects followed only within the origin the request went to (at most 5): the server's
+/// `headers`, its credentials among them, never go to a host its definition did not name.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        if duet_net::redirect_allowed(attempt.previous(), attempt.url()) {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
 }
 
 fn from_env(template: &str) -> String {
@@ -248,6 +261,7 @@ impl McpServer {
                     .custom_headers(custom)
                     .reinit_on_expired_session(true);
                 let client = reqwest::Client::builder()
+                    .redirect(same_origin_redirects())
                     .build()
                     .map_err(|e| format!("the HTTP client cannot start: {e}"))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);

@@ -1,6 +1,6 @@
 //! Secrets out of every text a tool returns or logs: the env values a definition's templates
 //! filled in (`{{env.NAME}}`) are replaced by `[redacted]`, as written and as they appear
-//! percent-encoded or JSON-escaped.
+//! percent-encoded, form-encoded or JSON-escaped.
 
 /// What replaces a secret.
 pub const REDACTED: &str = "[redacted]";
@@ -26,7 +26,13 @@ impl Secrets {
             .strip_prefix('"')
             .and_then(|j| j.strip_suffix('"'))
             .unwrap_or(value);
-        for v in [value.to_owned(), percent_encode(value), json.to_owned()] {
+        let form: String = form_urlencoded::byte_serialize(value.as_bytes()).collect();
+        for v in [
+            value.to_owned(),
+            percent_encode(value),
+            form,
+            json.to_owned(),
+        ] {
             if !self.values.contains(&v) {
                 self.values.push(v);
             }
@@ -84,5 +90,8 @@ mod tests {
             "a [redacted] b [redacted] c [redacted] d no"
         );
         assert_eq!(percent_encode("a b/ü"), "a%20b%2F%C3%BC");
+        let mut form = Secrets::default();
+        form.add("pass word+1");
+        assert_eq!(form.redact("p=pass+word%2B1&q=2"), "p=[redacted]&q=2");
     }
 }

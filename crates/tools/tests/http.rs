@@ -1,14 +1,18 @@
 //! `http` tools against a local server: a JSON answer, templates (URL encoding, headers, a JSON
 //! body), a non-2xx answer, a timeout, an oversize body (announced and streamed), a connection
-//! refused, and env secrets redacted from results and errors.
+//! refused, and env secrets redacted from results and errors. Then what an argument must not
+//! do: change the path with `.` or `..`, add form fields, or choose a private host; and a
+//! redirect is not followed (so no header goes to where it points). Every server here is on
+//! 127.0.0.1.
 
 use std::collections::BTreeMap;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Query, RawQuery};
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::{get, post};
+use axum::extract::{Form, Path, Query, RawQuery};
+use axum::http::header::LOCATION;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::routing::{any, get, post};
 use duet_runtime::{HttpTools, ThreadId, ToolContext, ToolResult};
 use duet_spec::{HttpCall, HttpMethod};
 use duet_tools::HttpClient;
@@ -73,6 +77,21 @@ async fn server() -> String {
             }),
         )
         .route("/big", get(|| async { "x".repeat(5000) }))
+        .route(
+            "/form",
+            post(|Form(fields): Form<BTreeMap<String, String>>| async move {
+                axum::Json(json!(fields))
+            }),
+        )
+        .route(
+            "/moved",
+            get(|Query(q): Query<BTreeMap<String, String>>| async move {
+                let to = q.get("to").cloned().unwrap_or_default();
+                (StatusCode::FOUND, [(LOCATION, to)], "moved")
+            }),
+        )
+        // Any other path: the path as the server received it, still encoded.
+        .fallback(|uri: Uri| async move { axum::Json(json!({"path": uri.path()})) })
         .route(
             "/big-stream",
             get(|| async {
@@ -252,4 +271,130 @@ async fn failures_before_an_answer_are_errors_with_the_secret_redacted() {
         "{}",
         r.content
     );
+}
+
+#[tokio::test]
+async fn a_path_argument_cannot_change_the_path() {
+    let base = server().await;
+    let c = call(HttpMethod::Get, "{{env.BASE}}/users/{{id}}/profile");
+    // A value that holds a `/`, `?`, `#` or `%` stays inside its segment.
+    let r = run(&base, &c, json!({"id": "a/../b?c#d%"})).await;
+    assert_eq!(
+        json_of(&r)["path"],
+        "/users/a%2F..%2Fb%3Fc%23d%25/profile",
+        "what the server received"
+    );
+    // A whole segment of dots would be resolved away by the URL parser (and by many servers):
+    // the call is refused and nothing is sent.
+    for id in ["..", "."] {
+        let r = run(&base, &c, json!({"id": id})).await;
+        assert!(!r.is_ok(), "{id}: {r:?}");
+        assert!(r.content.contains("path segment"), "{id}: {}", r.content);
+    }
+    let dotted = call(HttpMethod::Get, "{{env.BASE}}/files/.{{ext}}");
+    assert!(!run(&base, &dotted, json!({"ext": "."})).await.is_ok());
+    // Anything else arrives as it was given.
+    for (id, received) in [
+        ("...", "/users/.../profile"),
+        ("%2e%2E", "/users/%252e%252E/profile"),
+        ("..a", "/users/..a/profile"),
+    ] {
+        let r = run(&base, &c, json!({"id": id})).await;
+        assert_eq!(json_of(&r)["path"], received, "{id}");
+    }
+}
+
+#[tokio::test]
+async fn a_form_body_encodes_its_values() {
+    let base = server().await;
+    let mut c = call(HttpMethod::Post, "{{env.BASE}}/form");
+    c.headers.insert(
+        "Content-Type".into(),
+        "application/x-www-form-urlencoded".into(),
+    );
+    c.body = Some("a={{x}}&b=2".into());
+    let r = run(&base, &c, json!({"x": "1&admin=true"})).await;
+    assert_eq!(json_of(&r), json!({"a": "1&admin=true", "b": "2"}));
+}
+
+/// A server on another origin that records the headers it is sent.
+async fn elsewhere() -> (String, tokio::sync::mpsc::UnboundedReceiver<HeaderMap>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = Router::new().route(
+        "/landing",
+        any(move |headers: HeaderMap| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(headers);
+                "landed"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), rx)
+}
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_takes_no_header_along() {
+    let base = server().await;
+    let (other, mut landed) = elsewhere().await;
+    let mut c = call(HttpMethod::Get, "{{env.BASE}}/moved?to={{to}}");
+    c.headers.insert("X-Api-Key".into(), "{{env.TOKEN}}".into());
+    let to = format!("{other}/landing?key={SECRET}");
+    let r = run(&base, &c, json!({"to": to})).await;
+    assert!(!r.is_ok(), "{r:?}");
+    assert!(r.content.contains("HTTP 302"), "{}", r.content);
+    assert!(
+        r.content
+            .contains(&format!("{other}/landing?key=[redacted]")),
+        "the error names where it points, redacted: {}",
+        r.content
+    );
+    assert!(
+        landed.try_recv().is_err(),
+        "the other origin was sent nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_host_an_argument_chooses_must_be_public() {
+    let base = server().await;
+    let port = base.rsplit(':').next().unwrap_or_default().to_owned();
+    let c = call(
+        HttpMethod::Post,
+        &format!("http://{{{{host}}}}:{port}/echo"),
+    );
+    for host in ["127.0.0.1", "localhost", "0x7f.1"] {
+        let r = run(&base, &c, json!({"host": host})).await;
+        assert!(!r.is_ok(), "{host}: {r:?}");
+        assert!(r.content.contains("not a public address"), "{}", r.content);
+    }
+    // The same with a host an argument extends (as `.evil.example` would).
+    let extended = call(
+        HttpMethod::Post,
+        &format!("http://127.0.0{{{{rest}}}}:{port}/echo"),
+    );
+    let r = run(&base, &extended, json!({"rest": ".1"})).await;
+    assert!(r.content.contains("not a public address"), "{}", r.content);
+    // A host the definition fixes is trusted as written (every other test here is one), and
+    // an operator may allow private targets.
+    let ctx = ToolContext {
+        thread: ThreadId::nil(),
+        idempotency_key: "thread:call_1".to_owned(),
+    };
+    let allowed = HttpClient::new()
+        .allow_private_targets(true)
+        .call(
+            ctx,
+            "probe",
+            &c,
+            &json!({"host": "127.0.0.1"}),
+            &|_: &str| None,
+        )
+        .await;
+    assert_eq!(json_of(&allowed)["body"], json!({"host": "127.0.0.1"}));
 }

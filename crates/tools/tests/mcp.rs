@@ -2,7 +2,8 @@
 //! `@modelcontextprotocol/server-everything` over stdio (its tools listed, a call, calls that
 //! fail, the process killed between calls and started again), and a server written with the
 //! official Python SDK over streamable HTTP (list, call, structured content, an error, a
-//! missing credential, the server gone).
+//! missing credential, the server gone); and a redirect to another origin, which is not
+//! followed (its headers would go along).
 
 mod support;
 
@@ -172,4 +173,41 @@ async fn a_python_server_over_streamable_http_lists_calls_and_fails() {
     py.kill().await;
     let r = server.call(ctx(), "greet", json!({"name": "Ada"})).await;
     assert!(!r.is_ok(), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_origin_is_not_followed() {
+    use axum::http::{HeaderMap, StatusCode, header::LOCATION};
+    // Another origin on 127.0.0.1 that records what it is sent.
+    let (tx, mut landed) = tokio::sync::mpsc::unbounded_channel::<HeaderMap>();
+    let other = axum::Router::new().fallback(move |headers: HeaderMap| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(headers);
+            "landed"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let to = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, other).await });
+    let moved = axum::Router::new().fallback(move || {
+        let to = to.clone();
+        async move { (StatusCode::TEMPORARY_REDIRECT, [(LOCATION, to)]) }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, moved).await });
+
+    let mut def = python_def(&url, "secret-token");
+    def.timeout_ms = 5_000;
+    let server = McpServer::new(def, &repo());
+    assert!(server.tools().await.is_err());
+    assert!(
+        landed.try_recv().is_err(),
+        "the other origin was sent nothing (not the Authorization header)"
+    );
 }

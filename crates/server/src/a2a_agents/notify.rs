@@ -9,6 +9,7 @@ use duet_a2a::{
     A2aError, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
 };
+use duet_net::Target;
 use duet_server_store::PushConfig;
 use std::collections::BTreeSet;
 
@@ -16,7 +17,7 @@ use duet_runtime::{FeedEvent, ThreadId};
 use futures::{FutureExt, StreamExt};
 
 use super::follow;
-use super::push::{Target, target_allowed};
+use super::push::target_allowed;
 use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
 use crate::service;
@@ -304,13 +305,13 @@ async fn send(
     d: &duet_server_store::PushDelivery,
 ) -> Result<(), String> {
     let pinned;
-    let http = match &target.pinned {
+    let http = match &target.pin {
         None => http,
-        Some((host, addrs)) => {
+        Some(pin) => {
             pinned = reqwest::Client::builder()
                 .timeout(TIMEOUT)
                 .redirect(reqwest::redirect::Policy::none())
-                .resolve_to_addrs(host, addrs)
+                .resolve_to_addrs(&pin.host, &pin.addrs)
                 .build()
                 .map_err(|e| e.to_string())?;
             &pinned

@@ -2,13 +2,12 @@
 //! http(s) URL whose host is public, unless the server allows private targets), and the target
 //! check the sender repeats before every delivery (a name may resolve elsewhere by then).
 
-use std::net::{IpAddr, SocketAddr};
-
 use duet_a2a::{
     A2aError, AuthenticationInfo, Context, Handled, ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse, TaskPushNotificationConfig,
     TaskPushNotificationConfigRef,
 };
+use duet_net::{Target, TargetError};
 use duet_server_store::PushConfig;
 
 use super::agent::DuetAgent;
@@ -16,88 +15,19 @@ use super::tasks::TaskRef;
 use crate::auth::Caller;
 use crate::service;
 
-/// Where a push may go: the URL as the HTTP client reads it, and — unless private targets are
-/// allowed — the addresses its host resolved to, every one of them public. The sender
-/// connects to exactly those addresses (no second lookup to rebind), and redirects are not
-/// followed.
-#[derive(Debug)]
-pub(crate) struct Target {
-    pub url: reqwest::Url,
-    /// `(host, addresses)` to pin the connection to; `None` for an IP literal or when private
-    /// targets are allowed (nothing to pin).
-    pub pinned: Option<(String, Vec<SocketAddr>)>,
-}
-
-/// Whether `url` may be sent to: `Err` says why not. The URL is parsed as the HTTP client will
-/// parse it (a `\` or `@` trick reads the same to both). With `allow_private`, only the scheme
-/// and a host are checked.
+/// Whether `url` may be pushed to: an http(s) URL whose host is public — every address it
+/// resolves to, by `duet_net`'s classification — unless the server allows private targets.
+/// The sender connects to exactly the addresses checked (no second lookup to rebind), and
+/// redirects are not followed. `Err` says why in words a client can act on.
 pub(crate) async fn target_allowed(url: &str, allow_private: bool) -> Result<Target, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!("scheme `{}`: use http or https", parsed.scheme()));
-    }
-    let host = parsed.host().ok_or("no host")?;
-    let port = parsed.port_or_known_default().ok_or("no port")?;
-    if allow_private {
-        return Ok(Target {
-            url: parsed,
-            pinned: None,
-        });
-    }
-    let (name, addresses): (Option<String>, Vec<SocketAddr>) = match host {
-        url::Host::Ipv4(ip) => (None, vec![SocketAddr::new(IpAddr::V4(ip), port)]),
-        url::Host::Ipv6(ip) => (None, vec![SocketAddr::new(IpAddr::V6(ip), port)]),
-        url::Host::Domain(d) => {
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((d, port))
-                .await
-                .map_err(|e| format!("cannot resolve `{d}`: {e}"))?
-                .collect();
-            (Some(d.to_owned()), found)
-        }
-    };
-    let shown = name.clone().unwrap_or_else(|| host.to_string());
-    match addresses.iter().find(|a| !public(&a.ip())) {
-        Some(a) => Err(format!(
-            "`{shown}` is {}, a private, loopback or link-local address (the server allows those only with --allow-private-push)",
-            a.ip()
-        )),
-        None if addresses.is_empty() => Err(format!("`{shown}` resolves to nothing")),
-        None => Ok(Target {
-            pinned: name.map(|n| (n, addresses)),
-            url: parsed,
-        }),
-    }
-}
-
-/// Whether `ip` is on the public internet (not private, loopback, link-local, unspecified,
-/// multicast, or documentation/benchmark space).
-fn public(ip: &IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            !(v4.is_private()
-                || v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b))
-                || (a == 198 && (b == 18 || b == 19)))
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return public(&IpAddr::V4(v4));
+    duet_net::target_allowed(url, allow_private)
+        .await
+        .map_err(|e| match e {
+            TargetError::Refused { .. } => {
+                format!("{e} (the server allows private targets only with --allow-private-push)")
             }
-            let first = v6.segments()[0];
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80)
-        }
-    }
+            other => other.to_string(),
+        })
 }
 
 impl DuetAgent {
@@ -298,6 +228,16 @@ mod tests {
             "http://[::1]:9000/",
             "http://[fe80::1]/",
             "http://[::ffff:127.0.0.1]/",
+            // IPv6 forms of a private IPv4 address, and blocks the old hand list missed.
+            "http://[64:ff9b::7f00:1]/",
+            "http://[64:ff9b:1::a00:1]/",
+            "http://[::7f00:1]/",
+            "http://[::ffff:0:7f00:1]/",
+            "http://[2002:7f00:1::1]/",
+            "http://[2001::1]/",
+            "http://[fec0::1]/",
+            "http://192.0.0.1/",
+            "http://240.0.0.1/",
             "http://0.0.0.0/",
             "ftp://example.com/",
             "http:///nohost",
