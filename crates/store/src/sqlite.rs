@@ -16,8 +16,11 @@ use sqlx::sqlite::{
 };
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+mod backup;
 mod commit;
 mod writes;
+
+pub use backup::{BackupError, SqliteBackup, sqlite_backup};
 
 /// The store on one SQLite file. Its change feed is in process: a write publishes to it after
 /// committing, while it still holds the write connection, so changes arrive in commit order.
