@@ -1,6 +1,7 @@
 //! `duet`: the command-line tool. This is the composition root: the only place (with the
 //! server's `main`) that picks concrete implementations.
 
+mod backup;
 mod chat;
 mod compose;
 mod keys;
@@ -61,6 +62,8 @@ enum Command {
         #[command(flatten)]
         place: Place,
     },
+    /// Copy the SQLite database to a new file while it is in use (Postgres: see the README).
+    Backup(backup::Args),
 }
 
 fn main() -> ExitCode {
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
             Command::Keys(args) => keys::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
             Command::Recover { place } => run::recover(place).await,
+            Command::Backup(args) => backup::run(args).await,
             Command::Migrate { place } => match compose::store(&place).await {
                 Ok(_) => {
                     println!("database is up to date");

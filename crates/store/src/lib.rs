@@ -28,7 +28,7 @@ mod sqlite;
 pub mod testing;
 
 pub use postgres::PgStore;
-pub use sqlite::{SqliteOptions, SqliteStore};
+pub use sqlite::{BackupError, SqliteBackup, SqliteOptions, SqliteStore, sqlite_backup};
 
 /// Opens the store at `url` and applies pending migrations: `postgres://…` (or
 /// `postgresql://…`) selects Postgres; `sqlite:PATH` or a plain path selects SQLite (the file

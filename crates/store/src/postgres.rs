@@ -11,6 +11,7 @@
 
 mod commit;
 mod listen;
+mod session;
 
 use std::sync::Arc;
 
@@ -44,14 +45,28 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/post
 impl PgStore {
     /// Connects to `url` and migrates the database.
     pub async fn connect(url: &str) -> Result<Self, duet_runtime::StoreError> {
+        // No `extra_float_digits` in the startup packet (sqlx sends 2 by default): no column of
+        // ours is a float, and poolers refuse startup parameters they do not track (PgBouncer:
+        // "unsupported startup parameter").
+        let options = url
+            .parse::<PgConnectOptions>()
+            .map_err(crate::db_error)?
+            .extra_float_digits(None);
         // An unreachable server is said at once, with the driver's own error (connection
         // refused, unknown host, authentication), not as the pool's "timed out" after 30 s: one
-        // connection first, given 5 s.
-        let options: PgConnectOptions = url.parse().map_err(crate::db_error)?;
+        // connection first, given 5 s, which also checks that a connection is a session of its
+        // own (no pooler in transaction mode) before anything relies on it.
         let wait = std::time::Duration::from_secs(5);
-        match tokio::time::timeout(wait, sqlx::ConnectOptions::connect(&options)).await {
-            Ok(Ok(first)) => drop(first),
-            Ok(Err(e)) => return Err(crate::db_error(e)),
+        let first = async {
+            let mut first = sqlx::ConnectOptions::connect(&options)
+                .await
+                .map_err(crate::db_error)?;
+            session::check(&mut first, &options).await?;
+            let _ = sqlx::Connection::close(first).await;
+            Ok::<_, duet_runtime::StoreError>(())
+        };
+        match tokio::time::timeout(wait, first).await {
+            Ok(checked) => checked?,
             Err(_) => {
                 return Err(duet_runtime::StoreError::backend_in(
                     format!("no answer from the server within {} s", wait.as_secs()),
@@ -63,7 +78,7 @@ impl PgStore {
             .max_connections(8)
             .test_before_acquire(false)
             .acquire_timeout(wait)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(crate::db_error)?;
         // On a connection of its own (not `&pool`): this keeps `connect`'s future `Send` for any
@@ -78,7 +93,7 @@ impl PgStore {
         Ok(PgStore {
             write: pool.clone(),
             read: pool.clone(),
-            feed: Arc::new(Feed::start(url)),
+            feed: Arc::new(Feed::start(options)),
             committer: crate::group::Committer::start(commit::PgWriter { pool }, COMMITS_IN_FLIGHT),
         })
     }

@@ -1,7 +1,8 @@
 //! `duet serve` over real HTTP on 127.0.0.1, on SQLite and (with `DATABASE_URL`) Postgres:
-//! the approval walkthrough, events with reconnects, the double answer, hostile input, principal
+//! the approval walkthrough, events with reconnects, the double answer (every pair of doors,
+//! `doors.rs`), streams that end with their key (`revoked.rs`), hostile input, principal
 //! isolation, the OpenAPI document and graceful shutdown; the session control plane and the Agent
-//! Handler conformance over HTTP.
+//! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -20,4 +21,5 @@ mod hostile;
 mod inbox;
 mod isolation;
 mod lifecycle;
+mod pooler;
 mod revoked;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use duet_runtime::{Change, ChangeHub, FeedEvent, ThreadStatus};
 use futures::StreamExt;
 use futures::stream::{self, BoxStream};
-use sqlx::postgres::PgListener;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -49,11 +49,11 @@ impl Drop for Feed {
 }
 
 impl Feed {
-    /// The feed of the database at `url`; it listens once it has a subscriber.
-    pub(crate) fn start(url: &str) -> Self {
+    /// The feed of the database `options` connect to; it listens once it has a subscriber.
+    pub(crate) fn start(options: PgConnectOptions) -> Self {
         let hub = ChangeHub::default();
         let shared = Arc::new(Shared::default());
-        let relay = tokio::spawn(relay(url.to_owned(), hub.clone(), shared.clone()));
+        let relay = tokio::spawn(relay(options, hub.clone(), shared.clone()));
         Feed { hub, shared, relay }
     }
 
@@ -71,12 +71,21 @@ impl Feed {
     }
 }
 
-/// A listener on [`CHANNEL`], on a connection of its own; retried until it connects.
-async fn listener(url: &str) -> PgListener {
+/// A listener on [`CHANNEL`], on a connection of its own (a pool of one, which is how
+/// `PgListener` reconnects); retried until it connects.
+async fn listener(options: &PgConnectOptions) -> PgListener {
     let mut delay = Duration::from_millis(50);
     loop {
         let attempt = async {
-            let mut listener = PgListener::connect(url).await?;
+            let pool = PgPoolOptions::new()
+                .max_connections(1)
+                .max_lifetime(None)
+                .idle_timeout(None)
+                .connect_with(options.clone())
+                .await?;
+            let mut listener = PgListener::connect_with(&pool).await?;
+            // The pool is the listener's own: nothing else closes it.
+            listener.ignore_pool_close_event(true);
             listener.listen(CHANNEL).await?;
             Ok::<_, sqlx::Error>(listener)
         };
@@ -104,12 +113,12 @@ pub(crate) fn parse_change(payload: &str) -> Option<Change> {
 
 /// Waits for subscribers, listens while there are any, and relays what it hears. A payload that
 /// is not a change (a foreign writer on the channel) is a resync: re-reading is always safe.
-async fn relay(url: String, hub: ChangeHub, shared: Arc<Shared>) {
+async fn relay(options: PgConnectOptions, hub: ChangeHub, shared: Arc<Shared>) {
     loop {
         while hub.subscribers() == 0 {
             shared.wanted.notified().await;
         }
-        let mut listening = listener(&url).await;
+        let mut listening = listener(&options).await;
         *shared.live() = true;
         hub.resync();
         loop {

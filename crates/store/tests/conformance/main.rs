@@ -3,12 +3,14 @@
 //! database of each. `commits.rs`: commits and the journal; `queue.rs`: the queue, leases, the
 //! registry and termination; `feed.rs`: the change feed; `listing.rs`: threads and the journal a
 //! page at a time; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
-//! API keys and sign-ins (the server's tables, `duet_server_store`); `answers.rs`: who answered a park; `push.rs`: push configs and the outbox.
+//! API keys and sign-ins (the server's tables, `duet_server_store`); `answers.rs`: who answered a park; `push.rs`: push configs and the outbox;
+//! `backup.rs` (SQLite only): an online backup taken while a writer commits.
 
 use duet_store::testing as support;
 
 mod answers;
 mod awaits;
+mod backup;
 mod claims;
 mod commits;
 mod feed;
