@@ -9,6 +9,7 @@ mod mcp;
 mod otel;
 mod run;
 mod serve;
+mod stale;
 mod threads;
 mod validate;
 

@@ -1,4 +1,4 @@
-//! `duet threads [--status S] [--json]` and `duet threads show KEY [--json]`.
+//! `duet threads [--status S | --stale] [--json]` and `duet threads show KEY [--json]`.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -15,6 +15,10 @@ pub(crate) struct Args {
     /// Only threads with this status: running, awaiting_human, waiting, idle, terminated.
     #[arg(long)]
     status: Option<String>,
+    /// Only the threads the project's definitions no longer fit (their agent, human side or
+    /// acting prompt is gone): a resume would fail them. Reads the project.
+    #[arg(long, conflicts_with = "status")]
+    stale: bool,
     /// Print JSON.
     #[arg(long, global = true)]
     json: bool,
@@ -42,6 +46,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.stale && args.show.is_none() {
+        return crate::stale::list(&args.place, args.json).await;
+    }
     let store = match crate::compose::store(&args.place).await {
         Ok(s) => s,
         Err(code) => return code,

@@ -159,6 +159,7 @@ fn failure(e: &RunError) -> AgentEvent {
         RunError::UnknownThread(_) => (codes::UNKNOWN_AGENT, false),
         RunError::Terminated(_) => (codes::TERMINATED, false),
         RunError::AlreadyAnswered { .. } => (codes::ALREADY_ANSWERED, false),
+        RunError::Stale { .. } => (codes::STALE_DEFINITION, false),
         RunError::ShuttingDown => (codes::SHUTTING_DOWN, true),
         // Retrying cannot read a corrupt row; every other store failure may pass.
         RunError::Store(StoreError::Corrupt(_)) => (codes::INTERNAL, false),

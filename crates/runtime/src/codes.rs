@@ -25,3 +25,6 @@ pub const ALREADY_ANSWERED: &str = "already_answered";
 /// The process is shutting down: the run stopped at its last commit and another process (or
 /// this one, restarted) continues it. Retryable.
 pub const SHUTTING_DOWN: &str = "shutting_down";
+/// The thread needs what the project's definitions no longer have (its agent, the human side
+/// its question waits for, its acting prompt). Nothing was written.
+pub const STALE_DEFINITION: &str = "stale_definition";

@@ -30,6 +30,18 @@ pub enum RunError {
     /// and a run stops at its next commit, its lease given back for another process to continue.
     #[error("the runtime is shutting down")]
     ShuttingDown,
+    /// The thread needs what the project's definitions no longer have (its agent, the human
+    /// side its question waits for, its acting prompt): nothing was written, and the thread
+    /// stays where it is until the definitions fit it again.
+    #[error(
+        "thread `{key}` cannot go on: {why} (the definitions changed under it; `duet threads --stale` lists such threads)"
+    )]
+    Stale {
+        /// The thread's key.
+        key: String,
+        /// What it needs that is gone.
+        why: String,
+    },
     /// The delivery answers a park the thread has moved on from (someone answered first):
     /// nothing was written.
     #[error("{}", already_answered(key, park, first.as_ref()))]
@@ -56,6 +68,7 @@ impl RunError {
             RunError::Busy(_) => "busy",
             RunError::ShuttingDown => "shutting_down",
             RunError::AlreadyAnswered { .. } => "already_answered",
+            RunError::Stale { .. } => "stale_definition",
         }
     }
 }

@@ -36,6 +36,7 @@ pub mod middleware;
 mod model;
 pub mod plan;
 mod record;
+pub mod stale;
 mod store;
 pub mod telemetry;
 #[cfg(feature = "test-util")]

@@ -68,6 +68,10 @@ pub enum RecordBody {
         /// [`crate::telemetry::TraceCarrier`] saved one): the step that resumes links to it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
+        /// At a park, the project revision it parked under ([`duet_spec::Project::revision`]):
+        /// a resume under another revision checks the thread still has what it needs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        revision: Option<String>,
     },
     /// The session ended.
     #[serde(rename_all = "camelCase")]
@@ -184,6 +188,7 @@ mod tests {
                     stop_reason: StopReason::AwaitingHuman,
                     status: ThreadStatus::AwaitingHuman,
                     trace: None,
+                    revision: None,
                 },
                 "stopped",
                 json!({"stopReason": "awaiting_human", "status": "awaiting_human"}),
@@ -193,9 +198,10 @@ mod tests {
                     stop_reason: StopReason::AwaitingHuman,
                     status: ThreadStatus::AwaitingHuman,
                     trace: Some("{\"traceparent\":\"00-ab-cd-01\"}".into()),
+                    revision: Some("0123456789ab".into()),
                 },
                 "stopped",
-                json!({"stopReason": "awaiting_human", "status": "awaiting_human", "trace": "{\"traceparent\":\"00-ab-cd-01\"}"}),
+                json!({"stopReason": "awaiting_human", "status": "awaiting_human", "trace": "{\"traceparent\":\"00-ab-cd-01\"}", "revision": "0123456789ab"}),
             ),
             (
                 RecordBody::SessionEnded {

@@ -24,6 +24,7 @@ pub fn halt(t: &mut Thread, status: ThreadStatus, reason: StopReason, now: i64) 
             stop_reason: reason,
             status,
             trace: None,
+            revision: None,
         },
         now,
     )

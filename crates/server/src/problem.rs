@@ -147,6 +147,7 @@ pub(crate) fn run_error(e: RunError, key: &str) -> Problem {
         RunError::ShuttingDown => {
             Problem::unavailable("shutting_down", "the server is shutting down; retry")
         }
+        e @ RunError::Stale { .. } => Problem::unprocessable("stale_definition", e.to_string()),
         RunError::Store(StoreError::AgentMismatch { agent, .. }) => Problem::new(
             StatusCode::CONFLICT,
             "agent_mismatch",

@@ -19,7 +19,10 @@ impl Project {
     pub fn from_listing(listing: Listing) -> Loaded {
         let Listing { mut files, skipped } = listing;
         files.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut project = Project::default();
+        let mut project = Project {
+            revision: revision(&files),
+            ..Project::default()
+        };
         let mut issues = Vec::new();
         for file in &files {
             project.load_file(file, &mut issues);
@@ -34,4 +37,22 @@ impl Project {
         issues.dedup();
         Loaded { project, issues }
     }
+}
+
+/// The revision of `files` (sorted by path): SHA-256 over each file's path and bytes, each
+/// length-prefixed so no two listings hash alike, as 12 hex digits.
+fn revision(files: &[SourceFile]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for file in files.iter().filter(|f| f.path.starts_with("agents/")) {
+        for part in [file.path.as_bytes(), &file.bytes] {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part);
+        }
+    }
+    hash.finalize()
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

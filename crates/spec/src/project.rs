@@ -234,6 +234,9 @@ pub struct Defined<T> {
 /// prompt does not also make every agent that names it report an unknown prompt.
 #[derive(Clone, Debug, Default)]
 pub struct Project {
+    /// The definitions' revision: a hash of every file under `agents/`, its path and its bytes
+    /// (12 hex digits of SHA-256). A parked thread records the revision it parked under.
+    pub revision: String,
     /// `agents/agents/`, by `name`.
     pub agents: BTreeMap<String, Defined<AgentDef>>,
     /// `agents/prompts/`, by `name`.

@@ -23,3 +23,4 @@ mod isolation;
 mod lifecycle;
 mod pooler;
 mod revoked;
+mod stale;

@@ -161,6 +161,12 @@ impl Runtime {
             Some(t) => self.check(t, key, agent, &origin)?,
             None => return Err(RunError::UnknownThread(key.to_owned())),
         };
+        if let Some(why) = crate::stale::missing(&self.inner.project, &thread) {
+            return Err(RunError::Stale {
+                key: key.to_owned(),
+                why,
+            });
+        }
         let agent = self.agent_def(&thread.agent)?;
         let message = inbound(agent, &origin, text, message_id, images, trace);
         let now = self.now();

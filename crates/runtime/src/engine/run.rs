@@ -118,6 +118,21 @@ impl Runtime {
                     && self.drain(&mut t, &mut msgs, queue, &scope, events).await?;
             }
             let session_was_open = t.session_open;
+            // The definitions may have changed since the thread parked: one that lost what
+            // it needs fails here, its answer (drained above) kept.
+            if let Some(why) = crate::stale::missing(&project, &t) {
+                let error = format!(
+                    "the definitions changed under this thread (now revision {}): {why}",
+                    project.revision
+                );
+                match self.step_error(&mut t, &error).await? {
+                    Flow::Done(settled) => return Ok((settled, false)),
+                    Flow::Continue { queued: more } => {
+                        queued |= more;
+                        continue;
+                    }
+                }
+            }
             // Looked up each round: a handoff changes the thread's agent.
             let agent = &project
                 .agents

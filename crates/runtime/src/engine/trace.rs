@@ -1,6 +1,7 @@
 //! Trace context across the store, when a [`TraceCarrier`](crate::telemetry::TraceCarrier) is
 //! set: saved with what a run queues and with a park, read back by the run that drains or
-//! resumes. Without a carrier each of these does nothing and reads nothing.
+//! resumes. Without a carrier each of these does nothing and reads nothing. A park is also
+//! stamped with the project's revision, carrier or not.
 
 use tracing::Span;
 
@@ -27,19 +28,23 @@ impl Runtime {
         carrier.save(&span)
     }
 
-    /// Saves the current span's context (the step that asked) with a park that `commit` writes.
+    /// Stamps a park that `commit` writes with the project's revision and, when a carrier is
+    /// set, the current span's context (the step that asked).
     pub(super) fn mark_park(&self, commit: &mut Commit) {
-        if self.inner.carrier.is_none() {
-            return;
-        }
         for record in &mut commit.records {
             if let RecordBody::Stopped {
                 status: ThreadStatus::AwaitingHuman,
-                trace: trace @ None,
+                trace,
+                revision,
                 ..
             } = &mut record.body
             {
-                *trace = self.trace_here();
+                if revision.is_none() {
+                    *revision = Some(self.inner.project.revision.clone());
+                }
+                if trace.is_none() && self.inner.carrier.is_some() {
+                    *trace = self.trace_here();
+                }
             }
         }
     }

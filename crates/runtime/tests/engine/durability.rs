@@ -1,6 +1,7 @@
 //! Durability across runners: two runtimes racing for one thread never both run it, and a run
-//! killed mid-step is finished by the next runner exactly as an uninterrupted run would have.
-//! Both on every backend.
+//! killed mid-step is finished by the next runner exactly as an uninterrupted run would have,
+//! or failed (that thread only) when the definitions it resumes under lost its agent. All on
+//! every backend.
 
 use crate::support;
 
@@ -286,6 +287,74 @@ async fn a_run_killed_mid_step_is_finished_by_the_next_runner() {
             kinds(&records),
             kinds(&reference.1),
             "{}: same journal",
+            backend.name()
+        );
+    }
+}
+
+/// The same gate under a name of its own: definitions in which `gate` no longer exists.
+fn renamed() -> Arc<duet_spec::Project> {
+    let dir = support::Scratch::new("durability-renamed");
+    dir.write(
+        "agents/agents/keeper.yaml",
+        "name: keeper\nsideA: { prompt: gate }\nsideB: { human: true }\n",
+    );
+    dir.write(
+        "agents/prompts/gate.yaml",
+        "name: gate\ntoolDescription: d\nmodel: m\nincludeChat: true\nprompt: p\n",
+    );
+    dir.write(
+        "agents/models/m.yaml",
+        "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - text: fine\n",
+    );
+    dir.project()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_recovered_under_definitions_without_its_agent_fails_that_thread() {
+    let project = project(1);
+    for backend in support::backends().await {
+        let entered = Arc::new(Notify::new());
+        let slow = Slow {
+            first: AtomicBool::new(true),
+            entered: entered.clone(),
+        };
+        let victim = runtime(
+            &project,
+            backend.open().await,
+            Arc::new(ManualClock::new(0)),
+            slow,
+        );
+        support::kill_mid_step(victim, "t", "gate", &entered).await;
+        let store = backend.open().await;
+        let heir = runtime(
+            &renamed(),
+            store.clone(),
+            Arc::new(ManualClock::new(60_001)),
+            quick(),
+        );
+        assert_eq!(
+            heir.recover(&CancellationToken::new())
+                .await
+                .expect("recover: the process goes on"),
+            1,
+            "{}",
+            backend.name()
+        );
+        let t = store.thread("t").await.expect("read").expect("thread");
+        assert_eq!(
+            (t.status, t.stop_reason),
+            (
+                ThreadStatus::Idle,
+                Some(duet_runtime::StopReason::StepError)
+            ),
+            "{}",
+            backend.name()
+        );
+        let result = t.result.unwrap_or_default();
+        assert!(
+            result.contains("agent `gate` is no longer defined"),
+            "{}: {result}",
             backend.name()
         );
     }

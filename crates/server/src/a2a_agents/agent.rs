@@ -370,6 +370,7 @@ fn run_error(e: RunError, context: &str) -> A2aError {
             "SHUTTING_DOWN",
             "the server is shutting down; send again (the same messageId is safe)",
         ),
+        e @ RunError::Stale { .. } => A2aError::unsupported_operation(e.to_string()),
         other => A2aError::internal(other),
     }
 }

@@ -387,6 +387,7 @@ mod tests {
             stop_reason: StopReason::StopOnResponse,
             status: ThreadStatus::AwaitingHuman,
             trace: None,
+            revision: None,
         };
         let last = [
             msg(5, Role::Assistant, "done", true),
@@ -429,6 +430,7 @@ mod tests {
                     stop_reason: StopReason::StepError,
                     status: ThreadStatus::Idle,
                     trace: None,
+                    revision: None,
                 },
             ),
         ];
