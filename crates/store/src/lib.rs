@@ -22,6 +22,7 @@ mod push_sql;
 mod queue_sql;
 mod reads_sql;
 mod rows;
+mod schema;
 mod sql;
 mod sqlite;
 #[cfg(feature = "test-util")]

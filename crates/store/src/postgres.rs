@@ -40,7 +40,40 @@ pub struct PgStore {
 /// eight): while they all are, the commits that come meanwhile wait and form the next group.
 const COMMITS_IN_FLIGHT: usize = 4;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+static MIGRATOR: std::sync::LazyLock<sqlx::migrate::Migrator> = std::sync::LazyLock::new(|| {
+    crate::schema::tolerant(sqlx::migrate!("../../migrations/postgres"))
+});
+
+/// What the database says of its schema before this build migrates it: `min_compatible` (none
+/// before that table) and the newest migration applied (none on a new database).
+async fn compat(conn: &mut sqlx::PgConnection) -> Result<(Option<i64>, Option<i64>), sqlx::Error> {
+    let min =
+        match sqlx::query_scalar::<_, Option<String>>("SELECT to_regclass('duet_schema')::text")
+            .fetch_one(&mut *conn)
+            .await?
+        {
+            Some(_) => {
+                sqlx::query_scalar("SELECT min_compatible FROM duet_schema WHERE id = 1")
+                    .fetch_optional(&mut *conn)
+                    .await?
+            }
+            None => None,
+        };
+    let applied = match sqlx::query_scalar::<_, Option<String>>(
+        "SELECT to_regclass('_sqlx_migrations')::text",
+    )
+    .fetch_one(&mut *conn)
+    .await?
+    {
+        Some(_) => {
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
+                .fetch_one(&mut *conn)
+                .await?
+        }
+        None => None,
+    };
+    Ok((min, applied))
+}
 
 impl PgStore {
     /// Connects to `url` and migrates the database.
@@ -85,6 +118,8 @@ impl PgStore {
         // caller, so a service can open its store inside a spawned task. sqlx's Postgres
         // migrator takes an advisory lock, so concurrent processes migrate one at a time.
         let mut conn = pool.acquire().await.map_err(crate::db_error)?;
+        let (min, applied) = compat(&mut conn).await.map_err(crate::db_error)?;
+        crate::schema::check(min, applied, crate::schema::newest(&MIGRATOR))?;
         MIGRATOR
             .run_direct(None, &mut *conn, false)
             .await

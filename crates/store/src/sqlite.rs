@@ -33,7 +33,34 @@ pub struct SqliteStore {
     committer: crate::group::Committer<commit::Job>,
 }
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+static MIGRATOR: std::sync::LazyLock<sqlx::migrate::Migrator> =
+    std::sync::LazyLock::new(|| crate::schema::tolerant(sqlx::migrate!("../../migrations/sqlite")));
+
+/// What the database says of its schema before this build migrates it: `min_compatible` (none
+/// before that table) and the newest migration applied (none on a new file).
+async fn compat(conn: &mut SqliteConnection) -> Result<(Option<i64>, Option<i64>), sqlx::Error> {
+    let exists = |table: &'static str| {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+        )
+        .bind(table)
+    };
+    let min = if exists("duet_schema").fetch_one(&mut *conn).await? > 0 {
+        sqlx::query_scalar("SELECT min_compatible FROM duet_schema WHERE id = 1")
+            .fetch_optional(&mut *conn)
+            .await?
+    } else {
+        None
+    };
+    let applied = if exists("_sqlx_migrations").fetch_one(&mut *conn).await? > 0 {
+        sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
+            .fetch_one(&mut *conn)
+            .await?
+    } else {
+        None
+    };
+    Ok((min, applied))
+}
 
 /// Connects the write connection and applies pending migrations. Processes opening a new
 /// database at once race: switching it to WAL needs a moment alone with the file, and SQLite has
@@ -46,10 +73,15 @@ async fn open_writer(
     let mut attempt = 0;
     loop {
         let opened = match options.connect().await {
-            Ok(mut conn) => match MIGRATOR.run_direct(None, &mut conn, false).await {
-                Ok(()) => Ok(conn),
-                Err(e) => Err(duet_runtime::StoreError::backend_in("migrating", e)),
-            },
+            Ok(mut conn) => {
+                // A database a newer build made incompatible stops here, not after retries.
+                let (min, applied) = compat(&mut conn).await.map_err(crate::db_error)?;
+                crate::schema::check(min, applied, crate::schema::newest(&MIGRATOR))?;
+                match MIGRATOR.run_direct(None, &mut conn, false).await {
+                    Ok(()) => Ok(conn),
+                    Err(e) => Err(duet_runtime::StoreError::backend_in("migrating", e)),
+                }
+            }
             Err(e) => Err(crate::db_error(e)),
         };
         match opened {

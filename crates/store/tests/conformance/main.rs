@@ -4,7 +4,8 @@
 //! registry and termination; `feed.rs`: the change feed; `listing.rs`: threads and the journal a
 //! page at a time; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
 //! API keys and sign-ins (the server's tables, `duet_server_store`); `answers.rs`: who answered a park; `push.rs`: push configs and the outbox;
-//! `backup.rs` (SQLite only): an online backup taken while a writer commits.
+//! `backup.rs` (SQLite only): an online backup taken while a writer commits; `schema.rs`: rolling
+//! upgrades (a newer schema, additive or not).
 
 use duet_store::testing as support;
 
@@ -18,6 +19,7 @@ mod keys;
 mod listing;
 mod push;
 mod queue;
+mod schema;
 
 use std::sync::Arc;
 

@@ -1,0 +1,146 @@
+//! Which schema a build may run on, for rolling upgrades: two processes of different versions
+//! on one database. Migrations within a release are additive, so a build meeting a database
+//! that a newer build migrated further goes on (the newer migrations it does not know are left
+//! alone); a migration older builds cannot run on raises `duet_schema.min_compatible` to its
+//! own version, and a build whose newest migration is older than that stops at start with a
+//! message saying so, before it writes anything.
+
+use duet_runtime::StoreError;
+use sqlx::migrate::Migrator;
+
+/// The newest migration this build knows.
+pub(crate) fn newest(migrator: &Migrator) -> i64 {
+    migrator.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// This build's migrator: one that leaves alone what a newer build applied beyond it.
+pub(crate) fn tolerant(mut migrator: Migrator) -> Migrator {
+    migrator.set_ignore_missing(true);
+    migrator
+}
+
+/// Refuses to go on when the database needs a newer build: `min_compatible` (none before the
+/// table exists) past this build's `newest` migration; `applied` is the newest the database
+/// has.
+pub(crate) fn check(
+    min_compatible: Option<i64>,
+    applied: Option<i64>,
+    newest: i64,
+) -> Result<(), StoreError> {
+    match min_compatible {
+        Some(min) if min > newest => Err(StoreError::backend(std::io::Error::other(format!(
+            "this database's schema (migration {}) needs a newer duet: it is incompatible with builds before migration {min}, and this build knows migrations up to {newest}; upgrade duet (nothing was written)",
+            applied.unwrap_or(min)
+        )))),
+        _ => {
+            if let Some(applied) = applied.filter(|a| *a > newest) {
+                tracing::info!(
+                    applied,
+                    newest,
+                    "the database has migrations newer than this build; they are additive, so it runs on"
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The newest migration of the last release: every migration after it must be additive
+/// (checked below), or raise `min_compatible`.
+#[cfg(test)]
+const RELEASED_THROUGH: i64 = 11;
+
+#[cfg(test)]
+mod tests {
+    use super::{RELEASED_THROUGH, check};
+
+    /// Whether `statement` (upper-cased, one of a migration's) leaves older builds working: new
+    /// tables, indexes, functions and rows, and columns they need not write.
+    fn additive(statement: &str) -> bool {
+        let s = statement.split_whitespace().collect::<Vec<_>>().join(" ");
+        let adds_column = s.starts_with("ALTER TABLE")
+            && s.contains(" ADD COLUMN ")
+            && (!s.contains("NOT NULL") || s.contains("DEFAULT"));
+        adds_column
+            || [
+                "CREATE TABLE",
+                "CREATE INDEX",
+                "CREATE UNIQUE INDEX",
+                "CREATE OR REPLACE FUNCTION",
+                "INSERT INTO",
+            ]
+            .iter()
+            .any(|p| s.starts_with(p))
+    }
+
+    #[test]
+    fn migrations_after_the_last_release_are_additive_or_say_they_are_not() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
+        for backend in ["sqlite", "postgres"] {
+            let dir = std::fs::read_dir(root.join(backend)).expect("migrations");
+            for entry in dir.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let version: i64 = name
+                    .split('_')
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("a numbered migration");
+                if version <= RELEASED_THROUGH {
+                    continue;
+                }
+                let sql = std::fs::read_to_string(entry.path())
+                    .expect("read")
+                    .to_uppercase();
+                if sql.contains("UPDATE DUET_SCHEMA SET MIN_COMPATIBLE") {
+                    continue;
+                }
+                let code: String = sql
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("--"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                for statement in code.split(';').filter(|s| !s.trim().is_empty()) {
+                    assert!(
+                        additive(statement),
+                        "{backend}/{name}: `{}` is not additive: older builds on this schema would break; make it additive or raise duet_schema.min_compatible",
+                        statement.trim()
+                    );
+                }
+            }
+        }
+        for (statement, ok) in [
+            ("CREATE TABLE x (id INT)", true),
+            ("ALTER TABLE threads ADD COLUMN note TEXT", true),
+            (
+                "ALTER TABLE threads ADD COLUMN n INT NOT NULL DEFAULT 0",
+                true,
+            ),
+            ("ALTER TABLE threads ADD COLUMN n INT NOT NULL", false),
+            ("ALTER TABLE threads DROP COLUMN note", false),
+            ("ALTER TABLE threads RENAME TO t", false),
+            ("DROP TABLE threads", false),
+            ("UPDATE threads SET agent = 'x'", false),
+        ] {
+            assert_eq!(additive(statement), ok, "{statement}");
+        }
+    }
+
+    #[test]
+    fn a_build_runs_on_any_schema_it_is_compatible_with() {
+        for (min, applied, newest, ok) in [
+            (None, None, 11, true),
+            (None, Some(10), 11, true),
+            (Some(1), Some(11), 11, true),
+            (Some(1), Some(12), 11, true),
+            (Some(11), Some(12), 11, true),
+            (Some(12), Some(12), 11, false),
+            (Some(13), Some(14), 11, false),
+        ] {
+            assert_eq!(
+                check(min, applied, newest).is_ok(),
+                ok,
+                "{min:?} {applied:?} {newest}"
+            );
+        }
+    }
+}
