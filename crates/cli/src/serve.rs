@@ -34,7 +34,8 @@ pub(crate) struct Args {
     /// How long a shutdown waits for runs and connections, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     shutdown_grace_ms: u64,
-    /// The most connections served at once (default: three quarters of `ulimit -n`, less 32).
+    /// The most connections served at once (default: three quarters of `ulimit -n`, less 32, at
+    /// most 10,000).
     /// Past it the connection idle the longest makes room; with every one busy, a new one is
     /// answered 503 with Retry-After (`/healthz` and `/readyz` still answer), or closed.
     #[arg(long, value_name = "N", env = "DUET_MAX_CONNECTIONS",

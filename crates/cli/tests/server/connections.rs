@@ -1,7 +1,7 @@
 //! The server's connections: a socket that sends nothing, or dribbles its request head, is
 //! closed; so is a keep-alive connection left idle; an event stream is never idle, however long
 //! it waits between events; past the cap the connection idle the longest makes room, and with
-//! every one busy a new connection gets a `503` with `Retry-After` while `/healthz` and
+//! none to spare a new connection gets a `503` with `Retry-After` while `/healthz` and
 //! `/readyz` still answer; a shutdown closes idle and silent connections. Waits are on the
 //! sockets' ends, each under a generous guard that only keeps a broken build from hanging.
 
@@ -208,12 +208,15 @@ async fn past_the_cap_the_idle_make_room_then_a_new_connection_gets_503_and_heal
     for backend in support::backends().await {
         let mut options = harness::options();
         options.max_connections = 4;
-        // Long enough that only an eviction closes the silent socket.
-        options.header_read_timeout = Duration::from_secs(120);
+        // Long enough that only an eviction closes the idle connection.
+        options.idle_timeout = Duration::from_secs(120);
         let server = Server::start_with(&backend, &support::repo(), options).await;
         let token = server.key("ops", false).await;
-        // Admitted first, idle the longest: it makes room for the third stream or the request.
-        let mut silent = connect(&server).await;
+        // Idle the longest: it makes room for the third stream or the next request. (A
+        // connection still waiting for its first request is evicted only after a second.)
+        let mut idle = connect(&server).await;
+        let (status, _) = exchange(&mut idle, "/healthz").await;
+        assert_eq!(status, "HTTP/1.1 200 OK");
         parked(&server, &token, "k").await;
         let mut streams: Vec<Sse> = Vec::new();
         for _ in 0..3 {
@@ -228,7 +231,7 @@ async fn past_the_cap_the_idle_make_room_then_a_new_connection_gets_503_and_heal
         )
         .await;
         assert_eq!(status, 200, "{body}");
-        assert_eq!(closed("the silent socket", &mut silent).await, b"");
+        assert_eq!(closed("the idle connection", &mut idle).await, b"");
         // …until a fourth stream takes its slot.
         streams.push(server.events("/threads/k/events", &token, None).await);
         for events in &mut streams {

@@ -42,9 +42,10 @@ pub(crate) async fn run(
                 registry.metrics().add("duet_accept_errors_total", &[], 1.0);
                 // Out of descriptors (EMFILE, ENFILE) or buffers: the connection idle the
                 // longest gives its descriptor back, and the loop waits a little (the pending
-                // connection stays in the backlog) instead of failing again at once.
-                registry.evict_one();
-                let pause = backoff.failed(&e);
+                // connection stays in the backlog) instead of failing again at once — longer
+                // each time while nothing could be freed.
+                let freed = registry.evict_one();
+                let pause = backoff.failed(&e, freed);
                 tokio::select! {
                     () = tokio::time::sleep(pause) => continue,
                     () = stop.graceful.cancelled() => break,
@@ -93,29 +94,37 @@ fn is_connection_error(e: &std::io::Error) -> bool {
     )
 }
 
-/// The pause after consecutive accept errors: 20 ms, doubling, at most a second.
+/// The pause after an accept error: 5 ms when an idle connection was told to close (long enough
+/// for it to), else 20 ms doubling with each error that freed nothing, at most a second.
 #[derive(Default)]
 struct Backoff {
-    errors: u32,
+    /// Errors since the last accept.
+    streak: u32,
+    /// Of those, the ones that freed nothing.
+    stuck: u32,
 }
 
 impl Backoff {
-    fn failed(&mut self, e: &std::io::Error) -> Duration {
-        if self.errors == 0 {
+    fn failed(&mut self, e: &std::io::Error, freed: bool) -> Duration {
+        if self.streak == 0 {
             tracing::warn!(
                 error = %e,
                 "cannot accept a connection; pausing (and closing the connection idle the longest)"
             );
         }
-        self.errors = self.errors.saturating_add(1);
-        Duration::from_millis((10u64 << self.errors.min(7)).min(1000))
+        self.streak = self.streak.saturating_add(1);
+        if freed {
+            return Duration::from_millis(5);
+        }
+        self.stuck = self.stuck.saturating_add(1);
+        Duration::from_millis((10u64 << self.stuck.min(7)).min(1000))
     }
 
     fn reset(&mut self) {
-        if self.errors > 0 {
-            tracing::info!(errors = self.errors, "accepting connections again");
-            self.errors = 0;
+        if self.streak > 0 {
+            tracing::info!(errors = self.streak, "accepting connections again");
         }
+        *self = Backoff::default();
     }
 }
 
@@ -124,14 +133,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pause_grows_to_a_second_and_starts_over_after_an_accept() {
+    fn the_pause_grows_to_a_second_while_nothing_is_freed_and_starts_over_after_an_accept() {
         let e = std::io::Error::other("EMFILE");
         let mut b = Backoff::default();
         let pauses: Vec<u64> = (0..9)
-            .map(|_| u64::try_from(b.failed(&e).as_millis()).unwrap_or(u64::MAX))
+            .map(|_| u64::try_from(b.failed(&e, false).as_millis()).unwrap_or(u64::MAX))
             .collect();
         assert_eq!(pauses, [20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
+        assert_eq!(b.failed(&e, true), Duration::from_millis(5));
         b.reset();
-        assert_eq!(b.failed(&e), Duration::from_millis(20));
+        assert_eq!(b.failed(&e, false), Duration::from_millis(20));
     }
 }

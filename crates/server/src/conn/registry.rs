@@ -1,5 +1,7 @@
-//! The connections a server holds, as data: how many are admitted, which of them have no request
-//! in flight (oldest first: what the accept loop evicts to make room), how many are being refused,
+//! The connections a server holds, as data: how many are admitted, which of them the accept loop
+//! may evict to make room past the cap — those idle between requests first, oldest first; then
+//! those still waiting for their request's head, but only once they have waited `grace` (a new
+//! connection's request is on its way: evicting it would lose it) — how many are being refused,
 //! and each connection's own state — whether a request is in flight, since when it has been
 //! idle, whether a request head has begun — from which its driver (`driver.rs`) reads its next
 //! deadline.
@@ -34,6 +36,7 @@ pub(crate) enum Admission {
 /// The connections of one server.
 pub(crate) struct Registry {
     max: usize,
+    grace: Duration,
     metrics: Metrics,
     inner: Mutex<Inner>,
 }
@@ -43,18 +46,58 @@ struct Inner {
     /// Admitted and not evicted: what counts against `max`.
     open: usize,
     refusing: usize,
-    /// The admitted connections with no request in flight, by when they became so.
+    /// Connections idle between requests (keep-alive), by when they became so.
     idle: BTreeMap<u64, Weak<Conn>>,
+    /// Connections whose request head has not arrived (new ones; idle ones a head has begun
+    /// on), by when they began to wait.
+    pending: BTreeMap<u64, (Instant, Weak<Conn>)>,
     next: u64,
 }
 
+/// Which of the registry's sets a connection is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Queue {
+    Idle,
+    Pending,
+}
+
+impl Inner {
+    fn enqueue(&mut self, queue: Queue, conn: Weak<Conn>) -> (Queue, u64) {
+        let seq = self.next;
+        self.next += 1;
+        match queue {
+            Queue::Idle => {
+                self.idle.insert(seq, conn);
+            }
+            Queue::Pending => {
+                self.pending.insert(seq, (Instant::now(), conn));
+            }
+        }
+        (queue, seq)
+    }
+
+    fn dequeue(&mut self, (queue, seq): (Queue, u64)) {
+        match queue {
+            Queue::Idle => {
+                self.idle.remove(&seq);
+            }
+            Queue::Pending => {
+                self.pending.remove(&seq);
+            }
+        }
+    }
+}
+
 impl Registry {
-    pub(crate) fn new(max: usize, metrics: Metrics) -> Arc<Self> {
+    /// A registry of at most `max` connections, where one waiting for its request may be
+    /// evicted once it has waited `grace`.
+    pub(crate) fn new(max: usize, grace: Duration, metrics: Metrics) -> Arc<Self> {
         // A count of connections: exact as f64 far past any real number.
         #[allow(clippy::cast_precision_loss)]
         metrics.set("duet_connections_max", &[], max as f64);
         Arc::new(Registry {
             max: max.max(1),
+            grace,
             metrics,
             inner: Mutex::new(Inner::default()),
         })
@@ -77,8 +120,8 @@ impl Registry {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Admits a new connection if a slot is free or an idle connection can give up its own
-    /// (the one idle the longest, told to close); else a refusal, if one can be afforded.
+    /// Admits a new connection if a slot is free or an evictable connection can give up its own
+    /// (told to close); else a refusal, if one can be afforded.
     pub(crate) fn admit(self: &Arc<Self>) -> Admission {
         let (slot, evicted) = {
             let mut inner = self.inner();
@@ -86,7 +129,7 @@ impl Registry {
                 inner.open += 1;
                 None
             } else {
-                match Self::pop_idle(&mut inner) {
+                match self.pop_evictable(&mut inner) {
                     Some(conn) => Some(conn),
                     None if inner.refusing < REFUSALS => {
                         inner.refusing += 1;
@@ -109,8 +152,6 @@ impl Registry {
                     }
                 }
             };
-            let seq = inner.next;
-            inner.next += 1;
             let conn = Arc::new_cyclic(|me| Conn {
                 registry: self.clone(),
                 me: me.clone(),
@@ -119,7 +160,7 @@ impl Registry {
                 counted: AtomicBool::new(true),
                 state: Mutex::new(State {
                     in_flight: 0,
-                    idle_seq: Some(seq),
+                    queued: Some(inner.enqueue(Queue::Pending, me.clone())),
                     since: Instant::now(),
                     head_started: None,
                     served: 0,
@@ -127,7 +168,6 @@ impl Registry {
                     http2: false,
                 }),
             });
-            inner.idle.insert(seq, Arc::downgrade(&conn));
             (Slot(conn), evicted)
         };
         if let Some(old) = evicted {
@@ -143,12 +183,12 @@ impl Registry {
         Admission::Serve(slot)
     }
 
-    /// Tells the connection idle the longest to close, so its descriptor comes back (after an
-    /// accept error such as `EMFILE`). Whether there was one.
+    /// Tells an evictable connection to close, so its descriptor comes back (after an accept
+    /// error such as `EMFILE`). Whether there was one.
     pub(crate) fn evict_one(&self) -> bool {
         let evicted = {
             let mut inner = self.inner();
-            let conn = Self::pop_idle(&mut inner);
+            let conn = self.pop_evictable(&mut inner);
             if conn.is_some() {
                 inner.open -= 1;
             }
@@ -167,35 +207,49 @@ impl Registry {
         true
     }
 
-    /// The connection idle the longest, no longer counted against the cap (its slot goes to
-    /// whoever asked).
-    fn pop_idle(inner: &mut Inner) -> Option<Arc<Conn>> {
-        while let Some((_, weak)) = inner.idle.pop_first() {
-            if let Some(conn) = weak.upgrade() {
-                conn.counted.store(false, Ordering::Relaxed);
-                return Some(conn);
-            }
+    /// The connection idle the longest, else the one that has waited for its request the
+    /// longest if that is `grace` or more: no longer counted against the cap (its slot goes to
+    /// whoever asked). Its own state is the caller's to update, once `inner` is let go.
+    fn pop_evictable(&self, inner: &mut Inner) -> Option<Arc<Conn>> {
+        // Only one still counted: an entry left by a connection evicted meanwhile is skipped.
+        let live = |weak: Weak<Conn>| weak.upgrade().filter(|c| c.counted.load(Ordering::Relaxed));
+        let mut found = None;
+        while found.is_none()
+            && let Some((_, weak)) = inner.idle.pop_first()
+        {
+            found = live(weak);
         }
-        None
+        let now = Instant::now();
+        while found.is_none()
+            && let Some(entry) = inner.pending.first_entry()
+            && entry.get().0 + self.grace <= now
+        {
+            found = live(entry.remove().1);
+        }
+        let conn = found?;
+        conn.counted.store(false, Ordering::Relaxed);
+        Some(conn)
     }
 
-    fn idle(&self, conn: Weak<Conn>) -> u64 {
-        let mut inner = self.inner();
-        let seq = inner.next;
-        inner.next += 1;
-        inner.idle.insert(seq, conn);
-        seq
+    fn enqueue(&self, queue: Queue, conn: Weak<Conn>) -> (Queue, u64) {
+        self.inner().enqueue(queue, conn)
     }
 
-    fn busy(&self, seq: u64) {
-        self.inner().idle.remove(&seq);
+    fn dequeue(&self, queued: (Queue, u64)) {
+        self.inner().dequeue(queued);
     }
 
-    /// Admitted and counted now, and refusals being answered (for tests).
+    /// Admitted and counted now, evictable (idle, pending), and refusals being answered (for
+    /// tests).
     #[cfg(test)]
-    fn counts(&self) -> (usize, usize, usize) {
+    fn counts(&self) -> (usize, usize, usize, usize) {
         let inner = self.inner();
-        (inner.open, inner.idle.len(), inner.refusing)
+        (
+            inner.open,
+            inner.idle.len(),
+            inner.pending.len(),
+            inner.refusing,
+        )
     }
 }
 
@@ -243,8 +297,8 @@ pub(crate) struct Conn {
 
 struct State {
     in_flight: u32,
-    /// Its key in the registry's idle set, while it has no request in flight.
-    idle_seq: Option<u64>,
+    /// Where it is in the registry's sets (none while a request is in flight, or once evicted).
+    queued: Option<(Queue, u64)>,
     /// When it was accepted, or when its last request ended.
     since: Instant,
     /// When the bytes of a request head began to arrive on an idle HTTP/1 connection.
@@ -272,8 +326,8 @@ impl Conn {
         if s.in_flight == 1 {
             s.head_started = None;
             self.armed.store(false, Ordering::Relaxed);
-            if let Some(seq) = s.idle_seq.take() {
-                self.registry.busy(seq);
+            if let Some(queued) = s.queued.take() {
+                self.registry.dequeue(queued);
             }
             self.wake.notify_one();
         }
@@ -288,7 +342,7 @@ impl Conn {
         }
         s.since = Instant::now();
         if !s.evicted {
-            s.idle_seq = Some(self.registry.idle(self.me.clone()));
+            s.queued = Some(self.registry.enqueue(Queue::Idle, self.me.clone()));
         }
         // HTTP/2's own frames (pings, settings) are no request head.
         if !s.http2 {
@@ -297,12 +351,17 @@ impl Conn {
         self.wake.notify_one();
     }
 
-    /// Bytes were read from the socket.
+    /// Bytes were read from the socket: on an idle HTTP/1 connection, a request head begins
+    /// (it times from now, and the connection is no longer idle but waiting for its request).
     pub(crate) fn bytes_arrived(&self) {
         if self.armed.load(Ordering::Relaxed) && self.armed.swap(false, Ordering::Relaxed) {
             let mut s = self.state();
-            if s.in_flight == 0 {
+            if s.in_flight == 0 && !s.evicted {
                 s.head_started = Some(Instant::now());
+                if let Some(queued) = s.queued.take() {
+                    self.registry.dequeue(queued);
+                }
+                s.queued = Some(self.registry.enqueue(Queue::Pending, self.me.clone()));
                 self.wake.notify_one();
             }
         }
@@ -311,7 +370,10 @@ impl Conn {
     fn evict(&self) {
         let mut s = self.state();
         s.evicted = true;
-        s.idle_seq = None;
+        // Put back meanwhile (a head began between its eviction and now)? Out again.
+        if let Some(queued) = s.queued.take() {
+            self.registry.dequeue(queued);
+        }
         self.wake.notify_one();
     }
 
@@ -359,12 +421,12 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let seq = self.0.state().idle_seq.take();
+        let queued = self.0.state().queued.take();
         let registry = &self.0.registry;
         let counted = {
             let mut inner = registry.inner();
-            if let Some(seq) = seq {
-                inner.idle.remove(&seq);
+            if let Some(queued) = queued {
+                inner.dequeue(queued);
             }
             let counted = self.0.counted.swap(false, Ordering::Relaxed);
             if counted {
@@ -392,6 +454,9 @@ impl Drop for Refusal {
 mod tests {
     use super::*;
 
+    const NONE: Duration = Duration::ZERO;
+    const LONG: Duration = Duration::from_secs(3600);
+
     fn serve(r: &Arc<Registry>) -> Slot {
         match r.admit() {
             Admission::Serve(slot) => slot,
@@ -399,31 +464,52 @@ mod tests {
         }
     }
 
+    /// A request on `slot`'s connection, answered: it is idle between requests.
+    fn served(slot: &Slot) {
+        drop(slot.conn().begin(false));
+    }
+
+    fn wait(slot: &Slot) -> Wait {
+        slot.conn().wait(NONE, NONE)
+    }
+
     #[test]
     fn past_the_cap_the_longest_idle_connection_makes_room() {
-        let r = Registry::new(2, Metrics::default());
-        let first = serve(&r);
-        let second = serve(&r);
+        let r = Registry::new(2, LONG, Metrics::default());
+        let (first, second) = (serve(&r), serve(&r));
+        served(&second);
+        served(&first);
         let third = serve(&r);
-        assert_eq!(
-            first.conn().wait(Duration::ZERO, Duration::ZERO),
-            Wait::Evicted,
-            "the oldest idle one goes"
+        assert_eq!(wait(&second), Wait::Evicted, "idle the longest, it goes");
+        assert!(matches!(wait(&first), Wait::Until(_, Reason::IdleTimeout)));
+        assert_eq!(r.counts(), (2, 1, 1, 0));
+        drop(second);
+        assert_eq!(r.counts(), (2, 1, 1, 0), "an evicted slot was counted once");
+        drop((first, third));
+        assert_eq!(r.counts(), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_connection_waiting_for_its_request_is_evicted_only_past_the_grace() {
+        let young = Registry::new(1, LONG, Metrics::default());
+        let slot = serve(&young);
+        assert!(
+            matches!(young.admit(), Admission::Refuse(_)),
+            "its request is on its way"
         );
-        assert!(matches!(
-            second.conn().wait(Duration::ZERO, Duration::ZERO),
-            Wait::Until(_, Reason::HeaderTimeout)
-        ));
-        assert_eq!(r.counts(), (2, 2, 0));
-        drop(first);
-        assert_eq!(r.counts(), (2, 2, 0), "an evicted slot was counted once");
-        drop((second, third));
-        assert_eq!(r.counts(), (0, 0, 0));
+        assert!(matches!(wait(&slot), Wait::Until(_, Reason::HeaderTimeout)));
+        let old = Registry::new(1, NONE, Metrics::default());
+        let silent = serve(&old);
+        let next = serve(&old);
+        assert_eq!(wait(&silent), Wait::Evicted);
+        drop((slot, silent, next));
+        assert_eq!(young.counts(), (0, 0, 0, 0));
+        assert_eq!(old.counts(), (0, 0, 0, 0));
     }
 
     #[test]
     fn with_every_slot_busy_a_connection_is_refused_then_closed() {
-        let r = Registry::new(1, Metrics::default());
+        let r = Registry::new(1, NONE, Metrics::default());
         let slot = serve(&r);
         let request = slot.conn().begin(false);
         let mut refusals = Vec::new();
@@ -434,49 +520,43 @@ mod tests {
             }
         }
         assert!(matches!(r.admit(), Admission::Close));
-        assert!(!r.evict_one(), "nothing idle to evict");
+        assert!(!r.evict_one(), "nothing to evict");
         refusals.pop();
         assert!(matches!(r.admit(), Admission::Refuse(_)));
         // Once the request ends the connection is idle again, and gives way to a new one.
         drop(request);
-        assert!(matches!(
-            slot.conn().wait(Duration::ZERO, Duration::ZERO),
-            Wait::Until(_, Reason::IdleTimeout)
-        ));
+        assert!(matches!(wait(&slot), Wait::Until(_, Reason::IdleTimeout)));
         let next = serve(&r);
-        assert_eq!(
-            slot.conn().wait(Duration::ZERO, Duration::ZERO),
-            Wait::Evicted
-        );
+        assert_eq!(wait(&slot), Wait::Evicted);
         drop((slot, next, refusals));
-        assert_eq!(r.counts(), (0, 0, 0));
+        assert_eq!(r.counts(), (0, 0, 0, 0));
     }
 
     #[test]
     fn a_request_in_flight_is_never_evicted_and_a_head_restarts_the_clock() {
-        let r = Registry::new(1, Metrics::default());
+        let r = Registry::new(1, LONG, Metrics::default());
         let slot = serve(&r);
-        let conn = slot.conn().clone();
-        let request = conn.begin(false);
-        assert_eq!(conn.wait(Duration::ZERO, Duration::ZERO), Wait::Busy);
+        let request = slot.conn().begin(false);
+        assert_eq!(wait(&slot), Wait::Busy);
         assert!(!r.evict_one());
         drop(request);
-        conn.bytes_arrived();
-        assert!(matches!(
-            conn.wait(Duration::ZERO, Duration::ZERO),
-            Wait::Until(_, Reason::HeaderTimeout)
-        ));
+        assert_eq!(r.counts(), (1, 1, 0, 0));
+        slot.conn().bytes_arrived();
+        assert!(matches!(wait(&slot), Wait::Until(_, Reason::HeaderTimeout)));
+        assert_eq!(
+            r.counts(),
+            (1, 0, 1, 0),
+            "a head arriving is no longer idle"
+        );
+        assert!(!r.evict_one(), "nor evictable within the grace");
         // HTTP/2 frames between requests start no head.
-        let request = conn.begin(true);
-        drop(request);
-        conn.bytes_arrived();
-        assert!(matches!(
-            conn.wait(Duration::ZERO, Duration::ZERO),
-            Wait::Until(_, Reason::IdleTimeout)
-        ));
+        served(&slot);
+        drop(slot.conn().begin(true));
+        slot.conn().bytes_arrived();
+        assert!(matches!(wait(&slot), Wait::Until(_, Reason::IdleTimeout)));
         assert!(r.evict_one());
-        assert_eq!(conn.wait(Duration::ZERO, Duration::ZERO), Wait::Evicted);
+        assert_eq!(wait(&slot), Wait::Evicted);
         drop(slot);
-        assert_eq!(r.counts(), (0, 0, 0));
+        assert_eq!(r.counts(), (0, 0, 0, 0));
     }
 }
