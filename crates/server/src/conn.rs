@@ -2,7 +2,7 @@
 //! timeout and no cap): a request head must arrive within the header timeout, a connection with
 //! no request in flight closes after the idle timeout (an event stream in flight is never idle),
 //! at most `max_connections` are served — past the cap the connection idle the longest makes
-//! room (or one that has waited a second or more for its request's head), and when none can a
+//! room (or one that has sent nothing for a second or more), and when none can a
 //! new one is answered `503` with `Retry-After` (health checks answered as usual) or, past a few
 //! such answers, closed — and
 //! accept errors such as `EMFILE` pause the loop instead of spinning it or ending it.
@@ -25,9 +25,9 @@ pub(crate) use driver::Stop;
 
 use crate::metrics::Metrics;
 
-/// How long a connection must have waited for its request head before it may be evicted to make
-/// room: a new connection's request is usually on its way, and evicting it would lose it (a
-/// refusal says to retry instead).
+/// How long a connection must have sent nothing before it may be evicted to make room: a new
+/// connection's request is usually on its way, and evicting it would lose it (a refusal says to
+/// retry instead).
 const PENDING_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves `router` on `listener` under `max` connections and the `header` and `idle`

@@ -179,7 +179,10 @@ async fn first_byte(stream: &TcpStream, conn: &Conn, limits: Limits, stop: &Stop
         };
         tokio::select! {
             biased;
-            ready = stream.readable() => return ready.is_ok(),
+            ready = stream.readable() => {
+                conn.first_bytes();
+                return ready.is_ok();
+            }
             () = sleep_until(at) => {
                 if matches!(conn.wait(limits.header, limits.idle), Wait::Until(now, _) if now <= Instant::now()) {
                     closed(conn, reason);

@@ -1,7 +1,9 @@
 //! The connections a server holds, as data: how many are admitted, which of them the accept loop
 //! may evict to make room past the cap — those idle between requests first, oldest first; then
-//! those still waiting for their request's head, but only once they have waited `grace` (a new
-//! connection's request is on its way: evicting it would lose it) — how many are being refused,
+//! those that have sent nothing since their accept, but only once they have waited `grace` (a
+//! new connection's request is usually on its way) — never one whose request has begun to
+//! arrive (evicting it would lose the request: past its header timeout it is closed anyway),
+//! how many are being refused,
 //! and each connection's own state — whether a request is in flight, since when it has been
 //! idle, whether a request head has begun — from which its driver (`driver.rs`) reads its next
 //! deadline.
@@ -48,9 +50,8 @@ struct Inner {
     refusing: usize,
     /// Connections idle between requests (keep-alive), by when they became so.
     idle: BTreeMap<u64, Weak<Conn>>,
-    /// Connections whose request head has not arrived (new ones; idle ones a head has begun
-    /// on), by when they began to wait.
-    pending: BTreeMap<u64, (Instant, Weak<Conn>)>,
+    /// Connections that have sent nothing since their accept, by when they were accepted.
+    silent: BTreeMap<u64, (Instant, Weak<Conn>)>,
     next: u64,
 }
 
@@ -58,7 +59,7 @@ struct Inner {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Queue {
     Idle,
-    Pending,
+    Silent,
 }
 
 impl Inner {
@@ -69,8 +70,8 @@ impl Inner {
             Queue::Idle => {
                 self.idle.insert(seq, conn);
             }
-            Queue::Pending => {
-                self.pending.insert(seq, (Instant::now(), conn));
+            Queue::Silent => {
+                self.silent.insert(seq, (Instant::now(), conn));
             }
         }
         (queue, seq)
@@ -81,16 +82,16 @@ impl Inner {
             Queue::Idle => {
                 self.idle.remove(&seq);
             }
-            Queue::Pending => {
-                self.pending.remove(&seq);
+            Queue::Silent => {
+                self.silent.remove(&seq);
             }
         }
     }
 }
 
 impl Registry {
-    /// A registry of at most `max` connections, where one waiting for its request may be
-    /// evicted once it has waited `grace`.
+    /// A registry of at most `max` connections, where one that has sent nothing may be evicted
+    /// once it has waited `grace`.
     pub(crate) fn new(max: usize, grace: Duration, metrics: Metrics) -> Arc<Self> {
         // A count of connections: exact as f64 far past any real number.
         #[allow(clippy::cast_precision_loss)]
@@ -160,7 +161,7 @@ impl Registry {
                 counted: AtomicBool::new(true),
                 state: Mutex::new(State {
                     in_flight: 0,
-                    queued: Some(inner.enqueue(Queue::Pending, me.clone())),
+                    queued: Some(inner.enqueue(Queue::Silent, me.clone())),
                     since: Instant::now(),
                     head_started: None,
                     served: 0,
@@ -207,9 +208,9 @@ impl Registry {
         true
     }
 
-    /// The connection idle the longest, else the one that has waited for its request the
-    /// longest if that is `grace` or more: no longer counted against the cap (its slot goes to
-    /// whoever asked). Its own state is the caller's to update, once `inner` is let go.
+    /// The connection idle the longest, else the one silent the longest if that is `grace` or
+    /// more: no longer counted against the cap (its slot goes to whoever asked). Its own state
+    /// is the caller's to update, once `inner` is let go.
     fn pop_evictable(&self, inner: &mut Inner) -> Option<Arc<Conn>> {
         // Only one still counted: an entry left by a connection evicted meanwhile is skipped.
         let live = |weak: Weak<Conn>| weak.upgrade().filter(|c| c.counted.load(Ordering::Relaxed));
@@ -221,7 +222,7 @@ impl Registry {
         }
         let now = Instant::now();
         while found.is_none()
-            && let Some(entry) = inner.pending.first_entry()
+            && let Some(entry) = inner.silent.first_entry()
             && entry.get().0 + self.grace <= now
         {
             found = live(entry.remove().1);
@@ -239,7 +240,7 @@ impl Registry {
         self.inner().dequeue(queued);
     }
 
-    /// Admitted and counted now, evictable (idle, pending), and refusals being answered (for
+    /// Admitted and counted now, evictable (idle, silent), and refusals being answered (for
     /// tests).
     #[cfg(test)]
     fn counts(&self) -> (usize, usize, usize, usize) {
@@ -247,7 +248,7 @@ impl Registry {
         (
             inner.open,
             inner.idle.len(),
-            inner.pending.len(),
+            inner.silent.len(),
             inner.refusing,
         )
     }
@@ -326,9 +327,7 @@ impl Conn {
         if s.in_flight == 1 {
             s.head_started = None;
             self.armed.store(false, Ordering::Relaxed);
-            if let Some(queued) = s.queued.take() {
-                self.registry.dequeue(queued);
-            }
+            self.unqueue(&mut s);
             self.wake.notify_one();
         }
         InFlight(self.me.clone())
@@ -352,28 +351,36 @@ impl Conn {
     }
 
     /// Bytes were read from the socket: on an idle HTTP/1 connection, a request head begins
-    /// (it times from now, and the connection is no longer idle but waiting for its request).
+    /// (it times from now, and the connection is no longer evictable).
     pub(crate) fn bytes_arrived(&self) {
         if self.armed.load(Ordering::Relaxed) && self.armed.swap(false, Ordering::Relaxed) {
             let mut s = self.state();
-            if s.in_flight == 0 && !s.evicted {
+            if s.in_flight == 0 {
                 s.head_started = Some(Instant::now());
-                if let Some(queued) = s.queued.take() {
-                    self.registry.dequeue(queued);
-                }
-                s.queued = Some(self.registry.enqueue(Queue::Pending, self.me.clone()));
+                self.unqueue(&mut s);
                 self.wake.notify_one();
             }
+        }
+    }
+
+    /// A new connection's first bytes can be read: its request is arriving (and times from its
+    /// accept still); it is no longer evictable.
+    pub(crate) fn first_bytes(&self) {
+        let mut s = self.state();
+        self.unqueue(&mut s);
+    }
+
+    fn unqueue(&self, s: &mut State) {
+        if let Some(queued) = s.queued.take() {
+            self.registry.dequeue(queued);
         }
     }
 
     fn evict(&self) {
         let mut s = self.state();
         s.evicted = true;
-        // Put back meanwhile (a head began between its eviction and now)? Out again.
-        if let Some(queued) = s.queued.take() {
-            self.registry.dequeue(queued);
-        }
+        // Idle again between its eviction and now? Out of the set again.
+        self.unqueue(&mut s);
         self.wake.notify_one();
     }
 
@@ -490,18 +497,24 @@ mod tests {
     }
 
     #[test]
-    fn a_connection_waiting_for_its_request_is_evicted_only_past_the_grace() {
+    fn a_silent_connection_is_evicted_only_past_the_grace_and_one_sending_never() {
         let young = Registry::new(1, LONG, Metrics::default());
         let slot = serve(&young);
         assert!(
             matches!(young.admit(), Admission::Refuse(_)),
-            "its request is on its way"
+            "its request may be on its way"
         );
         assert!(matches!(wait(&slot), Wait::Until(_, Reason::HeaderTimeout)));
         let old = Registry::new(1, NONE, Metrics::default());
         let silent = serve(&old);
         let next = serve(&old);
         assert_eq!(wait(&silent), Wait::Evicted);
+        next.conn().first_bytes();
+        assert!(
+            matches!(old.admit(), Admission::Refuse(_)),
+            "its request is arriving"
+        );
+        assert!(matches!(wait(&next), Wait::Until(_, Reason::HeaderTimeout)));
         drop((slot, silent, next));
         assert_eq!(young.counts(), (0, 0, 0, 0));
         assert_eq!(old.counts(), (0, 0, 0, 0));
@@ -543,12 +556,8 @@ mod tests {
         assert_eq!(r.counts(), (1, 1, 0, 0));
         slot.conn().bytes_arrived();
         assert!(matches!(wait(&slot), Wait::Until(_, Reason::HeaderTimeout)));
-        assert_eq!(
-            r.counts(),
-            (1, 0, 1, 0),
-            "a head arriving is no longer idle"
-        );
-        assert!(!r.evict_one(), "nor evictable within the grace");
+        assert_eq!(r.counts(), (1, 0, 0, 0), "a head arriving is not evictable");
+        assert!(!r.evict_one());
         // HTTP/2 frames between requests start no head.
         served(&slot);
         drop(slot.conn().begin(true));
