@@ -34,6 +34,23 @@ pub(crate) struct Args {
     /// How long a shutdown waits for runs and connections, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     shutdown_grace_ms: u64,
+    /// The most connections served at once (default: three quarters of `ulimit -n`, less 32, at
+    /// most 10,000).
+    /// Past it the connection idle the longest makes room; with every one busy, a new one is
+    /// answered 503 with Retry-After (`/healthz` and `/readyz` still answer), or closed.
+    #[arg(long, value_name = "N", env = "DUET_MAX_CONNECTIONS",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: Option<usize>,
+    /// How long a client may take to send a request's head, in milliseconds (from the accept
+    /// for its first request, from the head's first byte for later ones).
+    #[arg(long, default_value_t = 10_000, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout_ms: u64,
+    /// How long a connection with no request in flight stays open, in milliseconds (an event
+    /// stream is never idle).
+    #[arg(long, default_value_t = 75_000, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout_ms: u64,
     /// The URL clients reach this server at (`https://agents.example.com`), for the A2A agent
     /// cards' interface URLs; without it they are derived from each request's host.
     #[arg(long, value_name = "URL", env = "DUET_PUBLIC_URL")]
@@ -118,7 +135,10 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
     let addr = listener.local_addr().map_or(args.listen, |a| a);
     // The one plain line, whatever the log format: where to reach the server (scripts read it).
     eprintln!("duet serve: listening on http://{addr}");
-    tracing::info!(address = %addr, "listening");
+    let max_connections = args
+        .max_connections
+        .unwrap_or_else(duet_server::default_max_connections);
+    tracing::info!(address = %addr, max_connections, "listening");
     let options = Options {
         auth: !args.no_auth,
         default_agent: args.default_agent,
@@ -127,6 +147,9 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         public_url: args.public_url,
         allow_private_push: args.allow_private_push,
+        max_connections,
+        header_read_timeout: Duration::from_millis(args.header_timeout_ms),
+        idle_timeout: Duration::from_millis(args.idle_timeout_ms),
         metrics,
         ..Options::default()
     };

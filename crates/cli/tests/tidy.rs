@@ -1,5 +1,5 @@
 //! Repository rules that no compiler checks: the crate dependency arrows of ARCHITECTURE.md
-//! (and which crates may name sqlx, axum, reqwest and rmcp), no module importing another in a
+//! (and which crates may name sqlx, axum, hyper, reqwest and rmcp), no module importing another in a
 //! circle, and a `//!` line opening every Rust file.
 
 use std::path::{Path, PathBuf};
@@ -50,6 +50,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
 const OWNED: &[(&str, &[&str])] = &[
     ("sqlx", &["store"]),
     ("axum", &["a2a", "server"]),
+    ("hyper", &["server"]),
+    ("hyper-util", &["server"]),
     ("reqwest", &["models", "tools", "a2a", "server"]),
     ("rmcp", &["tools"]),
     ("opentelemetry", &["cli"]),

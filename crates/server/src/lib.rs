@@ -10,6 +10,7 @@
 mod a2a_agents;
 pub mod auth;
 mod body;
+mod conn;
 mod inbox;
 pub mod metrics;
 mod problem;
@@ -21,6 +22,7 @@ mod state;
 mod views;
 
 pub use a2a_agents::remote_agents;
+pub use conn::default_max_connections;
 /// The A2A library (the `duet-a2a` crate), still reachable as `duet_server::a2a`:
 ///
 /// ```

@@ -1,6 +1,6 @@
-//! Running the server: listen, recover periodically, and shut down gracefully — stop accepting,
-//! end the event streams, let runs stop at their next commit (giving their leases back), and
-//! exit within a bounded time whatever is still in flight.
+//! Running the server: serve its connections (`conn`: timeouts, the cap), recover periodically,
+//! and shut down gracefully — stop accepting, end the event streams, let runs stop at their next
+//! commit (giving their leases back), and exit within a bounded time whatever is still in flight.
 
 use std::future::Future;
 use std::time::Duration;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::conn::Stop;
 use crate::router::router;
 use crate::state::AppState;
 
@@ -18,41 +19,43 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let grace = state.options().shutdown_grace;
+    let options = state.options();
+    let grace = options.shutdown_grace;
+    let limits = (
+        options.max_connections,
+        options.header_read_timeout,
+        options.idle_timeout,
+    );
+    let metrics = options.metrics.clone();
     let runtime = state.runtime().clone();
     let recovery = tokio::spawn(recover_periodically(state.clone()));
     let push = tokio::spawn(crate::a2a_agents::notify::run(state.clone()));
     let app = router(state.clone());
-    let stopping = CancellationToken::new();
-    let signal = {
-        let (state, stopping) = (state.clone(), stopping.clone());
-        async move {
-            shutdown.await;
-            tracing::info!("shutting down: no new requests; runs stop at their next commit");
-            stopping.cancel();
-            state.closing().cancel();
-            state.runtime().shutdown();
-        }
-    };
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(signal)
-            .await
-    });
-    tokio::pin!(server);
+    let stop = Stop::default();
+    let mut server = tokio::spawn(crate::conn::serve(
+        listener,
+        app,
+        limits,
+        metrics,
+        stop.clone(),
+    ));
     // Until the signal, the server runs; after it, it gets `grace` to close its connections.
-    let served = tokio::select! {
-        r = &mut server => Some(r),
-        () = stopping.cancelled() => None,
+    let ended = tokio::select! {
+        ended = &mut server => Some(ended),
+        () = shutdown => None,
     };
-    let served = match served {
-        Some(r) => r,
+    tracing::info!("shutting down: no new requests; runs stop at their next commit");
+    stop.graceful.cancel();
+    state.closing().cancel();
+    runtime.shutdown();
+    let served = match ended {
+        Some(ended) => ended,
         None => match tokio::time::timeout(grace, &mut server).await {
-            Ok(r) => r,
+            Ok(ended) => ended,
             Err(_) => {
                 tracing::warn!("connections still open after the grace period: closing them");
-                server.abort();
-                Ok(Ok(()))
+                stop.now.cancel();
+                server.await
             }
         },
     };
@@ -71,10 +74,7 @@ pub async fn serve(
             "runs still in flight after the grace period: their leases run out and another process continues them"
         );
     }
-    match served {
-        Ok(result) => result,
-        Err(e) => Err(std::io::Error::other(e)),
-    }
+    served.map_err(std::io::Error::other)
 }
 
 /// Every `recover_every`, runs the threads whose runner died (an expired lease) and those with

@@ -34,6 +34,17 @@ pub struct Options {
     /// Whether A2A push notifications may go to private, loopback and link-local addresses
     /// (refused by default: a config must not turn the server against its own network).
     pub allow_private_push: bool,
+    /// The most connections served at once. Past it, the connection idle the longest is closed to
+    /// make room; when every one has a request in flight, a new connection is answered `503`
+    /// with `Retry-After` (`/healthz` and `/readyz` are answered as usual), or closed.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's head: from its connection's accept for
+    /// the first request, from the head's first byte for later ones. The connection is closed
+    /// past it.
+    pub header_read_timeout: Duration,
+    /// How long a connection with no request in flight stays open (HTTP/1.1 keep-alive, HTTP/2).
+    /// A request in flight, an event stream included, is never idle.
+    pub idle_timeout: Duration,
     /// The metrics `/metrics` serves: give the process's subscriber [`crate::metrics::Metrics::layer`]
     /// so they include the runtime's spans.
     pub metrics: crate::metrics::Metrics,
@@ -50,6 +61,9 @@ impl Default for Options {
             heartbeat: Duration::from_secs(15),
             public_url: None,
             allow_private_push: false,
+            max_connections: crate::conn::default_max_connections(),
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(75),
             metrics: crate::metrics::Metrics::default(),
         }
     }

@@ -1,7 +1,7 @@
 //! `duet serve` over real HTTP on 127.0.0.1, on SQLite and (with `DATABASE_URL`) Postgres:
 //! the approval walkthrough, events with reconnects, the double answer (every pair of doors,
 //! `doors.rs`), streams that end with their key (`revoked.rs`), hostile input, principal
-//! isolation, the OpenAPI document and graceful shutdown; the session control plane and the Agent
+//! isolation, the OpenAPI document and graceful shutdown; connections (timeouts, the cap); the session control plane and the Agent
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`).
 
 #[path = "../support/mod.rs"]
@@ -15,6 +15,7 @@ mod a2a_push;
 mod a2a_remote;
 mod a2a_states;
 mod approvals;
+mod connections;
 mod control;
 mod doors;
 mod hostile;

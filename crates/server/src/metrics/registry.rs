@@ -105,6 +105,36 @@ const FAMILIES: &[(&str, &str, Kind)] = &[
         "Server-Sent Event streams open now.",
         Kind::Gauge,
     ),
+    (
+        "duet_connections_open",
+        "HTTP connections served now (refused ones apart).",
+        Kind::Gauge,
+    ),
+    (
+        "duet_connections_max",
+        "The most HTTP connections served at once (--max-connections).",
+        Kind::Gauge,
+    ),
+    (
+        "duet_connections_accepted_total",
+        "TCP connections accepted.",
+        Kind::Counter,
+    ),
+    (
+        "duet_connections_refused_total",
+        "Connections past the cap with every slot busy, by answer (503, or closed unanswered).",
+        Kind::Counter,
+    ),
+    (
+        "duet_connections_closed_total",
+        "Connections the server closed, by reason (header_timeout, idle_timeout, evicted: the idle one making room past the cap).",
+        Kind::Counter,
+    ),
+    (
+        "duet_accept_errors_total",
+        "Accept errors (EMFILE: out of file descriptors); each pauses the accept loop briefly.",
+        Kind::Counter,
+    ),
 ];
 
 /// One series' state.
@@ -153,6 +183,16 @@ impl Metrics {
             if let Series::Value(v) = series {
                 *v += by;
             }
+        }
+    }
+
+    /// Sets gauge `name` at `pairs` to `value`.
+    pub(crate) fn set(&self, name: &'static str, pairs: &[(&'static str, &str)], value: f64) {
+        debug_assert!(matches!(kind(name), Kind::Gauge), "{name}");
+        if let Ok(mut all) = self.0.lock() {
+            all.entry(name)
+                .or_default()
+                .insert(labels(pairs), Series::Value(value));
         }
     }
 
