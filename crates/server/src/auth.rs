@@ -4,6 +4,9 @@
 //! threads, addressed in a key space of its own; an admin key sees all.
 
 pub(crate) mod cache;
+pub(crate) mod credential;
+
+pub(crate) use credential::Credential;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -100,17 +103,6 @@ pub struct Caller {
     pub admin: bool,
     /// What admitted it, so a long stream can end when that is revoked or signed out.
     pub(crate) credential: Credential,
-}
-
-/// What admitted a caller: checked again while a stream it opened stays open.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Credential {
-    /// Nothing (`--no-auth`, or a caller made up for a thread's owner): it never ends.
-    None,
-    /// The API key whose secret hashes to this.
-    Key(String),
-    /// The inbox sign-in whose cookie secret hashes to this.
-    SignIn(String),
 }
 
 impl Caller {

@@ -8,8 +8,8 @@ use duet_server_store::ApiKey;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use crate::auth::Credential;
 use crate::auth::cache::RECHECK;
+use crate::auth::credential::Credential;
 use crate::state::AppState;
 
 /// The key whose secret hashes to `hash` (revoked or not: the caller checks), through the cache.
