@@ -11,6 +11,7 @@ mod a2a_agents;
 pub mod auth;
 mod body;
 mod inbox;
+mod input;
 pub mod metrics;
 mod problem;
 mod router;

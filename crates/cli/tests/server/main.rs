@@ -1,6 +1,7 @@
 //! `duet serve` over real HTTP on 127.0.0.1, on SQLite and (with `DATABASE_URL`) Postgres:
 //! the approval walkthrough, events with reconnects, the double answer (every pair of doors,
-//! `doors.rs`), streams that end with their key (`revoked.rs`), hostile input, principal
+//! `doors.rs`), streams that end with their key (`revoked.rs`), hostile input (`hostile.rs`, and
+//! the same values refused at every door: `values.rs`), principal
 //! isolation, the OpenAPI document and graceful shutdown; the session control plane and the Agent
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`).
 
@@ -23,3 +24,4 @@ mod isolation;
 mod lifecycle;
 mod pooler;
 mod revoked;
+mod values;
