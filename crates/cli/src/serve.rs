@@ -116,9 +116,6 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         }
     };
     let addr = listener.local_addr().map_or(args.listen, |a| a);
-    // The one plain line, whatever the log format: where to reach the server (scripts read it).
-    eprintln!("duet serve: listening on http://{addr}");
-    tracing::info!(address = %addr, "listening");
     let options = Options {
         auth: !args.no_auth,
         default_agent: args.default_agent,
@@ -131,6 +128,15 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         ..Options::default()
     };
     let state = duet_server::AppState::new(runtime, tables, options);
+    // A database it can read but not write (a read-only file) would serve reads and fail every
+    // answer: refused here, before the address is announced.
+    if let Err(why) = duet_server::check_writable(&state).await {
+        eprintln!("duet: cannot serve: {why}");
+        return ExitCode::from(1);
+    }
+    // The one plain line, whatever the log format: where to reach the server (scripts read it).
+    eprintln!("duet serve: listening on http://{addr}");
+    tracing::info!(address = %addr, "listening");
     match duet_server::serve(state, listener, shutdown).await {
         Ok(()) => {
             tracing::info!("stopped");

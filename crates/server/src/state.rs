@@ -34,6 +34,9 @@ pub struct Options {
     /// Whether A2A push notifications may go to private, loopback and link-local addresses
     /// (refused by default: a config must not turn the server against its own network).
     pub allow_private_push: bool,
+    /// How long `/readyz` reuses its probe's outcome (a read and a heartbeat write), so a load
+    /// balancer's polling costs the database one write per this.
+    pub ready_cache: Duration,
     /// The metrics `/metrics` serves: give the process's subscriber [`crate::metrics::Metrics::layer`]
     /// so they include the runtime's spans.
     pub metrics: crate::metrics::Metrics,
@@ -50,6 +53,7 @@ impl Default for Options {
             heartbeat: Duration::from_secs(15),
             public_url: None,
             allow_private_push: false,
+            ready_cache: Duration::from_secs(1),
             metrics: crate::metrics::Metrics::default(),
         }
     }
@@ -76,6 +80,8 @@ struct Shared {
     push: tokio::sync::Notify,
     /// Wakes the push notifier when a config was made here.
     push_configs: tokio::sync::Notify,
+    /// The last readiness probe: when, and what it found.
+    readiness: tokio::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>>,
 }
 
 impl AppState {
@@ -92,6 +98,7 @@ impl AppState {
             epoch: uuid::Uuid::now_v7().to_string(),
             push: tokio::sync::Notify::new(),
             push_configs: tokio::sync::Notify::new(),
+            readiness: tokio::sync::Mutex::new(None),
         }))
     }
 
@@ -128,6 +135,13 @@ impl AppState {
     /// The options.
     pub fn options(&self) -> &Options {
         &self.0.options
+    }
+
+    /// The last readiness probe (`service::health`).
+    pub(crate) fn readiness(
+        &self,
+    ) -> &tokio::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>> {
+        &self.0.readiness
     }
 
     pub(crate) fn keys(&self) -> &KeyCache {

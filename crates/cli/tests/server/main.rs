@@ -2,7 +2,7 @@
 //! the approval walkthrough, events with reconnects, the double answer (every pair of doors,
 //! `doors.rs`), streams that end with their key (`revoked.rs`), hostile input (`hostile.rs`, and
 //! the same values refused at every door: `values.rs`), principal
-//! isolation, the OpenAPI document and graceful shutdown; the session control plane and the Agent
+//! isolation, the OpenAPI document and graceful shutdown; readiness (`ready.rs`); the session control plane and the Agent
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`).
 
 #[path = "../support/mod.rs"]
@@ -23,5 +23,6 @@ mod inbox;
 mod isolation;
 mod lifecycle;
 mod pooler;
+mod ready;
 mod revoked;
 mod values;
