@@ -35,9 +35,15 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     shutdown_grace_ms: u64,
     /// The URL clients reach this server at (`https://agents.example.com`), for the A2A agent
-    /// cards' interface URLs; without it they are derived from each request's host.
+    /// cards' interface URLs; without it they are built from a request's `Host` when it is a
+    /// loopback name, else from the listening address. With `--no-auth`, a host served besides
+    /// the loopback ones.
     #[arg(long, value_name = "URL", env = "DUET_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Build the A2A cards' URLs from `X-Forwarded-Proto` and `X-Forwarded-Host` (when there is
+    /// no `--public-url`). Only behind a proxy that sets them and drops a client's own.
+    #[arg(long, env = "DUET_TRUST_FORWARDED")]
+    trust_forwarded: bool,
     /// Let A2A push notifications go to private, loopback and link-local addresses (refused by
     /// default). For development and tests on one machine.
     #[arg(long)]
@@ -116,6 +122,12 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         }
     };
     let addr = listener.local_addr().map_or(args.listen, |a| a);
+    if args.public_url.is_none() && !args.trust_forwarded && !addr.ip().is_loopback() {
+        tracing::warn!(
+            address = %addr,
+            "listening beyond loopback without --public-url: A2A agent cards name this address (or localhost when it is every address), not the name clients use; set --public-url"
+        );
+    }
     let options = Options {
         auth: !args.no_auth,
         default_agent: args.default_agent,
@@ -123,6 +135,8 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         recover_every: Duration::from_millis(args.recover_every_ms),
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         public_url: args.public_url,
+        trust_forwarded: args.trust_forwarded,
+        listener: Some(addr),
         allow_private_push: args.allow_private_push,
         metrics,
         ..Options::default()

@@ -28,9 +28,17 @@ pub struct Options {
     pub shutdown_grace: Duration,
     /// How often an idle SSE stream sends a comment, so proxies keep it open.
     pub heartbeat: Duration,
-    /// The URL clients reach this server at, for the A2A cards' interface URLs (default: the
-    /// request's host).
+    /// The URL clients reach this server at, for the A2A cards' interface URLs (without it: a
+    /// request's `Host` when it names a loopback host, else [`Self::listener`]); with
+    /// `--no-auth`, a host served besides the loopback ones.
     pub public_url: Option<String>,
+    /// Whether `X-Forwarded-Proto`/`X-Forwarded-Host` name the origin clients reached, for the
+    /// A2A cards' URLs when there is no public URL: only behind a proxy that sets them (and
+    /// drops a client's own). Off: any client could name any host in a card.
+    pub trust_forwarded: bool,
+    /// The address the server listens on (`duet serve` sets it): the A2A cards' origin for a
+    /// request to a host that is not a loopback one, when nothing else is configured.
+    pub listener: Option<std::net::SocketAddr>,
     /// Whether A2A push notifications may go to private, loopback and link-local addresses
     /// (refused by default: a config must not turn the server against its own network).
     pub allow_private_push: bool,
@@ -52,6 +60,8 @@ impl Default for Options {
             shutdown_grace: Duration::from_secs(10),
             heartbeat: Duration::from_secs(15),
             public_url: None,
+            trust_forwarded: false,
+            listener: None,
             allow_private_push: false,
             ready_cache: Duration::from_secs(1),
             metrics: crate::metrics::Metrics::default(),

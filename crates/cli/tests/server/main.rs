@@ -2,7 +2,8 @@
 //! the approval walkthrough, events with reconnects, the double answer (every pair of doors,
 //! `doors.rs`), streams that end with their key (`revoked.rs`), hostile input (`hostile.rs`, and
 //! the same values refused at every door: `values.rs`), principal
-//! isolation, the OpenAPI document and graceful shutdown; readiness (`ready.rs`); the session control plane and the Agent
+//! isolation, the OpenAPI document and graceful shutdown; readiness (`ready.rs`); the agent card's URLs
+//! (`addressed.rs`); the session control plane and the Agent
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`).
 
 #[path = "../support/mod.rs"]
@@ -12,6 +13,7 @@ mod browser;
 mod harness;
 
 mod a2a;
+mod addressed;
 mod a2a_push;
 mod a2a_remote;
 mod a2a_states;
