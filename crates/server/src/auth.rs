@@ -5,6 +5,7 @@
 
 pub(crate) mod cache;
 pub(crate) mod credential;
+pub(crate) mod loopback;
 
 pub(crate) use credential::Credential;
 

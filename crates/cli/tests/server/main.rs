@@ -1,10 +1,10 @@
 //! `duet serve` over real HTTP on 127.0.0.1, on SQLite and (with `DATABASE_URL`) Postgres:
 //! the approval walkthrough, events with reconnects, the double answer (every pair of doors,
 //! `doors.rs`), streams that end with their key (`revoked.rs`), hostile input (`hostile.rs`, and
-//! the same values refused at every door: `values.rs`), principal
-//! isolation, the OpenAPI document and graceful shutdown; readiness (`ready.rs`); the agent card's URLs
-//! (`addressed.rs`); the session control plane and the Agent
-//! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`).
+//! the same values refused at every door: `values.rs`), principal isolation, the OpenAPI
+//! document and graceful shutdown; readiness (`ready.rs`); who a request is addressed to — the
+//! agent card's URLs, `--no-auth`'s hosts and origins (`addressed.rs`); the session control plane
+//! and the Agent Handler conformance over HTTP; behind PgBouncer (`pooler.rs`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -13,10 +13,10 @@ mod browser;
 mod harness;
 
 mod a2a;
-mod addressed;
 mod a2a_push;
 mod a2a_remote;
 mod a2a_states;
+mod addressed;
 mod approvals;
 mod control;
 mod doors;
