@@ -21,15 +21,45 @@ pub(crate) struct Limits {
 pub(crate) struct Site {
     pub card: Arc<AgentCard>,
     pub public_url: Option<Arc<str>>,
+    /// Whether `X-Forwarded-Proto` and `X-Forwarded-Host` are a proxy's word (configured).
+    pub trust_forwarded: bool,
+    /// The server's own origin (its listener, `http://10.0.0.5:8787`): the card's root for a
+    /// request whose `Host` is not a loopback name, when nothing better is configured.
+    pub listener: Option<Arc<str>>,
     /// When the card was made (its `Last-Modified`).
     pub since: chrono::DateTime<chrono::Utc>,
 }
 
+/// What a card's URLs were built from, so its response says what it varies with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Depends {
+    /// The configured public URL: the same card for every request.
+    Nothing,
+    /// The request's `Host`.
+    Host,
+    /// The `X-Forwarded-*` headers (trusted), else the `Host`.
+    Forwarded,
+}
+
+impl Depends {
+    /// The `Vary` header of a card built this way.
+    pub(crate) fn vary(self) -> Option<&'static str> {
+        match self {
+            Depends::Nothing => None,
+            Depends::Host => Some("Host"),
+            Depends::Forwarded => Some("Host, X-Forwarded-Host, X-Forwarded-Proto"),
+        }
+    }
+}
+
 impl Site {
-    /// The server's root as the client reaches it — the public URL if one is configured, else
-    /// the scheme and host of the request (`X-Forwarded-*` honoured) — and the URL the agent is
-    /// mounted at (the root, then the path the service is nested under).
-    pub(crate) fn urls(&self, req: &Request) -> (String, String) {
+    /// The server's root as the client reaches it, the URL the agent is mounted at (the root,
+    /// then the path the service is nested under), and what the root was built from. The root
+    /// is the public URL if one is configured; else, with forwarded headers trusted, the scheme
+    /// and host a proxy forwarded (or the `Host`); else the `Host` when it names a loopback
+    /// host, and the listener's own origin when it does not — never a name only the request
+    /// says, which a shared cache would hand to everyone.
+    pub(crate) fn urls(&self, req: &Request) -> (String, String, Depends) {
         let inner = req.uri().path();
         let outer = req
             .extensions()
@@ -40,25 +70,40 @@ impl Site {
         } else {
             outer.strip_suffix(inner).unwrap_or("")
         };
-        let origin = match &self.public_url {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None => {
-                let header = |name: &str| {
-                    req.headers()
-                        .get(name)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.split(',').next())
-                        .map(|v| v.trim().to_owned())
-                };
-                let scheme = header("x-forwarded-proto").unwrap_or_else(|| "http".into());
-                let host = header("x-forwarded-host")
-                    .or_else(|| header("host"))
-                    .or_else(|| req.uri().authority().map(ToString::to_string))
+        let header = |name: &str| {
+            req.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split(',').next())
+                .map(|v| v.trim().to_owned())
+        };
+        // Only a bare authority: a header that adds a path or user info is none.
+        let host = |name: &str| header(name).filter(|h| duet_net::authority_host(h).is_some());
+        let request_host = host("host")
+            .or_else(|| req.uri().authority().map(ToString::to_string))
+            .filter(|h| duet_net::authority_host(h).is_some());
+        let (origin, depends) = match &self.public_url {
+            Some(url) => (url.trim_end_matches('/').to_owned(), Depends::Nothing),
+            None if self.trust_forwarded => {
+                let scheme = header("x-forwarded-proto")
+                    .map(|p| p.to_ascii_lowercase())
+                    .filter(|p| p == "http" || p == "https")
+                    .unwrap_or_else(|| "http".into());
+                let host = host("x-forwarded-host")
+                    .or(request_host)
                     .unwrap_or_else(|| "localhost".into());
-                format!("{scheme}://{host}")
+                (format!("{scheme}://{host}"), Depends::Forwarded)
+            }
+            None => {
+                let origin = match (request_host, &self.listener) {
+                    (Some(h), _) if duet_net::is_loopback_authority(&h) => format!("http://{h}"),
+                    (_, Some(listener)) => listener.trim_end_matches('/').to_owned(),
+                    (_, None) => "http://localhost".to_owned(),
+                };
+                (origin, Depends::Host)
             }
         };
         let base = format!("{origin}{mount}");
-        (origin, base)
+        (origin, base, depends)
     }
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::card::{AgentCard, PROTOCOL_VERSION};
-use super::config::{Limits, Site};
+use super::config::{Depends, Limits, Site};
 use super::env::{Call, Card, CardSince, HistoryLength, MessageText, PageSize, outcome};
 use super::error::A2aError;
 use super::operation::Operation;
@@ -21,8 +21,11 @@ use super::stream::StreamBuilder;
 
 /// The path of the agent card.
 pub const WELL_KNOWN: &str = "/.well-known/agent-card.json";
-/// How long clients may cache the card.
-const CARD_MAX_AGE: &str = "public, max-age=300";
+/// How long anyone may cache a card that is the same for every request (a public URL).
+const CARD_PUBLIC: &str = "public, max-age=300";
+/// How long a client may cache a card built from its request's headers: not a shared cache,
+/// which would hand one client's card to others.
+const CARD_PRIVATE: &str = "private, max-age=300";
 
 /// `Env`: resolves the card for the URL this request reached, and records it.
 pub(crate) async fn inject_card(
@@ -30,14 +33,16 @@ pub(crate) async fn inject_card(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let (root, base) = site.urls(&req);
+    let (root, base, depends) = site.urls(&req);
     let card = site.card.resolved(&base, &root);
     req.extensions_mut().insert(Card(Arc::new(card)));
+    req.extensions_mut().insert(depends);
     req.extensions_mut().insert(CardSince(site.since));
     next.run(req).await
 }
 
-/// `WellKnown`: `GET /.well-known/agent-card.json`, with `Cache-Control` and an `ETag`.
+/// `WellKnown`: `GET /.well-known/agent-card.json`, with `Cache-Control`, an `ETag` and the
+/// `Vary` of what its URLs were built from.
 pub(crate) async fn well_known(req: Request, next: Next) -> Response {
     if req.uri().path() != WELL_KNOWN {
         return next.run(req).await;
@@ -46,6 +51,11 @@ pub(crate) async fn well_known(req: Request, next: Next) -> Response {
         return next.run(req).await;
     };
     let since = req.extensions().get::<CardSince>().copied();
+    let depends = req
+        .extensions()
+        .get::<Depends>()
+        .copied()
+        .unwrap_or(Depends::Host);
     let body = serde_json::to_string(card.as_ref()).unwrap_or_default();
     let tag = format!("\"{}\"", &hex(&Sha256::digest(body.as_bytes()))[..16]);
     let fresh = req
@@ -70,8 +80,14 @@ pub(crate) async fn well_known(req: Request, next: Next) -> Response {
     );
     h.insert(
         header::CACHE_CONTROL,
-        HeaderValue::from_static(CARD_MAX_AGE),
+        HeaderValue::from_static(match depends {
+            Depends::Nothing => CARD_PUBLIC,
+            Depends::Host | Depends::Forwarded => CARD_PRIVATE,
+        }),
     );
+    if let Some(vary) = depends.vary() {
+        h.insert(header::VARY, HeaderValue::from_static(vary));
+    }
     if let Ok(tag) = HeaderValue::from_str(&tag) {
         h.insert(header::ETAG, tag);
     }

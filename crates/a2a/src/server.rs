@@ -32,6 +32,8 @@ pub struct A2aServer {
     card: AgentCard,
     limits: Limits,
     public_url: Option<Arc<str>>,
+    trust_forwarded: bool,
+    listener: Option<Arc<str>>,
 }
 
 impl A2aServer {
@@ -45,6 +47,8 @@ impl A2aServer {
                 body: DEFAULT_BODY_LIMIT,
             },
             public_url: None,
+            trust_forwarded: false,
+            listener: None,
         }
     }
 
@@ -67,9 +71,26 @@ impl A2aServer {
     }
 
     /// The URL clients reach this server at (`https://agents.example.com`), for the card's
-    /// interface URLs; without it they come from the request's host.
+    /// interface URLs: the same card for every request, cacheable by anyone. Without it they
+    /// come from the request's `Host` when it names a loopback host, else from
+    /// [`Self::listener`] (or the forwarded headers, when [`Self::trust_forwarded`]).
     pub fn public_url(mut self, url: impl Into<String>) -> Self {
         self.public_url = Some(Arc::from(url.into()));
+        self
+    }
+
+    /// Whether `X-Forwarded-Proto` and `X-Forwarded-Host` name the origin the client reached
+    /// (set only behind a proxy that sets them, and strips a client's own): off by default,
+    /// since any client can send them.
+    pub fn trust_forwarded(mut self, trust: bool) -> Self {
+        self.trust_forwarded = trust;
+        self
+    }
+
+    /// The server's own origin (`http://10.0.0.5:8787`, its listener): the card's root when
+    /// no public URL is configured and the request's `Host` is not a loopback name.
+    pub fn listener(mut self, origin: impl Into<String>) -> Self {
+        self.listener = Some(Arc::from(origin.into()));
         self
     }
 
@@ -84,6 +105,8 @@ impl A2aServer {
         let site = Site {
             card: Arc::new(self.card),
             public_url: self.public_url,
+            trust_forwarded: self.trust_forwarded,
+            listener: self.listener,
             since: chrono::Utc::now(),
         };
         let limits = self.limits;

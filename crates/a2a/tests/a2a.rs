@@ -78,11 +78,16 @@ async fn exchange(
             .iter()
             .fold(s.to_owned(), |s, (k, v)| s.replace(&format!("${{{k}}}"), v))
     };
+    let mut headers = spec["headers"].as_object().cloned().unwrap_or_default();
+    // A loopback host unless the exchange names another (a card is built from loopback names).
+    let host = headers
+        .remove("host")
+        .and_then(|h| h.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "127.0.0.1:9999".into());
     let mut req = Request::builder()
         .method(spec["method"].as_str().unwrap_or("POST"))
         .uri(fill(spec["path"].as_str().unwrap_or("/")))
-        .header("host", "agent.test");
-    let mut headers = spec["headers"].as_object().cloned().unwrap_or_default();
+        .header("host", host);
     if !headers.contains_key("A2A-Version") && spec["noVersion"] != true {
         headers.insert("A2A-Version".into(), json!("1.0"));
     }
@@ -98,7 +103,7 @@ async fn exchange(
     let response = agent.clone().oneshot(request).await.expect("infallible");
     let status = response.status().as_u16();
     let mut kept = serde_json::Map::new();
-    for name in ["content-type", "cache-control", "allow"] {
+    for name in ["content-type", "cache-control", "allow", "vary"] {
         if let Some(v) = response.headers().get(name) {
             kept.insert(name.into(), json!(v.to_str().unwrap_or("")));
         }

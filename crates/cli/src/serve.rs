@@ -52,9 +52,15 @@ pub(crate) struct Args {
         value_parser = clap::value_parser!(u64).range(1..))]
     idle_timeout_ms: u64,
     /// The URL clients reach this server at (`https://agents.example.com`), for the A2A agent
-    /// cards' interface URLs; without it they are derived from each request's host.
+    /// cards' interface URLs; without it they are built from a request's `Host` when it is a
+    /// loopback name, else from the listening address. With `--no-auth`, a host served besides
+    /// the loopback ones.
     #[arg(long, value_name = "URL", env = "DUET_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Build the A2A cards' URLs from `X-Forwarded-Proto` and `X-Forwarded-Host` (when there is
+    /// no `--public-url`). Only behind a proxy that sets them and drops a client's own.
+    #[arg(long, env = "DUET_TRUST_FORWARDED")]
+    trust_forwarded: bool,
     /// Let A2A push notifications go to private, loopback and link-local addresses (refused by
     /// default). For development and tests on one machine.
     #[arg(long)]
@@ -139,6 +145,13 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         .max_connections
         .unwrap_or_else(duet_server::default_max_connections);
     tracing::info!(address = %addr, max_connections, "listening");
+
+    if args.public_url.is_none() && !args.trust_forwarded && !addr.ip().is_loopback() {
+        tracing::warn!(
+            address = %addr,
+            "listening beyond loopback without --public-url: A2A agent cards name this address (or localhost when it is every address), not the name clients use; set --public-url"
+        );
+    }
     let options = Options {
         auth: !args.no_auth,
         default_agent: args.default_agent,
@@ -146,6 +159,8 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         recover_every: Duration::from_millis(args.recover_every_ms),
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         public_url: args.public_url,
+        trust_forwarded: args.trust_forwarded,
+        listener: Some(addr),
         allow_private_push: args.allow_private_push,
         max_connections,
         header_read_timeout: Duration::from_millis(args.header_timeout_ms),
@@ -154,6 +169,15 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         ..Options::default()
     };
     let state = duet_server::AppState::new(runtime, tables, options);
+    // A database it can read but not write (a read-only file) would serve reads and fail every
+    // answer: refused here, before the address is announced.
+    if let Err(why) = duet_server::check_writable(&state).await {
+        eprintln!("duet: cannot serve: {why}");
+        return ExitCode::from(1);
+    }
+    // The one plain line, whatever the log format: where to reach the server (scripts read it).
+    eprintln!("duet serve: listening on http://{addr}");
+    tracing::info!(address = %addr, "listening");
     match duet_server::serve(state, listener, shutdown).await {
         Ok(()) => {
             tracing::info!("stopped");

@@ -12,6 +12,8 @@
 //!   those ([`Pin`]).
 //! - [`same_origin`] and [`redirect_allowed`] say where a redirect may go with a request's
 //!   credentials.
+//! - [`authority_host`] and [`is_loopback`] read who a request was addressed to (its `Host`),
+//!   for a server that serves loopback names only, or builds URLs from them.
 //!
 //! No duet crate, no HTTP client: a port (`duet-a2a`) and the crates that make requests
 //! (`duet-tools`, `duet-server`) all use it.
@@ -27,10 +29,12 @@
 #![warn(missing_docs)]
 
 mod classify;
+mod host;
 pub mod registry;
 mod target;
 
 pub use classify::{Refusal, Verdict, classify};
+pub use host::{authority_host, is_loopback, is_loopback_authority};
 pub use target::{
     MAX_REDIRECTS, Pin, Target, TargetError, check, judge, redirect_allowed, same_origin,
     target_allowed,

@@ -1,5 +1,6 @@
 //! The duet server's own tables, as ports the server owns: API keys and the browser sign-ins
-//! that stand for them (`keys`), and A2A push-notification configs with their outbox (`push`).
+//! that stand for them (`keys`), A2A push-notification configs with their outbox (`push`), and
+//! the heartbeat row readiness writes (`health`).
 //! The engine never reads them, so they are not part of the runtime's `Store`: `duet-store`
 //! implements [`ServerStore`] on SQLite and Postgres beside the engine's tables (same database,
 //! same migrations), and [`testing::MemoryServerStore`] (feature `test-util`) in memory. All
@@ -10,15 +11,17 @@
 
 #![warn(missing_docs)]
 
+mod health;
 mod keys;
 mod push;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
+pub use health::HealthStore;
 pub use keys::{ApiKey, KeyStore};
 pub use push::{PushConfig, PushDelivery, PushStore};
 
 /// Every table the server owns: what `duet serve` holds as `Arc<dyn ServerStore>`.
-pub trait ServerStore: KeyStore + PushStore + 'static {}
+pub trait ServerStore: KeyStore + PushStore + HealthStore + 'static {}
 
-impl<T: KeyStore + PushStore + 'static> ServerStore for T {}
+impl<T: KeyStore + PushStore + HealthStore + 'static> ServerStore for T {}

@@ -24,6 +24,8 @@ struct State {
     push_configs: Vec<crate::PushConfig>,
     push_outbox: BTreeMap<i64, (crate::PushDelivery, i64, bool)>,
     push_ids: i64,
+    /// The heartbeat row's `at`.
+    heartbeat: Option<i64>,
 }
 
 impl MemoryServerStore {
@@ -36,5 +38,13 @@ impl MemoryServerStore {
         // A panic elsewhere while holding the lock leaves consistent data: every method checks
         // before it writes.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::HealthStore for MemoryServerStore {
+    async fn heartbeat(&self, at: i64) -> Result<(), duet_runtime::StoreError> {
+        self.state().heartbeat = Some(at);
+        Ok(())
     }
 }

@@ -6,6 +6,8 @@
 pub(crate) mod cache;
 pub(crate) mod credential;
 
+pub(crate) mod loopback;
+
 pub(crate) use credential::Credential;
 
 use axum::extract::FromRequestParts;

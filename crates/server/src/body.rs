@@ -136,32 +136,3 @@ where
             .map_err(|e| Problem::bad_request("invalid_path", e.body_text()))
     }
 }
-
-/// A thread key as a caller gave it: not empty, no control characters, at most 512 bytes.
-pub(crate) fn check_key(key: &str) -> Result<(), Problem> {
-    match key_fault(key) {
-        Some(why) => Err(invalid_key(why)),
-        None => Ok(()),
-    }
-}
-
-/// What is wrong with `key` as a thread key, if anything (`is empty`, ...).
-pub(crate) fn key_fault(key: &str) -> Option<&'static str> {
-    if key.trim().is_empty() {
-        Some("is empty")
-    } else if key.chars().any(char::is_control) {
-        Some("contains a control character")
-    } else if key.len() > MAX_KEY_BYTES {
-        Some("is longer than 512 bytes")
-    } else {
-        None
-    }
-}
-
-/// The 400 of a thread key that [`key_fault`] refused for `why`.
-pub(crate) fn invalid_key(why: &str) -> Problem {
-    Problem::bad_request("invalid_key", format!("the thread key {why}"))
-}
-
-/// The longest thread key (and idempotency key) accepted, in bytes.
-pub(crate) const MAX_KEY_BYTES: usize = 512;

@@ -76,6 +76,10 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            crate::auth::loopback::guard,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             crate::metrics::http,
         ))
         .layer(DefaultBodyLimit::max(limit))

@@ -34,8 +34,9 @@ use crate::problem::Problem;
 /// Why a service refused.
 #[derive(Debug)]
 pub(crate) enum ServiceError {
-    /// The thread key the caller gave is not one (the reason: `is empty`, ...).
-    InvalidKey(&'static str),
+    /// A value the caller gave is not one (a thread key that is empty, ...): refused before
+    /// anything was read or written.
+    Invalid(crate::input::Fault),
     /// Nothing by that name that the caller may see (what it may not see is not there).
     NotFound(String),
     /// The delivery named a park that another answer settled first; nothing was written.
@@ -62,7 +63,7 @@ impl From<StoreError> for ServiceError {
 impl std::fmt::Display for ServiceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ServiceError::InvalidKey(why) => write!(f, "the thread key {why}"),
+            ServiceError::Invalid(fault) => f.write_str(&fault.sentence()),
             ServiceError::NotFound(what) => f.write_str(what),
             ServiceError::AlreadyAnswered { key, park, .. } => {
                 write!(f, "`{key}` is no longer waiting at {park}")
@@ -93,7 +94,7 @@ impl ServiceError {
 impl From<ServiceError> for Problem {
     fn from(e: ServiceError) -> Self {
         match e {
-            ServiceError::InvalidKey(why) => crate::body::invalid_key(why),
+            ServiceError::Invalid(fault) => fault.into(),
             ServiceError::NotFound(what) => Problem::not_found(what),
             ServiceError::AlreadyAnswered { key, park, first } => {
                 let mut problem = Problem::new(

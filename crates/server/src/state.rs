@@ -28,9 +28,17 @@ pub struct Options {
     pub shutdown_grace: Duration,
     /// How often an idle SSE stream sends a comment, so proxies keep it open.
     pub heartbeat: Duration,
-    /// The URL clients reach this server at, for the A2A cards' interface URLs (default: the
-    /// request's host).
+    /// The URL clients reach this server at, for the A2A cards' interface URLs (without it: a
+    /// request's `Host` when it names a loopback host, else [`Self::listener`]); with
+    /// `--no-auth`, a host served besides the loopback ones.
     pub public_url: Option<String>,
+    /// Whether `X-Forwarded-Proto`/`X-Forwarded-Host` name the origin clients reached, for the
+    /// A2A cards' URLs when there is no public URL: only behind a proxy that sets them (and
+    /// drops a client's own). Off: any client could name any host in a card.
+    pub trust_forwarded: bool,
+    /// The address the server listens on (`duet serve` sets it): the A2A cards' origin for a
+    /// request to a host that is not a loopback one, when nothing else is configured.
+    pub listener: Option<std::net::SocketAddr>,
     /// Whether A2A push notifications may go to private, loopback and link-local addresses
     /// (refused by default: a config must not turn the server against its own network).
     pub allow_private_push: bool,
@@ -45,6 +53,10 @@ pub struct Options {
     /// How long a connection with no request in flight stays open (HTTP/1.1 keep-alive, HTTP/2).
     /// A request in flight, an event stream included, is never idle.
     pub idle_timeout: Duration,
+
+    /// How long `/readyz` reuses its probe's outcome (a read and a heartbeat write), so a load
+    /// balancer's polling costs the database one write per this.
+    pub ready_cache: Duration,
     /// The metrics `/metrics` serves: give the process's subscriber [`crate::metrics::Metrics::layer`]
     /// so they include the runtime's spans.
     pub metrics: crate::metrics::Metrics,
@@ -60,10 +72,14 @@ impl Default for Options {
             shutdown_grace: Duration::from_secs(10),
             heartbeat: Duration::from_secs(15),
             public_url: None,
+            trust_forwarded: false,
+            listener: None,
             allow_private_push: false,
             max_connections: crate::conn::default_max_connections(),
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(75),
+
+            ready_cache: Duration::from_secs(1),
             metrics: crate::metrics::Metrics::default(),
         }
     }
@@ -90,6 +106,8 @@ struct Shared {
     push: tokio::sync::Notify,
     /// Wakes the push notifier when a config was made here.
     push_configs: tokio::sync::Notify,
+    /// The last readiness probe: when, and what it found.
+    readiness: tokio::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>>,
 }
 
 impl AppState {
@@ -106,6 +124,7 @@ impl AppState {
             epoch: uuid::Uuid::now_v7().to_string(),
             push: tokio::sync::Notify::new(),
             push_configs: tokio::sync::Notify::new(),
+            readiness: tokio::sync::Mutex::new(None),
         }))
     }
 
@@ -142,6 +161,13 @@ impl AppState {
     /// The options.
     pub fn options(&self) -> &Options {
         &self.0.options
+    }
+
+    /// The last readiness probe (`service::health`).
+    pub(crate) fn readiness(
+        &self,
+    ) -> &tokio::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>> {
+        &self.0.readiness
     }
 
     pub(crate) fn keys(&self) -> &KeyCache {

@@ -15,6 +15,7 @@ mod answers_sql;
 mod batch;
 mod fragments;
 mod group;
+mod health_sql;
 mod keys_sql;
 mod leases_sql;
 mod postgres;

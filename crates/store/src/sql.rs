@@ -209,6 +209,8 @@ macro_rules! store_impl {
 
         crate::push_sql::push_impl!($store, $db, $begin, $skip_locked);
 
+        crate::health_sql::health_impl!($store);
+
         #[async_trait]
         impl RegistryStore for $store {
             async fn put_child(&self, c: &Child) -> Result<(), StoreError> {

@@ -1,7 +1,10 @@
 //! `duet serve` over real HTTP on 127.0.0.1, on SQLite and (with `DATABASE_URL`) Postgres:
 //! the approval walkthrough, events with reconnects, the double answer (every pair of doors,
-//! `doors.rs`), streams that end with their key (`revoked.rs`), hostile input, principal
-//! isolation, the OpenAPI document and graceful shutdown; connections (timeouts, the cap); the session control plane and the Agent
+//! `doors.rs`), streams that end with their key (`revoked.rs`), hostile input (`hostile.rs`, and
+//! the same values refused at every door: `values.rs`), principal isolation, the OpenAPI
+//! document and graceful shutdown; connections (timeouts, the cap); readiness (`ready.rs`); who a
+//! request is addressed to — the agent card's URLs, `--no-auth`'s hosts and origins
+//! (`addressed.rs`); changed definitions (`stale.rs`); the session control plane and the Agent
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`).
 
 #[path = "../support/mod.rs"]
@@ -14,6 +17,7 @@ mod a2a;
 mod a2a_push;
 mod a2a_remote;
 mod a2a_states;
+mod addressed;
 mod approvals;
 mod connections;
 mod control;
@@ -23,5 +27,7 @@ mod inbox;
 mod isolation;
 mod lifecycle;
 mod pooler;
+mod ready;
 mod revoked;
 mod stale;
+mod values;

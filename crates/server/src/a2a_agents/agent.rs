@@ -16,7 +16,7 @@ use duet_runtime::{Accepted, Delivery, ImageRef, Origin, RunError, SideId, Threa
 use super::follow;
 use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
-use crate::body::MAX_KEY_BYTES;
+use crate::input::{self, Fault, Kind};
 use crate::service;
 use crate::service::tasks::Named;
 use crate::state::AppState;
@@ -35,18 +35,36 @@ struct Said {
     images: Vec<ImageRef>,
 }
 
+/// What a message says, checked as every door checks its input ([`input`]) before anything is
+/// read: its ids, its text, its images. A part of another kind is `ContentTypeNotSupported`.
 fn said(req: &SendMessageRequest) -> Result<Said, A2aError> {
+    let m = &req.message;
+    input::id(Kind::MessageId, "message.messageId", &m.message_id).map_err(Fault::into_a2a)?;
+    if let Some(context) = &m.context_id {
+        input::key("message.contextId", context).map_err(Fault::into_a2a)?;
+    }
     let mut text = Vec::new();
     let mut images = Vec::new();
-    for (i, part) in req.message.parts.iter().enumerate() {
+    for (i, part) in m.parts.iter().enumerate() {
         match &part.content {
-            PartContent::Text(t) => text.push(t.clone()),
+            PartContent::Text(t) => {
+                input::text(&format!("message.parts[{i}].text"), t).map_err(Fault::into_a2a)?;
+                text.push(t.clone());
+            }
+            // Serialized JSON: a NUL in it is the escape `\u0000`, never the character.
             PartContent::Data(d) => text.push(d.to_string()),
             PartContent::Raw(data) => match part.media_type.as_deref() {
-                Some(m) if m.starts_with("image/") => images.push(ImageRef {
-                    mime_type: m.to_owned(),
-                    data: data.clone(),
-                }),
+                Some(m) if m.get(..6).is_some_and(|t| t.eq_ignore_ascii_case("image/")) => {
+                    let fields = (
+                        format!("message.parts[{i}].mediaType"),
+                        format!("message.parts[{i}].raw"),
+                    );
+                    input::image((&fields.0, &fields.1), m, data).map_err(Fault::into_a2a)?;
+                    images.push(ImageRef {
+                        mime_type: m.to_owned(),
+                        data: data.clone(),
+                    });
+                }
                 other => {
                     return Err(A2aError::content_type_not_supported(
                         other.unwrap_or("application/octet-stream"),
@@ -171,12 +189,7 @@ impl DuetAgent {
             Some(c) => c.clone(),
             None => uuid::Uuid::now_v7().to_string(),
         };
-        if context.len() > MAX_KEY_BYTES || context.trim().is_empty() {
-            return Err(A2aError::invalid_params(
-                "contextId is 1–512 bytes",
-                vec![("message.contextId".into(), "1–512 bytes".into())],
-            ));
-        }
+        // A context the client named was checked with the message (`said`); ours is a UUID.
         let key = caller.stored_key(&context);
         let thread = match service::tasks::named(&self.state, caller, &self.agent, &context)
             .await
@@ -243,8 +256,8 @@ impl DuetAgent {
         &self,
         caller: &Caller,
         req: &SendMessageRequest,
+        said: Said,
     ) -> Result<(TaskRef, View, Option<i64>), A2aError> {
-        let said = said(req)?;
         let target = self.target(caller, req).await?;
         let floor = target.thread.as_ref().map_or(0, |t| t.next_seq);
         let answers = target.thread.as_ref().and_then(Thread::park);
@@ -382,11 +395,12 @@ impl A2aAgent for DuetAgent {
         cx: Context,
     ) -> Handled<SendMessageResponse> {
         let caller = Self::caller(&cx)?;
+        let said = said(&req)?;
         if let Some(task) = self.replay(&caller, &req, cx.history_length).await? {
             return Ok(SendMessageResponse::Task(task));
         }
         let push = self.inline_push(&req).await?;
-        let (r, mut view, floor) = self.deliver(&caller, &req).await?;
+        let (r, mut view, floor) = self.deliver(&caller, &req, said).await?;
         if let Some(config) = push {
             self.store_push(&caller, r, config).await?;
         }
@@ -405,8 +419,9 @@ impl A2aAgent for DuetAgent {
         cx: Context,
     ) -> Handled<Stream> {
         let caller = Self::caller(&cx)?;
+        let said = said(&req)?;
         let push = self.inline_push(&req).await?;
-        let (r, mut view, floor) = self.deliver(&caller, &req).await?;
+        let (r, mut view, floor) = self.deliver(&caller, &req, said).await?;
         if let Some(config) = push {
             self.store_push(&caller, r, config).await?;
         }

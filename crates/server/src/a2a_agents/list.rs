@@ -47,6 +47,7 @@ impl DuetAgent {
         let mut total = 0usize;
         let mut next = String::new();
         if let Some(context) = &req.context_id {
+            crate::input::key("contextId", context).map_err(crate::input::Fault::into_a2a)?;
             let Some(t) = service::threads::find_on(&self.state, caller, &self.agent, context)
                 .await
                 .map_err(A2aError::internal)?

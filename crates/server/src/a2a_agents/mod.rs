@@ -54,12 +54,24 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     router
 }
 
-/// The A2A server for `def`: its card, this server's caps and public URL.
+/// The A2A server for `def`: its card, this server's caps, and where clients reach it (the
+/// public URL; whether forwarded headers are trusted; the listener's origin, `localhost` when it
+/// listens on every address).
 fn server(state: &AppState, def: &AgentDef) -> A2aServer {
-    let mut server =
-        A2aServer::new(card(def, state.options().auth)).body_limit(state.options().body_limit);
-    if let Some(url) = &state.options().public_url {
+    let options = state.options();
+    let mut server = A2aServer::new(card(def, options.auth))
+        .body_limit(options.body_limit)
+        .trust_forwarded(options.trust_forwarded);
+    if let Some(url) = &options.public_url {
         server = server.public_url(url.clone());
+    }
+    if let Some(addr) = options.listener {
+        let origin = if addr.ip().is_unspecified() {
+            format!("http://localhost:{}", addr.port())
+        } else {
+            format!("http://{addr}")
+        };
+        server = server.listener(origin);
     }
     server
 }

@@ -108,6 +108,7 @@ impl DuetAgent {
         req: TaskPushNotificationConfigRef,
         cx: &Context,
     ) -> Handled<TaskPushNotificationConfig> {
+        crate::input::key("id", &req.id).map_err(crate::input::Fault::into_a2a)?;
         let r = self.push_task(cx, &req.task_id).await?;
         match service::push::get(&self.state, r.thread, r.session, &req.id)
             .await
@@ -158,6 +159,7 @@ impl DuetAgent {
         req: TaskPushNotificationConfigRef,
         cx: &Context,
     ) -> Handled<()> {
+        crate::input::key("id", &req.id).map_err(crate::input::Fault::into_a2a)?;
         let r = self.push_task(cx, &req.task_id).await?;
         // Idempotent: deleting a config that is not there is not an error.
         service::push::delete(&self.state, r.thread, r.session, &req.id)
@@ -170,6 +172,15 @@ impl DuetAgent {
 /// Refuses a config's token, scheme or credentials that cannot be sent as they are: a header
 /// value holds no control character (a CR/LF would end the header), and the scheme is one word.
 fn sendable(req: &TaskPushNotificationConfig) -> Result<(), A2aError> {
+    if let Some(id) = &req.id {
+        crate::input::key("id", id).map_err(crate::input::Fault::into_a2a)?;
+    }
+    if req.url.chars().any(char::is_control) {
+        return Err(A2aError::invalid_params(
+            "the push config's `url` holds a control character",
+            vec![("url".into(), "holds a control character".into())],
+        ));
+    }
     let auth = req.authentication.as_ref();
     let fields = [
         ("token", req.token.as_deref()),

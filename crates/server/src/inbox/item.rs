@@ -17,6 +17,7 @@ use super::signin;
 use super::viewer::Viewer;
 use crate::auth::Caller;
 use crate::body::Path;
+use crate::input::{self, Kind};
 use crate::problem::Problem;
 use crate::routes::deliver;
 use crate::service::ServiceError;
@@ -288,14 +289,23 @@ pub(crate) async fn answer(
             layout::error_page(p.status, &p.detail)
         }
     };
+    // What the form sends is checked as every door checks it, before anything is read.
+    let checked = ["reason", "text"]
+        .into_iter()
+        .try_for_each(|name| input::text(name, form.get(name).unwrap_or_default()));
+    let message_id = form
+        .get("message_id")
+        .map(str::trim)
+        .filter(|m| !m.is_empty());
+    let checked = checked
+        .and_then(|()| message_id.map_or(Ok(()), |m| input::id(Kind::MessageId, "message_id", m)));
+    if let Err(fault) = checked {
+        return fail(fault.into());
+    }
     let text = match answer_text(&form) {
         Ok(t) => t,
         Err(why) => return fail(Problem::unprocessable("invalid_answer", why)),
     };
-    let message_id = form
-        .get("message_id")
-        .map(str::trim)
-        .filter(|m| !m.is_empty() && m.len() <= crate::body::MAX_KEY_BYTES);
     let answer = approvals::Answer {
         text: &text,
         images: &[],

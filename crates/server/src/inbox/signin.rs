@@ -118,20 +118,8 @@ pub(crate) fn check_post(
     viewer: Option<&Viewer>,
     form: &Form,
 ) -> Result<(), Refused> {
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-        let origin = origin.to_str().unwrap_or_default();
-        let ours = host
-            .is_some_and(|h| origin == format!("http://{h}") || origin == format!("https://{h}"))
-            || state
-                .options()
-                .public_url
-                .as_deref()
-                .and_then(|u| url::Url::parse(u).ok())
-                .is_some_and(|u| u.origin().ascii_serialization() == origin);
-        if !ours {
-            return Err(Refused("this form was posted from another site"));
-        }
+    if !crate::auth::loopback::same_origin(state, headers) {
+        return Err(Refused("this form was posted from another site"));
     }
     match viewer.and_then(|v| v.csrf.as_deref()) {
         Some(token) if form.get("csrf") != Some(token) => Err(Refused(

@@ -41,6 +41,7 @@ pub(crate) async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Page<ApprovalView>>, Problem> {
+    crate::input::filter("agent", q.agent.as_deref().unwrap_or_default())?;
     let limit = page_size(q.limit)?;
     let w = Waiting {
         agent: q.agent.as_deref(),

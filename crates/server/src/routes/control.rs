@@ -28,7 +28,8 @@ use self::wire::{
     codes, parse_command, rejected, run_id,
 };
 use crate::auth::Caller;
-use crate::body::{Json, Query, check_key};
+use crate::body::{Json, Query};
+use crate::input;
 use crate::problem::Problem;
 use crate::service::events::Feed;
 use crate::service::{self, messages, threads};
@@ -84,7 +85,7 @@ fn named(state: &AppState, agent: String) -> Result<String, Problem> {
 fn session(session: Option<String>) -> Result<String, Problem> {
     let session = session
         .ok_or_else(|| Problem::bad_request("missing_session", "give the session: ?session="))?;
-    check_key(&session)?;
+    input::key("session", &session)?;
     Ok(session)
 }
 
@@ -208,7 +209,7 @@ async fn dispatch_of(
             "expected {session: string, command: SessionCommand}",
         ));
     };
-    check_key(session)?;
+    input::key("session", session)?;
     let command = match body.get("command").and_then(parse_command) {
         None => {
             return Ok(axum::Json(rejected(
@@ -226,6 +227,18 @@ async fn dispatch_of(
         }
         Some(Parsed::Run(command)) => command,
     };
+    // A prompt the database cannot hold is refused as a malformed command, naming its field.
+    if let duet_runtime::control::Command::Steer { prompt }
+    | duet_runtime::control::Command::FollowUp { prompt } = &command
+        && let Err(fault) = input::text("command.prompt.text", &prompt.text)
+            .and_then(|()| input::images("command.prompt.images", &prompt.images))
+    {
+        return Ok(axum::Json(rejected(
+            codes::INVALID_COMMAND,
+            fault.sentence(),
+            false,
+        )));
+    }
     let Some(t) = find(state, caller, agent, session).await? else {
         return Ok(axum::Json(rejected(
             codes::NO_SUCH_SESSION,

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
-use crate::body::MAX_KEY_BYTES;
+use crate::input::{self, Kind};
 use crate::problem::Problem;
 pub(crate) use crate::service::deliveries::Inbound;
 use crate::service::deliveries::{self, Delivered, Landed};
@@ -38,28 +38,18 @@ pub(crate) struct Image {
     pub data: String,
 }
 
-/// Checks what every inbound message must be: non-empty text, images that are images.
+/// Checks what every inbound message must be ([`input`]): text that is not empty and that the
+/// database can hold, images that are images.
 pub(crate) fn check_text(text: &str, images: &[Image]) -> Result<(), Problem> {
-    if text.trim().is_empty() {
-        return Err(Problem::unprocessable("empty_text", "`text` is empty"));
+    input::message_text("text", text)?;
+    for (i, im) in images.iter().enumerate() {
+        let (mime, data) = (format!("images[{i}].mimeType"), format!("images[{i}].data"));
+        input::image((&mime, &data), &im.mime_type, &im.data)?;
     }
-    check_images(images.iter().map(|i| i.mime_type.as_str()))
+    Ok(())
 }
 
-/// Checks that every image's media type (`mime_types`) is an image's.
-pub(crate) fn check_images<'a>(
-    mut mime_types: impl Iterator<Item = &'a str>,
-) -> Result<(), Problem> {
-    match mime_types.find(|m| !m.starts_with("image/")) {
-        Some(bad) => Err(Problem::unprocessable(
-            "invalid_image",
-            format!("an image's mimeType must be image/…, not `{bad}`"),
-        )),
-        None => Ok(()),
-    }
-}
-
-/// The `Idempotency-Key` header: the message id.
+/// The `Idempotency-Key` header: the message id (trimmed; 1–512 bytes, no control characters).
 pub(crate) fn message_id(headers: &HeaderMap) -> Result<Option<String>, Problem> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
@@ -68,14 +58,10 @@ pub(crate) fn message_id(headers: &HeaderMap) -> Result<Option<String>, Problem>
         .to_str()
         .map_err(|_| {
             Problem::bad_request("invalid_idempotency_key", "Idempotency-Key is not text")
+                .with("field", "Idempotency-Key".into())
         })?
         .trim();
-    if id.is_empty() || id.len() > MAX_KEY_BYTES {
-        return Err(Problem::bad_request(
-            "invalid_idempotency_key",
-            "Idempotency-Key must be 1–512 bytes",
-        ));
-    }
+    input::id(Kind::IdempotencyKey, "Idempotency-Key", id)?;
     Ok(Some(id.to_owned()))
 }
 

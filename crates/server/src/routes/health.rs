@@ -1,5 +1,5 @@
-//! `/healthz` (the process is up) and `/readyz` (the database answers; its schema was migrated
-//! when the server started, before it listened).
+//! `/healthz` (the process is up) and `/readyz` (the database answers a read and takes a write
+//! within a second; its schema was migrated when the server started, before it listened).
 
 use axum::Json;
 use axum::extract::State;
@@ -16,7 +16,8 @@ pub(crate) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// The database answers and the server takes requests.
+/// The database answers a read and takes a write within a second (the outcome is reused for a
+/// second), and the server is not shutting down.
 #[utoipa::path(get, path = "/readyz", tag = "health", security(()),
     responses((status = 200, description = "Ready", body = Object),
         (status = 503, description = "Not ready", body = crate::problem::ProblemBody,
@@ -28,8 +29,8 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
             "the server is shutting down",
         ));
     }
-    health::ping(&state).await.map_err(|e| {
-        Problem::unavailable("database", format!("the database does not answer: {e}"))
-    })?;
+    health::ready(&state)
+        .await
+        .map_err(|why| Problem::unavailable("database", why))?;
     Ok(Json(json!({"status": "ready"})))
 }

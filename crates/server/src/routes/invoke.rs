@@ -17,7 +17,8 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
-use crate::body::{Json, check_key, parse};
+use crate::body::{Json, parse};
+use crate::input::{self, Kind};
 use crate::problem::Problem;
 use crate::state::AppState;
 
@@ -89,18 +90,21 @@ fn read(value: serde_json::Value) -> Result<(String, Prompt), Problem> {
             },
         )
     };
-    check_key(&session)?;
-    // As the REST routes check them: a message id of 1–512 bytes, images that are images.
-    if let Some(id) = &prompt.message_id
-        && (id.trim().is_empty() || id.len() > crate::body::MAX_KEY_BYTES)
-    {
-        return Err(Problem::bad_request(
-            "invalid_message_id",
-            "messageId must be 1–512 bytes",
-        ));
-    }
-    super::deliver::check_images(prompt.images.iter().map(|i| i.mime_type.as_str()))?;
+    check_prompt(&session, &prompt)?;
     Ok((session, prompt))
+}
+
+/// What [`crate::input`] asks of an invoke's session and prompt, as the REST routes ask it of
+/// theirs (the fields named as the flat body names them).
+fn check_prompt(session: &str, prompt: &Prompt) -> Result<(), Problem> {
+    input::key("session", session)?;
+    // An empty prompt is the protocol's own `failed` (`invalid_prompt`), not a refusal here.
+    input::text("text", &prompt.text)?;
+    input::images("images", &prompt.images)?;
+    if let Some(id) = &prompt.message_id {
+        input::id(Kind::MessageId, "messageId", id)?;
+    }
+    Ok(())
 }
 
 type Events = Response;

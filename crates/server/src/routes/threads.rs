@@ -11,7 +11,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::deliver::{self, Image, Inbound, Wait};
 use crate::auth::Caller;
-use crate::body::{Json, Query, check_key};
+use crate::body::{Json, Query};
+use crate::input;
 use crate::problem::Problem;
 use crate::service::threads::{self, Listing, Slot};
 use crate::state::AppState;
@@ -53,7 +54,7 @@ pub(crate) async fn create(
     let message_id = deliver::message_id(&headers)?;
     deliver::check_text(&body.text, &body.images)?;
     let key = body.key.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    check_key(&key)?;
+    input::key("key", &key)?;
     if !state.runtime().project().agents.contains_key(&body.agent) {
         return Err(Problem::unprocessable(
             "unknown_agent",
@@ -153,6 +154,8 @@ pub(crate) async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Page<ThreadView>>, Problem> {
+    input::filter("agent", q.agent.as_deref().unwrap_or_default())?;
+    input::filter("parent", q.parent.as_deref().unwrap_or_default())?;
     let status = q
         .status
         .as_deref()

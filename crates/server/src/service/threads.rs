@@ -13,16 +13,14 @@ use super::ServiceError;
 use crate::auth::Caller;
 use crate::state::AppState;
 
-/// The thread `caller` calls `key`: [`ServiceError::InvalidKey`] for a key that is not one,
+/// The thread `caller` calls `key`: [`ServiceError::Invalid`] for a key that is not one,
 /// [`ServiceError::NotFound`] when there is none or it is another principal's.
 pub(crate) async fn find(
     state: &AppState,
     caller: &Caller,
     key: &str,
 ) -> Result<Thread, ServiceError> {
-    if let Some(why) = crate::body::key_fault(key) {
-        return Err(ServiceError::InvalidKey(why));
-    }
+    crate::input::key("key", key).map_err(ServiceError::Invalid)?;
     let stored = caller.stored_key(key);
     match state.runtime().store().thread(&stored).await? {
         Some(t) if caller.may_see(&t) => Ok(t),

@@ -199,3 +199,14 @@ async fn a_sign_in_stands_for_its_key_until_it_expires_or_ends() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_heartbeat_row_is_written_again_and_again() {
+    each_server(async |store, name| {
+        // The first write makes the row, every later one rewrites it: never a conflict.
+        for at in [10, 20, 20, 5] {
+            store.heartbeat(at).await.expect(name);
+        }
+    })
+    .await;
+}

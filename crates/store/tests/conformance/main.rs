@@ -3,7 +3,7 @@
 //! database of each. `commits.rs`: commits and the journal; `queue.rs`: the queue, leases, the
 //! registry and termination; `feed.rs`: the change feed; `listing.rs`: threads and the journal a
 //! page at a time; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
-//! API keys and sign-ins (the server's tables, `duet_server_store`); `answers.rs`: who answered a park; `push.rs`: push configs and the outbox;
+//! API keys and sign-ins and the heartbeat row (the server's tables, `duet_server_store`); `answers.rs`: who answered a park; `push.rs`: push configs and the outbox;
 //! `backup.rs` (SQLite only): an online backup taken while a writer commits; `schema.rs`: rolling
 //! upgrades (a newer schema, additive or not).
 
