@@ -56,6 +56,20 @@ fn runtime(
         .build()
 }
 
+/// A runtime whose first `slow` call never returns (`entered` says when it began).
+fn stalling(
+    project: &Arc<duet_spec::Project>,
+    store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
+) -> (Runtime, Arc<Notify>) {
+    let entered = Arc::new(Notify::new());
+    let slow = Slow {
+        first: AtomicBool::new(true),
+        entered: entered.clone(),
+    };
+    (runtime(project, store, clock, slow), entered)
+}
+
 fn quick() -> Slow {
     Slow {
         first: AtomicBool::new(false),
@@ -212,13 +226,11 @@ async fn a_run_killed_mid_step_is_finished_by_the_next_runner() {
         };
 
         // The victim: its first tool call never returns, and its task is killed there.
-        let entered = Arc::new(Notify::new());
-        let slow = Slow {
-            first: AtomicBool::new(true),
-            entered: entered.clone(),
-        };
-        let clock = Arc::new(ManualClock::new(0));
-        let victim = runtime(&project, backend.open().await, clock.clone(), slow);
+        let (victim, entered) = stalling(
+            &project,
+            backend.open().await,
+            Arc::new(ManualClock::new(0)),
+        );
         support::kill_mid_step(victim, "t", "gate", &entered).await;
         let store = backend.open().await;
         let stuck = store.thread("t").await.expect("read").expect("thread");
@@ -314,16 +326,10 @@ fn renamed() -> Arc<duet_spec::Project> {
 async fn a_run_recovered_under_definitions_without_its_agent_fails_that_thread() {
     let project = project(1);
     for backend in support::backends().await {
-        let entered = Arc::new(Notify::new());
-        let slow = Slow {
-            first: AtomicBool::new(true),
-            entered: entered.clone(),
-        };
-        let victim = runtime(
+        let (victim, entered) = stalling(
             &project,
             backend.open().await,
             Arc::new(ManualClock::new(0)),
-            slow,
         );
         support::kill_mid_step(victim, "t", "gate", &entered).await;
         let store = backend.open().await;
@@ -364,16 +370,10 @@ async fn a_run_recovered_under_definitions_without_its_agent_fails_that_thread()
 async fn cancelling_a_run_aborts_it_at_once_and_frees_the_thread() {
     let project = project(1);
     for backend in support::backends().await {
-        let entered = Arc::new(Notify::new());
-        let slow = Slow {
-            first: AtomicBool::new(true),
-            entered: entered.clone(),
-        };
-        let rt = runtime(
+        let (rt, entered) = stalling(
             &project,
             backend.open().await,
             Arc::new(ManualClock::new(0)),
-            slow,
         );
         let cancel = CancellationToken::new();
         let task = tokio::spawn({
@@ -452,16 +452,10 @@ async fn cancelling_a_run_aborts_it_at_once_and_frees_the_thread() {
 async fn two_deliveries_in_one_process_exclude_each_other_too() {
     let project = project(3);
     for backend in support::backends().await {
-        let entered = Arc::new(Notify::new());
-        let slow = Slow {
-            first: AtomicBool::new(true),
-            entered: entered.clone(),
-        };
-        let rt = runtime(
+        let (rt, entered) = stalling(
             &project,
             backend.open().await,
             Arc::new(ManualClock::new(0)),
-            slow,
         );
         let first = tokio::spawn({
             let rt = rt.clone();
