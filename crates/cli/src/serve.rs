@@ -139,13 +139,9 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         }
     };
     let addr = listener.local_addr().map_or(args.listen, |a| a);
-    // The one plain line, whatever the log format: where to reach the server (scripts read it).
-    eprintln!("duet serve: listening on http://{addr}");
     let max_connections = args
         .max_connections
         .unwrap_or_else(duet_server::default_max_connections);
-    tracing::info!(address = %addr, max_connections, "listening");
-
     if args.public_url.is_none() && !args.trust_forwarded && !addr.ip().is_loopback() {
         tracing::warn!(
             address = %addr,
@@ -177,7 +173,7 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
     }
     // The one plain line, whatever the log format: where to reach the server (scripts read it).
     eprintln!("duet serve: listening on http://{addr}");
-    tracing::info!(address = %addr, "listening");
+    tracing::info!(address = %addr, max_connections, "listening");
     match duet_server::serve(state, listener, shutdown).await {
         Ok(()) => {
             tracing::info!("stopped");
