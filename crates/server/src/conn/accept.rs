@@ -73,7 +73,7 @@ pub(crate) async fn run(
                     refused.clone(),
                     router.clone(),
                     registry.max(),
-                    stop.now.clone(),
+                    stop.clone(),
                 ));
             }
             Admission::Close => drop(stream),

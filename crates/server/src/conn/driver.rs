@@ -125,7 +125,8 @@ pub(crate) async fn serve(
     let mut closing: Option<Instant> = None;
     loop {
         let wait = conn.wait(limits.header, limits.idle);
-        if closing.is_none() && wait == Wait::Evicted {
+        // Evicted (while busy, too: it then takes no further request once this one ends).
+        if closing.is_none() && (wait == Wait::Evicted || conn.evicted()) {
             closing = Some(Instant::now() + CLOSING);
             connection.as_mut().graceful_shutdown();
         }
@@ -219,21 +220,26 @@ pub(crate) async fn refuse(
     builder: Arc<Builder<TokioExecutor>>,
     router: Router,
     max: usize,
-    now: CancellationToken,
+    stop: Stop,
 ) {
     let _refusal = refusal;
-    match tokio::time::timeout(REFUSED_HEAD, stream.readable()).await {
-        Ok(Ok(())) => {}
-        _ => return,
+    tokio::select! {
+        ready = tokio::time::timeout(REFUSED_HEAD, stream.readable()) => {
+            if !matches!(ready, Ok(Ok(()))) {
+                return;
+            }
+        }
+        () = stop.graceful.cancelled() => return,
     }
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let router = router.clone();
         async move { Ok::<_, Infallible>(answer(req, router, max).await) }
     });
     let connection = builder.serve_connection(TokioIo::new(stream), service);
+    // At a stop, a refusal is simply cut: nothing it would have answered was going to be served.
     tokio::select! {
         _ = tokio::time::timeout(REFUSED_LIFETIME, connection) => {}
-        () = now.cancelled() => {}
+        () = stop.graceful.cancelled() => {}
     }
 }
 

@@ -400,6 +400,11 @@ impl Conn {
         }
     }
 
+    /// Whether its slot went to another connection.
+    pub(crate) fn evicted(&self) -> bool {
+        self.state().evicted
+    }
+
     /// The registry's metrics.
     pub(crate) fn metrics(&self) -> &Metrics {
         &self.registry.metrics
