@@ -225,7 +225,7 @@ impl Bench {
             .arg("--project")
             .arg(&self.root)
             .arg("--db")
-            .arg(db_arg(&self.server.backend))
+            .arg(harness::db_arg(&self.server.backend))
             .env_remove("DUET_DATABASE_URL")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -293,14 +293,6 @@ fn http_outcome(status: u16, body: Value) -> Outcome {
         202 => Outcome::Applied,
         409 => Outcome::Refused(body.to_string()),
         _ => panic!("an answer got {status}: {body}"),
-    }
-}
-
-fn db_arg(backend: &support::Backend) -> String {
-    match backend {
-        support::Backend::Sqlite(p) => p.display().to_string(),
-        support::Backend::Postgres(url) => url.clone(),
-        support::Backend::Memory(..) => panic!("a process cannot open another's memory store"),
     }
 }
 

@@ -144,6 +144,48 @@ pub async fn until(server: &Server, token: &str, key: &str, status: &str) {
     panic!("the events of {key} ended before it was {status}");
 }
 
+/// Signs `token` in to the inbox over plain HTTP: the session cookie and the page's CSRF token.
+pub async fn sign_in(server: &Server, token: &str) -> (String, String) {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let resp = http
+        .post(format!("{}/inbox/sign-in", server.base))
+        .form(&[("key", token), ("next", "/inbox")])
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(resp.status(), 303);
+    let cookie = resp.headers()["set-cookie"]
+        .to_str()
+        .expect("cookie")
+        .split(';')
+        .next()
+        .expect("pair")
+        .to_owned();
+    let html = http
+        .get(format!("{}/inbox", server.base))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("inbox")
+        .text()
+        .await
+        .expect("html");
+    let at = html.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
+    (cookie, html[at..at + 64].to_owned())
+}
+
+/// The `--db` a `duet` process opens to reach `backend`'s database.
+pub fn db_arg(backend: &Backend) -> String {
+    match backend {
+        Backend::Sqlite(p) => p.display().to_string(),
+        Backend::Postgres(url) => url.clone(),
+        Backend::Memory(..) => panic!("a process cannot open another's memory store"),
+    }
+}
+
 /// `SendMessage` params: a user message `id` saying `text`.
 pub fn a2a_message(id: &str, text: &str) -> Value {
     serde_json::json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}})

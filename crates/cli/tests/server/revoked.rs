@@ -32,39 +32,6 @@ async fn inbox_stream(server: &Server, path: &str, cookie: &str) -> Sse {
     Sse::new(resp)
 }
 
-/// Signs in to the inbox with `token`: the session cookie and the page's CSRF token.
-async fn sign_in(server: &Server, token: &str) -> (String, String) {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
-    let resp = http
-        .post(format!("{}/inbox/sign-in", server.base))
-        .form(&[("key", token), ("next", "/inbox")])
-        .send()
-        .await
-        .expect("sign in");
-    assert_eq!(resp.status(), 303);
-    let cookie = resp.headers()["set-cookie"]
-        .to_str()
-        .expect("text")
-        .split(';')
-        .next()
-        .expect("pair")
-        .to_owned();
-    let html = http
-        .get(format!("{}/inbox", server.base))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .expect("page")
-        .text()
-        .await
-        .expect("html");
-    let at = html.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
-    (cookie, html[at..at + 64].to_owned())
-}
-
 #[tokio::test]
 async fn streams_end_when_their_key_is_revoked_or_their_sign_in_ends() {
     for backend in support::backends().await {
@@ -88,7 +55,7 @@ async fn streams_end_when_their_key_is_revoked_or_their_sign_in_ends() {
             .to_owned();
 
         // Signing out ends the streams of that sign-in.
-        let (cookie, csrf) = sign_in(&server, &alice).await;
+        let (cookie, csrf) = harness::sign_in(&server, &alice).await;
         let queue = inbox_stream(&server, "/inbox/events", &cookie).await;
         let (status, _) = harness::send(
             reqwest::Client::builder()
@@ -104,7 +71,7 @@ async fn streams_end_when_their_key_is_revoked_or_their_sign_in_ends() {
         ends("the signed-out inbox queue", queue).await;
 
         // Revoking the key ends every stream it opened, and those of its sign-ins.
-        let (cookie, _) = sign_in(&server, &alice).await;
+        let (cookie, _) = harness::sign_in(&server, &alice).await;
         let queue = inbox_stream(&server, "/inbox/events", &cookie).await;
         let page = inbox_stream(&server, &format!("/inbox/items/{approval}/follow"), &cookie).await;
         let thread = server.events("/threads/r-1/events", &alice, None).await;

@@ -66,11 +66,7 @@ async fn answer(server: &Server, key: &str) -> Value {
 }
 
 fn stale(root: &std::path::Path, backend: &support::Backend) -> Value {
-    let db = match backend {
-        support::Backend::Sqlite(p) => p.display().to_string(),
-        support::Backend::Postgres(url) => url.clone(),
-        support::Backend::Memory(..) => panic!("a process cannot open another's memory store"),
-    };
+    let db = crate::harness::db_arg(backend);
     let out = Command::new(env!("CARGO_BIN_EXE_duet"))
         .args(["threads", "--stale", "--json", "--project"])
         .arg(root)

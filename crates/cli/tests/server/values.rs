@@ -373,34 +373,7 @@ fn check(door: Door, expect: &Expect, status: u16, ct: &str, body: &Value) -> Re
 
 /// Signs `token` in to the inbox: the cookie and the page's CSRF token.
 async fn inbox(server: &Server, token: String) -> Who {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
-    let resp = http
-        .post(format!("{}/inbox/sign-in", server.base))
-        .form(&[("key", token.as_str()), ("next", "/inbox")])
-        .send()
-        .await
-        .expect("sign in");
-    let cookie = resp.headers()["set-cookie"]
-        .to_str()
-        .expect("cookie")
-        .split(';')
-        .next()
-        .expect("pair")
-        .to_owned();
-    let html = http
-        .get(format!("{}/inbox", server.base))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .expect("inbox")
-        .text()
-        .await
-        .expect("html");
-    let at = html.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
-    let csrf = html[at..at + 64].to_owned();
+    let (cookie, csrf) = crate::harness::sign_in(server, &token).await;
     Who {
         token,
         cookie,
