@@ -41,7 +41,7 @@ pub struct PgStore {
 const COMMITS_IN_FLIGHT: usize = 4;
 
 static MIGRATOR: std::sync::LazyLock<sqlx::migrate::Migrator> = std::sync::LazyLock::new(|| {
-    crate::schema::tolerant(sqlx::migrate!("../../migrations/postgres"))
+    crate::schema::tolerant(sqlx::migrate!("migrations/postgres"))
 });
 
 /// What the database says of its schema before this build migrates it: `min_compatible` (none
