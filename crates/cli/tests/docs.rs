@@ -136,6 +136,51 @@ fn every_rust_block_of_the_readme_is_an_examples_region() {
 }
 
 #[test]
+fn the_readmes_dependencies_name_every_crate_its_rust_uses() {
+    let text = read(&root().join("README.md"));
+    let blocks = fences(&text);
+    let mut declared = BTreeSet::new();
+    for (_, _, body) in blocks.iter().filter(|(_, info, _)| info == "toml") {
+        let Ok(manifest) = body.parse::<toml::Table>() else {
+            continue;
+        };
+        if let Some(deps) = manifest.get("dependencies").and_then(toml::Value::as_table) {
+            declared.extend(deps.keys().map(|k| k.replace('-', "_")));
+        }
+    }
+    assert!(
+        declared.contains("duet"),
+        "the README shows the Cargo.toml lines an embedder needs"
+    );
+    // A path's first segment in lower case is a crate (types and variants are capitalised).
+    let mut used = BTreeSet::new();
+    for (_, _, body) in blocks
+        .iter()
+        .filter(|(_, i, _)| i.split(',').any(|t| t == "rust"))
+    {
+        for (at, _) in body.match_indices("::") {
+            let start = body[..at]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map_or(0, |i| i + 1);
+            let name = &body[start..at];
+            let preceded_by_path = body[..start].ends_with("::");
+            if !preceded_by_path && name.starts_with(|c: char| c.is_ascii_lowercase()) {
+                used.insert(name.to_owned());
+            }
+        }
+    }
+    let builtin = ["std", "core", "alloc", "crate", "self", "super"];
+    let missing: Vec<&String> = used
+        .iter()
+        .filter(|u| !builtin.contains(&u.as_str()) && !declared.contains(*u))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the README's Rust names crates its Cargo.toml lines do not: {missing:?}"
+    );
+}
+
+#[test]
 fn no_document_shows_rust_that_nothing_compiles() {
     // docs/*.md: compiled as doctests by the crate they document (`#[cfg(doctest)]` include).
     let compiled: BTreeSet<&str> = ["a2a.md"].into_iter().collect();
