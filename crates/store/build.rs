@@ -2,5 +2,5 @@
 //! time, and cargo does not otherwise know they are inputs.
 
 fn main() {
-    println!("cargo:rerun-if-changed=../../migrations");
+    println!("cargo:rerun-if-changed=migrations");
 }

@@ -42,6 +42,11 @@ mod types;
 #[doc = include_str!("../README.md")]
 mod readme {}
 
+/// The guide's snippet (`docs/a2a.md`), compiled with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/a2a.md")]
+mod guide {}
+
 pub use agent::{A2aAgent, AgentFn, AgentService, Context, Handled};
 pub use card::{
     AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill,

@@ -23,7 +23,7 @@ pub(crate) struct Args {
 /// Where the Postgres procedure is written down.
 const POSTGRES: &str = "duet backup copies a SQLite database; this one is on Postgres. Back it \
      up with Postgres's tools: `pg_dump -Fc` for a snapshot, or `pg_basebackup` with WAL \
-     archiving for point-in-time recovery (README, \"Backups\")";
+     archiving for point-in-time recovery (docs/operations.md, \"Backups\")";
 
 pub(crate) async fn run(args: Args) -> ExitCode {
     let url = match crate::compose::database(&args.place) {

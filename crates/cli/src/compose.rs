@@ -105,36 +105,20 @@ pub(crate) async fn compose(
     } = stores(place).await?;
     let root =
         duet_spec::fs::project_root(&place.project).unwrap_or_else(|_| place.project.clone());
-    // The built-in providers and the project's own (`agents/providers/`), keys from the env.
-    let providers = duet_models::providers_for(&loaded.project);
-    let project = Arc::new(loaded.project);
-    // The built-in handlers, and one for each remote A2A agent of `agents/remotes/` (its token
-    // from the env).
-    let handlers = duet_server::remote_agents(
-        &project,
-        |var| std::env::var(var).ok().filter(|v| !v.is_empty()),
-        duet_handlers::handlers(),
-    );
+    // What an embedder's `duet::compose` registers, so the two run a project alike: the
+    // providers (built-in and `agents/providers/`), the built-in handlers and one per remote A2A
+    // agent, the built-in hooks, the http client and the MCP servers of `agents/mcp/`.
+    let builder = duet::compose(Arc::new(loaded.project), &root, store);
     // Message contents in the `chat` spans only when asked, with the GenAI conventions' switch.
     let capture = std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
         .is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-    let builder = Runtime::builder(project.clone(), store)
-        .providers(providers)
-        .handlers(handlers)
-        .hooks(duet_handlers::hooks())
-        .capture_content(capture);
+    let builder = builder.capture_content(capture);
     // Exporting traces: they cross the store (a child run elsewhere, a run after a park).
-    let builder = if crate::otel::exporting() {
+    let mut builder = if crate::otel::exporting() {
         builder.trace_carrier(Arc::new(crate::otel::Carrier))
     } else {
         builder
     };
-    // The http client and one tool server per MCP server of `agents/mcp/` (started on use).
-    // A host an argument chooses must be public unless the operator allows private targets.
-    let private = std::env::var("DUET_ALLOW_PRIVATE_TARGETS")
-        .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    let http = duet_tools::HttpClient::new().allow_private_targets(private);
-    let mut builder = duet_tools::register_with(builder, &project, &root, http);
     // How long a run's lease lasts without renewal (default 30 s): how soon another process may
     // continue a thread whose runner died.
     if let Some(ms) = std::env::var("DUET_LEASE_MS")

@@ -63,7 +63,7 @@ enum Command {
         #[command(flatten)]
         place: Place,
     },
-    /// Copy the SQLite database to a new file while it is in use (Postgres: see the README).
+    /// Copy the SQLite database to a new file while it is in use (Postgres: see docs/operations.md).
     Backup(backup::Args),
 }
 

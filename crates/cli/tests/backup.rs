@@ -255,7 +255,9 @@ async fn backup_refuses_what_it_cannot_do_and_says_why() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("pg_dump") && stderr.contains("pg_basebackup") && stderr.contains("README"),
+        stderr.contains("pg_dump")
+            && stderr.contains("pg_basebackup")
+            && stderr.contains("docs/operations.md"),
         "{stderr}"
     );
     assert!(!dir.join("pg.db").exists());

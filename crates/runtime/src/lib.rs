@@ -9,7 +9,8 @@
 //! [`Agent::invoke`]`(scope, prompt)` streams [`AgentEvent`]s and ends in exactly one `completed`
 //! or `failed` ([`codes`] lists every `failed.code`); [`collect`] is the buffered form;
 //! [`middleware`] layers (budget, tracing, auth) wrap any agent. A complete, runnable program:
-//! `crates/cli/examples/embed.rs` (`cargo run -p duet-cli --example embed`).
+//! `examples/embed.rs` (`cargo run -p duet --example embed`), on the facade crate `duet`, which
+//! re-exports this one as `duet::runtime`.
 //!
 //! The engine knows no SQL, HTTP or provider wire format: persistence ([`Store`]), models
 //! ([`Model`], [`Provider`]), builtin tools ([`Tool`]) and handlers ([`Handler`]) are ports that

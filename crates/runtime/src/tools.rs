@@ -171,7 +171,8 @@ impl Tools {
             Some(ToolImpl::Builtin(b)) => match self.builtins.get(b) {
                 Some(t) => t.call(ctx, args.clone()).await,
                 None => ToolResult::error(format!(
-                    "Tool `{name}` needs the builtin `{b}`, which this build of duet does not register."
+                    "Tool `{name}` needs the builtin `{b}`, which this runtime does not register \
+                     (`RuntimeBuilder::tool(\"{b}\", …)`)."
                 )),
             },
             Some(ToolImpl::Http(call)) => match &self.http {

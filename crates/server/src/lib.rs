@@ -34,7 +34,7 @@ pub use conn::default_max_connections;
 pub use duet_a2a as a2a;
 pub use problem::{PROBLEM_JSON, Problem};
 pub use router::{openapi, router};
-pub use serve::{serve, shutdown_signal};
+pub use serve::{Background, serve, shutdown_signal};
 pub use service::health::check_writable;
 pub use state::{AppState, Options};
 pub use views::ApprovalId;

@@ -1,11 +1,13 @@
-//! Running the server: serve its connections (`conn`: timeouts, the cap), recover periodically,
-//! and shut down gracefully — stop accepting, end the event streams, let runs stop at their next
-//! commit (giving their leases back), and exit within a bounded time whatever is still in flight.
+//! Running the server: serve its connections (`conn`: timeouts, the cap), and beside them the
+//! [`Background`] work (periodic recovery, the A2A push sender); shut down gracefully — stop
+//! accepting, end the event streams, let runs stop at their next commit (giving their leases
+//! back), and exit within a bounded time whatever is still in flight.
 
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::Stop;
@@ -27,9 +29,7 @@ pub async fn serve(
         options.idle_timeout,
     );
     let metrics = options.metrics.clone();
-    let runtime = state.runtime().clone();
-    let recovery = tokio::spawn(recover_periodically(state.clone()));
-    let push = tokio::spawn(crate::a2a_agents::notify::run(state.clone()));
+    let background = Background::start(&state);
     let app = router(state.clone());
     let stop = Stop::default();
     let mut server = tokio::spawn(crate::conn::serve(
@@ -46,8 +46,7 @@ pub async fn serve(
     };
     tracing::info!("shutting down: no new requests; runs stop at their next commit");
     stop.graceful.cancel();
-    state.closing().cancel();
-    runtime.shutdown();
+    background.stop();
     let served = match ended {
         Some(ended) => ended,
         None => match tokio::time::timeout(grace, &mut server).await {
@@ -59,22 +58,80 @@ pub async fn serve(
             }
         },
     };
-    let runs = state.runs();
-    runs.close();
-    let settled = tokio::time::timeout(grace, async {
-        let _ = recovery.await;
-        let _ = push.await;
-        runs.wait().await;
-        runtime.quiesce().await;
-    })
-    .await;
-    if settled.is_err() {
-        tracing::warn!(
-            runs = runtime.runs_in_flight(),
-            "runs still in flight after the grace period: their leases run out and another process continues them"
-        );
-    }
+    background.shutdown().await;
     served.map_err(std::io::Error::other)
+}
+
+/// The work [`serve`] runs beside the routes, for a server that mounts [`crate::router`] in its
+/// own app (and so does not call [`serve`]): every [`crate::Options::recover_every`] it runs the
+/// threads whose runner died, and it sends the A2A push notifications of the outbox. Start it
+/// once per process; [`Background::shutdown`] when the app stops.
+pub struct Background {
+    state: AppState,
+    recovery: JoinHandle<()>,
+    push: JoinHandle<()>,
+}
+
+impl Background {
+    /// Starts the periodic recovery and the push sender for `state` (call it inside the Tokio
+    /// runtime).
+    pub fn start(state: &AppState) -> Self {
+        Background {
+            state: state.clone(),
+            recovery: tokio::spawn(recover_periodically(state.clone())),
+            push: tokio::spawn(crate::a2a_agents::notify::run(state.clone())),
+        }
+    }
+
+    /// The first half of a shutdown: the event streams end (so a graceful server shutdown is not
+    /// held open by them), recovery and the push sender stop, and every run stops at its next
+    /// commit. Returns at once.
+    pub fn stop(&self) {
+        self.state.closing().cancel();
+        self.state.runtime().shutdown();
+    }
+
+    /// `signal`, then [`Background::stop`]: for `axum::serve(…).with_graceful_shutdown`, so that
+    /// the event streams end when the shutdown begins (they would hold it open).
+    pub fn stop_after(
+        &self,
+        signal: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let state = self.state.clone();
+        async move {
+            signal.await;
+            state.closing().cancel();
+            state.runtime().shutdown();
+        }
+    }
+
+    /// Stops (as [`Background::stop`]) and waits, at most [`crate::Options::shutdown_grace`],
+    /// for recovery, the push sender and the runs to finish; a run still in flight after that
+    /// keeps its lease until it runs out, and another process continues it.
+    pub async fn shutdown(self) {
+        self.stop();
+        let Background {
+            state,
+            recovery,
+            push,
+        } = self;
+        let runtime = state.runtime().clone();
+        let runs = state.runs();
+        runs.close();
+        let settled = tokio::time::timeout(state.options().shutdown_grace, async {
+            let _ = recovery.await;
+            let _ = push.await;
+            runs.wait().await;
+            runtime.quiesce().await;
+        })
+        .await;
+        if settled.is_err() {
+            tracing::warn!(
+                runs = runtime.runs_in_flight(),
+                "runs still in flight after the grace period: their leases run out and another process continues them"
+            );
+        }
+    }
 }
 
 /// Every `recover_every`, runs the threads whose runner died (an expired lease) and those with

@@ -40,9 +40,8 @@ pub struct PgStore {
 /// eight): while they all are, the commits that come meanwhile wait and form the next group.
 const COMMITS_IN_FLIGHT: usize = 4;
 
-static MIGRATOR: std::sync::LazyLock<sqlx::migrate::Migrator> = std::sync::LazyLock::new(|| {
-    crate::schema::tolerant(sqlx::migrate!("../../migrations/postgres"))
-});
+static MIGRATOR: std::sync::LazyLock<sqlx::migrate::Migrator> =
+    std::sync::LazyLock::new(|| crate::schema::tolerant(sqlx::migrate!("migrations/postgres")));
 
 /// What the database says of its schema before this build migrates it: `min_compatible` (none
 /// before that table) and the newest migration applied (none on a new database).

@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn migrations_after_the_last_release_are_additive_or_say_they_are_not() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
         for backend in ["sqlite", "postgres"] {
             let dir = std::fs::read_dir(root.join(backend)).expect("migrations");
             for entry in dir.flatten() {

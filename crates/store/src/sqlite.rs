@@ -34,7 +34,7 @@ pub struct SqliteStore {
 }
 
 static MIGRATOR: std::sync::LazyLock<sqlx::migrate::Migrator> =
-    std::sync::LazyLock::new(|| crate::schema::tolerant(sqlx::migrate!("../../migrations/sqlite")));
+    std::sync::LazyLock::new(|| crate::schema::tolerant(sqlx::migrate!("migrations/sqlite")));
 
 /// What the database says of its schema before this build migrates it: `min_compatible` (none
 /// before that table) and the newest migration applied (none on a new file).

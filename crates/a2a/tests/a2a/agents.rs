@@ -5,11 +5,11 @@
 
 use duet_a2a::*;
 
-#[path = "../../examples/a2a_echo.rs"]
+#[path = "../../../../examples/a2a_echo.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod echo;
 
-#[path = "../../examples/a2a-conformance/main.rs"]
+#[path = "../../../../examples/a2a-conformance/main.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod conformance;
 

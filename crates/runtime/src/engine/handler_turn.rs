@@ -38,7 +38,11 @@ impl Runtime {
             return self
                 .step_error(
                     t,
-                    &format!("handler `{builtin}` is not registered in this build of duet"),
+                    &format!(
+                        "handler `{builtin}` is not registered in this runtime: register it with \
+                         `RuntimeBuilder::handler(\"{builtin}\", …)` (duet's own handlers are \
+                         `.handlers(duet_handlers::handlers())`, which `duet::compose` registers)"
+                    ),
                 )
                 .await;
         };

@@ -36,9 +36,12 @@ impl Hooks {
                     .get(&id)
                     .ok_or_else(|| format!("hook `{id}` is not defined"))?;
                 let hook = self.0.get(&def.def.builtin).cloned().ok_or_else(|| {
+                    let builtin = &def.def.builtin;
                     format!(
-                        "hook `{id}` needs `{}`, which this build does not register",
-                        def.def.builtin
+                        "hook `{id}` needs the implementation `{builtin}`, which this runtime \
+                         does not register: register it with `RuntimeBuilder::hooks` \
+                         (`.hooks(Hooks::new().with(\"{builtin}\", …))`; duet's own hooks are \
+                         `.hooks(duet_handlers::hooks())`, which `duet::compose` registers)"
                     )
                 })?;
                 Ok(Active {

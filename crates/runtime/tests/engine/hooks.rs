@@ -110,14 +110,16 @@ async fn a_required_hook_this_build_lacks_fails_closed() {
         .build();
     let s = settled(&rt, "t", "parent", "hi").await;
     assert_eq!(s.stop_reason, Some(StopReason::StepError));
-    assert!(
-        s.result
-            .as_deref()
-            .unwrap_or("")
-            .contains("hooks fail closed: hook `late`"),
-        "{:?}",
-        s.result
-    );
+    let why = s.result.as_deref().unwrap_or("");
+    assert!(why.contains("hooks fail closed: hook `late`"), "{why}");
+    // It names the call an embedder must make, for their own hook and for duet's.
+    for call in [
+        "RuntimeBuilder::hooks",
+        "Hooks::new().with(\"late\", …)",
+        ".hooks(duet_handlers::hooks())",
+    ] {
+        assert!(why.contains(call), "the error names `{call}`: {why}");
+    }
     assert!(
         recorder.0.lock().map(|s| s.is_empty()).unwrap_or(false),
         "no hook ran: nothing half-installed"

@@ -3,16 +3,14 @@
 //! a scratch project and SQLite file:
 //!
 //! ```sh
-//! cargo run -p duet-cli --example custom_code
+//! cargo run -p duet --example custom_code
 //! ```
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use duet_runtime::hooks::{Hook, HookContext, HookError, Hooks};
-use duet_runtime::{
-    CancellationToken, Delivered, EventSink, Handler, HandlerError, Message, Runtime, ThreadState,
-};
+use duet::runtime::{CancellationToken, Delivered, EventSink, Message};
+use duet::{Handler, HandlerError, Hook, HookContext, HookError, Hooks, Runtime, ThreadState};
 
 /// A handler: called once per inbound message of its side. It answers in capitals, counts what
 /// it answered in a durable value, and ends the session when told "bye".
@@ -89,13 +87,13 @@ async fn main() -> anyhow::Result<()> {
         "agents/agents/loud.yaml",
         "name: loud\nhooks: [redact]\nsideA: { handler: shout }\nsideB: { human: true }\n",
     )?;
-    let loaded = duet_spec::load(&root)?;
+    let loaded = duet::load(&root)?;
     anyhow::ensure!(
         loaded.is_ok(),
         "the project has errors: {:?}",
         loaded.issues
     );
-    let store = duet_store::connect(&root.join("duet.db").display().to_string()).await?;
+    let store = duet::connect(&root.join("duet.db").display().to_string()).await?;
     let runtime = Runtime::builder(Arc::new(loaded.project), store)
         .handler("shout", Shout)
         .hooks(Hooks::new().with("redact", Redact))
