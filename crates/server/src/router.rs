@@ -66,7 +66,7 @@ pub fn router(state: AppState) -> Router {
                 async move { axum::Json(api.as_ref().clone()) }
             }),
         )
-        .fallback(|| async { Problem::not_found("no such route") })
+        .fallback(|uri: axum::http::Uri| async move { no_route(uri.path()) })
         .method_not_allowed_fallback(|| async {
             Problem::new(
                 axum::http::StatusCode::METHOD_NOT_ALLOWED,
@@ -84,6 +84,29 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
+}
+
+/// The 404 for a path no route takes. One under `/threads/` with a segment too many is most
+/// likely a key with a `/` in it (a subagent's, or another principal's as an admin names it)
+/// typed raw: the answer says to encode it. (Raw `/` is not taken as part of a key: `/threads/
+/// a/messages` would be both thread `a`'s messages and thread `a/messages`.)
+fn no_route(path: &str) -> Problem {
+    let Some(rest) = path.strip_prefix("/threads/") else {
+        return Problem::not_found("no such route");
+    };
+    let key = ["/messages", "/events", "/terminate"]
+        .iter()
+        .find_map(|tail| rest.strip_suffix(tail))
+        .unwrap_or(rest);
+    if !key.contains('/') {
+        return Problem::not_found("no such route");
+    }
+    let encoded = key.replace('/', "%2F");
+    Problem::not_found(format!(
+        "no such route: a thread key containing `/` goes in the path percent-encoded, as \
+         `/threads/{encoded}` for `{key}`"
+    ))
+    .with("encodedKey", encoded.into())
 }
 
 /// The OpenAPI document alone (for `duet serve --openapi` and tests).
