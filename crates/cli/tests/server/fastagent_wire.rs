@@ -177,13 +177,16 @@ async fn bodies_are_taken_as_fastagent_sends_them() {
             Some("application/json"),
         ];
         for (i, content_type) in kinds.into_iter().enumerate() {
-            for path in [
+            for (j, path) in [
                 "/invoke",
                 "/agents/completes/invoke",
                 "/control/invoke",
                 "/agents/completes/control/invoke",
-            ] {
-                let session = format!("ct-{i}");
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let session = format!("ct-{i}-{j}");
                 let body = json!({"session": session, "text": "hello"}).to_string();
                 let resp = raw(&server, path, &token, content_type, &body)
                     .send()
@@ -201,7 +204,7 @@ async fn bodies_are_taken_as_fastagent_sends_them() {
                 );
             }
             for base in ["/control", "/agents/completes/control"] {
-                let body = json!({"session": "ct-0", "command": {"type": "abort"}}).to_string();
+                let body = json!({"session": "ct-0-0", "command": {"type": "abort"}}).to_string();
                 let path = format!("{base}/dispatch");
                 let (status, r) =
                     crate::harness::send(raw(&server, &path, &token, content_type, &body)).await;
