@@ -303,7 +303,7 @@ impl Project {
     /// wording for every door that names an agent (the CLI, REST, the control plane).
     pub fn agent_hint(&self, name: &str) -> String {
         let names: Vec<&str> = self.agents.keys().map(String::as_str).collect();
-        match crate::decode::nearest(name, &names) {
+        match crate::nearest(name, &names) {
             Some(near) => format!("did you mean `{near}`?"),
             None if names.is_empty() => "the project defines no agents".to_owned(),
             None => format!("agents: {}", names.join(", ")),

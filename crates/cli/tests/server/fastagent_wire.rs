@@ -464,6 +464,26 @@ async fn keys_and_agents_are_named_as_the_caller_names_them() {
                 .is_some_and(|d| d.contains("did you mean `twice`?")),
             "{problem}"
         );
+        // Over A2A too, among the agents it serves (`completes`, the default).
+        let (status, problem) = server
+            .get("/a2a/complete/.well-known/agent-card.json", &alice)
+            .await;
+        assert_eq!(status, 404);
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("did you mean `completes`?")),
+            "{problem}"
+        );
+        let (_, problem) = server
+            .get("/a2a/twice/.well-known/agent-card.json", &alice)
+            .await;
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("agents served over A2A: completes")),
+            "{problem}"
+        );
         let (status, problem) = server
             .post(
                 "/threads",
