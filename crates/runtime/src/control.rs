@@ -270,8 +270,10 @@ impl Runtime {
                 false,
             );
         };
+        // The whole prompt: its images go with its text, as an invoke's do.
         let message = NewQueued {
             follow_up,
+            images: prompt.images,
             ..crate::decide::inbound(&agent.def, &prompt.text)
         };
         match self

@@ -14,7 +14,7 @@
 //! | http: same-session concurrency → `session busy` | `control::a_busy_session_refuses_a_second_invoke_and_abort_ends_the_first` |
 //! | http: different-session concurrency | `runs_are_named_settle_once_and_differ_per_invoke` |
 //! | http: non-POST 405; bad/missing body 400 | `bodies_are_taken_as_fastagent_sends_them` (405, `{not json` 400, `{session}` alone 400) |
-//! | http: oversized body 413 | `hostile.rs` / `values.rs` (the body limit, 1 MiB as fastagent's) |
+//! | http: oversized body 413, in bytes | `bodies_are_taken_as_fastagent_sends_them` (invoke and dispatch; 1 MiB as fastagent's) |
 //! | http: consumer cancel runs cleanup (MUST 3) | `control::must_3_a_client_that_disconnects_mid_run_aborts_the_run` |
 //! | http: nodeListener bridge, backpressure, destroyed `res`, erroring body stream | not applicable: fastagent's Node bridge internals |
 //! | control-http: fails closed, 401 on every route | `control::every_control_route_fails_closed_without_a_valid_key` (bodies without `Content-Type`, as theirs) |
@@ -22,8 +22,8 @@
 //! | control-http: a serve without the route reads as skew | not applicable: the client's version-skew diagnosis |
 //! | control-http: commands() read per call | not applicable: duet has no slash commands (`[]`) |
 //! | control-http: events stream live; envelope consumed | `runs_are_named_settle_once_and_differ_per_invoke`, `control::events_stream_live_in_the_wire_envelope` |
-//! | control-http: detaching from a quiet stream | `connections.rs` (a stream dropped by its client) |
-//! | control-http: steer carries a full Prompt (images) | `values.rs` (images at every door) and `control::a_steer_joins_the_run_before_its_next_model_call` |
+//! | control-http: detaching from a quiet stream | `runs_are_named_settle_once_and_differ_per_invoke` |
+//! | control-http: steer carries a full Prompt (images) | `a_command_that_arrives_as_the_run_settles_stays_in_that_run` (the image as sent, unknown fields dropped); refused images: `values.rs` |
 //! | control-http: unreadable definition → commands() rejects | not applicable: fastagent's definition loading |
 //! | control-http: unknown command → `invalid_command` | `control::a_malformed_command_is_a_200_invalid_command_and_a_malformed_body_a_400` |
 //! | control-http: connectAgent drives a run via /control/invoke | `attach_starts_the_run_on_no_active_run` |
@@ -243,6 +243,37 @@ async fn bodies_are_taken_as_fastagent_sends_them() {
                 assert!(problem["detail"].is_string(), "{problem}");
             }
         }
+        // Over the limit (1 MiB, fastagent's `MAX_BODY_BYTES`), in bytes, not characters: 413
+        // before anything runs.
+        let wide = "\u{1F642}".repeat(400_000);
+        for text in ["x".repeat(2 * 1024 * 1024), wide] {
+            for path in ["/invoke", "/control/invoke"] {
+                let body = json!({"session": "big", "text": text}).to_string();
+                let (status, problem) =
+                    crate::harness::send(raw(&server, path, &token, None, &body)).await;
+                assert_eq!(
+                    (status, problem["code"].as_str()),
+                    (413, Some("body_too_large")),
+                    "{path}"
+                );
+            }
+            let body =
+                json!({"session": "big", "command": {"type": "steer", "prompt": {"text": text}}});
+            let (status, _) = crate::harness::send(raw(
+                &server,
+                "/control/dispatch",
+                &token,
+                None,
+                &body.to_string(),
+            ))
+            .await;
+            assert_eq!(status, 413);
+        }
+        assert_eq!(
+            server.get("/threads/big", &token).await.0,
+            404,
+            "nothing ran"
+        );
         // GET on invoke: 405, as fastagent's handler answers.
         let (status, _) = server.get("/invoke", &token).await;
         assert_eq!(status, 405);
@@ -337,6 +368,15 @@ async fn runs_are_named_settle_once_and_differ_per_invoke() {
             runs.push(run);
         }
         assert_ne!(runs[0], runs[1]);
+        // A client that leaves a quiet stream: the server answers on (no hang, nothing held).
+        let quiet = server
+            .events(&format!("{base}/events?session=quiet"), &token, None)
+            .await;
+        drop(quiet);
+        let (status, state) = server
+            .get(&format!("{base}/state?session=quiet"), &token)
+            .await;
+        assert_eq!((status, &state["status"]), (200, &json!("idle")));
         // Two sessions at once both complete.
         let (a, b) = tokio::join!(
             invoke(&server, "/agents/completes/invoke", &token, "a", "x"),
@@ -377,7 +417,14 @@ async fn a_command_that_arrives_as_the_run_settles_stays_in_that_run() {
             let mut running = Sse::new(resp);
             let started = until(&mut events, "run_started").await;
             let run = started.last().expect("started")["runId"].clone();
-            let command = json!({"type": kind, "prompt": {"text": "and then?"}});
+            // A full prompt: its image reaches the run as sent, fields it does not have dropped.
+            let image = json!({"mimeType": "image/png", "data": "iVBORw0KGgo="});
+            let mut sent = image.clone();
+            sent["junk"] = json!(1);
+            let command = json!({
+                "type": kind,
+                "prompt": {"text": "and then?", "images": [sent], "junk": true}
+            });
             let r = dispatch(&server, &base, &token, &session, command).await;
             assert_eq!(r, json!({"ok": true, "runId": run}), "{agent}");
             // The invoke ends once, after the command's answer.
@@ -407,6 +454,17 @@ async fn a_command_that_arrives_as_the_run_settles_stays_in_that_run() {
                 .await;
             assert_eq!(state["status"], "idle", "{agent}: {state}");
             assert!(state.get("activeRunId").is_none(), "{state}");
+            let (_, page) = server
+                .get(&format!("/threads/{session}/messages"), &token)
+                .await;
+            let carried: Vec<&Value> = page["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .filter(|e| e["data"]["content"] == "and then?")
+                .collect();
+            assert_eq!(carried.len(), 1, "{page}");
+            assert_eq!(carried[0]["data"]["images"], json!([image]), "{page}");
         }
         server.stop().await;
     }
