@@ -108,12 +108,8 @@ pub(crate) async fn run(args: RunArgs) -> ExitCode {
         Err(code) => return code,
     };
     if !rt.project().agents.contains_key(&args.agent) {
-        let names: Vec<&str> = rt.project().agents.keys().map(String::as_str).collect();
-        eprintln!(
-            "duet: no agent `{}`; agents: {}",
-            args.agent,
-            names.join(", ")
-        );
+        let hint = rt.project().agent_hint(&args.agent);
+        eprintln!("duet: no agent `{}`; {hint}", args.agent);
         return ExitCode::from(2);
     }
     if let Err(code) = refuse_missing_code(&rt, std::slice::from_ref(&args.agent)) {

@@ -65,11 +65,13 @@ impl Serialize for SessionResult {
 
 /// The control plane's error codes (`shared/spec/protocols.md` §1.6, plus `forbidden`).
 pub mod control_codes {
-    /// `steer`, `follow_up` or `abort` on a session with no run in flight.
+    /// `steer`, `follow_up` or `abort` on a session with no run in flight, or with no thread
+    /// yet (as fastagent answers: a run starts with an invoke).
     pub const NO_ACTIVE_RUN: &str = "no_active_run";
     /// A malformed command (an empty prompt).
     pub const INVALID_COMMAND: &str = "invalid_command";
-    /// No thread has this session key.
+    /// No thread has this session key: fastagent's code for a boundary mutation on it. duet has
+    /// none, so `dispatch` never answers it (a run command there is [`NO_ACTIVE_RUN`]).
     pub const NO_SUCH_SESSION: &str = "no_such_session";
     /// The run existed but the command could not be recorded (the store failed).
     pub const RUN_COMMAND_FAILED: &str = "run_command_failed";
@@ -194,10 +196,12 @@ impl Runtime {
     pub async fn dispatch(&self, scope: &Scope, command: Command) -> SessionResult {
         let thread = match self.session(scope).await {
             Ok(t) => t,
+            // As fastagent answers it: a session no invoke has created has no run either (its
+            // clients start one with an invoke on `no_active_run`).
             Err(ControlError::NoSuchSession(s)) => {
                 return reject(
-                    control_codes::NO_SUCH_SESSION,
-                    format!("no session `{s}`"),
+                    control_codes::NO_ACTIVE_RUN,
+                    format!("no run is in flight for session `{s}` (it has none yet); use invoke"),
                     false,
                 );
             }
@@ -266,8 +270,10 @@ impl Runtime {
                 false,
             );
         };
+        // The whole prompt: its images go with its text, as an invoke's do.
         let message = NewQueued {
             follow_up,
+            images: prompt.images,
             ..crate::decide::inbound(&agent.def, &prompt.text)
         };
         match self

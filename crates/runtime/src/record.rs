@@ -124,6 +124,13 @@ pub enum RecordBody {
         /// The blocking child's key.
         child: String,
     },
+    /// The run that wrote the settle (`stopped` or `session_ended`) just before went on under its
+    /// lease: messages (a `follow_up`, a `steer`) were waiting when it settled, so that settle
+    /// did not end the run. Written first in the run's next commit.
+    RunContinued {
+        /// The last seq of the commit that settled.
+        after: i64,
+    },
     /// A kind this build does not know, kept as stored.
     #[serde(skip)]
     Unknown {
@@ -148,6 +155,7 @@ impl RecordBody {
             RecordBody::Handoff { .. } => "handoff",
             RecordBody::HookFailed { .. } => "hook_failed",
             RecordBody::ChildAwaited { .. } => "child_awaited",
+            RecordBody::RunContinued { .. } => "run_continued",
             RecordBody::Unknown { kind, .. } => kind,
         }
     }

@@ -1,6 +1,8 @@
 //! Request bodies and query strings, read strictly: JSON only (415 otherwise), within the body
 //! limit (413), parsed with the parser's position and the field's path in the error (400),
 //! unknown fields refused. A refused request stores nothing: bodies are read before any write.
+//! fastagent's wire (invoke and the control plane's POSTs) is read by [`AnyJson`]: a body that
+//! parses as JSON is taken whatever its `Content-Type`, as fastagent's server takes it.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -85,6 +87,44 @@ where
             .await
             .map_err(bytes_rejection)?;
         parse(&bytes).map(Json)
+    }
+}
+
+/// A JSON body of `T` on fastagent's wire: taken whatever its `Content-Type` when it parses as
+/// JSON (fastagent's server reads the body as JSON without looking at the header, and its
+/// clients send none). A body that does not parse is refused as [`Json`] refuses it: 415 when it
+/// was declared as something other than JSON, else 400 with the parser's position.
+pub(crate) struct AnyJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for AnyJson<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(bytes_rejection)?;
+        let declared_other = !content_type.is_empty() && !is_json(&content_type);
+        if declared_other && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+            return Err(Problem::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                format!(
+                    "the body must be JSON: it is declared `{content_type}` and does not parse \
+                     as JSON"
+                ),
+            ));
+        }
+        parse(&bytes).map(AnyJson)
     }
 }
 

@@ -125,6 +125,12 @@ impl From<StoreError> for Problem {
     }
 }
 
+/// "no agent named `name`", with the project's hint: the nearest name (or the agents there
+/// are), worded as the CLI words it ([`duet_spec::Project::agent_hint`]).
+pub(crate) fn no_agent(project: &duet_spec::Project, name: &str) -> String {
+    format!("no agent named `{name}`: {}", project.agent_hint(name))
+}
+
 /// How a delivery's failure reads over HTTP. Another principal's thread reads as absent.
 pub(crate) fn run_error(e: RunError, key: &str) -> Problem {
     match e {

@@ -66,7 +66,10 @@ pub fn router(state: AppState) -> Router {
                 async move { axum::Json(api.as_ref().clone()) }
             }),
         )
-        .fallback(|| async { Problem::not_found("no such route") })
+        .fallback(
+            |axum::extract::State(state): axum::extract::State<AppState>,
+             uri: axum::http::Uri| async move { no_route(&state, uri.path()) },
+        )
         .method_not_allowed_fallback(|| async {
             Problem::new(
                 axum::http::StatusCode::METHOD_NOT_ALLOWED,
@@ -84,6 +87,58 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
+}
+
+/// The 404 for a path no route takes. One under `/threads/` with a segment too many is most
+/// likely a key with a `/` in it (a subagent's, or another principal's as an admin names it)
+/// typed raw: the answer says to encode it. (Raw `/` is not taken as part of a key: `/threads/
+/// a/messages` would be both thread `a`'s messages and thread `a/messages`.)
+fn no_route(state: &AppState, path: &str) -> Problem {
+    if let Some(rest) = path.strip_prefix("/a2a/") {
+        return no_a2a_agent(state, rest.split('/').next().unwrap_or_default());
+    }
+    let Some(rest) = path.strip_prefix("/threads/") else {
+        return Problem::not_found("no such route");
+    };
+    let key = ["/messages", "/events", "/terminate"]
+        .iter()
+        .find_map(|tail| rest.strip_suffix(tail))
+        .unwrap_or(rest);
+    if !key.contains('/') {
+        return Problem::not_found("no such route");
+    }
+    let encoded = key.replace('/', "%2F");
+    Problem::not_found(format!(
+        "no such route: a thread key containing `/` goes in the path percent-encoded, as \
+         `/threads/{encoded}` for `{key}`"
+    ))
+    .with("encodedKey", encoded.into())
+}
+
+/// The 404 under `/a2a/{name}` for a name no A2A agent here has: the nearest served name, or
+/// the served ones.
+fn no_a2a_agent(state: &AppState, name: &str) -> Problem {
+    if crate::a2a_agents::served(state, name) {
+        return Problem::not_found("no such route");
+    }
+    let project = state.runtime().project();
+    let served: Vec<&str> = project
+        .agents
+        .keys()
+        .map(String::as_str)
+        .filter(|a| crate::a2a_agents::served(state, a))
+        .collect();
+    // Only served names are offered (their cards are public); an agent that is not served
+    // reads as absent here, as this answer needs no key.
+    let why = match duet_spec::nearest(name, &served) {
+        Some(near) => format!("did you mean `{near}`?"),
+        None if served.is_empty() => "no agent is served over A2A here".to_owned(),
+        None => format!("agents served over A2A: {}", served.join(", ")),
+    };
+    Problem::not_found(format!(
+        "no A2A agent `{name}` (served: agents with `exposeAsTool: true`, and the default \
+         agent): {why}"
+    ))
 }
 
 /// The OpenAPI document alone (for `duet serve --openapi` and tests).

@@ -356,8 +356,10 @@ impl<'n> Obj<'n> {
     }
 }
 
-/// The allowed name closest to a misspelt one, when it is close enough to be the intent.
-pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+/// The allowed name closest to a misspelt one, when it is close enough to be the intent (an
+/// edit distance of at most 2, or a quarter of the name's length). Every "did you mean" of
+/// duet's is this one: `duet validate`'s, and the server's and CLI's for an agent's name.
+pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let word_l = word.to_lowercase();
     candidates
         .iter()

@@ -50,6 +50,7 @@ pub use agent::{
     SideId, SubagentRelationship,
 };
 pub use compose::Builtins;
+pub use decode::nearest;
 pub use fs::LoadError;
 pub use hook::{HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};

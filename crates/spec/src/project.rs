@@ -298,6 +298,18 @@ impl Loaded {
 }
 
 impl Project {
+    /// What to say after "no agent named `name`": the nearest agent's name when one is close
+    /// enough to be what was meant (`did you mean `x`?`), else the agents there are. One
+    /// wording for every door that names an agent (the CLI, REST, the control plane).
+    pub fn agent_hint(&self, name: &str) -> String {
+        let names: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+        match crate::nearest(name, &names) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None if names.is_empty() => "the project defines no agents".to_owned(),
+            None => format!("agents: {}", names.join(", ")),
+        }
+    }
+
     /// Whether a file declared a definition of `kind` named `name` (even a broken one).
     pub(crate) fn declares(&self, kind: Kind, name: &str) -> bool {
         self.declared

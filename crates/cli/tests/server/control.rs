@@ -142,8 +142,9 @@ async fn every_control_route_fails_closed_without_a_valid_key() {
             let path = format!("{prefix}/control/{route}?session=s");
             for token in ["", "duet_wrong_key"] {
                 let req = server.req(method.parse().expect("method"), &path, token);
+                // As fastagent's test sends it: `{}` with no `Content-Type`.
                 let req = if *method == "POST" {
-                    req.json(&json!({}))
+                    req.body("{}")
                 } else {
                     req
                 };
@@ -265,8 +266,10 @@ async fn capabilities_commands_state_entries_and_dispatch_answer_in_fastagents_s
             let r = dispatch(&server, &token, "sW", command.clone()).await;
             assert_eq!(r["error"]["code"], "unsupported_capability", "{command}");
         }
+        // A session no invoke created has no run, as fastagent answers (its `attach` then
+        // starts one with an invoke).
         let absent = dispatch(&server, &token, "nobody", json!({"type": "abort"})).await;
-        assert_eq!(absent["error"]["code"], "no_such_session");
+        assert_eq!(absent["error"]["code"], "no_active_run");
         server.stop().await;
     }
 }
@@ -417,7 +420,17 @@ async fn another_principals_session_reads_as_one_that_does_not_exist() {
             let path = format!("/control/entries?session={session}");
             assert_eq!(server.get(&path, &bob).await.1, json!({"entries": []}));
             let r = dispatch(&server, &bob, session, json!({"type": "abort"})).await;
-            assert_eq!(r["error"]["code"], "no_such_session", "{session}: {r}");
+            let absent = dispatch(&server, &bob, "never-made", json!({"type": "abort"})).await;
+            assert_eq!(r["error"]["code"], "no_active_run", "{session}: {r}");
+            assert_eq!(
+                r["error"]["message"]
+                    .as_str()
+                    .map(|m| m.replace(session, "_")),
+                absent["error"]["message"]
+                    .as_str()
+                    .map(|m| m.replace("never-made", "_")),
+                "another's session reads word for word as an absent one"
+            );
         }
         // Bob's own `shared`: the first run his stream shows is his.
         invoke(&server, "/control/invoke", &bob, "shared", "mine").await;

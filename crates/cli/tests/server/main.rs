@@ -22,6 +22,7 @@ mod approvals;
 mod connections;
 mod control;
 mod doors;
+mod fastagent_wire;
 mod hostile;
 mod inbox;
 mod isolation;

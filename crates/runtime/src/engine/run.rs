@@ -89,6 +89,9 @@ impl Runtime {
         // The queue is read when a commit said messages wait (and once at the start): each
         // commit reports the queue as of its own transaction, right before the next step.
         let mut queued = true;
+        // Set when a settle kept the lease because messages waited (the run goes on): the last
+        // seq of that commit, for the `run_continued` record the next drain writes first.
+        let mut continued: Option<i64> = None;
         // Read once per run: a child's arguments and scoped env never change after its spawn.
         let scope = self.child_scope(&t).await?;
         if t.session == 0 {
@@ -114,8 +117,14 @@ impl Runtime {
                 };
                 let queue = transition::drainable(&t, queue);
                 self.trace_drain(&t, &queue, trace).await;
-                queued = !queue.is_empty()
-                    && self.drain(&mut t, &mut msgs, queue, &scope, events).await?;
+                if !queue.is_empty() {
+                    let after = continued.take();
+                    queued = self
+                        .drain(&mut t, &mut msgs, queue, after, &scope, events)
+                        .await?;
+                } else {
+                    queued = false;
+                }
             }
             let session_was_open = t.session_open;
             // The definitions may have changed since the thread parked: one that lost what
@@ -214,6 +223,11 @@ impl Runtime {
             match flow {
                 Flow::Done(settled) => return Ok((settled, false)),
                 Flow::Continue { queued: more } => {
+                    // A commit that left the thread settled, yet the run holds its lease:
+                    // messages waited, and the run goes on with them.
+                    if !matches!(t.status, ThreadStatus::Running | ThreadStatus::Waiting) {
+                        continued = Some(t.next_seq - 1);
+                    }
                     if session_was_open && !t.session_open && t.parent.is_some() {
                         if inline {
                             // The parent waits for this session's outcome; what was queued
@@ -252,16 +266,26 @@ impl Runtime {
 
     /// Persists the queued messages `queue` (see [`transition::drain`]); their inserts pass the
     /// create hooks of the side about to act, and late tool results its tool-result hooks.
+    /// `continued`: the run settled in its last commit and went on (messages waited), so the
+    /// drain opens with a `run_continued` record naming that commit's last seq.
     /// Returns whether more messages arrived meanwhile.
     async fn drain(
         &self,
         t: &mut Thread,
         msgs: &mut Vec<Message>,
         queue: Vec<crate::types::Queued>,
+        continued: Option<i64>,
         scope: &ChildScope,
         events: &EventSink,
     ) -> Result<bool, RunError> {
         let now = self.now();
+        let marker = continued.map(|after| {
+            crate::record::Record::new(
+                t.take_seq(),
+                crate::record::RecordBody::RunContinued { after },
+                now,
+            )
+        });
         // A late tool result whose call is no longer open (answered by an abort, or made by a
         // step that never committed) has nothing to answer: it is dropped.
         let open: Vec<String> = match t.acting {
@@ -282,6 +306,7 @@ impl Runtime {
             tracing::warn!(thread = %t.key, queued = q.id, "a late tool result answers no open call; dropped");
         }
         let mut commit = transition::drain(t, &queue, &scope.arguments, now);
+        commit.records.splice(0..0, marker);
         commit.drained.extend(stale.iter().map(|q| q.id));
         let acting = t.acting.unwrap_or(crate::types::SideId::A);
         // Should the side's hooks not resolve, they run for none of them: that side's step

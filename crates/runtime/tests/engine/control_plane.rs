@@ -171,6 +171,21 @@ async fn steering_and_follow_ups_reach_the_run_in_their_places() {
             "{}",
             backend.name()
         );
+        // The park the run went on from (the follow-up waited) is marked: the run's next commit
+        // opens with `run_continued`, naming that park, so observers see one run.
+        let entries = rt.entries(&scope, 0).await.expect("entries");
+        let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
+        let park = kinds.iter().position(|k| *k == "stopped").expect("a park");
+        assert_eq!(kinds.get(park + 1), Some(&"run_continued"), "{kinds:?}");
+        assert_eq!(
+            entries[park + 1].data,
+            serde_json::json!({"after": entries[park].seq})
+        );
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "run_continued").count(),
+            1,
+            "{kinds:?}"
+        );
         let state = rt.state(&scope).await.expect("state");
         assert_eq!(
             (
@@ -252,20 +267,31 @@ async fn commands_are_checked_before_acceptance() {
     let project = project();
     let backend = support::backends().await.remove(0);
     let rt = runtime(&project, backend.open().await, &Gate::default(), 30_000);
-    let unknown = rt.dispatch(&Scope::new("nobody"), Command::Abort).await;
-    assert!(
-        matches!(
-            unknown,
-            SessionResult::Err {
-                code: control_codes::NO_SUCH_SESSION,
-                ..
-            }
-        ),
-        "{unknown:?}"
-    );
-    let wire = serde_json::to_value(&unknown).expect("json");
-    assert_eq!(wire["ok"], false);
-    assert_eq!(wire["error"]["code"], "no_such_session");
+    // A session no invoke created has no run: `no_active_run`, as fastagent answers, for every
+    // run command (its clients then start the run with an invoke).
+    let steer = Command::Steer {
+        prompt: Prompt::text("x"),
+    };
+    let follow_up = Command::FollowUp {
+        prompt: Prompt::text("x"),
+    };
+    for command in [Command::Abort, steer, follow_up] {
+        let unknown = rt.dispatch(&Scope::new("nobody"), command).await;
+        assert!(
+            matches!(
+                unknown,
+                SessionResult::Err {
+                    code: control_codes::NO_ACTIVE_RUN,
+                    retryable: false,
+                    ..
+                }
+            ),
+            "{unknown:?}"
+        );
+        let wire = serde_json::to_value(&unknown).expect("json");
+        assert_eq!(wire["ok"], false);
+        assert_eq!(wire["error"]["code"], "no_active_run");
+    }
     let parsed: Command =
         serde_json::from_value(serde_json::json!({"type": "steer", "prompt": {"text": "x"}}))
             .expect("wire form");

@@ -28,6 +28,18 @@ use tower::ServiceBuilder;
 use crate::auth::Caller;
 use crate::state::AppState;
 
+/// Whether `name` is served over A2A here: exposed as a tool, or the default agent — and not a
+/// remote one (that is served where it lives).
+pub(crate) fn served(state: &AppState, name: &str) -> bool {
+    let project = state.runtime().project();
+    let is_default = state.options().default_agent.as_deref() == Some(name);
+    project
+        .agents
+        .get(name)
+        .is_some_and(|a| a.def.expose_as_tool || is_default)
+        && !project.remotes.contains_key(name)
+}
+
 /// The A2A routes of every served agent.
 pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let project = state.runtime().project().clone();
@@ -35,8 +47,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let mut router = Router::new();
     for (name, agent) in &project.agents {
         let is_default = default.as_deref() == Some(name.as_str());
-        // A remote agent is served where it lives, not here.
-        if (!agent.def.expose_as_tool && !is_default) || project.remotes.contains_key(name) {
+        if !served(state, name) {
             continue;
         }
         let service = ServiceBuilder::new()

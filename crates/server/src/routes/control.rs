@@ -4,7 +4,8 @@
 //! Agent Handler invoke), for the default agent at the root and for each agent under
 //! `/agents/{agent}`. A session is a thread key in the caller's key space; one the caller may
 //! not see reads exactly as one that does not exist (reads are total, as fastagent's are: idle,
-//! no entries, a quiet stream; every command on it is `no_such_session`).
+//! no entries, a quiet stream; `steer`, `follow_up` and `abort` on it are `no_active_run`, as
+//! on any session with no run: an invoke starts one).
 
 mod watch;
 mod wire;
@@ -28,7 +29,7 @@ use self::wire::{
     codes, parse_command, rejected, run_id,
 };
 use crate::auth::Caller;
-use crate::body::{Json, Query};
+use crate::body::{AnyJson, Query};
 use crate::input;
 use crate::problem::Problem;
 use crate::service::events::Feed;
@@ -77,7 +78,10 @@ fn named(state: &AppState, agent: String) -> Result<String, Problem> {
     if state.runtime().project().agents.contains_key(&agent) {
         Ok(agent)
     } else {
-        Err(Problem::not_found(format!("no agent named `{agent}`")))
+        Err(Problem::not_found(crate::problem::no_agent(
+            state.runtime().project(),
+            &agent,
+        )))
     }
 }
 
@@ -239,12 +243,10 @@ async fn dispatch_of(
             false,
         )));
     }
+    // fastagent answers a run command on a session with no run `no_active_run`, whether or not
+    // the session exists (its `attach` then starts the run with an invoke).
     let Some(t) = find(state, caller, agent, session).await? else {
-        return Ok(axum::Json(rejected(
-            codes::NO_SUCH_SESSION,
-            format!("no session `{session}`: a session starts with an invoke"),
-            false,
-        )));
+        return Ok(axum::Json(wire::no_run_yet(session)));
     };
     let before = current_run(state, &t).await?;
     let result = state
@@ -260,7 +262,7 @@ async fn dispatch_of(
         }
         (_, before) => before,
     };
-    Ok(axum::Json(wire::result(result, run)))
+    Ok(axum::Json(wire::result(result, run, session)))
 }
 
 async fn events_of(
@@ -439,7 +441,7 @@ pub(crate) async fn agent_entries(
 pub(crate) async fn dispatch(
     State(state): State<AppState>,
     caller: Caller,
-    Json(body): Json<Value>,
+    AnyJson(body): AnyJson<Value>,
 ) -> Result<axum::Json<Value>, Problem> {
     let agent = default_agent(&state)?;
     dispatch_of(&state, &caller, &agent, body).await
@@ -455,7 +457,7 @@ pub(crate) async fn agent_dispatch(
     State(state): State<AppState>,
     caller: Caller,
     Path(agent): Path<String>,
-    Json(body): Json<Value>,
+    AnyJson(body): AnyJson<Value>,
 ) -> Result<axum::Json<Value>, Problem> {
     let agent = named(&state, agent)?;
     dispatch_of(&state, &caller, &agent, body).await
@@ -500,7 +502,7 @@ pub(crate) async fn agent_events(
 pub(crate) async fn invoke(
     State(state): State<AppState>,
     caller: Caller,
-    Json(body): Json<Value>,
+    AnyJson(body): AnyJson<Value>,
 ) -> Result<Response, Problem> {
     let agent = default_agent(&state)?;
     super::invoke::invoke(&state, &caller, &agent, body)
@@ -516,7 +518,7 @@ pub(crate) async fn agent_invoke(
     State(state): State<AppState>,
     caller: Caller,
     Path(agent): Path<String>,
-    Json(body): Json<Value>,
+    AnyJson(body): AnyJson<Value>,
 ) -> Result<Response, Problem> {
     super::invoke::invoke(&state, &caller, &agent, body)
 }

@@ -11,13 +11,13 @@ use axum::extract::State;
 use crate::body::Path;
 use axum::response::Response;
 use axum::response::sse::Event;
-use duet_runtime::{Agent, ImageRef, Prompt, Scope};
+use duet_runtime::{Agent, AgentEvent, ImageRef, Prompt, Scope};
 use futures::stream::{BoxStream, StreamExt};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
-use crate::body::{Json, parse};
+use crate::body::{AnyJson, parse};
 use crate::input::{self, Kind};
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -116,19 +116,20 @@ pub(crate) fn invoke(
     agent: &str,
     body: serde_json::Value,
 ) -> Result<Events, Problem> {
-    let agent = state
-        .runtime()
-        .agent(agent)
-        .ok_or_else(|| Problem::not_found(format!("no agent named `{agent}`")))?;
+    let agent = state.runtime().agent(agent).ok_or_else(|| {
+        Problem::not_found(crate::problem::no_agent(state.runtime().project(), agent))
+    })?;
     let (session, prompt) = read(body)?;
     let scope = Scope {
         session: caller.stored_key(&session),
         principal: caller.principal.clone(),
         source: Some("http".into()),
     };
+    let caller = caller.clone();
     let events: BoxStream<'static, Result<Event, Infallible>> = agent
         .invoke(scope, prompt)
-        .map(|event| {
+        .map(move |event| {
+            let event = as_named(&caller, event);
             Ok(Event::default()
                 .json_data(&event)
                 .unwrap_or_else(|_| Event::default().data("{}")))
@@ -136,6 +137,18 @@ pub(crate) fn invoke(
         .boxed();
     // Dropping the response body (a disconnect) drops the invoke stream, which aborts the run.
     Ok(state.sse(events))
+}
+
+/// `event` as the caller names things: `completed.data.thread` is the key the caller gave, not
+/// the principal-scoped key it is stored under (`alice/inv-1`), so it works in the caller's
+/// REST paths.
+fn as_named(caller: &Caller, mut event: AgentEvent) -> AgentEvent {
+    if let AgentEvent::Completed { data: Some(data) } = &mut event
+        && let Some(stored) = data.get("thread").and_then(serde_json::Value::as_str)
+    {
+        data["thread"] = serde_json::Value::from(caller.visible_key(stored));
+    }
+    event
 }
 
 /// Runs one turn of the default agent (`duet serve --default-agent`).
@@ -146,7 +159,7 @@ pub(crate) fn invoke(
 pub(crate) async fn default_agent(
     State(state): State<AppState>,
     caller: Caller,
-    Json(body): Json<serde_json::Value>,
+    AnyJson(body): AnyJson<serde_json::Value>,
 ) -> Result<Events, Problem> {
     let agent = state.options().default_agent.clone().ok_or_else(|| {
         Problem::not_found("no default agent: start the server with --default-agent AGENT")
@@ -164,7 +177,7 @@ pub(crate) async fn agent(
     State(state): State<AppState>,
     caller: Caller,
     Path(agent): Path<String>,
-    Json(body): Json<serde_json::Value>,
+    AnyJson(body): AnyJson<serde_json::Value>,
 ) -> Result<Events, Problem> {
     invoke(&state, &caller, &agent, body)
 }

@@ -58,7 +58,7 @@ pub(crate) async fn create(
     if !state.runtime().project().agents.contains_key(&body.agent) {
         return Err(Problem::unprocessable(
             "unknown_agent",
-            format!("no agent named `{}`", body.agent),
+            crate::problem::no_agent(state.runtime().project(), &body.agent),
         ));
     }
     let stored = caller.stored_key(&key);

@@ -69,18 +69,24 @@ impl Feed {
     }
 
     /// The seq of the first entry after `t`'s last settle record (`stopped` or
-    /// `session_ended`; its next seq when there is none yet): where its current (or next) run
-    /// starts.
+    /// `session_ended`, unless a `run_continued` says its run went on; its next seq when there
+    /// is none yet): where its current (or next) run starts.
     pub(crate) async fn run_start(&self, t: &Thread) -> Result<i64, ServiceError> {
         let records = self.0.records(t.id).await?;
+        // A settle its run went on from (a `run_continued` after it) did not end that run.
+        let mut went_on = false;
         let last = records
             .iter()
             .rev()
-            .find(|r| {
-                matches!(
-                    r.body,
-                    RecordBody::Stopped { .. } | RecordBody::SessionEnded { .. }
-                )
+            .find(|r| match r.body {
+                RecordBody::RunContinued { .. } => {
+                    went_on = true;
+                    false
+                }
+                RecordBody::Stopped { .. } | RecordBody::SessionEnded { .. } => {
+                    !std::mem::take(&mut went_on)
+                }
+                _ => false,
             })
             .map_or(0, |r| r.seq);
         let first = self.0.journal_page(t.id, last, 1).await?;

@@ -3,7 +3,10 @@
 //! commit — each `Change` says where a commit ends and the status it left — and mapped onto
 //! runs. A run opens at the first entry after the last settle (`stopped` or `session_ended`)
 //! that the thread is running for, and is named after that entry (`run-SEQ`), so the name
-//! survives a change of process; it settles at the next settle record. See `docs/decisions.md`.
+//! survives a change of process; it settles at the next settle record — unless the run went on
+//! from it (a `run_continued` record opens its next commit: messages waited as it settled), so
+//! a settle is held until the next commit, or the lease's release, says which. See
+//! `docs/decisions.md`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -13,7 +16,7 @@ use duet_spec::Project;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::wire::{event, is_output, run_id, settled_data, settles};
+use super::wire::{continues, event, is_output, run_id, settled_data, settles};
 use crate::auth::Caller;
 use crate::service::ServiceError;
 use crate::service::events::Feed;
@@ -64,6 +67,8 @@ pub(crate) struct Watch {
     calls: HashSet<String>,
     /// The queue as last reported: (steering, follow-ups).
     queue: (usize, usize),
+    /// A settle not yet known to end its run: its run and `run_settled` event.
+    held: Option<(String, Value)>,
 }
 
 impl Watch {
@@ -93,6 +98,7 @@ impl Watch {
             failure: None,
             calls: HashSet::new(),
             queue: (0, 0),
+            held: None,
         };
         if let Some(t) = w.feed.by_key(&w.stored).await? {
             if on_agent(&w.caller, &w.agent, &t) {
@@ -154,6 +160,9 @@ impl Watch {
             },
         };
         let mut out = self.apply(&batch, status);
+        if self.held.is_some() {
+            out.extend(self.settle_if_released(id).await?);
+        }
         if self.run.is_some() {
             out.extend(self.queue_changed(id).await?);
         }
@@ -187,11 +196,43 @@ impl Watch {
         }
     }
 
+    /// A held settle, once the thread's lease is seen released with nothing journaled after the
+    /// settle's commit: it ended its run. (A lease still held — the run going on, or a new run
+    /// already — leaves it to the next commit.)
+    async fn settle_if_released(&mut self, id: ThreadId) -> Result<Option<Value>, ServiceError> {
+        let Some(t) = self.feed.thread(id).await? else {
+            return Ok(self.release_held());
+        };
+        let leased = t.lease_owner.is_some() && t.lease_expires >= now_ms();
+        if leased || t.next_seq - 1 > self.cursor {
+            return Ok(None);
+        }
+        Ok(self.release_held())
+    }
+
+    /// The held settle's `run_settled`: its run ended.
+    fn release_held(&mut self) -> Option<Value> {
+        let (run, settled) = self.held.take()?;
+        self.last_run = Some(run);
+        Some(settled)
+    }
+
     /// Maps one commit's entries (or, after a resync, several commits'), the thread left in
     /// `status`.
     fn apply(&mut self, batch: &[JournalEntry], status: ThreadStatus) -> Vec<Value> {
         let running = matches!(status, ThreadStatus::Running | ThreadStatus::Waiting);
         let mut out = Vec::new();
+        // A held settle: the run went on if this commit says so, else it ended there.
+        if let Some((run, _)) = &self.held
+            && !batch.is_empty()
+        {
+            if continues(batch) {
+                self.run = Some(run.clone());
+                self.held = None;
+            } else {
+                out.extend(self.release_held());
+            }
+        }
         for (i, entry) in batch.iter().enumerate() {
             self.cursor = entry.seq();
             let at = match entry {
@@ -199,14 +240,32 @@ impl Watch {
                 JournalEntry::Record(r) => r.created_at,
             };
             if let Some(reason) = settles(entry) {
+                let after = &batch[i + 1..];
+                if self.run.is_some() && continues(after) {
+                    // Not the run's end: it went on under its lease with what waited.
+                    self.failure = None;
+                    continue;
+                }
                 if let Some(run) = self.run.take() {
                     let data = settled_data(reason, self.failure.take());
-                    out.push(event("run_settled", at, Some(&run), data));
-                    self.last_run = Some(run);
+                    let settled = event("run_settled", at, Some(&run), data);
+                    if after.iter().any(|e| settles(e).is_some()) {
+                        out.push(settled);
+                        self.last_run = Some(run);
+                    } else {
+                        // Whether the run went on is in the next commit (or the lease).
+                        self.last_run = Some(run.clone());
+                        self.held = Some((run, settled));
+                    }
                 }
                 self.start = None;
                 self.failure = None;
                 self.calls.clear();
+                continue;
+            }
+            if let JournalEntry::Record(r) = entry
+                && matches!(r.body, RecordBody::RunContinued { .. })
+            {
                 continue;
             }
             let start = *self.start.get_or_insert(entry.seq());
@@ -231,6 +290,7 @@ impl Watch {
             self.open_run(start, now_ms(), &mut out);
         }
         if status == ThreadStatus::Terminated {
+            out.extend(self.release_held());
             if let Some(run) = self.run.take() {
                 let data = json!({"status": "aborted", "stopReason": "terminated"});
                 out.push(event("run_settled", now_ms(), Some(&run), data));
@@ -242,6 +302,8 @@ impl Watch {
     }
 
     fn open_run(&mut self, start: i64, at: i64, out: &mut Vec<Value>) {
+        // A new run: a settle still held ended the one before.
+        out.extend(self.release_held());
         let run = run_id(start);
         out.push(event("run_started", at, Some(&run), json!({})));
         self.run = Some(run);
@@ -335,6 +397,7 @@ mod tests {
             failure: None,
             calls: HashSet::new(),
             queue: (0, 0),
+            held: None,
         }
     }
 
@@ -398,19 +461,72 @@ mod tests {
         let out = w.apply(&last, ThreadStatus::AwaitingHuman);
         assert_eq!(
             types(&out),
-            [
-                "message_started",
-                "message_delta",
-                "message_finished",
-                "run_settled"
-            ]
+            ["message_started", "message_delta", "message_finished"]
         );
-        assert_eq!(out[3]["data"]["status"], "completed");
         assert_eq!(settles(&last[1]), Some(StopReason::StopOnResponse));
         assert!(w.run.is_none());
-        // The next run starts at the first entry after the settle (consistently with `state`).
+        // The settle is held until the next commit says whether the run went on: this one is
+        // a new run's, so the settle is said first, then the new run starts at the first entry
+        // after the settle (consistently with `state`).
         let out = w.apply(&[msg(8, Role::User, "again", false)], ThreadStatus::Running);
-        assert_eq!(out[0]["runId"], "run-7");
+        assert_eq!(types(&out), ["run_settled", "run_started"]);
+        assert_eq!(out[0]["data"]["status"], "completed");
+        assert_eq!(out[0]["runId"], "run-1");
+        assert_eq!(out[1]["runId"], "run-7");
+    }
+
+    fn stopped(seq: i64) -> JournalEntry {
+        rec(
+            seq,
+            RecordBody::Stopped {
+                stop_reason: StopReason::AwaitingHuman,
+                status: ThreadStatus::AwaitingHuman,
+                trace: None,
+                revision: None,
+            },
+        )
+    }
+
+    #[test]
+    fn a_run_that_went_on_from_its_settle_is_one_run() {
+        let mut w = watch();
+        let first = [msg(1, Role::User, "hi", false)];
+        assert_eq!(
+            types(&w.apply(&first, ThreadStatus::Running)),
+            ["run_started"]
+        );
+        // The answer and its park: held, since a follow-up may have waited.
+        let park = [msg(2, Role::Assistant, "one", true), stopped(3)];
+        let out = w.apply(&park, ThreadStatus::AwaitingHuman);
+        assert!(!types(&out).contains(&"run_settled"), "{out:?}");
+        // The run went on with the follow-up: no settle, no new run; the last settle is its.
+        let on = [
+            rec(4, RecordBody::RunContinued { after: 3 }),
+            msg(5, Role::User, "and then?", false),
+        ];
+        let out = w.apply(&on, ThreadStatus::Running);
+        assert!(out.iter().all(|e| e["type"] != "run_started"), "{out:?}");
+        let end = [msg(6, Role::Assistant, "two", true), stopped(7)];
+        w.apply(&end, ThreadStatus::AwaitingHuman);
+        let settled = w.release_held().expect("the run's one settle");
+        assert_eq!(
+            (&settled["type"], &settled["runId"]),
+            (&json!("run_settled"), &json!("run-1"))
+        );
+        // Read in one batch (a resync), the same.
+        let mut w = watch();
+        let all: Vec<JournalEntry> = first.into_iter().chain(park).chain(on).chain(end).collect();
+        let out = w.apply(&all, ThreadStatus::AwaitingHuman);
+        assert_eq!(
+            out.iter().filter(|e| e["type"] == "run_started").count(),
+            1,
+            "{out:?}"
+        );
+        assert!(out.iter().all(|e| e["type"] != "run_settled"), "{out:?}");
+        assert_eq!(
+            w.release_held().map(|e| e["runId"].clone()),
+            Some(json!("run-1"))
+        );
     }
 
     #[test]
@@ -435,8 +551,10 @@ mod tests {
             ),
         ];
         let out = w.apply(&batch, ThreadStatus::Idle);
-        assert_eq!(types(&out), ["run_started", "run_settled"]);
-        assert_eq!(out[1]["data"]["status"], "failed");
-        assert_eq!(out[1]["data"]["error"]["message"], "boom");
+        assert_eq!(types(&out), ["run_started"]);
+        // Said once the lease is seen released.
+        let settled = w.release_held().expect("held");
+        assert_eq!(settled["data"]["status"], "failed");
+        assert_eq!(settled["data"]["error"]["message"], "boom");
     }
 }

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 /// fastagent's `SessionResult.error.code`s that duet answers.
 pub(crate) mod codes {
-    pub(crate) use duet_runtime::control::control_codes::{INVALID_COMMAND, NO_SUCH_SESSION};
+    pub(crate) use duet_runtime::control::control_codes::{INVALID_COMMAND, NO_ACTIVE_RUN};
     /// A command this runtime does not support (`compact`, `set_model`, ...).
     pub(crate) const UNSUPPORTED_CAPABILITY: &str = "unsupported_capability";
 }
@@ -76,16 +76,30 @@ pub(crate) fn rejected(code: &str, message: impl Into<String>, retryable: bool) 
     json!({"ok": false, "error": {"code": code, "message": message.into(), "retryable": retryable}})
 }
 
+/// A run command on a session the caller has no run on, nor a thread it may see: fastagent's
+/// `no_active_run` (its `attach` answers it by starting the run with an invoke). The same words
+/// whether the session is absent or another principal's.
+pub(crate) fn no_run_yet(session: &str) -> Value {
+    rejected(
+        codes::NO_ACTIVE_RUN,
+        format!(
+            "no active run for session `{session}`: a run starts with an invoke \
+             (`POST /control/invoke`); steer, follow_up and abort act on it then"
+        ),
+        false,
+    )
+}
+
 /// The runtime's answer on the wire, its run named `run` (the control plane's run id). Another
-/// principal's session reads as absent.
-pub(crate) fn result(r: SessionResult, run: Option<String>) -> Value {
+/// principal's session reads as absent (as [`no_run_yet`]).
+pub(crate) fn result(r: SessionResult, run: Option<String>, session: &str) -> Value {
     match r {
         SessionResult::Ok { .. } => match run {
             Some(id) => json!({"ok": true, "runId": id}),
             None => json!({"ok": true}),
         },
         SessionResult::Err { code, .. } if code == duet_runtime::codes::FORBIDDEN => {
-            rejected(codes::NO_SUCH_SESSION, "no such session", false)
+            no_run_yet(session)
         }
         SessionResult::Err {
             code,
@@ -259,6 +273,22 @@ pub(crate) fn settles(entry: &JournalEntry) -> Option<StopReason> {
         },
         JournalEntry::Message(_) => None,
     }
+}
+
+/// Whether the settle record that `after` follows did not end its run: a `run_continued`
+/// (the run went on under its lease with messages that waited) comes before any other settle.
+pub(crate) fn continues(after: &[JournalEntry]) -> bool {
+    for entry in after {
+        if settles(entry).is_some() {
+            return false;
+        }
+        if let JournalEntry::Record(r) = entry
+            && matches!(r.body, RecordBody::RunContinued { .. })
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whether `m` is the agent's output (a model's or a handler's), not a message delivered to it.
