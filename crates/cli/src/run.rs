@@ -116,11 +116,14 @@ pub(crate) async fn run(args: RunArgs) -> ExitCode {
     // What cannot be run is refused before anything is opened or printed.
     match args.message.as_deref() {
         Some(m) if m.trim().is_empty() => {
-            eprintln!("duet: the message (-m) is empty: say something, or leave -m out on a terminal to be asked");
+            eprintln!(
+                "duet: the message (-m) is empty: say something, or leave -m out on a terminal to be asked"
+            );
             return ExitCode::from(2);
         }
         Some(_) => {}
-        None if !args.json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => {}
+        None if !args.json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => {
+        }
         None => {
             eprintln!("duet: -m TEXT is required when not on a terminal (or with --json)");
             return ExitCode::from(2);

@@ -54,10 +54,11 @@ pub(crate) fn run(args: &Args) -> ExitCode {
             .into_iter()
             .map(|i| if args.strict { i.escalated() } else { i }),
     );
-    // A provider key variable unset here is a warning: it may be set where duet runs.
+    // A provider key variable unset here is a warning: it may be set where duet runs; so is a
+    // key too short to be one.
     let keys = loaded
         .project
-        .check_provider_keys(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()));
+        .check_provider_keys(|var| std::env::var(var).ok());
     loaded.issues.extend(keys);
     loaded
         .issues

@@ -100,7 +100,12 @@ fn last(run: &Run) -> serde_json::Value {
 fn a_send_to_a_thread_whose_session_ended_starts_the_next() {
     let p = gate();
     let db = tmp("idle.db");
-    let asked = duet(&p, &db, &["run", "gate", "--session", "g", "-m", "Rotate?", "--json"], &[]);
+    let asked = duet(
+        &p,
+        &db,
+        &["run", "gate", "--session", "g", "-m", "Rotate?", "--json"],
+        &[],
+    );
     assert_eq!(asked.code, 0, "{}", asked.stderr);
     let answered = duet(&p, &db, &["send", "g", "yes", "--json"], &[]);
     assert_eq!(answered.code, 0, "{}", answered.stderr);
@@ -110,7 +115,10 @@ fn a_send_to_a_thread_whose_session_ended_starts_the_next() {
     let listed = &shown.json_lines()[0][0];
     assert_eq!(
         (&listed["status"], &listed["turns"]),
-        (&serde_json::json!("idle"), &serde_json::json!({"a": 1, "b": 2})),
+        (
+            &serde_json::json!("idle"),
+            &serde_json::json!({"a": 1, "b": 2})
+        ),
         "{listed}"
     );
     // Idle: the next message starts session 2, which asks again (before: `not_awaiting`).
@@ -138,7 +146,17 @@ fn the_cli_acts_as_a_principal_and_both_misses_say_how() {
     let made = duet(
         &p,
         &db,
-        &["run", "approval_gate", "--principal", "alice", "--session", "ticket-42", "-m", "Rotate?", "--json"],
+        &[
+            "run",
+            "approval_gate",
+            "--principal",
+            "alice",
+            "--session",
+            "ticket-42",
+            "-m",
+            "Rotate?",
+            "--json",
+        ],
         &[],
     );
     assert_eq!(made.code, 0, "{}", made.stderr);
@@ -160,17 +178,38 @@ fn the_cli_acts_as_a_principal_and_both_misses_say_how() {
         // Her key as she names it: no such thread for no principal — but alice has it.
         (&["send", "ticket-42", "yes"], "--principal alice ticket-42"),
         // The stored key: hers, and the flag that reaches it.
-        (&["send", "alice/ticket-42", "yes"], "belongs to principal `alice`"),
-        (&["send", "alice/ticket-42", "yes"], "--principal alice ticket-42"),
-        (&["send", "--principal", "bob", "ticket-42", "yes"], "for principal `bob`"),
-        (&["send", "--principal", "no way", "ticket-42", "yes"], "--principal"),
+        (
+            &["send", "alice/ticket-42", "yes"],
+            "belongs to principal `alice`",
+        ),
+        (
+            &["send", "alice/ticket-42", "yes"],
+            "--principal alice ticket-42",
+        ),
+        (
+            &["send", "--principal", "bob", "ticket-42", "yes"],
+            "for principal `bob`",
+        ),
+        (
+            &["send", "--principal", "no way", "ticket-42", "yes"],
+            "--principal",
+        ),
     ];
     for (args, said) in cases {
         let refused = duet(&p, &db, args, &[]);
         assert_eq!(refused.code, 2, "{args:?}: {}", refused.stderr);
-        assert!(refused.stderr.contains(said), "{args:?}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains(said),
+            "{args:?}: {}",
+            refused.stderr
+        );
     }
-    let listed = duet(&p, &db, &["threads", "--json"], &[("DUET_PRINCIPAL", "alice")]);
+    let listed = duet(
+        &p,
+        &db,
+        &["threads", "--json"],
+        &[("DUET_PRINCIPAL", "alice")],
+    );
     let list = listed.json_lines().remove(0);
     let ids: Vec<&str> = list
         .as_array()
@@ -253,8 +292,7 @@ async fn streamed_deltas_print_as_one_line_and_thinking_apart() {
         .expect("runs");
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(
-        run.stdout,
-        "<thinking>Let me think.</thinking>\nHello, world!\n[waiting for you]\n",
+        run.stdout, "<thinking>Let me think.</thinking>\nHello, world!\n[waiting for you]\n",
         "{}",
         run.stderr
     );
@@ -330,9 +368,17 @@ fn run_refuses_what_it_cannot_run_before_it_starts() {
     for (args, said) in cases {
         let refused = duet(&p, &db, args, &[]);
         assert_eq!(refused.code, 2, "{args:?}: {}", refused.stderr);
-        assert!(refused.stderr.contains(said), "{args:?}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains(said),
+            "{args:?}: {}",
+            refused.stderr
+        );
         // No session was announced (or made) for a run that never starts.
-        assert!(!refused.stderr.contains("session:"), "{args:?}: {}", refused.stderr);
+        assert!(
+            !refused.stderr.contains("session:"),
+            "{args:?}: {}",
+            refused.stderr
+        );
         assert!(!db.exists(), "{args:?}: the database was created");
     }
 }
@@ -344,7 +390,13 @@ fn key_times_read_as_rfc_3339_and_json_keeps_milliseconds() {
     let made = duet(&p, &db, &["keys", "create", "--principal", "alice"], &[]);
     assert_eq!(made.code, 0, "{}", made.stderr);
     let listed = duet(&p, &db, &["keys", "list"], &[]);
-    let row: Vec<&str> = listed.stdout.lines().nth(1).expect("a row").split('\t').collect();
+    let row: Vec<&str> = listed
+        .stdout
+        .lines()
+        .nth(1)
+        .expect("a row")
+        .split('\t')
+        .collect();
     let created = chrono::DateTime::parse_from_rfc3339(row[3])
         .unwrap_or_else(|e| panic!("CREATED {:?}: {e}", row[3]));
     let json = duet(&p, &db, &["keys", "list", "--json"], &[]);
@@ -352,4 +404,53 @@ fn key_times_read_as_rfc_3339_and_json_keeps_milliseconds() {
         .as_i64()
         .expect("milliseconds");
     assert_eq!(created.timestamp(), ms / 1000);
+}
+
+#[test]
+fn database_mistakes_are_said_with_their_fix() {
+    let p = Project::repo();
+    let case = |db: &str, code: i32, said: &[&str]| {
+        (
+            db.to_owned(),
+            code,
+            said.iter()
+                .map(|s| (*s).to_owned())
+                .collect::<Vec<String>>(),
+        )
+    };
+    let mut cases = vec![
+        case(
+            "postgress://root@127.0.0.1:5432/test",
+            2,
+            &[
+                "`postgress://` is not a database duet knows",
+                "did you mean `postgres://`?",
+            ],
+        ),
+        case("sqlit://x.db", 2, &["did you mean `sqlite://`?"]),
+        case("mysql://root@db/x", 2, &["not a database duet knows"]),
+    ];
+    // A Postgres server that is there, and a database on it that is not.
+    if let Ok(url) = std::env::var("DATABASE_URL") {
+        let (server, _) = url.rsplit_once('/').expect("a database name");
+        let name = format!("duet_missing_{}", uuid::Uuid::now_v7().simple());
+        let missing = format!("the Postgres database `{name}` does not exist");
+        cases.push(case(
+            &format!("{server}/{name}"),
+            1,
+            &[&missing, "createdb"],
+        ));
+    }
+    for (db, code, said) in &cases {
+        let refused = duet(&p, Path::new(db), &["migrate"], &[]);
+        assert_eq!(refused.code, *code, "{db}: {}", refused.stderr);
+        for s in said {
+            assert!(refused.stderr.contains(s), "{db}: {}", refused.stderr);
+        }
+        assert!(
+            !refused.stderr.contains(" at line "),
+            "{db}: {}",
+            refused.stderr
+        );
+    }
 }

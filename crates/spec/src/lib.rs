@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+mod cascade;
 mod compose;
 mod decode;
 pub mod fs;
@@ -39,6 +40,7 @@ mod provider;
 mod relationship;
 mod remote;
 mod schema;
+pub mod secret;
 mod tool;
 mod ts;
 mod validate;

@@ -35,6 +35,7 @@ impl Project {
             (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code))
         });
         issues.dedup();
+        let issues = crate::cascade::root_causes_first(issues);
         Loaded { project, issues }
     }
 }
