@@ -8,6 +8,11 @@ use serde_json::json;
 
 use crate::Place;
 
+/// STATUS is where a thread stands; STOP is why its last run stopped, as the spec names it: a
+/// parked thread shows `stop_on_response` or `stop_tool` when a model's turn ended and a
+/// person's is next, `awaiting_human` when a person's turn came otherwise (after a handler's
+/// turn, or a human acting side). `turns` counts the current session's turns per side, and
+/// keeps an ended session's until the next one starts.
 #[derive(clap::Args)]
 pub(crate) struct Args {
     #[command(subcommand)]
