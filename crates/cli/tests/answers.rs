@@ -91,7 +91,7 @@ async fn two_racing_answers_from_two_processes_apply_once() {
                 .lines()
                 .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
                 .filter_map(|e| e["data"]["park"].as_str().map(str::to_owned))
-                .last()
+                .next_back()
                 .expect("the run parked");
             let racers: Vec<std::process::Child> = ["approved", "Yes, approved."]
                 .iter()
