@@ -137,6 +137,42 @@ fn a_send_to_a_thread_whose_session_ended_starts_the_next() {
 }
 
 #[test]
+fn a_send_to_a_thread_at_work_is_refused_with_the_queue_hint() {
+    let p = Project::repo();
+    let db = tmp("busy.db");
+    // The orchestrator's blocking call waits for its child, which waits for a person.
+    let asked = duet(
+        &p,
+        &db,
+        &[
+            "run",
+            "orchestrator",
+            "--session",
+            "o",
+            "-m",
+            "Please rotate the production API keys tonight.",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(asked.code, 0, "{}", asked.stderr);
+    assert_eq!(last(&asked)["data"]["status"], "waiting");
+    let refused = duet(&p, &db, &["send", "o", "Any news?", "--json"], &[]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    let failed = last(&refused);
+    assert_eq!(failed["code"], "not_awaiting", "{failed}");
+    assert!(
+        failed["details"]
+            .as_str()
+            .is_some_and(|d| d.contains("waits for a subagent") && d.contains("--queue")),
+        "{failed}"
+    );
+    // Nothing was written.
+    let shown = duet(&p, &db, &["threads", "show", "o", "--json"], &[]);
+    assert_eq!(shown.json_lines()[0]["queued"], serde_json::json!([]));
+}
+
+#[test]
 fn the_cli_acts_as_a_principal_and_both_misses_say_how() {
     let p = Project::repo();
     let db = tmp("principal.db");

@@ -211,4 +211,25 @@ mod tests {
             assert!(refused.contains("synchronous=normal|full"), "{refused}");
         }
     }
+
+    #[test]
+    fn a_scheme_duet_does_not_know_is_no_file_name() {
+        for (url, said) in [
+            ("postgress://root@db/x", Some("did you mean `postgres://`?")),
+            (
+                "postgresq://root@db/x",
+                Some("did you mean `postgresql://`?"),
+            ),
+            ("sqlit://x.db", Some("did you mean `sqlite://`?")),
+            ("mysql://root@db/x", None),
+        ] {
+            let refused = sqlite_location(url).expect_err(url);
+            assert!(refused.contains("not a database duet knows"), "{refused}");
+            if let Some(said) = said {
+                assert!(refused.contains(said), "{refused}");
+            }
+        }
+        // A file whose name merely holds `://` after something no scheme has is still a file.
+        assert!(sqlite_location("./data://x.db").is_ok());
+    }
 }
