@@ -60,9 +60,8 @@ pub(crate) fn run(args: &Args) -> ExitCode {
         .project
         .check_provider_keys(|var| std::env::var(var).ok());
     loaded.issues.extend(keys);
-    loaded
-        .issues
-        .sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    // In position order, each root cause before the issues it caused.
+    duet_spec::order_issues(&mut loaded.issues);
     let errors = loaded.count(Severity::Error);
     let warnings = loaded.count(Severity::Warning);
     let written = match args.format {

@@ -24,9 +24,20 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// Puts `issues` in the order `duet validate` lists them: by file and position, each misplaced
+/// key's issue hinted and before the issues it caused. Idempotent, so a caller that adds issues
+/// of its own (the builtins this build lacks, unset provider keys) orders them all again.
+pub fn order(issues: &mut Vec<Issue>) {
+    issues.sort_by(|a, b| {
+        (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code))
+    });
+    issues.dedup();
+    *issues = root_causes_first(std::mem::take(issues));
+}
+
 /// `issues` (sorted by position) with each misplaced key's issue hinted and placed before the
 /// issues it caused.
-pub(crate) fn root_causes_first(mut issues: Vec<Issue>) -> Vec<Issue> {
+fn root_causes_first(mut issues: Vec<Issue>) -> Vec<Issue> {
     let mut caused = vec![false; issues.len()];
     for u in 0..issues.len() {
         if issues[u].code != Code::UnknownField {

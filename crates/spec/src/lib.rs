@@ -51,6 +51,7 @@ pub use agent::{
     ParentHookRequirement, PerSide, PromptSide, RESERVED_TOOL_NAMES, SessionToolBinding, Side,
     SideId, SubagentRelationship,
 };
+pub use cascade::order as order_issues;
 pub use compose::Builtins;
 pub use fs::LoadError;
 pub use hook::{HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};

@@ -217,7 +217,7 @@ mod tests {
         for (url, said) in [
             ("postgress://root@db/x", Some("did you mean `postgres://`?")),
             (
-                "postgresq://root@db/x",
+                "postgresqll://root@db/x",
                 Some("did you mean `postgresql://`?"),
             ),
             ("sqlit://x.db", Some("did you mean `sqlite://`?")),
