@@ -90,7 +90,20 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 new.key.principal,
                 if admin { " (admin)" } else { "" }
             );
-            outln!("{}", new.token);
+            // The one time the token exists: a reader that went away loses it, so that is a
+            // failure (the key is stored and useless), not a quiet exit.
+            let shown = {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{}", new.token).and_then(|()| out.flush())
+            };
+            if let Err(e) = shown {
+                eprintln!(
+                    "duet: the key's token could not be written ({e}); it is lost: revoke the key with `duet keys revoke {}` and make another",
+                    new.key.id
+                );
+                return ExitCode::from(1);
+            }
             ExitCode::SUCCESS
         }
         Command::List { json, place } => {

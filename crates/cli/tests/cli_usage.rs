@@ -389,6 +389,21 @@ fn a_closed_pipe_ends_every_printing_command_quietly() {
             "{args:?}: {status:?} {stderr}"
         );
     }
+    // A new key's token is shown once: lost to a closed pipe, that is a failure that says so.
+    let out = Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args(["keys", "create", "--principal", "bob", "--project"])
+        .arg(&p.0)
+        .arg("--db")
+        .arg(&db)
+        .env_remove("DUET_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(closed_pipe())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("duet keys revoke"), "{stderr}");
 }
 
 #[test]
