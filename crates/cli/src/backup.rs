@@ -2,6 +2,7 @@
 //! serve` or any other process writes to it (`duet_store::sqlite_backup`). A Postgres database
 //! is backed up with Postgres's own tools; this says so and names them.
 
+use crate::out::outln;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -47,7 +48,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     let started = Instant::now();
     match duet_store::sqlite_backup(&source, &args.to, args.force).await {
         Ok(copy) => {
-            println!(
+            outln!(
                 "backed up {} to {}: {} bytes, {} thread{}, in {} ms (integrity ok)",
                 source.display(),
                 copy.path.display(),

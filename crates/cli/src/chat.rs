@@ -6,11 +6,12 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use duet_runtime::{
-    AgentEvent, CancellationToken, Delivered, EventSink, Runtime, StopReason, ThreadStatus,
+    AgentEvent, CancellationToken, Delivered, EventSink, Origin, Runtime, ThreadStatus, WhenBusy,
 };
 
+use crate::print::Printer;
+
 /// How the first message of a conversation is delivered.
-#[derive(Default)]
 pub(crate) struct How {
     /// The park it answers.
     pub(crate) answers: Option<duet_runtime::Park>,
@@ -18,6 +19,36 @@ pub(crate) struct How {
     pub(crate) message_id: Option<String>,
     /// Whether the thread was parked when read (else a refusal means it asked nothing).
     pub(crate) parked: bool,
+    /// What it does when a run holds the thread.
+    pub(crate) when_busy: WhenBusy,
+    /// The principal it is delivered as (canonical JSON; `--principal`).
+    pub(crate) principal: Option<String>,
+}
+
+impl Default for How {
+    fn default() -> Self {
+        How {
+            answers: None,
+            message_id: None,
+            parked: false,
+            when_busy: WhenBusy::Queue,
+            principal: None,
+        }
+    }
+}
+
+/// Refuses a message before anything is written: a `failed` event with `code`, exit 1.
+pub(crate) fn refuse(json: bool, code: &str, details: &str) -> ExitCode {
+    let mut printer = Printer::stdout(json);
+    printer.event(&AgentEvent::Failed {
+        details: details.to_owned(),
+        retryable: false,
+        code: Some(code.to_owned()),
+    });
+    if !json {
+        eprintln!("duet: {details}");
+    }
+    ExitCode::from(1)
 }
 
 /// Delivers messages until the thread settles without asking for more (or the person stops).
@@ -35,9 +66,10 @@ pub(crate) async fn converse(
     if let Err(e) = rt.recover(&cancel).await {
         eprintln!("duet: recovery failed: {e}");
     }
+    let mut printer = Printer::stdout(json);
     let mut next = match first {
         Some(m) => m,
-        None if interactive => match ask() {
+        None if interactive => match ask(&mut printer) {
             Some(m) => m,
             None => return ExitCode::SUCCESS,
         },
@@ -53,15 +85,22 @@ pub(crate) async fn converse(
         // Where the thread's ancestors stand before: a child's answer may wake them.
         let before = ancestors(rt, key).await;
         let (sink, mut rx) = EventSink::channel();
-        let printer = tokio::spawn(async move {
+        let mut live = printer;
+        let printing = tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
-                print_event(&event, json);
+                live.event(&event);
             }
+            live
         });
         let delivery = duet_runtime::Delivery {
             agent,
             answers,
             message_id: message_id.as_deref(),
+            when_busy: how.when_busy,
+            origin: Origin {
+                principal: how.principal.as_deref(),
+                ..Origin::default()
+            },
             ..duet_runtime::Delivery::new(key, &next)
         };
         let outcome = rt.deliver_message(delivery, &sink, &cancel).await;
@@ -70,7 +109,7 @@ pub(crate) async fn converse(
         // before this process exits, or they would be left for recovery.
         rt.quiesce().await;
         drop(sink);
-        let _ = printer.await;
+        printer = printing.await.unwrap_or_else(|_| Printer::stdout(json));
         let settled = match outcome {
             Ok(Delivered::Settled(s)) => s,
             Ok(Delivered::Duplicate(s)) => {
@@ -83,7 +122,7 @@ pub(crate) async fn converse(
                     }
                     other => other,
                 };
-                print_event(&event, json);
+                printer.event(&event);
                 if !json {
                     eprintln!("(this message id was delivered before; nothing was sent again)");
                 }
@@ -95,7 +134,7 @@ pub(crate) async fn converse(
                         serde_json::json!({"thread": key, "status": "running", "queued": true}),
                     ),
                 };
-                print_event(&event, json);
+                printer.event(&event);
                 if !json {
                     eprintln!("(the thread is running elsewhere; your message is queued for it)");
                 }
@@ -113,6 +152,13 @@ pub(crate) async fn converse(
                         Some(duet_runtime::codes::ALREADY_ANSWERED.to_owned()),
                         e.to_string(),
                     ),
+                    // Its next message, and a run took the thread since it was read.
+                    duet_runtime::RunError::Busy(key) => (
+                        Some("not_awaiting".to_owned()),
+                        format!(
+                            "`{key}` started running meanwhile: nothing was sent; --queue queues it behind that run"
+                        ),
+                    ),
                     _ => (None, e.to_string()),
                 };
                 let event = AgentEvent::Failed {
@@ -120,7 +166,7 @@ pub(crate) async fn converse(
                     retryable: false,
                     code,
                 };
-                print_event(&event, json);
+                printer.event(&event);
                 if !json {
                     eprintln!("duet: {details}");
                 }
@@ -128,8 +174,8 @@ pub(crate) async fn converse(
             }
         };
         let terminal = settled.terminal_event();
-        print_event(&terminal, json);
-        woken(rt, &before, json).await;
+        printer.event(&terminal);
+        woken(rt, &before, &mut printer).await;
         let failed = matches!(terminal, AgentEvent::Failed { .. });
         if failed {
             return ExitCode::from(1);
@@ -140,7 +186,7 @@ pub(crate) async fn converse(
         // The person at the terminal answers the question the thread just asked.
         answers = settled.park;
         parked = true;
-        next = match ask() {
+        next = match ask(&mut printer) {
             Some(m) => m,
             None => return ExitCode::SUCCESS,
         };
@@ -169,7 +215,11 @@ pub(crate) async fn ancestors(rt: &Runtime, key: &str) -> Vec<(duet_runtime::Thr
 /// What the ancestors in `before` did since (a child's result woke them and they ran on): for
 /// each that advanced, a `thread` line naming it, the events of its new messages, and where it
 /// settled — so `duet send` to a child shows the parent's continuation too.
-pub(crate) async fn woken(rt: &Runtime, before: &[(duet_runtime::ThreadId, i64)], json: bool) {
+pub(crate) async fn woken(
+    rt: &Runtime,
+    before: &[(duet_runtime::ThreadId, i64)],
+    printer: &mut Printer,
+) {
     let store = rt.store();
     for (id, seq) in before {
         let Ok(Some(t)) = store.thread_by_id(*id).await else {
@@ -182,16 +232,16 @@ pub(crate) async fn woken(rt: &Runtime, before: &[(duet_runtime::ThreadId, i64)]
         let fresh: Vec<&duet_runtime::Message> =
             messages.iter().filter(|m| m.seq >= *seq).collect();
         let header = AgentEvent::Other(serde_json::json!({"type": "thread", "thread": t.key}));
-        print_event(&header, json);
-        if !json {
-            println!("── {} ({}) ──", t.key, t.agent);
+        printer.event(&header);
+        if !printer.json() {
+            printer.line(&format!("── {} ({}) ──", t.key, t.agent));
         }
         for m in fresh {
             for event in events_of(m) {
-                print_event(&event, json);
+                printer.event(&event);
             }
         }
-        print_event(&duet_runtime::Settled::of(&t).terminal_event(), json);
+        printer.event(&duet_runtime::Settled::of(&t).terminal_event());
     }
 }
 
@@ -232,75 +282,23 @@ fn events_of(m: &duet_runtime::Message) -> Vec<AgentEvent> {
     out
 }
 
-/// Reads a line from the person at the terminal; `None` at end of input.
-fn ask() -> Option<String> {
-    let mut out = std::io::stdout().lock();
-    let _ = write!(out, "you> ");
-    let _ = out.flush();
-    let mut line = String::new();
-    match std::io::stdin().lock().read_line(&mut line) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
-    }
-}
-
-fn print_event(event: &AgentEvent, json: bool) {
-    let mut out = std::io::stdout().lock();
-    if json {
-        if let Ok(line) = serde_json::to_string(event) {
-            let _ = writeln!(out, "{line}");
-        }
-        return;
-    }
-    let _ = match event {
-        AgentEvent::Text { delta } => writeln!(out, "{delta}"),
-        AgentEvent::Thinking { delta } => writeln!(out, "  (thinking: {delta})"),
-        AgentEvent::ToolStarted { name, args, .. } => writeln!(out, "  → {name} {args}"),
-        AgentEvent::ToolEnded {
-            is_error, content, ..
-        } => {
-            let text = content
-                .as_str()
-                .map_or_else(|| content.to_string(), str::to_owned);
-            writeln!(out, "  {} {text}", if *is_error { "✗" } else { "←" })
-        }
-        AgentEvent::Retrying {
-            attempt,
-            max_attempts,
-            reason,
-            ..
-        } => {
-            writeln!(out, "  (retrying {attempt}/{max_attempts}: {reason})")
-        }
-        AgentEvent::Completed { data } => {
-            let field = |k: &str| {
-                data.as_ref()
-                    .and_then(|d| d.get(k))
-                    .and_then(|v| v.as_str())
-                    .map(str::to_owned)
-            };
-            let status = field("status").unwrap_or_default();
-            let reason = field("stopReason").unwrap_or_default();
-            match (status.as_str(), field("result")) {
-                ("awaiting_human", _) => writeln!(out, "[waiting for you]"),
-                ("waiting", _) => writeln!(
-                    out,
-                    "[waiting for a subagent; it runs on when that answers]"
-                ),
-                (_, Some(result)) if reason != StopReason::Aborted.as_str() => {
-                    writeln!(out, "[session ended: {reason}] {result}")
+/// Reads a message from the person at the terminal (an empty line asks again); `None` at end
+/// of input.
+fn ask(printer: &mut Printer) -> Option<String> {
+    printer.finish();
+    loop {
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "you> ");
+        let _ = out.flush();
+        let mut line = String::new();
+        match std::io::stdin().lock().read_line(&mut line) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => {
+                let line = line.trim_end_matches(['\n', '\r']);
+                if !line.trim().is_empty() {
+                    return Some(line.to_owned());
                 }
-                _ => writeln!(out, "[{status}: {reason}]"),
             }
         }
-        // An event this build does not know: a conversation view has nothing to show for it.
-        AgentEvent::Other(_) => Ok(()),
-        AgentEvent::Failed { details, code, .. } => {
-            writeln!(
-                out,
-                "[failed{}] {details}",
-                code.as_ref().map(|c| format!(" ({c})")).unwrap_or_default()
-            )
-        }
-    };
+    }
 }

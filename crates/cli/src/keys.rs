@@ -1,6 +1,7 @@
 //! `duet keys create|list|revoke`: the API keys `duet serve` admits. A key is shown once, when it
 //! is made; the database keeps only its hash.
 
+use crate::out::outln;
 use std::process::ExitCode;
 
 use crate::Place;
@@ -27,8 +28,12 @@ enum Command {
         #[command(flatten)]
         place: Place,
     },
-    /// List the keys (never the keys themselves).
+    /// List the keys (never the keys themselves). Times are RFC 3339, in UTC.
     List {
+        /// One JSON array: `id`, `principal`, `admin`, `label`, and `createdAt` / `revokedAt`
+        /// in milliseconds since the Unix epoch (the stored form; `revokedAt` null while live).
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         place: Place,
     },
@@ -45,6 +50,15 @@ fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A stored moment (milliseconds since the Unix epoch) as RFC 3339 in UTC, to the second; the
+/// number itself when it is out of range.
+pub(crate) fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
 }
 
 pub(crate) async fn run(args: Args) -> ExitCode {
@@ -76,25 +90,55 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 new.key.principal,
                 if admin { " (admin)" } else { "" }
             );
-            println!("{}", new.token);
+            // The one time the token exists: a reader that went away loses it, so that is a
+            // failure (the key is stored and useless), not a quiet exit.
+            let shown = {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{}", new.token).and_then(|()| out.flush())
+            };
+            if let Err(e) = shown {
+                eprintln!(
+                    "duet: the key's token could not be written ({e}); it is lost: revoke the key with `duet keys revoke {}` and make another",
+                    new.key.id
+                );
+                return ExitCode::from(1);
+            }
             ExitCode::SUCCESS
         }
-        Command::List { place } => {
+        Command::List { json, place } => {
             let store = match crate::compose::stores(&place).await {
                 Ok(s) => s,
                 Err(code) => return code,
             };
             match store.server.keys().await {
+                Ok(keys) if json => {
+                    let list: Vec<serde_json::Value> = keys
+                        .iter()
+                        .map(|k| {
+                            serde_json::json!({
+                                "id": k.id,
+                                "principal": k.principal,
+                                "admin": k.admin,
+                                "label": k.label,
+                                "createdAt": k.created_at,
+                                "revokedAt": k.revoked_at,
+                            })
+                        })
+                        .collect();
+                    outln!("{}", serde_json::Value::Array(list));
+                    ExitCode::SUCCESS
+                }
                 Ok(keys) => {
-                    println!("ID\tPRINCIPAL\tADMIN\tCREATED\tREVOKED\tLABEL");
+                    outln!("ID\tPRINCIPAL\tADMIN\tCREATED\tREVOKED\tLABEL");
                     for k in keys {
-                        println!(
+                        outln!(
                             "{}\t{}\t{}\t{}\t{}\t{}",
                             k.id,
                             k.principal,
                             k.admin,
-                            k.created_at,
-                            k.revoked_at.map_or("-".to_owned(), |t| t.to_string()),
+                            rfc3339(k.created_at),
+                            k.revoked_at.map_or("-".to_owned(), rfc3339),
                             k.label.unwrap_or_default()
                         );
                     }

@@ -1,18 +1,22 @@
 //! `duet`: the command-line tool. This is the composition root: the only place (with the
 //! server's `main`) that picks concrete implementations.
 
+mod acting;
 mod backup;
 mod chat;
 mod compose;
 mod keys;
 mod mcp;
 mod otel;
+mod out;
+mod print;
 mod run;
 mod serve;
 mod stale;
 mod threads;
 mod validate;
 
+use crate::out::outln;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -113,7 +117,7 @@ fn main() -> ExitCode {
             Command::Backup(args) => backup::run(args).await,
             Command::Migrate { place } => match compose::store(&place).await {
                 Ok(_) => {
-                    println!("database is up to date");
+                    outln!("database is up to date");
                     ExitCode::SUCCESS
                 }
                 Err(code) => code,

@@ -4,6 +4,7 @@
 //! Exit codes: 0 every server listed its tools, 1 one could not, 2 bad usage or a project that
 //! does not load.
 
+use crate::out::outln;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -91,7 +92,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         None => loaded.project.mcp.values().collect(),
     };
     if servers.is_empty() && !json {
-        println!("the project declares no MCP servers (agents/mcp/)");
+        outln!("the project declares no MCP servers (agents/mcp/)");
     }
     let mut failed = false;
     for d in servers {
@@ -114,13 +115,13 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 }),
                 Err(e) => serde_json::json!({"server": def.name, "error": e}),
             };
-            println!("{body}");
+            outln!("{body}");
         } else {
             let how = transport(&def.transport);
             match &listed {
                 Ok(tools) => {
                     let protocol = protocol.unwrap_or_default();
-                    println!(
+                    outln!(
                         "{} ({how}; MCP {protocol}): {} tools",
                         def.name,
                         tools.len()
@@ -132,10 +133,10 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                         .unwrap_or(0);
                     for t in tools {
                         let exposed = exposed_tool_name(&def.name, &t.name);
-                        println!("  {exposed:<width$}  {}", line(&t.description, 80));
+                        outln!("  {exposed:<width$}  {}", line(&t.description, 80));
                     }
                 }
-                Err(e) => println!("{} ({how}): cannot list its tools: {e}", def.name),
+                Err(e) => outln!("{} ({how}): cannot list its tools: {e}", def.name),
             }
         }
         failed |= listed.is_err();

@@ -4,13 +4,18 @@
 //!
 //! Exit codes: 0 parked or ended, 1 the run failed, 2 bad usage or a project that does not load.
 
+use crate::out::outln;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use duet_runtime::{CancellationToken, Runtime};
 
+use duet_runtime::{Addressed, WhenBusy};
+
 use crate::Place;
-use crate::chat::{How, converse};
-use crate::compose::runtime;
+use crate::acting::Acting;
+use crate::chat::{How, converse, refuse};
+use crate::compose::{compose, runtime};
 
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
@@ -26,6 +31,8 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
+    acting: Acting,
+    #[command(flatten)]
     place: Place,
 }
 
@@ -39,9 +46,10 @@ pub(crate) struct SendArgs {
     /// Read the message from this file.
     #[arg(long, value_name = "FILE")]
     file: Option<std::path::PathBuf>,
-    /// Queue behind whatever runs (follow-up chat) instead of answering the question the thread
-    /// is parked at: without it, a send to a parked thread answers that park and is refused
-    /// (exit 1, `already_answered`) if someone answered first.
+    /// Queue behind whatever runs (follow-up chat). Without it, a send to a parked thread
+    /// answers that park and is refused (exit 1, `already_answered`) if someone answered first;
+    /// a send to a thread that is running or waits for a subagent is refused (exit 1,
+    /// `not_awaiting`); a send to an idle thread (its session ended) starts the next session.
     #[arg(long)]
     queue: bool,
     /// The question this answers, `SESSION:SEQ` (an approval's `park`, as the API shows it):
@@ -55,6 +63,8 @@ pub(crate) struct SendArgs {
     /// Print one JSON event per line.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    acting: Acting,
     #[command(flatten)]
     place: Place,
 }
@@ -103,6 +113,26 @@ fn refuse_missing_code(rt: &Runtime, agents: &[String]) -> Result<(), ExitCode> 
 }
 
 pub(crate) async fn run(args: RunArgs) -> ExitCode {
+    // What cannot be run is refused before anything is opened or printed.
+    match args.message.as_deref() {
+        Some(m) if m.trim().is_empty() => {
+            eprintln!(
+                "duet: the message (-m) is empty: say something, or leave -m out on a terminal to be asked"
+            );
+            return ExitCode::from(2);
+        }
+        Some(_) => {}
+        None if !args.json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => {
+        }
+        None => {
+            eprintln!("duet: -m TEXT is required when not on a terminal (or with --json)");
+            return ExitCode::from(2);
+        }
+    }
+    let who = match args.acting.who() {
+        Ok(w) => w,
+        Err(code) => return code,
+    };
     let rt = match runtime(&args.place).await {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -115,25 +145,33 @@ pub(crate) async fn run(args: RunArgs) -> ExitCode {
     if let Err(code) = refuse_missing_code(&rt, std::slice::from_ref(&args.agent)) {
         return code;
     }
-    let key = args
+    let named = args
         .session
         .clone()
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    if let Err(code) = check_key(&key) {
+    if let Err(code) = check_key(&named) {
         return code;
     }
-    if args.session.is_none() {
-        eprintln!("session: {key}");
+    let key = who.stored(&named);
+    match rt.store().thread(&key).await {
+        Ok(Some(t)) if !who.owns(&t) => {
+            eprintln!("duet: {}", who.not_yours(&named, &t));
+            return ExitCode::from(2);
+        }
+        Ok(_) => {}
+        Err(e) => {
+            eprintln!("duet: {e}");
+            return ExitCode::from(1);
+        }
     }
-    converse(
-        &rt,
-        &key,
-        Some(&args.agent),
-        args.message,
-        args.json,
-        How::default(),
-    )
-    .await
+    if args.session.is_none() {
+        eprintln!("session: {named}");
+    }
+    let how = How {
+        principal: who.principal().map(str::to_owned),
+        ..How::default()
+    };
+    converse(&rt, &key, Some(&args.agent), args.message, args.json, how).await
 }
 
 /// `duet recover`: continues every thread whose runner died (or whose queued messages have no
@@ -145,7 +183,7 @@ pub(crate) async fn recover(place: Place) -> ExitCode {
     };
     match rt.recover(&CancellationToken::new()).await {
         Ok(n) => {
-            println!("continued {n} thread{}", if n == 1 { "" } else { "s" });
+            outln!("continued {n} thread{}", if n == 1 { "" } else { "s" });
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -185,20 +223,35 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
     if let Err(code) = check_key(&args.key) {
         return code;
     }
+    let who = match args.acting.who() {
+        Ok(w) => w,
+        Err(code) => return code,
+    };
     let text = match message_text(&args) {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let rt = match runtime(&args.place).await {
-        Ok(rt) => rt,
+    let (rt, tables) = match compose(&args.place).await {
+        Ok(composed) => composed,
         Err(code) => return code,
     };
-    // The thread's agent runs, and so do its ancestors when a child's result reaches them.
-    let mut agents = Vec::new();
-    let mut next = match rt.store().thread(&args.key).await {
-        Ok(Some(t)) => Some(t),
+    // Threads a dead runner left behind are continued first, so the thread is read as it
+    // stands (this process is "the next runner").
+    if let Err(e) = rt.recover(&CancellationToken::new()).await {
+        eprintln!("duet: recovery failed: {e}");
+    }
+    let key = who.stored(&args.key);
+    let thread = match rt.store().thread(&key).await {
+        Ok(Some(t)) if who.owns(&t) => t,
+        Ok(Some(t)) => {
+            eprintln!("duet: {}", who.not_yours(&args.key, &t));
+            return ExitCode::from(2);
+        }
         Ok(None) => {
-            eprintln!("duet: no thread `{}`", args.key);
+            eprintln!(
+                "duet: {}",
+                who.not_found(&rt, tables.as_ref(), &args.key).await
+            );
             return ExitCode::from(2);
         }
         Err(e) => {
@@ -206,19 +259,34 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    // The question this answers, as read now: a second answer to it is refused. A thread that
-    // asks nothing (it runs, or its session ended) is answered only by --queue: the position read
-    // is not a park, so the store refuses it (a repeated --message-id still finds its first
-    // delivery).
-    let parked = next.as_ref().is_some_and(|t| t.park().is_some());
-    let park = args.park.or_else(|| {
-        next.as_ref()
-            .filter(|_| !args.queue)
-            .map(|t| duet_runtime::Park {
-                session: t.session,
-                seq: t.next_seq,
-            })
-    });
+    // What the message is, by the thread as read (the runtime's rule): the answer to the
+    // question it asks (a second answer is refused), or its next message when nothing runs
+    // (refused if a run takes it first); a thread at work is not interrupted unless --queue.
+    let parked = thread.park().is_some();
+    let (answers, when_busy) = match (args.queue, args.park, Addressed::of(&thread)) {
+        (true, _, _) => (None, WhenBusy::Queue),
+        (false, Some(park), _) => (Some(park), WhenBusy::Queue),
+        (false, None, Addressed::Answers(park)) => (Some(park), WhenBusy::Queue),
+        (false, None, Addressed::Next) => (None, WhenBusy::Reject),
+        (false, None, Addressed::Busy(status)) => {
+            let doing = if status == duet_runtime::ThreadStatus::Waiting {
+                "waits for a subagent"
+            } else {
+                "is running"
+            };
+            return refuse(
+                args.json,
+                "not_awaiting",
+                &format!(
+                    "`{}` {doing} and asks nothing: nothing was sent; --queue queues it behind that work",
+                    args.key
+                ),
+            );
+        }
+    };
+    // The thread's agent runs, and so do its ancestors when a child's result reaches them.
+    let mut agents = Vec::new();
+    let mut next = Some(thread);
     while let Some(t) = next.take() {
         if !agents.contains(&t.agent) {
             agents.push(t.agent.clone());
@@ -231,9 +299,11 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
         return code;
     }
     let how = How {
-        answers: park,
+        answers,
         message_id: args.message_id.clone(),
         parked,
+        when_busy,
+        principal: who.principal().map(str::to_owned),
     };
-    converse(&rt, &args.key, None, Some(text), args.json, how).await
+    converse(&rt, &key, None, Some(text), args.json, how).await
 }

@@ -1,6 +1,7 @@
 //! `duet serve`: the HTTP server on the project's runtime (SQLite by default, Postgres with
 //! `--db postgres://…`), until SIGINT or SIGTERM.
 
+use crate::out::outln;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -94,7 +95,7 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
     if args.openapi {
         match serde_json::to_string_pretty(&duet_server::openapi()) {
             Ok(doc) => {
-                println!("{doc}");
+                outln!("{doc}");
                 return ExitCode::SUCCESS;
             }
             Err(e) => {

@@ -8,6 +8,11 @@ use serde_json::json;
 
 use crate::Place;
 
+/// STATUS is where a thread stands; STOP is why its last run stopped, as the spec names it: a
+/// parked thread shows `stop_on_response` or `stop_tool` when a model's turn ended and a
+/// person's is next, `awaiting_human` when a person's turn came otherwise (after a handler's
+/// turn, or a human acting side). `turns` counts the current session's turns per side, and
+/// keeps an ended session's until the next one starts.
 #[derive(clap::Args)]
 pub(crate) struct Args {
     #[command(subcommand)]
@@ -22,6 +27,8 @@ pub(crate) struct Args {
     /// Print JSON.
     #[arg(long, global = true)]
     json: bool,
+    #[command(flatten)]
+    acting: crate::acting::Acting,
     #[command(flatten)]
     place: Place,
 }
@@ -49,6 +56,10 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     if args.stale && args.show.is_none() {
         return crate::stale::list(&args.place, args.json).await;
     }
+    let who = match args.acting.who() {
+        Ok(w) => w,
+        Err(code) => return code,
+    };
     let store = match crate::compose::store(&args.place).await {
         Ok(s) => s,
         Err(code) => return code,
@@ -56,7 +67,11 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     let mut out = std::io::stdout().lock();
     match args.show {
         None => {
+            // Acting as a principal: its threads alone, by the keys it names them.
             let threads = match store.threads(status).await {
+                Ok(t) if who.principal().is_some() => {
+                    t.into_iter().filter(|t| who.owns(t)).collect::<Vec<_>>()
+                }
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("duet: {e}");
@@ -64,7 +79,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 }
             };
             if args.json {
-                let list: Vec<_> = threads.iter().map(summary).collect();
+                let list: Vec<_> = threads.iter().map(|t| summary(t, &who)).collect();
                 let _ = writeln!(out, "{}", serde_json::Value::Array(list));
             } else {
                 let _ = writeln!(out, "KEY\tAGENT\tSTATUS\tSESSION\tSTOP");
@@ -72,7 +87,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     let _ = writeln!(
                         out,
                         "{}\t{}\t{}\tsession {}\t{}",
-                        t.key,
+                        who.visible(&t.key),
                         t.agent,
                         t.status.as_str(),
                         t.session,
@@ -83,8 +98,12 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Show::Show { key }) => {
-            let thread = match store.thread(&key).await {
-                Ok(Some(t)) => t,
+            let thread = match store.thread(&who.stored(&key)).await {
+                Ok(Some(t)) if who.principal().is_none() || who.owns(&t) => t,
+                Ok(Some(t)) => {
+                    eprintln!("duet: {}", who.not_yours(&key, &t));
+                    return ExitCode::from(2);
+                }
                 Ok(None) => {
                     eprintln!("duet: no thread `{key}`");
                     return ExitCode::from(2);
@@ -101,7 +120,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     return ExitCode::from(1);
                 }
             };
-            let mut doc = summary(&thread);
+            let mut doc = summary(&thread, &who);
             doc["messages"] = messages.iter().map(message_json).collect();
             // What the thread's model calls cost, summed over its messages.
             let usage = messages
@@ -154,7 +173,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 let _ = writeln!(
                     out,
                     "{} ({}) {} — session {}, stop {}, result {}",
-                    thread.key,
+                    who.visible(&thread.key),
                     thread.agent,
                     thread.status.as_str(),
                     thread.session,
@@ -236,9 +255,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     }
 }
 
-fn summary(t: &Thread) -> serde_json::Value {
+fn summary(t: &Thread, who: &crate::acting::Who) -> serde_json::Value {
     json!({
-        "id": t.key,
+        "id": who.visible(&t.key),
         "session": t.session,
         "agent": t.agent,
         "status": t.status.as_str(),

@@ -54,14 +54,14 @@ pub(crate) fn run(args: &Args) -> ExitCode {
             .into_iter()
             .map(|i| if args.strict { i.escalated() } else { i }),
     );
-    // A provider key variable unset here is a warning: it may be set where duet runs.
+    // A provider key variable unset here is a warning: it may be set where duet runs; so is a
+    // key too short to be one.
     let keys = loaded
         .project
-        .check_provider_keys(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()));
+        .check_provider_keys(|var| std::env::var(var).ok());
     loaded.issues.extend(keys);
-    loaded
-        .issues
-        .sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    // In position order, each root cause before the issues it caused.
+    duet_spec::order_issues(&mut loaded.issues);
     let errors = loaded.count(Severity::Error);
     let warnings = loaded.count(Severity::Warning);
     let written = match args.format {

@@ -83,11 +83,20 @@ async fn two_racing_answers_from_two_processes_apply_once() {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            // Both read the same park, then answer at once.
+            // Both read the same park (as two people reading the question), then answer at
+            // once. (Without `--park`, a send that reads the thread after the other answer
+            // ended the session is that thread's next message: it starts the next session.)
+            let asked = String::from_utf8_lossy(&out.stdout);
+            let park = asked
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter_map(|e| e["data"]["park"].as_str().map(str::to_owned))
+                .next_back()
+                .expect("the run parked");
             let racers: Vec<std::process::Child> = ["approved", "Yes, approved."]
                 .iter()
                 .map(|text| {
-                    duet(&db, &["send", &key, text, "--json"])
+                    duet(&db, &["send", &key, text, "--json", "--park", &park])
                         .spawn()
                         .expect("spawns")
                 })

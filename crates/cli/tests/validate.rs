@@ -50,6 +50,26 @@ fn errors_print_compiler_style_and_exit_1() {
 }
 
 #[test]
+fn a_root_cause_is_listed_before_its_cascade() {
+    let (code, stdout, _) = duet(&["validate", &case("indentation_yaml")]);
+    assert_eq!(code, 1);
+    let at = |what: &str| {
+        stdout
+            .find(what)
+            .unwrap_or_else(|| panic!("no {what}: {stdout}"))
+    };
+    // `sideB` indented under `sideA` (line 5) comes before the missing `sideB` (line 2) it caused.
+    assert!(
+        at("error[unknown_field]: unknown field `sideB`") < at("error[legacy_missing_side_b]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("`sideB` is indented under `sideA`"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn warnings_alone_exit_0() {
     let (code, stdout, _) = duet(&["validate", &case("advice_warnings")]);
     assert_eq!(code, 0, "{stdout}");

@@ -139,12 +139,10 @@ impl ProviderConfig {
         }
     }
 
-    /// `text` with the key, should it appear, replaced by `[redacted]`.
+    /// `text` with the key, should it appear, replaced by `[redacted]` (whole, and only a key
+    /// of a credential's length: `duet_spec::secret`).
     pub(crate) fn redact(&self, text: &str) -> String {
-        match &self.api_key {
-            Some(k) if !k.0.is_empty() => text.replace(&k.0, "[redacted]"),
-            _ => text.to_owned(),
-        }
+        duet_spec::secret::redact(text, self.api_key.as_ref().map(|k| k.0.as_str()))
     }
 }
 

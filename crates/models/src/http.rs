@@ -127,7 +127,7 @@ impl Transport {
                         .await;
                     let response = match sent {
                         Ok(r) => r,
-                        Err(e) => break 'attempt transport_failure(&e, config),
+                        Err(e) => break 'attempt transport_failure(&e, config, &url),
                     };
                     if !response.status().is_success() {
                         break 'attempt status_failure(response).await;
@@ -146,7 +146,7 @@ impl Transport {
                                 Err(f) => break 'attempt f,
                             },
                             Some(Err(eventsource_stream::EventStreamError::Transport(e))) => {
-                                break 'attempt transport_failure(&e, config);
+                                break 'attempt transport_failure(&e, config, &url);
                             }
                             Some(Err(e)) => {
                                 let why = format!("the response is not a readable event stream: {e}");
@@ -221,7 +221,24 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     out
 }
 
-fn transport_failure(e: &reqwest::Error, config: &ProviderConfig) -> Failure {
+/// `url` as an error may show it: no user name, password, query or fragment (where a
+/// credential could be).
+fn shown(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string()
+        }
+        Err(_) => "the provider's URL (unreadable)".to_owned(),
+    }
+}
+
+/// A failed exchange with `url`, said with the URL where the connection itself failed (the
+/// one a person must check: the base URL, the port, a server not started).
+fn transport_failure(e: &reqwest::Error, config: &ProviderConfig, url: &str) -> Failure {
     if e.is_timeout() {
         return Failure::new(
             format!(
@@ -233,11 +250,11 @@ fn transport_failure(e: &reqwest::Error, config: &ProviderConfig) -> Failure {
     }
     let plain = format!("{}", ErrorText(e));
     let what = if e.is_connect() {
-        "cannot connect"
+        format!("cannot connect to {}", shown(url))
     } else if e.is_body() || e.is_decode() {
-        "the connection broke while the answer streamed"
+        "the connection broke while the answer streamed".to_owned()
     } else {
-        "the request failed"
+        format!("the request to {} failed", shown(url))
     };
     Failure::new(format!("{what}: {plain}"), true)
 }

@@ -188,3 +188,55 @@ fn model_def(model: &str) -> duet_spec::ModelDef {
         script: vec![],
     }
 }
+
+/// A connection the provider refuses names the URL it tried; the key is redacted from the
+/// error whole — and a "key" too short to be one is left alone, not every letter it matches.
+#[tokio::test]
+async fn a_refused_connection_names_the_url_and_redacts_only_a_real_key() {
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let cases = [
+        // A one-letter key: the `k` of the path stays (it replaced every `k` before).
+        ("k", "/kk/v1", "/kk/v1/chat/completions", None),
+        // A real key in the URL: redacted whole.
+        (
+            "sk-live-0123456789",
+            "/sk-live-0123456789/v1",
+            "/[redacted]/v1/chat/completions",
+            Some("sk-live-0123456789"),
+        ),
+    ];
+    for (key, path, shown, hidden) in cases {
+        let mut config = duet_models::ProviderConfig::new(
+            "local",
+            duet_spec::ProviderType::Openai,
+            &format!("http://127.0.0.1:{port}{path}"),
+            Some(duet_models::ApiKey::new(key)),
+        );
+        config.retry.max_attempts = 1;
+        let model =
+            duet_runtime::Provider::model(&duet_models::OpenAi::new(config), &model_def("gpt-4o"))
+                .expect("a model");
+        let request = cassette::request(
+            &json!({"request": {"messages": [{"role": "user", "content": "hi"}]}}),
+            &[],
+        );
+        let items: Vec<_> = model.stream(request).collect().await;
+        let error = items
+            .last()
+            .and_then(|i| i.as_ref().err())
+            .unwrap_or_else(|| panic!("{key}: an error: {items:?}"));
+        let url = format!("http://127.0.0.1:{port}{shown}");
+        assert!(
+            error.message.contains(&format!("cannot connect to {url}")),
+            "{key}: {}",
+            error.message
+        );
+        if let Some(secret) = hidden {
+            assert!(!error.message.contains(secret), "{}", error.message);
+        }
+    }
+}

@@ -15,6 +15,35 @@ pub enum WhenBusy {
     Reject,
 }
 
+/// What a person's message to a thread, as read, is when the sender names no park and does not
+/// ask to queue it (`duet send`'s default; a client over HTTP names the park with `If-Match`,
+/// an A2A client with the task): the one rule for "would this message race something?".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Addressed {
+    /// The thread waits for a person: the message answers that park, and is refused
+    /// (`already_answered`) if another answer is accepted first.
+    Answers(Park),
+    /// Nothing runs and nothing is asked (its session ended, or a run stopped with it open): the
+    /// message is the thread's next — it starts the next session, or continues the open one —
+    /// delivered only if no run holds the thread by then ([`WhenBusy::Reject`]).
+    Next,
+    /// A run holds the thread, or it waits for a subagent (`running`, `waiting`): the message
+    /// would land in the middle of that work. Queued only when the sender asks.
+    Busy(ThreadStatus),
+}
+
+impl Addressed {
+    /// What a message to `t`, as read, is.
+    pub fn of(t: &Thread) -> Self {
+        match (t.park(), t.status) {
+            (Some(park), _) => Addressed::Answers(park),
+            (None, ThreadStatus::Running | ThreadStatus::Waiting) => Addressed::Busy(t.status),
+            // A terminated thread refuses every delivery (`terminated`) whatever it is.
+            (None, _) => Addressed::Next,
+        }
+    }
+}
+
 /// Who delivers a message, and from where.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Origin<'a> {

@@ -40,13 +40,13 @@ pub fn stop(t: &mut Thread, reason: StopReason, now: i64) -> Record {
     halt(t, ThreadStatus::Idle, reason, now)
 }
 
-/// Ends the session with `reason` and `result`: counters reset, nobody acting.
+/// Ends the session with `reason` and `result`, nobody acting. Its turn counts stay readable
+/// until the next session starts ([`drain`] resets them), as its stop reason and result do.
 pub fn end_session(t: &mut Thread, reason: StopReason, result: Option<String>, now: i64) -> Record {
     t.session_open = false;
     t.status = ThreadStatus::Idle;
     t.stop_reason = Some(reason);
     t.result.clone_from(&result);
-    t.turns = Default::default();
     t.acting = None;
     t.updated_at = now;
     Record::new(

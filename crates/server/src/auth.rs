@@ -118,6 +118,14 @@ impl Caller {
         }
     }
 
+    /// The caller principal `subject` is, acting without a key — the CLI's `--principal`: whoever
+    /// can open the database may act as anyone, so this is no authentication, only addressing
+    /// (the principal's key space and its threads).
+    pub fn acting_as(subject: &str) -> Result<Self, String> {
+        check_principal(subject)?;
+        Ok(Caller::owner(Some(&principal(subject).canonical())))
+    }
+
     /// The caller a thread's owner (canonical JSON; `None`: an admin or no auth) would be, to
     /// name its threads as it does.
     pub(crate) fn owner(canonical: Option<&str>) -> Self {

@@ -193,6 +193,14 @@ codes! {
         "Neither side is human, at least one is a handler, and `maxSessionTurns` is not set: nothing external stops the two sides answering each other (as `unbounded_prompt_pair` for two prompts).";
     ProviderKeyUnset = "provider_key_unset", Warning, "models",
         "A model's provider reads its API key from an environment variable that is not set where `duet validate` runs (a warning: it may be set where duet runs). Checked by `duet validate`, not by loading.";
+    UnknownBindingTool = "unknown_binding_tool", Error, "references",
+        "A session binding or `stopTool` names a tool that is not defined at all (no tool, prompt or exposed agent of that name); the nearest name is suggested.";
+    ScriptToolNotOffered = "script_tool_not_offered", Warning, "models",
+        "A scripted model's `script` calls a tool that no prompt using the model offers (nor a relationship, lifecycle or handoff tool of their sides): the call would fail at run time.";
+    UnknownSchemaKeyword = "unknown_schema_keyword", Warning, "shape",
+        "A JSON Schema in a definition (`args`, `requiredSchema`) has a keyword JSON Schema does not define (`propertie:`): validators ignore it, so what it meant to say is not checked.";
+    ProviderKeyShort = "provider_key_short", Warning, "models",
+        "A model's provider key (the variable its `apiKeyEnv` names, where `duet validate` runs) is shorter than 8 characters: no real key is, and a value that short is never redacted from error messages. Checked by `duet validate`, not by loading.";
 }
 
 impl fmt::Display for Code {

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+mod cascade;
 mod compose;
 mod decode;
 pub mod fs;
@@ -39,6 +40,7 @@ mod provider;
 mod relationship;
 mod remote;
 mod schema;
+pub mod secret;
 mod tool;
 mod ts;
 mod validate;
@@ -49,6 +51,7 @@ pub use agent::{
     ParentHookRequirement, PerSide, PromptSide, RESERVED_TOOL_NAMES, SessionToolBinding, Side,
     SideId, SubagentRelationship,
 };
+pub use cascade::order as order_issues;
 pub use compose::Builtins;
 pub use decode::nearest;
 pub use fs::LoadError;

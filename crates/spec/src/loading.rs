@@ -31,10 +31,7 @@ impl Project {
             issues.extend(skipped_issue(entry));
         }
         issues.extend(validate::check(&project));
-        issues.sort_by(|a, b| {
-            (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code))
-        });
-        issues.dedup();
+        crate::cascade::order(&mut issues);
         Loaded { project, issues }
     }
 }

@@ -275,7 +275,7 @@ impl crate::Project {
     /// A `provider_key_unset` warning at each model whose provider reads its key from a
     /// variable for which `is_set` is false. Loading never reads the environment; `duet
     /// validate` calls this with the process's.
-    pub fn check_provider_keys(&self, is_set: impl Fn(&str) -> bool) -> Vec<Issue> {
+    pub fn check_provider_keys(&self, value: impl Fn(&str) -> Option<String>) -> Vec<Issue> {
         let mut out = Vec::new();
         for d in self.models.values() {
             let Some(provider) = self.provider(&d.def.provider) else {
@@ -284,8 +284,29 @@ impl crate::Project {
             let Some(var) = provider.api_key_env.as_deref() else {
                 continue;
             };
-            if is_set(var) {
-                continue;
+            match value(var).filter(|v| !v.is_empty()) {
+                Some(key) if crate::secret::redactable(&key) => continue,
+                Some(key) => {
+                    out.push(
+                        Issue::new(
+                            Code::ProviderKeyShort,
+                            format!(
+                                "model `{}` uses provider `{}`, whose key in `{var}` is {} character{} long: no real API key is that short",
+                                d.def.name,
+                                provider.name,
+                                key.chars().count(),
+                                if key.chars().count() == 1 { "" } else { "s" }
+                            ),
+                        )
+                        .at(&d.source.file, "provider", Some(d.source.span("provider")))
+                        .hint(format!(
+                            "check `{var}` (a placeholder left in?); a value under {} characters is not redacted from error messages",
+                            crate::secret::MIN_SECRET_LEN
+                        )),
+                    );
+                    continue;
+                }
+                None => {}
             }
             let hint = match ProviderDef::base_url_env(&provider.name) {
                 Some(url) if !self.providers.contains_key(&provider.name) => format!(

@@ -82,6 +82,7 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
         check_prompt(&mut out, d);
     }
     for d in project.models.values() {
+        check_script_tools(&mut out, d);
         check_model_provider(&mut out, d);
         for (i, f) in d.def.fallbacks.iter().enumerate() {
             let path = format!("fallbacks[{i}]");
@@ -226,17 +227,40 @@ fn check_side(
                         } else {
                             format!("{field}.{binding}.name")
                         };
-                        let issue = Issue::new(
-                            Code::BindingToolNotInPrompt,
-                            format!(
-                                "`{binding}` names `{tool}`, but prompt `{}` does not offer it",
-                                s.prompt
-                            ),
-                        )
-                        .hint(format!(
-                            "add `{tool}` to the `tools` of prompt `{}` (in {})",
-                            s.prompt, prompt.source.file
-                        ));
+                        let issue = if callable(project, tool) {
+                            Issue::new(
+                                Code::BindingToolNotInPrompt,
+                                format!(
+                                    "`{binding}` names `{tool}`, but prompt `{}` does not offer it",
+                                    s.prompt
+                                ),
+                            )
+                            .hint(format!(
+                                "add `{tool}` to the `tools` of prompt `{}` (in {})",
+                                s.prompt, prompt.source.file
+                            ))
+                        } else {
+                            // Adding it to the prompt's tools would only move the error there:
+                            // say it is not defined, and what it may have meant.
+                            let defined: Vec<&str> =
+                                project.declared_names(Kind::Tool).into_iter().collect();
+                            let hint = match nearest(tool, &offered)
+                                .or_else(|| nearest(tool, &defined))
+                            {
+                                Some(n) => format!("did you mean `{n}`?"),
+                                None => format!(
+                                    "define `agents/tools/{tool}.yaml` and add `{tool}` to the `tools` of prompt `{}`",
+                                    s.prompt
+                                ),
+                            };
+                            Issue::new(
+                                Code::UnknownBindingTool,
+                                format!(
+                                    "`{binding}` names `{tool}`, which is not defined (no tool, prompt or exposed agent has that name)"
+                                ),
+                            )
+                            .hint(hint)
+                        };
                         out.push(source, &path, issue);
                     }
                 }
@@ -486,6 +510,86 @@ fn check_mcp_reference(out: &mut Out<'_>, source: &Source, path: &str, server: &
 
 /// Whether a prompt whose `tools` are `offered` offers the MCP tool its model sees as `name`
 /// (`SERVER__TOOL`): it names `SERVER/TOOL`, or `SERVER` (all of that server's tools).
+/// Warns of each call in a scripted model's `script` that no prompt using the model (as its
+/// model or a fallback) offers — counting the relationship, lifecycle and bound tools of the
+/// sides those prompts back. An unused model is not judged.
+fn check_script_tools(out: &mut Out<'_>, d: &Defined<ModelDef>) {
+    let project = out.project;
+    if d.def.script.is_empty() {
+        return;
+    }
+    let name = d.def.name.as_str();
+    let uses = |model: &str| {
+        model == name
+            || project
+                .models
+                .get(model)
+                .is_some_and(|m| m.def.fallbacks.iter().any(|f| f == name))
+    };
+    let prompts: Vec<&str> = project
+        .prompts
+        .values()
+        .filter(|p| uses(&p.def.model))
+        .map(|p| p.def.name.as_str())
+        .collect();
+    if prompts.is_empty() {
+        return;
+    }
+    let mut offered: Vec<&str> = RESERVED_TOOL_NAMES.to_vec();
+    for p in &prompts {
+        if let Some(prompt) = project.prompts.get(*p) {
+            offered.extend(prompt.def.tools.iter().map(|t| t.name.as_str()));
+        }
+    }
+    for a in project.agents.values() {
+        for (_, side) in a.def.sides.iter() {
+            if let Side::Prompt(s) = side
+                && prompts.contains(&s.prompt.as_str())
+            {
+                offered.extend(s.subagents.iter().map(|r| r.name()));
+                offered.extend(s.bound_tools().into_iter().map(|(_, t)| t));
+            }
+        }
+    }
+    for (i, entry) in d.def.script.iter().enumerate() {
+        for (j, call) in entry.tool_calls.iter().enumerate() {
+            let tool = call.name.as_str();
+            if offered.contains(&tool) || offers_mcp_tool(project, &offered, tool) {
+                continue;
+            }
+            let mut issue = Issue::new(
+                Code::ScriptToolNotOffered,
+                format!(
+                    "script[{i}] calls `{tool}`, which no prompt using model `{name}` offers ({})",
+                    prompts.join(", ")
+                ),
+            );
+            issue = match nearest(tool, &offered) {
+                Some(n) => issue.hint(format!("did you mean `{n}`?")),
+                None => issue.hint(format!(
+                    "add `{tool}` to the `tools` of prompt `{}`, or call a tool it offers",
+                    prompts[0]
+                )),
+            };
+            out.push(
+                &d.source,
+                &format!("script[{i}].tool_calls[{j}].name"),
+                issue,
+            );
+        }
+    }
+}
+
+/// Whether a prompt could offer `name`: a tool, a prompt or an exposed agent of the project.
+fn callable(project: &Project, name: &str) -> bool {
+    project.declares(Kind::Tool, name)
+        || project.declares(Kind::Prompt, name)
+        || project
+            .agents
+            .get(name)
+            .is_some_and(|a| a.def.expose_as_tool)
+}
+
 fn offers_mcp_tool(project: &Project, offered: &[&str], name: &str) -> bool {
     offered.iter().any(|entry| match split_reference(entry) {
         Some((server, tool)) => exposed_tool_name(server, tool) == name,

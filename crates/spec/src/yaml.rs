@@ -219,7 +219,23 @@ fn pos(span: &YSpan) -> Span {
 }
 
 fn syntax(at: Span, message: &str) -> Issue {
-    Issue::new(Code::YamlSyntax, message.to_owned()).at("", "", Some(at))
+    let issue = Issue::new(Code::YamlSyntax, message.to_owned()).at("", "", Some(at));
+    // What the parser says when a key is indented more or less than its siblings.
+    let indentation = [
+        "expected key",
+        "mapping values are not allowed",
+        "block mapping",
+        "block sequence",
+        "indentation",
+        "expected '-'",
+    ];
+    if indentation.iter().any(|m| message.contains(m)) {
+        issue.hint(
+            "check the indentation of this line and the one above it: a key lines up with its siblings (spaces, not tabs), and a nested key is indented further than its parent",
+        )
+    } else {
+        issue
+    }
 }
 
 fn scan_error(e: &ScanError) -> Issue {

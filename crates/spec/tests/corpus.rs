@@ -2,6 +2,9 @@
 //! `expected` file lists every issue loading it must produce, one per line:
 //! `FILE:LINE:COLUMN CODE PATH`. Adding a case is adding a folder.
 //!
+//! A case may also have a `hints` file: one `CODE PATH => TEXT` a line, each naming an issue of
+//! the case whose hint must contain TEXT (hints are prose: only what matters is pinned).
+//!
 //! `DUET_BLESS=1 cargo test -p duet-spec --test corpus` rewrites the `expected` files; review the
 //! diff before committing it.
 
@@ -52,6 +55,23 @@ fn every_case_produces_exactly_its_expected_issues() {
             std::fs::write(&expected_path, &actual).expect("write expected");
             continue;
         }
+        if let Ok(hints) = std::fs::read_to_string(case.join("hints")) {
+            for line in hints.lines().filter(|l| !l.trim().is_empty()) {
+                let (at, text) = line.split_once(" => ").expect("CODE PATH => TEXT");
+                let found = loaded.issues.iter().any(|i| {
+                    let path = if i.path.is_empty() { "-" } else { &i.path };
+                    format!("{} {path}", i.code) == at
+                        && i.hint.as_deref().is_some_and(|h| h.contains(text))
+                });
+                if !found {
+                    failures.push(format!(
+                        "== {}: no `{at}` hinting {text:?}: {:#?}",
+                        case.display(),
+                        loaded.issues
+                    ));
+                }
+            }
+        }
         let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
         if actual != expected {
             failures.push(format!(
@@ -87,6 +107,10 @@ const ELSEWHERE: &[(Code, &str)] = &[
     ),
     (
         Code::ProviderKeyUnset,
+        "needs an environment: crates/spec/tests/providers.rs",
+    ),
+    (
+        Code::ProviderKeyShort,
         "needs an environment: crates/spec/tests/providers.rs",
     ),
 ];

@@ -68,7 +68,10 @@ fn a_defined_provider_resolves_and_replaces_a_builtin_of_its_name() {
 fn an_unset_key_variable_is_a_warning_at_each_model_that_needs_it() {
     let loaded = project();
     let set = ["TEAM_ANTHROPIC_KEY"];
-    let issues = loaded.project.check_provider_keys(|var| set.contains(&var));
+    let issues = loaded.project.check_provider_keys(|var| {
+        set.contains(&var)
+            .then(|| "sk-a-real-length-key".to_owned())
+    });
     let lines: Vec<String> = issues
         .iter()
         .map(|i| {
@@ -104,9 +107,39 @@ fn an_unset_key_variable_is_a_warning_at_each_model_that_needs_it() {
         issues[1]
     );
     assert!(
-        loaded.project.check_provider_keys(|_| true).is_empty(),
+        loaded
+            .project
+            .check_provider_keys(|_| Some("sk-a-real-length-key".to_owned()))
+            .is_empty(),
         "every key set: no warning"
     );
+}
+
+#[test]
+fn a_key_too_short_to_be_one_is_a_warning() {
+    let loaded = project();
+    for (key, warned) in [("k", true), ("1234567", true), ("12345678", false)] {
+        let issues = loaded.project.check_provider_keys(|_| Some(key.to_owned()));
+        // Every model whose provider reads a key is warned of, and nothing else.
+        assert_eq!(
+            issues.len(),
+            if warned { 3 } else { 0 },
+            "{key:?}: {issues:?}"
+        );
+        assert!(
+            issues
+                .iter()
+                .all(|i| i.code == duet_spec::Code::ProviderKeyShort
+                    && i.severity == duet_spec::Severity::Warning),
+            "{issues:?}"
+        );
+        assert!(
+            issues
+                .iter()
+                .all(|i| !i.message.contains(key) || key.len() == 1),
+            "the key itself is not shown: {issues:?}"
+        );
+    }
 }
 
 #[test]

@@ -72,8 +72,10 @@ pub async fn open(url: &str) -> Result<Stores, StoreError> {
 /// The file and options a SQLite location names: a plain path as it is, or
 /// `sqlite:PATH[?synchronous=normal|full]` (`full`: every commit is synced to disk before it
 /// returns, so it survives a power loss, not only a crash; `normal`, the default, syncs at
-/// checkpoints). An option this build does not know is refused, with the ones it does.
+/// checkpoints). An option this build does not know is refused, with the ones it does, and so is
+/// any other `SCHEME://` (a misspelled `postgres://` is no file name).
 pub fn sqlite_location(url: &str) -> Result<(std::path::PathBuf, SqliteOptions), String> {
+    check_scheme(url)?;
     let Some(rest) = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))
@@ -111,11 +113,67 @@ pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
                 | ErrorKind::ExclusionViolation
         )
     });
+    // The server's own message: sqlx's text of a Postgres error ends in ` at line N`, a line
+    // of Postgres's C source, which reads as if it were one of the user's.
+    let message = e
+        .as_database_error()
+        .map_or_else(|| e.to_string(), |d| d.message().to_owned());
     if constraint {
-        StoreError::Conflict(e.to_string())
+        StoreError::Conflict(message)
     } else {
-        StoreError::backend(e)
+        StoreError::Backend {
+            message,
+            source: Box::new(e),
+        }
     }
+}
+
+/// The URL schemes `open` takes, and the backend each names.
+const SCHEMES: [&str; 3] = ["postgres", "postgresql", "sqlite"];
+
+/// Refuses a location that names a scheme duet does not know (`postgress://…`, `mysql://…`),
+/// which would otherwise be taken for the name of a SQLite file, naming the nearest it knows.
+fn check_scheme(url: &str) -> Result<(), String> {
+    let Some((scheme, _)) = url.split_once("://") else {
+        return Ok(());
+    };
+    let is_scheme = scheme
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let lower = scheme.to_ascii_lowercase();
+    if !is_scheme || SCHEMES.contains(&lower.as_str()) {
+        return Ok(());
+    }
+    let nearest = SCHEMES
+        .iter()
+        .min_by_key(|known| distance(&lower, known))
+        .filter(|known| distance(&lower, known) <= 3);
+    let hint = nearest.map_or_else(String::new, |n| format!("; did you mean `{n}://`?"));
+    Err(format!(
+        "`{scheme}://` is not a database duet knows (postgres://, postgresql://, or a SQLite file: a path or sqlite:PATH){hint}"
+    ))
+}
+
+/// The edit distance between `a` and `b` (insertions, deletions, substitutions).
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 #[cfg(test)]
@@ -152,5 +210,26 @@ mod tests {
             let refused = sqlite_location(url).expect_err(url);
             assert!(refused.contains("synchronous=normal|full"), "{refused}");
         }
+    }
+
+    #[test]
+    fn a_scheme_duet_does_not_know_is_no_file_name() {
+        for (url, said) in [
+            ("postgress://root@db/x", Some("did you mean `postgres://`?")),
+            (
+                "postgresqll://root@db/x",
+                Some("did you mean `postgresql://`?"),
+            ),
+            ("sqlit://x.db", Some("did you mean `sqlite://`?")),
+            ("mysql://root@db/x", None),
+        ] {
+            let refused = sqlite_location(url).expect_err(url);
+            assert!(refused.contains("not a database duet knows"), "{refused}");
+            if let Some(said) = said {
+                assert!(refused.contains(said), "{refused}");
+            }
+        }
+        // A file whose name merely holds `://` after something no scheme has is still a file.
+        assert!(sqlite_location("./data://x.db").is_ok());
     }
 }

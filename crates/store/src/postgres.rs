@@ -27,6 +27,30 @@ macro_rules! notify {
     };
 }
 
+/// Why the first connection failed, said so a person can act: a database that does not exist
+/// (SQLSTATE `3D000`) is named, with the commands that create it.
+fn connect_error(e: sqlx::Error, options: &PgConnectOptions) -> duet_runtime::StoreError {
+    let missing = e
+        .as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|code| code == "3D000");
+    if !missing {
+        return crate::db_error(e);
+    }
+    let (host, port, user) = (
+        options.get_host(),
+        options.get_port(),
+        options.get_username(),
+    );
+    let name = options.get_database().unwrap_or(user);
+    duet_runtime::StoreError::Backend {
+        message: format!(
+            "the Postgres database `{name}` does not exist on {host}:{port}; create it with `createdb -h {host} -p {port} -U {user} {name}` (or `CREATE DATABASE \"{name}\";` in psql), then run again: duet creates its tables itself"
+        ),
+        source: Box::new(e),
+    }
+}
+
 /// The store on a Postgres database.
 #[derive(Clone, Debug)]
 pub struct PgStore {
@@ -92,7 +116,7 @@ impl PgStore {
         let first = async {
             let mut first = sqlx::ConnectOptions::connect(&options)
                 .await
-                .map_err(crate::db_error)?;
+                .map_err(|e| connect_error(e, &options))?;
             session::check(&mut first, &options).await?;
             let _ = sqlx::Connection::close(first).await;
             Ok::<_, duet_runtime::StoreError>(())

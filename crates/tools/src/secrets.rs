@@ -2,12 +2,7 @@
 //! filled in (`{{env.NAME}}`) are replaced by `[redacted]`, as written and as they appear
 //! percent-encoded, form-encoded or JSON-escaped.
 
-/// What replaces a secret.
-pub const REDACTED: &str = "[redacted]";
-
-/// Values shorter than this are not redacted: they are too short to be a credential, and
-/// replacing every `1` or `yes` of a text would garble it.
-pub const MIN_SECRET_LEN: usize = 4;
+pub use duet_spec::secret::{MIN_SECRET_LEN, REDACTED};
 
 /// The secrets of one call (or one server's settings).
 #[derive(Clone, Debug, Default)]
@@ -16,9 +11,11 @@ pub struct Secrets {
 }
 
 impl Secrets {
-    /// Adds `value` (and its encoded forms) unless it is shorter than [`MIN_SECRET_LEN`].
+    /// Adds `value` (and its encoded forms) unless it is shorter than [`MIN_SECRET_LEN`]
+    /// (`duet_spec::secret`: too short to be a credential, and replacing every `1` or `yes` of a
+    /// text would garble it).
     pub fn add(&mut self, value: &str) {
-        if value.len() < MIN_SECRET_LEN {
+        if !duet_spec::secret::redactable(value) {
             return;
         }
         let json = serde_json::to_string(value).unwrap_or_default();
@@ -52,13 +49,7 @@ impl Secrets {
 
     /// `text` with every secret replaced by [`REDACTED`].
     pub fn redact(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for v in &self.values {
-            if out.contains(v.as_str()) {
-                out = out.replace(v.as_str(), REDACTED);
-            }
-        }
-        out
+        duet_spec::secret::redact(text, self.values.iter().map(String::as_str))
     }
 }
 
