@@ -152,11 +152,12 @@ pub(crate) async fn converse(
                         Some(duet_runtime::codes::ALREADY_ANSWERED.to_owned()),
                         e.to_string(),
                     ),
-                    // Its next message, and a run took the thread since it was read.
+                    // Its next message, and a run took the thread (or wrote to it) since it was
+                    // read: it may be asking something this message was not meant to answer.
                     duet_runtime::RunError::Busy(key) => (
                         Some("not_awaiting".to_owned()),
                         format!(
-                            "`{key}` started running meanwhile: nothing was sent; --queue queues it behind that run"
+                            "`{key}` moved on since it was read (a run took it): nothing was sent; read it again (duet threads show), or --queue queues it behind that run"
                         ),
                     ),
                     _ => (None, e.to_string()),

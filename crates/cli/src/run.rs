@@ -267,7 +267,7 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
         (true, _, _) => (None, WhenBusy::Queue),
         (false, Some(park), _) => (Some(park), WhenBusy::Queue),
         (false, None, Addressed::Answers(park)) => (Some(park), WhenBusy::Queue),
-        (false, None, Addressed::Next) => (None, WhenBusy::Reject),
+        (false, None, Addressed::Next) => (None, WhenBusy::RejectIfMoved(thread.next_seq)),
         (false, None, Addressed::Busy(status)) => {
             let doing = if status == duet_runtime::ThreadStatus::Waiting {
                 "waits for a subagent"

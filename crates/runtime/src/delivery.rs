@@ -13,6 +13,20 @@ pub enum WhenBusy {
     Queue,
     /// Refuse it, writing nothing: `invoke`'s `session_busy`.
     Reject,
+    /// Refuse it, writing nothing, when a run holds the thread or its journal no longer ends
+    /// where the sender read it (its `next_seq`): a person's next message to a thread read as
+    /// idle, which must not become the answer to a question another session asked meanwhile.
+    RejectIfMoved(i64),
+}
+
+impl WhenBusy {
+    /// The `next_seq` the sender read the thread at, when the delivery is refused past it.
+    pub fn read_at(self) -> Option<i64> {
+        match self {
+            WhenBusy::RejectIfMoved(next_seq) => Some(next_seq),
+            WhenBusy::Queue | WhenBusy::Reject => None,
+        }
+    }
 }
 
 /// What a person's message to a thread, as read, is when the sender names no park and does not
@@ -25,7 +39,8 @@ pub enum Addressed {
     Answers(Park),
     /// Nothing runs and nothing is asked (its session ended, or a run stopped with it open): the
     /// message is the thread's next — it starts the next session, or continues the open one —
-    /// delivered only if no run holds the thread by then ([`WhenBusy::Reject`]).
+    /// delivered only if no run holds the thread and nothing was written to it since it was
+    /// read ([`WhenBusy::RejectIfMoved`]).
     Next,
     /// A run holds the thread, or it waits for a subagent (`running`, `waiting`): the message
     /// would land in the middle of that work. Queued only when the sender asks.

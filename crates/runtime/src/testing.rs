@@ -212,10 +212,11 @@ impl QueueStore for MemoryStore {
         id: ThreadId,
         message: NewQueued,
         lease: Lease,
+        read_at: Option<i64>,
     ) -> Result<bool, StoreError> {
         let mut state = self.state();
         let row = state.existing(id)?;
-        if !row.lease_free(&lease) {
+        if read_at.is_some_and(|n| row.thread.next_seq != n) || !row.lease_free(&lease) {
             return Ok(false);
         }
         let change = state.push(id, message, lease.now)?;

@@ -11,11 +11,12 @@ macro_rules! queue_impl {
                 self.enqueue_impl(id, message, claim, now).await
             }
 
-            async fn deliver_if_free(&self, id: ThreadId, message: NewQueued, lease: Lease) -> Result<bool, StoreError> {
+            async fn deliver_if_free(&self, id: ThreadId, message: NewQueued, lease: Lease, read_at: Option<i64>) -> Result<bool, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
                 let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
-                if !lease_free(&owner, expires, &lease) {
+                let moved = read_at.is_some_and(|n| change.seq + 1 != n);
+                if moved || !lease_free(&owner, expires, &lease) {
                     // Roll back explicitly: a transaction dropped on SQLite's single write
                     // connection leaves its rollback for later, and the next user of the
                     // connection would wait on it.

@@ -191,8 +191,8 @@ impl Runtime {
                         .enqueue(thread.id, message, Some(self.lease(run)), now)
                         .await
                 }
-                WhenBusy::Reject => match store
-                    .deliver_if_free(thread.id, message, self.lease(run))
+                WhenBusy::Reject | WhenBusy::RejectIfMoved(_) => match store
+                    .deliver_if_free(thread.id, message, self.lease(run), when_busy.read_at())
                     .await
                 {
                     Ok(false) => return Err(RunError::Busy(key.to_owned())),

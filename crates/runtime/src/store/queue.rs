@@ -21,12 +21,15 @@ pub trait QueueStore: Send + Sync {
         now: i64,
     ) -> Result<bool, StoreError>;
     /// Takes the lease if it is free or expired and, only then, queues `message`: a delivery that
-    /// is refused when the thread is busy (`invoke`'s `session_busy`). Returns whether it went in.
+    /// is refused when the thread is busy (`invoke`'s `session_busy`) or, with `read_at`, when
+    /// the thread's `next_seq` is no longer that (something was written since the sender read
+    /// it). Returns whether it went in.
     async fn deliver_if_free(
         &self,
         id: ThreadId,
         message: NewQueued,
         lease: Lease,
+        read_at: Option<i64>,
     ) -> Result<bool, StoreError>;
     /// Queues `message` only if a run holds the thread (a live lease); returns that run's id.
     /// The control plane's `steer` and `follow_up`: they modulate a run, never start one.

@@ -495,3 +495,47 @@ async fn an_answer_writes_everything_or_nothing() {
     })
     .await;
 }
+
+/// A person's next message to a thread they read as idle goes in only while the thread is as
+/// they read it: once another session has asked something meanwhile, it is refused and writes
+/// nothing, rather than becoming the answer to a question its sender never saw.
+#[tokio::test]
+async fn a_next_message_read_before_a_park_is_not_its_answer() {
+    each(async |store, name| {
+        let read = store
+            .open_thread("k", new("agent", 100))
+            .await
+            .expect("open");
+        let (now, _) = parked(&store, "k").await;
+        assert_ne!(read.next_seq, now.next_seq, "{name}: the park was written");
+        assert!(
+            !store
+                .deliver_if_free(
+                    now.id,
+                    human("start over"),
+                    lease(Uuid::now_v7(), 2_000),
+                    Some(read.next_seq)
+                )
+                .await
+                .expect("deliver"),
+            "{name}: read before the park"
+        );
+        assert!(
+            store.queue(now.id).await.expect("queue").is_empty(),
+            "{name}: the refused message left no trace"
+        );
+        assert!(
+            store
+                .deliver_if_free(
+                    now.id,
+                    human("yes"),
+                    lease(Uuid::now_v7(), 2_100),
+                    Some(now.next_seq)
+                )
+                .await
+                .expect("deliver"),
+            "{name}: read as it stands"
+        );
+    })
+    .await;
+}

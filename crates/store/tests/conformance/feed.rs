@@ -88,7 +88,7 @@ async fn every_write_that_changes_a_thread_is_on_the_feed_in_order() {
         // A refused delivery is not a change.
         assert!(
             !store
-                .deliver_if_free(t.id, human("no"), lease(thief, 1_200))
+                .deliver_if_free(t.id, human("no"), lease(thief, 1_200), None)
                 .await
                 .expect("deliver"),
             "{name}"

@@ -170,14 +170,14 @@ async fn a_busy_refusing_delivery_writes_nothing_and_owners_are_kept() {
         let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
         assert!(
             store
-                .deliver_if_free(t.id, human("first"), lease(a, 1_000))
+                .deliver_if_free(t.id, human("first"), lease(a, 1_000), None)
                 .await
                 .expect("deliver"),
             "{name}"
         );
         assert!(
             !store
-                .deliver_if_free(t.id, human("second"), lease(b, 1_100))
+                .deliver_if_free(t.id, human("second"), lease(b, 1_100), None)
                 .await
                 .expect("deliver"),
             "{name}: busy"
@@ -206,7 +206,7 @@ async fn a_busy_refusing_delivery_writes_nothing_and_owners_are_kept() {
         );
         assert!(
             !store
-                .deliver_if_free(t.id, human("third"), lease(b, 1_300))
+                .deliver_if_free(t.id, human("third"), lease(b, 1_300), None)
                 .await
                 .expect("deliver"),
             "{name}: busy"
