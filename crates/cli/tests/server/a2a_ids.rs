@@ -61,8 +61,10 @@ async fn a_clients_message_ids_are_kept_in_every_view_of_its_task() {
                 &alice,
             )
             .header("A2A-Version", "1.0")
-            .json(&json!({"message": {"messageId": "client-answer-2", "taskId": id,
-                "role": "ROLE_USER", "parts": [{"text": "approved"}]}}))
+            .json(
+                &json!({"message": {"messageId": "client-answer-2", "taskId": id,
+                "role": "ROLE_USER", "parts": [{"text": "approved"}]}}),
+            )
             .send()
             .await
             .expect("a stream");
@@ -89,7 +91,8 @@ async fn a_clients_message_ids_are_kept_in_every_view_of_its_task() {
             "{first}"
         );
         assert!(
-            ["client-ask-1", "client-answer-2"].starts_with(&users.iter().map(String::as_str).collect::<Vec<_>>()),
+            ["client-ask-1", "client-answer-2"]
+                .starts_with(&users.iter().map(String::as_str).collect::<Vec<_>>()),
             "{first}"
         );
         let ours = format!("{id}.");

@@ -25,6 +25,7 @@ mod control;
 mod doors;
 mod hostile;
 mod inbox;
+mod inbox_late;
 mod isolation;
 mod lifecycle;
 mod pooler;
