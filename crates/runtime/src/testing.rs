@@ -110,6 +110,7 @@ impl State {
             tool: q.tool,
             images: q.images,
             trace: q.trace,
+            message_id: q.message_id,
             created_at: now,
         }
     }

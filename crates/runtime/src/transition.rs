@@ -149,6 +149,7 @@ pub fn drain(t: &mut Thread, queue: &[Queued], arguments: &serde_json::Value, no
         );
         m.silent = q.silent;
         m.images = q.images.clone();
+        m.message_id.clone_from(&q.message_id);
         if let Some(reply) = &q.tool {
             m.role = Role::Tool;
             m.tool_call_id = Some(reply.call_id.clone());

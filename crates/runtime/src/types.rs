@@ -187,6 +187,10 @@ pub struct Message {
     pub provider_data: Option<serde_json::Value>,
     /// Images that came with it (an inbound prompt's), passed to models that take images.
     pub images: Vec<ImageRef>,
+    /// The id its sender chose for it (an inbound delivery's `message_id`), kept so a protocol
+    /// can show the sender its own id; `None` for what duet wrote itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
     /// When it was written, in ms since the Unix epoch.
     pub created_at: i64,
 }
@@ -217,6 +221,7 @@ impl Message {
             usage: None,
             provider_data: None,
             images: Vec::new(),
+            message_id: None,
             created_at: now,
         }
     }
@@ -477,6 +482,8 @@ pub struct Queued {
     pub images: Vec<ImageRef>,
     /// The trace context it was queued in, if one was saved.
     pub trace: Option<String>,
+    /// The id its sender chose (the delivery's `message_id`), written with the message.
+    pub message_id: Option<String>,
     /// When it was queued, in ms since the Unix epoch.
     pub created_at: i64,
 }

@@ -134,6 +134,9 @@ fn message_json(m: &Message) -> Value {
         v["toolCallId"] = json!(id);
         v["toolStatus"] = json!(m.tool_status.map(ToolStatus::as_str));
     }
+    if let Some(id) = &m.message_id {
+        v["messageId"] = json!(id);
+    }
     v
 }
 
@@ -207,6 +210,7 @@ fn queued(v: &Value) -> Vec<Queued> {
             }),
             images: Vec::new(),
             trace: None,
+            message_id: q["messageId"].as_str().map(str::to_owned),
             created_at: 0,
         })
         .collect()

@@ -33,6 +33,9 @@ pub struct PushConfig {
     pub last_state: Option<String>,
     /// When it was made (ms).
     pub created_at: i64,
+    /// When its task ended and its last update went in the outbox (ms): the config is kept,
+    /// for reads, and no longer watched. `None` while the task goes on.
+    pub ended_at: Option<i64>,
 }
 
 /// One notification in the outbox.
@@ -76,7 +79,7 @@ pub trait PushStore: Send + Sync {
         thread: ThreadId,
         session: i64,
     ) -> Result<Vec<PushConfig>, StoreError>;
-    /// Every config of every task (the notifier's work list).
+    /// Every config whose task has not ended (the notifier's work list).
     async fn all_push_configs(&self) -> Result<Vec<PushConfig>, StoreError>;
     /// Deletes the task's config `id`, and its notifications not sent yet; whether there was
     /// one.
@@ -87,8 +90,9 @@ pub trait PushStore: Send + Sync {
         id: &str,
     ) -> Result<bool, StoreError>;
     /// Puts `bodies` in the outbox for `config` and moves its watermark from `from` to
-    /// `to` (and its last state to `state`), in one transaction; with `done`, the config is
-    /// deleted instead (its task ended). Nothing is written, and `false` comes back, when the
+    /// `to` (and its last state to `state`), in one transaction; with `done` (its task ended), the
+    /// config is also marked ended at `now`: still read by id and per task, no longer in
+    /// [`PushStore::all_push_configs`]. Nothing is written, and `false` comes back, when the
     /// watermark is no longer `from` (another process got there first).
     #[allow(clippy::too_many_arguments)]
     async fn enqueue_pushes(

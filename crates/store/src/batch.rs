@@ -118,7 +118,7 @@ fn message_row(m: &Message) -> Result<Vec<Arg>, StoreError> {
     ])
 }
 
-/// What a message keeps in `data`: its usage and provider data, if any.
+/// What a message keeps in `data`: its usage, provider data, images and sender's id, if any.
 fn message_data(m: &Message) -> Option<String> {
     let mut data = serde_json::Map::new();
     if let Some(u) = &m.usage {
@@ -129,6 +129,9 @@ fn message_data(m: &Message) -> Option<String> {
     }
     if !m.images.is_empty() {
         data.insert("images".into(), serde_json::json!(m.images));
+    }
+    if let Some(id) = &m.message_id {
+        data.insert("messageId".into(), serde_json::json!(id));
     }
     (!data.is_empty()).then(|| serde_json::Value::Object(data).to_string())
 }
@@ -169,6 +172,7 @@ pub(crate) fn queued_row(q: &NewQueued, now: i64) -> Vec<Arg> {
     ]
 }
 
-/// `queue`'s columns after `thread`, as a commit writes them.
+/// `queue`'s columns after `thread`, as a commit writes them (`message_id` is not among them:
+/// only a delivery carries a sender's id, and deliveries are queued outside commits).
 pub(crate) const QUEUED_COLUMNS: &str = "role, side, content, human, silent, follow_up, created_at, \
      tool_call_id, tool_name, tool_status, images, trace";

@@ -200,8 +200,8 @@ impl PgStore {
             "WITH t AS (SELECT num, id, next_seq, status, lease_owner, lease_expires FROM threads WHERE id = $1 FOR UPDATE), \
              d AS (INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM t WHERE $2::text IS NOT NULL \
                ON CONFLICT (thread, message_id) DO NOTHING RETURNING thread), \
-             q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
-               SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14 FROM t WHERE $2::text IS NULL OR EXISTS (SELECT 1 FROM d) \
+             q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
+               SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14, $2 FROM t WHERE $2::text IS NULL OR EXISTS (SELECT 1 FROM d) \
                RETURNING thread), \
              l AS (UPDATE threads SET lease_owner = $15, lease_expires = $16, abort_requested = FALSE FROM t \
                WHERE threads.num = t.num AND $15::text IS NOT NULL AND EXISTS (SELECT 1 FROM q) \
@@ -394,8 +394,8 @@ impl PgStore {
             thread_cols!(),
             "), d AS (INSERT INTO deliveries (thread, message_id, created_at) \
                SELECT num, $10, $11 FROM t WHERE $10::text IS NOT NULL), \
-             q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
-               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22 FROM t) \
+             q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
+               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22, $10 FROM t) \
              SELECT t.*, ",
             notify!(),
             " FROM t"

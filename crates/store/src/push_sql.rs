@@ -19,6 +19,7 @@ macro_rules! push_impl {
                 watermark: row.try_get("watermark").map_err(db_error)?,
                 last_state: row.try_get("last_state").map_err(db_error)?,
                 created_at: row.try_get("created_at").map_err(db_error)?,
+                ended_at: row.try_get("ended_at").map_err(db_error)?,
             })
         }
 
@@ -85,7 +86,7 @@ macro_rules! push_impl {
             }
 
             async fn all_push_configs(&self) -> Result<Vec<duet_server_store::PushConfig>, StoreError> {
-                let rows = sqlx::query("SELECT * FROM push_configs ORDER BY created_at, id")
+                let rows = sqlx::query("SELECT * FROM push_configs WHERE ended_at IS NULL ORDER BY created_at, id")
                     .fetch_all(&self.read)
                     .await
                     .map_err(db_error)?;
@@ -125,25 +126,18 @@ macro_rules! push_impl {
             ) -> Result<bool, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let moved = if done {
-                    sqlx::query("DELETE FROM push_configs WHERE thread = $1 AND session = $2 AND id = $3 AND watermark = $4")
-                        .bind(c.thread.to_string())
-                        .bind(c.session)
-                        .bind(&c.id)
-                        .bind(from)
-                        .execute(&mut *tx)
-                        .await
-                } else {
-                    sqlx::query("UPDATE push_configs SET watermark = $5, last_state = $6 WHERE thread = $1 AND session = $2 AND id = $3 AND watermark = $4")
-                        .bind(c.thread.to_string())
-                        .bind(c.session)
-                        .bind(&c.id)
-                        .bind(from)
-                        .bind(to)
-                        .bind(state)
-                        .execute(&mut *tx)
-                        .await
-                }
+                // An ended task's config stays (the client may still read it), marked so the
+                // notifier no longer looks at it.
+                let moved = sqlx::query("UPDATE push_configs SET watermark = $5, last_state = $6, ended_at = $7 WHERE thread = $1 AND session = $2 AND id = $3 AND watermark = $4")
+                    .bind(c.thread.to_string())
+                    .bind(c.session)
+                    .bind(&c.id)
+                    .bind(from)
+                    .bind(to)
+                    .bind(state)
+                    .bind(done.then_some(now))
+                    .execute(&mut *tx)
+                    .await
                 .map_err(db_error)?;
                 if moved.rows_affected() != 1 {
                     tx.rollback().await.map_err(db_error)?;

@@ -20,6 +20,7 @@ macro_rules! decoders {
                 silent: row.try_get("silent").map_err(db_error)?,
                 follow_up: row.try_get("follow_up").map_err(db_error)?,
                 trace: row.try_get("trace").map_err(db_error)?,
+                message_id: row.try_get("message_id").map_err(db_error)?,
                 images: match row
                     .try_get::<Option<String>, _>("images")
                     .map_err(db_error)?
@@ -153,6 +154,11 @@ macro_rules! decoders {
                         .map_err(|_| corrupt("message images", &v.to_string()))?,
                     None => Vec::new(),
                 },
+                message_id: extra
+                    .as_ref()
+                    .and_then(|e| e.get("messageId"))
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned),
                 provider_data: extra
                     .and_then(|mut e| e.get_mut("providerData").map(serde_json::Value::take)),
                 created_at: row.try_get("created_at").map_err(db_error)?,

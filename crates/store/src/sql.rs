@@ -398,11 +398,11 @@ macro_rules! store_impl {
                     });
                 }
             }
-            const INSERT: &str = "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+            const INSERT: &str = "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
             const ANNOUNCED: &str = concat!(
-                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING (SELECT ",
+                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING (SELECT ",
                 $notify,
                 " FROM threads WHERE num = $1)"
             );
@@ -420,6 +420,7 @@ macro_rules! store_impl {
             .bind(q.tool.as_ref().map(|r| r.status.as_str()))
             .bind(if q.images.is_empty() { None } else { Some(serde_json::json!(q.images).to_string()) })
             .bind(q.trace.as_deref())
+            .bind(q.message_id.as_deref())
             .execute(&mut **tx)
             .await
             .map_err(db_error)?;

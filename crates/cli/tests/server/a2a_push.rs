@@ -1,6 +1,7 @@
 //! A2A push notifications through `duet serve`, on both backends: a notification its endpoint
 //! refused is retried, survives a restart of the server, and arrives with the config's
-//! `Authorization` and token; a private target is refused unless the server allows it.
+//! `Authorization` and token; a private target is refused unless the server allows it; a config
+//! outlives its task's end.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -228,4 +229,70 @@ async fn push_credentials_a_header_cannot_carry_are_refused() {
     .await;
     assert!(good.get("result").is_some(), "{good}");
     server.stop().await;
+}
+
+/// A config made on a task that already finished is told the task's end, and stays: `Get` and
+/// `List` find it as long as the task can be read (it was deleted once its last update was
+/// queued, so `Get` right after `Create` answered "task not found").
+#[tokio::test]
+async fn a_config_on_a_finished_task_outlives_its_last_notification() {
+    for backend in support::backends().await {
+        let mut hook = Hook::start().await;
+        hook.up.store(true, Ordering::SeqCst);
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let id = new_task(&server, &alice, "f-1", "Reboot the cluster?").await;
+        let answered = rpc(
+            &server,
+            &alice,
+            "SendMessage",
+            json!({"message": {"messageId": "f-2",
+            "role": "ROLE_USER", "taskId": id, "parts": [{"text": "approved"}]}}),
+        )
+        .await;
+        assert_eq!(
+            answered["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{answered}"
+        );
+        let created = rpc(
+            &server,
+            &alice,
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "id": "after-end", "url": hook.url}),
+        )
+        .await;
+        assert_eq!(created["result"]["id"], "after-end", "{created}");
+        // Its last update is sent: by then the notifier has finished with it.
+        loop {
+            let hit = hook.next().await;
+            if state_of(&hit) == "TASK_STATE_COMPLETED" {
+                break;
+            }
+        }
+        let got = rpc(
+            &server,
+            &alice,
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": id, "id": "after-end"}),
+        )
+        .await;
+        assert_eq!(
+            (got["result"]["id"].clone(), got["result"]["url"].clone()),
+            (json!("after-end"), json!(hook.url)),
+            "{got}"
+        );
+        let listed = configs(&server, &alice, &id).await;
+        assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+        // Deleted when the client says so, and only then.
+        let deleted = rpc(
+            &server,
+            &alice,
+            "DeleteTaskPushNotificationConfig",
+            json!({"taskId": id, "id": "after-end"}),
+        )
+        .await;
+        assert!(deleted.get("error").is_none(), "{deleted}");
+        assert_eq!(configs(&server, &alice, &id).await, json!([]));
+        server.stop().await;
+    }
 }

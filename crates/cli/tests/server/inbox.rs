@@ -35,7 +35,7 @@ async fn orchestrate(server: &Server, token: &str, key: &str) -> String {
 }
 
 /// The approval waiting under top-level thread `key` (the question of it or of a child).
-async fn approval_of(server: &Server, token: &str, key: &str) -> String {
+pub(crate) async fn approval_of(server: &Server, token: &str, key: &str) -> String {
     let (status, list) = server.get("/approvals", token).await;
     assert_eq!(status, 200, "{list}");
     list["items"]
@@ -244,17 +244,27 @@ async fn two_pages_answer_one_question_the_first_wins_and_the_others_are_told() 
             ))
             .await;
 
-        // The late answer is refused: nothing sent, and the page says who answered, what, when.
+        // The late answer is refused: nothing sent, and the page says so plainly, who answered,
+        // what, when — and keeps the reason typed.
         late.wait_for("#reject")
             .await
             .click()
             .await
             .expect("reject");
-        let refused = late.text("#notice .answered").await;
+        let refused = late.text("#notice .refused").await;
         assert!(
-            refused.contains("Answered by alice") && refused.contains("approve"),
+            refused.contains("Your answer was NOT sent")
+                && refused.contains("alice")
+                && refused.contains("approve"),
             "{refused}"
         );
+        let kept = late
+            .wait_for("#reason")
+            .await
+            .prop("value")
+            .await
+            .expect("value");
+        assert_eq!(kept.as_deref(), Some("Not tonight."));
         let gate = texts(&server, &admin, "alice/ops-2/approval-1").await;
         assert!(
             !gate.iter().any(|t| t.contains("Not tonight")),
@@ -446,7 +456,7 @@ async fn hostile_markdown_in_a_question_renders_inert() {
 // ---- Plain HTTP: the session cookie, sign-out, revocation, CSRF ------------------------------
 
 /// Signs in over HTTP with `token`: the session cookie's value.
-async fn cookie(server: &Server, token: &str) -> String {
+pub(crate) async fn cookie(server: &Server, token: &str) -> String {
     let resp = plain()
         .post(format!("{}/inbox/sign-in", server.base))
         .form(&[("key", token), ("next", "/inbox")])
@@ -464,7 +474,7 @@ async fn cookie(server: &Server, token: &str) -> String {
     set.split(';').next().expect("pair").to_owned()
 }
 
-fn plain() -> reqwest::Client {
+pub(crate) fn plain() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -472,7 +482,7 @@ fn plain() -> reqwest::Client {
 }
 
 /// The page's CSRF token (from its sign-out form).
-fn csrf(html: &str) -> String {
+pub(crate) fn csrf(html: &str) -> String {
     let at = html.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
     html[at..at + 64].to_owned()
 }

@@ -14,6 +14,7 @@ mod browser;
 mod harness;
 
 mod a2a;
+mod a2a_ids;
 mod a2a_push;
 mod a2a_remote;
 mod a2a_states;
@@ -25,6 +26,7 @@ mod doors;
 mod fastagent_wire;
 mod hostile;
 mod inbox;
+mod inbox_late;
 mod isolation;
 mod lifecycle;
 mod pooler;

@@ -345,6 +345,7 @@ fn keep_identity(mut message: Message, original: &Message) -> Message {
     message.tool_name.clone_from(&original.tool_name);
     message.tool_status = original.tool_status;
     message.created_at = original.created_at;
+    message.message_id.clone_from(&original.message_id);
     let same_calls = message.tool_calls.len() == original.tool_calls.len()
         && message
             .tool_calls

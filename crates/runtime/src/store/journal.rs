@@ -7,6 +7,9 @@ use crate::record::Record;
 use crate::types::{Message, ThreadId};
 
 /// One entry of a thread's journal: a message or a record, each with its place (`seq`).
+// Most entries are messages: boxing them would cost an allocation each to save space on the
+// records.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum JournalEntry {
     /// A message of the conversation.

@@ -24,6 +24,7 @@ impl PushStore for MemoryServerStore {
                 *c = PushConfig {
                     watermark: c.watermark,
                     last_state: c.last_state.clone(),
+                    ended_at: c.ended_at,
                     ..config.clone()
                 }
             }
@@ -61,7 +62,13 @@ impl PushStore for MemoryServerStore {
     }
 
     async fn all_push_configs(&self) -> Result<Vec<PushConfig>, StoreError> {
-        Ok(self.state().push_configs.clone())
+        Ok(self
+            .state()
+            .push_configs
+            .iter()
+            .filter(|c| c.ended_at.is_none())
+            .cloned()
+            .collect())
     }
 
     async fn delete_push_config(
@@ -116,12 +123,11 @@ impl PushStore for MemoryServerStore {
             };
             state.push_outbox.insert(id, (delivery, now, false));
         }
+        let c = &mut state.push_configs[at];
+        c.watermark = to;
+        c.last_state = Some(state_name.to_owned());
         if done {
-            state.push_configs.remove(at);
-        } else {
-            let c = &mut state.push_configs[at];
-            c.watermark = to;
-            c.last_state = Some(state_name.to_owned());
+            c.ended_at = Some(now);
         }
         Ok(true)
     }

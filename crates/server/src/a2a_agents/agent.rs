@@ -525,7 +525,7 @@ impl DuetAgent {
         new: Option<Option<i64>>,
     ) -> Handled<Stream> {
         let (new, floor) = (new.is_some(), new.flatten());
-        let (_, snapshot, seen) = follow::read(&self.state, r, &view).await?;
+        let (_, snapshot, seen, seqs) = follow::read_seqs(&self.state, r, &view).await?;
         if snapshot.status.state.is_terminal() && !new {
             return Err(A2aError::unsupported_operation(format!(
                 "task {} is {}: there is nothing to subscribe to",
@@ -553,7 +553,7 @@ impl DuetAgent {
                 let seen = if new { 0 } else { seen };
                 let ended = service::keys::ended(state.clone(), credential);
                 tokio::select! {
-                    followed = follow::stream(state, r, view, sink, first, (seen, floor)) => followed,
+                    followed = follow::stream(state, r, view, sink, (first, seqs), (seen, floor)) => followed,
                     () = ended => Ok(()),
                 }
             }))

@@ -18,12 +18,23 @@ pub(crate) async fn read(
     r: TaskRef,
     view: &View,
 ) -> Result<(Thread, Task, i64), A2aError> {
+    let (t, task, last_seq, _) = read_seqs(state, r, view).await?;
+    Ok((t, task, last_seq))
+}
+
+/// [`read`], with the journal seq of each message of the task's history, in its order.
+pub(crate) async fn read_seqs(
+    state: &AppState,
+    r: TaskRef,
+    view: &View,
+) -> Result<(Thread, Task, i64, Vec<i64>), A2aError> {
     let (t, facts) = service::tasks::session(state, r.thread, r.session)
         .await
         .map_err(A2aError::internal)?
         .ok_or_else(|| A2aError::task_not_found(&r.id()))?;
     let task = tasks::task(&t, r, &facts, view);
-    Ok((t, task, facts.last_seq))
+    let seqs = tasks::history_seqs(&facts, view);
+    Ok((t, task, facts.last_seq, seqs))
 }
 
 /// Waits until the task is terminal or interrupted with its journal past `floor` (so a state
@@ -91,28 +102,25 @@ async fn wait(
     }
 }
 
-/// Streams the task from `snapshot` (already sent) on: each new message of the agent, then the
-/// state it settles in (past `floor`, as [`settled`]). A stream that began interrupted waits
-/// for the task to move first.
+/// Streams the task from `snapshot` (already sent, with the journal seqs of its history) on:
+/// each new message of the agent, then the state it settles in (past `floor`, as
+/// [`settled`]). A stream that began interrupted waits for the task to move first.
 pub(crate) async fn stream(
     state: AppState,
     r: TaskRef,
     view: View,
     mut sink: StreamSink,
-    snapshot: Task,
+    snapshot: (Task, Vec<i64>),
     (mut seen, floor): (i64, Option<i64>),
 ) -> Result<(), A2aError> {
+    // What was reported, by journal seq, not message id: a client chooses its messages' ids.
+    let (snapshot, mut reported) = snapshot;
     let mut changes = Feed::of(&state).changes();
     let mut last = snapshot.status.state;
     let mut moved = !done(last);
-    let mut reported: Vec<String> = snapshot
-        .history
-        .iter()
-        .map(|m| m.message_id.clone())
-        .collect();
     loop {
         let queued = pending(&state, r).await?;
-        let (_, task, last_seq) = read(&state, r, &view).await?;
+        let (_, task, last_seq, seqs) = read_seqs(&state, r, &view).await?;
         // A settled state read before the run took the message, or with a message still
         // queued, is not news yet.
         let s = match task.status.state {
@@ -126,11 +134,11 @@ pub(crate) async fn stream(
             }
             let settled = done(s) && (moved || s.is_terminal());
             let closing = task.status.message.as_ref().map(|m| &m.message_id);
-            for m in &task.history {
-                if reported.contains(&m.message_id) {
+            for (m, seq) in task.history.iter().zip(&seqs) {
+                if reported.contains(seq) {
                     continue;
                 }
-                reported.push(m.message_id.clone());
+                reported.push(*seq);
                 // The agent's messages as they come; the one a settled status carries waits
                 // for that status.
                 let agent = m.role == duet_a2a::Role::Agent;

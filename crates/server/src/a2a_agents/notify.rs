@@ -170,7 +170,7 @@ async fn updates(
         history: usize::MAX,
         artifacts: true,
     };
-    let (_, task, last_seq) = follow::read(state, r, &view).await?;
+    let (_, task, last_seq, seqs) = follow::read_seqs(state, r, &view).await?;
     let s = task.status.state;
     let changed = c.last_state.as_deref() != Some(s.as_str());
     if last_seq <= c.watermark && !changed {
@@ -179,13 +179,7 @@ async fn updates(
     let done = s.is_terminal();
     let mut events = Vec::new();
     let closing = task.status.message.as_ref().map(|m| m.message_id.clone());
-    for m in &task.history {
-        let seq = m
-            .message_id
-            .rsplit('.')
-            .next()
-            .and_then(|n| n.parse::<i64>().ok())
-            .unwrap_or(0);
+    for (m, &seq) in task.history.iter().zip(&seqs) {
         if seq <= c.watermark || m.role != Role::Agent {
             continue;
         }

@@ -90,6 +90,7 @@ impl DuetAgent {
             watermark: 0,
             last_state: None,
             created_at: self.state.runtime().now_ms(),
+            ended_at: None,
         };
         service::push::put(&self.state, &config)
             .await

@@ -133,7 +133,7 @@ pub(crate) struct View {
 pub(crate) fn task(t: &Thread, r: TaskRef, facts: &SessionFacts, view: &View) -> Task {
     let id = r.id();
     let message = |m: &Message| A2aMessage {
-        message_id: format!("{id}.{}", m.seq),
+        message_id: message_id(&id, m),
         context_id: Some(view.context.clone()),
         task_id: Some(id.clone()),
         role: if m.side == Some(view.client) {
@@ -185,9 +185,7 @@ pub(crate) fn task(t: &Thread, r: TaskRef, facts: &SessionFacts, view: &View) ->
     {
         artifacts.push(result_artifact(&id, &result));
     }
-    let mut history: Vec<A2aMessage> = facts.messages.iter().map(message).collect();
-    let extra = history.len().saturating_sub(view.history);
-    history.drain(..extra);
+    let history: Vec<A2aMessage> = shown(facts, view).iter().map(message).collect();
     Task {
         id: id.clone(),
         context_id: view.context.clone(),
@@ -200,6 +198,26 @@ pub(crate) fn task(t: &Thread, r: TaskRef, facts: &SessionFacts, view: &View) ->
         history,
         metadata: None,
     }
+}
+
+/// A message's id on the wire: the one its sender chose (a client's `messageId`), else duet's
+/// own, `{task}.{seq}`.
+fn message_id(task: &str, m: &Message) -> String {
+    m.message_id
+        .clone()
+        .unwrap_or_else(|| format!("{task}.{}", m.seq))
+}
+
+/// The messages a task's history shows: the session's last `view.history`.
+fn shown<'a>(facts: &'a SessionFacts, view: &View) -> &'a [Message] {
+    let all = &facts.messages;
+    &all[all.len().saturating_sub(view.history)..]
+}
+
+/// The journal seq of each message of [`task`]'s history, in its order (what follows a task
+/// compares, as a client may choose any id).
+pub(crate) fn history_seqs(facts: &SessionFacts, view: &View) -> Vec<i64> {
+    shown(facts, view).iter().map(|m| m.seq).collect()
 }
 
 /// A session's result as an artifact: a `data` part when it is a JSON object or array.

@@ -74,7 +74,7 @@ pub(crate) async fn page(
                         @for a in &answered {
                             @let id = ApprovalId { thread: a.thread, park: a.park };
                             tr.answered-item data-id=(id.to_string()) {
-                                td { time datetime=(layout::iso(a.answer.at)) title=(layout::when(a.answer.at)) { (layout::duration(now - a.answer.at)) " ago" } }
+                                td { (layout::ago(a.answer.at, now)) }
                                 td {
                                     a href=(format!("/inbox/items/{id}")) { strong { (a.agent) } " · " (viewer.caller.visible_key(&a.key)) }
                                     br;

@@ -119,8 +119,54 @@ pub(crate) fn answered(first: &FirstAnswer, now: i64) -> Markup {
         .unwrap_or_else(|| "someone".into());
     html! {
         div.answered role="status" data-author=(who) {
-            p { "Answered by " strong { (who) } ", " (layout::waited(first.at, now)) " ago (" (layout::when(first.at)) "):" }
+            p { "Answered by " strong { (who) } ", " (layout::ago(first.at, now)) " (" (layout::when(first.at)) "):" }
             blockquote { (first.content) }
+        }
+    }
+}
+
+/// What a person typed in an answer that was not sent (another came first), kept on the page.
+struct Unsent {
+    /// The form it came from: `approve`, `reject` or `reply`.
+    kind: String,
+    /// The reason or the reply typed (empty for an approval).
+    text: String,
+}
+
+impl Unsent {
+    fn of(form: &Form) -> Unsent {
+        let kind = form.get("kind").unwrap_or_default().to_owned();
+        let field = if kind == "reject" { "reason" } else { "text" };
+        Unsent {
+            text: form.get(field).unwrap_or_default().to_owned(),
+            kind,
+        }
+    }
+
+    /// The text kept in the textarea `field` of the form of `kind`.
+    fn kept(&self, kind: &str) -> &str {
+        if self.kind == kind { &self.text } else { "" }
+    }
+}
+
+/// The warning that a person's answer was not sent: who answered first, when, and what (when
+/// the store still has it).
+fn refused(first: Option<&FirstAnswer>, now: i64) -> Markup {
+    let who = first
+        .and_then(|f| f.author.as_deref())
+        .map(Caller::author_name)
+        .unwrap_or_else(|| "someone".into());
+    html! {
+        div.answered.refused role="alert" data-author=(who) {
+            p {
+                strong { "Your answer was NOT sent." }
+                @if let Some(first) = first {
+                    " " strong { (who) } " had answered first, " (layout::ago(first.at, now)) " (" (layout::when(first.at)) "):"
+                } @else {
+                    " Another answer came first."
+                }
+            }
+            @if let Some(first) = first { blockquote { (first.content) } }
         }
     }
 }
@@ -149,7 +195,11 @@ fn proposed(item: &Item) -> Markup {
     }
 }
 
-fn forms(item: &Item, viewer: &Viewer) -> Markup {
+/// The answer forms; with `unsent`, as they were when that answer was refused: what was typed
+/// kept (to copy), nothing to send.
+fn forms(item: &Item, viewer: &Viewer, unsent: Option<&Unsent>) -> Markup {
+    let kept = |kind: &str| unsent.map_or("", |u| u.kept(kind)).to_owned();
+    let off = unsent.is_some();
     let action = format!("/inbox/items/{}", item.id);
     let hidden = |kind: &str| {
         html! {
@@ -160,22 +210,27 @@ fn forms(item: &Item, viewer: &Viewer) -> Markup {
     };
     html! {
         section.answer #answer aria-labelledby="answer-title" {
-            h2 #answer-title { "Your answer" }
+            @if off {
+                h2 #answer-title { "Your answer (not sent)" }
+                p.note { "Your text is kept below to copy; this question takes no more answers." }
+            } @else {
+                h2 #answer-title { "Your answer" }
+            }
             form.answer-form method="post" action=(action) data-kind="approve" {
                 (hidden("approve"))
-                button.primary #approve type="submit" { "Approve" } " " kbd { "a" }
+                button.primary #approve type="submit" disabled[off] { "Approve" } " " kbd { "a" }
             }
             form.answer-form.stack method="post" action=(action) data-kind="reject" {
                 (hidden("reject"))
                 label for="reason" { "Reason for rejecting" }
-                textarea #reason name="reason" rows="2" required {}
-                div { button.danger #reject type="submit" { "Reject" } " " kbd { "r" } }
+                textarea #reason name="reason" rows="2" required readonly[off] { (kept("reject")) }
+                div { button.danger #reject type="submit" disabled[off] { "Reject" } " " kbd { "r" } }
             }
             form.answer-form.stack method="post" action=(action) data-kind="reply" {
                 (hidden("reply"))
                 label for="reply" { "Or reply" }
-                textarea #reply name="text" rows="3" required {}
-                div { button #send type="submit" { "Send reply" } }
+                textarea #reply name="text" rows="3" required readonly[off] { (kept("reply")) }
+                div { button #send type="submit" disabled[off] { "Send reply" } }
             }
         }
     }
@@ -186,7 +241,7 @@ fn render(
     item: &Item,
     viewer: &Viewer,
     now: i64,
-    refused: Option<&FirstAnswer>,
+    refused_by: Option<(Option<&FirstAnswer>, &Unsent)>,
 ) -> Markup {
     let t = &item.thread;
     let visible = viewer.caller.visible_key(&t.key);
@@ -198,8 +253,10 @@ fn render(
             @for p in &item.parents { " · in " code { (viewer.caller.visible_key(&p.key)) } }
             @if item.waiting { span #waiting { " · waiting " (layout::waited(t.updated_at, now)) } }
         }
-        div #notice {
-            @if let Some(first) = refused.or(item.answer.as_ref()) {
+        div #notice data-mine=[refused_by.map(|_| "true")] {
+            @if let Some((first, _)) = refused_by {
+                (refused(first, now))
+            } @else if let Some(first) = &item.answer {
                 (answered(first, now))
             } @else if !item.waiting {
                 p.answered role="status" { "This question no longer waits (the thread is " (t.status.as_str()) ")." }
@@ -210,7 +267,11 @@ fn render(
             (layout::markdown(item.question.as_deref().unwrap_or("(no message)")))
         }
         (proposed(item))
-        @if item.waiting && refused.is_none() { (forms(item, viewer)) }
+        @if let Some((_, unsent)) = refused_by {
+            (forms(item, viewer, Some(unsent)))
+        } @else if item.waiting {
+            (forms(item, viewer, None))
+        }
         section.live #live aria-live="polite" data-follow=(format!("/inbox/items/{}/follow", item.id)) {
             h2 { "What happened next" }
             ol.conversation #after {}
@@ -267,7 +328,8 @@ fn answer_text(form: &Form) -> Result<String, &'static str> {
 
 /// `POST /inbox/items/{id}`: answers the question. A script (`Accept: application/json`) gets
 /// the API's answer — `202`, or `409` naming the answer that won; a plain form post is sent back
-/// to the question page, which then shows the answer (or the one that came first).
+/// to the question page, which then shows the answer — or, with `409`, says plainly that this
+/// one was not sent, who answered first, and keeps what was typed in the form.
 pub(crate) async fn answer(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -319,12 +381,13 @@ pub(crate) async fn answer(
             match load(&state, &viewer.caller, &id).await {
                 Ok(item) => {
                     let first = item.answer.clone().or(first);
+                    let unsent = Unsent::of(&form);
                     let page = render(
                         &state,
                         &item,
                         &viewer,
                         state.runtime().now_ms(),
-                        first.as_ref(),
+                        Some((first.as_ref(), &unsent)),
                     );
                     (StatusCode::CONFLICT, page).into_response()
                 }

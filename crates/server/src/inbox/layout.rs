@@ -92,11 +92,12 @@ pub(crate) fn error_page(status: StatusCode, detail: &str) -> Response {
     (status, body).into_response()
 }
 
-/// How long `ms` is, for people: `just now`, `4 min`, `3 h`, `2 d`.
+/// How long `ms` is, for people: `under a minute`, `4 min`, `3 h`, `2 d` (the page's script
+/// says it the same way: `inbox.js`).
 pub(crate) fn duration(ms: i64) -> String {
     let s = ms.max(0) / 1000;
     match s {
-        0..60 => "just now".into(),
+        0..60 => "under a minute".into(),
         60..3_600 => format!("{} min", s / 60),
         3_600..86_400 => format!("{} h", s / 3_600),
         _ => format!("{} d", s / 86_400),
@@ -124,6 +125,23 @@ pub(crate) fn waited(since: i64, now: i64) -> Markup {
     }
 }
 
+/// When `ms` ago was, for people: `just now`, `4 min ago`, `3 h ago`.
+pub(crate) fn ago_text(ms: i64) -> String {
+    if ms < 60_000 {
+        "just now".into()
+    } else {
+        format!("{} ago", duration(ms))
+    }
+}
+
+/// A moment as `4 min ago` (`just now` within the minute), as a `<time>` the page's script
+/// keeps current.
+pub(crate) fn ago(since: i64, now: i64) -> Markup {
+    html! {
+        time datetime=(iso(since)) data-since=(since) data-ago title=(when(since)) { (ago_text(now - since)) }
+    }
+}
+
 /// The chain from the top-level thread down to `agent`: `orchestrator → approval_gate`.
 pub(crate) fn chain<'a>(parents: impl DoubleEndedIterator<Item = &'a str>, agent: &str) -> Markup {
     html! {
@@ -147,5 +165,27 @@ pub(crate) fn excerpt(s: &str, n: usize) -> String {
     match line.char_indices().nth(n) {
         Some((at, _)) => format!("{}…", &line[..at]),
         None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every phrase a time is said in (never `just now ago`).
+    #[test]
+    fn times_read_as_sentences() {
+        for (ms, waited, ago) in [
+            (0, "under a minute", "just now"),
+            (59_999, "under a minute", "just now"),
+            (60_000, "1 min", "1 min ago"),
+            (3_600_000, "1 h", "1 h ago"),
+            (2 * 86_400_000, "2 d", "2 d ago"),
+            (-5, "under a minute", "just now"),
+        ] {
+            assert_eq!(
+                (super::duration(ms).as_str(), super::ago_text(ms).as_str()),
+                (waited, ago),
+                "{ms} ms"
+            );
+        }
     }
 }

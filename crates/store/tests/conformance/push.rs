@@ -1,8 +1,8 @@
 //! Push configs and the outbox: a config per task id, replaced in place with its watermark kept;
 //! updates enqueued only from the watermark a notifier read (one of two racing wins); claims
 //! lease a notification so no other claim gets it; a config's notifications go in order (a
-//! retried one holds back the rest); a failure is retried or given up on; deleting a config
-//! drops what it had not sent.
+//! retried one holds back the rest); a failure is retried or given up on; a config outlives its
+//! task's end (read, not watched); deleting a config drops what it had not sent.
 
 use super::*;
 use duet_server_store::PushConfig;
@@ -20,6 +20,7 @@ fn config(thread: Uuid, id: &str, at: i64) -> PushConfig {
         watermark: 0,
         last_state: None,
         created_at: at,
+        ended_at: None,
     }
 }
 
@@ -164,17 +165,37 @@ async fn the_outbox_is_filled_from_the_watermark_and_drained_at_least_once() {
             .await
             .expect("claim");
         assert!(given.is_empty(), "{name}: given up");
-        // The task's end: the last updates go in and the config goes away.
+        // The task's end: the last updates go in, and the config stays for reads (a client
+        // may still ask for it), marked ended and no longer watched.
         assert!(
             store
                 .enqueue_pushes(&c, 5, 9, "TASK_STATE_COMPLETED", &bodies[..1], true, 4_000)
                 .await
                 .expect("end")
         );
+        let ended = store
+            .push_config(t, 1, "a")
+            .await
+            .expect("read")
+            .expect("kept after its task ended");
         assert_eq!(
-            store.push_config(t, 1, "a").await.expect("read"),
-            None,
+            (ended.watermark, ended.last_state.as_deref(), ended.ended_at),
+            (9, Some("TASK_STATE_COMPLETED"), Some(4_000)),
             "{name}"
+        );
+        assert_eq!(
+            store.push_configs(t, 1).await.expect("list").len(),
+            1,
+            "{name}: listed with its task"
+        );
+        assert!(
+            store
+                .all_push_configs()
+                .await
+                .expect("all")
+                .iter()
+                .all(|c| c.thread != t),
+            "{name}: no longer watched"
         );
         let last = store.claim_pushes(4_000, 1_000, 10).await.expect("claim");
         assert_eq!(last.len(), 1, "{name}");

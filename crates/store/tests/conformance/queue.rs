@@ -1,4 +1,4 @@
-//! The queue, leases, the registry and termination.
+//! The queue, leases, the registry and termination; a queued message keeps its sender's id.
 
 use super::*;
 use duet_runtime::{Child, ChildStatus, Commit, CommitOutcome, Renewal};
@@ -674,6 +674,64 @@ async fn an_enqueue_lands_whole_or_not_at_all() {
         );
         let none = store.run_start(Uuid::now_v7()).await.expect("run start");
         assert!(none.thread.is_none() && none.queue.is_empty(), "{name}");
+    })
+    .await;
+}
+
+/// A queued message keeps the id its sender chose, whichever write queued it (a new thread's
+/// first message, `enqueue`, `deliver_if_free`): the run that drains it writes it with the
+/// message, so a protocol can show the sender its own id.
+#[tokio::test]
+async fn a_queued_message_keeps_its_senders_id() {
+    each(async |store, name| {
+        let with_id = |text: &str, id: Option<&str>| NewQueued {
+            message_id: id.map(str::to_owned),
+            ..human(text)
+        };
+        let run = Uuid::now_v7();
+        let t = store
+            .create_with(
+                "ids",
+                crate::new("agent", 5),
+                with_id("first", Some("c-1")),
+                lease(run, 5),
+            )
+            .await
+            .expect("create")
+            .expect("a new key");
+        store
+            .enqueue(t.id, with_id("second", Some("e-2")), None, 6)
+            .await
+            .expect("enqueue");
+        store
+            .enqueue(t.id, with_id("third", None), None, 7)
+            .await
+            .expect("enqueue");
+        // The creator's lease ran out: a delivery that needs the thread free takes it.
+        let taken = store
+            .deliver_if_free(
+                t.id,
+                with_id("fourth", Some("f-4")),
+                lease(Uuid::now_v7(), 5_000),
+            )
+            .await
+            .expect("deliver");
+        assert!(taken, "{name}: the lease was free");
+        let ids: Vec<(String, Option<String>)> = store
+            .queue(t.id)
+            .await
+            .expect("queue")
+            .into_iter()
+            .map(|q| (q.content, q.message_id))
+            .collect();
+        let want = [
+            ("first", Some("c-1")),
+            ("second", Some("e-2")),
+            ("third", None),
+            ("fourth", Some("f-4")),
+        ]
+        .map(|(c, id)| (c.to_owned(), id.map(str::to_owned)));
+        assert_eq!(ids, want, "{name}");
     })
     .await;
 }

@@ -5,17 +5,22 @@
 
 const typing = (el) => el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
 
-function ago(ms) {
+// As layout.rs says them: `duration` (how long: "under a minute", "4 min") and `ago_text`
+// (when: "just now", "4 min ago").
+function duration(ms) {
   const s = Math.max(0, Math.floor(ms / 1000));
-  if (s < 60) return "just now";
+  if (s < 60) return "under a minute";
   if (s < 3600) return Math.floor(s / 60) + " min";
   if (s < 86400) return Math.floor(s / 3600) + " h";
   return Math.floor(s / 86400) + " d";
 }
 
+const agoText = (ms) => (ms < 60000 ? "just now" : duration(ms) + " ago");
+
 function tick() {
   for (const t of document.querySelectorAll("time[data-since]")) {
-    t.textContent = ago(Date.now() - Number(t.dataset.since));
+    const ms = Date.now() - Number(t.dataset.since);
+    t.textContent = "ago" in t.dataset ? agoText(ms) : duration(ms);
   }
 }
 setInterval(tick, 30000);
@@ -94,10 +99,25 @@ function itemPage(live) {
     after.insertAdjacentHTML("beforeend", e.data);
     live.classList.add("moving");
   });
+  // No form offers to answer again; what was typed and not sent stays, to copy (as the page
+  // without script keeps it).
+  const retire = () => {
+    if (!answer || !answer.isConnected) return;
+    const typed = [...answer.querySelectorAll("textarea")].some((t) => t.value.trim() !== "");
+    if (!typed) {
+      answer.remove();
+      return;
+    }
+    for (const b of answer.querySelectorAll("button")) b.disabled = true;
+    for (const t of answer.querySelectorAll("textarea")) t.readOnly = true;
+    const title = document.getElementById("answer-title");
+    if (title) title.textContent = "Your answer (not sent)";
+  };
+
   follow.addEventListener("answered", (e) => {
-    // Answered, here or elsewhere: no form offers to answer again.
+    // Answered, here or elsewhere.
     if (!notice.dataset.mine) notice.innerHTML = e.data;
-    if (answer) answer.remove();
+    retire();
     const waiting = document.getElementById("waiting");
     if (waiting) waiting.remove();
   });
@@ -151,12 +171,14 @@ function itemPage(live) {
         box.setAttribute("role", "alert");
         box.dataset.author = a.author || "someone";
         const p = document.createElement("p");
-        p.textContent = `Already answered by ${a.author || "someone"} at ${new Date(a.at).toLocaleString()}; yours was not sent:`;
+        const not = document.createElement("strong");
+        not.textContent = "Your answer was NOT sent.";
+        p.append(not, ` ${a.author || "someone"} had answered first, at ${new Date(a.at).toLocaleString()}:`);
         const q = document.createElement("blockquote");
         q.textContent = a.content;
         box.append(p, q);
         notice.appendChild(box);
-        if (answer) answer.remove();
+        retire();
       } else {
         buttons.forEach((b) => (b.disabled = false));
         say(body.detail || `The server answered ${response.status}.`, "alert");
