@@ -713,6 +713,7 @@ async fn a_queued_message_keeps_its_senders_id() {
                 t.id,
                 with_id("fourth", Some("f-4")),
                 lease(Uuid::now_v7(), 5_000),
+                None,
             )
             .await
             .expect("deliver");
