@@ -7,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use duet_runtime::{Runtime, Thread};
+use duet_runtime::Thread;
 use duet_server::auth::Caller;
 
 /// The flag.
@@ -100,12 +100,11 @@ impl Who {
     /// keys) and the no-principal space that have one by that name.
     pub(crate) async fn not_found(
         &self,
-        rt: &Runtime,
+        store: &dyn duet_runtime::Store,
         tables: &dyn duet_server_store::ServerStore,
         key: &str,
     ) -> String {
         let mut found = Vec::new();
-        let store = rt.store();
         let mut names: Vec<String> = tables
             .keys()
             .await

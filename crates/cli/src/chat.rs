@@ -62,10 +62,6 @@ pub(crate) async fn converse(
 ) -> ExitCode {
     let interactive = !json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let cancel = CancellationToken::new();
-    // Threads a dead runner left behind are continued first (this process is "the next runner").
-    if let Err(e) = rt.recover(&cancel).await {
-        eprintln!("duet: recovery failed: {e}");
-    }
     let mut printer = Printer::stdout(json);
     let mut next = match first {
         Some(m) => m,

@@ -167,6 +167,11 @@ pub(crate) async fn run(args: RunArgs) -> ExitCode {
     if args.session.is_none() {
         eprintln!("session: {named}");
     }
+    // Threads a dead runner left behind are continued first (this process is "the next
+    // runner"); `send` does so before it reads the thread.
+    if let Err(e) = rt.recover(&CancellationToken::new()).await {
+        eprintln!("duet: recovery failed: {e}");
+    }
     let how = How {
         principal: who.principal().map(str::to_owned),
         ..How::default()
@@ -250,7 +255,7 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
         Ok(None) => {
             eprintln!(
                 "duet: {}",
-                who.not_found(&rt, tables.as_ref(), &args.key).await
+                who.not_found(rt.store().as_ref(), tables.as_ref(), &args.key).await
             );
             return ExitCode::from(2);
         }

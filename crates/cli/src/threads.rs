@@ -60,8 +60,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         Ok(w) => w,
         Err(code) => return code,
     };
-    let store = match crate::compose::store(&args.place).await {
-        Ok(s) => s,
+    let (store, tables) = match crate::compose::stores(&args.place).await {
+        Ok(s) => (s.engine, s.server),
         Err(code) => return code,
     };
     let mut out = std::io::stdout().lock();
@@ -105,7 +105,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     return ExitCode::from(2);
                 }
                 Ok(None) => {
-                    eprintln!("duet: no thread `{key}`");
+                    let why = who.not_found(store.as_ref(), tables.as_ref(), &key).await;
+                    eprintln!("duet: {why}");
                     return ExitCode::from(2);
                 }
                 Err(e) => {

@@ -130,6 +130,11 @@ impl Runtime {
         self.inner.clock.now_ms()
     }
 
+    /// This runtime's clock (the one its leases and journal times are written with).
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock.clone()
+    }
+
     fn now(&self) -> i64 {
         self.inner.clock.now_ms()
     }

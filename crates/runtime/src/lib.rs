@@ -73,3 +73,6 @@ pub use types::{
     StopReason, Thread, ThreadId, ThreadStatus, ToolCall, ToolReply, ToolStatus, Usage, parse_side,
     side_str,
 };
+/// The nearest of some names to a misspelt one (`duet validate`'s did-you-mean), for crates
+/// that name no spec crate of their own (the store's URL schemes).
+pub use duet_spec::nearest;

@@ -87,8 +87,7 @@ impl Background {
     /// held open by them), recovery and the push sender stop, and every run stops at its next
     /// commit. Returns at once.
     pub fn stop(&self) {
-        self.state.closing().cancel();
-        self.state.runtime().shutdown();
+        stop(&self.state);
     }
 
     /// `signal`, then [`Background::stop`]: for `axum::serve(…).with_graceful_shutdown`, so that
@@ -100,8 +99,7 @@ impl Background {
         let state = self.state.clone();
         async move {
             signal.await;
-            state.closing().cancel();
-            state.runtime().shutdown();
+            stop(&state);
         }
     }
 
@@ -200,4 +198,11 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             std::future::pending::<()>().await;
         }
     }
+}
+
+/// Ends the event streams (they would hold a graceful shutdown open) and stops the runtime
+/// taking new work.
+fn stop(state: &AppState) {
+    state.closing().cancel();
+    state.runtime().shutdown();
 }

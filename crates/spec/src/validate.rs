@@ -508,8 +508,6 @@ fn check_mcp_reference(out: &mut Out<'_>, source: &Source, path: &str, server: &
     }
 }
 
-/// Whether a prompt whose `tools` are `offered` offers the MCP tool its model sees as `name`
-/// (`SERVER__TOOL`): it names `SERVER/TOOL`, or `SERVER` (all of that server's tools).
 /// Warns of each call in a scripted model's `script` that no prompt using the model (as its
 /// model or a fallback) offers — counting the relationship, lifecycle and bound tools of the
 /// sides those prompts back. An unused model is not judged.
@@ -590,6 +588,8 @@ fn callable(project: &Project, name: &str) -> bool {
             .is_some_and(|a| a.def.expose_as_tool)
 }
 
+/// Whether a prompt whose `tools` are `offered` offers the MCP tool its model sees as `name`
+/// (`SERVER__TOOL`): it names `SERVER/TOOL`, or `SERVER` (all of that server's tools).
 fn offers_mcp_tool(project: &Project, offered: &[&str], name: &str) -> bool {
     offered.iter().any(|entry| match split_reference(entry) {
         Some((server, tool)) => exposed_tool_name(server, tool) == name,

@@ -148,32 +148,11 @@ fn check_scheme(url: &str) -> Result<(), String> {
     if !is_scheme || SCHEMES.contains(&lower.as_str()) {
         return Ok(());
     }
-    let nearest = SCHEMES
-        .iter()
-        .min_by_key(|known| distance(&lower, known))
-        .filter(|known| distance(&lower, known) <= 3);
+    let nearest = duet_runtime::nearest(&lower, &SCHEMES);
     let hint = nearest.map_or_else(String::new, |n| format!("; did you mean `{n}://`?"));
     Err(format!(
         "`{scheme}://` is not a database duet knows (postgres://, postgresql://, or a SQLite file: a path or sqlite:PATH){hint}"
     ))
-}
-
-/// The edit distance between `a` and `b` (insertions, deletions, substitutions).
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

@@ -11,11 +11,11 @@ pub struct Secrets {
 }
 
 impl Secrets {
-    /// Adds `value` (and its encoded forms) unless it is shorter than [`MIN_SECRET_LEN`]
-    /// (`duet_spec::secret`: too short to be a credential, and replacing every `1` or `yes` of a
-    /// text would garble it).
+    /// Adds `value` and its encoded forms (how short ones are redacted, or not at all, is
+    /// `duet_spec::secret`'s rule: whole words under [`MIN_SECRET_LEN`], nothing under
+    /// `MIN_WORD_SECRET_LEN`).
     pub fn add(&mut self, value: &str) {
-        if !duet_spec::secret::redactable(value) {
+        if value.is_empty() {
             return;
         }
         let json = serde_json::to_string(value).unwrap_or_default();
@@ -75,10 +75,11 @@ mod tests {
         let mut s = Secrets::default();
         s.add("s3cr\"et/1");
         s.add("no");
-        let text = "a s3cr\"et/1 b s3cr%22et%2F1 c s3cr\\\"et/1 d no";
+        s.add("4321");
+        let text = "a s3cr\"et/1 b s3cr%22et%2F1 c s3cr\\\"et/1 d no e 4321 f 54321";
         assert_eq!(
             s.redact(text),
-            "a [redacted] b [redacted] c [redacted] d no"
+            "a [redacted] b [redacted] c [redacted] d no e [redacted] f 54321"
         );
         assert_eq!(percent_encode("a b/ü"), "a%20b%2F%C3%BC");
         let mut form = Secrets::default();

@@ -283,7 +283,7 @@ async fn events_of(
         caller,
         agent,
         stored,
-        rt.now_ms(),
+        rt.clock(),
     )
     .await?;
     let epoch = state.epoch().to_owned();

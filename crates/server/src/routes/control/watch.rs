@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use duet_runtime::{FeedEvent, JournalEntry, RecordBody, Thread, ThreadId, ThreadStatus};
+use duet_runtime::{Clock, FeedEvent, JournalEntry, RecordBody, Thread, ThreadId, ThreadStatus};
 use duet_spec::Project;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
@@ -32,12 +32,6 @@ const OTHERS: usize = 100_000;
 pub(crate) fn active(t: &Thread, now: i64) -> bool {
     matches!(t.status, ThreadStatus::Running | ThreadStatus::Waiting)
         || (t.lease_owner.is_some() && t.lease_expires >= now)
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// One follower of one session.
@@ -69,19 +63,22 @@ pub(crate) struct Watch {
     queue: (usize, usize),
     /// A settle not yet known to end its run: its run and `run_settled` event.
     held: Option<(String, Value)>,
+    /// The runtime's clock: leases are compared with it, and events are stamped by it.
+    clock: Arc<dyn Clock>,
 }
 
 impl Watch {
-    /// Subscribes to the feed, then reads where the session stands (`now` on the runtime's
-    /// clock): events are what commits after this.
+    /// Subscribes to the feed, then reads where the session stands: events are what commits
+    /// after this. `clock` is the runtime's, which writes the leases this compares with.
     pub(crate) async fn open(
         feed: Feed,
         project: Arc<Project>,
         caller: Caller,
         agent: String,
         stored: String,
-        now: i64,
+        clock: Arc<dyn Clock>,
     ) -> Result<(Watch, BoxStream<'static, FeedEvent>), ServiceError> {
+        let now = clock.now_ms();
         let changes = feed.changes();
         let mut w = Watch {
             feed,
@@ -99,6 +96,7 @@ impl Watch {
             calls: HashSet::new(),
             queue: (0, 0),
             held: None,
+            clock,
         };
         if let Some(t) = w.feed.by_key(&w.stored).await? {
             if on_agent(&w.caller, &w.agent, &t) {
@@ -203,7 +201,7 @@ impl Watch {
         let Some(t) = self.feed.thread(id).await? else {
             return Ok(self.release_held());
         };
-        let leased = t.lease_owner.is_some() && t.lease_expires >= now_ms();
+        let leased = t.lease_owner.is_some() && t.lease_expires >= self.clock.now_ms();
         if leased || t.next_seq - 1 > self.cursor {
             return Ok(None);
         }
@@ -287,13 +285,13 @@ impl Watch {
             && running
             && let Some(start) = self.start
         {
-            self.open_run(start, now_ms(), &mut out);
+            self.open_run(start, self.clock.now_ms(), &mut out);
         }
         if status == ThreadStatus::Terminated {
             out.extend(self.release_held());
             if let Some(run) = self.run.take() {
                 let data = json!({"status": "aborted", "stopReason": "terminated"});
-                out.push(event("run_settled", now_ms(), Some(&run), data));
+                out.push(event("run_settled", self.clock.now_ms(), Some(&run), data));
                 self.last_run = Some(run);
             }
             self.start = None;
@@ -368,7 +366,7 @@ impl Watch {
         let data = json!({"steering": steering, "followUp": follow_up});
         Ok(Some(event(
             "queue_changed",
-            now_ms(),
+            self.clock.now_ms(),
             self.run.as_deref(),
             data,
         )))
@@ -398,6 +396,7 @@ mod tests {
             calls: HashSet::new(),
             queue: (0, 0),
             held: None,
+            clock: Arc::new(duet_runtime::ManualClock::new(0)),
         }
     }
 
