@@ -255,7 +255,8 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
         Ok(None) => {
             eprintln!(
                 "duet: {}",
-                who.not_found(rt.store().as_ref(), tables.as_ref(), &args.key).await
+                who.not_found(rt.store().as_ref(), tables.as_ref(), &args.key)
+                    .await
             );
             return ExitCode::from(2);
         }

@@ -49,6 +49,9 @@ mod types;
 pub use agent::{Agent, AgentFailure, Collected, Principal, Prompt, RuntimeAgent, Scope, collect};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use delivery::{Accepted, Addressed, Claim, Delivered, Delivery, Origin, Settled, WhenBusy};
+/// The nearest of some names to a misspelt one (`duet validate`'s did-you-mean), for crates
+/// that name no spec crate of their own (the store's URL schemes).
+pub use duet_spec::nearest;
 pub use engine::{Runtime, RuntimeBuilder};
 pub use error::RunError;
 pub use event::{AgentEvent, EventSink, USAGE_EVENT};
@@ -73,6 +76,3 @@ pub use types::{
     StopReason, Thread, ThreadId, ThreadStatus, ToolCall, ToolReply, ToolStatus, Usage, parse_side,
     side_str,
 };
-/// The nearest of some names to a misspelt one (`duet validate`'s did-you-mean), for crates
-/// that name no spec crate of their own (the store's URL schemes).
-pub use duet_spec::nearest;
