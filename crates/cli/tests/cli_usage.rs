@@ -482,7 +482,7 @@ fn database_mistakes_are_said_with_their_fix() {
         case("mysql://root@db/x", 2, &["not a database duet knows"]),
     ];
     // A Postgres server that is there, and a database on it that is not.
-    if let Ok(url) = std::env::var("DATABASE_URL") {
+    if let Some(url) = std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()) {
         let (server, _) = url.rsplit_once('/').expect("a database name");
         let name = format!("duet_missing_{}", uuid::Uuid::now_v7().simple());
         let missing = format!("the Postgres database `{name}` does not exist");
