@@ -66,12 +66,7 @@ where
     type Rejection = Problem;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let content_type = content_type(&req);
         if !is_json(&content_type) {
             return Err(Problem::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -104,12 +99,7 @@ where
     type Rejection = Problem;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let content_type = content_type(&req);
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(bytes_rejection)?;
@@ -126,6 +116,15 @@ where
         }
         parse(&bytes).map(AnyJson)
     }
+}
+
+/// The request's declared `Content-Type` (empty when absent or not text).
+fn content_type(req: &Request) -> String {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn bytes_rejection(e: BytesRejection) -> Problem {

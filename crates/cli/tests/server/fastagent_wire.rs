@@ -497,7 +497,8 @@ async fn keys_and_agents_are_named_as_the_caller_names_them() {
                 "{path}: {problem}"
             );
         }
-        // An agent misspelt over REST gets the CLI's did-you-mean.
+        // An agent misspelt gets the CLI's did-you-mean at every door: invoke, the control
+        // plane, A2A (among the agents it serves: `completes`, the default) and REST.
         let (status, problem) = crate::harness::send(raw(
             &server,
             "/agents/complete/invoke",
@@ -506,42 +507,30 @@ async fn keys_and_agents_are_named_as_the_caller_names_them() {
             r#"{"session": "s", "text": "hi"}"#,
         ))
         .await;
-        assert_eq!(status, 404);
-        assert!(
-            problem["detail"]
-                .as_str()
-                .is_some_and(|d| d.contains("did you mean `completes`?")),
-            "{problem}"
-        );
-        let (_, problem) = server
-            .get("/agents/twise/control/state?session=s", &alice)
-            .await;
-        assert!(
-            problem["detail"]
-                .as_str()
-                .is_some_and(|d| d.contains("did you mean `twice`?")),
-            "{problem}"
-        );
-        // Over A2A too, among the agents it serves (`completes`, the default).
-        let (status, problem) = server
-            .get("/a2a/complete/.well-known/agent-card.json", &alice)
-            .await;
-        assert_eq!(status, 404);
-        assert!(
-            problem["detail"]
-                .as_str()
-                .is_some_and(|d| d.contains("did you mean `completes`?")),
-            "{problem}"
-        );
-        let (_, problem) = server
-            .get("/a2a/twice/.well-known/agent-card.json", &alice)
-            .await;
-        assert!(
-            problem["detail"]
-                .as_str()
-                .is_some_and(|d| d.contains("agents served over A2A: completes")),
-            "{problem}"
-        );
+        let mut answers = vec![("invoke", status, 404, problem, "did you mean `completes`?")];
+        for (door, path, want, said) in [
+            (
+                "control",
+                "/agents/twise/control/state?session=s",
+                404,
+                "did you mean `twice`?",
+            ),
+            (
+                "a2a",
+                "/a2a/complete/.well-known/agent-card.json",
+                404,
+                "did you mean `completes`?",
+            ),
+            (
+                "a2a, not served",
+                "/a2a/twice/.well-known/agent-card.json",
+                404,
+                "agents served over A2A: completes",
+            ),
+        ] {
+            let (status, problem) = server.get(path, &alice).await;
+            answers.push((door, status, want, problem, said));
+        }
         let (status, problem) = server
             .post(
                 "/threads",
@@ -549,13 +538,14 @@ async fn keys_and_agents_are_named_as_the_caller_names_them() {
                 json!({"agent": "folowed", "text": "hi"}),
             )
             .await;
-        assert_eq!(status, 422);
-        assert!(
-            problem["detail"]
-                .as_str()
-                .is_some_and(|d| d.contains("did you mean `followed`?")),
-            "{problem}"
-        );
+        answers.push(("rest", status, 422, problem, "did you mean `followed`?"));
+        for (door, status, want, problem, said) in answers {
+            assert_eq!(status, want, "{door}: {problem}");
+            assert!(
+                problem["detail"].as_str().is_some_and(|d| d.contains(said)),
+                "{door}: {problem}"
+            );
+        }
         server.stop().await;
     }
 }
