@@ -219,6 +219,11 @@ impl Runtime {
         let now = self.now_ms();
         let (prompt, follow_up) = match command {
             Command::Abort => {
+                // The session's own run first: were its children stopped first, a parent that
+                // waits for one would take the aborted child's result and run on, and could
+                // settle before its own abort is asked for.
+                let local = self.cancel_local(thread.id);
+                let requested = self.store().request_abort(thread.id, now).await;
                 // Cancellation flows down: children still running stop with their parent.
                 for child in self.store().children(thread.id).await.unwrap_or_default() {
                     if matches!(
@@ -229,8 +234,7 @@ impl Runtime {
                         let _ = self.store().request_abort(child.child, now).await;
                     }
                 }
-                let local = self.cancel_local(thread.id);
-                return match self.store().request_abort(thread.id, now).await {
+                return match requested {
                     Ok(Some(run)) => SessionResult::Ok {
                         run_id: Some(run.to_string()),
                     },
