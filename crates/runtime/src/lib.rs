@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+pub mod approval;
 mod children;
 pub mod clock;
 pub mod codes;
@@ -59,9 +60,9 @@ pub use model::{
 pub use record::{Record, RecordBody};
 pub use store::{
     AnswerOutcome, Answered, AnsweredQuery, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
-    CommitStore, FeedEvent, FirstAnswer, JournalEntry, JournalStore, Lease, LeaseStore, NewThread,
-    ParentFilter, QueueStore, RegistryStore, Renewal, RunStart, StatusCounts, Store, StoreError,
-    ThreadQuery, ThreadStore,
+    CommitStore, DecideOutcome, FeedEvent, FirstAnswer, JournalEntry, JournalStore, Lease,
+    LeaseStore, NewThread, ParentFilter, QueueStore, RegistryStore, Renewal, RunStart,
+    StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{

@@ -205,6 +205,9 @@ fn queued(v: &Value) -> Vec<Queued> {
                 status: ToolStatus::parse(r["status"].as_str().unwrap_or("success"))
                     .expect("a tool status"),
             }),
+            decision: q
+                .get("decision")
+                .map(|d| serde_json::from_value(d.clone()).expect("a decision")),
             images: Vec::new(),
             trace: None,
             created_at: 0,

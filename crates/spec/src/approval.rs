@@ -124,11 +124,13 @@ impl RememberScope {
 }
 
 /// `approval.approvers`: who may decide.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Approvers {
     /// `roles`: key roles that may decide.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<String>,
     /// `principals`: principals that may decide.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub principals: Vec<String>,
 }
 
