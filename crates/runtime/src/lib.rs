@@ -50,7 +50,7 @@ mod types;
 pub use agent::{Agent, AgentFailure, Collected, Principal, Prompt, RuntimeAgent, Scope, collect};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use delivery::{Accepted, Addressed, Claim, Delivered, Delivery, Origin, Settled, WhenBusy};
-pub use engine::{Runtime, RuntimeBuilder};
+pub use engine::{DecisionInput, Runtime, RuntimeBuilder};
 pub use error::RunError;
 pub use event::{AgentEvent, EventSink, USAGE_EVENT};
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};

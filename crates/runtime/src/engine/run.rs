@@ -148,6 +148,14 @@ impl Runtime {
                 .get(&t.agent)
                 .ok_or_else(|| RunError::UnknownAgent(t.agent.clone()))?
                 .def;
+            // Calls a person approved (or edited) run now, their results written.
+            if t.status == ThreadStatus::Waiting
+                && self
+                    .run_approved(agent, &mut t, &mut msgs, &scope, events)
+                    .await?
+            {
+                queued = true;
+            }
             let flow = if t.status == ThreadStatus::Waiting
                 && let Some(side) = t.acting
                 && transition::open_calls(&msgs, side).is_empty()
