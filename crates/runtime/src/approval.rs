@@ -49,6 +49,10 @@ pub struct Decided {
     /// `respond`: the text that is the tool's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// `approve` for the rest of this session or thread: later calls of the tool in that
+    /// scope skip approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remember: Option<RememberScope>,
     /// Who decided (a principal, canonical JSON), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub author: Option<String>,
@@ -96,6 +100,16 @@ pub fn check(asked: &Asked, tool: Option<&ToolDef>, decided: &Decided) -> Result
     };
     if !asked.decisions.contains(&decided.decision) || !approval.offers(decided.decision) {
         return Err(Refusal::NotOffered(decided.decision));
+    }
+    if let Some(scope) = decided.remember
+        && (decided.decision != Decision::Approve
+            || !asked.remember.contains(&scope)
+            || !approval.remember.contains(&scope))
+    {
+        return Err(Refusal::Incomplete(format!(
+            "this approval does not offer to remember an approval for the {}",
+            scope.as_str()
+        )));
     }
     let args = decided.arguments(&asked.arguments);
     if let Some(schema) = &tool.args
@@ -145,4 +159,87 @@ pub enum Refusal {
     /// An edit without arguments, a reject without a reason …
     #[error("{0}")]
     Incomplete(String),
+}
+
+/// The thread value that remembers an approval of `tool` ("approve for the rest of this
+/// session / thread"): `{"scope": "thread"}` or `{"scope": "session", "session": N}`.
+pub fn remembered_key(tool: &str) -> String {
+    format!("duet.approved.{tool}")
+}
+
+/// The value [`remembered_key`] holds for `scope`, decided in session `session`.
+pub fn remembered_value(scope: RememberScope, session: i64) -> serde_json::Value {
+    match scope {
+        RememberScope::Thread => serde_json::json!({"scope": "thread"}),
+        RememberScope::Session => serde_json::json!({"scope": "session", "session": session}),
+    }
+}
+
+/// Whether `value` (what [`remembered_key`] holds) covers a call in session `session`.
+pub fn remembered_covers(value: &serde_json::Value, session: i64) -> bool {
+    match value.get("scope").and_then(serde_json::Value::as_str) {
+        Some("thread") => true,
+        Some("session") => {
+            value.get("session").and_then(serde_json::Value::as_i64) == Some(session)
+        }
+        _ => false,
+    }
+}
+
+/// A pending call as a caller sees it (`invoke`'s `completed.data.approvals`, listings).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pending {
+    /// `SESSION:SEQ`, as a park is named in `completed.data.park`: the seq of its
+    /// `approval_requested` record is the approval's id.
+    pub id: String,
+    /// The approval id alone (the record's seq).
+    pub seq: i64,
+    /// The tool call's id.
+    pub call: String,
+    /// The tool.
+    pub tool: String,
+    /// The proposed arguments.
+    pub arguments: serde_json::Value,
+    /// The decisions offered.
+    pub decisions: Vec<Decision>,
+    /// The scopes an approval may be remembered for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remember: Vec<RememberScope>,
+    /// Who may decide.
+    #[serde(default)]
+    pub approvers: Approvers,
+}
+
+/// The calls of a thread's journal (its `records` and `messages`) still waiting for a
+/// decision: asked, and with no result written yet.
+pub fn pending(records: &[crate::Record], messages: &[crate::Message]) -> Vec<Pending> {
+    let answered = |call: &str| {
+        messages
+            .iter()
+            .any(|m| m.role == crate::Role::Tool && m.tool_call_id.as_deref() == Some(call))
+    };
+    records
+        .iter()
+        .filter_map(|r| match &r.body {
+            crate::RecordBody::ApprovalRequested(a) if !answered(&a.call) => {
+                let session = messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.seq < r.seq)
+                    .map_or(0, |m| m.session);
+                Some(Pending {
+                    id: format!("{session}:{}", r.seq),
+                    seq: r.seq,
+                    call: a.call.clone(),
+                    tool: a.tool.clone(),
+                    arguments: a.arguments.clone(),
+                    decisions: a.decisions.clone(),
+                    remember: a.remember.clone(),
+                    approvers: a.approvers.clone(),
+                })
+            }
+            _ => None,
+        })
+        .collect()
 }

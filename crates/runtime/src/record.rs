@@ -272,6 +272,7 @@ mod tests {
                     args: Some(json!({"amount": 90})),
                     reason: None,
                     text: None,
+                    remember: None,
                     author: Some("bob".into()),
                     at: 7,
                 }),

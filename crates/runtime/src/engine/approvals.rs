@@ -34,6 +34,8 @@ pub struct DecisionInput {
     pub reason: Option<String>,
     /// `respond`: the tool's result.
     pub text: Option<String>,
+    /// `approve` for the rest of this session or thread (when the approval offers it).
+    pub remember: Option<duet_spec::RememberScope>,
 }
 
 impl Runtime {
@@ -80,6 +82,7 @@ impl Runtime {
             args: input.args.filter(|_| input.decision == Decision::Edit),
             reason: input.reason.filter(|_| input.decision == Decision::Reject),
             text: input.text.filter(|_| input.decision == Decision::Respond),
+            remember: input.remember,
             author,
             at: self.now(),
         };
@@ -189,6 +192,12 @@ impl Runtime {
                 now,
             ));
             commit.drained.push(queued);
+            if let Some(scope) = d.remember {
+                commit.values.push((
+                    approval::remembered_key(&d.tool),
+                    Some(approval::remembered_value(scope, t.session)),
+                ));
+            }
             let mut m = Message::text(
                 t.take_seq(),
                 t.session,
@@ -211,6 +220,45 @@ impl Runtime {
         self.persist(t, Write::new(commit).emit(Emit::ToolEnds).at(now), around)
             .await?;
         Ok(true)
+    }
+}
+
+impl Runtime {
+    /// `settled`, with the calls it waits on decisions for when it settled `waiting`.
+    pub(super) async fn with_approvals(&self, mut settled: crate::Settled) -> crate::Settled {
+        if settled.status != crate::types::ThreadStatus::Waiting {
+            return settled;
+        }
+        let store = &self.inner.store;
+        match tokio::try_join!(
+            store.records(settled.thread),
+            store.messages(settled.thread)
+        ) {
+            Ok((records, messages)) => settled.approvals = approval::pending(&records, &messages),
+            Err(e) => {
+                tracing::warn!(thread = %settled.key, error = %e, "listing pending approvals failed")
+            }
+        }
+        settled
+    }
+
+    /// Whether a remembered approval ("approve for the rest of this session / thread") covers
+    /// a call of `tool` on `t` now.
+    pub(super) async fn remembered(&self, t: &Thread, tool: &str) -> bool {
+        match self
+            .inner
+            .store
+            .value(t.id, &approval::remembered_key(tool))
+            .await
+        {
+            Ok(Some(v)) => approval::remembered_covers(&v, t.session),
+            Ok(None) => false,
+            Err(e) => {
+                // Fail closed: the call waits for a person.
+                tracing::warn!(thread = %t.key, error = %e, "reading a remembered approval failed");
+                false
+            }
+        }
     }
 }
 

@@ -48,7 +48,7 @@ impl Runtime {
                 }
             }
             let (result, rest) = match result {
-                Ok((settled, rest)) => (Ok(settled), rest),
+                Ok((settled, rest)) => (Ok(self.with_approvals(settled).await), rest),
                 Err(e) => (Err(e), false),
             };
             if let Ok(settled) = &result

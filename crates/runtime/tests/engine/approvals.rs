@@ -122,6 +122,7 @@ fn input(decision: Decision) -> DecisionInput {
         args: None,
         reason: None,
         text: None,
+        remember: None,
     }
 }
 
@@ -444,6 +445,7 @@ async fn a_decision_survives_a_crash_and_the_tool_runs_once_on_recovery() {
                     args: None,
                     reason: None,
                     text: None,
+                    remember: None,
                     author: None,
                     at: 1_000,
                 };
@@ -493,5 +495,122 @@ async fn a_decision_survives_a_crash_and_the_tool_runs_once_on_recovery() {
             );
             assert_eq!(heir_calls.seen().len(), 1, "{at}");
         }
+    }
+}
+
+#[tokio::test]
+async fn approve_for_the_rest_of_the_session_skips_later_calls_of_the_tool() {
+    let remembering = format!("{REFUND}  remember: [session, thread]\n");
+    // Two steps, each calling refund over the limit, then `Done.`.
+    let script = |dir: &support::Scratch| {
+        dir.write(
+            "agents/models/m.yaml",
+            "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: refund, arguments: { order: A1, amount: 250 } }]\n  - tool_calls: [{ name: refund, arguments: { order: A2, amount: 300 } }]\n  - text: Done.\n",
+        );
+    };
+    for backend in support::backends().await {
+        for (key, remember, waits_again) in [
+            ("remembered", Some(duet_spec::RememberScope::Session), false),
+            ("once", None, true),
+        ] {
+            let at = format!("{} {key}", backend.name());
+            let dir = support::Scratch::new("approvals-remember");
+            dir.write(
+                "agents/agents/desk.yaml",
+                "name: desk\nsideA: { prompt: desk }\nsideB: { human: true }\n",
+            );
+            dir.write("agents/prompts/desk.yaml", "name: desk\ntoolDescription: d\nmodel: m\nincludeChat: true\nprompt: p\ntools: [refund]\n");
+            dir.write("agents/tools/refund.yaml", &remembering);
+            script(&dir);
+            let store = backend.open().await;
+            let d = desk(dir.project(), &store);
+            support::send(&d.rt, key, Some("desk"), "refund both").await;
+            let first = approvals(&store, key).await;
+            assert_eq!(first.len(), 1, "{at}");
+            let decision = DecisionInput {
+                remember,
+                ..input(Decision::Approve)
+            };
+            d.rt.decide(key, first[0], decision, None)
+                .await
+                .unwrap_or_else(|e| panic!("{at}: {e}"));
+            let asked = approvals(&store, key).await;
+            if waits_again {
+                assert_eq!(asked.len(), 2, "{at}: the next call waits");
+                assert_eq!(status(&store, key).await.0, ThreadStatus::Waiting, "{at}");
+                assert_eq!(d.refund.seen().len(), 1, "{at}");
+            } else {
+                assert_eq!(asked.len(), 1, "{at}: the next call skipped approval");
+                assert_eq!(d.refund.seen().len(), 2, "{at}");
+                let texts = support::texts(&store, key).await;
+                assert_eq!(texts.last().map(|t| t.2.as_str()), Some("Done."), "{at}");
+            }
+        }
+        // An approval that does not offer `remember` refuses it, writing nothing.
+        let store = backend.open().await;
+        let d = desk(project(ONE, REFUND), &store);
+        support::send(&d.rt, "plain", Some("desk"), "refund A1").await;
+        let id = approvals(&store, "plain").await[0];
+        let decision = DecisionInput {
+            remember: Some(duet_spec::RememberScope::Thread),
+            ..input(Decision::Approve)
+        };
+        match d.rt.decide("plain", id, decision, None).await {
+            Err(RunError::DecisionRefused {
+                why: Refusal::Incomplete(_),
+                ..
+            }) => {}
+            other => panic!("{}: {other:?}", backend.name()),
+        }
+        assert!(d.refund.seen().is_empty(), "{}", backend.name());
+    }
+}
+
+#[tokio::test]
+async fn a_run_that_waits_on_decisions_says_which_calls_wait() {
+    use duet_runtime::{AgentEvent, CancellationToken, Delivered, EventSink};
+    let calls = "[{ name: refund, arguments: { order: A1, amount: 250 } }, { name: note, arguments: { text: x } }, { name: refund, arguments: { order: A2, amount: 500 } }]";
+    for backend in support::backends().await {
+        let at = backend.name();
+        let store = backend.open().await;
+        let d = desk(project(calls, REFUND), &store);
+        let done =
+            d.rt.send(
+                "k",
+                Some("desk"),
+                "go",
+                &EventSink::discard(),
+                &CancellationToken::new(),
+            )
+            .await;
+        let Ok(Delivered::Settled(settled)) = done else {
+            panic!("{at}: {done:?}");
+        };
+        let ids = approvals(&store, "k").await;
+        let listed: Vec<(i64, &str, Value)> = settled
+            .approvals
+            .iter()
+            .map(|p| (p.seq, p.tool.as_str(), p.arguments.clone()))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                (ids[0], "refund", json!({"order": "A1", "amount": 250})),
+                (ids[1], "refund", json!({"order": "A2", "amount": 500})),
+            ],
+            "{at}"
+        );
+        let AgentEvent::Completed { data: Some(data) } = settled.terminal_event() else {
+            panic!("{at}");
+        };
+        assert_eq!(data["status"], "waiting", "{at}");
+        let first = &data["approvals"][0];
+        assert_eq!(first["id"], format!("1:{}", ids[0]), "{at}: {data}");
+        assert_eq!(first["tool"], "refund", "{at}");
+        assert_eq!(
+            first["decisions"],
+            json!(["approve", "edit", "reject", "respond"]),
+            "{at}"
+        );
     }
 }

@@ -65,6 +65,7 @@ fn decided(approval: i64, decision: Decision, author: &str, at: i64) -> Decided 
         args: None,
         reason: (decision == Decision::Reject).then(|| "too much".to_owned()),
         text: None,
+        remember: None,
         author: Some(author.into()),
         at,
     }

@@ -48,6 +48,7 @@ impl Runtime {
             if offer.is_tool(&call.name)
                 && let Some(tool) = self.inner.project.tools.get(&call.name)
                 && let Some(asked) = super::super::approvals::pending(&tool.def, call)
+                && !self.remembered(t, &call.name).await
             {
                 ran.done.approvals.push((at, asked));
                 ran.done.calls.push(CallDone::default());
