@@ -31,4 +31,5 @@ mod pooler;
 mod ready;
 mod revoked;
 mod stale;
+mod tool_approvals;
 mod values;
