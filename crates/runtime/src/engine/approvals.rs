@@ -57,9 +57,15 @@ impl Runtime {
             .thread(key)
             .await?
             .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?;
-        let asked = store
-            .records(t.id)
-            .await?
+        if t.status == crate::types::ThreadStatus::Terminated {
+            return Err(RunError::Terminated(key.to_owned()));
+        }
+        let (records, messages) = tokio::try_join!(store.records(t.id), store.messages(t.id))?;
+        // Asked, and its call not answered yet (decided and applied, or ended by an abort).
+        let open = approval::pending(&records, &messages)
+            .iter()
+            .any(|p| p.seq == approval);
+        let asked = records
             .into_iter()
             .find_map(|r| match r.body {
                 RecordBody::ApprovalRequested(a) if r.seq == approval => Some(a),
@@ -98,6 +104,28 @@ impl Runtime {
                 )));
             }
             _ => {}
+        }
+        if !open {
+            // The first decision (already applied) is what a late one is told about.
+            if let Some(first) = store
+                .records(t.id)
+                .await?
+                .into_iter()
+                .find_map(|r| match r.body {
+                    RecordBody::ApprovalDecided(d) if d.approval == approval => Some(d),
+                    _ => None,
+                })
+            {
+                return Err(RunError::DecisionTaken {
+                    key: key.to_owned(),
+                    approval,
+                    first: Box::new(first),
+                });
+            }
+            return Err(RunError::UnknownApproval {
+                key: key.to_owned(),
+                approval,
+            });
         }
         let tool = self.inner.project.tools.get(&asked.tool).map(|d| &d.def);
         approval::check(&asked, tool, &decided).map_err(refused)?;
@@ -172,6 +200,9 @@ impl Runtime {
         };
         let env = self.env(agent, prompt, &scope.env);
         let lookup = |k: &str| crate::context::env_value(&env, k);
+        // The side's `tool_result` hooks see an approved call's result as any other; should
+        // they not resolve, the result is kept as the tool gave it.
+        let mut hooks = self.side_hooks(agent, side, scope).ok();
         let now = self.now();
         let mut commit = Commit::default();
         for (queued, call, d) in decided {
@@ -186,6 +217,15 @@ impl Runtime {
                 span,
             )
             .await;
+            // A call whose decision is committed stays in the history: a hook's `None` keeps the
+            // result as it was.
+            let result = match hooks.as_mut() {
+                Some(h) => h
+                    .tool_result(t, &call, result.clone())
+                    .await
+                    .unwrap_or(result),
+                None => result,
+            };
             commit.records.push(crate::record::Record::new(
                 t.take_seq(),
                 RecordBody::ApprovalDecided(d.clone()),
@@ -213,7 +253,7 @@ impl Runtime {
         }
         t.updated_at = now;
         let around = Around {
-            hooks: None,
+            hooks: hooks.as_mut(),
             events: Some(events),
             history: Some(msgs),
         };

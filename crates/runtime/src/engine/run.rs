@@ -371,12 +371,25 @@ impl Runtime {
         if let Some(side) = t.acting {
             for call in transition::open_calls(msgs, side) {
                 self.end_wait(t.id, &call.id).await?;
+                // A call of a tool that needs approval waited for a person; any other for its
+                // subagent.
+                let waited_for = if self
+                    .inner
+                    .project
+                    .tools
+                    .get(&call.name)
+                    .is_some_and(|d| d.def.approval.is_some())
+                {
+                    "a person's decision"
+                } else {
+                    "its subagent"
+                };
                 let mut m = Message::text(
                     t.take_seq(),
                     t.session,
                     Role::Tool,
                     Some(side),
-                    "The run was aborted while this call waited for its subagent.".into(),
+                    format!("The run was aborted while this call waited for {waited_for}."),
                     now,
                 );
                 m.tool_call_id = Some(call.id.clone());

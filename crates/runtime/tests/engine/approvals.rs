@@ -614,3 +614,95 @@ async fn a_run_that_waits_on_decisions_says_which_calls_wait() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_aborted_wait_ends_the_pending_call_and_a_late_decision_is_refused() {
+    use duet_runtime::Scope;
+    use duet_runtime::control::{Command, SessionResult};
+    for backend in support::backends().await {
+        let at = backend.name();
+        let store = backend.open().await;
+        let d = desk(project(ONE, REFUND), &store);
+        support::send(&d.rt, "k", Some("desk"), "refund A1").await;
+        let id = approvals(&store, "k").await[0];
+        let aborted = d.rt.dispatch(&Scope::new("k"), Command::Abort).await;
+        assert!(
+            matches!(aborted, SessionResult::Ok { .. }),
+            "{at}: {aborted:?}"
+        );
+        let results = results(&store, "k").await;
+        assert_eq!(results.len(), 1, "{at}: {results:?}");
+        assert!(
+            !results[0].1,
+            "{at}: the call ended in an error: {results:?}"
+        );
+        assert!(
+            results[0].2.contains("a person's decision"),
+            "{at}: {results:?}"
+        );
+        let before = status(&store, "k").await;
+        match d.rt.decide("k", id, input(Decision::Approve), None).await {
+            Err(RunError::UnknownApproval { .. }) => {}
+            other => panic!("{at}: {other:?}"),
+        }
+        assert_eq!(status(&store, "k").await, before, "{at}: nothing written");
+        assert!(d.refund.seen().is_empty(), "{at}: the tool never ran");
+    }
+}
+
+/// A `before_store_tool_result` hook that marks every result it stores.
+struct Stamp;
+
+#[async_trait::async_trait]
+impl duet_runtime::hooks::Hook for Stamp {
+    async fn before_store_tool_result(
+        &self,
+        _ctx: &duet_runtime::hooks::HookContext<'_>,
+        _call: &duet_runtime::ToolCall,
+        result: ToolResult,
+    ) -> Result<ToolResult, duet_runtime::hooks::HookError> {
+        Ok(ToolResult {
+            content: format!("{} (stamped)", result.content),
+            ..result
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_approved_calls_result_passes_the_sides_tool_result_hooks() {
+    for backend in support::backends().await {
+        let at = backend.name();
+        let dir = support::Scratch::new("approvals-hooks");
+        dir.write(
+            "agents/agents/desk.yaml",
+            "name: desk\nhooks: [stamp]\nsideA: { prompt: desk }\nsideB: { human: true }\n",
+        );
+        dir.write(
+            "agents/hooks/stamp.yaml",
+            "hook: before_store_tool_result\nid: stamp\n",
+        );
+        dir.write(
+            "agents/prompts/desk.yaml",
+            "name: desk\ntoolDescription: d\nmodel: m\nincludeChat: true\nprompt: p\ntools: [refund]\n",
+        );
+        dir.write("agents/tools/refund.yaml", REFUND);
+        dir.write(
+            "agents/models/m.yaml",
+            &format!("name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: {ONE}\n  - text: Done.\n"),
+        );
+        let store = backend.open().await;
+        let refund = Calls::default();
+        let rt = support::runtime(dir.project(), store.clone())
+            .hooks(duet_runtime::hooks::Hooks::new().with("stamp", Stamp))
+            .tool("refund", refund.clone())
+            .build();
+        support::send(&rt, "k", Some("desk"), "refund A1").await;
+        let id = approvals(&store, "k").await[0];
+        rt.decide("k", id, input(Decision::Approve), None)
+            .await
+            .unwrap_or_else(|e| panic!("{at}: {e}"));
+        let results = results(&store, "k").await;
+        assert_eq!(results.len(), 1, "{at}");
+        assert!(results[0].2.ends_with("(stamped)"), "{at}: {results:?}");
+    }
+}
