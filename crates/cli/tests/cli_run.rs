@@ -488,12 +488,33 @@ fn approvals_project() -> PathBuf {
     dir
 }
 
+/// The `--db` of each SQL backend: SQLite, and Postgres when `DATABASE_URL` is set.
+fn sql_dbs() -> Vec<PathBuf> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(duet_store::testing::backends())
+        .iter()
+        .filter_map(|b| match b {
+            duet_store::testing::Backend::Sqlite(p) => Some(p.clone()),
+            duet_store::testing::Backend::Postgres(url) => Some(PathBuf::from(url)),
+            duet_store::testing::Backend::Memory(..) => None,
+        })
+        .collect()
+}
+
 #[test]
 fn approve_decides_a_waiting_tool_call_once_and_threads_show_lists_it() {
-    let duet = Duet {
-        project: approvals_project(),
-        ..Duet::new()
-    };
+    for db in sql_dbs() {
+        approve_on(Duet {
+            db,
+            project: approvals_project(),
+        });
+    }
+}
+
+fn approve_on(duet: Duet) {
     let cases: [(&str, &[&str], &str, bool); 3] = [
         (
             "r1",
