@@ -26,6 +26,11 @@ pub struct Asked {
     /// Who may decide.
     #[serde(default)]
     pub approvers: Approvers,
+    /// The project revision it was asked under ([`duet_spec::Project::revision`]): what a
+    /// reader compares when the definitions changed since (a decision is checked against the
+    /// current ones, [`check`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
 }
 
 /// A decision on a pending call.

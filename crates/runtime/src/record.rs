@@ -259,9 +259,10 @@ mod tests {
                         roles: vec!["refunds".into()],
                         principals: Vec::new(),
                     },
+                    revision: Some("0123456789ab".into()),
                 }),
                 "approval_requested",
-                json!({"call": "c1", "tool": "refund", "arguments": {"amount": 250}, "decisions": ["approve", "reject"], "remember": ["session"], "approvers": {"roles": ["refunds"]}}),
+                json!({"call": "c1", "tool": "refund", "arguments": {"amount": 250}, "decisions": ["approve", "reject"], "remember": ["session"], "approvers": {"roles": ["refunds"]}, "revision": "0123456789ab"}),
             ),
             (
                 RecordBody::ApprovalDecided(crate::approval::Decided {

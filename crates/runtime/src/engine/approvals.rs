@@ -304,7 +304,7 @@ impl Runtime {
 
 /// The pending call `call` of tool `tool` makes, if its tool's `approval` applies to its
 /// arguments: what its `approval_requested` record holds.
-pub(super) fn pending(tool: &duet_spec::ToolDef, call: &ToolCall) -> Option<Asked> {
+pub(super) fn pending(tool: &duet_spec::ToolDef, call: &ToolCall, revision: &str) -> Option<Asked> {
     let approval = tool.approval.as_ref()?;
     approval.applies(&call.arguments).then(|| Asked {
         call: call.id.clone(),
@@ -313,5 +313,6 @@ pub(super) fn pending(tool: &duet_spec::ToolDef, call: &ToolCall) -> Option<Aske
         decisions: approval.decisions.clone(),
         remember: approval.remember.clone(),
         approvers: approval.approvers.clone(),
+        revision: Some(revision.to_owned()),
     })
 }

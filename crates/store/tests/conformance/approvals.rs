@@ -36,6 +36,7 @@ async fn pending(store: &Arc<dyn Store>, key: &str) -> (Thread, i64) {
             decisions: Decision::ALL.to_vec(),
             remember: Vec::new(),
             approvers: Default::default(),
+            revision: None,
         }),
         1_000,
     );

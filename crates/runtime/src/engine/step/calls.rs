@@ -47,7 +47,8 @@ impl Runtime {
             // A call its tool's `approval` applies to waits for a person: nothing runs now.
             if offer.is_tool(&call.name)
                 && let Some(tool) = self.inner.project.tools.get(&call.name)
-                && let Some(asked) = super::super::approvals::pending(&tool.def, call)
+                && let Some(asked) =
+                    super::super::approvals::pending(&tool.def, call, &self.inner.project.revision)
                 && !self.remembered(t, &call.name).await
             {
                 ran.done.approvals.push((at, asked));
