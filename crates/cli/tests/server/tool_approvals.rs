@@ -24,6 +24,18 @@ fn project() -> support::Scratch {
         "description: Refunds.\nargs: { type: object, properties: { order: { type: string }, amount: { type: number } }, required: [order, amount] }\nresult: \"refunded {{order}}\"\napproval: { decisions: [approve, edit, reject], approvers: { roles: [refunds] } }\n",
     );
     p.write(
+        "agents/agents/chat.yaml",
+        "name: chat\nsideA: { prompt: chat }\nsideB: { human: true }\n",
+    );
+    p.write(
+        "agents/prompts/chat.yaml",
+        "name: chat\ntoolDescription: d\nmodel: q\nincludeChat: true\nprompt: p\n",
+    );
+    p.write(
+        "agents/models/q.yaml",
+        "name: q\nprovider: scripted\nmodel: demo\nscript:\n  - text: Which order?\n",
+    );
+    p.write(
         "agents/models/m.yaml",
         "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: refund, arguments: { order: A1, amount: 250 } }]\n  - text: Done.\n",
     );
@@ -224,6 +236,51 @@ async fn refused_decisions_are_problems_and_write_nothing() {
             .collect();
         assert_eq!(results.len(), 1, "{at}");
         assert_eq!(results[0]["content"], "refunded A9", "{at}: {results:?}");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn questions_and_tool_calls_are_listed_together_a_page_at_a_time() {
+    for backend in support::backends().await {
+        let at = backend.name();
+        let p = project();
+        let server = Server::start_with(&backend, p.root(), options()).await;
+        let alice = server.key("alice", false).await;
+        let (status, body) = server
+            .post(
+                "/threads?wait=true",
+                &alice,
+                json!({"agent": "chat", "key": "q1", "text": "hi"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "awaiting_human", "{at}: {body}");
+        waiting(&server, &alice, "t1").await;
+        let mut seen = Vec::new();
+        let mut path = "/approvals?limit=1".to_owned();
+        loop {
+            let (status, page) = server.get(&path, &alice).await;
+            assert_eq!(status, 200, "{at}: {page}");
+            for item in page["items"].as_array().into_iter().flatten() {
+                seen.push((
+                    item["thread"].as_str().unwrap_or_default().to_owned(),
+                    item["kind"].as_str().unwrap_or_default().to_owned(),
+                ));
+            }
+            match page["nextCursor"].as_str() {
+                Some(c) => path = format!("/approvals?limit=1&cursor={c}"),
+                None => break,
+            }
+        }
+        assert_eq!(
+            seen,
+            vec![
+                ("q1".to_owned(), "question".to_owned()),
+                ("t1".to_owned(), "tool_call".to_owned())
+            ],
+            "{at}"
+        );
         server.stop().await;
     }
 }

@@ -50,6 +50,7 @@ pub(crate) async fn list(
         after: cursor(q.cursor.as_deref())?,
         newest_first: newest_first(q.order.as_deref())?,
         limit,
+        tool_calls: true,
     };
     let threads = approvals::waiting(&state, &caller, &w).await?;
     let next_cursor = (threads.len() == limit)

@@ -86,6 +86,9 @@ pub(crate) struct Waiting<'a> {
     pub after: Option<ThreadId>,
     pub newest_first: bool,
     pub limit: usize,
+    /// Also `waiting` threads (tool calls waiting for a decision); the inbox does not show
+    /// those yet.
+    pub tool_calls: bool,
 }
 
 /// The threads waiting for a person that `caller` may see, a page at a time: parked ones
@@ -109,7 +112,9 @@ pub(crate) async fn waiting(
     let mut threads = store
         .list_threads(&query(ThreadStatus::AwaitingHuman))
         .await?;
-    threads.extend(store.list_threads(&query(ThreadStatus::Waiting)).await?);
+    if w.tool_calls {
+        threads.extend(store.list_threads(&query(ThreadStatus::Waiting)).await?);
+    }
     threads.sort_by_key(|t| t.id);
     if w.newest_first {
         threads.reverse();
