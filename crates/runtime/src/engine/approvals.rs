@@ -66,15 +66,33 @@ impl Runtime {
             .iter()
             .any(|p| p.seq == approval);
         let asked = records
-            .into_iter()
-            .find_map(|r| match r.body {
-                RecordBody::ApprovalRequested(a) if r.seq == approval => Some(a),
+            .iter()
+            .find_map(|r| match &r.body {
+                RecordBody::ApprovalRequested(a) if r.seq == approval => Some(a.clone()),
                 _ => None,
             })
             .ok_or_else(|| RunError::UnknownApproval {
                 key: key.to_owned(),
                 approval,
             })?;
+        if !open {
+            // The first decision (already applied) is what a late one is told about.
+            let first = records.iter().find_map(|r| match &r.body {
+                RecordBody::ApprovalDecided(d) if d.approval == approval => Some(d.clone()),
+                _ => None,
+            });
+            return Err(match first {
+                Some(first) => RunError::DecisionTaken {
+                    key: key.to_owned(),
+                    approval,
+                    first: Box::new(first),
+                },
+                None => RunError::UnknownApproval {
+                    key: key.to_owned(),
+                    approval,
+                },
+            });
+        }
         let refused = |why| RunError::DecisionRefused {
             key: key.to_owned(),
             approval,
@@ -104,28 +122,6 @@ impl Runtime {
                 )));
             }
             _ => {}
-        }
-        if !open {
-            // The first decision (already applied) is what a late one is told about.
-            if let Some(first) = store
-                .records(t.id)
-                .await?
-                .into_iter()
-                .find_map(|r| match r.body {
-                    RecordBody::ApprovalDecided(d) if d.approval == approval => Some(d),
-                    _ => None,
-                })
-            {
-                return Err(RunError::DecisionTaken {
-                    key: key.to_owned(),
-                    approval,
-                    first: Box::new(first),
-                });
-            }
-            return Err(RunError::UnknownApproval {
-                key: key.to_owned(),
-                approval,
-            });
         }
         let tool = self.inner.project.tools.get(&asked.tool).map(|d| &d.def);
         approval::check(&asked, tool, &decided).map_err(refused)?;
