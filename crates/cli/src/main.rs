@@ -2,6 +2,7 @@
 //! server's `main`) that picks concrete implementations.
 
 mod acting;
+mod approve;
 mod backup;
 mod chat;
 mod compose;
@@ -49,6 +50,8 @@ enum Command {
     Run(run::RunArgs),
     /// Deliver a person's message to a thread and run it on.
     Send(run::SendArgs),
+    /// Decide a tool call that waits for a person (approve, or --edit, --reject, --respond).
+    Approve(approve::Args),
     /// List threads, or show one.
     Threads(threads::Args),
     /// Serve the project over HTTP: threads, approvals, events and the Agent Handler protocol.
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
             Command::Validate(_) => ExitCode::SUCCESS,
             Command::Run(args) => run::run(args).await,
             Command::Send(args) => run::send(args).await,
+            Command::Approve(args) => approve::run(args).await,
             Command::Threads(args) => threads::run(args).await,
             Command::Serve(args) => {
                 let metrics = duet_server::metrics::Metrics::default();

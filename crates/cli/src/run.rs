@@ -276,7 +276,7 @@ pub(crate) async fn send(args: SendArgs) -> ExitCode {
         (false, None, Addressed::Next) => (None, WhenBusy::RejectIfMoved(thread.next_seq)),
         (false, None, Addressed::Busy(status)) => {
             let doing = if status == duet_runtime::ThreadStatus::Waiting {
-                "waits for a subagent"
+                "waits for a subagent or a person's decision on a tool call (`duet threads show` lists its approvals; `duet approve` decides one)"
             } else {
                 "is running"
             };

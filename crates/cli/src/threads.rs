@@ -123,6 +123,12 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             };
             let mut doc = summary(&thread, &who);
             doc["messages"] = messages.iter().map(message_json).collect();
+            // Tool calls waiting for a person's decision, and the decisions recorded.
+            let records = store.records(thread.id).await.unwrap_or_default();
+            let (pending, decisions) =
+                crate::approve::shown(&who.visible(&thread.key), &records, &messages);
+            doc["approvals"] = pending;
+            doc["decisions"] = decisions;
             // What the thread's model calls cost, summed over its messages.
             let usage = messages
                 .iter()
@@ -183,6 +189,40 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 );
                 if let Some(park) = thread.park() {
                     let _ = writeln!(out, "  parked at {park} (an answer names it)");
+                }
+                for p in doc["approvals"].as_array().into_iter().flatten() {
+                    let _ = writeln!(
+                        out,
+                        "  approval {} waits: {}({}) — decide with `duet approve {}` ({})",
+                        p["id"].as_str().unwrap_or(""),
+                        p["tool"].as_str().unwrap_or(""),
+                        p["arguments"],
+                        p["id"].as_str().unwrap_or(""),
+                        p["decisions"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|d| d.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
+                for d in doc["decisions"].as_array().into_iter().flatten() {
+                    let detail = d["reason"]
+                        .as_str()
+                        .or(d["text"].as_str())
+                        .map(|t| format!(": {t}"))
+                        .or_else(|| d.get("args").map(|a| format!(": {a}")))
+                        .unwrap_or_default();
+                    let _ = writeln!(
+                        out,
+                        "  decided {} {} ({}) by {} at {}{detail}",
+                        d["decision"].as_str().unwrap_or(""),
+                        d["tool"].as_str().unwrap_or(""),
+                        d["call"].as_str().unwrap_or(""),
+                        d["author"].as_str().unwrap_or("-"),
+                        d["at"]
+                    );
                 }
                 if let Some(run) = doc["run"]["id"].as_str() {
                     let _ = writeln!(out, "  run {run} holds it");
@@ -278,6 +318,7 @@ fn message_json(m: &Message) -> serde_json::Value {
         "content": m.content,
         "toolCalls": m.tool_calls,
         "toolCallId": m.tool_call_id,
+        "toolStatus": m.tool_status.map(|s| s.as_str()),
         "silent": m.silent,
         "usage": m.usage,
     })

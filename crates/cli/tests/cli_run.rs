@@ -10,13 +10,17 @@ fn repo() -> PathBuf {
 
 struct Duet {
     db: PathBuf,
+    project: PathBuf,
 }
 
 impl Duet {
     fn new() -> Self {
         let db = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("cli-{}.db", uuid::Uuid::now_v7().simple()));
-        Duet { db }
+        Duet {
+            db,
+            project: repo(),
+        }
     }
 
     /// Runs `duet ARGS --project REPO --db DB` with no terminal; returns (exit code, stdout lines).
@@ -24,7 +28,7 @@ impl Duet {
         let out = Command::new(env!("CARGO_BIN_EXE_duet"))
             .args(args)
             .arg("--project")
-            .arg(repo())
+            .arg(&self.project)
             .arg("--db")
             .arg(&self.db)
             .env_remove("DUET_DATABASE_URL")
@@ -452,4 +456,160 @@ fn send_reads_the_message_from_stdin_or_a_file() {
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = duet.run(&["send", "h", "--file", &file.display().to_string(), "--json"]);
     assert_eq!(code, 0, "{err}");
+}
+
+/// A desk whose model calls `refund` (which always needs approval) and then says `Done.`.
+fn approvals_project() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-approvals-{}", uuid::Uuid::now_v7().simple()));
+    let files = [
+        (
+            "agents/agents/desk.yaml",
+            "name: desk\nsideA: { prompt: desk }\nsideB: { human: true }\n",
+        ),
+        (
+            "agents/prompts/desk.yaml",
+            "name: desk\ntoolDescription: d\nmodel: m\nincludeChat: true\nprompt: p\ntools: [refund]\n",
+        ),
+        (
+            "agents/tools/refund.yaml",
+            "description: Refunds.\nargs: { type: object, properties: { order: { type: string }, amount: { type: number } }, required: [order, amount] }\nresult: \"refunded {{order}}\"\napproval: { when: always }\n",
+        ),
+        (
+            "agents/models/m.yaml",
+            "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: refund, arguments: { order: A1, amount: 250 } }]\n  - text: Done.\n",
+        ),
+    ];
+    for (path, text) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+    dir
+}
+
+/// The `--db` of each SQL backend: SQLite, and Postgres when `DATABASE_URL` is set.
+fn sql_dbs() -> Vec<PathBuf> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(duet_store::testing::backends())
+        .iter()
+        .filter_map(|b| match b {
+            duet_store::testing::Backend::Sqlite(p) => Some(p.clone()),
+            duet_store::testing::Backend::Postgres(url) => Some(PathBuf::from(url)),
+            duet_store::testing::Backend::Memory(..) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn approve_decides_a_waiting_tool_call_once_and_threads_show_lists_it() {
+    for db in sql_dbs() {
+        approve_on(Duet {
+            db,
+            project: approvals_project(),
+        });
+    }
+}
+
+fn approve_on(duet: Duet) {
+    let cases: [(&str, &[&str], &str, bool); 3] = [
+        (
+            "r1",
+            &["--reject", "too much"],
+            "A person rejected this call: too much",
+            false,
+        ),
+        (
+            "r2",
+            &["--edit", r#"{"order":"A2","amount":5}"#],
+            "refunded A2",
+            true,
+        ),
+        (
+            "r3",
+            &["--respond", "Refunded by hand."],
+            "Refunded by hand.",
+            true,
+        ),
+    ];
+    for (key, how, result, ok) in cases {
+        let (code, lines, err) = duet.run(&["run", "desk", "--session", key, "-m", "go", "--json"]);
+        assert_eq!(code, 0, "{key}: {err}");
+        let last = json(lines.last().expect("events"));
+        assert_eq!(last["data"]["status"], "waiting", "{key}: {last}");
+        let local = last["data"]["approvals"][0]["id"]
+            .as_str()
+            .expect("an approval id");
+
+        let (code, lines, err) = duet.run(&["threads", "show", key, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let shown = json(&lines[0]);
+        let id = format!("{key}:{local}");
+        assert_eq!(shown["approvals"][0]["id"], id.as_str(), "{key}: {shown}");
+        assert_eq!(shown["approvals"][0]["tool"], "refund");
+
+        // A bad edit is refused at its field, writing nothing.
+        let (code, lines, _) = duet.run(&[
+            "approve",
+            &id,
+            "--edit",
+            r#"{"order":5,"amount":1}"#,
+            "--json",
+        ]);
+        assert_eq!(code, 1, "{key}");
+        let refused = json(&lines[0]);
+        assert_eq!(refused["code"], "invalid_decision", "{refused}");
+        assert!(
+            refused["details"].as_str().unwrap_or("").contains("/order"),
+            "{refused}"
+        );
+
+        let mut args = vec!["approve", id.as_str()];
+        args.extend_from_slice(how);
+        args.push("--json");
+        let (code, lines, err) = duet.run(&args);
+        assert_eq!(code, 0, "{key}: {err}");
+        let decided = json(&lines[0]);
+        assert_eq!(decided["status"], "awaiting_human", "{key}: {decided}");
+
+        // A second decision is refused, naming the first.
+        let (code, lines, _) = duet.run(&["approve", &id, "--json"]);
+        assert_eq!(code, 1, "{key}");
+        let again = json(&lines[0]);
+        assert_eq!(again["code"], "already_answered", "{key}: {again}");
+        assert!(
+            again["details"]
+                .as_str()
+                .unwrap_or("")
+                .contains(decided["decided"]["decision"].as_str().unwrap_or("?"))
+        );
+
+        let (_, lines, _) = duet.run(&["threads", "show", key, "--json"]);
+        let shown = json(&lines[0]);
+        assert_eq!(shown["approvals"], serde_json::json!([]), "{key}");
+        assert_eq!(
+            shown["decisions"].as_array().map(Vec::len),
+            Some(1),
+            "{key}: {shown}"
+        );
+        let tool = shown["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["role"] == "tool")
+            .expect("the call's result");
+        assert_eq!(tool["content"], result, "{key}: {tool}");
+        assert_eq!(tool["toolStatus"] == "success", ok, "{key}: {tool}");
+        let (code, lines, _) = duet.run(&["threads", "show", key]);
+        assert_eq!(code, 0);
+        assert!(
+            lines.iter().any(|l| l.contains("decided ")),
+            "{key}: {lines:?}"
+        );
+    }
+    let (code, _, err) = duet.run(&["approve", "r1:7"]);
+    assert_eq!(code, 2, "{err}");
 }

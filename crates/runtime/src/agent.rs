@@ -160,6 +160,13 @@ fn failure(e: &RunError) -> AgentEvent {
         RunError::Terminated(_) => (codes::TERMINATED, false),
         RunError::AlreadyAnswered { .. } => (codes::ALREADY_ANSWERED, false),
         RunError::Stale { .. } => (codes::STALE_DEFINITION, false),
+        RunError::UnknownApproval { .. } => (codes::UNKNOWN_APPROVAL, false),
+        RunError::DecisionTaken { .. } => (codes::ALREADY_ANSWERED, false),
+        RunError::DecisionRefused {
+            why: crate::approval::Refusal::Stale(_),
+            ..
+        } => (codes::STALE_DEFINITION, false),
+        RunError::DecisionRefused { .. } => (codes::INVALID_DECISION, false),
         RunError::ShuttingDown => (codes::SHUTTING_DOWN, true),
         // Retrying cannot read a corrupt row; every other store failure may pass.
         RunError::Store(StoreError::Corrupt(_)) => (codes::INTERNAL, false),

@@ -28,3 +28,8 @@ pub const SHUTTING_DOWN: &str = "shutting_down";
 /// The thread needs what the project's definitions no longer have (its agent, the human side
 /// its question waits for, its acting prompt). Nothing was written.
 pub const STALE_DEFINITION: &str = "stale_definition";
+/// A decision names no pending tool call of the thread (issue #29).
+pub const UNKNOWN_APPROVAL: &str = "unknown_approval";
+/// A decision that cannot be taken: not offered, incomplete, or an edit the tool's `args`
+/// refuse (the field path named).
+pub const INVALID_DECISION: &str = "invalid_decision";

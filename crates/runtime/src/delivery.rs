@@ -96,6 +96,9 @@ pub struct Settled {
     pub result: Option<String>,
     /// The question it is parked at, when it waits for a person: an answer names it.
     pub park: Option<Park>,
+    /// The tool calls it waits on a person's decision for (filled when a run settles
+    /// `waiting`; empty otherwise).
+    pub approvals: Vec<crate::approval::Pending>,
 }
 
 impl Settled {
@@ -110,11 +113,13 @@ impl Settled {
             stop_reason: t.stop_reason,
             result: t.result.clone(),
             park: t.park(),
+            approvals: Vec::new(),
         }
     }
 
     /// The terminal event for this outcome: `failed` for a step error, `completed` otherwise,
-    /// with `data: {thread, session, status, stopReason, result}` and, when parked, `park`.
+    /// with `data: {thread, session, status, stopReason, result}` and, when parked, `park`;
+    /// when waiting for decisions, `approvals: [{id, tool, arguments, decisions}]`.
     pub fn terminal_event(&self) -> AgentEvent {
         if self.stop_reason == Some(StopReason::Aborted) {
             return AgentEvent::Failed {
@@ -144,6 +149,9 @@ impl Settled {
         });
         if let Some(park) = self.park {
             data["park"] = json!(park.to_string());
+        }
+        if !self.approvals.is_empty() {
+            data["approvals"] = json!(self.approvals);
         }
         AgentEvent::Completed { data: Some(data) }
     }

@@ -15,6 +15,7 @@
 //! - `write`: the one write path — every commit, with its hooks, events and registry update in
 //!   one fixed order.
 
+mod approvals;
 mod awaits;
 mod builder;
 mod deliver;
@@ -38,6 +39,7 @@ use std::sync::{Arc, Mutex};
 use duet_spec::{AgentDef, Project, PromptDef, Side};
 use tokio_util::sync::CancellationToken;
 
+pub use approvals::DecisionInput;
 pub use builder::RuntimeBuilder;
 
 use crate::clock::Clock;

@@ -53,6 +53,40 @@ pub enum RunError {
         /// The answer that won, when the store still has it.
         first: Option<FirstAnswer>,
     },
+    /// No pending tool call of the thread has that approval id.
+    #[error("thread `{key}` has no pending tool call with approval id {approval}")]
+    UnknownApproval {
+        /// The thread's key.
+        key: String,
+        /// The approval id named (the seq of an `approval_requested` record).
+        approval: i64,
+    },
+    /// A decision that cannot be taken (not offered, an edit the tool's schema refuses, the
+    /// definitions changed under it): nothing was written.
+    #[error("decision on approval {approval} of thread `{key}` refused: {why}")]
+    DecisionRefused {
+        /// The thread's key.
+        key: String,
+        /// The approval id.
+        approval: i64,
+        /// Why.
+        why: crate::approval::Refusal,
+    },
+    /// Someone decided first: nothing was written.
+    #[error(
+        "approval {approval} of thread `{key}` was already decided: {} by {} at {}",
+        first.decision.as_str(),
+        first.author.as_deref().unwrap_or("an unnamed caller"),
+        first.at
+    )]
+    DecisionTaken {
+        /// The thread's key.
+        key: String,
+        /// The approval id.
+        approval: i64,
+        /// The decision that won.
+        first: Box<crate::approval::Decided>,
+    },
 }
 
 impl RunError {
@@ -69,6 +103,13 @@ impl RunError {
             RunError::ShuttingDown => "shutting_down",
             RunError::AlreadyAnswered { .. } => "already_answered",
             RunError::Stale { .. } => "stale_definition",
+            RunError::UnknownApproval { .. } => crate::codes::UNKNOWN_APPROVAL,
+            RunError::DecisionRefused {
+                why: crate::approval::Refusal::Stale(_),
+                ..
+            } => "stale_definition",
+            RunError::DecisionRefused { .. } => crate::codes::INVALID_DECISION,
+            RunError::DecisionTaken { .. } => "already_answered",
         }
     }
 }

@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+pub mod approval;
 mod children;
 pub mod clock;
 pub mod codes;
@@ -52,7 +53,7 @@ pub use delivery::{Accepted, Addressed, Claim, Delivered, Delivery, Origin, Sett
 /// The nearest of some names to a misspelt one (`duet validate`'s did-you-mean), for crates
 /// that name no spec crate of their own (the store's URL schemes).
 pub use duet_spec::nearest;
-pub use engine::{Runtime, RuntimeBuilder};
+pub use engine::{DecisionInput, Runtime, RuntimeBuilder};
 pub use error::RunError;
 pub use event::{AgentEvent, EventSink, USAGE_EVENT};
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};
@@ -62,9 +63,9 @@ pub use model::{
 pub use record::{Record, RecordBody};
 pub use store::{
     AnswerOutcome, Answered, AnsweredQuery, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
-    CommitStore, FeedEvent, FirstAnswer, JournalEntry, JournalStore, Lease, LeaseStore, NewThread,
-    ParentFilter, QueueStore, RegistryStore, Renewal, RunStart, StatusCounts, Store, StoreError,
-    ThreadQuery, ThreadStore,
+    CommitStore, DecideOutcome, FeedEvent, FirstAnswer, JournalEntry, JournalStore, Lease,
+    LeaseStore, NewThread, ParentFilter, QueueStore, RegistryStore, Renewal, RunStart,
+    StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{

@@ -100,6 +100,8 @@ pub struct CallsDone {
     pub handoff: Option<(String, usize)>,
     /// The calls that wait for a blocking child: call index and the child's key.
     pub awaiting: Vec<(usize, String)>,
+    /// The calls that wait for a person's decision: call index and what is asked.
+    pub approvals: Vec<(usize, crate::approval::Asked)>,
 }
 
 /// Who steps, under which definitions, on what history.
@@ -131,8 +133,8 @@ pub struct StepPlan {
     pub values: Vec<(String, Option<serde_json::Value>)>,
     /// Whether the run settles after this commit.
     pub settle: bool,
-    /// The step waits for blocking children: the thread is `waiting`, one `child_awaited`
-    /// record per open call.
+    /// The step waits for blocking children or for decisions: the thread is `waiting`, one
+    /// `child_awaited` or `approval_requested` record per open call.
     pub waits: bool,
 }
 
@@ -181,8 +183,12 @@ pub fn step(t: &mut Thread, of: StepOf<'_>, mut message: Message, done: CallsDon
     let mut messages = Vec::with_capacity(1 + tool_messages.len());
     messages.push(message);
     messages.extend(tool_messages);
-    if !done.awaiting.is_empty() {
-        let records = awaited(t, &calls, &done.awaiting, now);
+    if !done.awaiting.is_empty() || !done.approvals.is_empty() {
+        let mut records = awaited(t, &calls, &done.awaiting, now);
+        // Each pending call's record: its seq is the approval's id.
+        records.extend(done.approvals.into_iter().map(|(_, asked)| {
+            Record::new(t.take_seq(), RecordBody::ApprovalRequested(asked), now)
+        }));
         return StepPlan {
             messages,
             records,

@@ -131,6 +131,11 @@ pub enum RecordBody {
         /// The last seq of the commit that settled.
         after: i64,
     },
+    /// A tool call of the step waits for a person's decision (its tool's `approval`); the
+    /// record's seq is the approval's id.
+    ApprovalRequested(crate::approval::Asked),
+    /// A decision on a pending call was taken by the thread's run (the first one given).
+    ApprovalDecided(crate::approval::Decided),
     /// A kind this build does not know, kept as stored.
     #[serde(skip)]
     Unknown {
@@ -156,6 +161,8 @@ impl RecordBody {
             RecordBody::HookFailed { .. } => "hook_failed",
             RecordBody::ChildAwaited { .. } => "child_awaited",
             RecordBody::RunContinued { .. } => "run_continued",
+            RecordBody::ApprovalRequested(_) => "approval_requested",
+            RecordBody::ApprovalDecided(_) => "approval_decided",
             RecordBody::Unknown { kind, .. } => kind,
         }
     }
@@ -240,6 +247,38 @@ mod tests {
                 },
                 "child_awaited",
                 json!({"call": "c1", "child": "k/gate-1"}),
+            ),
+            (
+                RecordBody::ApprovalRequested(crate::approval::Asked {
+                    call: "c1".into(),
+                    tool: "refund".into(),
+                    arguments: json!({"amount": 250}),
+                    decisions: vec![duet_spec::Decision::Approve, duet_spec::Decision::Reject],
+                    remember: vec![duet_spec::RememberScope::Session],
+                    approvers: duet_spec::Approvers {
+                        roles: vec!["refunds".into()],
+                        principals: Vec::new(),
+                    },
+                    revision: Some("0123456789ab".into()),
+                }),
+                "approval_requested",
+                json!({"call": "c1", "tool": "refund", "arguments": {"amount": 250}, "decisions": ["approve", "reject"], "remember": ["session"], "approvers": {"roles": ["refunds"]}, "revision": "0123456789ab"}),
+            ),
+            (
+                RecordBody::ApprovalDecided(crate::approval::Decided {
+                    approval: 4,
+                    call: "c1".into(),
+                    tool: "refund".into(),
+                    decision: duet_spec::Decision::Edit,
+                    args: Some(json!({"amount": 90})),
+                    reason: None,
+                    text: None,
+                    remember: None,
+                    author: Some("bob".into()),
+                    at: 7,
+                }),
+                "approval_decided",
+                json!({"approval": 4, "call": "c1", "tool": "refund", "decision": "edit", "args": {"amount": 90}, "author": "bob", "at": 7}),
             ),
         ];
         for (body, kind, data) in cases {

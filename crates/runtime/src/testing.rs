@@ -15,6 +15,7 @@ mod reads;
 
 pub use kit::{Scratch, Slow, kill_mid_step, must_load, repo, send, texts};
 
+use crate::record::RecordBody;
 use crate::store::{
     AnswerOutcome, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome, CommitStore, FeedEvent,
     FirstAnswer, JournalEntry, Lease, LeaseStore, NewThread, QueueStore, RegistryStore, Renewal,
@@ -108,6 +109,7 @@ impl State {
             silent: q.silent,
             follow_up: q.follow_up,
             tool: q.tool,
+            decision: None,
             images: q.images,
             trace: q.trace,
             message_id: q.message_id,
@@ -309,6 +311,64 @@ impl QueueStore for MemoryStore {
         drop(state);
         self.hub.publish(change);
         Ok(AnswerOutcome::Accepted { claimed })
+    }
+
+    async fn decide(
+        &self,
+        id: ThreadId,
+        decided: crate::approval::Decided,
+        side: crate::types::SideId,
+        claim: Lease,
+    ) -> Result<crate::store::DecideOutcome, StoreError> {
+        use crate::store::DecideOutcome;
+        let mut state = self.state();
+        let row = state.existing(id)?;
+        let asked = matches!(
+            row.journal.get(&decided.approval),
+            Some(JournalEntry::Record(r)) if matches!(&r.body, RecordBody::ApprovalRequested(a) if a.call == decided.call)
+        );
+        if !asked {
+            return Ok(DecideOutcome::NotPending);
+        }
+        let queued = row.queue.values().find_map(|q| {
+            q.decision
+                .as_ref()
+                .filter(|d| d.approval == decided.approval)
+        });
+        let written = row
+            .journal
+            .range(decided.approval..)
+            .find_map(|(_, e)| match e {
+                JournalEntry::Record(r) => match &r.body {
+                    RecordBody::ApprovalDecided(d) if d.approval == decided.approval => Some(d),
+                    _ => None,
+                },
+                JournalEntry::Message(_) => None,
+            });
+        if let Some(first) = queued.or(written) {
+            return Ok(DecideOutcome::Refused {
+                first: Box::new(first.clone()),
+            });
+        }
+        let mut message = NewQueued::new(crate::types::Role::Tool, side, "");
+        message.tool = Some(crate::types::ToolReply {
+            call_id: decided.call.clone(),
+            name: decided.tool.clone(),
+            status: crate::types::ToolStatus::Success,
+        });
+        message.author = decided.author.clone();
+        let mut queued = state.queued(message, claim.now);
+        queued.decision = Some(decided);
+        let row = state.existing(id)?;
+        row.queue.insert(queued.id, queued);
+        let change = row.change();
+        let claimed = row.lease_free(&claim);
+        if claimed {
+            row.take_lease(&claim);
+        }
+        drop(state);
+        self.hub.publish(change);
+        Ok(DecideOutcome::Accepted { claimed })
     }
 
     async fn enqueue_if_running(

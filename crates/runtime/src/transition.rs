@@ -83,10 +83,16 @@ pub fn turn_completed(t: &mut Thread, side: SideId, now: i64) -> Record {
 /// Which queued messages a drain takes now: everything but follow-ups; follow-ups only when the
 /// run would otherwise have settled (the thread is not running); and while the thread waits
 /// for a blocking child, only late tool results (a message cannot come between a tool call
-/// and its result).
+/// and its result; an approve or edit decision waits for its tool's run).
 pub fn drainable(t: &Thread, queue: Vec<Queued>) -> Vec<Queued> {
     if t.status == ThreadStatus::Waiting {
-        return queue.into_iter().filter(|q| q.tool.is_some()).collect();
+        // An approve or edit decision stays queued until its tool's result is written with it
+        // (`run_approved`): a crash in between leaves it runnable, and recovery runs the tool.
+        return queue
+            .into_iter()
+            .filter(|q| q.tool.is_some())
+            .filter(|q| q.decision.as_ref().is_none_or(|d| d.result().is_some()))
+            .collect();
     }
     let (follow_ups, now): (Vec<Queued>, Vec<Queued>) =
         queue.into_iter().partition(|q| q.follow_up);
@@ -139,6 +145,35 @@ pub fn drain(t: &mut Thread, queue: &[Queued], arguments: &serde_json::Value, no
     }
     let mut counted = [false, false];
     for q in queue {
+        if let Some(decided) = &q.decision {
+            // A decision on a pending call: recorded; for reject and respond it is also the
+            // call's result (approve and edit run the tool next).
+            commit.records.push(Record::new(
+                t.take_seq(),
+                RecordBody::ApprovalDecided(decided.clone()),
+                now,
+            ));
+            if let Some((content, ok)) = decided.result() {
+                let mut m = Message::text(
+                    t.take_seq(),
+                    t.session,
+                    Role::Tool,
+                    Some(q.side),
+                    content,
+                    now,
+                );
+                m.tool_call_id = Some(decided.call.clone());
+                m.tool_name = Some(decided.tool.clone());
+                m.tool_status = Some(if ok {
+                    ToolStatus::Success
+                } else {
+                    ToolStatus::Error
+                });
+                commit.messages.push(m);
+            }
+            commit.drained.push(q.id);
+            continue;
+        }
         let mut m = Message::text(
             t.take_seq(),
             t.session,

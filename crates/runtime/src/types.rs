@@ -478,6 +478,9 @@ pub struct Queued {
     pub follow_up: bool,
     /// A blocking child's result for the parent's open tool call (then `role` is `tool`).
     pub tool: Option<ToolReply>,
+    /// A decision on a pending tool call (then `tool` names the call): the run writes it as
+    /// an `approval_decided` record, and runs the tool for approve and edit.
+    pub decision: Option<crate::approval::Decided>,
     /// Images that came with it.
     pub images: Vec<ImageRef>,
     /// The trace context it was queued in, if one was saved.

@@ -208,6 +208,9 @@ fn queued(v: &Value) -> Vec<Queued> {
                 status: ToolStatus::parse(r["status"].as_str().unwrap_or("success"))
                     .expect("a tool status"),
             }),
+            decision: q
+                .get("decision")
+                .map(|d| serde_json::from_value(d.clone()).expect("a decision")),
             images: Vec::new(),
             trace: None,
             message_id: q["messageId"].as_str().map(str::to_owned),

@@ -154,6 +154,35 @@ pub(crate) fn run_error(e: RunError, key: &str) -> Problem {
             Problem::unavailable("shutting_down", "the server is shutting down; retry")
         }
         e @ RunError::Stale { .. } => Problem::unprocessable("stale_definition", e.to_string()),
+        e @ RunError::UnknownApproval { .. } => Problem::not_found(e.to_string()),
+        RunError::DecisionTaken { approval, first, .. } => Problem::new(
+            StatusCode::CONFLICT,
+            "already_answered",
+            format!(
+                "approval {approval} of `{key}` was already decided: {} by {} at {}; nothing was written",
+                first.decision.as_str(),
+                first.author.as_deref().unwrap_or("an unnamed caller"),
+                first.at
+            ),
+        )
+        .with("decision", serde_json::json!(first)),
+        RunError::DecisionRefused { why, .. } => {
+            let code = match &why {
+                duet_runtime::approval::Refusal::Stale(_) => "stale_definition",
+                _ => "invalid_decision",
+            };
+            let field = match &why {
+                duet_runtime::approval::Refusal::InvalidArgs(at) => {
+                    at.split_once(": ").map(|(path, _)| path.to_owned())
+                }
+                _ => None,
+            };
+            let problem = Problem::unprocessable(code, why.to_string());
+            match field {
+                Some(path) => problem.with("field", serde_json::json!(path)),
+                None => problem,
+            }
+        }
         RunError::Store(StoreError::AgentMismatch { agent, .. }) => Problem::new(
             StatusCode::CONFLICT,
             "agent_mismatch",

@@ -217,12 +217,32 @@ pub(crate) struct Page<T> {
     pub(crate) next_cursor: Option<String>,
 }
 
-/// A question waiting for a person.
+/// What waits for a person: a parked question (`kind: question`) or a tool call that waits for
+/// a decision (`kind: tool_call`, with its tool, arguments and the decisions offered).
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ApprovalView {
     /// Answer it with `POST /approvals/{id}`.
     pub(crate) id: String,
+    /// `question` or `tool_call`.
+    pub(crate) kind: &'static str,
+    /// A tool call's tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tool: Option<String>,
+    /// A tool call's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) call: Option<String>,
+    /// A tool call's proposed arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub(crate) arguments: Option<serde_json::Value>,
+    /// The decisions offered (`approve`, `edit`, `reject`, `respond`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) decisions: Option<Vec<String>>,
+    /// Who may decide (`{roles, principals}`; recorded, enforced in a later release).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub(crate) approvers: Option<serde_json::Value>,
     /// The parked thread.
     pub(crate) thread: String,
     /// Its agent.
@@ -238,7 +258,7 @@ pub(crate) struct ApprovalView {
 }
 
 /// A thread above a parked one.
-#[derive(Serialize, ToSchema)]
+#[derive(Clone, Serialize, ToSchema)]
 pub(crate) struct ParentView {
     /// Its key.
     pub(crate) key: String,

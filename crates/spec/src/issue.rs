@@ -94,7 +94,7 @@ codes! {
     InvalidValue = "invalid_value", Error, "shape",
         "A field has the right type but a value it cannot take (an unknown enum member, zero where a positive count belongs, an empty name).";
     InvalidJsonSchema = "invalid_json_schema", Error, "shape",
-        "A tool's `args` or a prompt's `requiredSchema` is not a valid JSON Schema for an object.";
+        "A tool's `args` or a prompt's `requiredSchema` is not a valid JSON Schema for an object (or a tool's `approval.when` not a valid JSON Schema).";
     DeprecatedField = "deprecated_field", Warning, "shape",
         "A field the spec deprecates (`title`, `tenvs`, a prompt's `exposeAsTool`).";
     NameNotSnakeCase = "name_not_snake_case", Error, "names",
@@ -169,6 +169,12 @@ codes! {
         "A tool says more than one of `builtin`, `result` and `http`.";
     TemplateUnknownArg = "template_unknown_arg", Warning, "tools",
         "A `{{name}}` in a tool's `result` or in its `http` url, body or headers names no argument of its `args` schema.";
+    ApprovalNoDecision = "approval_no_decision", Error, "tools",
+        "A tool's `approval.decisions` (a duet extension) is empty: nobody could answer its calls.";
+    ApprovalRememberWithoutApprove = "approval_remember_without_approve", Error, "tools",
+        "A tool's `approval.remember` offers to remember an approval that `approval.decisions` does not offer (`approve` is missing).";
+    ApprovalUnknownArg = "approval_unknown_arg", Warning, "tools",
+        "A tool's `approval.when` schema tests a property its `args` schema does not declare.";
     UnknownProvider = "unknown_provider", Error, "models",
         "A model's `provider` is neither built in (`scripted`, `openai`, `anthropic`) nor defined in `agents/providers/`.";
     ScriptNotScripted = "script_not_scripted", Error, "models",

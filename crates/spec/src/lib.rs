@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+mod approval;
 mod cascade;
 mod compose;
 mod decode;
@@ -51,6 +52,7 @@ pub use agent::{
     ParentHookRequirement, PerSide, PromptSide, RESERVED_TOOL_NAMES, SessionToolBinding, Side,
     SideId, SubagentRelationship,
 };
+pub use approval::{Approval, ApprovalWhen, Approvers, Decision, RememberScope};
 pub use cascade::order as order_issues;
 pub use compose::Builtins;
 pub use decode::nearest;

@@ -47,6 +47,36 @@ pub(crate) fn object_schema(
     }
 }
 
+/// Reads a JSON Schema that tests a value of any type (a tool's `approval.when`), checking it
+/// against the meta-schema and compiling it once.
+pub(crate) fn condition_schema(
+    ctx: &mut Ctx<'_>,
+    node: &Node,
+    path: &str,
+) -> Option<serde_json::Value> {
+    let schema = ctx.json(node, path)?;
+    let problem = if let Err(e) = jsonschema::meta::validate(&schema) {
+        Some(format!(
+            "`{path}` is not a valid JSON Schema: {e} (at `{}`)",
+            e.instance_path()
+        ))
+    } else if let Err(e) = jsonschema::validator_for(&schema) {
+        Some(format!("`{path}` cannot be compiled: {e}"))
+    } else {
+        None
+    };
+    if let Some(message) = problem {
+        ctx.push(
+            Issue::new(Code::InvalidJsonSchema, message)
+                .at(ctx.file, path, Some(node.span))
+                .hint("write a JSON Schema such as `{ properties: { amount: { exclusiveMinimum: 100 } } }`"),
+        );
+        return None;
+    }
+    keywords(ctx, node, path);
+    Some(schema)
+}
+
 /// Every keyword of JSON Schema (2020-12, and draft 7's that it renamed), with the annotations.
 const KEYWORDS: &[&str] = &[
     "$schema",

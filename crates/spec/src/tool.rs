@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::approval::{self, Approval};
 use crate::decode::{Ctx, Obj};
 use crate::issue::{Code, Issue};
 use crate::node::{Dynamic, Node, Span, Value};
@@ -29,6 +30,8 @@ pub struct ToolDef {
     pub variables: Vec<Variable>,
     /// `uses`: tools this tool may call through `invokeTool` / `queueTool`; default none.
     pub uses: Vec<String>,
+    /// `approval` (a duet extension): its calls wait for a person's decision; `None`, they run.
+    pub approval: Option<Approval>,
 }
 
 /// How a tool runs.
@@ -104,6 +107,7 @@ const TOOL_FIELDS: &[&str] = &[
     "uses",
     "executionMode",
     "executionProvider",
+    "approval",
 ];
 
 pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolDef> {
@@ -161,6 +165,9 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolD
         None => Vec::new(),
     };
     let uses = o.strings(ctx, "uses");
+    let approval = o
+        .take("approval")
+        .and_then(|n| approval::decode(ctx, n, args.as_ref()));
     if o.has("executionMode") || o.has("executionProvider") {
         ctx.push(
             Issue::new(
@@ -219,6 +226,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolD
         implementation,
         variables,
         uses,
+        approval,
     })
 }
 

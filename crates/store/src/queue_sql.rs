@@ -57,6 +57,82 @@ macro_rules! queue_impl {
                 self.answer_impl(id, message, park, claim).await
             }
 
+            async fn decide(&self, id: ThreadId, decided: duet_runtime::approval::Decided, side: duet_runtime::SideId, claim: Lease) -> Result<duet_runtime::DecideOutcome, StoreError> {
+                use duet_runtime::{DecideOutcome, RecordBody};
+                let mut conn = self.writer().await?;
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
+                let LeaseRow { num, owner, expires, change } = lease_row(&mut tx, id).await?;
+                // The pending call: its `approval_requested` record at the approval's seq.
+                let asked: Option<String> = sqlx::query_scalar(
+                    "SELECT data FROM journal WHERE thread = $1 AND seq = $2 AND kind = 'approval_requested'",
+                )
+                .bind(num)
+                .bind(decided.approval)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_error)?
+                .flatten();
+                let pending = asked.is_some_and(|data| {
+                    matches!(RecordBody::from_parts("approval_requested", serde_json::from_str(&data).unwrap_or_default()),
+                        RecordBody::ApprovalRequested(a) if a.call == decided.call)
+                });
+                if !pending {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Ok(DecideOutcome::NotPending);
+                }
+                // A decision first: queued (not yet drained), or written by the run.
+                let queued: Vec<Option<String>> = sqlx::query_scalar(
+                    "SELECT decision FROM queue WHERE thread = $1 AND tool_call_id = $2 AND decision IS NOT NULL",
+                )
+                .bind(num)
+                .bind(&decided.call)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                let written: Vec<Option<String>> = sqlx::query_scalar(
+                    "SELECT data FROM journal WHERE thread = $1 AND seq > $2 AND kind = 'approval_decided' ORDER BY seq",
+                )
+                .bind(num)
+                .bind(decided.approval)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                let first = queued
+                    .into_iter()
+                    .chain(written)
+                    .flatten()
+                    .filter_map(|d| serde_json::from_str::<duet_runtime::approval::Decided>(&d).ok())
+                    .find(|d| d.approval == decided.approval);
+                if let Some(first) = first {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Ok(DecideOutcome::Refused { first: Box::new(first) });
+                }
+                let data = serde_json::to_string(&decided).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let inserted = sqlx::query(
+                    "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, decision) \
+                     VALUES ($1, 'tool', $2, '', FALSE, FALSE, FALSE, $3, $4, $5, 'success', $6)",
+                )
+                .bind(num)
+                .bind(side_str(side))
+                .bind(claim.now)
+                .bind(&decided.call)
+                .bind(&decided.tool)
+                .bind(data)
+                .execute(&mut *tx)
+                .await;
+                if let Err(e) = inserted {
+                    tx.rollback().await.map_err(db_error)?;
+                    return Err(db_error(e));
+                }
+                let claimed = lease_free(&owner, expires, &claim);
+                if claimed {
+                    take_lease(&mut tx, num, &claim).await?;
+                }
+                tx.commit().await.map_err(db_error)?;
+                self.publish(change);
+                Ok(DecideOutcome::Accepted { claimed })
+            }
+
             async fn create_with(&self, key: &str, new: NewThread<'_>, message: NewQueued, claim: Lease) -> Result<Option<Thread>, StoreError> {
                 self.create_with_impl(key, new, message, claim).await
             }
@@ -75,7 +151,7 @@ macro_rules! queue_impl {
 
             async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
                 let rows = sqlx::query(
-                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, q.tool_name, q.tool_status, q.images, q.trace, q.message_id, q.created_at FROM queue q \
+                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, q.tool_name, q.tool_status, q.images, q.trace, q.message_id, q.decision, q.created_at FROM queue q \
                      JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id",
                 )
                 .bind(id.to_string())

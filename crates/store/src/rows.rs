@@ -47,6 +47,15 @@ macro_rules! decoders {
                         }
                     }
                 },
+                decision: match row
+                    .try_get::<Option<String>, _>("decision")
+                    .map_err(db_error)?
+                {
+                    Some(s) => {
+                        Some(serde_json::from_str(&s).map_err(|_| corrupt("queued decision", &s))?)
+                    }
+                    None => None,
+                },
                 created_at: row.try_get("created_at").map_err(db_error)?,
             })
         }

@@ -262,7 +262,7 @@ impl SqliteStore {
              SELECT 1 AS part, j.* FROM journal j JOIN threads t ON t.num = j.thread \
                WHERE t.id = $1 AND j.kind = 'message' ORDER BY j.seq;\n\
              SELECT 2 AS part, q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, \
-               q.tool_name, q.tool_status, q.images, q.trace, q.message_id, q.created_at FROM queue q \
+               q.tool_name, q.tool_status, q.images, q.trace, q.message_id, q.decision, q.created_at FROM queue q \
                JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id;"
         );
         let rows = sqlx::query(SQL)

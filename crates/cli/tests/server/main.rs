@@ -33,4 +33,5 @@ mod pooler;
 mod ready;
 mod revoked;
 mod stale;
+mod tool_approvals;
 mod values;

@@ -55,6 +55,11 @@ pub(super) struct Offer<'p> {
 }
 
 impl<'p> Offer<'p> {
+    /// Whether `name` is a tool definition of the project here (one that may need approval).
+    pub(super) fn is_tool(&self, name: &str) -> bool {
+        matches!(self.routes.get(name), Some(Route::Tool))
+    }
+
     /// The tools `prompt` offers on `cfg`'s side of `agent`, with `served` the tools of the
     /// servers it names and `env` deciding which relationships are enabled.
     pub(super) fn new(

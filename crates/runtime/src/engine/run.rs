@@ -48,7 +48,7 @@ impl Runtime {
                 }
             }
             let (result, rest) = match result {
-                Ok((settled, rest)) => (Ok(settled), rest),
+                Ok((settled, rest)) => (Ok(self.with_approvals(settled).await), rest),
                 Err(e) => (Err(e), false),
             };
             if let Ok(settled) = &result
@@ -148,6 +148,14 @@ impl Runtime {
                 .get(&t.agent)
                 .ok_or_else(|| RunError::UnknownAgent(t.agent.clone()))?
                 .def;
+            // Calls a person approved (or edited) run now, their results written.
+            if t.status == ThreadStatus::Waiting
+                && self
+                    .run_approved(agent, &mut t, &mut msgs, &scope, events)
+                    .await?
+            {
+                queued = true;
+            }
             let flow = if t.status == ThreadStatus::Waiting
                 && let Some(side) = t.acting
                 && transition::open_calls(&msgs, side).is_empty()
@@ -363,12 +371,25 @@ impl Runtime {
         if let Some(side) = t.acting {
             for call in transition::open_calls(msgs, side) {
                 self.end_wait(t.id, &call.id).await?;
+                // A call of a tool that needs approval waited for a person; any other for its
+                // subagent.
+                let waited_for = if self
+                    .inner
+                    .project
+                    .tools
+                    .get(&call.name)
+                    .is_some_and(|d| d.def.approval.is_some())
+                {
+                    "a person's decision"
+                } else {
+                    "its subagent"
+                };
                 let mut m = Message::text(
                     t.take_seq(),
                     t.session,
                     Role::Tool,
                     Some(side),
-                    "The run was aborted while this call waited for its subagent.".into(),
+                    format!("The run was aborted while this call waited for {waited_for}."),
                     now,
                 );
                 m.tool_call_id = Some(call.id.clone());

@@ -60,6 +60,19 @@ pub trait QueueStore: Send + Sync {
         message: NewQueued,
         claim: Lease,
     ) -> Result<Option<Thread>, StoreError>;
+    /// Queues `decided` as the decision on pending tool call `decided.call` (approval
+    /// `decided.approval`, the seq of its `approval_requested` record) of thread `id`, queued
+    /// with `side` (the side whose call it is), and tries the lease with `claim` — only if that
+    /// record exists for that call and no decision on it is queued or written yet (one
+    /// approval, one decision). Otherwise writes nothing and says which decision came first. In
+    /// one transaction on the thread row, so of two racing decisions exactly one is accepted.
+    async fn decide(
+        &self,
+        id: ThreadId,
+        decided: crate::approval::Decided,
+        side: crate::types::SideId,
+        claim: Lease,
+    ) -> Result<DecideOutcome, StoreError>;
     /// A thread's queued inbound messages in arrival order.
     async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError>;
     /// Whether a delivery with `message_id` was made to thread `id`.
@@ -130,4 +143,21 @@ pub struct FirstAnswer {
     pub author: Option<String>,
     /// The message id it was delivered with, if any.
     pub message_id: Option<String>,
+}
+
+/// What [`QueueStore::decide`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DecideOutcome {
+    /// Queued; `claimed`: this caller took the lease and must run the thread.
+    Accepted {
+        /// Whether the lease was taken.
+        claimed: bool,
+    },
+    /// A decision on this approval came first: nothing was written.
+    Refused {
+        /// That decision.
+        first: Box<crate::approval::Decided>,
+    },
+    /// The thread has no such pending call: nothing was written.
+    NotPending,
 }

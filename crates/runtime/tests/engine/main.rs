@@ -11,6 +11,7 @@
 mod support;
 mod wire;
 
+mod approvals;
 mod awaits;
 mod control_plane;
 mod durability;

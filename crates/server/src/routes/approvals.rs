@@ -18,6 +18,8 @@ use crate::problem::Problem;
 use crate::service::approvals::{self, Waiting};
 use crate::state::AppState;
 use crate::views::{AcceptedView, ApprovalView, Page, ThreadView};
+use duet_runtime::DecisionInput;
+use duet_runtime::approval::{Decision, RememberScope};
 
 /// Filters and a cursor for the approvals.
 #[derive(Deserialize, IntoParams)]
@@ -48,6 +50,7 @@ pub(crate) async fn list(
         after: cursor(q.cursor.as_deref())?,
         newest_first: newest_first(q.order.as_deref())?,
         limit,
+        tool_calls: true,
     };
     let threads = approvals::waiting(&state, &caller, &w).await?;
     let next_cursor = (threads.len() == limit)
@@ -55,7 +58,7 @@ pub(crate) async fn list(
         .flatten();
     let mut items = Vec::with_capacity(threads.len());
     for t in &threads {
-        items.extend(approvals::view(&state, &caller, t).await?);
+        items.extend(approvals::views(&state, &caller, t).await?);
     }
     Ok(axum::Json(Page { items, next_cursor }))
 }
@@ -78,26 +81,59 @@ pub(crate) async fn get(
     }
 }
 
-/// An answer.
+/// An answer to a question (`{"text": …}`), or a decision on a tool call that waits for one:
+/// `{"decision": "approve"}`, `{"decision": "edit", "args": {…}}`,
+/// `{"decision": "reject", "reason": "…"}`, `{"decision": "respond", "text": "…"}`; `remember`
+/// (`session` or `thread`) with `approve` skips approval for later calls of the tool there.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct AnswerBody {
-    /// What the person says (`approve`, `reject: too risky`, or anything the agent reads).
-    pub text: String,
-    /// Images with it.
+    /// What the person says (a question's answer, or a `respond` decision's result).
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Images with an answer.
     #[serde(default)]
     pub images: Vec<Image>,
+    /// `approve`, `edit`, `reject` or `respond`: a decision on a tool call.
+    #[serde(default)]
+    pub decision: Option<String>,
+    /// `edit`: the arguments the tool runs with (checked against its `args`).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub args: Option<serde_json::Value>,
+    /// `reject`: why (the model sees it).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// With `approve`: remember it for the rest of this `session` or `thread`.
+    #[serde(default)]
+    pub remember: Option<String>,
 }
 
-/// Answers a question. The first answer wins; a later one gets 409 naming it.
+/// A decision taken.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DecidedView {
+    /// The approval.
+    pub id: String,
+    /// The decision as recorded (approval, call, tool, decision, args, reason, text, author, at).
+    #[schema(value_type = Object)]
+    pub decided: serde_json::Value,
+    /// The thread after the decision (it ran on until it settled).
+    pub thread: ThreadView,
+}
+
+/// Answers a question, or decides a tool call. The first answer (decision) wins; a later one
+/// gets 409 naming it.
 #[utoipa::path(post, path = "/approvals/{id}", tag = "approvals", request_body = AnswerBody,
     params(("id" = String, Path, description = "The approval id"), Wait,
         ("Idempotency-Key" = Option<String>, Header, description = "The message id: a retried answer writes nothing")),
     responses(
         (status = 202, description = "Stored; the thread resumes", body = AcceptedView),
-        (status = 200, description = "Settled (`?wait=true`), or a replayed answer", body = ThreadView),
+        (status = 200, description = "Settled (`?wait=true`), a replayed answer, or a decision taken (the thread ran on)", body = DecidedView),
+        (status = 400, description = "A body that is neither an answer nor a decision; nothing was written", body = crate::problem::ProblemBody),
         (status = 404, description = "No such approval", body = crate::problem::ProblemBody),
-        (status = 409, description = "Answered first by someone else; nothing was written", body = crate::problem::ProblemBody)))]
+        (status = 409, description = "Answered (decided) first by someone else; nothing was written", body = crate::problem::ProblemBody),
+        (status = 422, description = "A decision not offered, an edit the tool's `args` refuse (`field`), or definitions that changed under it (`stale_definition`); nothing was written", body = crate::problem::ProblemBody)))]
 pub(crate) async fn answer(
     State(state): State<AppState>,
     caller: Caller,
@@ -106,15 +142,101 @@ pub(crate) async fn answer(
     headers: HeaderMap,
     Json(body): Json<AnswerBody>,
 ) -> Result<Response, Problem> {
+    if let Some(decision) = body.decision.clone() {
+        let input = decision_input(&decision, body)?;
+        let (decided, thread) = approvals::decide(&state, &caller, &id, input).await?;
+        let view = DecidedView {
+            id,
+            decided: serde_json::json!(decided),
+            thread: ThreadView::of(&thread, &caller, None),
+        };
+        return Ok(axum::response::IntoResponse::into_response(axum::Json(
+            view,
+        )));
+    }
+    let Some(text) = body.text.as_deref() else {
+        return Err(Problem::bad_request(
+            "invalid_body",
+            "give `text` (an answer) or `decision` (approve, edit, reject, respond)",
+        ));
+    };
+    if body.args.is_some() || body.reason.is_some() || body.remember.is_some() {
+        return Err(Problem::bad_request(
+            "invalid_body",
+            "`args`, `reason` and `remember` come with a `decision`",
+        ));
+    }
     let message_id = deliver::message_id(&headers)?;
-    deliver::check_text(&body.text, &body.images)?;
+    deliver::check_text(text, &body.images)?;
     let images = deliver::images(&body.images);
     let answer = approvals::Answer {
-        text: &body.text,
+        text,
         images: &images,
         message_id: message_id.as_deref(),
         wait: wait.wait,
     };
     let delivered = approvals::answer(&state, &caller, &id, answer).await?;
     Ok(deliver::respond(&caller, delivered))
+}
+
+/// The decision a body carries, or why it is not one (400, nothing written).
+fn decision_input(decision: &str, body: AnswerBody) -> Result<DecisionInput, Problem> {
+    let bad = |why: String| Problem::bad_request("invalid_decision", why);
+    let decision = Decision::parse(decision).ok_or_else(|| {
+        bad(format!(
+            "`decision` is approve, edit, reject or respond, not `{decision}`"
+        ))
+    })?;
+    if !body.images.is_empty() {
+        return Err(bad("a decision carries no images".into()));
+    }
+    let stray = match decision {
+        Decision::Approve => body.args.is_some() || body.reason.is_some() || body.text.is_some(),
+        Decision::Edit => body.reason.is_some() || body.text.is_some(),
+        Decision::Reject => body.args.is_some() || body.text.is_some(),
+        Decision::Respond => body.args.is_some() || body.reason.is_some(),
+    };
+    if stray {
+        return Err(bad(format!(
+            "`{}` takes {}",
+            decision.as_str(),
+            match decision {
+                Decision::Approve => "no other field but `remember`",
+                Decision::Edit => "`args` only",
+                Decision::Reject => "`reason` only",
+                Decision::Respond => "`text` only",
+            }
+        )));
+    }
+    if decision == Decision::Edit && !body.args.as_ref().is_some_and(serde_json::Value::is_object) {
+        return Err(bad("`edit` carries `args`, a JSON object".into()));
+    }
+    if let Some(text) = body.text.as_deref().or(body.reason.as_deref()) {
+        crate::input::text(
+            if body.text.is_some() {
+                "text"
+            } else {
+                "reason"
+            },
+            text,
+        )
+        .map_err(Problem::from)?;
+    }
+    let remember = match body.remember.as_deref() {
+        None => None,
+        Some(s) => Some(
+            RememberScope::parse(s)
+                .ok_or_else(|| bad(format!("`remember` is `session` or `thread`, not `{s}`")))?,
+        ),
+    };
+    if remember.is_some() && decision != Decision::Approve {
+        return Err(bad("`remember` comes with `approve` only".into()));
+    }
+    Ok(DecisionInput {
+        decision,
+        args: body.args,
+        reason: body.reason,
+        text: body.text,
+        remember,
+    })
 }

@@ -86,24 +86,147 @@ pub(crate) struct Waiting<'a> {
     pub after: Option<ThreadId>,
     pub newest_first: bool,
     pub limit: usize,
+    /// Also `waiting` threads (tool calls waiting for a decision); the inbox does not show
+    /// those yet.
+    pub tool_calls: bool,
 }
 
-/// The threads waiting for a person that `caller` may see, a page at a time.
+/// The threads waiting for a person that `caller` may see, a page at a time: parked ones
+/// (a question) and `waiting` ones (which may wait for a decision on a tool call), merged in
+/// the listing's order so one cursor pages both.
 pub(crate) async fn waiting(
     state: &AppState,
     caller: &Caller,
     w: &Waiting<'_>,
 ) -> Result<Vec<Thread>, ServiceError> {
-    let query = ThreadQuery {
+    let query = |status| ThreadQuery {
         agent: w.agent,
-        status: Some(ThreadStatus::AwaitingHuman),
+        status: Some(status),
         principal: caller.owner_filter(),
         after: w.after,
         newest_first: w.newest_first,
         limit: w.limit,
         ..ThreadQuery::default()
     };
-    Ok(state.runtime().store().list_threads(&query).await?)
+    let store = state.runtime().store();
+    let mut threads = store
+        .list_threads(&query(ThreadStatus::AwaitingHuman))
+        .await?;
+    if w.tool_calls {
+        threads.extend(store.list_threads(&query(ThreadStatus::Waiting)).await?);
+    }
+    threads.sort_by_key(|t| t.id);
+    if w.newest_first {
+        threads.reverse();
+    }
+    threads.truncate(w.limit);
+    Ok(threads)
+}
+
+/// What of `t` waits for a person: its question while parked, else each tool call of it that
+/// waits for a decision.
+pub(crate) async fn views(
+    state: &AppState,
+    caller: &Caller,
+    t: &Thread,
+) -> Result<Vec<ApprovalView>, ServiceError> {
+    if t.park().is_some() {
+        return Ok(view(state, caller, t).await?.into_iter().collect());
+    }
+    tool_calls(state, caller, t).await
+}
+
+/// The tool calls of `t` that wait for a decision, as approvals (`kind: tool_call`): the id's
+/// seq is that of the call's `approval_requested` record.
+pub(crate) async fn tool_calls(
+    state: &AppState,
+    caller: &Caller,
+    t: &Thread,
+) -> Result<Vec<ApprovalView>, ServiceError> {
+    if t.status != ThreadStatus::Waiting {
+        return Ok(Vec::new());
+    }
+    let store = state.runtime().store();
+    let (records, messages) = tokio::try_join!(store.records(t.id), store.messages(t.id))?;
+    let pending = duet_runtime::approval::pending(&records, &messages);
+    if pending.is_empty() {
+        return Ok(Vec::new());
+    }
+    let parents: Vec<ParentView> = parents(state, t)
+        .await?
+        .iter()
+        .map(|p| ParentView {
+            key: caller.visible_key(&p.key),
+            agent: p.agent.clone(),
+        })
+        .collect();
+    Ok(pending
+        .into_iter()
+        .map(|p| {
+            let session =
+                p.id.split_once(':')
+                    .and_then(|(s, _)| s.parse().ok())
+                    .unwrap_or(t.session);
+            let park = Park {
+                session,
+                seq: p.seq,
+            };
+            ApprovalView {
+                id: ApprovalId { thread: t.id, park }.to_string(),
+                kind: "tool_call",
+                tool: Some(p.tool),
+                call: Some(p.call),
+                arguments: Some(p.arguments),
+                decisions: Some(p.decisions.iter().map(|d| d.as_str().to_owned()).collect()),
+                approvers: Some(serde_json::json!(p.approvers)),
+                thread: caller.visible_key(&t.key),
+                agent: t.agent.clone(),
+                park: park.to_string(),
+                question: None,
+                since: t.updated_at,
+                parents: parents.clone(),
+            }
+        })
+        .collect())
+}
+
+/// Decides approval `id` (a tool call waiting for a decision) as `caller`: the first decision
+/// wins, a later one is refused naming it; a decision the definitions no longer allow, or an
+/// edit the tool's `args` refuse, writes nothing. The thread runs on (here, if no run holds
+/// it) before this returns.
+pub(crate) async fn decide(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    input: duet_runtime::DecisionInput,
+) -> Result<(duet_runtime::approval::Decided, Thread), ServiceError> {
+    let (approval, t) = find(state, caller, id).await?;
+    let key = caller.visible_key(&t.key);
+    if t.park() == Some(approval.park) {
+        let why = duet_runtime::approval::Refusal::Incomplete(
+            "this approval is a question, not a tool call: answer it with `{\"text\": …}`".into(),
+        );
+        return Err(ServiceError::run(
+            duet_runtime::RunError::DecisionRefused {
+                key: key.clone(),
+                approval: approval.park.seq,
+                why,
+            },
+            &key,
+        ));
+    }
+    let decided = state
+        .runtime()
+        .decide(&t.key, approval.park.seq, input, caller.canonical.clone())
+        .await
+        .map_err(|e| ServiceError::run(e, &key))?;
+    let after = state
+        .runtime()
+        .store()
+        .thread_by_id(t.id)
+        .await?
+        .unwrap_or(t);
+    Ok((decided, after))
 }
 
 /// The threads above `t`, nearest first, up to the top-level one (at most [`MAX_DEPTH`]).
@@ -193,6 +316,12 @@ pub(crate) async fn view(
         .collect();
     Ok(Some(ApprovalView {
         id: ApprovalId { thread: t.id, park }.to_string(),
+        kind: "question",
+        tool: None,
+        call: None,
+        arguments: None,
+        decisions: None,
+        approvers: None,
         thread: caller.visible_key(&t.key),
         agent: t.agent.clone(),
         park: park.to_string(),
@@ -210,7 +339,11 @@ pub(crate) async fn get(
 ) -> Result<Option<ApprovalView>, ServiceError> {
     let (approval, t) = find(state, caller, id).await?;
     if t.park() != Some(approval.park) {
-        return Ok(None);
+        // A tool call waiting for a decision, if that is what the id names.
+        return Ok(tool_calls(state, caller, &t)
+            .await?
+            .into_iter()
+            .find(|v| v.park == approval.park.to_string()));
     }
     view(state, caller, &t).await
 }

@@ -10,6 +10,7 @@
 use duet_store::testing as support;
 
 mod answers;
+mod approvals;
 mod awaits;
 mod backup;
 mod claims;

@@ -44,6 +44,17 @@ impl Runtime {
                 return None;
             }
             s.hooks.tool_call_started(t, call).await;
+            // A call its tool's `approval` applies to waits for a person: nothing runs now.
+            if offer.is_tool(&call.name)
+                && let Some(tool) = self.inner.project.tools.get(&call.name)
+                && let Some(asked) =
+                    super::super::approvals::pending(&tool.def, call, &self.inner.project.revision)
+                && !self.remembered(t, &call.name).await
+            {
+                ran.done.approvals.push((at, asked));
+                ran.done.calls.push(CallDone::default());
+                continue;
+            }
             let tool_span = crate::telemetry::execute_tool(&call.name, &call.id);
             let mut step = StepCalls {
                 thread: t,

@@ -1,0 +1,286 @@
+//! Tool calls that wait for a person's decision over HTTP (issue #29): `GET /approvals` lists
+//! them beside questions (`kind`), `POST /approvals/{id}` takes `{"decision": …}`; racing
+//! decisions (one applied, one 409 naming it), another principal (404), a bad edit (422 at its
+//! field) and hostile bodies (400 problem+json) write nothing. On every backend.
+
+use serde_json::{Value, json};
+
+use crate::harness::{Server, options};
+use crate::support;
+
+/// A desk whose model calls `refund` (always needing approval), then says `Done.`.
+fn project() -> support::Scratch {
+    let p = support::Scratch::new("tool-approvals");
+    p.write(
+        "agents/agents/desk.yaml",
+        "name: desk\nsideA: { prompt: desk }\nsideB: { human: true }\n",
+    );
+    p.write(
+        "agents/prompts/desk.yaml",
+        "name: desk\ntoolDescription: d\nmodel: m\nincludeChat: true\nprompt: p\ntools: [refund]\n",
+    );
+    p.write(
+        "agents/tools/refund.yaml",
+        "description: Refunds.\nargs: { type: object, properties: { order: { type: string }, amount: { type: number } }, required: [order, amount] }\nresult: \"refunded {{order}}\"\napproval: { decisions: [approve, edit, reject], approvers: { roles: [refunds] } }\n",
+    );
+    p.write(
+        "agents/agents/chat.yaml",
+        "name: chat\nsideA: { prompt: chat }\nsideB: { human: true }\n",
+    );
+    p.write(
+        "agents/prompts/chat.yaml",
+        "name: chat\ntoolDescription: d\nmodel: q\nincludeChat: true\nprompt: p\n",
+    );
+    p.write(
+        "agents/models/q.yaml",
+        "name: q\nprovider: scripted\nmodel: demo\nscript:\n  - text: Which order?\n",
+    );
+    p.write(
+        "agents/models/m.yaml",
+        "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: refund, arguments: { order: A1, amount: 250 } }]\n  - text: Done.\n",
+    );
+    p
+}
+
+/// Thread `key` of the desk, waiting on its refund: the approval's listing entry.
+async fn waiting(server: &Server, token: &str, key: &str) -> Value {
+    let (status, body) = server
+        .post(
+            "/threads?wait=true",
+            token,
+            json!({"agent": "desk", "key": key, "text": "refund A1"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "waiting", "{body}");
+    let (status, list) = server.get("/approvals", token).await;
+    assert_eq!(status, 200, "{list}");
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["thread"] == key)
+        .cloned()
+        .unwrap_or_else(|| panic!("{key} is listed: {list}"))
+}
+
+async fn messages(server: &Server, token: &str, key: &str) -> Vec<Value> {
+    let (status, page) = server
+        .get(&format!("/threads/{key}/messages?limit=500"), token)
+        .await;
+    assert_eq!(status, 200, "{page}");
+    page["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| i["data"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pending_call_is_listed_and_decided_once_by_racing_callers() {
+    for backend in support::backends().await {
+        let at = backend.name();
+        let p = project();
+        let server = Server::start_with(&backend, p.root(), options()).await;
+        let alice = server.key("alice", false).await;
+        let item = waiting(&server, &alice, "r1").await;
+        assert_eq!(item["kind"], "tool_call", "{at}: {item}");
+        assert_eq!(item["tool"], "refund");
+        assert_eq!(item["arguments"], json!({"order": "A1", "amount": 250}));
+        assert_eq!(item["decisions"], json!(["approve", "edit", "reject"]));
+        assert_eq!(item["approvers"], json!({"roles": ["refunds"]}));
+        let id = item["id"].as_str().expect("id").to_owned();
+        let (status, one) = server.get(&format!("/approvals/{id}"), &alice).await;
+        assert_eq!(status, 200, "{at}: {one}");
+        assert_eq!(one["call"], item["call"]);
+
+        // Another principal sees nothing of it, and cannot decide it.
+        let bob = server.key("bob", false).await;
+        let (status, _) = server.get(&format!("/approvals/{id}"), &bob).await;
+        assert_eq!(status, 404, "{at}");
+        let (status, _) = server
+            .post(
+                &format!("/approvals/{id}"),
+                &bob,
+                json!({"decision": "approve"}),
+            )
+            .await;
+        assert_eq!(status, 404, "{at}");
+
+        // Two decisions at once: one is applied, the other is 409 naming it.
+        let path = format!("/approvals/{id}");
+        let (a, b) = tokio::join!(
+            server.post(&path, &alice, json!({"decision": "approve"})),
+            server.post(&path, &alice, json!({"decision": "reject", "reason": "no"})),
+        );
+        let (won, lost) = if a.0 == 200 { (a, b) } else { (b, a) };
+        assert_eq!(won.0, 200, "{at}: {won:?} {lost:?}");
+        assert_eq!(lost.0, 409, "{at}: {lost:?}");
+        assert_eq!(lost.1["code"], "already_answered", "{at}: {lost:?}");
+        assert_eq!(
+            lost.1["decision"]["decision"], won.1["decided"]["decision"],
+            "{at}"
+        );
+        let results: Vec<Value> = messages(&server, &alice, "r1")
+            .await
+            .into_iter()
+            .filter(|m| m["role"] == "tool")
+            .collect();
+        assert_eq!(results.len(), 1, "{at}: one decision applied: {results:?}");
+        let (_, after) = server.get("/threads/r1", &alice).await;
+        assert_eq!(after["status"], "awaiting_human", "{at}: {after}");
+        let (status, _) = server.get(&format!("/approvals/{id}"), &alice).await;
+        assert_eq!(status, 404, "{at}: decided, no longer waiting");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn refused_decisions_are_problems_and_write_nothing() {
+    for backend in support::backends().await {
+        let at = backend.name();
+        let p = project();
+        let server = Server::start_with(&backend, p.root(), options()).await;
+        let alice = server.key("alice", false).await;
+        let id = waiting(&server, &alice, "r2").await["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let before = messages(&server, &alice, "r2").await;
+        let path = format!("/approvals/{id}");
+        let cases: [(Value, u16, &str); 10] = [
+            (json!({"decision": "veto"}), 400, "invalid_decision"),
+            (
+                json!({"decision": "respond", "text": "x"}),
+                422,
+                "invalid_decision",
+            ),
+            (json!({"decision": "edit"}), 400, "invalid_decision"),
+            (
+                json!({"decision": "edit", "args": [1]}),
+                400,
+                "invalid_decision",
+            ),
+            (
+                json!({"decision": "edit", "args": {"order": "A1", "amount": "lots"}}),
+                422,
+                "invalid_decision",
+            ),
+            (
+                json!({"decision": "approve", "reason": "x"}),
+                400,
+                "invalid_decision",
+            ),
+            (
+                json!({"decision": "reject", "remember": "thread"}),
+                400,
+                "invalid_decision",
+            ),
+            (
+                json!({"decision": "approve", "remember": "thread"}),
+                422,
+                "invalid_decision",
+            ),
+            (json!({"decision": "approve", "bogus": 1}), 400, ""),
+            (json!({"reason": "x"}), 400, "invalid_body"),
+        ];
+        for (body, want, code) in cases {
+            let resp = server
+                .req(reqwest::Method::POST, &path, &alice)
+                .json(&body)
+                .send()
+                .await
+                .expect("request");
+            let status = resp.status().as_u16();
+            let ct = resp
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let problem: Value = resp.json().await.unwrap_or(Value::Null);
+            assert_eq!(status, want, "{at}: {body} → {problem}");
+            assert_eq!(ct, "application/problem+json", "{at}: {body}");
+            if !code.is_empty() {
+                assert_eq!(problem["code"], code, "{at}: {body} → {problem}");
+            }
+            if body["args"]["amount"] == "lots" {
+                assert_eq!(problem["field"], "/amount", "{at}: {problem}");
+            }
+        }
+        assert_eq!(
+            messages(&server, &alice, "r2").await,
+            before,
+            "{at}: nothing written"
+        );
+        let (_, after) = server.get("/threads/r2", &alice).await;
+        assert_eq!(after["status"], "waiting", "{at}");
+        // Still decidable: an edit within the schema runs the tool with it.
+        let (status, decided) = server
+            .post(
+                &path,
+                &alice,
+                json!({"decision": "edit", "args": {"order": "A9", "amount": 1}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{at}: {decided}");
+        assert_eq!(
+            decided["thread"]["status"], "awaiting_human",
+            "{at}: {decided}"
+        );
+        let results: Vec<Value> = messages(&server, &alice, "r2")
+            .await
+            .into_iter()
+            .filter(|m| m["role"] == "tool")
+            .collect();
+        assert_eq!(results.len(), 1, "{at}");
+        assert_eq!(results[0]["content"], "refunded A9", "{at}: {results:?}");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn questions_and_tool_calls_are_listed_together_a_page_at_a_time() {
+    for backend in support::backends().await {
+        let at = backend.name();
+        let p = project();
+        let server = Server::start_with(&backend, p.root(), options()).await;
+        let alice = server.key("alice", false).await;
+        let (status, body) = server
+            .post(
+                "/threads?wait=true",
+                &alice,
+                json!({"agent": "chat", "key": "q1", "text": "hi"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "awaiting_human", "{at}: {body}");
+        waiting(&server, &alice, "t1").await;
+        let mut seen = Vec::new();
+        let mut path = "/approvals?limit=1".to_owned();
+        loop {
+            let (status, page) = server.get(&path, &alice).await;
+            assert_eq!(status, 200, "{at}: {page}");
+            for item in page["items"].as_array().into_iter().flatten() {
+                seen.push((
+                    item["thread"].as_str().unwrap_or_default().to_owned(),
+                    item["kind"].as_str().unwrap_or_default().to_owned(),
+                ));
+            }
+            match page["nextCursor"].as_str() {
+                Some(c) => path = format!("/approvals?limit=1&cursor={c}"),
+                None => break,
+            }
+        }
+        assert_eq!(
+            seen,
+            vec![
+                ("q1".to_owned(), "question".to_owned()),
+                ("t1".to_owned(), "tool_call".to_owned())
+            ],
+            "{at}"
+        );
+        server.stop().await;
+    }
+}

@@ -1,0 +1,314 @@
+//! Tool calls that wait for a person's decision (a tool's `approval`, issue #29), in the shape
+//! of a blocking subagent await (`awaits`): the step commits with the thread `waiting` and one
+//! `approval_requested` record per pending call; a decision is queued on the thread like a late
+//! tool result ([`crate::QueueStore::decide`], the first one wins). A reject or respond is
+//! drained at once, written as `approval_decided` with the call's result; an approve or edit
+//! stays queued until `run_approved` has run the tool and writes the record, the result and the
+//! drained row in one commit. Once no call of the step is open, the step completes as any step
+//! whose calls all answered. A crash between the decision and the tool's result leaves the
+//! decision queued, so recovery runs the tool (at least once, as any tool call); a rejected call
+//! never runs.
+
+use duet_spec::{AgentDef, Decision, Side};
+use uuid::Uuid;
+
+use super::write::{Around, Emit, Write};
+use super::{ChildScope, Runtime};
+use crate::approval::{self, Asked, Decided};
+use crate::error::RunError;
+use crate::event::EventSink;
+use crate::record::RecordBody;
+use crate::store::{Commit, DecideOutcome};
+use crate::tools::ToolContext;
+use crate::transition;
+use crate::types::{Message, Role, Thread, ToolCall};
+
+/// What a person decides on a pending call (the wire's `{"decision": …}`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecisionInput {
+    /// approve, edit, reject or respond.
+    pub decision: Decision,
+    /// `edit`: the arguments the tool runs with.
+    pub args: Option<serde_json::Value>,
+    /// `reject`: why (may be empty).
+    pub reason: Option<String>,
+    /// `respond`: the tool's result.
+    pub text: Option<String>,
+    /// `approve` for the rest of this session or thread (when the approval offers it).
+    pub remember: Option<duet_spec::RememberScope>,
+}
+
+impl Runtime {
+    /// Decides pending tool call `approval` (the seq of its `approval_requested` record) of
+    /// thread `key`, as `author`. Checked against the definitions first (the approval pins its
+    /// call: a tool gone, an approval removed or arguments its schema no longer takes refuse it
+    /// as stale; an edit's arguments must match the tool's `args`), then queued — the first
+    /// decision wins — and, if no run holds the thread, the thread runs on here until it
+    /// settles. Nothing is written when it is refused.
+    pub async fn decide(
+        &self,
+        key: &str,
+        approval: i64,
+        input: DecisionInput,
+        author: Option<String>,
+    ) -> Result<Decided, RunError> {
+        let store = &self.inner.store;
+        let t = store
+            .thread(key)
+            .await?
+            .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?;
+        if t.status == crate::types::ThreadStatus::Terminated {
+            return Err(RunError::Terminated(key.to_owned()));
+        }
+        let (records, messages) = tokio::try_join!(store.records(t.id), store.messages(t.id))?;
+        // Asked, and its call not answered yet (decided and applied, or ended by an abort).
+        let open = approval::pending(&records, &messages)
+            .iter()
+            .any(|p| p.seq == approval);
+        let asked = records
+            .iter()
+            .find_map(|r| match &r.body {
+                RecordBody::ApprovalRequested(a) if r.seq == approval => Some(a.clone()),
+                _ => None,
+            })
+            .ok_or_else(|| RunError::UnknownApproval {
+                key: key.to_owned(),
+                approval,
+            })?;
+        if !open {
+            // The first decision (already applied) is what a late one is told about.
+            let first = records.iter().find_map(|r| match &r.body {
+                RecordBody::ApprovalDecided(d) if d.approval == approval => Some(d.clone()),
+                _ => None,
+            });
+            return Err(match first {
+                Some(first) => RunError::DecisionTaken {
+                    key: key.to_owned(),
+                    approval,
+                    first: Box::new(first),
+                },
+                None => RunError::UnknownApproval {
+                    key: key.to_owned(),
+                    approval,
+                },
+            });
+        }
+        let refused = |why| RunError::DecisionRefused {
+            key: key.to_owned(),
+            approval,
+            why,
+        };
+        let decided = Decided {
+            approval,
+            call: asked.call.clone(),
+            tool: asked.tool.clone(),
+            decision: input.decision,
+            args: input.args.filter(|_| input.decision == Decision::Edit),
+            reason: input.reason.filter(|_| input.decision == Decision::Reject),
+            text: input.text.filter(|_| input.decision == Decision::Respond),
+            remember: input.remember,
+            author,
+            at: self.now(),
+        };
+        match decided.decision {
+            Decision::Edit if decided.args.is_none() => {
+                return Err(refused(approval::Refusal::Incomplete(
+                    "an edit carries the arguments the tool runs with (`args`)".into(),
+                )));
+            }
+            Decision::Respond if decided.text.is_none() => {
+                return Err(refused(approval::Refusal::Incomplete(
+                    "a response carries the text that is the tool's result (`text`)".into(),
+                )));
+            }
+            _ => {}
+        }
+        let tool = self.inner.project.tools.get(&asked.tool).map(|d| &d.def);
+        approval::check(&asked, tool, &decided).map_err(refused)?;
+        let side = t.acting.unwrap_or(crate::types::SideId::A);
+        let run = Uuid::now_v7();
+        match store
+            .decide(t.id, decided.clone(), side, self.lease(run))
+            .await?
+        {
+            DecideOutcome::NotPending => Err(RunError::UnknownApproval {
+                key: key.to_owned(),
+                approval,
+            }),
+            DecideOutcome::Refused { first } => Err(RunError::DecisionTaken {
+                key: key.to_owned(),
+                approval,
+                first,
+            }),
+            DecideOutcome::Accepted { claimed } => {
+                if claimed {
+                    let (sink, cancel) = (
+                        EventSink::discard(),
+                        tokio_util::sync::CancellationToken::new(),
+                    );
+                    if let Err(e) = self.drive(t.id, run, &sink, &cancel, false).await {
+                        tracing::warn!(thread = %t.key, error = %e, "the run after a decision failed");
+                    }
+                }
+                Ok(decided)
+            }
+        }
+    }
+
+    /// Runs the open calls of a waiting thread that a person approved (or edited) — their
+    /// decisions still queued — and writes each decision with its tool's result, in one
+    /// commit. `false`: there were none.
+    pub(super) async fn run_approved(
+        &self,
+        agent: &AgentDef,
+        t: &mut Thread,
+        msgs: &mut Vec<Message>,
+        scope: &ChildScope,
+        events: &EventSink,
+    ) -> Result<bool, RunError> {
+        let Some(side) = t.acting else {
+            return Ok(false);
+        };
+        let open: Vec<ToolCall> = transition::open_calls(msgs, side)
+            .into_iter()
+            .cloned()
+            .collect();
+        if open.is_empty() {
+            return Ok(false);
+        }
+        // Approve and edit decisions stay queued until the tool's result is written with them.
+        let decided: Vec<(i64, ToolCall, Decided)> = self
+            .inner
+            .store
+            .queue(t.id)
+            .await?
+            .into_iter()
+            .filter_map(|q| Some((q.id, q.decision?)))
+            .filter(|(_, d)| d.result().is_none())
+            .filter_map(|(id, d)| Some((id, open.iter().find(|c| c.id == d.call)?.clone(), d)))
+            .collect();
+        if decided.is_empty() {
+            return Ok(false);
+        }
+        let prompt = match agent.side(side) {
+            Side::Prompt(cfg) => self.inner.project.prompts.get(&cfg.prompt).map(|d| &d.def),
+            _ => None,
+        };
+        let env = self.env(agent, prompt, &scope.env);
+        let lookup = |k: &str| crate::context::env_value(&env, k);
+        // The side's `tool_result` hooks see an approved call's result as any other; should
+        // they not resolve, the result is kept as the tool gave it.
+        let mut hooks = self.side_hooks(agent, side, scope).ok();
+        let now = self.now();
+        let mut commit = Commit::default();
+        for (queued, call, d) in decided {
+            let ctx = ToolContext {
+                thread: t.id,
+                idempotency_key: format!("{}:{}", t.id, call.id),
+            };
+            let args = d.arguments(&call.arguments);
+            let span = crate::telemetry::execute_tool(&call.name, &call.id);
+            let result = tracing::Instrument::instrument(
+                self.inner.tools.run(ctx, &call.name, args, &lookup),
+                span,
+            )
+            .await;
+            // A call whose decision is committed stays in the history: a hook's `None` keeps the
+            // result as it was.
+            let result = match hooks.as_mut() {
+                Some(h) => h
+                    .tool_result(t, &call, result.clone())
+                    .await
+                    .unwrap_or(result),
+                None => result,
+            };
+            commit.records.push(crate::record::Record::new(
+                t.take_seq(),
+                RecordBody::ApprovalDecided(d.clone()),
+                now,
+            ));
+            commit.drained.push(queued);
+            if let Some(scope) = d.remember {
+                commit.values.push((
+                    approval::remembered_key(&d.tool),
+                    Some(approval::remembered_value(scope, t.session)),
+                ));
+            }
+            let mut m = Message::text(
+                t.take_seq(),
+                t.session,
+                Role::Tool,
+                Some(side),
+                result.content,
+                now,
+            );
+            m.tool_call_id = Some(call.id.clone());
+            m.tool_name = Some(call.name.clone());
+            m.tool_status = Some(result.status);
+            commit.messages.push(m);
+        }
+        t.updated_at = now;
+        let around = Around {
+            hooks: hooks.as_mut(),
+            events: Some(events),
+            history: Some(msgs),
+        };
+        self.persist(t, Write::new(commit).emit(Emit::ToolEnds).at(now), around)
+            .await?;
+        Ok(true)
+    }
+}
+
+impl Runtime {
+    /// `settled`, with the calls it waits on decisions for when it settled `waiting`.
+    pub(super) async fn with_approvals(&self, mut settled: crate::Settled) -> crate::Settled {
+        if settled.status != crate::types::ThreadStatus::Waiting {
+            return settled;
+        }
+        let store = &self.inner.store;
+        match tokio::try_join!(
+            store.records(settled.thread),
+            store.messages(settled.thread)
+        ) {
+            Ok((records, messages)) => settled.approvals = approval::pending(&records, &messages),
+            Err(e) => {
+                tracing::warn!(thread = %settled.key, error = %e, "listing pending approvals failed")
+            }
+        }
+        settled
+    }
+
+    /// Whether a remembered approval ("approve for the rest of this session / thread") covers
+    /// a call of `tool` on `t` now.
+    pub(super) async fn remembered(&self, t: &Thread, tool: &str) -> bool {
+        match self
+            .inner
+            .store
+            .value(t.id, &approval::remembered_key(tool))
+            .await
+        {
+            Ok(Some(v)) => approval::remembered_covers(&v, t.session),
+            Ok(None) => false,
+            Err(e) => {
+                // Fail closed: the call waits for a person.
+                tracing::warn!(thread = %t.key, error = %e, "reading a remembered approval failed");
+                false
+            }
+        }
+    }
+}
+
+/// The pending call `call` of tool `tool` makes, if its tool's `approval` applies to its
+/// arguments: what its `approval_requested` record holds.
+pub(super) fn pending(tool: &duet_spec::ToolDef, call: &ToolCall, revision: &str) -> Option<Asked> {
+    let approval = tool.approval.as_ref()?;
+    approval.applies(&call.arguments).then(|| Asked {
+        call: call.id.clone(),
+        tool: call.name.clone(),
+        arguments: call.arguments.clone(),
+        decisions: approval.decisions.clone(),
+        remember: approval.remember.clone(),
+        approvers: approval.approvers.clone(),
+        revision: Some(revision.to_owned()),
+    })
+}
