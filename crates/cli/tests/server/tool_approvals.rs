@@ -30,6 +30,10 @@ fn project() -> support::Scratch {
         "name: chat\nsideA: { prompt: chat }\nsideB: { human: true }\n",
     );
     p.write(
+        "agents/agents/gate.yaml",
+        "name: gate\nsideA: { prompt: chat }\nsideB: { human: true, approver: true }\n",
+    );
+    p.write(
         "agents/prompts/chat.yaml",
         "name: chat\ntoolDescription: d\nmodel: q\nincludeChat: true\nprompt: p\n",
     );
@@ -343,45 +347,69 @@ async fn a_decision_is_stored_before_the_answer_and_a_retried_key_replays() {
     }
 }
 
+/// Every page of `/approvals{query}` (one item a page): `(thread, kind)` in order.
+async fn listed(server: &Server, token: &str, query: &str) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    let mut path = format!("/approvals?limit=1{query}");
+    loop {
+        let (status, page) = server.get(&path, token).await;
+        assert_eq!(status, 200, "{page}");
+        for item in page["items"].as_array().into_iter().flatten() {
+            seen.push((
+                item["thread"].as_str().unwrap_or_default().to_owned(),
+                item["kind"].as_str().unwrap_or_default().to_owned(),
+            ));
+        }
+        match page["nextCursor"].as_str() {
+            Some(c) => path = format!("/approvals?limit=1{query}&cursor={c}"),
+            None => break,
+        }
+    }
+    seen
+}
+
 #[tokio::test]
-async fn questions_and_tool_calls_are_listed_together_a_page_at_a_time() {
+async fn approvals_are_listed_a_page_at_a_time_and_chats_only_when_asked_for() {
     for backend in support::backends().await {
         let at = backend.name();
         let p = project();
         let server = Server::start_with(&backend, p.root(), options()).await;
         let alice = server.key("alice", false).await;
-        let (status, body) = server
-            .post(
-                "/threads?wait=true",
-                &alice,
-                json!({"agent": "chat", "key": "q1", "text": "hi"}),
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(body["status"], "awaiting_human", "{at}: {body}");
-        waiting(&server, &alice, "t1").await;
-        let mut seen = Vec::new();
-        let mut path = "/approvals?limit=1".to_owned();
-        loop {
-            let (status, page) = server.get(&path, &alice).await;
-            assert_eq!(status, 200, "{at}: {page}");
-            for item in page["items"].as_array().into_iter().flatten() {
-                seen.push((
-                    item["thread"].as_str().unwrap_or_default().to_owned(),
-                    item["kind"].as_str().unwrap_or_default().to_owned(),
-                ));
-            }
-            match page["nextCursor"].as_str() {
-                Some(c) => path = format!("/approvals?limit=1&cursor={c}"),
-                None => break,
-            }
+        // A chat waiting for its user's next line, a tool call, a question of an approver.
+        for (agent, key) in [
+            ("chat", "q1"),
+            ("chat", "q2"),
+            ("desk", "t1"),
+            ("gate", "g1"),
+        ] {
+            let (status, body) = server
+                .post(
+                    "/threads?wait=true",
+                    &alice,
+                    json!({"agent": agent, "key": key, "text": "hi"}),
+                )
+                .await;
+            assert_eq!(status, 200, "{at}: {body}");
         }
+        let pair = |t: &str, k: &str| (t.to_owned(), k.to_owned());
         assert_eq!(
-            seen,
+            listed(&server, &alice, "").await,
+            vec![pair("t1", "tool_call"), pair("g1", "question")],
+            "{at}: approvals only"
+        );
+        assert_eq!(
+            listed(&server, &alice, "&all=true").await,
             vec![
-                ("q1".to_owned(), "question".to_owned()),
-                ("t1".to_owned(), "tool_call".to_owned())
+                pair("q1", "question"),
+                pair("q2", "question"),
+                pair("t1", "tool_call"),
+                pair("g1", "question")
             ],
+            "{at}: every thread waiting for a person"
+        );
+        assert_eq!(
+            listed(&server, &alice, "&order=newest").await,
+            vec![pair("g1", "question"), pair("t1", "tool_call")],
             "{at}"
         );
         server.stop().await;

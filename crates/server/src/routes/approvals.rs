@@ -34,11 +34,17 @@ pub(crate) struct ListQuery {
     pub cursor: Option<String>,
     /// Page size, 1–500 (default 50).
     pub limit: Option<usize>,
+    /// `true`: also threads waiting for their end user's next message (parked agents whose
+    /// human side is not declared `approver`). Default: approvals only — tool calls waiting
+    /// for a decision, and questions of approver agents.
+    #[serde(default)]
+    pub all: bool,
 }
 
-/// What waits for a person, a page at a time.
+/// What waits for a person's decision, a page at a time: tool calls that need approval, and
+/// questions of agents whose human side is an approver (`?all=true`: every parked thread).
 #[utoipa::path(get, path = "/approvals", tag = "approvals", params(ListQuery),
-    responses((status = 200, description = "A page of questions", body = Page<ApprovalView>)))]
+    responses((status = 200, description = "A page of approvals", body = Page<ApprovalView>)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -52,6 +58,7 @@ pub(crate) async fn list(
         newest_first: newest_first(q.order.as_deref())?,
         limit,
         tool_calls: true,
+        all: q.all,
     };
     let threads = approvals::waiting(&state, &caller, &w).await?;
     let next_cursor = (threads.len() == limit)

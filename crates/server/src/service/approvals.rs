@@ -89,31 +89,62 @@ pub(crate) struct Waiting<'a> {
     /// Also `waiting` threads (tool calls waiting for a decision); the inbox does not show
     /// those yet.
     pub tool_calls: bool,
+    /// Also threads parked for their end user's next message (an agent whose human side is not
+    /// declared `approver`): a chat, not an approval.
+    pub all: bool,
 }
 
 /// The threads waiting for a person that `caller` may see, a page at a time: parked ones
-/// (a question) and `waiting` ones (which may wait for a decision on a tool call), merged in
-/// the listing's order so one cursor pages both.
+/// (a question — of an agent whose human side is an approver, unless `all`) and `waiting` ones
+/// (which may wait for a decision on a tool call), merged in the listing's order so one cursor
+/// pages both.
 pub(crate) async fn waiting(
     state: &AppState,
     caller: &Caller,
     w: &Waiting<'_>,
 ) -> Result<Vec<Thread>, ServiceError> {
-    let query = |status| ThreadQuery {
+    let query = |status, after| ThreadQuery {
         agent: w.agent,
         status: Some(status),
         principal: caller.owner_filter(),
-        after: w.after,
+        after,
         newest_first: w.newest_first,
         limit: w.limit,
         ..ThreadQuery::default()
     };
     let store = state.runtime().store();
-    let mut threads = store
-        .list_threads(&query(ThreadStatus::AwaitingHuman))
-        .await?;
+    let project = state.runtime().project().clone();
+    // An agent no longer defined is no approver: its thread is a chat nobody can resume.
+    let approval = |t: &Thread| {
+        w.all
+            || project
+                .agents
+                .get(&t.agent)
+                .is_some_and(|d| d.def.approver())
+    };
+    // Parked threads a page at a time until `limit` of them are approvals (or none are left),
+    // so a page of chats does not end the listing early.
+    let mut threads = Vec::new();
+    let mut after = w.after;
+    loop {
+        let page = store
+            .list_threads(&query(ThreadStatus::AwaitingHuman, after))
+            .await?;
+        let full = page.len() == w.limit;
+        after = page.last().map(|t| t.id);
+        threads.extend(page.into_iter().filter(|t| approval(t)));
+        if !full || threads.len() >= w.limit {
+            break;
+        }
+    }
+    threads.truncate(w.limit);
+    // Past the last parked thread taken, a `waiting` one may come before the next parked one.
     if w.tool_calls {
-        threads.extend(store.list_threads(&query(ThreadStatus::Waiting)).await?);
+        threads.extend(
+            store
+                .list_threads(&query(ThreadStatus::Waiting, w.after))
+                .await?,
+        );
     }
     threads.sort_by_key(|t| t.id);
     if w.newest_first {
