@@ -343,6 +343,41 @@ async fn a_decision_is_stored_before_the_answer_and_a_retried_key_replays() {
         let (status, one) = server.get(&path, &alice).await;
         assert_eq!(status, 200, "{at}: {one}");
         assert_eq!(one["decided"], first["decided"], "{at}: {one}");
+
+        // A key that brought the thread's first message is no decision's: refused, nothing
+        // written, and the call still waits.
+        let (status, body) = crate::harness::send(
+            server
+                .req(reqwest::Method::POST, "/threads?wait=true", &alice)
+                .header("Idempotency-Key", "r4-create")
+                .json(&json!({"agent": "desk", "key": "r4", "text": "refund A1"})),
+        )
+        .await;
+        assert_eq!(status, 200, "{at}: {body}");
+        let r4 = body["id"].as_str().expect("thread id").to_owned();
+        let (_, list) = server.get("/approvals", &alice).await;
+        let id4 = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["thread"] == "r4")
+            .and_then(|i| i["id"].as_str())
+            .unwrap_or_else(|| panic!("{at}: r4 waits: {list}"))
+            .to_owned();
+        assert!(id4.starts_with(&r4), "{at}: {id4}");
+        let before = messages(&server, &alice, "r4").await;
+        let (status, _, _, refused) = decide(
+            format!("/approvals/{id4}"),
+            "r4-create",
+            json!({"decision": "approve"}),
+        )
+        .await;
+        assert_eq!(status, 422, "{at}: {refused}");
+        assert_eq!(refused["code"], "invalid_decision", "{at}: {refused}");
+        assert_eq!(messages(&server, &alice, "r4").await, before, "{at}");
+        let (status, listed) = server.get(&format!("/approvals/{id4}"), &alice).await;
+        assert_eq!(status, 200, "{at}: {listed}");
+        assert!(listed.get("decided").is_none(), "{at}: {listed}");
         server.stop().await;
     }
 }
