@@ -63,6 +63,10 @@ pub struct Decided {
     pub author: Option<String>,
     /// When (ms since the Unix epoch).
     pub at: i64,
+    /// The caller's `Idempotency-Key`, if one came with it: the same key again replays this
+    /// decision and writes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 impl Decided {

@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use duet_spec::{AgentDef, Project, PromptDef, Side};
 use tokio_util::sync::CancellationToken;
 
-pub use approvals::DecisionInput;
+pub use approvals::{AcceptedDecision, DecisionInput, DecisionLanded};
 pub use builder::RuntimeBuilder;
 
 use crate::clock::Clock;

@@ -53,7 +53,7 @@ pub use delivery::{Accepted, Addressed, Claim, Delivered, Delivery, Origin, Sett
 /// The nearest of some names to a misspelt one (`duet validate`'s did-you-mean), for crates
 /// that name no spec crate of their own (the store's URL schemes).
 pub use duet_spec::nearest;
-pub use engine::{DecisionInput, Runtime, RuntimeBuilder};
+pub use engine::{AcceptedDecision, DecisionInput, DecisionLanded, Runtime, RuntimeBuilder};
 pub use error::RunError;
 pub use event::{AgentEvent, EventSink, USAGE_EVENT};
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};

@@ -276,6 +276,7 @@ mod tests {
                     remember: None,
                     author: Some("bob".into()),
                     at: 7,
+                    message_id: None,
                 }),
                 "approval_decided",
                 json!({"approval": 4, "call": "c1", "tool": "refund", "decision": "edit", "args": {"amount": 90}, "author": "bob", "at": 7}),

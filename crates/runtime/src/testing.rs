@@ -330,6 +330,13 @@ impl QueueStore for MemoryStore {
         if !asked {
             return Ok(DecideOutcome::NotPending);
         }
+        if decided
+            .message_id
+            .as_ref()
+            .is_some_and(|m| row.delivered.contains(m))
+        {
+            return Ok(DecideOutcome::Duplicate);
+        }
         let queued = row.queue.values().find_map(|q| {
             q.decision
                 .as_ref()
@@ -358,8 +365,9 @@ impl QueueStore for MemoryStore {
         });
         message.author = decided.author.clone();
         let mut queued = state.queued(message, claim.now);
-        queued.decision = Some(decided);
+        queued.decision = Some(decided.clone());
         let row = state.existing(id)?;
+        row.delivered.extend(decided.message_id.clone());
         row.queue.insert(queued.id, queued);
         let change = row.change();
         let claimed = row.lease_free(&claim);

@@ -243,6 +243,11 @@ pub(crate) struct ApprovalView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub(crate) approvers: Option<serde_json::Value>,
+    /// A tool call's decision as recorded (`decision`, `author`, `at`, `reason`, `args`,
+    /// `text`, `remember`), once one was taken (`GET /approvals/{id}` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub(crate) decided: Option<serde_json::Value>,
     /// The parked thread.
     pub(crate) thread: String,
     /// Its agent.

@@ -81,6 +81,13 @@ impl AgentDef {
             .into_iter()
             .find(|s| self.side(*s).is_human())
     }
+
+    /// Whether the agent's human side is declared an approver (`approver: true`): its parks
+    /// wait for a person's decision, not for an end user's next message.
+    pub fn approver(&self) -> bool {
+        self.human_side()
+            .is_some_and(|s| matches!(self.side(s), Side::Human(h) if h.approver))
+    }
 }
 
 /// One value per side of an agent: `a` and `b`, also indexed by [`SideId`].
@@ -208,11 +215,16 @@ impl Side {
     }
 }
 
-/// A side a person takes: `{ human: true }`, with no field but `label`.
+/// A side a person takes: `{ human: true }`, with no field but `label` and `approver`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct HumanSide {
     /// `label`: the side's display name; optional.
     pub label: Option<String>,
+    /// `approver` (a duet extension): the person on this side decides — the agent's parks are
+    /// approvals, listed in `GET /approvals` and the inbox's queue. Default `false`: the side is
+    /// an end user whose next message the thread waits for (listed only on request).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub approver: bool,
 }
 
 /// A side a model takes: `{ prompt: NAME, ... }`, the only backing with stop and session

@@ -107,6 +107,8 @@ codes! {
         "Spec §8.1: both sides are human-backed, which 0.2.0 reserves.";
     SubagentsOnHumanSide = "subagents_on_human_side", Error, "spec",
         "Spec §8.2: `subagents` on a human-backed side.";
+    ApproverNotHuman = "approver_not_human", Error, "spec",
+        "`approver` (a duet extension: the human side decides, its parks are approvals) on a side that is not human-backed.";
     SideBacking = "side_backing", Error, "spec",
         "Spec §8.3: a side has no backing, or more than one of `human` / `prompt` / `handler`.";
     UnknownHandler = "unknown_handler", Error, "spec",

@@ -61,8 +61,11 @@ impl RemoteAgentDef {
                     label: Some("Remote agent".into()),
                     subagents: Vec::new(),
                 }),
+                // What a remote agent asks (`input-required`) is asked of whoever operates
+                // the agent that composed it: an approval, listed in the approver's queue.
                 b: Side::Human(HumanSide {
                     label: Some("Person".into()),
+                    approver: true,
                 }),
             },
             max_session_turns: None,

@@ -80,6 +80,26 @@ macro_rules! queue_impl {
                     tx.rollback().await.map_err(db_error)?;
                     return Ok(DecideOutcome::NotPending);
                 }
+                // A retried decision (its message id delivered before) is a replay, never "another
+                // decision came first": checked before the first decision is looked for.
+                if let Some(message_id) = &decided.message_id {
+                    let taken = sqlx::query(
+                        "INSERT INTO deliveries (thread, message_id, created_at) VALUES ($1, $2, $3) \
+                         ON CONFLICT (thread, message_id) DO NOTHING",
+                    )
+                    .bind(num)
+                    .bind(message_id)
+                    .bind(claim.now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?
+                    .rows_affected()
+                        == 0;
+                    if taken {
+                        tx.rollback().await.map_err(db_error)?;
+                        return Ok(DecideOutcome::Duplicate);
+                    }
+                }
                 // A decision first: queued (not yet drained), or written by the run.
                 let queued: Vec<Option<String>> = sqlx::query_scalar(
                     "SELECT decision FROM queue WHERE thread = $1 AND tool_call_id = $2 AND decision IS NOT NULL",

@@ -124,7 +124,7 @@ pub fn gate(dir: &Path) {
     write(
         dir,
         "agents/agents/gate.yaml",
-        "name: gate\nsideA:\n  prompt: gate\n  sessionStop: { name: decide, messageProperty: decision }\nsideB: { human: true }\n",
+        "name: gate\nsideA:\n  prompt: gate\n  sessionStop: { name: decide, messageProperty: decision }\nsideB: { human: true, approver: true }\n",
     );
     write(
         dir,

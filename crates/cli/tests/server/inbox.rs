@@ -164,9 +164,16 @@ async fn an_orchestrators_approval_is_answered_in_the_browser_and_its_continuati
                 .any(|t| t.contains("The approver said yes"))
         );
 
-        // Answered, it left the queue (where the orchestrator now asks its requester what next);
-        // the history says who answered, what and when.
+        // Answered, it left the queue; the orchestrator now asks its requester what next, a
+        // chat the queue shows only when asked to (`all`). The history says who answered, what
+        // and when.
         page.open(&format!("{}/inbox", server.base)).await;
+        let queue = page.text("#queue").await;
+        assert!(
+            !queue.contains("approval_gate") && !queue.contains("The approver said yes"),
+            "{queue}"
+        );
+        page.open(&format!("{}/inbox?all=true", server.base)).await;
         let queue = page.text("#queue").await;
         assert!(
             !queue.contains("approval_gate") && queue.contains("The approver said yes"),
@@ -374,7 +381,7 @@ fn hostile_project() -> std::path::PathBuf {
     };
     write(
         "agents/agents/hostile_gate.yaml",
-        "name: hostile_gate\nsideA: { prompt: hostile_presenter }\nsideB: { human: true }\n".into(),
+        "name: hostile_gate\nsideA: { prompt: hostile_presenter }\nsideB: { human: true, approver: true }\n".into(),
     );
     write(
         "agents/prompts/hostile_presenter.yaml",
@@ -684,7 +691,15 @@ async fn the_queue_filters_by_agent_and_age_orders_by_wait_and_counts_per_agent(
                 .header("cookie", session.clone());
             async move { req.send().await.expect("get").text().await.expect("html") }
         };
-        let all = page("").await;
+        // By default the approvals only: the orchestrator waiting for its requester is a chat.
+        let approvals = page("").await;
+        assert_eq!(
+            items(&approvals),
+            [("approval_gate".into(), "gate-1".into())],
+            "approvals only"
+        );
+        assert!(!approvals.contains("orchestrator <span"), "{approvals}");
+        let all = page("?all=true").await;
         assert_eq!(
             items(&all),
             [
@@ -699,17 +714,17 @@ async fn the_queue_filters_by_agent_and_age_orders_by_wait_and_counts_per_agent(
             "{all}"
         );
         assert_eq!(
-            items(&page("?order=newest").await),
+            items(&page("?all=true&order=newest").await),
             [
                 ("orchestrator".into(), "ops-1".into()),
                 ("approval_gate".into(), "gate-1".into())
             ]
         );
         assert_eq!(
-            items(&page("?agent=orchestrator").await),
+            items(&page("?all=true&agent=orchestrator").await),
             [("orchestrator".into(), "ops-1".into())]
         );
-        let old = page("?age=1h").await;
+        let old = page("?all=true&age=1h").await;
         assert_eq!(items(&old), [], "nothing has waited an hour");
         assert!(old.contains("2 in all; the filters hide the rest"), "{old}");
         server.stop().await;

@@ -38,13 +38,34 @@ pub struct DecisionInput {
     pub remember: Option<duet_spec::RememberScope>,
 }
 
+/// How a decision landed ([`Runtime::accept_decision`]).
+#[derive(Debug)]
+pub enum DecisionLanded {
+    /// Stored, and this caller took the lease: it must run the thread
+    /// ([`Runtime::run_claimed`]).
+    Claimed(crate::delivery::Claim),
+    /// Stored; the run that holds the thread takes it.
+    Queued,
+    /// Its message id (`Idempotency-Key`) came with this decision before: nothing was written,
+    /// and the decision is the one recorded then.
+    Duplicate,
+}
+
+/// A decision stored (or replayed): what was recorded and how it landed.
+#[derive(Debug)]
+pub struct AcceptedDecision {
+    /// The decision as recorded.
+    pub decided: Decided,
+    /// The thread it was queued on.
+    pub thread: crate::types::ThreadId,
+    /// How it landed.
+    pub landed: DecisionLanded,
+}
+
 impl Runtime {
     /// Decides pending tool call `approval` (the seq of its `approval_requested` record) of
-    /// thread `key`, as `author`. Checked against the definitions first (the approval pins its
-    /// call: a tool gone, an approval removed or arguments its schema no longer takes refuse it
-    /// as stale; an edit's arguments must match the tool's `args`), then queued — the first
-    /// decision wins — and, if no run holds the thread, the thread runs on here until it
-    /// settles. Nothing is written when it is refused.
+    /// thread `key`, as `author`, and — if no run holds the thread — runs the thread on here
+    /// until it settles ([`Runtime::accept_decision`], then [`Runtime::run_claimed`]).
     pub async fn decide(
         &self,
         key: &str,
@@ -52,11 +73,47 @@ impl Runtime {
         input: DecisionInput,
         author: Option<String>,
     ) -> Result<Decided, RunError> {
+        let accepted = self
+            .accept_decision(key, approval, input, author, None)
+            .await?;
+        if let DecisionLanded::Claimed(claim) = accepted.landed {
+            let (sink, cancel) = (
+                EventSink::discard(),
+                tokio_util::sync::CancellationToken::new(),
+            );
+            if let Err(e) = self.run_claimed(claim, &sink, &cancel).await {
+                tracing::warn!(thread = %key, error = %e, "the run after a decision failed");
+            }
+        }
+        Ok(accepted.decided)
+    }
+
+    /// Stores a decision on pending tool call `approval` of thread `key`, as `author`, without
+    /// running anything: a caller that answers at once (HTTP's `202 Accepted`) runs the claim
+    /// it may get with [`Runtime::run_claimed`]. Checked against the definitions first (the
+    /// approval pins its call: a tool gone, an approval removed or arguments its schema no
+    /// longer takes refuse it as stale; an edit's arguments must match the tool's `args`), then
+    /// queued — the first decision wins. With `message_id` (a client's `Idempotency-Key`), the
+    /// same id again replays the decision taken with it and writes nothing. Nothing is written
+    /// when it is refused.
+    pub async fn accept_decision(
+        &self,
+        key: &str,
+        approval: i64,
+        input: DecisionInput,
+        author: Option<String>,
+        message_id: Option<&str>,
+    ) -> Result<AcceptedDecision, RunError> {
         let store = &self.inner.store;
         let t = store
             .thread(key)
             .await?
             .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?;
+        if let Some(id) = message_id
+            && store.delivered(t.id, id).await?
+        {
+            return self.replayed(&t, key, approval, id).await;
+        }
         if t.status == crate::types::ThreadStatus::Terminated {
             return Err(RunError::Terminated(key.to_owned()));
         }
@@ -109,6 +166,7 @@ impl Runtime {
             remember: input.remember,
             author,
             at: self.now(),
+            message_id: message_id.map(str::to_owned),
         };
         match decided.decision {
             Decision::Edit if decided.args.is_none() => {
@@ -127,31 +185,76 @@ impl Runtime {
         approval::check(&asked, tool, &decided).map_err(refused)?;
         let side = t.acting.unwrap_or(crate::types::SideId::A);
         let run = Uuid::now_v7();
-        match store
+        let outcome = store
             .decide(t.id, decided.clone(), side, self.lease(run))
-            .await?
-        {
-            DecideOutcome::NotPending => Err(RunError::UnknownApproval {
-                key: key.to_owned(),
-                approval,
-            }),
-            DecideOutcome::Refused { first } => Err(RunError::DecisionTaken {
-                key: key.to_owned(),
-                approval,
-                first,
-            }),
-            DecideOutcome::Accepted { claimed } => {
-                if claimed {
-                    let (sink, cancel) = (
-                        EventSink::discard(),
-                        tokio_util::sync::CancellationToken::new(),
-                    );
-                    if let Err(e) = self.drive(t.id, run, &sink, &cancel, false).await {
-                        tracing::warn!(thread = %t.key, error = %e, "the run after a decision failed");
-                    }
-                }
-                Ok(decided)
+            .await?;
+        let landed = match outcome {
+            DecideOutcome::NotPending => {
+                return Err(RunError::UnknownApproval {
+                    key: key.to_owned(),
+                    approval,
+                });
             }
+            DecideOutcome::Refused { first } => {
+                return Err(RunError::DecisionTaken {
+                    key: key.to_owned(),
+                    approval,
+                    first,
+                });
+            }
+            DecideOutcome::Duplicate => {
+                let id = message_id.unwrap_or_default();
+                return self.replayed(&t, key, approval, id).await;
+            }
+            DecideOutcome::Accepted { claimed: true } => {
+                DecisionLanded::Claimed(crate::delivery::Claim {
+                    thread: t.id,
+                    run,
+                    inline: false,
+                })
+            }
+            DecideOutcome::Accepted { claimed: false } => DecisionLanded::Queued,
+        };
+        Ok(AcceptedDecision {
+            decided,
+            thread: t.id,
+            landed,
+        })
+    }
+
+    /// The decision on `approval` that message id `id` brought before (queued, or written by
+    /// the run): a replay. An id that brought something else to the thread is refused.
+    async fn replayed(
+        &self,
+        t: &Thread,
+        key: &str,
+        approval: i64,
+        id: &str,
+    ) -> Result<AcceptedDecision, RunError> {
+        let store = &self.inner.store;
+        let (records, queue) = tokio::try_join!(store.records(t.id), store.queue(t.id))?;
+        let written = records.into_iter().filter_map(|r| match r.body {
+            RecordBody::ApprovalDecided(d) => Some(d),
+            _ => None,
+        });
+        let first = queue
+            .into_iter()
+            .filter_map(|q| q.decision)
+            .chain(written)
+            .find(|d| d.approval == approval && d.message_id.as_deref() == Some(id));
+        match first {
+            Some(decided) => Ok(AcceptedDecision {
+                decided,
+                thread: t.id,
+                landed: DecisionLanded::Duplicate,
+            }),
+            None => Err(RunError::DecisionRefused {
+                key: key.to_owned(),
+                approval,
+                why: approval::Refusal::Incomplete(format!(
+                    "Idempotency-Key `{id}` came with another message or decision of this thread; give a new key"
+                )),
+            }),
         }
     }
 

@@ -64,8 +64,11 @@ pub trait QueueStore: Send + Sync {
     /// `decided.approval`, the seq of its `approval_requested` record) of thread `id`, queued
     /// with `side` (the side whose call it is), and tries the lease with `claim` — only if that
     /// record exists for that call and no decision on it is queued or written yet (one
-    /// approval, one decision). Otherwise writes nothing and says which decision came first. In
-    /// one transaction on the thread row, so of two racing decisions exactly one is accepted.
+    /// approval, one decision). Otherwise writes nothing and says which decision came first. A
+    /// decision with a message id records it as a delivery; one whose id was delivered before is
+    /// [`DecideOutcome::Duplicate`] (checked first, so a retry is never told its own decision
+    /// came first). In one transaction on the thread row, so of two racing decisions exactly one
+    /// is accepted.
     async fn decide(
         &self,
         id: ThreadId,
@@ -160,4 +163,7 @@ pub enum DecideOutcome {
     },
     /// The thread has no such pending call: nothing was written.
     NotPending,
+    /// The decision's message id (`Idempotency-Key`) was delivered to the thread before:
+    /// nothing was written.
+    Duplicate,
 }

@@ -448,6 +448,7 @@ async fn a_decision_survives_a_crash_and_the_tool_runs_once_on_recovery() {
                     remember: None,
                     author: None,
                     at: 1_000,
+                    message_id: None,
                 };
                 let lease = duet_runtime::Lease {
                     owner: uuid::Uuid::now_v7(),

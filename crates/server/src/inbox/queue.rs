@@ -40,6 +40,10 @@ pub(crate) struct Filters {
     /// `newest` first, or (default) `oldest`: who has waited longest.
     #[serde(default)]
     pub order: String,
+    /// `true`: also threads waiting for their end user's next message (agents whose human
+    /// side is not an approver). Default: approvals only.
+    #[serde(default)]
+    pub all: String,
 }
 
 impl Filters {
@@ -58,6 +62,7 @@ impl Filters {
             .append_pair("agent", &self.agent)
             .append_pair("age", &self.age)
             .append_pair("order", &self.order)
+            .append_pair("all", &self.all)
             .finish()
     }
 }
@@ -79,6 +84,7 @@ pub(crate) async fn load(
 ) -> Result<Queue, Problem> {
     let w = Waiting {
         limit: MAX_LISTED + 1,
+        all: filters.all == "true",
         ..Waiting::default()
     };
     let mut threads = approvals::waiting(state, caller, &w).await?;
@@ -182,6 +188,8 @@ pub(crate) async fn page(
                     option value="newest" selected[filters.order == "newest"] { "Newest first" }
                 }
             }
+            label { input type="checkbox" name="all" value="true" checked[filters.all == "true"];
+                " Also chats waiting for their user" }
             button type="submit" { "Apply" }
             label.find { span { "Find " kbd { "/" } }
                 input #find type="search" name="find" placeholder="in these questions" autocomplete="off";

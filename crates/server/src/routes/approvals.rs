@@ -16,8 +16,9 @@ use crate::auth::Caller;
 use crate::body::{Json, Query};
 use crate::problem::Problem;
 use crate::service::approvals::{self, Waiting};
+use crate::service::deliveries::Landed;
 use crate::state::AppState;
-use crate::views::{AcceptedView, ApprovalView, Page, ThreadView};
+use crate::views::{ApprovalView, Page, ThreadView, segment};
 use duet_runtime::DecisionInput;
 use duet_runtime::approval::{Decision, RememberScope};
 
@@ -33,11 +34,17 @@ pub(crate) struct ListQuery {
     pub cursor: Option<String>,
     /// Page size, 1–500 (default 50).
     pub limit: Option<usize>,
+    /// `true`: also threads waiting for their end user's next message (parked agents whose
+    /// human side is not declared `approver`). Default: approvals only — tool calls waiting
+    /// for a decision, and questions of approver agents.
+    #[serde(default)]
+    pub all: bool,
 }
 
-/// What waits for a person, a page at a time.
+/// What waits for a person's decision, a page at a time: tool calls that need approval, and
+/// questions of agents whose human side is an approver (`?all=true`: every parked thread).
 #[utoipa::path(get, path = "/approvals", tag = "approvals", params(ListQuery),
-    responses((status = 200, description = "A page of questions", body = Page<ApprovalView>)))]
+    responses((status = 200, description = "A page of approvals", body = Page<ApprovalView>)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -51,6 +58,7 @@ pub(crate) async fn list(
         newest_first: newest_first(q.order.as_deref())?,
         limit,
         tool_calls: true,
+        all: q.all,
     };
     let threads = approvals::waiting(&state, &caller, &w).await?;
     let next_cursor = (threads.len() == limit)
@@ -63,11 +71,12 @@ pub(crate) async fn list(
     Ok(axum::Json(Page { items, next_cursor }))
 }
 
-/// One question, while it waits.
+/// One question, while it waits; one tool call, while it waits and once decided (with its
+/// decision as recorded in `decided`).
 #[utoipa::path(get, path = "/approvals/{id}", tag = "approvals",
     params(("id" = String, Path, description = "The approval id")),
-    responses((status = 200, description = "The question", body = ApprovalView),
-        (status = 404, description = "No such approval, or it was answered", body = crate::problem::ProblemBody)))]
+    responses((status = 200, description = "The question, or the tool call (`decided`: its decision, once taken)", body = ApprovalView),
+        (status = 404, description = "No such approval, a question that was answered, or a call its thread's abort ended undecided", body = crate::problem::ProblemBody)))]
 pub(crate) async fn get(
     State(state): State<AppState>,
     caller: Caller,
@@ -109,27 +118,88 @@ pub(crate) struct AnswerBody {
     pub remember: Option<String>,
 }
 
-/// A decision taken.
+/// A decision taken, and the thread once it settled (`?wait=true`, or a replayed
+/// `Idempotency-Key`).
 #[derive(serde::Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct DecidedView {
     /// The approval.
     pub id: String,
-    /// The decision as recorded (approval, call, tool, decision, args, reason, text, author, at).
+    /// The decision as recorded (approval, call, tool, decision, args, reason, text, remember,
+    /// author, at, messageId).
     #[schema(value_type = Object)]
     pub decided: serde_json::Value,
     /// The thread after the decision (it ran on until it settled).
     pub thread: ThreadView,
 }
 
+/// An answer or a decision stored; the thread runs on (answered at once, without
+/// `?wait=true`). `id` and `decided` come with a decision only.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DecisionAcceptedView {
+    /// The approval (a decision).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The decision as recorded (a decision).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub decided: Option<serde_json::Value>,
+    /// The thread's key.
+    pub thread: String,
+    /// `accepted` (this server runs the thread now) or `queued` (a run in flight takes it).
+    pub delivery: &'static str,
+    /// Where to follow it: the thread's events after the journal's seq at the decision.
+    pub events: String,
+}
+
+/// The API's answer to a decision: `200` with the thread when the caller waited for it to
+/// settle (or replayed an `Idempotency-Key`), else `202` with where to follow it — as for an
+/// answer ([`deliver::respond`]).
+fn decided_response(caller: &Caller, id: String, d: approvals::Decision) -> Response {
+    use axum::http::{HeaderValue, StatusCode, header};
+    use axum::response::IntoResponse;
+    let location = format!("/threads/{}", segment(&d.visible));
+    let decided = serde_json::json!(d.decided);
+    let mut response = match &d.now {
+        Some((t, parent)) => {
+            let view = DecidedView {
+                id,
+                decided,
+                thread: ThreadView::of(t, caller, parent.as_ref()),
+            };
+            (StatusCode::OK, axum::Json(view)).into_response()
+        }
+        None => {
+            let view = DecisionAcceptedView {
+                id: Some(id),
+                decided: Some(decided),
+                thread: d.visible.clone(),
+                delivery: d.landed.as_str(),
+                events: format!("{location}/events?after={}", d.since),
+            };
+            (StatusCode::ACCEPTED, axum::Json(view)).into_response()
+        }
+    };
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    if d.landed == Landed::Duplicate {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    response
+}
+
 /// Answers a question, or decides a tool call. The first answer (decision) wins; a later one
 /// gets 409 naming it.
 #[utoipa::path(post, path = "/approvals/{id}", tag = "approvals", request_body = AnswerBody,
     params(("id" = String, Path, description = "The approval id"), Wait,
-        ("Idempotency-Key" = Option<String>, Header, description = "The message id: a retried answer writes nothing")),
+        ("Idempotency-Key" = Option<String>, Header, description = "The message id: a retried answer or decision writes nothing and is answered as the first was (`Idempotent-Replayed: true`)")),
     responses(
-        (status = 202, description = "Stored; the thread resumes", body = AcceptedView),
-        (status = 200, description = "Settled (`?wait=true`), a replayed answer, or a decision taken (the thread ran on)", body = DecidedView),
+        (status = 202, description = "Stored; the thread resumes: where to follow it, and for a decision the decision as recorded", body = DecisionAcceptedView),
+        (status = 200, description = "Settled (`?wait=true`) or replayed (`Idempotency-Key`): the thread for an answer, `DecidedView` for a decision", body = DecidedView),
         (status = 400, description = "A body that is neither an answer nor a decision; nothing was written", body = crate::problem::ProblemBody),
         (status = 404, description = "No such approval", body = crate::problem::ProblemBody),
         (status = 409, description = "Answered (decided) first by someone else; nothing was written", body = crate::problem::ProblemBody),
@@ -142,17 +212,19 @@ pub(crate) async fn answer(
     headers: HeaderMap,
     Json(body): Json<AnswerBody>,
 ) -> Result<Response, Problem> {
+    let message_id = deliver::message_id(&headers)?;
     if let Some(decision) = body.decision.clone() {
         let input = decision_input(&decision, body)?;
-        let (decided, thread) = approvals::decide(&state, &caller, &id, input).await?;
-        let view = DecidedView {
-            id,
-            decided: serde_json::json!(decided),
-            thread: ThreadView::of(&thread, &caller, None),
-        };
-        return Ok(axum::response::IntoResponse::into_response(axum::Json(
-            view,
-        )));
+        let decided = approvals::decide(
+            &state,
+            &caller,
+            &id,
+            input,
+            message_id.as_deref(),
+            wait.wait,
+        )
+        .await?;
+        return Ok(decided_response(&caller, id, decided));
     }
     let Some(text) = body.text.as_deref() else {
         return Err(Problem::bad_request(
@@ -166,7 +238,6 @@ pub(crate) async fn answer(
             "`args`, `reason` and `remember` come with a `decision`",
         ));
     }
-    let message_id = deliver::message_id(&headers)?;
     deliver::check_text(text, &body.images)?;
     let images = deliver::images(&body.images);
     let answer = approvals::Answer {

@@ -5,12 +5,12 @@
 //! through the other with the same [`ServiceError::AlreadyAnswered`].
 
 use duet_runtime::{
-    Answered, AnsweredQuery, Child, FirstAnswer, ImageRef, Message, Park, Thread, ThreadId,
-    ThreadQuery, ThreadStatus, ToolCall,
+    Answered, AnsweredQuery, Child, DecisionLanded, FirstAnswer, ImageRef, Message, Park,
+    RecordBody, Thread, ThreadId, ThreadQuery, ThreadStatus, ToolCall,
 };
 
-use super::ServiceError;
-use super::deliveries::{self, Delivered, Inbound};
+use super::deliveries::{self, Delivered, Inbound, Landed};
+use super::{ServiceError, threads};
 use crate::auth::Caller;
 use crate::state::AppState;
 use crate::views::{ApprovalId, ApprovalView, ParentView};
@@ -89,31 +89,62 @@ pub(crate) struct Waiting<'a> {
     /// Also `waiting` threads (tool calls waiting for a decision); the inbox does not show
     /// those yet.
     pub tool_calls: bool,
+    /// Also threads parked for their end user's next message (an agent whose human side is not
+    /// declared `approver`): a chat, not an approval.
+    pub all: bool,
 }
 
 /// The threads waiting for a person that `caller` may see, a page at a time: parked ones
-/// (a question) and `waiting` ones (which may wait for a decision on a tool call), merged in
-/// the listing's order so one cursor pages both.
+/// (a question — of an agent whose human side is an approver, unless `all`) and `waiting` ones
+/// (which may wait for a decision on a tool call), merged in the listing's order so one cursor
+/// pages both.
 pub(crate) async fn waiting(
     state: &AppState,
     caller: &Caller,
     w: &Waiting<'_>,
 ) -> Result<Vec<Thread>, ServiceError> {
-    let query = |status| ThreadQuery {
+    let query = |status, after| ThreadQuery {
         agent: w.agent,
         status: Some(status),
         principal: caller.owner_filter(),
-        after: w.after,
+        after,
         newest_first: w.newest_first,
         limit: w.limit,
         ..ThreadQuery::default()
     };
     let store = state.runtime().store();
-    let mut threads = store
-        .list_threads(&query(ThreadStatus::AwaitingHuman))
-        .await?;
+    let project = state.runtime().project().clone();
+    // An agent no longer defined is no approver: its thread is a chat nobody can resume.
+    let approval = |t: &Thread| {
+        w.all
+            || project
+                .agents
+                .get(&t.agent)
+                .is_some_and(|d| d.def.approver())
+    };
+    // Parked threads a page at a time until `limit` of them are approvals (or none are left),
+    // so a page of chats does not end the listing early.
+    let mut threads = Vec::new();
+    let mut after = w.after;
+    loop {
+        let page = store
+            .list_threads(&query(ThreadStatus::AwaitingHuman, after))
+            .await?;
+        let full = page.len() == w.limit;
+        after = page.last().map(|t| t.id);
+        threads.extend(page.into_iter().filter(|t| approval(t)));
+        if !full || threads.len() >= w.limit {
+            break;
+        }
+    }
+    threads.truncate(w.limit);
+    // Past the last parked thread taken, a `waiting` one may come before the next parked one.
     if w.tool_calls {
-        threads.extend(store.list_threads(&query(ThreadStatus::Waiting)).await?);
+        threads.extend(
+            store
+                .list_threads(&query(ThreadStatus::Waiting, w.after))
+                .await?,
+        );
     }
     threads.sort_by_key(|t| t.id);
     if w.newest_first {
@@ -179,6 +210,7 @@ pub(crate) async fn tool_calls(
                 arguments: Some(p.arguments),
                 decisions: Some(p.decisions.iter().map(|d| d.as_str().to_owned()).collect()),
                 approvers: Some(serde_json::json!(p.approvers)),
+                decided: None,
                 thread: caller.visible_key(&t.key),
                 agent: t.agent.clone(),
                 park: park.to_string(),
@@ -190,43 +222,101 @@ pub(crate) async fn tool_calls(
         .collect())
 }
 
-/// Decides approval `id` (a tool call waiting for a decision) as `caller`: the first decision
-/// wins, a later one is refused naming it; a decision the definitions no longer allow, or an
-/// edit the tool's `args` refuse, writes nothing. The thread runs on (here, if no run holds
-/// it) before this returns.
+/// A decision stored (or replayed), as [`decide`] reports it.
+pub(crate) struct Decision {
+    pub decided: duet_runtime::approval::Decided,
+    pub landed: Landed,
+    /// The thread's key as the caller names it.
+    pub visible: String,
+    /// The journal's last seq before the decision: where a follower starts.
+    pub since: i64,
+    /// The thread as it stands now, with its parent — read when the caller waited and the
+    /// thread settled, and for a replay; `None` when the caller is answered at once.
+    pub now: Option<(Thread, Option<Thread>)>,
+}
+
+/// Decides approval `id` (a tool call waiting for a decision) as `caller`: stored before this
+/// returns (the first decision wins, a later one is refused naming it; a decision the
+/// definitions no longer allow, or an edit the tool's `args` refuse, writes nothing), the
+/// thread run on in a task of its own and — with `wait` — followed until it settles, as an
+/// answer to a question is ([`deliveries::deliver`]). `message_id` (the `Idempotency-Key`)
+/// makes a retry a replay that writes nothing.
 pub(crate) async fn decide(
     state: &AppState,
     caller: &Caller,
     id: &str,
     input: duet_runtime::DecisionInput,
-) -> Result<(duet_runtime::approval::Decided, Thread), ServiceError> {
+    message_id: Option<&str>,
+    wait: bool,
+) -> Result<Decision, ServiceError> {
     let (approval, t) = find(state, caller, id).await?;
-    let key = caller.visible_key(&t.key);
+    let visible = caller.visible_key(&t.key);
     if t.park() == Some(approval.park) {
         let why = duet_runtime::approval::Refusal::Incomplete(
             "this approval is a question, not a tool call: answer it with `{\"text\": …}`".into(),
         );
         return Err(ServiceError::run(
             duet_runtime::RunError::DecisionRefused {
-                key: key.clone(),
+                key: visible.clone(),
                 approval: approval.park.seq,
                 why,
             },
-            &key,
+            &visible,
         ));
     }
-    let decided = state
+    let since = t.next_seq - 1;
+    let accepted = state
         .runtime()
-        .decide(&t.key, approval.park.seq, input, caller.canonical.clone())
+        .accept_decision(
+            &t.key,
+            approval.park.seq,
+            input,
+            caller.canonical.clone(),
+            message_id,
+        )
         .await
-        .map_err(|e| ServiceError::run(e, &key))?;
-    let after = state
-        .runtime()
-        .store()
-        .thread_by_id(t.id)
-        .await?
-        .unwrap_or(t);
-    Ok((decided, after))
+        .map_err(|e| ServiceError::run(e, &visible))?;
+    // Stored: from here on the caller is told where to follow the thread, whatever its run
+    // does, rather than an error it might retry into a second decision.
+    let mut waited = wait;
+    let landed = match accepted.landed {
+        DecisionLanded::Claimed(claim) => {
+            let outcome = state.spawn_run(claim);
+            if wait {
+                match outcome.await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::info!(error = %e, "a waited-for run did not settle here");
+                        waited = false;
+                    }
+                    Err(_) => waited = false,
+                }
+            }
+            Landed::Accepted
+        }
+        DecisionLanded::Queued => {
+            if wait {
+                waited = deliveries::settled(state, accepted.thread).await?;
+            }
+            Landed::Queued
+        }
+        DecisionLanded::Duplicate => Landed::Duplicate,
+    };
+    let now = if waited || landed == Landed::Duplicate {
+        let now = threads::reread(state, accepted.thread)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?;
+        Some(threads::with_parent(state, now).await?)
+    } else {
+        None
+    };
+    Ok(Decision {
+        decided: accepted.decided,
+        landed,
+        visible,
+        since,
+        now,
+    })
 }
 
 /// The threads above `t`, nearest first, up to the top-level one (at most [`MAX_DEPTH`]).
@@ -322,6 +412,7 @@ pub(crate) async fn view(
         arguments: None,
         decisions: None,
         approvers: None,
+        decided: None,
         thread: caller.visible_key(&t.key),
         agent: t.agent.clone(),
         park: park.to_string(),
@@ -331,21 +422,77 @@ pub(crate) async fn view(
     }))
 }
 
-/// Approval `id` while it waits ([`find`], then its view); `None` once it no longer waits.
+/// Approval `id` ([`find`], then its view): a question while it waits; a tool call while it
+/// waits and once decided, with its decision as recorded. `None`: a question answered, or a
+/// call that ended undecided (its thread aborted).
 pub(crate) async fn get(
     state: &AppState,
     caller: &Caller,
     id: &str,
 ) -> Result<Option<ApprovalView>, ServiceError> {
     let (approval, t) = find(state, caller, id).await?;
-    if t.park() != Some(approval.park) {
-        // A tool call waiting for a decision, if that is what the id names.
-        return Ok(tool_calls(state, caller, &t)
-            .await?
-            .into_iter()
-            .find(|v| v.park == approval.park.to_string()));
+    if t.park() == Some(approval.park) {
+        return view(state, caller, &t).await;
     }
-    view(state, caller, &t).await
+    let seq = approval.park.seq;
+    let store = state.runtime().store();
+    let (records, queue) = tokio::try_join!(store.records(t.id), store.queue(t.id))?;
+    let Some((asked, asked_at)) = records.iter().find_map(|r| match &r.body {
+        RecordBody::ApprovalRequested(a) if r.seq == seq => Some((a.clone(), r.created_at)),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    // Queued (approved, its tool not run yet) or written by the run.
+    let decided = queue
+        .into_iter()
+        .filter_map(|q| q.decision)
+        .chain(records.into_iter().filter_map(|r| match r.body {
+            RecordBody::ApprovalDecided(d) => Some(d),
+            _ => None,
+        }))
+        .find(|d| d.approval == seq);
+    let waiting = tool_calls(state, caller, &t)
+        .await?
+        .into_iter()
+        .find(|v| v.park == approval.park.to_string());
+    if let Some(mut v) = waiting {
+        v.decided = decided.map(|d| serde_json::json!(d));
+        return Ok(Some(v));
+    }
+    let Some(decided) = decided else {
+        return Ok(None);
+    };
+    let parents = parents(state, &t)
+        .await?
+        .iter()
+        .map(|p| ParentView {
+            key: caller.visible_key(&p.key),
+            agent: p.agent.clone(),
+        })
+        .collect();
+    Ok(Some(ApprovalView {
+        id: approval.to_string(),
+        kind: "tool_call",
+        tool: Some(asked.tool),
+        call: Some(asked.call),
+        arguments: Some(asked.arguments),
+        decisions: Some(
+            asked
+                .decisions
+                .iter()
+                .map(|d| d.as_str().to_owned())
+                .collect(),
+        ),
+        approvers: Some(serde_json::json!(asked.approvers)),
+        decided: Some(serde_json::json!(decided)),
+        thread: caller.visible_key(&t.key),
+        agent: t.agent.clone(),
+        park: approval.park.to_string(),
+        question: None,
+        since: asked_at,
+        parents,
+    }))
 }
 
 /// A question with what led to it.

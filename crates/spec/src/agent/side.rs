@@ -46,7 +46,14 @@ const RELATIONSHIP_FIELDS: &[&str] = &[
 /// relationships alone).
 pub(super) type DecodedSide = Result<Side, Vec<Side>>;
 
-const SIDE_FIELDS: &[&str] = &["human", "prompt", "handler", "label", "subagents"];
+const SIDE_FIELDS: &[&str] = &[
+    "human",
+    "prompt",
+    "handler",
+    "label",
+    "subagents",
+    "approver",
+];
 
 pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> DecodedSide {
     let path = id.field();
@@ -107,11 +114,13 @@ pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> Decoded
                     .hint("declare the relationship on the prompt or handler side"),
                 );
             }
+            let approver = o.boolean(ctx, "approver").unwrap_or(false);
             reject_prompt_only(ctx, &mut o, "human");
-            o.finish(ctx, &["human", "label"]);
-            Side::Human(HumanSide { label })
+            o.finish(ctx, &["human", "label", "approver"]);
+            Side::Human(HumanSide { label, approver })
         }
         "handler" => {
+            reject_approver(ctx, &mut o, "handler");
             let handler = o.name(ctx, "handler");
             let subagents = decode_relationships(ctx, &mut o);
             reject_prompt_only(ctx, &mut o, "handler");
@@ -126,6 +135,7 @@ pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> Decoded
             }
         }
         _ => {
+            reject_approver(ctx, &mut o, "prompt");
             let prompt = o.name(ctx, "prompt").unwrap_or_default();
             let subagents = decode_relationships(ctx, &mut o);
             let side = prompt_side(ctx, &mut o, prompt, label, subagents);
@@ -142,6 +152,20 @@ pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> Decoded
 }
 
 /// `human` can only be `true`.
+/// `approver` (a duet extension) on a side a person does not take.
+fn reject_approver(ctx: &mut Ctx<'_>, o: &mut Obj<'_>, backing: &str) {
+    if o.take("approver").is_some() {
+        ctx.push(
+            Issue::new(
+                Code::ApproverNotHuman,
+                format!("`approver` marks a human side; this side is a `{backing}`"),
+            )
+            .at(ctx.file, &o.path("approver"), Some(o.key_span("approver")))
+            .hint("put `approver: true` on the side a person takes: `{ human: true, approver: true }`"),
+        );
+    }
+}
+
 fn human_value(ctx: &mut Ctx<'_>, o: &mut Obj<'_>) {
     let human_span = o.key_span("human");
     if let Some(false) = o.boolean(ctx, "human") {

@@ -69,6 +69,7 @@ fn decided(approval: i64, decision: Decision, author: &str, at: i64) -> Decided 
         remember: None,
         author: Some(author.into()),
         at,
+        message_id: None,
     }
 }
 
@@ -153,6 +154,72 @@ async fn the_first_decision_wins_and_a_second_is_refused_naming_it() {
             "{name}: from the journal"
         );
         assert!(store.queue(t.id).await.expect("queue").is_empty(), "{name}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_retried_decision_is_a_duplicate_and_writes_nothing() {
+    each(async |store, name| {
+        let (t, approval) = pending(&store, "k").await;
+        let first = Decided {
+            message_id: Some("key-1".into()),
+            ..decided(approval, Decision::Approve, "alice", 2_000)
+        };
+        let outcome = store
+            .decide(t.id, first.clone(), SideId::A, lease(Uuid::now_v7(), 2_000))
+            .await
+            .expect("decide");
+        assert_eq!(outcome, DecideOutcome::Accepted { claimed: true }, "{name}");
+        assert!(
+            store.delivered(t.id, "key-1").await.expect("delivered"),
+            "{name}"
+        );
+        let before = store
+            .thread_by_id(t.id)
+            .await
+            .expect("read")
+            .expect("thread");
+        // The same key again (even with another decision): a duplicate, never "refused".
+        let retry = Decided {
+            message_id: Some("key-1".into()),
+            ..decided(approval, Decision::Reject, "alice", 2_100)
+        };
+        let outcome = store
+            .decide(t.id, retry, SideId::A, lease(Uuid::now_v7(), 2_100))
+            .await
+            .expect("decide");
+        assert_eq!(outcome, DecideOutcome::Duplicate, "{name}");
+        // Another key: refused naming the first, and that key is not recorded.
+        let other = Decided {
+            message_id: Some("key-2".into()),
+            ..decided(approval, Decision::Reject, "bob", 2_200)
+        };
+        let outcome = store
+            .decide(t.id, other, SideId::A, lease(Uuid::now_v7(), 2_200))
+            .await
+            .expect("decide");
+        assert_eq!(
+            outcome,
+            DecideOutcome::Refused {
+                first: Box::new(first)
+            },
+            "{name}"
+        );
+        assert!(
+            !store.delivered(t.id, "key-2").await.expect("delivered"),
+            "{name}"
+        );
+        assert_eq!(store.queue(t.id).await.expect("queue").len(), 1, "{name}");
+        let after = store
+            .thread_by_id(t.id)
+            .await
+            .expect("read")
+            .expect("thread");
+        assert_eq!(
+            after.next_seq, before.next_seq,
+            "{name}: nothing journalled"
+        );
     })
     .await;
 }
