@@ -34,6 +34,19 @@ async fn orchestrate(server: &Server, token: &str, key: &str) -> String {
     approval_of(server, token, key).await
 }
 
+/// A new `approval_gate` thread `key` asked `text`, parked (`?wait=true`): its approval's id.
+pub(crate) async fn parked_gate(server: &Server, token: &str, key: &str, text: &str) -> String {
+    let (status, body) = server
+        .post(
+            "/threads?wait=true",
+            token,
+            json!({"agent": "approval_gate", "key": key, "text": text}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    approval_of(server, token, key).await
+}
+
 /// The approval waiting under top-level thread `key` (the question of it or of a child).
 pub(crate) async fn approval_of(server: &Server, token: &str, key: &str) -> String {
     let (status, list) = server.get("/approvals", token).await;
@@ -303,15 +316,7 @@ async fn a_rejection_carries_its_reason_and_another_principal_sees_none_of_it() 
         let server = Server::start(&backend).await;
         let alice = server.key("alice", false).await;
         let bob = server.key("bob", false).await;
-        let (status, body) = server
-            .post(
-                "/threads?wait=true",
-                &alice,
-                json!({"agent": "approval_gate", "key": "gate-1", "text": "Rotate the keys?"}),
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        let approval = approval_of(&server, &alice, "gate-1").await;
+        let approval = parked_gate(&server, &alice, "gate-1", "Rotate the keys?").await;
 
         // Bob sees nothing of alice's, not even by its address.
         let bobs = driver.browser(360, 740, true).await;
@@ -533,15 +538,7 @@ async fn the_session_cookie_stands_for_its_key_and_forms_are_csrf_checked() {
         let token = csrf(&html);
         assert!(html.contains("Signed in as <strong>alice</strong>"));
 
-        let (status, body) = server
-            .post(
-                "/threads?wait=true",
-                &alice,
-                json!({"agent": "approval_gate", "key": "c-1", "text": "Rotate?"}),
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        let approval = approval_of(&server, &alice, "c-1").await;
+        let approval = parked_gate(&server, &alice, "c-1", "Rotate?").await;
         let answer = |form: Vec<(&'static str, String)>, origin: Option<String>| {
             let mut req = http
                 .post(format!("{}/inbox/items/{approval}", server.base))

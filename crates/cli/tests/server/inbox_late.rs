@@ -7,7 +7,7 @@
 use serde_json::json;
 
 use crate::harness::Server;
-use crate::inbox::{approval_of, cookie, csrf, plain};
+use crate::inbox::{cookie, csrf, parked_gate, plain};
 use crate::support;
 
 /// The text inside the `<textarea>` whose id is `id`.
@@ -33,15 +33,7 @@ async fn a_late_answer_without_script_is_said_not_sent_and_keeps_its_text() {
         let server = Server::start(&backend).await;
         let alice = server.key("alice", false).await;
         let ops = server.key("ops", true).await;
-        let (status, body) = server
-            .post(
-                "/threads?wait=true",
-                &alice,
-                json!({"agent": "approval_gate", "key": "late-1", "text": "Rotate?"}),
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        let approval = approval_of(&server, &alice, "late-1").await;
+        let approval = parked_gate(&server, &alice, "late-1", "Rotate?").await;
         let item = format!("{}/inbox/items/{approval}", server.base);
 
         // ops opens the page (no script: plain form posts) and types a reason…
@@ -132,15 +124,7 @@ async fn an_answer_arriving_while_a_reason_is_typed_keeps_the_reason() {
     for backend in support::backends().await {
         let server = Server::start(&backend).await;
         let alice = server.key("alice", false).await;
-        let (status, body) = server
-            .post(
-                "/threads?wait=true",
-                &alice,
-                json!({"agent": "approval_gate", "key": "late-2", "text": "Rotate?"}),
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        let approval = approval_of(&server, &alice, "late-2").await;
+        let approval = parked_gate(&server, &alice, "late-2", "Rotate?").await;
         let item = format!("{}/inbox/items/{approval}", server.base);
         let typing = driver.browser(1000, 800, true).await;
         let idle = driver.browser(1000, 800, true).await;
