@@ -144,11 +144,7 @@ macro_rules! queue_impl {
                     tx.rollback().await.map_err(db_error)?;
                     return Err(db_error(e));
                 }
-                let claimed = lease_free(&owner, expires, &claim);
-                if claimed {
-                    take_lease(&mut tx, num, &claim).await?;
-                }
-                tx.commit().await.map_err(db_error)?;
+                let claimed = commit_claiming(tx, num, &owner, expires, &claim).await?;
                 self.publish(change);
                 Ok(DecideOutcome::Accepted { claimed })
             }

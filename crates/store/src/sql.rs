@@ -79,6 +79,23 @@ macro_rules! store_impl {
             Ok(())
         }
 
+        /// Takes row `num`'s lease for `claim` if it is free as read (`owner`, `expires`), then
+        /// commits `tx`: whether the lease was taken. The caller announces the change.
+        async fn commit_claiming(
+            mut tx: sqlx::Transaction<'_, $db>,
+            num: i64,
+            owner: &Option<String>,
+            expires: i64,
+            claim: &Lease,
+        ) -> Result<bool, StoreError> {
+            let claimed = lease_free(owner, expires, claim);
+            if claimed {
+                take_lease(&mut tx, num, claim).await?;
+            }
+            tx.commit().await.map_err(db_error)?;
+            Ok(claimed)
+        }
+
         fn lease_free(owner: &Option<String>, expires: i64, lease: &Lease) -> bool {
             match owner {
                 None => true,
@@ -295,11 +312,7 @@ macro_rules! store_impl {
                     tx.rollback().await.map_err(db_error)?;
                     return Err(e);
                 }
-                let claimed = lease_free(&owner, expires, &claim);
-                if claimed {
-                    take_lease(&mut tx, num, &claim).await?;
-                }
-                tx.commit().await.map_err(db_error)?;
+                let claimed = commit_claiming(tx, num, &owner, expires, &claim).await?;
                 self.publish(change);
                 Ok(Some(claimed))
             }
