@@ -26,7 +26,7 @@ async fn approve(root: &Path, db: &str) -> anyhow::Result<()> {
     let store = duet::connect(db).await?; // created and migrated on first use
     // What `duet serve` registers: providers, duet's handlers and hooks, http tools, MCP.
     let runtime = duet::compose(Arc::new(loaded.project), root, store).build();
-    let gate = runtime.agent("approval_gate").expect("defined in agents/");
+    let gate = runtime.agent("question_gate").expect("defined in agents/");
 
     // Streaming: each event once its step has committed. The session parks for the approver.
     let mut events = gate.invoke(Scope::new("ticket-42"), Prompt::text("Rotate the keys?"));
@@ -54,7 +54,7 @@ async fn with_middleware(root: &Path, db: &str) -> anyhow::Result<()> {
     let loaded = duet::load(root)?;
     let store = duet::connect(db).await?;
     let runtime = duet::compose(Arc::new(loaded.project), root, store).build();
-    let gate: Arc<dyn Agent> = Arc::new(runtime.agent("approval_gate").expect("defined"));
+    let gate: Arc<dyn Agent> = Arc::new(runtime.agent("question_gate").expect("defined"));
     let budget = Budget {
         max_tool_calls: Some(5),
         ..Budget::default()

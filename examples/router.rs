@@ -42,7 +42,7 @@ async fn client(base: String, backend: String, approver: String) -> anyhow::Resu
     let thread: Value = http
         .post(format!("{base}/threads?wait=true"))
         .bearer_auth(&backend)
-        .json(&json!({"agent": "approval_gate", "key": "ticket-42",
+        .json(&json!({"agent": "question_gate", "key": "ticket-42",
                       "text": "Rotate the production keys tonight?"}))
         .send()
         .await?

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-AGENT = "approval_gate"
+AGENT = "question_gate"
 
 
 def create_text(key):

@@ -68,7 +68,7 @@ async fn two_racing_answers_from_two_processes_apply_once() {
                 &db,
                 &[
                     "run",
-                    "approval_gate",
+                    "question_gate",
                     "--session",
                     &key,
                     "-m",
@@ -151,7 +151,7 @@ async fn two_racing_invokes_of_one_park_apply_once() {
     for backend in support::backends().await {
         let store = backend.open().await;
         let rt = support::runtime(project.clone(), store.clone()).build();
-        let gate = rt.agent("approval_gate").expect("defined");
+        let gate = rt.agent("question_gate").expect("defined");
         for trial in 0..trials().min(10) {
             let key = format!("invoke-race-{trial}");
             let asked = collect(gate.invoke(Scope::new(&key), Prompt::text("Rotate?")))
@@ -220,7 +220,7 @@ async fn a_message_id_delivered_twice_is_stored_once() {
             &db,
             &[
                 "run",
-                "approval_gate",
+                "question_gate",
                 "--session",
                 "m",
                 "-m",
@@ -261,7 +261,7 @@ async fn a_message_id_delivered_twice_is_stored_once() {
 
         // Through invoke: the replay completes with the session as it stands, marked.
         let rt = support::runtime(project.clone(), store.clone()).build();
-        let gate = rt.agent("approval_gate").expect("defined");
+        let gate = rt.agent("question_gate").expect("defined");
         let asked = collect(gate.invoke(Scope::new("i"), Prompt::text("Rotate?")))
             .await
             .expect("parks");
@@ -316,7 +316,7 @@ async fn a_run_killed_while_creating_its_thread_leaves_no_empty_thread() {
                 &db,
                 &[
                     "run",
-                    "approval_gate",
+                    "question_gate",
                     "--session",
                     &key,
                     "-m",

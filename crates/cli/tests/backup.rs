@@ -93,7 +93,7 @@ async fn write(
         let (status, body) = post(
             &http,
             format!("{base}/threads"),
-            json!({"agent": "approval_gate", "key": format!("{lane}-{i}"), "text": "Rotate?"}),
+            json!({"agent": "question_gate", "key": format!("{lane}-{i}"), "text": "Rotate?"}),
         )
         .await;
         assert_eq!(status, 202, "{lane}-{i}: {body}");
@@ -112,7 +112,7 @@ async fn a_backup_taken_while_serving_restores_with_nothing_acknowledged_missing
     let (status, parked) = post(
         &http,
         format!("{base}/threads?wait=true"),
-        json!({"agent": "approval_gate", "key": "parked", "text": "Rotate the keys tonight?"}),
+        json!({"agent": "question_gate", "key": "parked", "text": "Rotate the keys tonight?"}),
     )
     .await;
     assert_eq!(
@@ -199,7 +199,7 @@ async fn backup_refuses_what_it_cannot_do_and_says_why() {
         &live,
         &[
             "run",
-            "approval_gate",
+            "question_gate",
             "--session",
             "k",
             "-m",

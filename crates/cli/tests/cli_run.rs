@@ -56,7 +56,7 @@ fn an_approval_parks_in_one_process_and_finishes_in_another() {
     let duet = Duet::new();
     let (code, lines, err) = duet.run(&[
         "run",
-        "approval_gate",
+        "question_gate",
         "--session",
         "gate-1",
         "-m",
@@ -121,7 +121,7 @@ fn an_approval_parks_in_one_process_and_finishes_in_another() {
     ] {
         assert!(doc.get(key).is_some(), "threads show lacks `{key}`: {doc}");
     }
-    assert_eq!(doc["agent"], "approval_gate");
+    assert_eq!(doc["agent"], "question_gate");
     let roles: Vec<(&str, &str)> = doc["messages"]
         .as_array()
         .expect("messages")
@@ -283,7 +283,7 @@ fn bad_usage_exits_2() {
     let (code, _, err) = duet.run(&["send", "no-such-thread", "hi"]);
     assert_eq!(code, 2);
     assert!(err.contains("no thread `no-such-thread`"), "{err}");
-    let (code, _, err) = duet.run(&["run", "approval_gate"]);
+    let (code, _, err) = duet.run(&["run", "question_gate"]);
     assert_eq!(code, 2, "no message and no terminal");
     assert!(err.contains("-m TEXT is required"), "{err}");
     let (code, _, _) = duet.run(&["threads", "--status", "sleeping"]);
@@ -392,7 +392,7 @@ fn send_reads_the_message_from_stdin_or_a_file() {
     let duet = Duet::new();
     let (code, _, err) = duet.run(&[
         "run",
-        "approval_gate",
+        "question_gate",
         "--session",
         "g",
         "-m",
@@ -446,7 +446,7 @@ fn send_reads_the_message_from_stdin_or_a_file() {
     std::fs::write(&file, "Yes, approved.").expect("write");
     let (code, _, err) = duet.run(&[
         "run",
-        "approval_gate",
+        "question_gate",
         "--session",
         "h",
         "-m",

@@ -184,7 +184,7 @@ fn the_cli_acts_as_a_principal_and_both_misses_say_how() {
         &db,
         &[
             "run",
-            "approval_gate",
+            "question_gate",
             "--principal",
             "alice",
             "--session",
@@ -354,7 +354,7 @@ fn a_closed_pipe_ends_every_printing_command_quietly() {
         &["threads"],
         &["migrate"],
         &["recover"],
-        &["run", "approval_gate", "-m", "Rotate?"],
+        &["run", "question_gate", "-m", "Rotate?"],
         &["validate", "--codes"],
     ];
     for args in commands {
@@ -411,10 +411,10 @@ fn run_refuses_what_it_cannot_run_before_it_starts() {
     let p = Project::repo();
     let db = tmp("refuse.db");
     let cases: &[(&[&str], &str)] = &[
-        (&["run", "approval_gate"], "-m TEXT is required"),
-        (&["run", "approval_gate", "--json"], "-m TEXT is required"),
-        (&["run", "approval_gate", "-m", ""], "is empty"),
-        (&["run", "approval_gate", "-m", "  \n"], "is empty"),
+        (&["run", "question_gate"], "-m TEXT is required"),
+        (&["run", "question_gate", "--json"], "-m TEXT is required"),
+        (&["run", "question_gate", "-m", ""], "is empty"),
+        (&["run", "question_gate", "-m", "  \n"], "is empty"),
     ];
     for (args, said) in cases {
         let refused = duet(&p, &db, args, &[]);

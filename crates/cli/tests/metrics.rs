@@ -118,7 +118,7 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
             .post(
                 "/threads?wait=true",
                 &alice,
-                json!({"agent": "approval_gate", "key": "m-1", "text": "Rotate?"}),
+                json!({"agent": "question_gate", "key": "m-1", "text": "Rotate?"}),
             )
             .await;
         assert_eq!(status, 200, "{body}");
@@ -171,7 +171,7 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
         assert_eq!(
             added(
                 "duet_steps_total",
-                json!({"agent": "approval_gate", "side": "a", "outcome": "ok"})
+                json!({"agent": "question_gate", "side": "a", "outcome": "ok"})
             ),
             2.0,
             "{text}"
@@ -179,7 +179,7 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
         assert_eq!(
             added(
                 "duet_step_duration_seconds_count",
-                json!({"agent": "approval_gate"})
+                json!({"agent": "question_gate"})
             ),
             2.0
         );
@@ -258,7 +258,7 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
         let (status, _) = send(
             server
                 .req(reqwest::Method::POST, "/threads?wait=true", &alice)
-                .json(&json!({"agent": "approval_gate", "key": "m-2", "text": "Again?"})),
+                .json(&json!({"agent": "question_gate", "key": "m-2", "text": "Again?"})),
         )
         .await;
         assert_eq!(status, 200);

@@ -186,7 +186,7 @@ async fn two_processes_on_one_postgres_serve_any_thread() {
     // Started on A, parked; followed on both; answered on B.
     let (status, thread) = call(
         req(&a, reqwest::Method::POST, "/threads?wait=true")
-            .json(&json!({"agent": "approval_gate", "key": "gate", "text": "Rotate the keys?"})),
+            .json(&json!({"agent": "question_gate", "key": "gate", "text": "Rotate the keys?"})),
     )
     .await;
     assert_eq!(status, 200, "{thread}");

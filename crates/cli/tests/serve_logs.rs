@@ -66,12 +66,12 @@ fn traces_go_to_the_otlp_endpoint_and_the_scrape_counts_the_run() {
         "POST",
         "/threads?wait=true",
         &[],
-        r#"{"agent": "approval_gate", "key": "t-1", "text": "Rotate?"}"#,
+        r#"{"agent": "question_gate", "key": "t-1", "text": "Rotate?"}"#,
     );
     assert!(thread.contains("awaiting_human"), "{thread}");
     let (_, metrics) = otlp::http(&base, "GET", "/metrics", &[], "");
     assert!(
-        metrics.contains("duet_steps_total{agent=\"approval_gate\",side=\"a\",outcome=\"ok\"} 1"),
+        metrics.contains("duet_steps_total{agent=\"question_gate\",side=\"a\",outcome=\"ok\"} 1"),
         "duet serve feeds /metrics from the runtime's spans: {metrics}"
     );
     assert!(
@@ -92,7 +92,7 @@ fn traces_go_to_the_otlp_endpoint_and_the_scrape_counts_the_run() {
     }
     let has = |needle: &str| bodies.windows(needle.len()).any(|w| w == needle.as_bytes());
     for span in [
-        "invoke_agent approval_gate",
+        "invoke_agent question_gate",
         "chat demo",
         "commit",
         "POST /threads",
@@ -141,14 +141,14 @@ fn traces_go_over_grpc_when_the_protocol_says_so() {
         "POST",
         "/threads?wait=true",
         &[],
-        r#"{"agent": "approval_gate", "key": "t-1", "text": "Rotate?"}"#,
+        r#"{"agent": "question_gate", "key": "t-1", "text": "Rotate?"}"#,
     );
     assert!(thread.contains("awaiting_human"), "{thread}");
     let after = served.stop();
     let bodies: Vec<Vec<u8>> = received.try_iter().map(|(_, body)| body).collect();
     let spans = otlp::spans(&bodies);
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    for wanted in ["invoke_agent approval_gate", "chat demo", "POST /threads"] {
+    for wanted in ["invoke_agent question_gate", "chat demo", "POST /threads"] {
         assert!(
             names.contains(&wanted),
             "`{wanted}` over gRPC: {names:?} (the server said {after:?})"
@@ -156,7 +156,7 @@ fn traces_go_over_grpc_when_the_protocol_says_so() {
     }
     let gate = spans
         .iter()
-        .find(|s| s.name == "invoke_agent approval_gate")
+        .find(|s| s.name == "invoke_agent question_gate")
         .expect("the step");
     let request = spans
         .iter()

@@ -15,6 +15,7 @@ fn the_example_project_validates_clean() {
         "asset_subagent",
         "relay_agent",
         "approval_gate",
+        "question_gate",
         "orchestrator",
         "instant_answer",
     ] {

@@ -39,7 +39,7 @@ for (const binding of ["JSONRPC", "HTTP+JSON"]) {
       preferredTransports: [binding],
     }),
   );
-  const a2a = await factory.createFromUrl(`${base}/a2a/approval_gate/.well-known/agent-card.json`, "");
+  const a2a = await factory.createFromUrl(`${base}/a2a/question_gate/.well-known/agent-card.json`, "");
 
   const asked = asTask(await a2a.sendMessage({ message: message("Rotate the keys tonight?") }));
   check(`${tag} send: the gate asks`, asked.status.state === TaskState.TASK_STATE_INPUT_REQUIRED, show(asked.status));

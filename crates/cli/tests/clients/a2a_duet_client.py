@@ -68,10 +68,10 @@ async def last_task(client, request):
 
 async def run(base, binding, http):
     tag = f"[{binding}] "
-    card = await A2ACardResolver(http, base, "/a2a/approval_gate/.well-known/agent-card.json").get_agent_card()
-    check(tag + "the agent's card", card.name == "approval_gate" and "bearer" in card.security_schemes)
+    card = await A2ACardResolver(http, base, "/a2a/question_gate/.well-known/agent-card.json").get_agent_card()
+    check(tag + "the agent's card", card.name == "question_gate" and "bearer" in card.security_schemes)
     root = await A2ACardResolver(http, base).get_agent_card()
-    check(tag + "the root card is the default agent's", root.name == "approval_gate")
+    check(tag + "the root card is the default agent's", root.name == "question_gate")
     config = lambda streaming: ClientConfig(streaming=streaming, supported_protocol_bindings=[binding], httpx_client=http)
     blocking = await create_client(card, config(False))
     streaming = await create_client(card, config(True))

@@ -95,7 +95,7 @@ async fn drive(program: &str, script: &str, extra: &[&std::path::Path]) {
 }
 
 #[tokio::test]
-async fn the_python_sdk_drives_an_approval_gate_over_both_bindings() {
+async fn the_python_sdk_drives_an_question_gate_over_both_bindings() {
     let present = std::process::Command::new("python3")
         .args(["-c", "import a2a.client"])
         .output()
@@ -136,7 +136,7 @@ async fn a_principals_tasks_are_its_own() {
         let bob = server.key("bob", false).await;
         let task = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "SendMessage",
             message("a-1", "Rotate?"),
@@ -148,13 +148,13 @@ async fn a_principals_tasks_are_its_own() {
         let id = task["id"].as_str().expect("an id");
         let context = task["contextId"].as_str().expect("a context");
 
-        let e = rpc(&server, "approval_gate", &bob, "GetTask", json!({"id": id}))
+        let e = rpc(&server, "question_gate", &bob, "GetTask", json!({"id": id}))
             .await
             .expect_err("hidden");
         assert_eq!(e["code"], -32001, "{e}");
         let e = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &bob,
             "CancelTask",
             json!({"id": id}),
@@ -162,7 +162,7 @@ async fn a_principals_tasks_are_its_own() {
         .await
         .expect_err("hidden");
         assert_eq!(e["code"], -32001, "{e}");
-        let listed = rpc(&server, "approval_gate", &bob, "ListTasks", json!({}))
+        let listed = rpc(&server, "question_gate", &bob, "ListTasks", json!({}))
             .await
             .expect("listed");
         assert_eq!(listed["tasks"], json!([]), "{listed}");
@@ -170,7 +170,7 @@ async fn a_principals_tasks_are_its_own() {
         // Bob's own key space: the same context name is a new conversation of his, not Alice's.
         let mut theirs = message("b-1", "Rotate?");
         theirs["message"]["contextId"] = json!(context);
-        let bobs = rpc(&server, "approval_gate", &bob, "SendMessage", theirs)
+        let bobs = rpc(&server, "question_gate", &bob, "SendMessage", theirs)
             .await
             .expect("his own");
         assert_ne!(bobs["task"]["id"], json!(id));
@@ -178,13 +178,13 @@ async fn a_principals_tasks_are_its_own() {
         // The answer with Alice's task id, from Bob: not found, and Alice's task still waits.
         let mut answer = message("b-2", "approved");
         answer["message"]["taskId"] = json!(id);
-        let e = rpc(&server, "approval_gate", &bob, "SendMessage", answer)
+        let e = rpc(&server, "question_gate", &bob, "SendMessage", answer)
             .await
             .expect_err("hidden");
         assert_eq!(e["code"], -32001, "{e}");
         let still = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "GetTask",
             json!({"id": id}),
@@ -196,7 +196,7 @@ async fn a_principals_tasks_are_its_own() {
         // No key: 401, but the card is public.
         let (status, _) = send(
             reqwest::Client::new()
-                .post(format!("{}/a2a/approval_gate", server.base))
+                .post(format!("{}/a2a/question_gate", server.base))
                 .header("A2A-Version", "1.0")
                 .json(
                     &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}}),
@@ -205,7 +205,7 @@ async fn a_principals_tasks_are_its_own() {
         .await;
         assert_eq!(status, 401);
         let card = reqwest::get(format!(
-            "{}/a2a/approval_gate/.well-known/agent-card.json",
+            "{}/a2a/question_gate/.well-known/agent-card.json",
             server.base
         ))
         .await
@@ -307,7 +307,7 @@ async fn a_client_leaving_a_stream_does_not_stop_the_task() {
         let alice = server.key("alice", false).await;
         let mut sse = stream(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "SendStreamingMessage",
             message("s-1", "Rotate?"),
@@ -343,7 +343,7 @@ async fn a_client_leaving_a_stream_does_not_stop_the_task() {
         }
         let now = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "GetTask",
             json!({"id": id}),
@@ -366,7 +366,7 @@ async fn an_answer_someone_gave_first_is_refused() {
         let alice = server.key("alice", false).await;
         let task = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "SendMessage",
             message("q-1", "Rotate?"),
@@ -390,13 +390,13 @@ async fn an_answer_someone_gave_first_is_refused() {
         assert_eq!(status, 200, "{body}");
         let mut late = message("q-2", "approved");
         late["message"]["taskId"] = json!(id);
-        let e = rpc(&server, "approval_gate", &alice, "SendMessage", late)
+        let e = rpc(&server, "question_gate", &alice, "SendMessage", late)
             .await
             .expect_err("too late");
         assert_eq!(e["code"], -32004, "{e}");
         let done = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "GetTask",
             json!({"id": id}),
@@ -429,7 +429,7 @@ async fn a_subscriber_on_another_process_follows_the_task_to_its_end() {
         let alice = one.key("alice", false).await;
         let task = rpc(
             &one,
-            "approval_gate",
+            "question_gate",
             &alice,
             "SendMessage",
             message("x-1", "Rotate?"),
@@ -440,7 +440,7 @@ async fn a_subscriber_on_another_process_follows_the_task_to_its_end() {
         let id = task["id"].as_str().expect("an id").to_owned();
         let mut subscription = stream(
             &two,
-            "approval_gate",
+            "question_gate",
             &alice,
             "SubscribeToTask",
             json!({"id": id}),
@@ -454,7 +454,7 @@ async fn a_subscriber_on_another_process_follows_the_task_to_its_end() {
         );
         let mut answer = message("x-2", "approved");
         answer["message"]["taskId"] = json!(id);
-        let done = rpc(&one, "approval_gate", &alice, "SendMessage", answer)
+        let done = rpc(&one, "question_gate", &alice, "SendMessage", answer)
             .await
             .expect("answered");
         assert_eq!(

@@ -26,7 +26,7 @@ async fn rest_task(server: &Server, token: &str, id: &str) -> Value {
         server
             .req(
                 reqwest::Method::GET,
-                &format!("/a2a/approval_gate/rest/tasks/{id}"),
+                &format!("/a2a/question_gate/rest/tasks/{id}"),
                 token,
             )
             .header("A2A-Version", "1.0"),
@@ -44,7 +44,7 @@ async fn a_clients_message_ids_are_kept_in_every_view_of_its_task() {
         // Asked over JSON-RPC…
         let sent = a2a(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "SendMessage",
             a2a_message("client-ask-1", "Reboot the cluster?"),
@@ -57,7 +57,7 @@ async fn a_clients_message_ids_are_kept_in_every_view_of_its_task() {
         let resp = server
             .req(
                 reqwest::Method::POST,
-                "/a2a/approval_gate/rest/message:stream",
+                "/a2a/question_gate/rest/message:stream",
                 &alice,
             )
             .header("A2A-Version", "1.0")
@@ -104,7 +104,7 @@ async fn a_clients_message_ids_are_kept_in_every_view_of_its_task() {
         // Read back on each binding, and listed.
         let got = a2a(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "GetTask",
             json!({"id": id}),
@@ -114,7 +114,7 @@ async fn a_clients_message_ids_are_kept_in_every_view_of_its_task() {
         let rest = rest_task(&server, &alice, &id).await;
         let listed = a2a(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "ListTasks",
             json!({"historyLength": 50}),

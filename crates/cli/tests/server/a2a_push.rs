@@ -70,7 +70,7 @@ impl Hook {
 }
 
 async fn rpc(server: &Server, token: &str, method: &str, params: Value) -> Value {
-    crate::harness::a2a(server, "approval_gate", token, method, params).await
+    crate::harness::a2a(server, "question_gate", token, method, params).await
 }
 
 fn state_of(hit: &Hit) -> &str {

@@ -13,7 +13,7 @@ fn project(remote: &str) -> support::Scratch {
     let p = support::Scratch::new("a2a-remote");
     p.write(
         "agents/remotes/remote_gate.yaml",
-        &format!("name: remote_gate\nurl: {remote}/a2a/approval_gate\ndescription: Ask the remote approver.\n"),
+        &format!("name: remote_gate\nurl: {remote}/a2a/question_gate\ndescription: Ask the remote approver.\n"),
     );
     p.write(
         "agents/agents/boss.yaml",
@@ -79,7 +79,7 @@ async fn an_orchestrator_composes_a_remote_a2a_agent_as_a_child() {
         // ... and there, it is an A2A task waiting for input.
         let (_, tasks) = crate::harness::send(
             reqwest::Client::new()
-                .post(format!("{}/a2a/approval_gate", remote.base))
+                .post(format!("{}/a2a/question_gate", remote.base))
                 .header("A2A-Version", "1.0")
                 .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})),
         )
@@ -123,7 +123,7 @@ async fn an_orchestrator_composes_a_remote_a2a_agent_as_a_child() {
         );
         let (_, tasks) = crate::harness::send(
             reqwest::Client::new()
-                .post(format!("{}/a2a/approval_gate", remote.base))
+                .post(format!("{}/a2a/question_gate", remote.base))
                 .header("A2A-Version", "1.0")
                 .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {}})),
         )

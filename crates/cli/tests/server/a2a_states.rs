@@ -135,7 +135,7 @@ async fn a_context_holds_one_task_per_session() {
         };
         let first = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "SendMessage",
             ask("c-1", "Rotate?"),
@@ -144,7 +144,7 @@ async fn a_context_holds_one_task_per_session() {
         let one = first["result"]["task"]["id"].clone();
         let mut answer = message("c-2", "approved");
         answer["message"]["taskId"] = one.clone();
-        let done = rpc(&server, "approval_gate", &alice, "SendMessage", answer).await;
+        let done = rpc(&server, "question_gate", &alice, "SendMessage", answer).await;
         assert_eq!(
             done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
             "{done}"
@@ -153,7 +153,7 @@ async fn a_context_holds_one_task_per_session() {
         // A new message in the same context, without a task id: the thread's next session.
         let second = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "SendMessage",
             ask("c-3", "Reboot?"),
@@ -175,7 +175,7 @@ async fn a_context_holds_one_task_per_session() {
 
         let listed = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "ListTasks",
             json!({"contextId": "ops-7"}),
@@ -191,7 +191,7 @@ async fn a_context_holds_one_task_per_session() {
         assert_eq!(listed["result"]["totalSize"], 2);
         let done_only = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "ListTasks",
             json!({"contextId": "ops-7", "status": "TASK_STATE_COMPLETED"}),
@@ -201,7 +201,7 @@ async fn a_context_holds_one_task_per_session() {
         assert_eq!(done_only["result"]["totalSize"], 1, "{done_only}");
         let paged = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "ListTasks",
             json!({"contextId": "ops-7", "pageSize": 1}),
@@ -212,7 +212,7 @@ async fn a_context_holds_one_task_per_session() {
         assert_ne!(token, json!(""), "{paged}");
         let rest = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "ListTasks",
             json!({"contextId": "ops-7", "pageSize": 1, "pageToken": token}),
@@ -223,7 +223,7 @@ async fn a_context_holds_one_task_per_session() {
         // The first task ended before `between`... so only the second changed after it.
         let after = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "ListTasks",
             json!({"contextId": "ops-7", "statusTimestampAfter": between}),
@@ -239,7 +239,7 @@ async fn a_context_holds_one_task_per_session() {
         // The first task is still there to read, and takes no more messages.
         let old = rpc(
             &server,
-            "approval_gate",
+            "question_gate",
             &alice,
             "GetTask",
             json!({"id": one}),

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::harness::{Server, options, send};
 use crate::support;
 
-const CARD: &str = "/a2a/approval_gate/.well-known/agent-card.json";
+const CARD: &str = "/a2a/question_gate/.well-known/agent-card.json";
 
 /// The card as `headers` ask for it: its interface URLs, `Cache-Control` and `Vary`.
 async fn card(server: &Server, headers: &[(&str, &str)]) -> (Vec<String>, String, String) {
@@ -77,8 +77,8 @@ async fn the_agent_card_trusts_forwarded_headers_only_when_told_to() {
     assert_eq!(
         urls,
         [
-            "https://agents.example.com/a2a/approval_gate",
-            "https://agents.example.com/a2a/approval_gate/rest"
+            "https://agents.example.com/a2a/question_gate",
+            "https://agents.example.com/a2a/question_gate/rest"
         ]
     );
     assert_eq!(cache, "private, max-age=300");
@@ -95,7 +95,7 @@ async fn the_agent_card_trusts_forwarded_headers_only_when_told_to() {
     };
     let server = Server::start_with(&backend, &support::repo(), public).await;
     let (urls, cache, vary) = card(&server, &forged).await;
-    assert_eq!(urls[0], "https://duet.example.org/a2a/approval_gate");
+    assert_eq!(urls[0], "https://duet.example.org/a2a/question_gate");
     assert_eq!(cache, "public, max-age=300");
     assert_eq!(vary, "");
     server.stop().await;
@@ -129,7 +129,7 @@ async fn without_keys_only_loopback_hosts_and_same_origin_writes_are_served() {
         };
         let server = Server::start_with(&backend, &support::repo(), keyless).await;
         let port = server.base.rsplit(':').next().expect("a port").to_owned();
-        let new = |key: &str| json!({"agent": "approval_gate", "key": key, "text": "Rotate?"});
+        let new = |key: &str| json!({"agent": "question_gate", "key": key, "text": "Rotate?"});
         let host = |h: &str| ("host", h.to_owned());
 
         // A name rebound to 127.0.0.1 reaches nothing: not the API, the inbox or A2A.
@@ -139,7 +139,7 @@ async fn without_keys_only_loopback_hosts_and_same_origin_writes_are_served() {
             (Method::GET, "/threads", None),
             (Method::GET, "/inbox", None),
             (Method::GET, CARD, None),
-            (Method::POST, "/a2a/approval_gate", Some(json!({}))),
+            (Method::POST, "/a2a/question_gate", Some(json!({}))),
         ] {
             let (status, body) =
                 ask(&server, method, path, std::slice::from_ref(&rebound), body).await;

@@ -11,7 +11,7 @@ async fn parked(server: &Server, token: &str, key: &str) -> Value {
         .post(
             "/threads?wait=true",
             token,
-            json!({"agent": "approval_gate", "key": key, "text": "Rotate the keys tonight?"}),
+            json!({"agent": "question_gate", "key": key, "text": "Rotate the keys tonight?"}),
         )
         .await;
     assert_eq!(status, 200, "{body}");
@@ -206,7 +206,7 @@ async fn images_sent_over_rest_are_kept_with_the_message() {
         .post(
             "/threads?wait=true",
             &token,
-            json!({"agent": "approval_gate", "key": "pic", "text": "Approve this diagram?", "images": [image]}),
+            json!({"agent": "question_gate", "key": "pic", "text": "Approve this diagram?", "images": [image]}),
         )
         .await;
     assert_eq!(status, 200, "{body}");

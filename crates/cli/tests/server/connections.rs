@@ -142,7 +142,7 @@ async fn parked(server: &Server, token: &str, key: &str) {
         server,
         "/threads?wait=true",
         token,
-        json!({"agent": "approval_gate", "key": key, "text": "Rotate the keys?"}),
+        json!({"agent": "question_gate", "key": key, "text": "Rotate the keys?"}),
     )
     .await;
     assert_eq!(status, 200, "{body}");

@@ -32,7 +32,7 @@ pub fn options() -> duet_server::Options {
         heartbeat: Duration::from_millis(500),
         recover_every: Duration::from_millis(200),
         shutdown_grace: Duration::from_secs(5),
-        default_agent: Some("approval_gate".into()),
+        default_agent: Some("question_gate".into()),
         // The push tests' webhooks listen on loopback.
         allow_private_push: true,
         ..duet_server::Options::default()

@@ -35,7 +35,7 @@ fn json_type() -> Option<String> {
 fn expand(s: &str) -> String {
     if s == "BIG" {
         return format!(
-            "{{\"agent\":\"approval_gate\",\"text\":\"{}\"}}",
+            "{{\"agent\":\"question_gate\",\"text\":\"{}\"}}",
             "x".repeat(2 << 20)
         );
     }

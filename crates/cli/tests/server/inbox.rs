@@ -34,13 +34,13 @@ async fn orchestrate(server: &Server, token: &str, key: &str) -> String {
     approval_of(server, token, key).await
 }
 
-/// A new `approval_gate` thread `key` asked `text`, parked (`?wait=true`): its approval's id.
+/// A new `question_gate` thread `key` asked `text`, parked (`?wait=true`): its approval's id.
 pub(crate) async fn parked_gate(server: &Server, token: &str, key: &str, text: &str) -> String {
     let (status, body) = server
         .post(
             "/threads?wait=true",
             token,
-            json!({"agent": "approval_gate", "key": key, "text": text}),
+            json!({"agent": "question_gate", "key": key, "text": text}),
         )
         .await;
     assert_eq!(status, 200, "{body}");
@@ -665,7 +665,7 @@ async fn the_queue_filters_by_agent_and_age_orders_by_wait_and_counts_per_agent(
             .post(
                 "/threads?wait=true",
                 &alice,
-                json!({"agent": "approval_gate", "key": "gate-1", "text": "Rotate?"}),
+                json!({"agent": "question_gate", "key": "gate-1", "text": "Rotate?"}),
             )
             .await;
         assert_eq!(status, 200, "{body}");
@@ -692,7 +692,7 @@ async fn the_queue_filters_by_agent_and_age_orders_by_wait_and_counts_per_agent(
         let approvals = page("").await;
         assert_eq!(
             items(&approvals),
-            [("approval_gate".into(), "gate-1".into())],
+            [("question_gate".into(), "gate-1".into())],
             "approvals only"
         );
         assert!(!approvals.contains("orchestrator <span"), "{approvals}");
@@ -700,13 +700,13 @@ async fn the_queue_filters_by_agent_and_age_orders_by_wait_and_counts_per_agent(
         assert_eq!(
             items(&all),
             [
-                ("approval_gate".into(), "gate-1".into()),
+                ("question_gate".into(), "gate-1".into()),
                 ("orchestrator".into(), "ops-1".into())
             ],
             "oldest first"
         );
         assert!(
-            all.contains("approval_gate <span class=\"n\">1</span>")
+            all.contains("question_gate <span class=\"n\">1</span>")
                 && all.contains("orchestrator <span class=\"n\">1</span>"),
             "{all}"
         );
@@ -714,7 +714,7 @@ async fn the_queue_filters_by_agent_and_age_orders_by_wait_and_counts_per_agent(
             items(&page("?all=true&order=newest").await),
             [
                 ("orchestrator".into(), "ops-1".into()),
-                ("approval_gate".into(), "gate-1".into())
+                ("question_gate".into(), "gate-1".into())
             ]
         );
         assert_eq!(
@@ -740,7 +740,7 @@ async fn without_auth_the_inbox_needs_no_sign_in_but_still_refuses_other_sites()
             .post(
                 "/threads?wait=true",
                 "none",
-                json!({"agent": "approval_gate", "key": "gate-1", "text": "Rotate?"}),
+                json!({"agent": "question_gate", "key": "gate-1", "text": "Rotate?"}),
             )
             .await;
         assert_eq!(status, 200, "{body}");

@@ -18,7 +18,7 @@ async fn another_principals_threads_are_not_there() {
             .post(
                 "/threads?wait=true",
                 &alice,
-                json!({"agent": "approval_gate", "key": "t-1", "text": "Deploy?"}),
+                json!({"agent": "question_gate", "key": "t-1", "text": "Deploy?"}),
             )
             .await;
         assert_eq!(status, 200, "{thread}");
@@ -64,7 +64,7 @@ async fn another_principals_threads_are_not_there() {
             .post(
                 "/threads?wait=true",
                 &bob,
-                json!({"agent": "approval_gate", "key": "t-1", "text": "Mine?"}),
+                json!({"agent": "question_gate", "key": "t-1", "text": "Mine?"}),
             )
             .await;
         assert_eq!(status, 200, "{own}");
@@ -115,14 +115,14 @@ async fn a_thread_with_no_owner_is_no_principals() {
         let alice = server.key("alice", false).await;
         // Made outside the server (as `duet run` would), in the key space Alice's keys map to.
         let rt = support::runtime(support::project(&support::repo()), server.store.clone()).build();
-        support::send(&rt, "alice/free", Some("approval_gate"), "Deploy?").await;
+        support::send(&rt, "alice/free", Some("question_gate"), "Deploy?").await;
         assert_eq!(server.get("/threads/free", &alice).await.0, 404);
         // Creating it is "not there" too, never a 409 that says it exists.
         let (status, body) = server
             .post(
                 "/threads",
                 &alice,
-                json!({"agent": "approval_gate", "key": "free", "text": "hi"}),
+                json!({"agent": "question_gate", "key": "free", "text": "hi"}),
             )
             .await;
         assert_eq!(status, 404, "{body}");
@@ -130,7 +130,7 @@ async fn a_thread_with_no_owner_is_no_principals() {
         let resp = server
             .req(
                 reqwest::Method::POST,
-                "/agents/approval_gate/invoke",
+                "/agents/question_gate/invoke",
                 &alice,
             )
             .json(&json!({"session": "free", "text": "approved"}))
@@ -156,7 +156,7 @@ async fn a_create_is_replayed_only_with_its_own_idempotency_key() {
         server
             .req(reqwest::Method::POST, "/threads?wait=true", &token)
             .header("Idempotency-Key", id)
-            .json(&json!({"agent": "approval_gate", "key": "once", "text": "Deploy?"}))
+            .json(&json!({"agent": "question_gate", "key": "once", "text": "Deploy?"}))
     };
     let (status, first) = crate::harness::send(create("c-1")).await;
     assert_eq!(status, 200, "{first}");

@@ -83,7 +83,7 @@ async fn the_openapi_document_has_every_route_and_every_route_in_it_answers() {
         let concrete = path
             .replace("{key}", "no-such-thread")
             .replace("{id}", "no-such-approval")
-            .replace("{agent}", "approval_gate");
+            .replace("{agent}", "question_gate");
         let method_name = method.to_uppercase();
         let req = server.req(method_name.parse().expect("method"), &concrete, &token);
         let req = if method == "post" {

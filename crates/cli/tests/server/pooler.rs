@@ -198,7 +198,7 @@ async fn behind_pgbouncer_in_session_mode_the_server_works_as_on_postgres() {
         .post(
             "/threads?wait=true",
             &token,
-            json!({"agent": "approval_gate", "key": "k", "text": "Rotate the keys?"}),
+            json!({"agent": "question_gate", "key": "k", "text": "Rotate the keys?"}),
         )
         .await;
     assert_eq!(

@@ -45,7 +45,7 @@ async fn streams_end_when_their_key_is_revoked_or_their_sign_in_ends() {
         let alice = new.token;
         let mut ask = harness::a2a_message("r-ask", "Rotate?");
         ask["message"]["contextId"] = json!("r-1");
-        let sent = harness::a2a(&server, "approval_gate", &alice, "SendMessage", ask).await;
+        let sent = harness::a2a(&server, "question_gate", &alice, "SendMessage", ask).await;
         let task = sent["result"]["task"]["id"].clone();
         assert!(task.is_string(), "{sent}");
         let (_, approvals) = server.get("/approvals", &alice).await;
@@ -79,7 +79,7 @@ async fn streams_end_when_their_key_is_revoked_or_their_sign_in_ends() {
             .events("/control/events?session=r-1", &alice, None)
             .await;
         let resp = server
-            .req(reqwest::Method::POST, "/a2a/approval_gate", &alice)
+            .req(reqwest::Method::POST, "/a2a/question_gate", &alice)
             .header("A2A-Version", "1.0")
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task}}))
             .send()

@@ -168,7 +168,7 @@ fn request(
     };
     let rpc = |method: &str, params: Value| {
         server
-            .req(Method::POST, "/a2a/approval_gate", &who.token)
+            .req(Method::POST, "/a2a/question_gate", &who.token)
             .header("A2A-Version", "1.0")
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
     };
@@ -176,14 +176,14 @@ fn request(
         (Door::Create | Door::Message | Door::Answer, "messageId") => {
             header.as_ref()?;
             let (path, body) = match door {
-                Door::Create => ("/threads", json!({"agent": "approval_gate", "text": "hi"})),
+                Door::Create => ("/threads", json!({"agent": "question_gate", "text": "hi"})),
                 Door::Message => ("/threads/nobody/messages", json!({"text": "hi"})),
                 _ => (NO_APPROVAL, json!({"text": "hi"})),
             };
             (rest(Method::POST, path, body), header_problem())
         }
         (Door::Create, _) => {
-            let mut body = json!({"agent": "approval_gate", "text": text, "images": images});
+            let mut body = json!({"agent": "question_gate", "text": text, "images": images});
             if slot == "key" {
                 body["key"] = v.clone();
             }
@@ -258,7 +258,7 @@ fn request(
             let req = server
                 .req(
                     Method::POST,
-                    "/a2a/approval_gate/rest/message:send",
+                    "/a2a/question_gate/rest/message:send",
                     &who.token,
                 )
                 .header("A2A-Version", "1.0")
