@@ -49,7 +49,7 @@ fn the_agents_folder_itself_is_accepted() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../agents");
     let loaded = duet_spec::load(&dir).expect("agents/ resolves to its project");
     assert!(loaded.is_ok());
-    assert_eq!(loaded.project.agents.len(), 6);
+    assert_eq!(loaded.project.agents.len(), 7);
 }
 
 #[test]
