@@ -129,8 +129,10 @@ pub(crate) struct DecidedView {
     /// author, at, messageId).
     #[schema(value_type = Object)]
     pub decided: serde_json::Value,
-    /// The thread after the decision (it ran on until it settled).
-    pub thread: ThreadView,
+    /// The thread after the decision (it ran on until it settled); not shown to an approver
+    /// who does not own the thread (a key whose role or principal the call's approvers name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadView>,
 }
 
 /// An answer or a decision stored; the thread runs on (answered at once, without
@@ -149,34 +151,46 @@ pub(crate) struct DecisionAcceptedView {
     pub thread: String,
     /// `accepted` (this server runs the thread now) or `queued` (a run in flight takes it).
     pub delivery: &'static str,
-    /// Where to follow it: the thread's events after the journal's seq at the decision.
-    pub events: String,
+    /// Where to follow it: the thread's events after the journal's seq at the decision; not
+    /// for an approver who does not own the thread (it follows `GET /approvals/{id}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<String>,
 }
 
 /// The API's answer to a decision: `200` with the thread when the caller waited for it to
 /// settle (or replayed an `Idempotency-Key`), else `202` with where to follow it — as for an
-/// answer ([`deliver::respond`]).
+/// answer ([`deliver::respond`]). An approver who does not own the thread is told the decision
+/// and its approval, nothing of the thread.
 fn decided_response(caller: &Caller, id: String, d: approvals::Decision) -> Response {
     use axum::http::{HeaderValue, StatusCode, header};
     use axum::response::IntoResponse;
-    let location = format!("/threads/{}", segment(&d.visible));
-    let decided = serde_json::json!(d.decided);
-    let mut response = match &d.now {
-        Some((t, parent)) => {
+    let thread_at = format!("/threads/{}", segment(&d.visible));
+    let location = match d.seeing {
+        true => thread_at.clone(),
+        false => format!("/approvals/{id}"),
+    };
+    let decided = crate::views::decided(&d.decided);
+    let mut response = match d.settled {
+        true => {
             let view = DecidedView {
                 id,
                 decided,
-                thread: ThreadView::of(t, caller, parent.as_ref()),
+                thread: d
+                    .now
+                    .as_ref()
+                    .map(|(t, parent)| ThreadView::of(t, caller, parent.as_ref())),
             };
             (StatusCode::OK, axum::Json(view)).into_response()
         }
-        None => {
+        false => {
             let view = DecisionAcceptedView {
                 id: Some(id),
                 decided: Some(decided),
                 thread: d.visible.clone(),
                 delivery: d.landed.as_str(),
-                events: format!("{location}/events?after={}", d.since),
+                events: d
+                    .seeing
+                    .then(|| format!("{thread_at}/events?after={}", d.since)),
             };
             (StatusCode::ACCEPTED, axum::Json(view)).into_response()
         }
