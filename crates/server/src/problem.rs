@@ -161,14 +161,11 @@ pub(crate) fn run_error(e: RunError, key: &str) -> Problem {
             format!(
                 "approval {approval} of `{key}` was already decided: {} by {} at {}; nothing was written",
                 first.decision.as_str(),
-                first
-                    .author
-                    .as_deref()
-                    .map_or_else(|| "an unnamed caller".to_owned(), crate::auth::Caller::author_name),
+                first.author.as_deref().unwrap_or("an unnamed caller"),
                 first.at
             ),
         )
-        .with("decision", crate::views::decided(&first)),
+        .with("decision", serde_json::json!(first)),
         RunError::DecisionRefused { why, .. } => {
             let code = match &why {
                 duet_runtime::approval::Refusal::Stale(_) => "stale_definition",

@@ -92,6 +92,25 @@ impl ServiceError {
                 park,
                 first,
             },
+            // The first decision's author by name (`bob`), as every view of a decision shows it.
+            RunError::DecisionTaken {
+                key: k,
+                approval,
+                mut first,
+            } => {
+                first.author = first
+                    .author
+                    .as_deref()
+                    .map(crate::auth::Caller::author_name);
+                ServiceError::Run {
+                    error: RunError::DecisionTaken {
+                        key: k,
+                        approval,
+                        first,
+                    },
+                    key: key.to_owned(),
+                }
+            }
             error => ServiceError::Run {
                 error,
                 key: key.to_owned(),

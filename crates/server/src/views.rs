@@ -282,7 +282,6 @@ pub(crate) fn decided(d: &duet_runtime::approval::Decided) -> Value {
 }
 
 /// The answer that won a park, in a 409.
-
 pub(crate) fn first_answer(first: &FirstAnswer) -> Value {
     serde_json::json!({
         "content": first.content,

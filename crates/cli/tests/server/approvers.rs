@@ -328,17 +328,20 @@ async fn a_named_principal_and_an_admin_decide_and_a_role_keys_pages_skip_what_i
         ] {
             start(&server, token, agent, key).await;
         }
-        // One at a time, the cursor skips the threads bob may decide nothing on.
-        let mut seen = Vec::new();
+        // One at a time, the cursor skips the threads bob may decide nothing on: every page
+        // holds one of his calls (the last, after a full one, is empty).
+        let (mut seen, mut sizes) = (Vec::new(), Vec::new());
         let mut query = "?limit=1".to_owned();
         loop {
             let (items, page) = listed(&server, &bob, &query).await;
+            sizes.push(items.len());
             seen.extend(items);
             match page["nextCursor"].as_str() {
                 Some(c) => query = format!("?limit=1&cursor={c}"),
                 None => break,
             }
         }
+        assert_eq!(sizes, [1, 1, 1, 0], "{at}: {seen:?}");
         let refunds = |owners: [&str; 3]| -> Vec<(String, String)> {
             owners
                 .iter()

@@ -1,6 +1,8 @@
 //! `/approvals`: every question waiting for a person, across all threads and children at any
 //! depth, and the answer to one. One question, one answer: the first answer wins, a second gets
-//! 409 naming the one that won, and nothing of it is written.
+//! 409 naming the one that won, and nothing of it is written. A tool call whose `approvers` name
+//! a role or principal is the business of the keys they name, on whoever's thread
+//! (`service::approvers`).
 
 use axum::extract::State;
 
@@ -41,8 +43,10 @@ pub(crate) struct ListQuery {
     pub all: bool,
 }
 
-/// What waits for a person's decision, a page at a time: tool calls that need approval, and
-/// questions of agents whose human side is an approver (`?all=true`: every parked thread).
+/// What waits for the caller's decision, a page at a time: tool calls that need approval (its
+/// own threads', and any principal's whose `approvers` name its role or principal), and
+/// questions of its threads' agents whose human side is an approver (`?all=true`: every parked
+/// thread).
 #[utoipa::path(get, path = "/approvals", tag = "approvals", params(ListQuery),
     responses((status = 200, description = "A page of approvals", body = Page<ApprovalView>)))]
 pub(crate) async fn list(
@@ -215,7 +219,8 @@ fn decided_response(caller: &Caller, id: String, d: approvals::Decision) -> Resp
         (status = 202, description = "Stored; the thread resumes: where to follow it, and for a decision the decision as recorded", body = DecisionAcceptedView),
         (status = 200, description = "Settled (`?wait=true`) or replayed (`Idempotency-Key`): the thread for an answer, `DecidedView` for a decision", body = DecidedView),
         (status = 400, description = "A body that is neither an answer nor a decision; nothing was written", body = crate::problem::ProblemBody),
-        (status = 404, description = "No such approval", body = crate::problem::ProblemBody),
+        (status = 403, description = "`not_an_approver`: the thread's owner, on a call whose `approvers` name others; nothing was written", body = crate::problem::ProblemBody),
+        (status = 404, description = "No such approval, or one the caller may neither see nor decide", body = crate::problem::ProblemBody),
         (status = 409, description = "Answered (decided) first by someone else; nothing was written", body = crate::problem::ProblemBody),
         (status = 422, description = "A decision not offered, an edit the tool's `args` refuse (`field`), or definitions that changed under it (`stale_definition`); nothing was written", body = crate::problem::ProblemBody)))]
 pub(crate) async fn answer(
