@@ -319,3 +319,67 @@ mod bearer_tests {
         }
     }
 }
+
+#[cfg(test)]
+mod policy_tests {
+    use super::{Caller, Credential, principal};
+    use duet_runtime::approval::Approvers;
+
+    /// A key of `subject` holding `roles` (an admin if `admin`).
+    fn key(subject: &str, roles: &[&str], admin: bool) -> Caller {
+        let p = principal(subject);
+        Caller {
+            canonical: Some(p.canonical()),
+            principal: Some(p),
+            admin,
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            credential: Credential::None,
+        }
+    }
+
+    #[test]
+    fn who_may_decide_a_call_by_its_approvers() {
+        let mut thread = duet_runtime::Thread::new(
+            uuid::Uuid::now_v7(),
+            "alice/r1".into(),
+            "desk".into(),
+            None,
+            0,
+        );
+        thread.principal = Some(principal("alice").canonical());
+        let nobody = Approvers::default();
+        let refunds = Approvers {
+            roles: vec!["refunds".into()],
+            principals: vec!["erin".into()],
+        };
+        let with_owner = Approvers {
+            principals: vec!["alice".into()],
+            ..refunds.clone()
+        };
+        let cases = [
+            // (caller, approvers, may decide)
+            (key("alice", &[], false), &nobody, true),
+            (key("bob", &["refunds"], false), &nobody, false),
+            (key("ops", &[], true), &nobody, true),
+            (Caller::anonymous(), &nobody, true),
+            (key("alice", &[], false), &refunds, false),
+            (key("alice", &["refunds"], false), &refunds, true),
+            (key("alice", &[], false), &with_owner, true),
+            (key("bob", &["refunds"], false), &refunds, true),
+            (key("bob", &["ops", "refunds"], false), &refunds, true),
+            (key("bob", &["Refunds"], false), &refunds, false),
+            (key("carol", &[], false), &refunds, false),
+            (key("erin", &[], false), &refunds, true),
+            (key("ops", &[], true), &refunds, true),
+        ];
+        for (i, (caller, approvers, may)) in cases.iter().enumerate() {
+            assert_eq!(
+                caller.may_decide(&thread, approvers),
+                *may,
+                "case {i}: {:?} {:?} on {approvers:?}",
+                caller.principal.as_ref().map(|p| &p.subject),
+                caller.roles
+            );
+        }
+    }
+}
