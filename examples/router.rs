@@ -114,9 +114,10 @@ async fn main() -> anyhow::Result<()> {
     let base = format!("http://{}", listener.local_addr()?);
     println!("serving on {base}");
 
-    // The keys: the backend service's, and an approver's. Until approvers get roles of their own
-    // (issue #29) an approver's key is an admin key: it sees every principal's questions; its
-    // answers are recorded as its principal's.
+    // The keys: the backend service's, and an approver's. A question is answered by the thread's
+    // owner or an admin key, so this approver's key is an admin key: it sees every principal's
+    // questions; its answers are recorded as its principal's. (A tool call's `approvers` give
+    // it to keys with a role instead: `duet keys create --principal alice --role refunds`.)
     {
         let stores = duet::open(&db).await?;
         let backend = create_key(&stores, "backend", false).await?;

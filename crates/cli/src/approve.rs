@@ -184,7 +184,7 @@ fn past(d: Decision) -> &'static str {
 }
 
 /// A thread's approvals for `threads show`: the calls waiting for a decision (ids as
-/// `approve` takes them) and every decision recorded.
+/// `approve` takes them) and every decision recorded, its author by name.
 pub(crate) fn shown(
     key: &str,
     records: &[duet_runtime::Record],
@@ -201,7 +201,14 @@ pub(crate) fn shown(
     let decisions: Vec<serde_json::Value> = records
         .iter()
         .filter_map(|r| match &r.body {
-            duet_runtime::RecordBody::ApprovalDecided(d) => Some(json!(d)),
+            duet_runtime::RecordBody::ApprovalDecided(d) => {
+                let mut v = json!(d);
+                // Its author by name (`bob`), as the API shows it.
+                if let Some(author) = d.author.as_deref() {
+                    v["author"] = json!(duet_server::auth::Caller::author_name(author));
+                }
+                Some(v)
+            }
             _ => None,
         })
         .collect();

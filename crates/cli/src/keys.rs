@@ -22,6 +22,10 @@ enum Command {
         /// The key sees and acts on every principal's threads.
         #[arg(long)]
         admin: bool,
+        /// A role the key holds (repeatable): it may see and decide the tool calls whose
+        /// `approval.approvers.roles` name it, whoever's threads they are on.
+        #[arg(long = "role", value_name = "ROLE")]
+        roles: Vec<String>,
         /// A note on what the key is for.
         #[arg(long)]
         label: Option<String>,
@@ -30,7 +34,7 @@ enum Command {
     },
     /// List the keys (never the keys themselves). Times are RFC 3339, in UTC.
     List {
-        /// One JSON array: `id`, `principal`, `admin`, `label`, and `createdAt` / `revokedAt`
+        /// One JSON array: `id`, `principal`, `admin`, `roles`, `label`, and `createdAt` / `revokedAt`
         /// in milliseconds since the Unix epoch (the stored form; `revokedAt` null while live).
         #[arg(long)]
         json: bool,
@@ -66,10 +70,13 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         Command::Create {
             principal,
             admin,
+            roles,
             label,
             place,
         } => {
-            let new = match duet_server::auth::new_key(&principal, admin, label, now()) {
+            let new = match duet_server::auth::new_key(&principal, admin, label, now())
+                .and_then(|k| k.with_roles(&roles))
+            {
                 Ok(k) => k,
                 Err(e) => {
                     eprintln!("duet: {e}");
@@ -84,8 +91,13 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 eprintln!("duet: cannot store the key: {e}");
                 return ExitCode::from(1);
             }
+            let roles = if new.key.roles.is_empty() {
+                String::new()
+            } else {
+                format!(" with role {}", new.key.roles.join(", "))
+            };
             eprintln!(
-                "duet: key {} for {}{} — shown once, keep it secret:",
+                "duet: key {} for {}{}{roles} — shown once, keep it secret:",
                 new.key.id,
                 new.key.principal,
                 if admin { " (admin)" } else { "" }
@@ -120,6 +132,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                                 "id": k.id,
                                 "principal": k.principal,
                                 "admin": k.admin,
+                                "roles": k.roles,
                                 "label": k.label,
                                 "createdAt": k.created_at,
                                 "revokedAt": k.revoked_at,
@@ -130,15 +143,20 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Ok(keys) => {
-                    outln!("ID\tPRINCIPAL\tADMIN\tCREATED\tREVOKED\tLABEL");
+                    outln!("ID\tPRINCIPAL\tADMIN\tCREATED\tREVOKED\tROLES\tLABEL");
                     for k in keys {
                         outln!(
-                            "{}\t{}\t{}\t{}\t{}\t{}",
+                            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
                             k.id,
                             k.principal,
                             k.admin,
                             rfc3339(k.created_at),
                             k.revoked_at.map_or("-".to_owned(), rfc3339),
+                            if k.roles.is_empty() {
+                                "-".to_owned()
+                            } else {
+                                k.roles.join(",")
+                            },
                             k.label.unwrap_or_default()
                         );
                     }

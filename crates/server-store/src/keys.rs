@@ -14,6 +14,9 @@ pub struct ApiKey {
     pub principal: String,
     /// Whether it may see and act on every principal's threads.
     pub admin: bool,
+    /// The roles it holds (each 1–64 of `A-Z a-z 0-9 . _ -`, in the order given): a tool's
+    /// `approval.approvers.roles` names the keys that may decide its calls.
+    pub roles: Vec<String>,
     /// A note for people (what or who it is for).
     pub label: Option<String>,
     /// When it was made (ms since the Unix epoch).

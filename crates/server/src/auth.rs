@@ -33,18 +33,33 @@ pub struct NewKey {
     pub hash: String,
 }
 
+/// Whether `name` may name a principal or a role: 1–64 of `A-Z a-z 0-9 . _ -`.
+fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 /// Whether `principal` may name a principal: 1–64 of `A-Z a-z 0-9 . _ -`.
 pub fn check_principal(principal: &str) -> Result<(), String> {
-    let ok = !principal.is_empty()
-        && principal.len() <= 64
-        && principal
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
+    if is_name(principal) {
         Ok(())
     } else {
         Err(format!(
             "principal {principal:?}: use 1–64 letters, digits, `.`, `_` or `-`"
+        ))
+    }
+}
+
+/// Whether `role` may name a key's role: 1–64 of `A-Z a-z 0-9 . _ -`, as a principal.
+pub fn check_role(role: &str) -> Result<(), String> {
+    if is_name(role) {
+        Ok(())
+    } else {
+        Err(format!(
+            "role {role:?}: use 1–64 letters, digits, `.`, `_` or `-`"
         ))
     }
 }
@@ -69,11 +84,26 @@ pub fn new_key(
             id,
             principal: principal.to_owned(),
             admin,
+            roles: Vec::new(),
             label,
             created_at: now,
             revoked_at: None,
         },
     })
+}
+
+impl NewKey {
+    /// The key holding `roles` too (each checked by [`check_role`]; one given twice is held
+    /// once, in the order first given).
+    pub fn with_roles(mut self, roles: &[String]) -> Result<NewKey, String> {
+        for role in roles {
+            check_role(role)?;
+            if !self.key.roles.contains(role) {
+                self.key.roles.push(role.clone());
+            }
+        }
+        Ok(self)
+    }
 }
 
 /// The stored hash of a bearer token.
@@ -103,6 +133,9 @@ pub struct Caller {
     pub canonical: Option<String>,
     /// Whether it sees every principal's threads.
     pub admin: bool,
+    /// The roles its key holds: it may decide the tool calls whose `approval.approvers` name
+    /// one of them ([`Caller::may_decide`]).
+    pub roles: Vec<String>,
     /// What admitted it, so a long stream can end when that is revoked or signed out.
     pub(crate) credential: Credential,
 }
@@ -114,6 +147,7 @@ impl Caller {
             principal: None,
             canonical: None,
             admin: true,
+            roles: Vec::new(),
             credential: Credential::None,
         }
     }
@@ -134,6 +168,7 @@ impl Caller {
                 principal: Some(principal(&Caller::author_name(c))),
                 canonical: Some(c.to_owned()),
                 admin: false,
+                roles: Vec::new(),
                 credential: Credential::None,
             },
             None => Caller::anonymous(),
@@ -147,6 +182,7 @@ impl Caller {
             canonical: Some(p.canonical()),
             principal: Some(p),
             admin: key.admin,
+            roles: key.roles.clone(),
             credential,
         }
     }
@@ -178,6 +214,30 @@ impl Caller {
     /// Whether this caller may see and act on `thread`.
     pub fn may_see(&self, thread: &Thread) -> bool {
         self.admin || (thread.principal.is_some() && thread.principal == self.canonical)
+    }
+
+    /// Whether this caller may decide a tool call of `thread` whose approval names `approvers`
+    /// (the policy of issue #29). Nobody named: the thread's owner (or an admin), as for
+    /// everything of the thread. Someone named: an admin, a caller whose principal is listed
+    /// and a key holding a listed role — and not the owner as such (separation of duties: who
+    /// asked does not approve, unless the policy names them).
+    pub fn may_decide(
+        &self,
+        thread: &Thread,
+        approvers: &duet_runtime::approval::Approvers,
+    ) -> bool {
+        if approvers.roles.is_empty() && approvers.principals.is_empty() {
+            return self.may_see(thread);
+        }
+        self.admin || self.named_by(approvers)
+    }
+
+    /// Whether `approvers` names this caller: its principal, or a role its key holds.
+    pub fn named_by(&self, approvers: &duet_runtime::approval::Approvers) -> bool {
+        self.principal
+            .as_ref()
+            .is_some_and(|p| approvers.principals.contains(&p.subject))
+            || self.roles.iter().any(|r| approvers.roles.contains(r))
     }
 
     /// The principal filter for listings: none for an admin.
@@ -256,6 +316,70 @@ mod bearer_tests {
             ("Bearerduet_a_b", None),
         ] {
             assert_eq!(super::bearer_token(value), token, "{value:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::{Caller, Credential, principal};
+    use duet_runtime::approval::Approvers;
+
+    /// A key of `subject` holding `roles` (an admin if `admin`).
+    fn key(subject: &str, roles: &[&str], admin: bool) -> Caller {
+        let p = principal(subject);
+        Caller {
+            canonical: Some(p.canonical()),
+            principal: Some(p),
+            admin,
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            credential: Credential::None,
+        }
+    }
+
+    #[test]
+    fn who_may_decide_a_call_by_its_approvers() {
+        let mut thread = duet_runtime::Thread::new(
+            uuid::Uuid::now_v7(),
+            "alice/r1".into(),
+            "desk".into(),
+            None,
+            0,
+        );
+        thread.principal = Some(principal("alice").canonical());
+        let nobody = Approvers::default();
+        let refunds = Approvers {
+            roles: vec!["refunds".into()],
+            principals: vec!["erin".into()],
+        };
+        let with_owner = Approvers {
+            principals: vec!["alice".into()],
+            ..refunds.clone()
+        };
+        let cases = [
+            // (caller, approvers, may decide)
+            (key("alice", &[], false), &nobody, true),
+            (key("bob", &["refunds"], false), &nobody, false),
+            (key("ops", &[], true), &nobody, true),
+            (Caller::anonymous(), &nobody, true),
+            (key("alice", &[], false), &refunds, false),
+            (key("alice", &["refunds"], false), &refunds, true),
+            (key("alice", &[], false), &with_owner, true),
+            (key("bob", &["refunds"], false), &refunds, true),
+            (key("bob", &["ops", "refunds"], false), &refunds, true),
+            (key("bob", &["Refunds"], false), &refunds, false),
+            (key("carol", &[], false), &refunds, false),
+            (key("erin", &[], false), &refunds, true),
+            (key("ops", &[], true), &refunds, true),
+        ];
+        for (i, (caller, approvers, may)) in cases.iter().enumerate() {
+            assert_eq!(
+                caller.may_decide(&thread, approvers),
+                *may,
+                "case {i}: {:?} {:?} on {approvers:?}",
+                caller.principal.as_ref().map(|p| &p.subject),
+                caller.roles
+            );
         }
     }
 }

@@ -8,6 +8,7 @@
 //! - `approvals`: a parked question by its id, what waits for the caller, the chain of parents,
 //!   the question with its conversation, the answers parks got, and the answer — the one
 //!   function the inbox and `POST /approvals/{id}` both call.
+//! - `approvers`: who may see and decide a tool call waiting for approval, on whoever's thread.
 //! - `threads`: a thread by its key as the caller sees it (the one visibility check), listings,
 //!   a thread with its parent, termination.
 //! - `messages`: a thread's journal a page at a time; whether a message id was delivered.
@@ -18,6 +19,7 @@
 //!   push configs and their outbox.
 
 pub(crate) mod approvals;
+pub(crate) mod approvers;
 pub(crate) mod deliveries;
 pub(crate) mod events;
 pub(crate) mod health;
@@ -48,6 +50,9 @@ pub(crate) enum ServiceError {
         /// The answer that won, when the store still has it.
         first: Option<FirstAnswer>,
     },
+    /// The caller sees the thread but may not decide this tool call: its `approval.approvers`
+    /// name others (`approvers`: as recorded); nothing was written.
+    NotAnApprover { id: String, approvers: String },
     /// What the runtime refused for the thread the caller names `key`.
     Run { error: RunError, key: String },
     /// The store failed.
@@ -68,6 +73,10 @@ impl std::fmt::Display for ServiceError {
             ServiceError::AlreadyAnswered { key, park, .. } => {
                 write!(f, "`{key}` is no longer waiting at {park}")
             }
+            ServiceError::NotAnApprover { id, approvers } => write!(
+                f,
+                "approval `{id}` is decided by {approvers}, and this key is none of them; nothing was written"
+            ),
             ServiceError::Run { error, .. } => error.fmt(f),
             ServiceError::Store(e) => e.fmt(f),
         }
@@ -83,6 +92,25 @@ impl ServiceError {
                 park,
                 first,
             },
+            // The first decision's author by name (`bob`), as every view of a decision shows it.
+            RunError::DecisionTaken {
+                key: k,
+                approval,
+                mut first,
+            } => {
+                first.author = first
+                    .author
+                    .as_deref()
+                    .map(crate::auth::Caller::author_name);
+                ServiceError::Run {
+                    error: RunError::DecisionTaken {
+                        key: k,
+                        approval,
+                        first,
+                    },
+                    key: key.to_owned(),
+                }
+            }
             error => ServiceError::Run {
                 error,
                 key: key.to_owned(),
@@ -107,6 +135,11 @@ impl From<ServiceError> for Problem {
                 }
                 problem
             }
+            e @ ServiceError::NotAnApprover { .. } => Problem::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "not_an_approver",
+                e.to_string(),
+            ),
             ServiceError::Run { error, key } => crate::problem::run_error(error, &key),
             ServiceError::Store(e) => e.into(),
         }

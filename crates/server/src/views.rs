@@ -271,6 +271,16 @@ pub(crate) struct ParentView {
     pub(crate) agent: String,
 }
 
+/// A decision on a tool call as the API shows it: as recorded, its author named by subject
+/// (`bob`), as an answer's is.
+pub(crate) fn decided(d: &duet_runtime::approval::Decided) -> Value {
+    let mut v = serde_json::json!(d);
+    if let Some(author) = d.author.as_deref() {
+        v["author"] = Value::String(Caller::author_name(author));
+    }
+    v
+}
+
 /// The answer that won a park, in a 409.
 pub(crate) fn first_answer(first: &FirstAnswer) -> Value {
     serde_json::json!({

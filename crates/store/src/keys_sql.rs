@@ -9,6 +9,12 @@ macro_rules! keys_impl {
                 id: row.try_get("id").map_err(db_error)?,
                 principal: row.try_get("principal").map_err(db_error)?,
                 admin: row.try_get("admin").map_err(db_error)?,
+                roles: {
+                    let roles: String = row.try_get("roles").map_err(db_error)?;
+                    serde_json::from_str(&roles).map_err(|e| {
+                        StoreError::Corrupt(format!("api key roles `{roles}`: {e}"))
+                    })?
+                },
                 label: row.try_get("label").map_err(db_error)?,
                 created_at: row.try_get("created_at").map_err(db_error)?,
                 revoked_at: row.try_get("revoked_at").map_err(db_error)?,
@@ -20,8 +26,8 @@ macro_rules! keys_impl {
             async fn create_key(&self, key: &ApiKey, hash: &str) -> Result<(), StoreError> {
                 // A taken id or hash breaks a key: `db_error` makes it a `Conflict`.
                 sqlx::query(
-                    "INSERT INTO api_keys (id, hash, principal, admin, label, created_at, revoked_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    "INSERT INTO api_keys (id, hash, principal, admin, label, created_at, revoked_at, roles) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 )
                 .bind(&key.id)
                 .bind(hash)
@@ -30,6 +36,7 @@ macro_rules! keys_impl {
                 .bind(&key.label)
                 .bind(key.created_at)
                 .bind(key.revoked_at)
+                .bind(serde_json::json!(key.roles).to_string())
                 .execute(&mut *self.writer().await?)
                 .await
                 .map_err(db_error)?;

@@ -1,5 +1,5 @@
 //! `duet serve` over real HTTP on 127.0.0.1, on SQLite and (with `DATABASE_URL`) Postgres:
-//! the approval walkthrough, events with reconnects, the double answer (every pair of doors,
+//! the approval walkthrough, who may decide (`approvers.rs`), events with reconnects, the double answer (every pair of doors,
 //! `doors.rs`), streams that end with their key (`revoked.rs`), hostile input (`hostile.rs`, and
 //! the same values refused at every door: `values.rs`), principal isolation, the OpenAPI
 //! document and graceful shutdown; connections (timeouts, the cap); readiness (`ready.rs`); who a
@@ -20,6 +20,7 @@ mod a2a_remote;
 mod a2a_states;
 mod addressed;
 mod approvals;
+mod approvers;
 mod connections;
 mod control;
 mod doors;

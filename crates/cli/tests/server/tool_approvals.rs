@@ -23,7 +23,7 @@ fn project() -> support::Scratch {
     );
     p.write(
         "agents/tools/refund.yaml",
-        "description: Refunds.\nargs: { type: object, properties: { order: { type: string }, amount: { type: number } }, required: [order, amount] }\nresult: \"refunded {{order}}\"\napproval: { decisions: [approve, edit, reject], approvers: { roles: [refunds] } }\n",
+        "description: Refunds.\nargs: { type: object, properties: { order: { type: string }, amount: { type: number } }, required: [order, amount] }\nresult: \"refunded {{order}}\"\napproval: { decisions: [approve, edit, reject], approvers: { roles: [refunds], principals: [alice] } }\n",
     );
     p.write(
         "agents/agents/chat.yaml",
@@ -95,7 +95,10 @@ async fn a_pending_call_is_listed_and_decided_once_by_racing_callers() {
         assert_eq!(item["tool"], "refund");
         assert_eq!(item["arguments"], json!({"order": "A1", "amount": 250}));
         assert_eq!(item["decisions"], json!(["approve", "edit", "reject"]));
-        assert_eq!(item["approvers"], json!({"roles": ["refunds"]}));
+        assert_eq!(
+            item["approvers"],
+            json!({"roles": ["refunds"], "principals": ["alice"]})
+        );
         let id = item["id"].as_str().expect("id").to_owned();
         let (status, one) = server.get(&format!("/approvals/{id}"), &alice).await;
         assert_eq!(status, 200, "{at}: {one}");

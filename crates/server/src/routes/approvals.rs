@@ -1,6 +1,8 @@
 //! `/approvals`: every question waiting for a person, across all threads and children at any
 //! depth, and the answer to one. One question, one answer: the first answer wins, a second gets
-//! 409 naming the one that won, and nothing of it is written.
+//! 409 naming the one that won, and nothing of it is written. A tool call whose `approvers` name
+//! a role or principal is the business of the keys they name, on whoever's thread
+//! (`service::approvers`).
 
 use axum::extract::State;
 
@@ -41,8 +43,10 @@ pub(crate) struct ListQuery {
     pub all: bool,
 }
 
-/// What waits for a person's decision, a page at a time: tool calls that need approval, and
-/// questions of agents whose human side is an approver (`?all=true`: every parked thread).
+/// What waits for the caller's decision, a page at a time: tool calls that need approval (its
+/// own threads', and any principal's whose `approvers` name its role or principal), and
+/// questions of its threads' agents whose human side is an approver (`?all=true`: every parked
+/// thread).
 #[utoipa::path(get, path = "/approvals", tag = "approvals", params(ListQuery),
     responses((status = 200, description = "A page of approvals", body = Page<ApprovalView>)))]
 pub(crate) async fn list(
@@ -129,8 +133,10 @@ pub(crate) struct DecidedView {
     /// author, at, messageId).
     #[schema(value_type = Object)]
     pub decided: serde_json::Value,
-    /// The thread after the decision (it ran on until it settled).
-    pub thread: ThreadView,
+    /// The thread after the decision (it ran on until it settled); not shown to an approver
+    /// who does not own the thread (a key whose role or principal the call's approvers name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadView>,
 }
 
 /// An answer or a decision stored; the thread runs on (answered at once, without
@@ -149,34 +155,46 @@ pub(crate) struct DecisionAcceptedView {
     pub thread: String,
     /// `accepted` (this server runs the thread now) or `queued` (a run in flight takes it).
     pub delivery: &'static str,
-    /// Where to follow it: the thread's events after the journal's seq at the decision.
-    pub events: String,
+    /// Where to follow it: the thread's events after the journal's seq at the decision; not
+    /// for an approver who does not own the thread (it follows `GET /approvals/{id}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<String>,
 }
 
 /// The API's answer to a decision: `200` with the thread when the caller waited for it to
 /// settle (or replayed an `Idempotency-Key`), else `202` with where to follow it — as for an
-/// answer ([`deliver::respond`]).
+/// answer ([`deliver::respond`]). An approver who does not own the thread is told the decision
+/// and its approval, nothing of the thread.
 fn decided_response(caller: &Caller, id: String, d: approvals::Decision) -> Response {
     use axum::http::{HeaderValue, StatusCode, header};
     use axum::response::IntoResponse;
-    let location = format!("/threads/{}", segment(&d.visible));
-    let decided = serde_json::json!(d.decided);
-    let mut response = match &d.now {
-        Some((t, parent)) => {
+    let thread_at = format!("/threads/{}", segment(&d.visible));
+    let location = match d.seeing {
+        true => thread_at.clone(),
+        false => format!("/approvals/{id}"),
+    };
+    let decided = crate::views::decided(&d.decided);
+    let mut response = match d.settled {
+        true => {
             let view = DecidedView {
                 id,
                 decided,
-                thread: ThreadView::of(t, caller, parent.as_ref()),
+                thread: d
+                    .now
+                    .as_ref()
+                    .map(|(t, parent)| ThreadView::of(t, caller, parent.as_ref())),
             };
             (StatusCode::OK, axum::Json(view)).into_response()
         }
-        None => {
+        false => {
             let view = DecisionAcceptedView {
                 id: Some(id),
                 decided: Some(decided),
                 thread: d.visible.clone(),
                 delivery: d.landed.as_str(),
-                events: format!("{location}/events?after={}", d.since),
+                events: d
+                    .seeing
+                    .then(|| format!("{thread_at}/events?after={}", d.since)),
             };
             (StatusCode::ACCEPTED, axum::Json(view)).into_response()
         }
@@ -201,7 +219,8 @@ fn decided_response(caller: &Caller, id: String, d: approvals::Decision) -> Resp
         (status = 202, description = "Stored; the thread resumes: where to follow it, and for a decision the decision as recorded", body = DecisionAcceptedView),
         (status = 200, description = "Settled (`?wait=true`) or replayed (`Idempotency-Key`): the thread for an answer, `DecidedView` for a decision", body = DecidedView),
         (status = 400, description = "A body that is neither an answer nor a decision; nothing was written", body = crate::problem::ProblemBody),
-        (status = 404, description = "No such approval", body = crate::problem::ProblemBody),
+        (status = 403, description = "`not_an_approver`: the thread's owner, on a call whose `approvers` name others; nothing was written", body = crate::problem::ProblemBody),
+        (status = 404, description = "No such approval, or one the caller may neither see nor decide", body = crate::problem::ProblemBody),
         (status = 409, description = "Answered (decided) first by someone else; nothing was written", body = crate::problem::ProblemBody),
         (status = 422, description = "A decision not offered, an edit the tool's `args` refuse (`field`), or definitions that changed under it (`stale_definition`); nothing was written", body = crate::problem::ProblemBody)))]
 pub(crate) async fn answer(

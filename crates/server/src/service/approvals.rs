@@ -9,6 +9,7 @@ use duet_runtime::{
     RecordBody, Thread, ThreadId, ThreadQuery, ThreadStatus, ToolCall,
 };
 
+use super::approvers::{self, absent};
 use super::deliveries::{self, Delivered, Inbound, Landed};
 use super::{ServiceError, threads};
 use crate::auth::Caller;
@@ -18,30 +19,17 @@ use crate::views::{ApprovalId, ApprovalView, ParentView};
 /// How deep a parent chain is followed.
 const MAX_DEPTH: usize = 64;
 
-/// The approval `id` and its thread, if `caller` may see it and the thread ever reached that
-/// park (answered or not).
+/// The approval `id` and its thread, if `caller` may see the thread (its owner, or an admin)
+/// and the thread ever reached that park (answered or not). A tool call's approvers who do not
+/// own the thread reach it through [`get`] and [`decide`] only.
 pub(crate) async fn find(
     state: &AppState,
     caller: &Caller,
     id: &str,
 ) -> Result<(ApprovalId, Thread), ServiceError> {
-    let approval: ApprovalId = id
-        .parse()
-        .map_err(|e: String| ServiceError::NotFound(format!("no approval `{id}`: {e}")))?;
-    match state
-        .runtime()
-        .store()
-        .thread_by_id(approval.thread)
-        .await?
-    {
-        // A park the thread never reached is not a question anyone could have answered.
-        Some(t)
-            if caller.may_see(&t)
-                && (approval.park.session, approval.park.seq) <= (t.session, t.next_seq) =>
-        {
-            Ok((approval, t))
-        }
-        _ => Err(ServiceError::NotFound(format!("no approval `{id}`"))),
+    match approvers::locate(state, id).await? {
+        (approval, t) if caller.may_see(&t) => Ok((approval, t)),
+        _ => Err(absent(id)),
     }
 }
 
@@ -94,19 +82,20 @@ pub(crate) struct Waiting<'a> {
     pub all: bool,
 }
 
-/// The threads waiting for a person that `caller` may see, a page at a time: parked ones
-/// (a question — of an agent whose human side is an approver, unless `all`) and `waiting` ones
-/// (which may wait for a decision on a tool call), merged in the listing's order so one cursor
-/// pages both.
+/// The threads waiting for a person that `caller` may answer, a page at a time: parked ones
+/// it may see (a question — of an agent whose human side is an approver, unless `all`) and
+/// `waiting` ones with a tool call it may decide ([`Caller::may_decide`]: on another
+/// principal's thread too, when a tool's approvers name the caller), merged in the listing's
+/// order so one cursor pages both.
 pub(crate) async fn waiting(
     state: &AppState,
     caller: &Caller,
     w: &Waiting<'_>,
 ) -> Result<Vec<Thread>, ServiceError> {
-    let query = |status, after| ThreadQuery {
+    let query = |status, after, principal| ThreadQuery {
         agent: w.agent,
         status: Some(status),
-        principal: caller.owner_filter(),
+        principal,
         after,
         newest_first: w.newest_first,
         limit: w.limit,
@@ -128,7 +117,11 @@ pub(crate) async fn waiting(
     let mut after = w.after;
     loop {
         let page = store
-            .list_threads(&query(ThreadStatus::AwaitingHuman, after))
+            .list_threads(&query(
+                ThreadStatus::AwaitingHuman,
+                after,
+                caller.owner_filter(),
+            ))
             .await?;
         let full = page.len() == w.limit;
         after = page.last().map(|t| t.id);
@@ -139,12 +132,34 @@ pub(crate) async fn waiting(
     }
     threads.truncate(w.limit);
     // Past the last parked thread taken, a `waiting` one may come before the next parked one.
+    // Waiting threads a page at a time too, keeping those with a call the caller may decide
+    // (a blocking subagent's parent waits as well); every principal's when a tool's approvers
+    // name the caller.
     if w.tool_calls {
-        threads.extend(
-            store
-                .list_threads(&query(ThreadStatus::Waiting, w.after))
-                .await?,
-        );
+        let principal = if approvers::named_anywhere(&project, caller) {
+            None
+        } else {
+            caller.owner_filter()
+        };
+        let mut calls = Vec::new();
+        let mut after = w.after;
+        loop {
+            let page = store
+                .list_threads(&query(ThreadStatus::Waiting, after, principal))
+                .await?;
+            let full = page.len() == w.limit;
+            after = page.last().map(|t| t.id);
+            for t in page {
+                if approvers::decidable(state, caller, &t).await? {
+                    calls.push(t);
+                }
+            }
+            if !full || calls.len() >= w.limit {
+                break;
+            }
+        }
+        calls.truncate(w.limit);
+        threads.extend(calls);
     }
     threads.sort_by_key(|t| t.id);
     if w.newest_first {
@@ -167,19 +182,33 @@ pub(crate) async fn views(
     tool_calls(state, caller, t).await
 }
 
-/// The tool calls of `t` that wait for a decision, as approvals (`kind: tool_call`): the id's
-/// seq is that of the call's `approval_requested` record.
+/// The tool calls of `t` that wait for a decision `caller` may take, as approvals
+/// (`kind: tool_call`): the id's seq is that of the call's `approval_requested` record.
 pub(crate) async fn tool_calls(
     state: &AppState,
     caller: &Caller,
     t: &Thread,
+) -> Result<Vec<ApprovalView>, ServiceError> {
+    pending_calls(state, caller, t, true).await
+}
+
+/// The tool calls of `t` that wait for a decision, as approvals; only those `caller` may
+/// decide when `decidable`.
+async fn pending_calls(
+    state: &AppState,
+    caller: &Caller,
+    t: &Thread,
+    decidable: bool,
 ) -> Result<Vec<ApprovalView>, ServiceError> {
     if t.status != ThreadStatus::Waiting {
         return Ok(Vec::new());
     }
     let store = state.runtime().store();
     let (records, messages) = tokio::try_join!(store.records(t.id), store.messages(t.id))?;
-    let pending = duet_runtime::approval::pending(&records, &messages);
+    let mut pending = duet_runtime::approval::pending(&records, &messages);
+    if decidable {
+        pending.retain(|p| caller.may_decide(t, &p.approvers));
+    }
     if pending.is_empty() {
         return Ok(Vec::new());
     }
@@ -228,10 +257,16 @@ pub(crate) struct Decision {
     pub landed: Landed,
     /// The thread's key as the caller names it.
     pub visible: String,
+    /// Whether the caller sees the thread (its owner, an admin), or only decides its call (an
+    /// approver named by the call's approval): it is then told nothing of the thread.
+    pub seeing: bool,
     /// The journal's last seq before the decision: where a follower starts.
     pub since: i64,
-    /// The thread as it stands now, with its parent — read when the caller waited and the
-    /// thread settled, and for a replay; `None` when the caller is answered at once.
+    /// Whether the thread settled since (the caller waited) or this was a replay: the caller
+    /// is answered with the outcome, not where to follow it.
+    pub settled: bool,
+    /// The thread as it stands now, with its parent — read when `settled` for a caller that
+    /// sees the thread; `None` otherwise.
     pub now: Option<(Thread, Option<Thread>)>,
 }
 
@@ -249,8 +284,12 @@ pub(crate) async fn decide(
     message_id: Option<&str>,
     wait: bool,
 ) -> Result<Decision, ServiceError> {
-    let (approval, t) = find(state, caller, id).await?;
+    let (approval, t) = approvers::locate(state, id).await?;
+    let seeing = caller.may_see(&t);
     let visible = caller.visible_key(&t.key);
+    if t.park() == Some(approval.park) && !seeing {
+        return Err(absent(id));
+    }
     if t.park() == Some(approval.park) {
         let why = duet_runtime::approval::Refusal::Incomplete(
             "this approval is a question, not a tool call: answer it with `{\"text\": …}`".into(),
@@ -263,6 +302,20 @@ pub(crate) async fn decide(
             },
             &visible,
         ));
+    }
+    // Who may decide: the approvers the call's record names (nobody named: the owner).
+    let records = state.runtime().store().records(t.id).await?;
+    match approvers::asked(&records, approval.park.seq) {
+        Some((asked, _)) if caller.may_decide(&t, &asked.approvers) => {}
+        Some((asked, _)) if seeing => {
+            return Err(ServiceError::NotAnApprover {
+                id: id.to_owned(),
+                approvers: approvers::describe(&asked.approvers),
+            });
+        }
+        // Not a call the thread asked: the runtime says so to whoever sees the thread.
+        None if seeing => {}
+        _ => return Err(absent(id)),
     }
     let since = t.next_seq - 1;
     let accepted = state
@@ -302,7 +355,8 @@ pub(crate) async fn decide(
         }
         DecisionLanded::Duplicate => Landed::Duplicate,
     };
-    let now = if waited || landed == Landed::Duplicate {
+    let settled = waited || landed == Landed::Duplicate;
+    let now = if seeing && settled {
         let now = threads::reread(state, accepted.thread)
             .await?
             .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?;
@@ -314,7 +368,9 @@ pub(crate) async fn decide(
         decided: accepted.decided,
         landed,
         visible,
+        seeing,
         since,
+        settled,
         now,
     })
 }
@@ -430,19 +486,27 @@ pub(crate) async fn get(
     caller: &Caller,
     id: &str,
 ) -> Result<Option<ApprovalView>, ServiceError> {
-    let (approval, t) = find(state, caller, id).await?;
+    let (approval, t) = approvers::locate(state, id).await?;
+    // The thread's owner (or an admin) sees all of it; an approver the call names, that call.
+    let seeing = caller.may_see(&t);
     if t.park() == Some(approval.park) {
-        return view(state, caller, &t).await;
+        return match seeing {
+            true => view(state, caller, &t).await,
+            false => Err(absent(id)),
+        };
     }
     let seq = approval.park.seq;
     let store = state.runtime().store();
     let (records, queue) = tokio::try_join!(store.records(t.id), store.queue(t.id))?;
-    let Some((asked, asked_at)) = records.iter().find_map(|r| match &r.body {
-        RecordBody::ApprovalRequested(a) if r.seq == seq => Some((a.clone(), r.created_at)),
-        _ => None,
-    }) else {
-        return Ok(None);
+    let Some((asked, asked_at)) = approvers::asked(&records, seq) else {
+        return match seeing {
+            true => Ok(None),
+            false => Err(absent(id)),
+        };
     };
+    if !seeing && !caller.may_decide(&t, &asked.approvers) {
+        return Err(absent(id));
+    }
     // Queued (approved, its tool not run yet) or written by the run.
     let decided = queue
         .into_iter()
@@ -452,12 +516,12 @@ pub(crate) async fn get(
             _ => None,
         }))
         .find(|d| d.approval == seq);
-    let waiting = tool_calls(state, caller, &t)
+    let waiting = pending_calls(state, caller, &t, false)
         .await?
         .into_iter()
         .find(|v| v.park == approval.park.to_string());
     if let Some(mut v) = waiting {
-        v.decided = decided.map(|d| serde_json::json!(d));
+        v.decided = decided.as_ref().map(crate::views::decided);
         return Ok(Some(v));
     }
     let Some(decided) = decided else {
@@ -485,7 +549,7 @@ pub(crate) async fn get(
                 .collect(),
         ),
         approvers: Some(serde_json::json!(asked.approvers)),
-        decided: Some(serde_json::json!(decided)),
+        decided: Some(crate::views::decided(&decided)),
         thread: caller.visible_key(&t.key),
         agent: t.agent.clone(),
         park: approval.park.to_string(),

@@ -9,6 +9,7 @@ fn key(id: &str, principal: &str, created_at: i64) -> ApiKey {
         id: id.into(),
         principal: principal.into(),
         admin: false,
+        roles: Vec::new(),
         label: None,
         created_at,
         revoked_at: None,
@@ -80,6 +81,50 @@ async fn keys_are_found_by_hash_listed_oldest_first_and_revoked() {
             store.keys().await.expect("keys"),
             [revoked, admin.clone()],
             "{name}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_keys_roles_come_back_as_given_by_hash_by_sign_in_and_listed() {
+    each_server(async |store, name| {
+        let approver = ApiKey {
+            roles: vec!["refunds".into(), "ops.eu-1".into()],
+            ..key("k-bob", r#"{"sub":"bob"}"#, 10)
+        };
+        let plain = key("k-carol", r#"{"sub":"carol"}"#, 20);
+        store
+            .create_key(&approver, "hash-bob")
+            .await
+            .expect("create");
+        store
+            .create_key(&plain, "hash-carol")
+            .await
+            .expect("create");
+        store
+            .create_sign_in("cookie-bob", "hash-bob", 100, 1_000)
+            .await
+            .expect("sign in");
+        for found in [
+            store.key_by_hash("hash-bob").await.expect("read"),
+            store.sign_in_key("cookie-bob", 500).await.expect("read"),
+        ] {
+            assert_eq!(
+                found.map(|k| k.roles),
+                Some(approver.roles.clone()),
+                "{name}: in order"
+            );
+        }
+        assert_eq!(
+            store.keys().await.expect("keys"),
+            [approver, plain.clone()],
+            "{name}: with and without roles"
+        );
+        assert_eq!(
+            store.key_by_hash("hash-carol").await.expect("read"),
+            Some(plain),
+            "{name}: no roles"
         );
     })
     .await;

@@ -1,0 +1,89 @@
+//! Who may see and decide a tool call that waits for approval (issue #29): an approval by its
+//! id whoever's thread it is on ([`locate`]; the callers check access), the call's
+//! `approval_requested` record ([`asked`]), whether a waiting thread has a call the caller may
+//! decide ([`decidable`]), and whether a listing must look past the caller's own threads
+//! ([`named_anywhere`]). The rule itself is [`Caller::may_decide`].
+
+use duet_runtime::approval::{Approvers, Asked};
+use duet_runtime::{Record, RecordBody, Thread};
+use duet_spec::Project;
+
+use super::ServiceError;
+use crate::auth::Caller;
+use crate::state::AppState;
+use crate::views::ApprovalId;
+
+/// What every caller is told of an approval it may not see: the words of an absent one.
+pub(crate) fn absent(id: &str) -> ServiceError {
+    ServiceError::NotFound(format!("no approval `{id}`"))
+}
+
+/// Approval `id` and its thread, if the thread ever reached that park or record — without
+/// checking who asks: [`super::approvals::find`] (the owner's view) and the tool-call paths
+/// (owner or approver) check that.
+pub(crate) async fn locate(
+    state: &AppState,
+    id: &str,
+) -> Result<(ApprovalId, Thread), ServiceError> {
+    let approval: ApprovalId = id
+        .parse()
+        .map_err(|e: String| ServiceError::NotFound(format!("no approval `{id}`: {e}")))?;
+    match state
+        .runtime()
+        .store()
+        .thread_by_id(approval.thread)
+        .await?
+    {
+        // A park the thread never reached is not a question anyone could have answered.
+        Some(t) if (approval.park.session, approval.park.seq) <= (t.session, t.next_seq) => {
+            Ok((approval, t))
+        }
+        _ => Err(absent(id)),
+    }
+}
+
+/// The pending call that `records`' `approval_requested` record at `seq` asked, with when.
+pub(crate) fn asked(records: &[Record], seq: i64) -> Option<(Asked, i64)> {
+    records.iter().find_map(|r| match &r.body {
+        RecordBody::ApprovalRequested(a) if r.seq == seq => Some((a.clone(), r.created_at)),
+        _ => None,
+    })
+}
+
+/// Whether `t` (a `waiting` thread) has a tool call waiting for a decision that `caller` may
+/// take, by the approvers its `approval_requested` record names.
+pub(crate) async fn decidable(
+    state: &AppState,
+    caller: &Caller,
+    t: &Thread,
+) -> Result<bool, ServiceError> {
+    let store = state.runtime().store();
+    let (records, messages) = tokio::try_join!(store.records(t.id), store.messages(t.id))?;
+    Ok(duet_runtime::approval::pending(&records, &messages)
+        .iter()
+        .any(|p| caller.may_decide(t, &p.approvers)))
+}
+
+/// Whether a tool of `project` names `caller` among its approvers (a role its key holds, or
+/// its principal): only such a caller's listing reads other principals' waiting threads. An
+/// approval asked under older definitions that named the caller, when the current ones do not,
+/// is still decided by id ([`Caller::may_decide`] reads the recorded approvers), not listed.
+pub(crate) fn named_anywhere(project: &Project, caller: &Caller) -> bool {
+    project
+        .tools
+        .values()
+        .filter_map(|d| d.def.approval.as_ref())
+        .any(|a| caller.named_by(&a.approvers))
+}
+
+/// `approvers` in words, for a refusal: `roles refunds, principals bob`.
+pub(crate) fn describe(approvers: &Approvers) -> String {
+    let mut parts = Vec::new();
+    if !approvers.roles.is_empty() {
+        parts.push(format!("roles {}", approvers.roles.join(", ")));
+    }
+    if !approvers.principals.is_empty() {
+        parts.push(format!("principals {}", approvers.principals.join(", ")));
+    }
+    parts.join("; ")
+}
