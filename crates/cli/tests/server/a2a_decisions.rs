@@ -91,7 +91,12 @@ fn pending(task: &Value) -> Vec<Value> {
         .into_iter()
         .flatten()
         .filter(|p| p["data"]["kind"] == "duet.approvals")
-        .flat_map(|p| p["data"]["approvals"].as_array().cloned().unwrap_or_default())
+        .flat_map(|p| {
+            p["data"]["approvals"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .collect()
 }
 
@@ -153,15 +158,25 @@ async fn pending_calls_are_input_required_and_decided_with_a_data_part() {
             &server,
             &alice,
             "SendMessage",
-            message("m1", None, Some("c1"), json!([{"text": "refund A1 and B2"}])),
+            message(
+                "m1",
+                None,
+                Some("c1"),
+                json!([{"text": "refund A1 and B2"}]),
+            ),
         )
         .await
         .expect("sent");
-        assert_eq!(asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{at}: {asked}");
+        assert_eq!(
+            asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{at}: {asked}"
+        );
         let task = asked["id"].as_str().expect("task id").to_owned();
         let parts = &asked["status"]["message"]["parts"];
         assert!(
-            parts[0]["text"].as_str().is_some_and(|t| t.contains("refund")),
+            parts[0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("refund")),
             "{at}: a text part says what is asked: {parts}"
         );
         assert_eq!(parts[1]["mediaType"], "application/json", "{at}: {parts}");
@@ -173,7 +188,10 @@ async fn pending_calls_are_input_required_and_decided_with_a_data_part() {
         assert_eq!(calls[0]["decisions"], json!(["approve", "edit", "reject"]));
         assert_eq!(calls[0]["remember"], json!(["session"]));
         assert_eq!(calls[0]["description"], "Refunds an order.");
-        assert_eq!(calls[0]["schema"]["properties"]["amount"]["description"], "In euros.");
+        assert_eq!(
+            calls[0]["schema"]["properties"]["amount"]["description"],
+            "In euros."
+        );
         let (a1, b2) = (
             calls[0]["id"].as_str().expect("id").to_owned(),
             calls[1]["id"].as_str().expect("id").to_owned(),
@@ -182,11 +200,18 @@ async fn pending_calls_are_input_required_and_decided_with_a_data_part() {
         let (status, listed) = server.get(&format!("/approvals/{a1}"), &alice).await;
         assert_eq!(status, 200, "{at}: {listed}");
         assert_eq!(listed["arguments"]["order"], "A1", "{at}");
-        let got = rpc(&server, &alice, "GetTask", json!({"id": task})).await.expect("got");
-        assert_eq!(got["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{at}");
-        let listed = rpc(&server, &alice, "ListTasks", json!({"status": "TASK_STATE_INPUT_REQUIRED"}))
+        let got = rpc(&server, &alice, "GetTask", json!({"id": task}))
             .await
-            .expect("listed");
+            .expect("got");
+        assert_eq!(got["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{at}");
+        let listed = rpc(
+            &server,
+            &alice,
+            "ListTasks",
+            json!({"status": "TASK_STATE_INPUT_REQUIRED"}),
+        )
+        .await
+        .expect("listed");
         assert_eq!(listed["tasks"][0]["id"], task.as_str(), "{at}: {listed}");
 
         // Refused, each with nothing written.
@@ -194,17 +219,103 @@ async fn pending_calls_are_input_required_and_decided_with_a_data_part() {
         let unknown = format!("{}:999", a1.rsplit_once(':').expect("id").0);
         let cases: Vec<(Value, i64, &str)> = vec![
             // Words are no decision, with the task's id or its context's.
-            (message("r1", Some(&task), None, json!([{"text": "approve"}])), -32602, "message.parts"),
-            (message("r2", None, Some("c1"), json!([{"text": "yes, both"}])), -32602, "message.parts"),
-            (message("r3", Some(&task), None, decisions(json!([{"id": unknown, "decision": "approve"}]))), -32602, "message.parts[0].data.decisions[0].id"),
-            (message("r4", Some(&task), None, decisions(json!([{"id": "nope", "decision": "approve"}]))), -32602, "message.parts[0].data.decisions[0].id"),
-            (message("r5", Some(&task), None, decisions(json!([{"id": a1, "decision": "edit", "args": {"order": "A1", "amount": "lots"}}]))), -32602, "message.parts[0].data.decisions[0].args.amount"),
+            (
+                message("r1", Some(&task), None, json!([{"text": "approve"}])),
+                -32602,
+                "message.parts",
+            ),
+            (
+                message("r2", None, Some("c1"), json!([{"text": "yes, both"}])),
+                -32602,
+                "message.parts",
+            ),
+            (
+                message(
+                    "r3",
+                    Some(&task),
+                    None,
+                    decisions(json!([{"id": unknown, "decision": "approve"}])),
+                ),
+                -32602,
+                "message.parts[0].data.decisions[0].id",
+            ),
+            (
+                message(
+                    "r4",
+                    Some(&task),
+                    None,
+                    decisions(json!([{"id": "nope", "decision": "approve"}])),
+                ),
+                -32602,
+                "message.parts[0].data.decisions[0].id",
+            ),
+            (
+                message(
+                    "r5",
+                    Some(&task),
+                    None,
+                    decisions(
+                        json!([{"id": a1, "decision": "edit", "args": {"order": "A1", "amount": "lots"}}]),
+                    ),
+                ),
+                -32602,
+                "message.parts[0].data.decisions[0].args.amount",
+            ),
             // One bad item: the good one before it is not stored either.
-            (message("r6", Some(&task), None, decisions(json!([{"id": a1, "decision": "approve"}, {"id": b2, "decision": "respond", "text": "x"}]))), -32602, "message.parts[0].data.decisions[1].decision"),
-            (message("r7", Some(&task), None, decisions(json!([{"id": a1, "decision": "approve"}, {"id": a1, "decision": "reject"}]))), -32602, "message.parts[0].data.decisions[1].id"),
-            (message("r8", Some(&task), None, json!([{"text": "and also"}, {"data": {"decisions": [{"id": a1, "decision": "approve"}]}}])), -32602, "message.parts[0]"),
-            (message("r9", Some(&task), None, decisions(json!([{"id": a1, "decision": "approve", "reason": "x"}]))), -32602, "message.parts[0].data.decisions[0]"),
-            (message("r10", None, Some("c2"), decisions(json!([{"id": a1, "decision": "approve"}]))), -32602, "message.parts"),
+            (
+                message(
+                    "r6",
+                    Some(&task),
+                    None,
+                    decisions(
+                        json!([{"id": a1, "decision": "approve"}, {"id": b2, "decision": "respond", "text": "x"}]),
+                    ),
+                ),
+                -32602,
+                "message.parts[0].data.decisions[1].decision",
+            ),
+            (
+                message(
+                    "r7",
+                    Some(&task),
+                    None,
+                    decisions(
+                        json!([{"id": a1, "decision": "approve"}, {"id": a1, "decision": "reject"}]),
+                    ),
+                ),
+                -32602,
+                "message.parts[0].data.decisions[1].id",
+            ),
+            (
+                message(
+                    "r8",
+                    Some(&task),
+                    None,
+                    json!([{"text": "and also"}, {"data": {"decisions": [{"id": a1, "decision": "approve"}]}}]),
+                ),
+                -32602,
+                "message.parts[0]",
+            ),
+            (
+                message(
+                    "r9",
+                    Some(&task),
+                    None,
+                    decisions(json!([{"id": a1, "decision": "approve", "reason": "x"}])),
+                ),
+                -32602,
+                "message.parts[0].data.decisions[0]",
+            ),
+            (
+                message(
+                    "r10",
+                    None,
+                    Some("c2"),
+                    decisions(json!([{"id": a1, "decision": "approve"}])),
+                ),
+                -32602,
+                "message.parts",
+            ),
         ];
         for (params, code, field) in cases {
             let err = rpc(&server, &alice, "SendMessage", params.clone())
@@ -212,7 +323,11 @@ async fn pending_calls_are_input_required_and_decided_with_a_data_part() {
                 .expect_err("refused");
             assert_eq!(err["code"], code, "{at}: {params} → {err}");
             let (fields, meta) = detail(&err);
-            assert_eq!(fields.first().map(String::as_str), Some(field), "{at}: {params} → {err}");
+            assert_eq!(
+                fields.first().map(String::as_str),
+                Some(field),
+                "{at}: {params} → {err}"
+            );
             let words = params["message"]["parts"]
                 .as_array()
                 .is_some_and(|p| p.len() == 1 && p[0]["text"].is_string());
@@ -221,27 +336,47 @@ async fn pending_calls_are_input_required_and_decided_with_a_data_part() {
                 assert!(named.contains(&a1) && named.contains(&b2), "{at}: {err}");
             }
         }
-        assert_eq!(written(&server, &alice, "c1", &[&a1, &b2]).await, before, "{at}: nothing written");
+        assert_eq!(
+            written(&server, &alice, "c1", &[&a1, &b2]).await,
+            before,
+            "{at}: nothing written"
+        );
 
         // Decided first elsewhere (REST): a second decision over A2A is the double-answer
         // refusal, naming the first.
         let (status, body) = server
-            .post(&format!("/approvals/{a1}?wait=true"), &alice, json!({"decision": "approve"}))
+            .post(
+                &format!("/approvals/{a1}?wait=true"),
+                &alice,
+                json!({"decision": "approve"}),
+            )
             .await;
         assert_eq!(status, 200, "{at}: {body}");
         let err = rpc(
             &server,
             &alice,
             "SendMessage",
-            message("s1", Some(&task), None, decisions(json!([{"id": a1, "decision": "reject"}]))),
+            message(
+                "s1",
+                Some(&task),
+                None,
+                decisions(json!([{"id": a1, "decision": "reject"}])),
+            ),
         )
         .await
         .expect_err("decided first");
         assert_eq!(err["code"], -32004, "{at}: {err}");
         let (_, meta) = detail(&err);
         assert_eq!(meta["decision"], "approve", "{at}: {err}");
-        assert!(meta["answeredBy"].as_str().is_some_and(|b| b.contains("alice")), "{at}: {err}");
-        let still = rpc(&server, &alice, "GetTask", json!({"id": task})).await.expect("got");
+        assert!(
+            meta["answeredBy"]
+                .as_str()
+                .is_some_and(|b| b.contains("alice")),
+            "{at}: {err}"
+        );
+        let still = rpc(&server, &alice, "GetTask", json!({"id": task}))
+            .await
+            .expect("got");
         assert_eq!(pending(&still).len(), 1, "{at}: B2 still waits: {still}");
 
         // B2 rejected with a reason: the model goes on and asks about C3.
@@ -249,12 +384,20 @@ async fn pending_calls_are_input_required_and_decided_with_a_data_part() {
             &server,
             &alice,
             "SendMessage",
-            message("d1", Some(&task), None, decisions(json!([{"id": b2, "decision": "reject", "reason": "too much"}]))),
+            message(
+                "d1",
+                Some(&task),
+                None,
+                decisions(json!([{"id": b2, "decision": "reject", "reason": "too much"}])),
+            ),
         )
         .await
         .expect("decided");
         assert_eq!(next["id"], task.as_str(), "{at}");
-        assert_eq!(next["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{at}: {next}");
+        assert_eq!(
+            next["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{at}: {next}"
+        );
         let c3 = pending(&next);
         assert_eq!(c3.len(), 1, "{at}: {next}");
         assert_eq!(c3[0]["arguments"]["order"], "C3", "{at}: {next}");
@@ -264,7 +407,12 @@ async fn pending_calls_are_input_required_and_decided_with_a_data_part() {
             &server,
             &alice,
             "SendMessage",
-            message("d1", Some(&task), None, decisions(json!([{"id": b2, "decision": "reject", "reason": "too much"}]))),
+            message(
+                "d1",
+                Some(&task),
+                None,
+                decisions(json!([{"id": b2, "decision": "reject", "reason": "too much"}])),
+            ),
         )
         .await
         .expect("replayed");
@@ -286,9 +434,14 @@ async fn pending_calls_are_input_required_and_decided_with_a_data_part() {
             events.push(e.data["result"].clone());
         }
         let last = events.last().cloned().unwrap_or(Value::Null);
-        assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED", "{at}: {events:?}");
+        assert_eq!(
+            last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{at}: {events:?}"
+        );
         assert!(
-            events.iter().any(|e| e["artifactUpdate"]["artifact"]["parts"][0]["text"] == "Refunds handled."),
+            events
+                .iter()
+                .any(|e| e["artifactUpdate"]["artifact"]["parts"][0]["text"] == "Refunds handled."),
             "{at}: {events:?}"
         );
         let (_, page) = server.get("/threads/c1/messages?limit=500", &alice).await;
@@ -302,7 +455,12 @@ async fn pending_calls_are_input_required_and_decided_with_a_data_part() {
         results.sort_unstable();
         assert_eq!(
             results,
-            ["A person rejected this call: too much", "closed", "refunded A1: 250", "refunded C3: 30"],
+            [
+                "A person rejected this call: too much",
+                "closed",
+                "refunded A1: 250",
+                "refunded C3: 30"
+            ],
             "{at}: each call got what was decided"
         );
         server.stop().await;

@@ -114,7 +114,9 @@ impl Runtime {
         {
             return self.replayed(&t, key, approval, id).await;
         }
-        let decided = self.checked(&t, key, approval, input, author, message_id).await?;
+        let decided = self
+            .checked(&t, key, approval, input, author, message_id)
+            .await?;
         let side = t.acting.unwrap_or(crate::types::SideId::A);
         let run = Uuid::now_v7();
         let outcome = store

@@ -171,7 +171,7 @@ impl DuetAgent {
             let (t, task, _) = follow::read(&self.state, r, &view).await?;
             // Its calls came to wait on decisions since the message was looked at: words are
             // no decision.
-            let pending = super::decisions::pending_ids(&task);
+            let pending = super::asking::pending_ids(&task);
             if !pending.is_empty() {
                 return Err(A2aError::invalid_params(
                     format!("task {id} waits for decisions on tool calls, not words"),

@@ -1,101 +1,27 @@
-//! Tool calls that wait for a person's decision (issue #29), over A2A. A task whose thread
-//! waits on them is `INPUT_REQUIRED`; its status message says what is asked in a text part and
-//! lists the calls in a data part ([`asking`], `{"kind": "duet.approvals", "approvals": […]}`).
-//! A message to it answers with a data part `{"decisions": [{"id", "decision", …}]}`, each
+//! Decisions on tool calls that wait for a person (issue #29), over A2A: a task whose thread
+//! waits on them is `INPUT_REQUIRED` with the calls listed in its status (`asking.rs`); a
+//! message to it answers with a data part `{"decisions": [{"id", "decision", …}]}`, each
 //! decision stored through the service `POST /approvals/{id}` uses — every one checked before
 //! any is stored, so a batch with a bad item writes nothing. A message without decisions (text)
 //! is refused, naming what waits: words are never taken as a decision. See `docs/a2a.md`.
 
-use duet_a2a::{A2aError, Message as A2aMessage, Part, Role, SendMessageRequest};
-use duet_a2a::{PartContent, TaskState};
+use duet_a2a::{A2aError, PartContent, SendMessageRequest, TaskState};
 use duet_runtime::approval::Refusal;
-use duet_runtime::{DecisionInput, Park, RunError, Thread, ThreadId, ThreadStatus};
-use serde_json::{Map, Value, json};
+use duet_runtime::{DecisionInput, RunError, Thread, ThreadStatus};
+use serde_json::{Map, Value};
 
 use super::agent::DuetAgent;
+use super::asking::pending_ids;
 use super::follow;
 use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
 use crate::routes::approvals::{AnswerBody, decision_input};
-use crate::service::tasks::{Named, PendingCall};
+use crate::service::tasks::Named;
 use crate::service::{self, ServiceError};
 use crate::views::ApprovalId;
 
-/// The `kind` of the data part that lists the calls waiting for a decision.
-pub(crate) const KIND: &str = "duet.approvals";
-
 /// The `kind` a decisions data part may name (it is optional).
 const DECISIONS: &str = "duet.decisions";
-
-/// The id a client posts back for `seq` (the `approval_requested` record's) of `thread`'s
-/// session `session`: the one `GET /approvals` lists, so REST and A2A name a call alike.
-fn approval_id(thread: ThreadId, session: i64, seq: i64) -> String {
-    ApprovalId {
-        thread,
-        park: Park { session, seq },
-    }
-    .to_string()
-}
-
-/// The status message of task `task` (session `session` of `thread`) while its calls
-/// `pending` wait for a decision: a text part saying what is asked, and a data part listing
-/// the calls (`application/json`).
-pub(super) fn asking(
-    task: &str,
-    thread: ThreadId,
-    session: i64,
-    pending: &[PendingCall],
-) -> A2aMessage {
-    let approvals: Vec<Value> = pending
-        .iter()
-        .map(|p| {
-            let a = &p.asked;
-            let mut v = json!({
-                "id": approval_id(thread, session, p.seq),
-                "tool": a.tool,
-                "call": a.call,
-                "arguments": a.arguments,
-                "decisions": a.decisions.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
-                "remember": a.remember.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-                "approvers": a.approvers,
-            });
-            if let Some(d) = &p.description {
-                v["description"] = json!(d);
-            }
-            if let Some(s) = &p.schema {
-                v["schema"] = s.clone();
-            }
-            v
-        })
-        .collect();
-    let mut text = format!(
-        "Waiting for a decision on {} tool call{}:",
-        pending.len(),
-        if pending.len() == 1 { "" } else { "s" }
-    );
-    for p in pending {
-        let a = &p.asked;
-        let offered: Vec<&str> = a.decisions.iter().map(|d| d.as_str()).collect();
-        text.push_str(&format!(
-            "\n- {} {} ({}); id {}",
-            a.tool,
-            a.arguments,
-            offered.join(", "),
-            approval_id(thread, session, p.seq)
-        ));
-    }
-    text.push_str(
-        "\nAnswer with a data part {\"decisions\": [{\"id\": ID, \"decision\": \"approve\"}]} \
-         (or \"edit\" with \"args\", \"reject\" with \"reason\", \"respond\" with \"text\").",
-    );
-    let mut data = Part::data(json!({"kind": KIND, "approvals": approvals}));
-    data.media_type = Some("application/json".into());
-    let first = pending.first().map_or(0, |p| p.seq);
-    A2aMessage {
-        parts: vec![Part::text(text), data],
-        ..A2aMessage::agent_text(format!("{task}.approvals.{first}"), "")
-    }
-}
 
 /// One decision a message carries.
 struct Item {
@@ -400,24 +326,6 @@ impl DuetAgent {
         }
         Ok(Some((r, view, Some(floor))))
     }
-}
-
-/// The approval ids a task's status message lists (its data part of kind [`KIND`]).
-pub(super) fn pending_ids(task: &duet_a2a::Task) -> Vec<String> {
-    task.status
-        .message
-        .iter()
-        .filter(|m| m.role == Role::Agent)
-        .flat_map(|m| &m.parts)
-        .filter_map(|p| match &p.content {
-            PartContent::Data(d) if d.get("kind").and_then(Value::as_str) == Some(KIND) => {
-                d.get("approvals").and_then(Value::as_array)
-            }
-            _ => None,
-        })
-        .flatten()
-        .filter_map(|a| a.get("id").and_then(Value::as_str).map(str::to_owned))
-        .collect()
 }
 
 #[cfg(test)]

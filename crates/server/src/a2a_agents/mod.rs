@@ -5,6 +5,7 @@
 //! cards are public, for discovery).
 
 mod agent;
+mod asking;
 mod decisions;
 mod follow;
 mod list;
@@ -92,17 +93,19 @@ fn server(state: &AppState, def: &AgentDef) -> A2aServer {
 /// Whether a prompt of `def`'s offers a tool whose calls need a person's approval: its tasks
 /// may then ask for decisions, listed in a data part and answered with one.
 fn asks_decisions(project: &duet_spec::Project, def: &AgentDef) -> bool {
-    [SideId::A, SideId::B].into_iter().any(|s| match def.side(s) {
-        duet_spec::Side::Prompt(p) => project.prompts.get(&p.prompt).is_some_and(|p| {
-            p.def.tools.iter().any(|e| {
-                project
-                    .tools
-                    .get(&e.name)
-                    .is_some_and(|t| t.def.approval.is_some())
-            })
-        }),
-        _ => false,
-    })
+    [SideId::A, SideId::B]
+        .into_iter()
+        .any(|s| match def.side(s) {
+            duet_spec::Side::Prompt(p) => project.prompts.get(&p.prompt).is_some_and(|p| {
+                p.def.tools.iter().any(|e| {
+                    project
+                        .tools
+                        .get(&e.name)
+                        .is_some_and(|t| t.def.approval.is_some())
+                })
+            }),
+            _ => false,
+        })
 }
 
 /// An agent's card: its tool description, one skill, both bindings under `/a2a/{agent}`,

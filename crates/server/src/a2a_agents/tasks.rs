@@ -179,7 +179,7 @@ pub(crate) fn task(t: &Thread, r: TaskRef, facts: &SessionFacts, view: &View) ->
             ..A2aMessage::agent_text(format!("{id}.status"), "")
         }),
         (TaskState::InputRequired, _) if waits_on_decisions(t, facts) => Some(
-            super::decisions::asking(&id, t.id, r.session, &facts.pending),
+            super::asking::status_message(&id, t.id, r.session, &facts.pending),
         ),
         _ => last_agent,
     }
