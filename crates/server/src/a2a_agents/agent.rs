@@ -179,7 +179,9 @@ impl DuetAgent {
                         "message.parts".into(),
                         format!("a data part with `decisions` for {}", pending.join(", ")),
                     )],
-                ));
+                )
+                .with("taskId", id.as_str())
+                .with("pendingApprovals", pending.join(",")));
             }
             if task.status.state.is_terminal() || TaskRef::next_for(&t) != r {
                 return Err(A2aError::unsupported_operation(format!(

@@ -217,7 +217,20 @@ impl DuetAgent {
         req: &SendMessageRequest,
     ) -> Result<Option<(Thread, TaskRef)>, A2aError> {
         if let Some(id) = &req.message.task_id {
-            return Ok(Some(self.find(caller, id).await?));
+            let (t, r) = self.find(caller, id).await?;
+            let context = caller.visible_key(&t.key);
+            if req
+                .message
+                .context_id
+                .as_ref()
+                .is_some_and(|c| *c != context)
+            {
+                return Err(bad(
+                    "message.contextId",
+                    format!("task {id} is in context {context}"),
+                ));
+            }
+            return Ok(Some((t, r)));
         }
         let Some(context) = &req.message.context_id else {
             return Ok(None);
