@@ -6,7 +6,7 @@ use utoipa_axum::routes;
 use crate::state::AppState;
 
 mod agents;
-mod approvals;
+pub(crate) mod approvals;
 mod control;
 pub(crate) mod deliver;
 mod events;

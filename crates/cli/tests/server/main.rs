@@ -14,6 +14,7 @@ mod browser;
 mod harness;
 
 mod a2a;
+mod a2a_decisions;
 mod a2a_ids;
 mod a2a_push;
 mod a2a_remote;

@@ -114,6 +114,94 @@ impl Runtime {
         {
             return self.replayed(&t, key, approval, id).await;
         }
+        let decided = self
+            .checked(&t, key, approval, input, author, message_id)
+            .await?;
+        let side = t.acting.unwrap_or(crate::types::SideId::A);
+        let run = Uuid::now_v7();
+        let outcome = store
+            .decide(t.id, decided.clone(), side, self.lease(run))
+            .await?;
+        let landed = match outcome {
+            DecideOutcome::NotPending => {
+                return Err(RunError::UnknownApproval {
+                    key: key.to_owned(),
+                    approval,
+                });
+            }
+            DecideOutcome::Refused { first } => {
+                return Err(RunError::DecisionTaken {
+                    key: key.to_owned(),
+                    approval,
+                    first,
+                });
+            }
+            DecideOutcome::Duplicate => {
+                let id = message_id.unwrap_or_default();
+                return self.replayed(&t, key, approval, id).await;
+            }
+            DecideOutcome::Accepted { claimed: true } => {
+                DecisionLanded::Claimed(crate::delivery::Claim {
+                    thread: t.id,
+                    run,
+                    inline: false,
+                })
+            }
+            DecideOutcome::Accepted { claimed: false } => DecisionLanded::Queued,
+        };
+        Ok(AcceptedDecision {
+            decided,
+            thread: t.id,
+            landed,
+        })
+    }
+
+    /// Whether decision `input` on pending tool call `approval` of thread `key` would be taken
+    /// now, without writing anything: the checks [`Runtime::accept_decision`] makes before it
+    /// stores (the call still waits, with no decision queued for it; the decision is offered;
+    /// an edit's arguments match the tool's `args`; the definitions still pin the call). A
+    /// caller with several decisions checks them all before storing any.
+    pub async fn check_decision(
+        &self,
+        key: &str,
+        approval: i64,
+        input: DecisionInput,
+    ) -> Result<Decided, RunError> {
+        let store = &self.inner.store;
+        let t = store
+            .thread(key)
+            .await?
+            .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?;
+        let decided = self.checked(&t, key, approval, input, None, None).await?;
+        // A decision queued and not yet written (an approve whose tool has not run) came first.
+        let queued = store
+            .queue(t.id)
+            .await?
+            .into_iter()
+            .filter_map(|q| q.decision)
+            .find(|d| d.approval == approval);
+        match queued {
+            Some(first) => Err(RunError::DecisionTaken {
+                key: key.to_owned(),
+                approval,
+                first: Box::new(first),
+            }),
+            None => Ok(decided),
+        }
+    }
+
+    /// The decision `input` on `approval` of `t` (named `key`) as it would be recorded, or why
+    /// it cannot be taken under the current definitions; reads the journal, writes nothing.
+    async fn checked(
+        &self,
+        t: &Thread,
+        key: &str,
+        approval: i64,
+        input: DecisionInput,
+        author: Option<String>,
+        message_id: Option<&str>,
+    ) -> Result<Decided, RunError> {
+        let store = &self.inner.store;
         if t.status == crate::types::ThreadStatus::Terminated {
             return Err(RunError::Terminated(key.to_owned()));
         }
@@ -183,43 +271,7 @@ impl Runtime {
         }
         let tool = self.inner.project.tools.get(&asked.tool).map(|d| &d.def);
         approval::check(&asked, tool, &decided).map_err(refused)?;
-        let side = t.acting.unwrap_or(crate::types::SideId::A);
-        let run = Uuid::now_v7();
-        let outcome = store
-            .decide(t.id, decided.clone(), side, self.lease(run))
-            .await?;
-        let landed = match outcome {
-            DecideOutcome::NotPending => {
-                return Err(RunError::UnknownApproval {
-                    key: key.to_owned(),
-                    approval,
-                });
-            }
-            DecideOutcome::Refused { first } => {
-                return Err(RunError::DecisionTaken {
-                    key: key.to_owned(),
-                    approval,
-                    first,
-                });
-            }
-            DecideOutcome::Duplicate => {
-                let id = message_id.unwrap_or_default();
-                return self.replayed(&t, key, approval, id).await;
-            }
-            DecideOutcome::Accepted { claimed: true } => {
-                DecisionLanded::Claimed(crate::delivery::Claim {
-                    thread: t.id,
-                    run,
-                    inline: false,
-                })
-            }
-            DecideOutcome::Accepted { claimed: false } => DecisionLanded::Queued,
-        };
-        Ok(AcceptedDecision {
-            decided,
-            thread: t.id,
-            landed,
-        })
+        Ok(decided)
     }
 
     /// The decision on `approval` that message id `id` brought before (queued, or written by

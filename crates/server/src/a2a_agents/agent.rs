@@ -169,6 +169,20 @@ impl DuetAgent {
             // The thread as read with the task: the park an answer carries is the one the
             // state it is checked against shows.
             let (t, task, _) = follow::read(&self.state, r, &view).await?;
+            // Its calls came to wait on decisions since the message was looked at: words are
+            // no decision.
+            let pending = super::asking::pending_ids(&task);
+            if !pending.is_empty() {
+                return Err(A2aError::invalid_params(
+                    format!("task {id} waits for decisions on tool calls, not words"),
+                    vec![(
+                        "message.parts".into(),
+                        format!("a data part with `decisions` for {}", pending.join(", ")),
+                    )],
+                )
+                .with("taskId", id.as_str())
+                .with("pendingApprovals", pending.join(",")));
+            }
             if task.status.state.is_terminal() || TaskRef::next_for(&t) != r {
                 return Err(A2aError::unsupported_operation(format!(
                     "task {id} is {}: it takes no more messages; send one without taskId to start another",
@@ -400,7 +414,10 @@ impl A2aAgent for DuetAgent {
             return Ok(SendMessageResponse::Task(task));
         }
         let push = self.inline_push(&req).await?;
-        let (r, mut view, floor) = self.deliver(&caller, &req, said).await?;
+        let (r, mut view, floor) = match self.decisions(&caller, &req).await? {
+            Some(decided) => decided,
+            None => self.deliver(&caller, &req, said).await?,
+        };
         if let Some(config) = push {
             self.store_push(&caller, r, config).await?;
         }
@@ -421,7 +438,10 @@ impl A2aAgent for DuetAgent {
         let caller = Self::caller(&cx)?;
         let said = said(&req)?;
         let push = self.inline_push(&req).await?;
-        let (r, mut view, floor) = self.deliver(&caller, &req, said).await?;
+        let (r, mut view, floor) = match self.decisions(&caller, &req).await? {
+            Some(decided) => decided,
+            None => self.deliver(&caller, &req, said).await?,
+        };
         if let Some(config) = push {
             self.store_push(&caller, r, config).await?;
         }

@@ -106,7 +106,17 @@ impl DuetAgent {
                 };
                 for t in &batch {
                     let r = TaskRef::current(t);
-                    if !matches(tasks::current_state(t), t.updated_at) {
+                    // A `waiting` thread may wait on a child (working) or on decisions
+                    // (input-required): only its journal tells.
+                    let read = if t.status == duet_runtime::ThreadStatus::Waiting {
+                        Some(follow::read(&self.state, r, &view(t)).await?.1)
+                    } else {
+                        None
+                    };
+                    let s = read
+                        .as_ref()
+                        .map_or_else(|| tasks::current_state(t), |k| k.status.state);
+                    if !matches(s, t.updated_at) {
                         continue;
                     }
                     total += 1;
@@ -122,7 +132,10 @@ impl DuetAgent {
                         }
                         continue;
                     }
-                    let (_, task, _) = follow::read(&self.state, r, &view(t)).await?;
+                    let task = match read {
+                        Some(task) => task,
+                        None => follow::read(&self.state, r, &view(t)).await?.1,
+                    };
                     page.push(task);
                     last_listed = Some(t.id);
                 }

@@ -5,6 +5,8 @@
 //! cards are public, for discovery).
 
 mod agent;
+mod asking;
+mod decisions;
 mod follow;
 mod list;
 pub(crate) mod notify;
@@ -70,7 +72,8 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
 /// listens on every address).
 fn server(state: &AppState, def: &AgentDef) -> A2aServer {
     let options = state.options();
-    let mut server = A2aServer::new(card(def, options.auth))
+    let decides = asks_decisions(state.runtime().project(), def);
+    let mut server = A2aServer::new(card(def, options.auth, decides))
         .body_limit(options.body_limit)
         .trust_forwarded(options.trust_forwarded);
     if let Some(url) = &options.public_url {
@@ -87,9 +90,29 @@ fn server(state: &AppState, def: &AgentDef) -> A2aServer {
     server
 }
 
+/// Whether a prompt of `def`'s offers a tool whose calls need a person's approval: its tasks
+/// may then ask for decisions, listed in a data part and answered with one.
+fn asks_decisions(project: &duet_spec::Project, def: &AgentDef) -> bool {
+    [SideId::A, SideId::B]
+        .into_iter()
+        .any(|s| match def.side(s) {
+            duet_spec::Side::Prompt(p) => project.prompts.get(&p.prompt).is_some_and(|p| {
+                p.def.tools.iter().any(|e| {
+                    project
+                        .tools
+                        .get(&e.name)
+                        .is_some_and(|t| t.def.approval.is_some())
+                })
+            }),
+            _ => false,
+        })
+}
+
 /// An agent's card: its tool description, one skill, both bindings under `/a2a/{agent}`,
-/// streaming and push notifications on, bearer auth when the server asks for keys.
-pub(crate) fn card(def: &AgentDef, auth: bool) -> AgentCard {
+/// streaming and push notifications on, bearer auth when the server asks for keys; with
+/// `decides` (its tools may wait for decisions), `application/json` among the input and output
+/// modes (the pending calls are a data part, the decisions one).
+pub(crate) fn card(def: &AgentDef, auth: bool, decides: bool) -> AgentCard {
     let description = def
         .tool_description
         .clone()
@@ -103,6 +126,10 @@ pub(crate) fn card(def: &AgentDef, auth: bool) -> AgentCard {
         AgentInterface::new(format!("/a2a/{}", def.name), JSONRPC),
         AgentInterface::new(format!("/a2a/{}/rest", def.name), HTTP_JSON),
     ];
+    if decides {
+        card.default_input_modes.push("application/json".into());
+        card.default_output_modes.push("application/json".into());
+    }
     card.capabilities.streaming = true;
     card.capabilities.push_notifications = true;
     card.icon_url = def.icon.clone().filter(|i| i.starts_with("http"));

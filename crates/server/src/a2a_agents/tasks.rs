@@ -85,10 +85,21 @@ pub(crate) fn state(t: &Thread, session: i64, facts: &SessionFacts) -> TaskState
             TaskState::Submitted
         };
     }
+    // Waiting on tool calls a person must decide (not on a child): the client's turn.
+    if waits_on_decisions(t, facts) {
+        return TaskState::InputRequired;
+    }
     current_state(t)
 }
 
-/// The state of `t`'s current session, from the thread alone (no journal read).
+/// Whether `t`'s current session waits on tool calls that need a person's decision (the
+/// journal's facts of that session).
+fn waits_on_decisions(t: &Thread, facts: &SessionFacts) -> bool {
+    t.status == ThreadStatus::Waiting && !facts.pending.is_empty()
+}
+
+/// The state of `t`'s current session, from the thread alone (no journal read): a `waiting`
+/// thread reads as working here, though it may wait on decisions ([`state`] knows).
 pub(crate) fn current_state(t: &Thread) -> TaskState {
     // A session that ended keeps its end, even on a thread terminated since (as the journal
     // has it).
@@ -167,6 +178,9 @@ pub(crate) fn task(t: &Thread, r: TaskRef, facts: &SessionFacts, view: &View) ->
             parts: vec![Part::text(error.clone())],
             ..A2aMessage::agent_text(format!("{id}.status"), "")
         }),
+        (TaskState::InputRequired, _) if waits_on_decisions(t, facts) => Some(
+            super::asking::status_message(&id, t.id, r.session, &facts.pending),
+        ),
         _ => last_agent,
     }
     .map(|mut m| {

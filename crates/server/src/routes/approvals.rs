@@ -270,7 +270,7 @@ pub(crate) async fn answer(
 }
 
 /// The decision a body carries, or why it is not one (400, nothing written).
-fn decision_input(decision: &str, body: AnswerBody) -> Result<DecisionInput, Problem> {
+pub(crate) fn decision_input(decision: &str, body: AnswerBody) -> Result<DecisionInput, Problem> {
     let bad = |why: String| Problem::bad_request("invalid_decision", why);
     let decision = Decision::parse(decision).ok_or_else(|| {
         bad(format!(

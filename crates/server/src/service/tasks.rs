@@ -4,6 +4,7 @@
 //! in the queue, and the agent's top-level threads. How the facts read as an A2A task is
 //! `a2a_agents/tasks.rs`'s.
 
+use duet_runtime::approval::Asked;
 use duet_runtime::{
     JournalEntry, Message, ParentFilter, RecordBody, Role, StopReason, Thread, ThreadId,
     ThreadQuery,
@@ -71,6 +72,23 @@ pub(crate) struct SessionFacts {
     pub last_seq: i64,
     /// The journal seq of the thread's last entry (any session).
     pub journal_end: i64,
+    /// Its tool calls that wait for a person's decision (asked, no result written yet), by the
+    /// seq of their `approval_requested` record, in order.
+    pub pending: Vec<PendingCall>,
+}
+
+/// A tool call of the session waiting for a decision, with what the project says of its tool
+/// now.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingCall {
+    /// The seq of its `approval_requested` record (the approval's id in its thread).
+    pub seq: i64,
+    /// The call as asked.
+    pub asked: Asked,
+    /// The tool's description, if the project still defines it.
+    pub description: Option<String>,
+    /// The tool's `args` schema, if it has one.
+    pub schema: Option<serde_json::Value>,
 }
 
 /// Reads session `session` of `thread` from the journal.
@@ -81,6 +99,8 @@ pub(crate) async fn facts(
 ) -> Result<SessionFacts, ServiceError> {
     let mut facts = SessionFacts::default();
     let mut current = 0;
+    let mut asked = Vec::new();
+    let mut answered = std::collections::HashSet::new();
     for entry in state.runtime().store().journal_since(thread, 0).await? {
         facts.journal_end = facts.journal_end.max(entry.seq());
         match entry {
@@ -93,12 +113,13 @@ pub(crate) async fn facts(
                 }
                 facts.last_at = r.created_at;
                 facts.last_seq = r.seq;
-                if let RecordBody::SessionEnded {
-                    stop_reason,
-                    result,
-                } = r.body
-                {
-                    facts.ended = Some((stop_reason, result));
+                match r.body {
+                    RecordBody::SessionEnded {
+                        stop_reason,
+                        result,
+                    } => facts.ended = Some((stop_reason, result)),
+                    RecordBody::ApprovalRequested(a) => asked.push((r.seq, a)),
+                    _ => {}
                 }
             }
             JournalEntry::Message(m) => {
@@ -107,6 +128,11 @@ pub(crate) async fn facts(
                 }
                 facts.last_at = m.created_at;
                 facts.last_seq = m.seq;
+                if m.role == Role::Tool
+                    && let Some(call) = &m.tool_call_id
+                {
+                    answered.insert(call.clone());
+                }
                 let said = m.content.as_deref().is_some_and(|c| !c.trim().is_empty());
                 if said && !m.silent && matches!(m.role, Role::User | Role::Assistant) {
                     facts.messages.push(m);
@@ -114,6 +140,20 @@ pub(crate) async fn facts(
             }
         }
     }
+    let tools = &state.runtime().project().tools;
+    facts.pending = asked
+        .into_iter()
+        .filter(|(_, a)| !answered.contains(&a.call))
+        .map(|(seq, asked)| {
+            let tool = tools.get(&asked.tool).map(|d| &d.def);
+            PendingCall {
+                seq,
+                description: tool.map(|t| t.description.clone()),
+                schema: tool.and_then(|t| t.args.clone()),
+                asked,
+            }
+        })
+        .collect();
     Ok(facts)
 }
 
