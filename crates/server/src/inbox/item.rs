@@ -15,6 +15,7 @@ use super::form::Form;
 use super::layout::{self, Nav};
 use super::signin;
 use super::viewer::Viewer;
+use super::{decide, decision, step};
 use crate::auth::Caller;
 use crate::body::Path;
 use crate::input::{self, Kind};
@@ -301,12 +302,25 @@ fn render(
     )
 }
 
-/// `GET /inbox/items/{id}`: the question page.
+/// `GET /inbox/items/{id}`: the question page, or a tool call's (its step's: `decision.rs`).
 pub(crate) async fn page(
     State(state): State<AppState>,
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Response {
+    match step::load(&state, &viewer.caller, &id).await {
+        Ok(Some(step)) => {
+            let next = decision::next(&state, &viewer.caller, &step).await;
+            let now = state.runtime().now_ms();
+            return decision::render(&state, &step, &id, &viewer, now, next.as_ref(), None)
+                .into_response();
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let p: Problem = e.into();
+            return layout::error_page(p.status, &p.detail);
+        }
+    }
     match load(&state, &viewer.caller, &id).await {
         Ok(item) => render(&state, &item, &viewer, state.runtime().now_ms(), None).into_response(),
         Err(p) => layout::error_page(p.status, &p.detail),
@@ -339,6 +353,14 @@ pub(crate) async fn answer(
 ) -> Response {
     if let Err(refused) = signin::check_post(&state, &headers, Some(&viewer), &form) {
         return refused.into_response();
+    }
+    match step::load(&state, &viewer.caller, &id).await {
+        Ok(Some(step)) => return decide::post(&state, &viewer, &id, &step, &form).await,
+        Ok(None) => {}
+        Err(e) => {
+            let p: Problem = e.into();
+            return layout::error_page(p.status, &p.detail);
+        }
     }
     let script = headers
         .get(header::ACCEPT)

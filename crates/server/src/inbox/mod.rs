@@ -9,6 +9,8 @@
 //! run a script.
 
 mod assets;
+mod decide;
+mod decision;
 mod follow;
 mod form;
 mod history;
@@ -16,7 +18,9 @@ mod item;
 mod layout;
 mod markdown;
 mod queue;
+mod schema_form;
 mod signin;
+mod step;
 mod viewer;
 
 use axum::Router;
