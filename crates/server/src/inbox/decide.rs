@@ -13,8 +13,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use duet_runtime::approval::{Decided, Decision, Refusal, RememberScope};
-use duet_runtime::{DecisionInput, RunError, ThreadId, ThreadStatus};
-use futures::StreamExt;
+use duet_runtime::{DecisionInput, RunError};
 use maud::{Markup, html};
 
 use super::decision::{self, Feedback};
@@ -29,8 +28,8 @@ use crate::service::ServiceError;
 use crate::service::approvals;
 use crate::state::AppState;
 
-/// How long a post waits for the thread to run on with its decision before it sends the person
-/// to the page anyway (which then says the tool runs).
+/// How long a post waits for the thread to run on with its decisions before it sends the person
+/// to the page anyway (which then shows what is stored so far; the decisions go on).
 const SETTLE: Duration = Duration::from_secs(30);
 
 /// One decision to take: the call's approval id, the decision, its message id.
@@ -214,33 +213,52 @@ pub(crate) async fn post(
             return again(state, viewer, id, status, feedback).await;
         }
     };
+    // Taken in a task of their own, so a post that stops waiting (or a person who leaves)
+    // never cuts a decision short; each is followed until the thread settled with it, so the
+    // next one finds the thread free and the last one's run is the model's next message.
+    let task = {
+        let (state, caller) = (state.clone(), viewer.caller.clone());
+        tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            for order in orders {
+                let outcome = approvals::decide(
+                    &state,
+                    &caller,
+                    &order.call,
+                    order.input,
+                    order.message_id.as_deref(),
+                    true,
+                )
+                .await
+                .map(|_| ());
+                outcomes.push((order.tool, order.seq, outcome));
+            }
+            outcomes
+        })
+    };
+    let outcomes = tokio::select! {
+        done = task => done.unwrap_or_default(),
+        () = tokio::time::sleep(SETTLE) => Vec::new(),
+        () = state.closing().cancelled() => Vec::new(),
+    };
     let mut taken = 0;
     let mut late: Vec<(String, Box<Decided>)> = Vec::new();
     let mut refused: Vec<String> = Vec::new();
     let mut field = None;
-    for order in orders {
-        let outcome = approvals::decide(
-            state,
-            &viewer.caller,
-            &order.call,
-            order.input,
-            order.message_id.as_deref(),
-            false,
-        )
-        .await;
+    for (tool, seq, outcome) in outcomes {
         match outcome {
-            Ok(_) => taken += 1,
+            Ok(()) => taken += 1,
             Err(ServiceError::Run {
                 error: RunError::DecisionTaken { first, .. },
                 ..
-            }) => late.push((order.tool, first)),
+            }) => late.push((tool, first)),
             Err(ServiceError::Run {
                 error: RunError::DecisionRefused { why, .. },
                 ..
             }) => match why {
-                Refusal::InvalidArgs(at) if one == Some(order.seq) => {
+                Refusal::InvalidArgs(at) if one == Some(seq) => {
                     let (pointer, message) = at.split_once(": ").unwrap_or(("", at.as_str()));
-                    let plan = step.calls.iter().find(|c| c.seq == order.seq).map(|c| {
+                    let plan = step.calls.iter().find(|c| c.seq == seq).map(|c| {
                         schema_form::plan(
                             c.tool.as_ref().and_then(|t| t.args.as_ref()),
                             &c.asked.arguments,
@@ -249,16 +267,13 @@ pub(crate) async fn post(
                     let owner = plan.map_or_else(String::new, |p| schema_form::owner(&p, pointer));
                     field = Some((owner, format!("{pointer}: {message}")));
                 }
-                why => refused.push(format!("{}: {why}", order.tool)),
+                why => refused.push(format!("{tool}: {why}")),
             },
             Err(e) => {
                 let p: Problem = e.into();
-                refused.push(format!("{}: {}", order.tool, p.detail));
+                refused.push(format!("{tool}: {}", p.detail));
             }
         }
-    }
-    if taken > 0 {
-        settle(state, step.thread.id, step).await;
     }
     if field.is_none() && late.is_empty() && refused.is_empty() {
         return Redirect::to(&format!("/inbox/items/{id}")).into_response();
@@ -286,48 +301,4 @@ pub(crate) async fn post(
         StatusCode::CONFLICT
     };
     again(state, viewer, id, status, feedback(field, Some(notice))).await
-}
-
-/// Waits (at most [`SETTLE`]) until every call of `step` that was just decided has its result
-/// and thread `id` is not running: the thread ran on with the decisions (or waits for others).
-async fn settle(state: &AppState, id: ThreadId, step: &Step) {
-    let store = state.runtime().store();
-    let calls: Vec<String> = step.calls.iter().map(|c| c.asked.call.clone()).collect();
-    let wait = async {
-        // Subscribed before the first read, so a change after it is announced.
-        let mut changes = store.changes();
-        loop {
-            let (Ok(Some(t)), Ok(queue), Ok(messages)) =
-                tokio::join!(store.thread_by_id(id), store.queue(id), store.messages(id))
-            else {
-                return;
-            };
-            // A decision of the step still queued, or a decided call without its result.
-            let decided: Vec<String> = queue
-                .iter()
-                .filter_map(|q| q.decision.as_ref().map(|d| d.call.clone()))
-                .filter(|c| calls.contains(c))
-                .collect();
-            let answered = |call: &String| {
-                messages
-                    .iter()
-                    .any(|m| m.tool_call_id.as_ref() == Some(call))
-            };
-            if t.status != ThreadStatus::Running && decided.iter().all(answered) {
-                return;
-            }
-            loop {
-                match changes.next().await {
-                    Some(event) if event.concerns(id) => break,
-                    Some(_) => {}
-                    None => return,
-                }
-            }
-        }
-    };
-    tokio::select! {
-        () = wait => {}
-        () = tokio::time::sleep(SETTLE) => {}
-        () = state.closing().cancelled() => {}
-    }
 }
