@@ -5,7 +5,8 @@
 //! was typed kept and nothing written, then the calls decided one by one, without script (plain
 //! form posts); and with script, a refused edit at its field and "Approve all" without a reload.
 //! After deciding, the page shows each decision, the tool's result and the model's next message,
-//! and a link to the next item.
+//! and a link to the next item; the history lists each decision with its author, its reason or
+//! its edited arguments.
 
 use serde_json::{Value, json};
 
@@ -284,6 +285,27 @@ async fn a_steps_calls_are_edited_and_decided_in_the_browser() {
         shot(&page, at, "tool-call-decided").await;
         let written = results(&said(&server, &alice, "s1").await);
         assert_eq!(written.len(), 2, "{at}: one result per call: {written:?}");
+        // The history: each decision with its author, its reason or its edited arguments.
+        page.open(&format!("{}/inbox/history", server.base)).await;
+        let edited = page
+            .text(&format!("tr.decided-item[data-id=\"{first}\"]"))
+            .await;
+        assert!(
+            edited.contains("Edited and approved")
+                && edited.contains("Paris")
+                && edited.contains("alice"),
+            "{at}: {edited}"
+        );
+        let rejected = page
+            .text(&format!("tr.decided-item[data-id=\"{second}\"]"))
+            .await;
+        assert!(
+            rejected.contains("Rejected")
+                && rejected.contains("Out of stock.")
+                && rejected.contains("alice"),
+            "{at}: {rejected}"
+        );
+        shot(&page, at, "tool-call-history").await;
         page.close().await;
 
         // With script: a refused edit at its field and then "Approve all", without a reload;
