@@ -367,3 +367,85 @@ async fn a_steps_calls_are_edited_and_decided_in_the_browser() {
         server.stop().await;
     }
 }
+
+/// Without script, over plain HTTP: a decision posted after another came first is refused
+/// (409) naming who decided first and what, and writes nothing; a "Reject all" without a reason
+/// is refused (422) at the top, nothing written.
+#[tokio::test]
+async fn a_late_decision_without_script_names_the_first_and_writes_nothing() {
+    use crate::inbox::{cookie, csrf, plain};
+    for backend in support::backends().await {
+        let at = backend.name();
+        let p = project();
+        let server = Server::start_with(&backend, p.root(), options()).await;
+        let alice = server.key("alice", false).await;
+        let ops = server.key("ops", true).await;
+        let ids = waiting(&server, &alice, "late").await;
+        let item = format!("{}/inbox/items/{}", server.base, ids[0]);
+        let session = cookie(&server, &ops).await;
+        let html = plain()
+            .get(&item)
+            .header("cookie", &session)
+            .send()
+            .await
+            .expect("get")
+            .text()
+            .await
+            .expect("html");
+        let token = csrf(&html);
+        let (status, body) = server
+            .post(
+                &format!("/approvals/{}?wait=true", ids[0]),
+                &alice,
+                json!({"decision": "approve"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{at}: {body}");
+        let post = |fields: Vec<(&'static str, String)>| {
+            plain()
+                .post(&item)
+                .header("cookie", &session)
+                .form(&fields)
+                .send()
+        };
+        let resp = post(vec![
+            ("kind", "reject".into()),
+            ("call", ids[0].clone()),
+            ("reason", "Too late.".into()),
+            ("csrf", token.clone()),
+        ])
+        .await
+        .expect("post");
+        assert_eq!(resp.status(), 409, "{at}");
+        let page = resp.text().await.expect("html");
+        let notice = &page[page.find("id=\"notice\"").expect("notice")..];
+        let notice = &notice[..notice.find("</div>").expect("end")];
+        assert!(
+            notice.contains("role=\"alert\"")
+                && notice.contains("was NOT sent")
+                && notice.contains("alice")
+                && notice.contains("had decided first")
+                && notice.contains("Approved"),
+            "{at}: {notice}"
+        );
+        let resp = post(vec![
+            ("kind", "reject_all".into()),
+            ("reason", " ".into()),
+            ("csrf", token.clone()),
+        ])
+        .await
+        .expect("post");
+        assert_eq!(resp.status(), 422, "{at}");
+        assert!(
+            resp.text()
+                .await
+                .expect("html")
+                .contains("say why you reject them"),
+            "{at}"
+        );
+        let written = results(&said(&server, &alice, "late").await);
+        assert_eq!(written.len(), 1, "{at}: only the approval ran: {written:?}");
+        assert!(written[0].starts_with("shipped A1"), "{at}: {written:?}");
+        server.stop().await;
+    }
+}

@@ -464,3 +464,136 @@ fn render_field(f: &Field, id: &str, source: &Source, error: Option<&Error>) -> 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The kinds of `plan`'s top-level fields, by name.
+    fn kinds(schema: &Value, proposed: &Value) -> Vec<(String, &'static str)> {
+        let Kind::Object(children) = plan(Some(schema), proposed).kind else {
+            return vec![("".into(), "json")];
+        };
+        children
+            .iter()
+            .map(|c| {
+                let k = match &c.kind {
+                    Kind::Object(_) => "object",
+                    Kind::Text { .. } => "text",
+                    Kind::Number { integer: true } => "integer",
+                    Kind::Number { integer: false } => "number",
+                    Kind::Bool => "bool",
+                    Kind::Enum(_) => "enum",
+                    Kind::List(_) => "list",
+                    Kind::Json => "json",
+                };
+                (c.name.clone(), k)
+            })
+            .collect()
+    }
+
+    /// Which field each kind of schema gets, and where the generator falls back to JSON.
+    #[test]
+    fn each_schema_gets_its_field_or_json() {
+        let cases = [
+            (json!({"type": "string"}), json!("x"), "text"),
+            (json!({"type": "string"}), json!(3), "json"),
+            (json!({"type": "integer"}), json!(3), "integer"),
+            (json!({"type": "number"}), json!(2.5), "number"),
+            (json!({"type": "boolean"}), json!(true), "bool"),
+            (json!({"enum": ["a", "b"]}), json!("a"), "enum"),
+            (json!({"enum": ["a", "b"]}), json!("c"), "json"),
+            (json!({"enum": [{"x": 1}]}), json!({"x": 1}), "json"),
+            (
+                json!({"type": "array", "items": {"type": "string"}}),
+                json!(["a"]),
+                "list",
+            ),
+            (
+                json!({"type": "array", "items": {"type": "string"}}),
+                json!(["a\nb"]),
+                "json",
+            ),
+            (
+                json!({"type": "array", "items": {"type": "object"}}),
+                json!([]),
+                "json",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+                json!({"a": "x"}),
+                "object",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+                json!({"b": 1}),
+                "json",
+            ),
+            (json!({"type": "object"}), json!({"b": 1}), "json"),
+            (json!({"oneOf": [{"type": "string"}]}), json!("x"), "json"),
+            (json!({"$ref": "#/x"}), json!("x"), "json"),
+            (json!({"type": ["string", "null"]}), json!("x"), "json"),
+        ];
+        for (schema, value, want) in cases {
+            let args = json!({"type": "object", "properties": {"f": schema}});
+            let got = kinds(&args, &json!({"f": value}));
+            assert_eq!(got, vec![("f".to_owned(), want)], "{schema} with {value}");
+        }
+    }
+
+    fn form(fields: &[(&str, &str)]) -> Form {
+        Form(
+            fields
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+    }
+
+    /// What the posted fields read back as: typed values, optional fields left empty omitted,
+    /// what is not a number kept as typed (so the schema's refusal names it), bad JSON refused
+    /// at its field.
+    #[test]
+    fn a_posted_form_reads_back_as_arguments() {
+        let schema = json!({"type": "object", "required": ["a"], "properties": {
+            "a": {"type": "object", "required": ["n"], "properties": {
+                "n": {"type": "integer"}, "s": {"type": "string"}}},
+            "on": {"type": "boolean"},
+            "off": {"type": "boolean"},
+            "e": {"enum": ["x", 2]},
+            "l": {"type": "array", "items": {"type": "number"}},
+            "j": {"anyOf": [{"type": "object"}]},
+            "opt": {"type": "string"}
+        }});
+        let proposed = json!({"a": {"n": 1}, "off": true, "j": {"k": 1}});
+        let root = plan(Some(&schema), &proposed);
+        let posted = form(&[
+            ("arg:/a/n", "12"),
+            ("arg:/a/s", ""),
+            ("arg:/on", "true"),
+            ("arg:/e", "2"),
+            ("arg:/l", "1\n\n2.5\nlots\n"),
+            ("arg:/j", "{\"k\": 2}"),
+            ("arg:/opt", ""),
+        ]);
+        assert_eq!(
+            read(&root, &posted),
+            Ok(json!({"a": {"n": 12}, "on": true, "off": false, "e": 2,
+                "l": [1.0, 2.5, "lots"], "j": {"k": 2}}))
+        );
+        let bad = form(&[("arg:/a/n", "1"), ("arg:/j", "{")]);
+        let refused = read(&root, &bad).expect_err("bad JSON");
+        assert_eq!(refused.pointer, "/j");
+        // A refusal is shown at the deepest field that holds it.
+        for (pointer, at) in [
+            ("/a/n", "/a/n"),
+            ("/a", "/a"),
+            ("/l/2", "/l"),
+            ("/", ""),
+            ("/zz", ""),
+        ] {
+            assert_eq!(owner(&root, pointer), at, "{pointer}");
+        }
+    }
+}

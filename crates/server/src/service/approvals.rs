@@ -86,8 +86,7 @@ pub(crate) struct Waiting<'a> {
     pub after: Option<ThreadId>,
     pub newest_first: bool,
     pub limit: usize,
-    /// Also `waiting` threads (tool calls waiting for a decision); the inbox does not show
-    /// those yet.
+    /// Also `waiting` threads (tool calls waiting for a decision).
     pub tool_calls: bool,
     /// Also threads parked for their end user's next message (an agent whose human side is not
     /// declared `approver`): a chat, not an approval.
