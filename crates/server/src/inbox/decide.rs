@@ -20,12 +20,12 @@ use super::decision::{self, Feedback};
 use super::form::Form;
 use super::layout;
 use super::schema_form;
-use super::step::{self, Step};
 use super::viewer::Viewer;
 use crate::input::{self, Kind};
 use crate::problem::Problem;
 use crate::service::ServiceError;
 use crate::service::approvals;
+use crate::service::steps::{self as step, Step};
 use crate::state::AppState;
 
 /// How long a post waits for the thread to run on with its decisions before it sends the person

@@ -14,13 +14,13 @@ use duet_runtime::approval::Decision;
 use maud::{Markup, html};
 use serde_json::Value;
 
+use super::conversation;
 use super::form::Form;
-use super::item;
 use super::layout::{self, Nav};
 use super::schema_form::{self, Source};
-use super::step::{Call, Step};
 use super::viewer::Viewer;
 use crate::auth::Caller;
+use crate::service::steps::{Call, Step};
 use crate::state::AppState;
 use crate::views::ApprovalId;
 
@@ -266,10 +266,10 @@ pub(crate) fn render(
     let t = &step.thread;
     let action = format!("/inbox/items/{id}");
     let open = step.open().count();
-    let asker = step
-        .message
-        .as_ref()
-        .map_or_else(|| t.agent.clone(), |m| item::author(state, m, &t.agent));
+    let asker = step.message.as_ref().map_or_else(
+        || t.agent.clone(),
+        |m| conversation::author(state, m, &t.agent),
+    );
     let body = html! {
         p.crumbs { a href="/inbox" { "← Waiting" } }
         h1 { (layout::chain(step.parents.iter().map(|p| p.agent.as_str()), &t.agent)) }
@@ -303,7 +303,7 @@ pub(crate) fn render(
                     p.note { (t.agent) " has said nothing more yet." }
                 } @else {
                     ol.conversation {
-                        @for m in &step.after { (item::message(m, &item::author(state, m, &t.agent))) }
+                        @for m in &step.after { (conversation::message(m, &conversation::author(state, m, &t.agent))) }
                     }
                 }
             }
@@ -319,9 +319,9 @@ pub(crate) fn render(
                     @for m in &step.before {
                         @let by = match step.parents.first() {
                             Some(p) if step.first_seq == Some(m.seq) => p.agent.clone(),
-                            _ => item::author(state, m, &t.agent),
+                            _ => conversation::author(state, m, &t.agent),
                         };
-                        (item::message(m, &by))
+                        (conversation::message(m, &by))
                     }
                 }
             }

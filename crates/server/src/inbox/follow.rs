@@ -18,12 +18,13 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use super::viewer::Viewer;
-use super::{item, step};
+use super::{conversation, item};
 use crate::body::Path;
 use crate::problem::Problem;
 use crate::service;
 use crate::service::approvals;
 use crate::service::events::Feed;
+use crate::service::steps as step;
 use crate::state::AppState;
 
 /// `GET /inbox/items/{id}/follow`.
@@ -67,8 +68,8 @@ pub(crate) async fn follow(
                     if let JournalEntry::Message(m) = entry
                         && !m.silent
                     {
-                        let by = item::author(&clock, &m, agent);
-                        let html = item::message(&m, &by).into_string();
+                        let by = conversation::author(&clock, &m, agent);
+                        let html = conversation::message(&m, &by).into_string();
                         yield Ok(Event::default().event("message").id(format!("{tid}:{}", m.seq)).data(html));
                     }
                 }

@@ -9,6 +9,7 @@
 //! run a script.
 
 mod assets;
+mod conversation;
 mod decide;
 mod decision;
 mod follow;
@@ -20,7 +21,6 @@ mod markdown;
 mod queue;
 mod schema_form;
 mod signin;
-mod step;
 mod viewer;
 
 use axum::Router;

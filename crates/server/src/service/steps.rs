@@ -1,4 +1,4 @@
-//! The step a pending tool call belongs to, as the inbox shows it: the model message that made
+//! The step a pending tool call belongs to, as the inbox shows it (`inbox/decision.rs`): the model message that made
 //! the calls, each call that waited for a decision (asked, decided — queued or written — and its
 //! result once the tool ran or the decision stood for it), the conversation before it, and what
 //! the thread said after all its calls had results (the model's next message).
@@ -7,9 +7,8 @@ use duet_runtime::approval::{Asked, Decided};
 use duet_runtime::{Message, Park, RecordBody, Role, Thread};
 use duet_spec::ToolDef;
 
+use super::{ServiceError, approvals};
 use crate::auth::Caller;
-use crate::service::ServiceError;
-use crate::service::approvals;
 use crate::views::ApprovalId;
 
 /// How many messages before the step the page shows.
