@@ -39,7 +39,7 @@ pub(crate) async fn follow(
     if thread.park() != Some(approval.park)
         && step::load(&state, &viewer.caller, &id).await?.is_some()
     {
-        return Ok(changes(&state, &thread, credential, feed).await?);
+        return changes(&state, &thread, credential, feed).await;
     }
     // The chain, parked thread first: (id, agent, the last seq shown).
     let mut chain: Vec<(ThreadId, String, i64)> =
