@@ -63,8 +63,8 @@ pub use model::{
 pub use record::{Record, RecordBody};
 pub use store::{
     AnswerOutcome, Answered, AnsweredQuery, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
-    CommitStore, DecideOutcome, FeedEvent, FirstAnswer, JournalEntry, JournalStore, Lease,
-    LeaseStore, NewThread, ParentFilter, QueueStore, RegistryStore, Renewal, RunStart,
+    CommitStore, DecideOutcome, DecisionEntry, FeedEvent, FirstAnswer, JournalEntry, JournalStore,
+    Lease, LeaseStore, NewThread, ParentFilter, QueueStore, RegistryStore, Renewal, RunStart,
     StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
 };
 pub use tokio_util::sync::CancellationToken;

@@ -23,7 +23,9 @@ pub use commits::{Commit, CommitOutcome, CommitStore};
 pub use feed::{Change, ChangeFeed, ChangeHub, FeedEvent};
 pub use journal::{JournalEntry, JournalStore};
 pub use leases::{Lease, LeaseStore, Renewal};
-pub use queue::{AnswerOutcome, Answered, AnsweredQuery, DecideOutcome, FirstAnswer, QueueStore};
+pub use queue::{
+    AnswerOutcome, Answered, AnsweredQuery, DecideOutcome, DecisionEntry, FirstAnswer, QueueStore,
+};
 pub use registry::RegistryStore;
 pub use threads::{NewThread, ParentFilter, StatusCounts, ThreadQuery, ThreadStore};
 

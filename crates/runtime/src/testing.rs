@@ -420,6 +420,13 @@ impl QueueStore for MemoryStore {
     ) -> Result<Vec<crate::store::Answered>, StoreError> {
         Ok(self.state().answered(query))
     }
+
+    async fn decisions(
+        &self,
+        query: &crate::store::AnsweredQuery<'_>,
+    ) -> Result<Vec<crate::store::DecisionEntry>, StoreError> {
+        Ok(self.state().decisions(query))
+    }
 }
 
 #[async_trait]

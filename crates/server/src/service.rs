@@ -26,6 +26,7 @@ pub(crate) mod health;
 pub(crate) mod keys;
 pub(crate) mod messages;
 pub(crate) mod push;
+pub(crate) mod steps;
 pub(crate) mod tasks;
 pub(crate) mod threads;
 

@@ -180,6 +180,10 @@ macro_rules! queue_impl {
             async fn answered(&self, query: &AnsweredQuery<'_>) -> Result<Vec<Answered>, StoreError> {
                 answered_rows(&self.read, query).await
             }
+
+            async fn decisions(&self, query: &AnsweredQuery<'_>) -> Result<Vec<duet_runtime::DecisionEntry>, StoreError> {
+                decision_rows(&self.read, query).await
+            }
         }
     };
 }

@@ -29,6 +29,7 @@ mod fastagent_wire;
 mod hostile;
 mod inbox;
 mod inbox_late;
+mod inbox_tools;
 mod isolation;
 mod lifecycle;
 mod pooler;

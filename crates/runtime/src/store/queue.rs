@@ -83,6 +83,31 @@ pub trait QueueStore: Send + Sync {
     /// Answered parks, newest answer first: who answered what, when, and the question asked
     /// (the thread's last message before the park). The inbox's history.
     async fn answered(&self, query: &AnsweredQuery<'_>) -> Result<Vec<Answered>, StoreError>;
+    /// Decisions on tool calls as the runs wrote them (`approval_decided` records), newest
+    /// first, under the same filters (`before`: `(written_at, thread, park)` of the last of the
+    /// previous page, of which only `park.seq`, the record's seq, counts). The inbox's history.
+    async fn decisions(&self, query: &AnsweredQuery<'_>) -> Result<Vec<DecisionEntry>, StoreError>;
+}
+
+/// A decision on a tool call, as its thread's journal recorded it ([`QueueStore::decisions`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecisionEntry {
+    /// The thread.
+    pub thread: ThreadId,
+    /// Its stored key.
+    pub key: String,
+    /// Its agent.
+    pub agent: String,
+    /// Its principal (canonical JSON), if it has one.
+    pub principal: Option<String>,
+    /// The session of the step that asked (its last message before the record).
+    pub session: i64,
+    /// The seq of the `approval_decided` record.
+    pub seq: i64,
+    /// When the run wrote it.
+    pub written_at: i64,
+    /// The decision (its `approval` is the seq of the call's `approval_requested` record).
+    pub decided: crate::approval::Decided,
 }
 
 /// Which answered parks [`QueueStore::answered`] lists.

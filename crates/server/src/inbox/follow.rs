@@ -4,6 +4,9 @@
 //! every thread of the chain has stopped running after the answer (the orchestrator's next
 //! message has been written, or it parked again). It opens with `ready`: the page sends its answer
 //! only then, so nothing the answer causes can be missed.
+//!
+//! For a tool call (a step's page, `decision.rs`) it sends `changed` each time the thread or a
+//! parent commits, whoever decided: the page's script then reads the page again.
 
 use std::convert::Infallible;
 
@@ -14,13 +17,14 @@ use duet_runtime::{JournalEntry, ThreadId, ThreadStatus};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use super::item;
 use super::viewer::Viewer;
+use super::{conversation, item};
 use crate::body::Path;
 use crate::problem::Problem;
 use crate::service;
 use crate::service::approvals;
 use crate::service::events::Feed;
+use crate::service::steps as step;
 use crate::state::AppState;
 
 /// `GET /inbox/items/{id}/follow`.
@@ -32,6 +36,11 @@ pub(crate) async fn follow(
     let (approval, thread) = approvals::find(&state, &viewer.caller, &id).await?;
     let credential = viewer.caller.credential.clone();
     let feed = Feed::of(&state);
+    if thread.park() != Some(approval.park)
+        && step::load(&state, &viewer.caller, &id).await?.is_some()
+    {
+        return changes(&state, &thread, credential, feed).await;
+    }
     // The chain, parked thread first: (id, agent, the last seq shown).
     let mut chain: Vec<(ThreadId, String, i64)> =
         vec![(thread.id, thread.agent.clone(), thread.next_seq - 1)];
@@ -59,8 +68,8 @@ pub(crate) async fn follow(
                     if let JournalEntry::Message(m) = entry
                         && !m.silent
                     {
-                        let by = item::author(&clock, &m, agent);
-                        let html = item::message(&m, &by).into_string();
+                        let by = conversation::author(&clock, &m, agent);
+                        let html = conversation::message(&m, &by).into_string();
                         yield Ok(Event::default().event("message").id(format!("{tid}:{}", m.seq)).data(html));
                     }
                 }
@@ -102,4 +111,38 @@ pub(crate) async fn follow(
     let events: BoxStream<'static, Result<Event, Infallible>> =
         events.take_until(closing.cancelled_owned()).boxed();
     Ok(state.sse(service::keys::while_admitted(&state, credential, events)))
+}
+
+/// A step's page's follow: `ready`, then `changed` (the thread's status) on each commit of the
+/// thread or of a parent.
+async fn changes(
+    state: &AppState,
+    thread: &duet_runtime::Thread,
+    credential: crate::auth::Credential,
+    feed: Feed,
+) -> Result<Response, Problem> {
+    let mut chain: Vec<ThreadId> = vec![thread.id];
+    chain.extend(
+        approvals::parents(state, thread)
+            .await?
+            .iter()
+            .map(|p| p.id),
+    );
+    let closing = state.closing().clone();
+    let events = async_stream::stream! {
+        let mut changes = feed.changes();
+        yield Ok::<_, Infallible>(Event::default().event("ready").data("{}"));
+        while let Some(event) = changes.next().await {
+            if let Some(tid) = chain.iter().find(|t| event.concerns(**t)) {
+                let status = match feed.thread(*tid).await {
+                    Ok(Some(t)) => t.status.as_str().to_owned(),
+                    _ => return,
+                };
+                yield Ok(Event::default().event("changed").data(status));
+            }
+        }
+    };
+    let events: BoxStream<'static, Result<Event, Infallible>> =
+        events.take_until(closing.cancelled_owned()).boxed();
+    Ok(state.sse(service::keys::while_admitted(state, credential, events)))
 }

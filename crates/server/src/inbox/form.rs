@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use super::layout;
 
 /// A form's fields, in order.
-pub(crate) struct Form(Vec<(String, String)>);
+pub(crate) struct Form(pub(crate) Vec<(String, String)>);
 
 impl Form {
     /// The first value of field `name`.

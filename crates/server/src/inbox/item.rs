@@ -7,14 +7,15 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use duet_runtime::{Child, FirstAnswer, Message, Role, SideId, Thread, ToolCall};
-use duet_spec::Side;
+use duet_runtime::{Child, FirstAnswer, Message, Thread, ToolCall};
 use maud::{Markup, html};
 
+use super::conversation::{author, message};
 use super::form::Form;
 use super::layout::{self, Nav};
 use super::signin;
 use super::viewer::Viewer;
+use super::{decide, decision};
 use crate::auth::Caller;
 use crate::body::Path;
 use crate::input::{self, Kind};
@@ -22,6 +23,7 @@ use crate::problem::Problem;
 use crate::routes::deliver;
 use crate::service::ServiceError;
 use crate::service::approvals;
+use crate::service::steps as step;
 use crate::state::AppState;
 
 /// How many messages before the question the page shows.
@@ -65,49 +67,6 @@ async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Item, Probl
         waiting: c.waiting,
         answer: c.answer,
     })
-}
-
-/// Who wrote `m` in a thread of `agent`, for people: its side's label, else `person` for a
-/// human side and the agent's name for the others; a tool result names its tool.
-pub(crate) fn author(state: &AppState, m: &Message, agent: &str) -> String {
-    let side = |id: SideId| {
-        let def = state
-            .runtime()
-            .project()
-            .agents
-            .get(agent)
-            .map(|a| &a.def)?;
-        let side = match id {
-            SideId::A => &def.sides.a,
-            SideId::B => &def.sides.b,
-        };
-        Some(match side {
-            Side::Human(h) => h.label.clone().unwrap_or_else(|| "person".into()),
-            Side::Prompt(p) => p.label.clone().unwrap_or_else(|| agent.to_owned()),
-            Side::Handler(h) => h.label.clone().unwrap_or_else(|| agent.to_owned()),
-        })
-    };
-    match (m.role, m.side) {
-        (Role::Tool, _) => format!("tool {}", m.tool_name.as_deref().unwrap_or_default()),
-        (Role::System, _) => "note".into(),
-        (_, Some(id)) => side(id).unwrap_or_else(|| agent.to_owned()),
-        (_, None) => agent.to_owned(),
-    }
-}
-
-/// One message of a conversation; `by` names its author.
-pub(crate) fn message(m: &Message, by: &str) -> Markup {
-    html! {
-        li.msg data-seq=(m.seq) data-role=(m.role.as_str()) {
-            span.author { (by) }
-            @if let Some(text) = &m.content {
-                (layout::markdown(text))
-            }
-            @for call in &m.tool_calls {
-                div.call { "calls " code { (call.name) } }
-            }
-        }
-    }
 }
 
 /// The notice of the answer a park got.
@@ -301,12 +260,25 @@ fn render(
     )
 }
 
-/// `GET /inbox/items/{id}`: the question page.
+/// `GET /inbox/items/{id}`: the question page, or a tool call's (its step's: `decision.rs`).
 pub(crate) async fn page(
     State(state): State<AppState>,
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Response {
+    match step::load(&state, &viewer.caller, &id).await {
+        Ok(Some(step)) => {
+            let next = decision::next(&state, &viewer.caller, &step).await;
+            let now = state.runtime().now_ms();
+            return decision::render(&state, &step, &id, &viewer, now, next.as_ref(), None)
+                .into_response();
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let p: Problem = e.into();
+            return layout::error_page(p.status, &p.detail);
+        }
+    }
     match load(&state, &viewer.caller, &id).await {
         Ok(item) => render(&state, &item, &viewer, state.runtime().now_ms(), None).into_response(),
         Err(p) => layout::error_page(p.status, &p.detail),
@@ -339,6 +311,14 @@ pub(crate) async fn answer(
 ) -> Response {
     if let Err(refused) = signin::check_post(&state, &headers, Some(&viewer), &form) {
         return refused.into_response();
+    }
+    match step::load(&state, &viewer.caller, &id).await {
+        Ok(Some(step)) => return decide::post(&state, &viewer, &id, &step, &form).await,
+        Ok(None) => {}
+        Err(e) => {
+            let p: Problem = e.into();
+            return layout::error_page(p.status, &p.detail);
+        }
     }
     let script = headers
         .get(header::ACCEPT)

@@ -9,6 +9,9 @@
 //! run a script.
 
 mod assets;
+mod conversation;
+mod decide;
+mod decision;
 mod follow;
 mod form;
 mod history;
@@ -16,6 +19,7 @@ mod item;
 mod layout;
 mod markdown;
 mod queue;
+mod schema_form;
 mod signin;
 mod viewer;
 

@@ -85,6 +85,7 @@ pub(crate) async fn load(
     let w = Waiting {
         limit: MAX_LISTED + 1,
         all: filters.all == "true",
+        tool_calls: true,
         ..Waiting::default()
     };
     let mut threads = approvals::waiting(state, caller, &w).await?;
@@ -100,7 +101,7 @@ pub(crate) async fn load(
         if (!filters.agent.is_empty() && t.agent != filters.agent) || now - t.updated_at < min_age {
             continue;
         }
-        items.extend(approvals::view(state, caller, t).await?);
+        items.extend(approvals::views(state, caller, t).await?);
     }
     if filters.order == "newest" {
         items.sort_by_key(|i| std::cmp::Reverse(i.since));
@@ -113,6 +114,14 @@ pub(crate) async fn load(
         total,
         more,
     })
+}
+
+/// One line of what item `i` asks: its question, or the tool it would call and with what.
+pub(crate) fn summary(i: &ApprovalView) -> String {
+    match (&i.tool, &i.arguments) {
+        (Some(tool), Some(args)) => layout::excerpt(&format!("calls {tool} {args}"), 180),
+        _ => layout::excerpt(i.question.as_deref().unwrap_or("(no message)"), 180),
+    }
 }
 
 /// The list itself (what `/inbox/events` sends again when it changes).
@@ -144,7 +153,7 @@ pub(crate) fn list(queue: &Queue, now: i64) -> Markup {
                             (layout::chain(item.parents.iter().map(|p| p.agent.as_str()), &item.agent))
                             span.thread { (item.thread) }
                         }
-                        span.question { (layout::excerpt(item.question.as_deref().unwrap_or("(no message)"), 180)) }
+                        span.question data-kind=(item.kind) { (summary(item)) }
                         span.waited { "waiting " (layout::waited(item.since, now)) }
                     }
                 }
@@ -237,7 +246,7 @@ pub(crate) async fn events(
                 match changes.next().await {
                     Some(FeedEvent::Resync) => break,
                     Some(FeedEvent::Changed(c))
-                        if c.status == ThreadStatus::AwaitingHuman
+                        if matches!(c.status, ThreadStatus::AwaitingHuman | ThreadStatus::Waiting)
                             || ids.contains(&c.thread.to_string()) => break,
                     Some(_) => {}
                     None => return,

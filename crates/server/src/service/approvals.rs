@@ -74,8 +74,7 @@ pub(crate) struct Waiting<'a> {
     pub after: Option<ThreadId>,
     pub newest_first: bool,
     pub limit: usize,
-    /// Also `waiting` threads (tool calls waiting for a decision); the inbox does not show
-    /// those yet.
+    /// Also `waiting` threads (tool calls waiting for a decision).
     pub tool_calls: bool,
     /// Also threads parked for their end user's next message (an agent whose human side is not
     /// declared `approver`): a chat, not an approval.
@@ -425,6 +424,23 @@ pub(crate) async fn answered(
         ..AnsweredQuery::default()
     };
     Ok(state.runtime().store().answered(&query).await?)
+}
+
+/// The decisions on tool calls `caller` may see, newest first: at most `limit`, older than
+/// `before` (the last of the previous page: `(written_at, thread, seq)`).
+pub(crate) async fn decisions(
+    state: &AppState,
+    caller: &Caller,
+    before: Option<(i64, ThreadId, i64)>,
+    limit: usize,
+) -> Result<Vec<duet_runtime::DecisionEntry>, ServiceError> {
+    let query = AnsweredQuery {
+        principal: caller.owner_filter(),
+        before: before.map(|(at, t, seq)| (at, t, Park { session: 0, seq })),
+        limit,
+        ..AnsweredQuery::default()
+    };
+    Ok(state.runtime().store().decisions(&query).await?)
 }
 
 /// The latest answered park of thread `id`, with its answer.

@@ -4,7 +4,7 @@
 
 use super::*;
 use duet_runtime::approval::{Asked, Decided, Decision};
-use duet_runtime::{Commit, DecideOutcome, Message, Record, RecordBody, ToolCall};
+use duet_runtime::{AnsweredQuery, Commit, DecideOutcome, Message, Record, RecordBody, ToolCall};
 
 /// A thread whose step called `refund` (call `c1`) and waits for a decision on it: the thread
 /// and the approval id (the seq of its `approval_requested` record).
@@ -149,11 +149,43 @@ async fn the_first_decision_wins_and_a_second_is_refused_naming_it() {
         assert_eq!(
             outcome,
             DecideOutcome::Refused {
-                first: Box::new(first)
+                first: Box::new(first.clone())
             },
             "{name}: from the journal"
         );
         assert!(store.queue(t.id).await.expect("queue").is_empty(), "{name}");
+
+        // The history lists it as written (the refused ones were never written); a cursor at
+        // it, or another owner, lists nothing.
+        let query = |before, principal| AnsweredQuery {
+            before,
+            principal,
+            limit: 10,
+            ..AnsweredQuery::default()
+        };
+        let listed = store
+            .decisions(&query(None, None))
+            .await
+            .expect("decisions");
+        assert_eq!(listed.len(), 1, "{name}: {listed:?}");
+        let d = &listed[0];
+        assert_eq!(
+            (d.thread, d.key.as_str(), d.session, d.seq, d.written_at),
+            (t.id, "k", 1, seq, 2_200),
+            "{name}"
+        );
+        assert_eq!(d.decided, first, "{name}");
+        let park = duet_runtime::Park { session: 1, seq };
+        let after = store
+            .decisions(&query(Some((2_200, t.id, park)), None))
+            .await
+            .expect("decisions");
+        assert!(after.is_empty(), "{name}: {after:?}");
+        let other = store
+            .decisions(&query(None, Some(r#"{"sub":"nobody"}"#)))
+            .await
+            .expect("decisions");
+        assert!(other.is_empty(), "{name}: {other:?}");
     })
     .await;
 }

@@ -207,9 +207,89 @@ function itemPage(live) {
   });
 }
 
+// ---- A step's tool calls ---------------------------------------------------------------------
+// Each decision form is the plain post the page without script sends; here it is sent with
+// fetch and the page the server answers (the outcome, or the page again with the refusal at its
+// field and what was typed) is put in place of the old one: no reload, the same HTML.
+
+function stepPage(live) {
+  let busy = false;
+  const follow = new EventSource(live.dataset.follow);
+
+  // Whether the person has typed something a fresh page would lose.
+  const dirty = () => [...document.querySelectorAll("form.decide-form")].some((f) =>
+    [...f.elements].some((el) =>
+      (el.tagName === "TEXTAREA" || (el.tagName === "INPUT" && el.type !== "hidden")) &&
+      (el.type === "checkbox" ? el.checked !== el.defaultChecked : el.value !== el.defaultValue)) ||
+    [...f.querySelectorAll("select")].some((s) => [...s.options].some((o) => o.selected !== o.defaultSelected)));
+
+  const swap = (html, url) => {
+    const fresh = new DOMParser().parseFromString(html, "text/html").getElementById("main");
+    const main = document.getElementById("main");
+    if (!fresh || !main) return;
+    main.innerHTML = fresh.innerHTML;
+    if (url && url !== location.href) history.replaceState(null, "", url);
+    const invalid = main.querySelector("[aria-invalid=true]");
+    const alert = main.querySelector("#notice [role=alert]");
+    if (invalid) invalid.focus();
+    else if (alert) { alert.tabIndex = -1; alert.focus(); }
+    main.dataset.swapped = String(Number(main.dataset.swapped || 0) + 1);
+  };
+
+  const say = (text) => {
+    const notice = document.getElementById("notice");
+    if (!notice) return;
+    notice.textContent = "";
+    const p = document.createElement("p");
+    p.className = "error";
+    p.setAttribute("role", "alert");
+    p.textContent = text;
+    notice.appendChild(p);
+  };
+
+  document.addEventListener("submit", async (e) => {
+    const form = e.target;
+    if (!(form instanceof HTMLFormElement) || !form.classList.contains("decide-form")) return;
+    e.preventDefault();
+    if (!form.noValidate && !form.reportValidity()) return;
+    const body = new URLSearchParams(new FormData(form, e.submitter));
+    const buttons = [...document.querySelectorAll("form.decide-form button")];
+    buttons.forEach((b) => (b.disabled = true));
+    const state = document.getElementById("state");
+    if (state) state.textContent = "Your decision is sent; following the run…";
+    busy = true;
+    try {
+      const response = await fetch(form.getAttribute("action"), {
+        method: "POST", body, credentials: "same-origin", headers: { Accept: "text/html" },
+      });
+      swap(await response.text(), response.redirected ? response.url : null);
+    } catch (err) {
+      buttons.forEach((b) => (b.disabled = false));
+      say("Could not reach the server: " + err.message + ". Try again.");
+    } finally {
+      busy = false;
+    }
+  });
+
+  // Decided elsewhere, or the thread ran on: read the page again, unless it would lose what
+  // is being typed (then say so).
+  follow.addEventListener("changed", async () => {
+    if (busy) return;
+    if (dirty()) {
+      const state = document.getElementById("state");
+      if (state) state.textContent = "This step changed meanwhile: reload to see it (what you typed is not sent).";
+      document.getElementById("live").classList.add("moving");
+      return;
+    }
+    const response = await fetch(location.pathname, { credentials: "same-origin" }).catch(() => null);
+    if (response && response.ok && !busy && !dirty()) swap(await response.text(), null);
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const queue = document.getElementById("queue");
   if (queue && queue.dataset.live) queuePage(queue);
   const live = document.getElementById("live");
-  if (live && live.dataset.follow) itemPage(live);
+  if (live && live.dataset.follow && live.dataset.step) stepPage(live);
+  else if (live && live.dataset.follow) itemPage(live);
 });
