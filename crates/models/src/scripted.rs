@@ -79,21 +79,26 @@ fn fill(value: &serde_json::Value, answer: &str) -> serde_json::Value {
     }
 }
 
-impl ScriptedModel {
-    /// The answer call `request.call_index` plays, or why there is none.
-    fn choose<'a>(&'a self, request: &ModelRequest) -> Result<&'a ScriptEntry, String> {
-        let Some(entry) = self.script.get(request.call_index) else {
-            return Err(format!(
-                "script exhausted: scripted model `{}` has {} entries and this thread is making call {}",
-                self.name,
-                self.script.len(),
-                request.call_index + 1
-            ));
-        };
-        if entry.branches.is_empty() {
-            return Ok(entry);
-        }
-        let answered = answered(&request.messages);
+/// The answer scripted model `name` (whose script is `script`) gives `request`: the entry at its
+/// call index — or the first of its branches that matches what the model was answered — with
+/// `{{answer}}` filled in; `Err` says why there is none (the script is exhausted, or no branch
+/// matches). Also what a test that plays a script over a provider's wire sends.
+pub fn scripted_answer(
+    name: &str,
+    script: &[ScriptEntry],
+    request: &ModelRequest,
+) -> Result<ScriptEntry, String> {
+    let Some(entry) = script.get(request.call_index) else {
+        return Err(format!(
+            "script exhausted: scripted model `{name}` has {} entries and this thread is making call {}",
+            script.len(),
+            request.call_index + 1
+        ));
+    };
+    let answered = answered(&request.messages);
+    let chosen = if entry.branches.is_empty() {
+        entry
+    } else {
         entry
             .branches
             .iter()
@@ -105,45 +110,47 @@ impl ScriptedModel {
                     .and_then(|m| m.content.as_deref())
                     .unwrap_or("");
                 format!(
-                    "no branch of script[{}] of scripted model `{}` matches what the model was answered (last: {last:?})",
-                    request.call_index, self.name
+                    "no branch of script[{}] of scripted model `{name}` matches what the model was answered (last: {last:?})",
+                    request.call_index
                 )
-            })
+            })?
+    };
+    let answer = answered
+        .last()
+        .and_then(|m| m.content.as_deref())
+        .unwrap_or("");
+    let mut out = chosen.clone();
+    out.text = out.text.map(|t| t.replace(ANSWER_PLACEHOLDER, answer));
+    for call in &mut out.tool_calls {
+        call.arguments = fill(&call.arguments, answer);
     }
+    Ok(out)
 }
 
 impl Model for ScriptedModel {
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelChunk, ModelError>> {
-        let entry = match self.choose(&request) {
+        let entry = match scripted_answer(&self.name, &self.script, &request) {
             Ok(entry) => entry,
             Err(message) => {
                 let error = ModelError::new(message, false);
                 return stream::once(async move { Err(error) }).boxed();
             }
         };
-        let answer = answered(&request.messages)
-            .last()
-            .and_then(|m| m.content.clone())
-            .unwrap_or_default();
         let mut chunks = Vec::new();
         if let Some(t) = &entry.thinking {
             chunks.push(Ok(ModelChunk::Thinking(t.clone())));
         }
-        let text = entry
-            .text
-            .as_ref()
-            .map(|t| t.replace(ANSWER_PLACEHOLDER, &answer));
-        if let Some(t) = &text {
+        if let Some(t) = &entry.text {
             chunks.push(Ok(ModelChunk::Text(t.clone())));
         }
-        for call in &entry.tool_calls {
+        for call in entry.tool_calls {
             chunks.push(Ok(ModelChunk::ToolCall {
                 id: None,
-                name: call.name.clone(),
-                arguments: fill(&call.arguments, &answer),
+                name: call.name,
+                arguments: call.arguments,
             }));
         }
-        let output = text.as_ref().map_or(0, |t| t.len() / 4) as u64;
+        let output = entry.text.as_ref().map_or(0, |t| t.len() / 4) as u64;
         chunks.push(Ok(ModelChunk::Usage(duet_runtime::Usage {
             output_tokens: output,
             ..Default::default()
