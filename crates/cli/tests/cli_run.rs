@@ -208,7 +208,9 @@ fn threads_show_lists_a_parents_children() {
     let (code, lines, _) = duet.run(&["threads", "show", "o/approval-1"]);
     assert_eq!(code, 0);
     assert!(
-        lines.iter().any(|l| l.contains("approval o/approval-1:1:5 waits: proceed(")),
+        lines
+            .iter()
+            .any(|l| l.contains("approval o/approval-1:1:5 waits: proceed(")),
         "{lines:#?}"
     );
     let (code, sent, err) = duet.run(&["approve", "o/approval-1:1:5", "--json"]);

@@ -275,7 +275,10 @@ script:
         }
     }
 
-    async fn play(call_index: usize, messages: Vec<ChatMessage>) -> Vec<Result<ModelChunk, String>> {
+    async fn play(
+        call_index: usize,
+        messages: Vec<ChatMessage>,
+    ) -> Vec<Result<ModelChunk, String>> {
         let request = ModelRequest {
             thread: uuid::Uuid::nil(),
             call_index,
@@ -329,7 +332,11 @@ script:
             ),
             (
                 "only what came after the model's own last answer counts",
-                vec![earlier_error, message(Assistant, "", false), message(User, "Maybe later", false)],
+                vec![
+                    earlier_error,
+                    message(Assistant, "", false),
+                    message(User, "Maybe later", false),
+                ],
                 vec![text("hm")],
             ),
             (

@@ -62,9 +62,6 @@ pub use hook::{HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};
 pub use mcp::{MAX_TOOL_NAME, McpServerDef, McpTransport, exposed_tool_name, split_reference};
 pub use model::{Capabilities, ModelDef, PROVIDERS};
-pub use script::{
-    ANSWER_PLACEHOLDER, ScriptBranch, ScriptEntry, ScriptResult, ScriptToolCall, ScriptWhen,
-};
 pub use node::Span;
 pub use project::{
     Defined, Kind, Listing, Loaded, MAX_FILE_BYTES, Project, SkipReason, Skipped, Source,
@@ -76,6 +73,9 @@ pub use prompt::{
 pub use provider::{ProviderDef, ProviderType};
 pub use remote::RemoteAgentDef;
 pub use schema::property_names;
+pub use script::{
+    ANSWER_PLACEHOLDER, ScriptBranch, ScriptEntry, ScriptResult, ScriptToolCall, ScriptWhen,
+};
 pub use tool::{HttpCall, HttpMethod, ToolDef, ToolImpl, placeholders};
 
 /// Loads and validates the project at `dir`: a project root (the folder holding `agents/`) or

@@ -4,9 +4,9 @@
 use serde::Serialize;
 
 use crate::decode::Ctx;
-use crate::script::ScriptEntry;
 use crate::issue::{Code, Issue};
 use crate::node::Node;
+use crate::script::ScriptEntry;
 
 /// The providers built into duet. `scripted` plays a fixed script, for tests, demos and
 /// benchmarks; `openai` and `anthropic` call those APIs. A project may define more

@@ -575,11 +575,7 @@ fn check_script_tools(out: &mut Out<'_>, d: &Defined<ModelDef>) {
                     prompts[0]
                 )),
             };
-            out.push(
-                &d.source,
-                &format!("{at}.tool_calls[{j}].name"),
-                issue,
-            );
+            out.push(&d.source, &format!("{at}.tool_calls[{j}].name"), issue);
         }
     }
 }

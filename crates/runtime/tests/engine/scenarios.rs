@@ -236,7 +236,12 @@ async fn events(
     out: &mut String,
 ) {
     while let Some(e) = rx.recv().await {
-        writeln!(out, "  event {}", serde_json::to_string(&e).unwrap_or_default()).ok();
+        writeln!(
+            out,
+            "  event {}",
+            serde_json::to_string(&e).unwrap_or_default()
+        )
+        .ok();
     }
 }
 
