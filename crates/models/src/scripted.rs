@@ -306,7 +306,12 @@ script:
     async fn the_first_branch_that_matches_what_the_model_was_answered_plays() {
         use Role::{Assistant, Tool, User};
         let earlier_error = message(Tool, "failed before", true);
-        let cases: Vec<(&str, Vec<ChatMessage>, Vec<Result<ModelChunk, String>>)> = vec![
+        type Case = (
+            &'static str,
+            Vec<ChatMessage>,
+            Vec<Result<ModelChunk, String>>,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "a failed tool result: the error branch, {{answer}} its text",
                 vec![
