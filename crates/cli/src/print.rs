@@ -170,8 +170,24 @@ impl<W: Write> Printer<W> {
                 let reason = field("stopReason").unwrap_or_default();
                 let said = match (status.as_str(), field("result")) {
                     ("awaiting_human", _) => "[waiting for you]".to_owned(),
+                    // Calls that wait for a person's decision (`approvals`): `duet approve KEY:ID`.
                     ("waiting", _) => {
-                        "[waiting for a subagent; it runs on when that answers]".to_owned()
+                        let ids: Vec<&str> = data
+                            .as_ref()
+                            .and_then(|d| d.get("approvals"))
+                            .and_then(|a| a.as_array())
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|c| c["id"].as_str())
+                            .collect();
+                        if ids.is_empty() {
+                            "[waiting for a subagent; it runs on when that answers]".to_owned()
+                        } else {
+                            format!(
+                                "[waiting for a person's decision on {}: `duet approve KEY:ID`]",
+                                ids.join(", ")
+                            )
+                        }
                     }
                     (_, Some(result)) if reason != StopReason::Aborted.as_str() => {
                         format!("[session ended: {reason}] {result}")

@@ -220,8 +220,12 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                         d["decision"].as_str().unwrap_or(""),
                         d["tool"].as_str().unwrap_or(""),
                         d["call"].as_str().unwrap_or(""),
-                        d["author"].as_str().unwrap_or("-"),
+                        d["author"]
+                            .as_str()
+                            .map_or_else(|| "-".to_owned(), duet_server::auth::Caller::author_name),
                         d["at"]
+                            .as_i64()
+                            .map_or_else(|| "-".to_owned(), crate::keys::rfc3339)
                     );
                 }
                 if let Some(run) = doc["run"]["id"].as_str() {

@@ -168,7 +168,8 @@ fn threads_show_lists_a_parents_children() {
         "--json",
     ]);
     assert_eq!(code, 0, "{err}");
-    // The orchestrator's blocking call waits for its child, which waits for a person.
+    // The orchestrator's blocking call waits for its child, which waits for a person's
+    // decision on its proposal.
     let (code, lines, _) = duet.run(&["threads", "--status", "waiting", "--json"]);
     assert_eq!(code, 0);
     let waiting = json(&lines[0]);
@@ -176,12 +177,12 @@ fn threads_show_lists_a_parents_children() {
         .as_array()
         .map(|a| a.iter().filter_map(|t| t["id"].as_str()).collect())
         .unwrap_or_default();
-    assert_eq!(keys, ["o"], "{waiting}");
+    assert_eq!(keys, ["o", "o/approval-1"], "{waiting}");
     let (code, lines, _) = duet.run(&["threads", "show", "o"]);
     assert_eq!(code, 0);
     assert!(
         lines.contains(
-            &"  child o/approval-1 \"rotate-keys\" (approval, approval_gate): awaiting_human (call call_4_0 waits for it)".to_owned()
+            &"  child o/approval-1 \"rotate-keys\" (approval, approval_gate): waiting (call call_4_0 waits for it)".to_owned()
         ),
         "{lines:#?}"
     );
@@ -203,26 +204,36 @@ fn threads_show_lists_a_parents_children() {
         lines.iter().any(|l| l.contains("Any news? (queued)")),
         "{lines:#?}"
     );
-    let (code, sent, err) = duet.run(&["send", "o/approval-1", "Yes, approved.", "--json"]);
-    assert_eq!(code, 0, "{err}");
-    // The answer woke the orchestrator: its continuation follows the child's own outcome.
-    let at = sent
-        .iter()
-        .position(|l| json(l) == serde_json::json!({"type": "thread", "thread": "o"}))
-        .unwrap_or_else(|| panic!("no continuation of `o`: {sent:#?}"));
-    let after: Vec<serde_json::Value> = sent[at..].iter().map(|l| json(l)).collect();
+    // The child's proposal, as `threads show` names it, decided from another process.
+    let (code, lines, _) = duet.run(&["threads", "show", "o/approval-1"]);
+    assert_eq!(code, 0);
     assert!(
-        after.iter().any(|e| e["type"] == "text"
-            && e["delta"] == "The approver said yes: the key rotation is approved for tonight."),
-        "{after:#?}"
+        lines
+            .iter()
+            .any(|l| l.contains("approval o/approval-1:1:5 waits: proceed(")),
+        "{lines:#?}"
     );
-    assert_eq!(
-        after.last().map(|e| e["type"].clone()),
-        Some("completed".into())
-    );
+    let (code, sent, err) = duet.run(&["approve", "o/approval-1:1:5", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&sent[0])["status"], "idle", "{sent:#?}");
+    // The decision woke the orchestrator: its continuation follows the child's outcome.
     let (code, lines, _) = duet.run(&["threads", "show", "o", "--json"]);
     assert_eq!(code, 0);
     let doc = json(&lines[0]);
+    let said: Vec<&str> = doc["messages"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m["content"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        said.last().copied(),
+        Some("The approver said yes: the key rotation is approved for tonight."),
+        "{doc}"
+    );
+    assert!(
+        said.iter()
+            .any(|s| s.starts_with("approved: rotate the production API keys tonight")),
+        "the gate's outcome is the call's result: {doc}"
+    );
     assert_eq!(
         doc["children"],
         serde_json::json!([{

@@ -8,10 +8,11 @@
 mod otlp;
 mod support;
 
-/// `duet serve` on `db`, exporting traces to `receiver`.
-fn serve(db: &str, receiver: &str) -> otlp::Served {
+/// `duet serve` of `project` on `db`, exporting traces to `receiver`.
+fn serve(project: &std::path::Path, db: &str, receiver: &str) -> otlp::Served {
     let endpoint = format!("http://{receiver}");
-    otlp::serve(
+    otlp::serve_project(
+        project,
         db,
         &[],
         &[
@@ -39,6 +40,10 @@ fn until(base: &str, path: &str, done: impl Fn(&serde_json::Value) -> bool) -> s
 
 #[tokio::test]
 async fn an_approval_answered_on_another_server_continues_the_clients_trace() {
+    // The orchestrator composes question_gate: its person answers in words (a park), the
+    // answer whose trace this follows. (A decision on approval_gate's proposal does not carry
+    // its request's trace yet.)
+    let project = support::asking_orchestrator();
     for backend in support::backends().await {
         let name = backend.name();
         let db = match &backend {
@@ -48,7 +53,7 @@ async fn an_approval_answered_on_another_server_continues_the_clients_trace() {
         };
         let (receiver, received) = otlp::receiver();
 
-        let first = serve(&db, &receiver);
+        let first = serve(project.root(), &db, &receiver);
         let base = first.base.clone();
         let (status, body) = otlp::http(
             &base,
@@ -67,7 +72,7 @@ async fn an_approval_answered_on_another_server_continues_the_clients_trace() {
             .to_owned();
         first.stop();
 
-        let second = serve(&db, &receiver);
+        let second = serve(project.root(), &db, &receiver);
         let base = second.base.clone();
         let client_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
         let client_span = "00f067aa0ba902b7";
@@ -95,7 +100,7 @@ async fn an_approval_answered_on_another_server_continues_the_clients_trace() {
             answer[0].parent, client_span,
             "{name}: under the client's span"
         );
-        let gate = named("invoke_agent approval_gate");
+        let gate = named("invoke_agent question_gate");
         assert_eq!(gate.len(), 2, "{name}: asked, then resumed: {spans:#?}");
         let (asked, resumed) = if gate[0].trace == client_trace {
             (gate[1], gate[0])

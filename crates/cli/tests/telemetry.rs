@@ -86,7 +86,8 @@ impl Recorder {
     }
 }
 
-/// Asks the orchestrator to rotate the keys: it composes the gate, which parks for a person.
+/// Asks the orchestrator to rotate the keys: it composes the gate, whose proposal waits for a
+/// person's decision.
 async fn orchestrate(rt: &duet_runtime::Runtime) {
     support::send(
         rt,
@@ -164,7 +165,7 @@ async fn a_composed_approval_is_a_tree_of_genai_spans_and_no_span_outlives_its_p
         );
         assert!(!spawn[0].fields[attr::TOOL_CALL_ID].is_empty());
 
-        // The child's first step (it asks, and parks) runs inside the parent's tool call.
+        // The child's first step (it proposes, and waits) runs inside the parent's tool call.
         let gate = find(&spans, "invoke_agent", attr::AGENT_NAME, "approval_gate");
         assert_eq!(gate.len(), 1, "{name}: {spans:#?}");
         assert!(
@@ -172,10 +173,10 @@ async fn a_composed_approval_is_a_tree_of_genai_spans_and_no_span_outlives_its_p
             "{name}: the child's span is under the parent's tool span"
         );
         assert_eq!(gate[0].fields[attr::CONVERSATION_ID], "ops-1/approval-1");
-        let asks = find(&spans, "chat", attr::MODEL_DEFINITION, "approval_demo");
+        let asks = find(&spans, "chat", attr::MODEL_DEFINITION, "approval_gate_demo");
         assert_eq!(asks.len(), 1, "{name}");
         assert_eq!(asks[0].parent, Some(gate[0].id));
-        assert_eq!(asks[0].fields[attr::RESPONSE_FINISH_REASONS], "stop");
+        assert_eq!(asks[0].fields[attr::RESPONSE_FINISH_REASONS], "tool_calls");
         assert!(
             asks[0].fields[attr::USAGE_OUTPUT_TOKENS]
                 .parse::<u64>()
@@ -204,18 +205,18 @@ async fn a_composed_approval_is_a_tree_of_genai_spans_and_no_span_outlives_its_p
         for s in &spans {
             for v in s.fields.values() {
                 assert!(
-                    !v.contains("Rotate the production") && !v.contains("Do you approve"),
+                    !v.contains("Rotate the production") && !v.contains("must log in again"),
                     "{name}: content in {s:?}"
                 );
             }
         }
 
-        // Answered after a restart: the resuming step is a span of its own, not one left open
-        // across the park.
+        // Decided after a restart: the resuming step is a span of its own, not one left open
+        // across the wait.
         drop(rt);
         let before = recorder.spans().len();
         let rt = support::runtime(project.clone(), store.clone()).build();
-        support::send(&rt, "ops-1/approval-1", None, "approve").await;
+        support::approve(&rt, "ops-1/approval-1").await;
         rt.quiesce().await;
         let spans = recorder.spans();
         let later = &spans[before..];
@@ -225,7 +226,7 @@ async fn a_composed_approval_is_a_tree_of_genai_spans_and_no_span_outlives_its_p
             resumed[0].parent, None,
             "{name}: a new trace, after the park"
         );
-        let record = find(later, "execute_tool", attr::TOOL_NAME, "record_decision");
+        let record = find(later, "execute_tool", attr::TOOL_NAME, "record_outcome");
         assert_eq!(record.len(), 1, "{name}");
         assert_eq!(record[0].parent, Some(resumed[0].id));
         let next = find(later, "invoke_agent", attr::AGENT_NAME, "orchestrator");

@@ -23,8 +23,12 @@ use tracing_subscriber::layer::SubscriberExt;
 use duet_runtime::{Accepted, CancellationToken, Delivery, ManualClock, Runtime};
 
 /// A runtime on `store` at time `now` that saves trace context with `duet`'s carrier.
+/// A runtime of the repository's project whose orchestrator composes question_gate (a person
+/// answering in words, a park: the answer whose trace this follows; a decision on
+/// approval_gate's proposal does not carry its request's trace yet).
 fn runtime(store: Arc<dyn duet_runtime::Store>, now: i64) -> Runtime {
-    let project = support::project(&support::repo());
+    let scratch = support::asking_orchestrator();
+    let project = scratch.project();
     support::runtime(project, store)
         .clock(Arc::new(ManualClock::new(now)))
         .trace_carrier(Arc::new(otel::Carrier))
@@ -48,7 +52,7 @@ fn ids(span: &tracing::Span) -> (TraceId, SpanId) {
 /// Whether both agents' steps have ended.
 fn both_agents_stepped(spans: &[SpanData]) -> bool {
     !named(spans, "invoke_agent orchestrator").is_empty()
-        && !named(spans, "invoke_agent approval_gate").is_empty()
+        && !named(spans, "invoke_agent question_gate").is_empty()
 }
 
 /// Whether `span` descends from the span `ancestor` (by parent ids within the export).
@@ -121,13 +125,13 @@ async fn traces_cross_the_store_a_restart_and_a_park() {
         assert_eq!(orchestrator[0].parent_span_id, request_id, "{name}");
         let spawn = named(&spans, "execute_tool subagent_create");
         assert_eq!(spawn.len(), 1, "{name}");
-        let asked = named(&spans, "invoke_agent approval_gate");
+        let asked = named(&spans, "invoke_agent question_gate");
         assert_eq!(asked.len(), 1, "{name}");
         let asked = asked[0].span_context.clone();
         assert!(
             descends(
                 &spans,
-                named(&spans, "invoke_agent approval_gate")[0],
+                named(&spans, "invoke_agent question_gate")[0],
                 spawn[0].span_context.span_id()
             ),
             "{name}: the gate's question is under the orchestrator's tool call"
@@ -146,7 +150,7 @@ async fn traces_cross_the_store_a_restart_and_a_park() {
         restarted.quiesce().await;
         drop(answer);
         let spans = exporter.until(both_agents_stepped).await;
-        let resumed = named(&spans, "invoke_agent approval_gate");
+        let resumed = named(&spans, "invoke_agent question_gate");
         assert_eq!(resumed.len(), 1, "{name}: {spans:#?}");
         let resumed = resumed[0];
         assert_eq!(

@@ -110,8 +110,8 @@ async fn compose_registers_what_the_orchestrator_needs() {
             .expect("the orchestrator spawned its gate");
         assert_eq!(
             gate.status,
-            duet::runtime::ThreadStatus::AwaitingHuman,
-            "{name}"
+            duet::runtime::ThreadStatus::Waiting,
+            "{name}: its proposal waits for a person's decision"
         );
     }
 }

@@ -23,7 +23,7 @@ pub use anthropic::Anthropic;
 pub use config::{ApiKey, ProviderConfig};
 pub use openai::OpenAi;
 pub use retry::RetryPolicy;
-pub use scripted::{Scripted, ScriptedModel};
+pub use scripted::{Scripted, ScriptedModel, scripted_answer};
 
 use duet_runtime::Providers;
 use duet_spec::{Project, ProviderType};

@@ -1,11 +1,13 @@
 //! The `scripted` provider: plays a model definition's `script` — one entry per model call,
 //! per thread, in call order — so examples, tests and benchmarks run offline and
-//! deterministically.
+//! deterministically. An entry may offer `branches`: the first whose `when` matches what the
+//! model was answered (the messages after its own last answer) plays, and `{{answer}}` in an
+//! answer's text or string arguments stands for the last of those messages' text.
 
 use std::sync::Arc;
 
-use duet_runtime::{Model, ModelChunk, ModelError, ModelRequest, Provider};
-use duet_spec::ScriptEntry;
+use duet_runtime::{ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Role};
+use duet_spec::{ANSWER_PLACEHOLDER, ScriptEntry, ScriptResult, ScriptWhen};
 use futures::stream::{self, BoxStream, StreamExt};
 
 /// The `scripted` provider.
@@ -21,8 +23,9 @@ impl Provider for Scripted {
     }
 }
 
-/// A model that answers call `n` of a thread with `script[n]`. The call index comes from the
-/// thread's committed history, so the position survives restarts; a model call that was never
+/// A model that answers call `n` of a thread with `script[n]` (or the first of its branches
+/// that matches what the model was answered). The call index and the messages both come from
+/// the thread's committed history, so the answer survives restarts; a model call that was never
 /// committed (a crash mid-step) is answered the same way again.
 #[derive(Clone, Debug)]
 pub struct ScriptedModel {
@@ -30,19 +33,108 @@ pub struct ScriptedModel {
     script: Arc<Vec<ScriptEntry>>,
 }
 
+/// What the model was answered: the messages after its own last answer (all of them before its
+/// first).
+fn answered(messages: &[ChatMessage]) -> &[ChatMessage] {
+    let start = messages
+        .iter()
+        .rposition(|m| m.role == Role::Assistant)
+        .map_or(0, |i| i + 1);
+    &messages[start..]
+}
+
+/// Whether `when` holds for the messages the model was answered.
+fn matches(when: &ScriptWhen, answered: &[ChatMessage]) -> bool {
+    let mut results = answered.iter().filter(|m| m.role == Role::Tool).peekable();
+    let result = match when.result {
+        None => true,
+        Some(ScriptResult::Error) => results.any(|m| m.is_error),
+        Some(ScriptResult::Success) => results.peek().is_some() && results.all(|m| !m.is_error),
+    };
+    let contains = when.contains.as_deref().is_none_or(|needle| {
+        let needle = needle.to_lowercase();
+        answered
+            .iter()
+            .filter_map(|m| m.content.as_deref())
+            .any(|text| text.to_lowercase().contains(&needle))
+    });
+    result && contains
+}
+
+/// `value` with `{{answer}}` in its strings replaced by `answer`.
+fn fill(value: &serde_json::Value, answer: &str) -> serde_json::Value {
+    match value {
+        serde_json::Value::String(s) => {
+            serde_json::Value::String(s.replace(ANSWER_PLACEHOLDER, answer))
+        }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(|v| fill(v, answer)).collect())
+        }
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill(v, answer)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The answer scripted model `name` (whose script is `script`) gives `request`: the entry at its
+/// call index — or the first of its branches that matches what the model was answered — with
+/// `{{answer}}` filled in; `Err` says why there is none (the script is exhausted, or no branch
+/// matches). Also what a test that plays a script over a provider's wire sends.
+pub fn scripted_answer(
+    name: &str,
+    script: &[ScriptEntry],
+    request: &ModelRequest,
+) -> Result<ScriptEntry, String> {
+    let Some(entry) = script.get(request.call_index) else {
+        return Err(format!(
+            "script exhausted: scripted model `{name}` has {} entries and this thread is making call {}",
+            script.len(),
+            request.call_index + 1
+        ));
+    };
+    let answered = answered(&request.messages);
+    let chosen = if entry.branches.is_empty() {
+        entry
+    } else {
+        entry
+            .branches
+            .iter()
+            .find(|b| b.when.as_ref().is_none_or(|w| matches(w, answered)))
+            .map(|b| &b.answer)
+            .ok_or_else(|| {
+                let last = answered
+                    .last()
+                    .and_then(|m| m.content.as_deref())
+                    .unwrap_or("");
+                format!(
+                    "no branch of script[{}] of scripted model `{name}` matches what the model was answered (last: {last:?})",
+                    request.call_index
+                )
+            })?
+    };
+    let answer = answered
+        .last()
+        .and_then(|m| m.content.as_deref())
+        .unwrap_or("");
+    let mut out = chosen.clone();
+    out.text = out.text.map(|t| t.replace(ANSWER_PLACEHOLDER, answer));
+    for call in &mut out.tool_calls {
+        call.arguments = fill(&call.arguments, answer);
+    }
+    Ok(out)
+}
+
 impl Model for ScriptedModel {
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelChunk, ModelError>> {
-        let Some(entry) = self.script.get(request.call_index) else {
-            let error = ModelError::new(
-                format!(
-                    "script exhausted: scripted model `{}` has {} entries and this thread is making call {}",
-                    self.name,
-                    self.script.len(),
-                    request.call_index + 1
-                ),
-                false,
-            );
-            return stream::once(async move { Err(error) }).boxed();
+        let entry = match scripted_answer(&self.name, &self.script, &request) {
+            Ok(entry) => entry,
+            Err(message) => {
+                let error = ModelError::new(message, false);
+                return stream::once(async move { Err(error) }).boxed();
+            }
         };
         let mut chunks = Vec::new();
         if let Some(t) = &entry.thinking {
@@ -51,11 +143,11 @@ impl Model for ScriptedModel {
         if let Some(t) = &entry.text {
             chunks.push(Ok(ModelChunk::Text(t.clone())));
         }
-        for call in &entry.tool_calls {
+        for call in entry.tool_calls {
             chunks.push(Ok(ModelChunk::ToolCall {
                 id: None,
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
+                name: call.name,
+                arguments: call.arguments,
             }));
         }
         let output = entry.text.as_ref().map_or(0, |t| t.len() / 4) as u64;
@@ -111,6 +203,7 @@ mod tests {
                         arguments: serde_json::json!({"a": 1}),
                     }],
                     delay_ms: Some(1),
+                    branches: vec![],
                 },
             ]),
         };
@@ -129,6 +222,141 @@ mod tests {
         assert!(
             err.contains("script exhausted") && err.contains("call 3"),
             "{err}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod branch_tests {
+    use super::*;
+
+    const MODEL: &str = r#"
+name: gate
+provider: scripted
+model: demo
+script:
+  - branches:
+      - when: { result: error }
+        text: "no: {{answer}}"
+      - when: { result: success, contains: APPROVED }
+        tool_calls: [{ name: done, arguments: { said: "{{answer}}", n: [1, "{{answer}}"] } }]
+      - when: { contains: maybe }
+        text: hm
+      - text: "?"
+  - branches:
+      - when: { result: success }
+        text: ok
+"#;
+
+    fn model() -> ScriptedModel {
+        let loaded = duet_spec::Project::from_files([duet_spec::SourceFile {
+            path: "agents/models/gate.yaml".into(),
+            bytes: MODEL.into(),
+        }]);
+        assert!(loaded.issues.is_empty(), "{:?}", loaded.issues);
+        let def = &loaded.project.models["gate"].def;
+        ScriptedModel {
+            name: def.name.clone(),
+            script: Arc::new(def.script.clone()),
+        }
+    }
+
+    fn message(role: Role, content: &str, is_error: bool) -> ChatMessage {
+        ChatMessage {
+            role,
+            content: Some(content.into()),
+            tool_calls: vec![],
+            tool_call_id: None,
+            name: None,
+            is_error,
+            thinking: None,
+            provider_data: None,
+            images: vec![],
+        }
+    }
+
+    async fn play(
+        call_index: usize,
+        messages: Vec<ChatMessage>,
+    ) -> Vec<Result<ModelChunk, String>> {
+        let request = ModelRequest {
+            thread: uuid::Uuid::nil(),
+            call_index,
+            system: String::new(),
+            messages,
+            tools: vec![],
+            tool_choice: duet_spec::ToolChoice::Auto,
+            parallel_tool_calls: None,
+            reasoning: None,
+            provider_options: Default::default(),
+        };
+        model()
+            .stream(request)
+            .map(|c| c.map_err(|e| e.message))
+            .filter(|c| std::future::ready(!matches!(c, Ok(ModelChunk::Usage(_)))))
+            .collect()
+            .await
+    }
+
+    fn text(t: &str) -> Result<ModelChunk, String> {
+        Ok(ModelChunk::Text(t.into()))
+    }
+
+    #[tokio::test]
+    async fn the_first_branch_that_matches_what_the_model_was_answered_plays() {
+        use Role::{Assistant, Tool, User};
+        let earlier_error = message(Tool, "failed before", true);
+        type Case = (
+            &'static str,
+            Vec<ChatMessage>,
+            Vec<Result<ModelChunk, String>>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "a failed tool result: the error branch, {{answer}} its text",
+                vec![
+                    message(User, "go", false),
+                    message(Assistant, "", false),
+                    message(Tool, "A person rejected this call: risky", true),
+                ],
+                vec![text("no: A person rejected this call: risky")],
+            ),
+            (
+                "one failure among several results is an error",
+                vec![message(Tool, "approved", false), message(Tool, "x", true)],
+                vec![text("no: x")],
+            ),
+            (
+                "success and contains (case-insensitive); {{answer}} fills nested arguments",
+                vec![message(Tool, "Approved: rotate", false)],
+                vec![Ok(ModelChunk::ToolCall {
+                    id: None,
+                    name: "done".into(),
+                    arguments: serde_json::json!({"said": "Approved: rotate", "n": [1, "Approved: rotate"]}),
+                })],
+            ),
+            (
+                "only what came after the model's own last answer counts",
+                vec![
+                    earlier_error,
+                    message(Assistant, "", false),
+                    message(User, "Maybe later", false),
+                ],
+                vec![text("hm")],
+            ),
+            (
+                "nothing matches: the fallback",
+                vec![message(User, "yes", false)],
+                vec![text("?")],
+            ),
+        ];
+        for (why, messages, expected) in cases {
+            assert_eq!(play(0, messages).await, expected, "{why}");
+        }
+        let none = play(1, vec![message(User, "hello", false)]).await;
+        assert!(
+            matches!(&none[..], [Err(e)] if e.contains("no branch of script[1]") && e.contains("hello")),
+            "{none:?}"
         );
     }
 }

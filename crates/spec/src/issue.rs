@@ -203,6 +203,10 @@ codes! {
         "A model's provider reads its API key from an environment variable that is not set where `duet validate` runs (a warning: it may be set where duet runs). Checked by `duet validate`, not by loading.";
     UnknownBindingTool = "unknown_binding_tool", Error, "references",
         "A session binding or `stopTool` names a tool that is not defined at all (no tool, prompt or exposed agent of that name); the nearest name is suggested.";
+    ScriptBranchesMixed = "script_branches_mixed", Error, "models",
+        "A scripted model's `script` entry has `branches` and an answer of its own (`text` or `tool_calls`); each branch carries its answer.";
+    ScriptBranchUnreachable = "script_branch_unreachable", Warning, "models",
+        "A branch of a scripted entry's `branches` comes after one without `when` (the fallback, which matches every answer), so it never plays.";
     ScriptToolNotOffered = "script_tool_not_offered", Warning, "models",
         "A scripted model's `script` calls a tool that no prompt using the model offers (nor a relationship, lifecycle or handoff tool of their sides): the call would fail at run time.";
     UnknownSchemaKeyword = "unknown_schema_keyword", Warning, "shape",

@@ -41,6 +41,7 @@ mod provider;
 mod relationship;
 mod remote;
 mod schema;
+mod script;
 pub mod secret;
 mod tool;
 mod ts;
@@ -60,7 +61,7 @@ pub use fs::LoadError;
 pub use hook::{HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};
 pub use mcp::{MAX_TOOL_NAME, McpServerDef, McpTransport, exposed_tool_name, split_reference};
-pub use model::{Capabilities, ModelDef, PROVIDERS, ScriptEntry, ScriptToolCall};
+pub use model::{Capabilities, ModelDef, PROVIDERS};
 pub use node::Span;
 pub use project::{
     Defined, Kind, Listing, Loaded, MAX_FILE_BYTES, Project, SkipReason, Skipped, Source,
@@ -72,6 +73,9 @@ pub use prompt::{
 pub use provider::{ProviderDef, ProviderType};
 pub use remote::RemoteAgentDef;
 pub use schema::property_names;
+pub use script::{
+    ANSWER_PLACEHOLDER, ScriptBranch, ScriptEntry, ScriptResult, ScriptToolCall, ScriptWhen,
+};
 pub use tool::{HttpCall, HttpMethod, ToolDef, ToolImpl, placeholders};
 
 /// Loads and validates the project at `dir`: a project root (the folder holding `agents/`) or

@@ -3,9 +3,10 @@
 
 use serde::Serialize;
 
-use crate::decode::{Ctx, join};
+use crate::decode::Ctx;
 use crate::issue::{Code, Issue};
 use crate::node::Node;
+use crate::script::ScriptEntry;
 
 /// The providers built into duet. `scripted` plays a fixed script, for tests, demos and
 /// benchmarks; `openai` and `anthropic` call those APIs. A project may define more
@@ -41,8 +42,9 @@ pub struct ModelDef {
     pub provider_options: serde_json::Map<String, serde_json::Value>,
     /// `providerTools`: tools the provider runs itself; default none.
     pub provider_tools: Vec<String>,
-    /// `script`: for `scripted`, one entry per model call, per thread, in call order; required
-    /// there and an error on any other provider.
+    /// `script`: for `scripted`, one entry per model call, per thread, in call order (an entry
+    /// may branch on what the model was answered); required there and an error on any other
+    /// provider.
     pub script: Vec<ScriptEntry>,
 }
 
@@ -65,28 +67,6 @@ pub struct Capabilities {
     pub max_context_tokens: Option<u32>,
     /// `maxOutputTokens`: the most tokens one answer may have; optional.
     pub max_output_tokens: Option<u32>,
-}
-
-/// One scripted model response.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct ScriptEntry {
-    /// `text`: the answer's text; an entry needs `text` or `tool_calls`.
-    pub text: Option<String>,
-    /// `thinking`: reasoning streamed before the answer; optional.
-    pub thinking: Option<String>,
-    /// `tool_calls`: the tools the response calls, in order; default none.
-    pub tool_calls: Vec<ScriptToolCall>,
-    /// `delayMs`: milliseconds to wait before answering, latency for demos and tests; optional.
-    pub delay_ms: Option<u32>,
-}
-
-/// One tool call of a scripted response.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ScriptToolCall {
-    /// `name`: the tool called; required.
-    pub name: String,
-    /// `arguments`: the call's argument object; default `{}`.
-    pub arguments: serde_json::Value,
 }
 
 const MODEL_FIELDS: &[&str] = &[
@@ -151,7 +131,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
     let provider_tools = o.strings(ctx, "providerTools");
     let script_node = o.take("script");
     let script = script_node
-        .map(|n| decode_script(ctx, n))
+        .map(|n| crate::script::decode(ctx, n))
         .unwrap_or_default();
     let root_span = o.span;
     o.finish(ctx, MODEL_FIELDS);
@@ -195,51 +175,4 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
         _ => None,
     };
     (name, out)
-}
-
-fn decode_script(ctx: &mut Ctx<'_>, node: &Node) -> Vec<ScriptEntry> {
-    let mut out = Vec::new();
-    for (i, item) in ctx.array(node, "script").iter().enumerate() {
-        let path = format!("script[{i}]");
-        let Some(mut o) = ctx.object(item, &path) else {
-            continue;
-        };
-        let mut entry = ScriptEntry {
-            text: o.string(ctx, "text"),
-            thinking: o.string(ctx, "thinking"),
-            tool_calls: Vec::new(),
-            delay_ms: o.count(ctx, "delayMs"),
-        };
-        if let Some(calls) = o.take("tool_calls") {
-            let calls_path = join(&path, "tool_calls");
-            for (j, call) in ctx.array(calls, &calls_path).iter().enumerate() {
-                let call_path = format!("{calls_path}[{j}]");
-                let Some(mut c) = ctx.object(call, &call_path) else {
-                    continue;
-                };
-                let name = c.required_name(ctx, "name");
-                let arguments = match c.take("arguments") {
-                    None => Some(serde_json::Value::Object(serde_json::Map::new())),
-                    Some(a) => ctx
-                        .json_object(a, &join(&call_path, "arguments"))
-                        .map(serde_json::Value::Object),
-                };
-                c.finish(ctx, &["name", "arguments"]);
-                if let (Some(name), Some(arguments)) = (name, arguments) {
-                    entry.tool_calls.push(ScriptToolCall { name, arguments });
-                }
-            }
-        }
-        if !o.has("text") && !o.has("tool_calls") {
-            ctx.report(
-                Code::MissingField,
-                format!("`{path}` needs `text` or `tool_calls`"),
-                &path,
-                item.span,
-            );
-        }
-        o.finish(ctx, &["text", "thinking", "tool_calls", "delayMs"]);
-        out.push(entry);
-    }
-    out
 }

@@ -549,8 +549,14 @@ fn check_script_tools(out: &mut Out<'_>, d: &Defined<ModelDef>) {
             }
         }
     }
-    for (i, entry) in d.def.script.iter().enumerate() {
-        for (j, call) in entry.tool_calls.iter().enumerate() {
+    let answers = d.def.script.iter().enumerate().flat_map(|(i, entry)| {
+        entry
+            .answers()
+            .into_iter()
+            .map(move |(under, answer)| (format!("script[{i}]{under}"), answer))
+    });
+    for (at, answer) in answers {
+        for (j, call) in answer.tool_calls.iter().enumerate() {
             let tool = call.name.as_str();
             if offered.contains(&tool) || offers_mcp_tool(project, &offered, tool) {
                 continue;
@@ -558,7 +564,7 @@ fn check_script_tools(out: &mut Out<'_>, d: &Defined<ModelDef>) {
             let mut issue = Issue::new(
                 Code::ScriptToolNotOffered,
                 format!(
-                    "script[{i}] calls `{tool}`, which no prompt using model `{name}` offers ({})",
+                    "{at} calls `{tool}`, which no prompt using model `{name}` offers ({})",
                     prompts.join(", ")
                 ),
             );
@@ -569,11 +575,7 @@ fn check_script_tools(out: &mut Out<'_>, d: &Defined<ModelDef>) {
                     prompts[0]
                 )),
             };
-            out.push(
-                &d.source,
-                &format!("script[{i}].tool_calls[{j}].name"),
-                issue,
-            );
+            out.push(&d.source, &format!("{at}.tool_calls[{j}].name"), issue);
         }
     }
 }

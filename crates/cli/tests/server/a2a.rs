@@ -233,14 +233,15 @@ async fn an_orchestrator_waiting_on_its_gate_stays_working_until_the_person_answ
             .clone();
         let id = task["id"].as_str().expect("an id").to_owned();
         let context = task["contextId"].as_str().expect("a context").to_owned();
-        // Follow the thread until it waits on its gate, then the gate until it asks.
+        // Follow the thread until it waits on its gate, then the gate until its proposal waits
+        // for a person's decision.
         until(&server, &alice, &context, "waiting").await;
         let (_, parent) = server.get(&format!("/threads/{context}"), &alice).await;
         let child = parent["children"][0]["key"]
             .as_str()
             .expect("the gate's thread")
             .to_owned();
-        until(&server, &alice, &child, "awaiting_human").await;
+        until(&server, &alice, &child, "waiting").await;
         let now = rpc(
             &server,
             "orchestrator",
@@ -262,13 +263,14 @@ async fn an_orchestrator_waiting_on_its_gate_stays_working_until_the_person_answ
         let (_, approvals) = server.get("/approvals", &alice).await;
         let approval = approvals["items"][0]["id"]
             .as_str()
-            .expect("the gate's question")
+            .expect("the gate's proposal")
             .to_owned();
+        assert_eq!(approvals["items"][0]["kind"], "tool_call", "{approvals}");
         let (status, body) = server
             .post(
                 &format!("/approvals/{approval}"),
                 &alice,
-                json!({"text": "approved"}),
+                json!({"decision": "approve"}),
             )
             .await;
         assert!(status == 200 || status == 202, "{body}");
@@ -295,7 +297,10 @@ async fn an_orchestrator_waiting_on_its_gate_stays_working_until_the_person_answ
         let said = after["status"]["message"]["parts"][0]["text"]
             .as_str()
             .unwrap_or_default();
-        assert!(said.contains("approved"), "{after}");
+        assert_eq!(
+            said, "The approver said yes: the key rotation is approved for tonight.",
+            "{after}"
+        );
         server.stop().await;
     }
 }

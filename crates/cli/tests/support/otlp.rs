@@ -198,13 +198,23 @@ pub struct Served {
 
 /// Starts `duet serve --no-auth` on `db` with `args` and `env` besides.
 pub fn serve(db: &str, args: &[&str], env: &[(&str, &str)]) -> Served {
+    serve_project(&super::support::repo(), db, args, env)
+}
+
+/// [`serve`], serving the project at `project`.
+pub fn serve_project(
+    project: &std::path::Path,
+    db: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Served {
     use std::io::BufRead;
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_duet"));
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"])
         .args(args)
         .arg("--project")
-        .arg(super::support::repo())
+        .arg(project)
         .args(["--db", db])
         .env_remove("DUET_DATABASE_URL")
         .stdin(std::process::Stdio::null())

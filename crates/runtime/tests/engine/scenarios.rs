@@ -9,7 +9,10 @@
 //! message when the agent has none), `send-to KEY TEXT` (the same, to another thread, such as a
 //! subagent), `abort [KEY]` (the control plane's abort, of the main thread or KEY), `terminate
 //! KEY` (a thread and its descendants, for good), `reopen` (drop
-//! the runtime and the store connection and open new ones: a process restart). `DUET_BLESS=1` rewrites the `expected` files.
+//! the runtime and the store connection and open new ones: a process restart), `decide
+//! KEY:SESSION:SEQ approve | edit JSON | reject REASON | respond TEXT | remember SCOPE` (a
+//! person's decision on a pending tool call, as the run reported it in `approvals`; the thread
+//! runs on). `DUET_BLESS=1` rewrites the `expected` files.
 
 use crate::support;
 
@@ -120,6 +123,10 @@ async fn describe(out: &mut String, store: &dyn Store, thread: &Thread) {
         if let Some(revision) = data.get_mut("revision") {
             *revision = serde_json::json!("(revision)");
         }
+        // So is a decision's time.
+        if let Some(at) = data.get_mut("at") {
+            *at = serde_json::json!("(at)");
+        }
         writeln!(out, "  {:>3} {} {}", r.seq, r.kind(), data).ok();
     }
     assert!(
@@ -185,6 +192,10 @@ async fn play(case: &Path, backend: &support::Backend, wire: Option<&Wire>) -> S
                 writeln!(out, "terminate {rest}\n  => {result:?}").ok();
                 continue;
             }
+            "decide" => {
+                decide(&rt, rest, &mut out).await;
+                continue;
+            }
             "send" => (key, agent.as_deref(), rest),
             "send-to" => {
                 let (target, text) = rest.split_once(' ').unwrap_or((rest, ""));
@@ -197,30 +208,16 @@ async fn play(case: &Path, backend: &support::Backend, wire: Option<&Wire>) -> S
         } else {
             writeln!(out, "send-to {target} {text:?}").ok();
         }
-        let (sink, mut rx) = EventSink::channel();
+        let (sink, rx) = EventSink::channel();
         let delivered = rt
             .send(target, agent_name, text, &sink, &CancellationToken::new())
             .await;
         // Children started in the background finish (and report) before the transcript goes on.
         rt.quiesce().await;
         drop(sink);
-        while let Some(e) = rx.recv().await {
-            writeln!(
-                out,
-                "  event {}",
-                serde_json::to_string(&e).unwrap_or_default()
-            )
-            .ok();
-        }
+        events(rx, &mut out).await;
         match delivered {
-            Ok(Delivered::Settled(s)) => {
-                writeln!(
-                    out,
-                    "  => {}",
-                    serde_json::to_string(&s.terminal_event()).unwrap_or_default()
-                )
-                .ok();
-            }
+            Ok(Delivered::Settled(s)) => settled(&s, &mut out),
             other => {
                 writeln!(out, "  => {other:?}").ok();
             }
@@ -231,6 +228,108 @@ async fn play(case: &Path, backend: &support::Backend, wire: Option<&Wire>) -> S
         describe(&mut out, store.as_ref(), &thread).await;
     }
     out
+}
+
+/// Writes the events a run sent, once its sink is dropped.
+async fn events(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<duet_runtime::AgentEvent>,
+    out: &mut String,
+) {
+    while let Some(e) = rx.recv().await {
+        writeln!(
+            out,
+            "  event {}",
+            serde_json::to_string(&e).unwrap_or_default()
+        )
+        .ok();
+    }
+}
+
+fn settled(s: &duet_runtime::Settled, out: &mut String) {
+    writeln!(
+        out,
+        "  => {}",
+        serde_json::to_string(&s.terminal_event()).unwrap_or_default()
+    )
+    .ok();
+}
+
+/// `decide KEY:SESSION:SEQ approve | edit JSON | reject REASON | respond TEXT | remember SCOPE`:
+/// a person (`tester`) decides the pending call the run reported as `SESSION:SEQ` of thread
+/// KEY, and the thread runs on here if no run holds it; a refusal is written as it reads.
+async fn decide(rt: &Runtime, rest: &str, out: &mut String) {
+    use duet_runtime::approval::{Decision, RememberScope};
+    writeln!(out, "decide {rest}").ok();
+    let (id, how) = rest.split_once(' ').unwrap_or((rest, ""));
+    let mut parts = id.rsplitn(3, ':');
+    let (seq, key) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(seq), Some(_session), Some(key)) => (seq.parse::<i64>().expect("SEQ"), key),
+        _ => panic!("decide: `{id}` is not KEY:SESSION:SEQ"),
+    };
+    let (verb, arg) = how.split_once(' ').unwrap_or((how, ""));
+    let mut input = duet_runtime::DecisionInput {
+        decision: Decision::Approve,
+        args: None,
+        reason: None,
+        text: None,
+        remember: None,
+    };
+    match verb {
+        "approve" => {}
+        "edit" => {
+            input.decision = Decision::Edit;
+            input.args = Some(serde_json::from_str(arg).expect("decide edit: JSON"));
+        }
+        "reject" => {
+            input.decision = Decision::Reject;
+            input.reason = Some(arg.to_owned());
+        }
+        "respond" => {
+            input.decision = Decision::Respond;
+            input.text = Some(arg.to_owned());
+        }
+        "remember" => input.remember = Some(RememberScope::parse(arg).expect("session|thread")),
+        other => panic!("decide: unknown decision `{other}`"),
+    }
+    let accepted = rt
+        .accept_decision(key, seq, input, Some("tester".into()), None)
+        .await;
+    match accepted {
+        // The first decision is named without its time, which differs run to run.
+        Err(duet_runtime::RunError::DecisionTaken { first, .. }) => {
+            writeln!(
+                out,
+                "  => refused: already decided: {} by {}",
+                first.decision.as_str(),
+                first.author.as_deref().unwrap_or("-")
+            )
+            .ok();
+        }
+        Err(e) => {
+            writeln!(out, "  => refused: {e}").ok();
+        }
+        Ok(a) => match a.landed {
+            duet_runtime::DecisionLanded::Claimed(claim) => {
+                let (sink, rx) = EventSink::channel();
+                let ran = rt
+                    .run_claimed(claim, &sink, &CancellationToken::new())
+                    .await;
+                rt.quiesce().await;
+                drop(sink);
+                events(rx, out).await;
+                match ran {
+                    Ok(s) => settled(&s, out),
+                    Err(e) => {
+                        writeln!(out, "  => run failed: {e}").ok();
+                    }
+                }
+            }
+            other => {
+                rt.quiesce().await;
+                writeln!(out, "  => {other:?}").ok();
+            }
+        },
+    }
 }
 
 #[tokio::test]

@@ -248,12 +248,19 @@ async fn terminating_a_parent_terminates_its_children_and_refuses_them_after() {
             .await
             .expect("read")
             .expect("the gate");
+        // The gate waits for a person's decision on its proposal.
         assert_eq!(
             child.status,
-            duet_runtime::ThreadStatus::AwaitingHuman,
+            duet_runtime::ThreadStatus::Waiting,
             "{}",
             backend.name()
         );
+        let (records, messages) = (
+            store.records(child.id).await.expect("records"),
+            store.messages(child.id).await.expect("messages"),
+        );
+        let pending = duet_runtime::approval::pending(&records, &messages);
+        assert_eq!(pending.len(), 1, "{}: {pending:?}", backend.name());
         let count = rt
             .terminate(&duet_runtime::Scope::new("o"))
             .await
@@ -282,6 +289,26 @@ async fn terminating_a_parent_terminates_its_children_and_refuses_them_after() {
                 backend.name()
             );
         }
+        // Nor is the gate's pending call decided any more.
+        let decided = rt
+            .decide(
+                "o/approval-1",
+                pending[0].seq,
+                duet_runtime::DecisionInput {
+                    decision: duet_spec::Decision::Approve,
+                    args: None,
+                    reason: None,
+                    text: None,
+                    remember: None,
+                },
+                None,
+            )
+            .await;
+        assert!(
+            matches!(decided, Err(duet_runtime::RunError::Terminated(_))),
+            "{}: {decided:?}",
+            backend.name()
+        );
         let parent = store.thread("o").await.expect("read").expect("thread");
         let entries = store.children(parent.id).await.expect("registry");
         assert_eq!(

@@ -123,19 +123,20 @@ impl Provider for Wire {
 struct WireModel {
     wire: Wire,
     def: ModelDef,
-    /// For what the wire cannot carry: an exhausted script's error.
+    /// For what the wire cannot carry: an exhausted script's (or an unmatched branch's) error.
     scripted: Arc<dyn Model>,
 }
 
 impl Model for WireModel {
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelChunk, ModelError>> {
-        let Some(entry) = self.def.script.get(request.call_index) else {
+        let Ok(entry) = duet_models::scripted_answer(&self.def.name, &self.def.script, &request)
+        else {
             return self.scripted.stream(request);
         };
         let id = uuid::Uuid::now_v7().simple().to_string();
         self.wire.pending.lock().expect("lock").insert(
             id.clone(),
-            (sse(entry), entry.delay_ms.map_or(0, u64::from)),
+            (sse(&entry), entry.delay_ms.map_or(0, u64::from)),
         );
         let config = duet_models::ProviderConfig::new(
             "scripted",

@@ -312,14 +312,6 @@ pub(crate) async fn answer(
     if let Err(refused) = signin::check_post(&state, &headers, Some(&viewer), &form) {
         return refused.into_response();
     }
-    match step::load(&state, &viewer.caller, &id).await {
-        Ok(Some(step)) => return decide::post(&state, &viewer, &id, &step, &form).await,
-        Ok(None) => {}
-        Err(e) => {
-            let p: Problem = e.into();
-            return layout::error_page(p.status, &p.detail);
-        }
-    }
     let script = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -343,6 +335,12 @@ pub(crate) async fn answer(
         .and_then(|()| message_id.map_or(Ok(()), |m| input::id(Kind::MessageId, "message_id", m)));
     if let Err(fault) = checked {
         return fail(fault.into());
+    }
+    // A tool call's step takes decisions (their fields were checked above, as the answer's are).
+    match step::load(&state, &viewer.caller, &id).await {
+        Ok(Some(step)) => return decide::post(&state, &viewer, &id, &step, &form).await,
+        Ok(None) => {}
+        Err(e) => return fail(e.into()),
     }
     let text = match answer_text(&form) {
         Ok(t) => t,
