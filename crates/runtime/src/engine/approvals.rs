@@ -17,6 +17,7 @@ use super::{ChildScope, Runtime};
 use crate::approval::{self, Asked, Decided};
 use crate::error::RunError;
 use crate::event::EventSink;
+use crate::hooks::Policy;
 use crate::record::RecordBody;
 use crate::store::{Commit, DecideOutcome};
 use crate::tools::ToolContext;
@@ -401,17 +402,64 @@ impl Runtime {
     }
 }
 
-/// The pending call `call` of tool `tool` makes, if its tool's `approval` applies to its
-/// arguments: what its `approval_requested` record holds.
-pub(super) fn pending(tool: &duet_spec::ToolDef, call: &ToolCall, revision: &str) -> Option<Asked> {
-    let approval = tool.approval.as_ref()?;
-    approval.applies(&call.arguments).then(|| Asked {
+/// What becomes of a tool call before it runs.
+#[derive(Debug, PartialEq)]
+pub(super) enum Gate {
+    /// It runs now.
+    Run,
+    /// A policy hook denied it: it never runs.
+    Deny {
+        /// The hook's id.
+        hook: String,
+        /// Why.
+        reason: String,
+    },
+    /// It waits for a person: what its `approval_requested` record holds.
+    Wait(Asked),
+}
+
+/// The decisions a policy hook's `Ask` offers on a tool with no `approval` of its own.
+const ASKED_BY_POLICY: [Decision; 2] = [Decision::Approve, Decision::Reject];
+
+/// What `tool`'s `approval` (which `applies` or not to the call's arguments), a policy hook's
+/// verdict (`policy`: the hook's id and answer) and a remembered approval make of `call`:
+/// `Deny` wins; `Ask` waits (a remembered approval does not cover it); `Allow` waives an
+/// approval that applies only when it is `waivable`; with no opinion, the tool's approval
+/// decides as before (a remembered approval covers it).
+pub(super) fn gate(
+    tool: &duet_spec::ToolDef,
+    call: &ToolCall,
+    revision: &str,
+    policy: Option<(String, Policy)>,
+    applies: bool,
+    remembered: bool,
+) -> Gate {
+    let approval = tool.approval.as_ref();
+    let asked = |decisions: Vec<Decision>, by: Option<String>| Asked {
         call: call.id.clone(),
         tool: call.name.clone(),
         arguments: call.arguments.clone(),
-        decisions: approval.decisions.clone(),
-        remember: approval.remember.clone(),
-        approvers: approval.approvers.clone(),
+        decisions,
+        remember: approval.map(|a| a.remember.clone()).unwrap_or_default(),
+        approvers: approval.map(|a| a.approvers.clone()).unwrap_or_default(),
         revision: Some(revision.to_owned()),
-    })
+        policy: by,
+    };
+    let by_tool = || asked(approval.map(|a| a.decisions.clone()).unwrap_or_default(), None);
+    match policy {
+        Some((hook, Policy::Deny { reason })) => Gate::Deny { hook, reason },
+        Some((hook, Policy::Ask { decisions })) => {
+            let decisions = decisions
+                .filter(|d| !d.is_empty())
+                .or_else(|| approval.map(|a| a.decisions.clone()))
+                .unwrap_or_else(|| ASKED_BY_POLICY.to_vec());
+            Gate::Wait(asked(decisions, Some(hook)))
+        }
+        Some((_, Policy::Allow)) if applies && !approval.is_some_and(|a| a.waivable) => {
+            Gate::Wait(by_tool())
+        }
+        Some((_, Policy::Allow)) => Gate::Run,
+        Some((_, Policy::NoOpinion)) | None if applies && !remembered => Gate::Wait(by_tool()),
+        Some((_, Policy::NoOpinion)) | None => Gate::Run,
+    }
 }
