@@ -16,6 +16,7 @@
 //!   one fixed order.
 
 mod approvals;
+mod batch;
 mod awaits;
 mod builder;
 mod deliver;

@@ -52,6 +52,14 @@ pub enum DecisionLanded {
     Duplicate,
 }
 
+/// A decision checked and not yet stored ([`Runtime::prepare_decision`]).
+pub(super) enum Prepared {
+    /// Its message id brought this decision before: nothing is to be written.
+    Replay(AcceptedDecision),
+    /// Checked: the thread as read and the decision as it is to be recorded.
+    Ready(Thread, Decided),
+}
+
 /// A decision stored (or replayed): what was recorded and how it landed.
 #[derive(Debug)]
 pub struct AcceptedDecision {
@@ -105,6 +113,25 @@ impl Runtime {
         author: Option<String>,
         message_id: Option<&str>,
     ) -> Result<AcceptedDecision, RunError> {
+        match self
+            .prepare_decision(key, approval, input, author, message_id)
+            .await?
+        {
+            Prepared::Replay(accepted) => Ok(accepted),
+            Prepared::Ready(t, decided) => self.store_decision(&t, key, decided).await,
+        }
+    }
+
+    /// Everything [`Runtime::accept_decision`] checks, writing nothing: the decision as it would
+    /// be recorded, or the replay of the one its message id brought before.
+    pub(super) async fn prepare_decision(
+        &self,
+        key: &str,
+        approval: i64,
+        input: DecisionInput,
+        author: Option<String>,
+        message_id: Option<&str>,
+    ) -> Result<Prepared, RunError> {
         let store = &self.inner.store;
         let t = store
             .thread(key)
@@ -113,7 +140,10 @@ impl Runtime {
         if let Some(id) = message_id
             && store.delivered(t.id, id).await?
         {
-            return self.replayed(&t, key, approval, id).await;
+            return self
+                .replayed(&t, key, approval, id)
+                .await
+                .map(Prepared::Replay);
         }
         if t.status == crate::types::ThreadStatus::Terminated {
             return Err(RunError::Terminated(key.to_owned()));
@@ -184,9 +214,22 @@ impl Runtime {
         }
         let tool = self.inner.project.tools.get(&asked.tool).map(|d| &d.def);
         approval::check(&asked, tool, &decided).map_err(refused)?;
+        Ok(Prepared::Ready(t, decided))
+    }
+
+    /// Queues a prepared decision: the first one per approval wins.
+    pub(super) async fn store_decision(
+        &self,
+        t: &Thread,
+        key: &str,
+        decided: Decided,
+    ) -> Result<AcceptedDecision, RunError> {
+        let approval = decided.approval;
         let side = t.acting.unwrap_or(crate::types::SideId::A);
         let run = Uuid::now_v7();
-        let outcome = store
+        let outcome = self
+            .inner
+            .store
             .decide(t.id, decided.clone(), side, self.lease(run))
             .await?;
         let landed = match outcome {
@@ -204,8 +247,8 @@ impl Runtime {
                 });
             }
             DecideOutcome::Duplicate => {
-                let id = message_id.unwrap_or_default();
-                return self.replayed(&t, key, approval, id).await;
+                let id = decided.message_id.as_deref().unwrap_or_default();
+                return self.replayed(t, key, approval, id).await;
             }
             DecideOutcome::Accepted { claimed: true } => {
                 DecisionLanded::Claimed(crate::delivery::Claim {

@@ -17,6 +17,7 @@ mod control_plane;
 mod durability;
 mod follow_ups;
 mod hooks;
+mod invoke_decisions;
 mod policy;
 mod scenarios;
 mod streaming;
