@@ -135,10 +135,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         }
     }
     let author = who.principal().map(str::to_owned);
-    let accepted = match rt
-        .accept_decision(&stored, seq, input, author, None)
-        .await
-    {
+    let accepted = match rt.accept_decision(&stored, seq, input, author, None).await {
         Ok(a) => a,
         Err(e @ RunError::Store(_)) => {
             eprintln!("duet: {e}");

@@ -135,20 +135,24 @@ fn show(project: &Path, db: &str, key: &str) -> Value {
     let out = duet(project, db, &["threads", "show", key, "--json"])
         .output()
         .expect("show runs");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
-        panic!(
-            "threads show: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("threads show: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
 /// Thread `key`, run to its pending call: the approval id `duet approve` takes.
 fn parked(project: &Path, db: &str, key: &str) -> String {
-    let out = duet(project, db, &["run", "desk", "--session", key, "-m", "refund A1"])
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = duet(
+        project,
+        db,
+        &["run", "desk", "--session", key, "-m", "refund A1"],
+    )
+    .output()
+    .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc = show(project, db, key);
     assert_eq!(doc["status"], "waiting", "{doc}");
     doc["approvals"][0]["id"]
@@ -178,7 +182,9 @@ fn outcome(project: &Path, db: &str, key: &str) -> (String, Vec<String>) {
 fn recovered(project: &Path, db: &str) -> bool {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(20) {
-        let out = duet(project, db, &["recover"]).output().expect("recover runs");
+        let out = duet(project, db, &["recover"])
+            .output()
+            .expect("recover runs");
         if String::from_utf8_lossy(&out.stdout).contains("continued 1 thread") {
             return true;
         }
@@ -199,13 +205,20 @@ async fn a_gated_http_tool_is_sent_once_when_approved_and_never_when_rejected() 
             let (url, received, _) = counting_server(false);
             project(dir.root(), &url);
             let id = parked(dir.root(), &db, key);
-            assert!(received.keys().is_empty(), "{at} {key}: nothing sent while pending");
+            assert!(
+                received.keys().is_empty(),
+                "{at} {key}: nothing sent while pending"
+            );
             let mut approve = duet(dir.root(), &db, &["approve", &id]);
             if let Some(flag) = decision {
                 approve.args([flag, "over the limit"]);
             }
             let out = approve.output().expect("approve");
-            assert!(out.status.success(), "{at} {key}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{at} {key}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert_eq!(received.keys().len(), sent, "{at} {key}: requests sent");
             let (last, results) = outcome(dir.root(), &db, key);
             assert_eq!(last, "Done.", "{at} {key}");
@@ -228,9 +241,15 @@ async fn a_process_that_dies_after_the_decision_is_finished_by_the_next_sending_
             .output()
             .expect("approve");
         assert!(!out.status.success(), "{at}: the process died");
-        assert!(received.keys().is_empty(), "{at}: it died before the tool ran");
+        assert!(
+            received.keys().is_empty(),
+            "{at}: it died before the tool ran"
+        );
         assert_eq!(show(dir.root(), &db, "crash")["status"], "waiting", "{at}");
-        assert!(recovered(dir.root(), &db), "{at}: no process continued the thread");
+        assert!(
+            recovered(dir.root(), &db),
+            "{at}: no process continued the thread"
+        );
         assert_eq!(received.keys().len(), 1, "{at}: sent exactly once");
         let (last, results) = outcome(dir.root(), &db, "crash");
         assert_eq!(last, "Done.", "{at}");
@@ -257,10 +276,20 @@ async fn a_process_killed_in_flight_is_sent_again_with_the_same_idempotency_key(
             .expect("the request arrives");
         victim.kill().expect("SIGKILL");
         let _ = victim.wait();
-        assert!(recovered(dir.root(), &db), "{at}: no process continued the thread");
+        assert!(
+            recovered(dir.root(), &db),
+            "{at}: no process continued the thread"
+        );
         let keys = received.keys();
-        assert_eq!(keys.len(), 2, "{at}: at least once: sent again after the crash");
-        assert!(!keys[0].is_empty() && keys[0] == keys[1], "{at}: one key: {keys:?}");
+        assert_eq!(
+            keys.len(),
+            2,
+            "{at}: at least once: sent again after the crash"
+        );
+        assert!(
+            !keys[0].is_empty() && keys[0] == keys[1],
+            "{at}: one key: {keys:?}"
+        );
         let (last, results) = outcome(dir.root(), &db, "flight");
         assert_eq!(last, "Done.", "{at}");
         assert_eq!(results.len(), 1, "{at}: one result: {results:?}");

@@ -390,20 +390,24 @@ impl Agent for RuntimeAgent {
                         let terminal = match run.await {
                             Ok(Ok(Ran::Decided(d))) => d.terminal_event(),
                             Ok(Ok(Ran::Delivered(Delivered::Settled(s)))) => s.terminal_event(),
-                            Ok(Ok(Ran::Delivered(Delivered::Duplicate(s)))) => match s.terminal_event() {
-                                AgentEvent::Completed {
-                                    data: Some(mut data),
-                                } => {
-                                    data["duplicate"] = serde_json::json!(true);
-                                    AgentEvent::Completed { data: Some(data) }
+                            Ok(Ok(Ran::Delivered(Delivered::Duplicate(s)))) => {
+                                match s.terminal_event() {
+                                    AgentEvent::Completed {
+                                        data: Some(mut data),
+                                    } => {
+                                        data["duplicate"] = serde_json::json!(true);
+                                        AgentEvent::Completed { data: Some(data) }
+                                    }
+                                    other => other,
                                 }
-                                other => other,
-                            },
-                            Ok(Ok(Ran::Delivered(Delivered::Queued { .. }))) => AgentEvent::Failed {
-                                details: "session busy".into(),
-                                retryable: true,
-                                code: Some(codes::SESSION_BUSY.into()),
-                            },
+                            }
+                            Ok(Ok(Ran::Delivered(Delivered::Queued { .. }))) => {
+                                AgentEvent::Failed {
+                                    details: "session busy".into(),
+                                    retryable: true,
+                                    code: Some(codes::SESSION_BUSY.into()),
+                                }
+                            }
                             Ok(Err(e)) => failure(&e),
                             Err(e) => AgentEvent::Failed {
                                 details: format!("the run failed inside duet: {e}"),

@@ -16,8 +16,8 @@
 //!   one fixed order.
 
 mod approvals;
-mod batch;
 mod awaits;
+mod batch;
 mod builder;
 mod deliver;
 mod emit;

@@ -476,11 +476,17 @@ async fn an_invoke_carries_decisions_in_either_body_shape() {
         let server = Server::start_with(&backend, p.root(), options()).await;
         let alice = server.key("alice", false).await;
         for (key, nested) in [("i1", false), ("i2", true)] {
-            let parked = invoke(&server, &alice, json!({"session": key, "text": "refund A1"})).await;
+            let parked = invoke(
+                &server,
+                &alice,
+                json!({"session": key, "text": "refund A1"}),
+            )
+            .await;
             let done = parked.last().expect("terminal");
             assert_eq!(done["data"]["status"], "waiting", "{at}: {done}");
             let id = done["data"]["approvals"][0]["id"].clone();
-            let decisions = json!([{"id": id, "decision": "edit", "args": {"order": "A9", "amount": 1}}]);
+            let decisions =
+                json!([{"id": id, "decision": "edit", "args": {"order": "A9", "amount": 1}}]);
             let body = if nested {
                 json!({"scope": {"session": key}, "prompt": {"decisions": decisions}})
             } else {
@@ -493,7 +499,9 @@ async fn an_invoke_carries_decisions_in_either_body_shape() {
             assert_eq!(done["data"]["status"], "awaiting_human", "{at}: {done}");
             assert!(
                 events.iter().any(|e| e["type"] == "tool_ended"
-                    && e["content"].as_str().is_some_and(|c| c.contains("refunded A9"))),
+                    && e["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("refunded A9"))),
                 "{at}: the edited call ran: {events:?}"
             );
             // Again: the first decision won.

@@ -488,7 +488,12 @@ pub(super) fn gate(
         revision: Some(revision.to_owned()),
         policy: by,
     };
-    let by_tool = || asked(approval.map(|a| a.decisions.clone()).unwrap_or_default(), None);
+    let by_tool = || {
+        asked(
+            approval.map(|a| a.decisions.clone()).unwrap_or_default(),
+            None,
+        )
+    };
     match policy {
         Some((hook, Policy::Deny { reason })) => Gate::Deny { hook, reason },
         Some((hook, Policy::Ask { decisions })) => {

@@ -287,7 +287,9 @@ impl ActiveHooks {
                     Policy::Ask { decisions: None }
                 }
             };
-            let stronger = verdict.as_ref().is_none_or(|(_, v)| answer.rank() > v.rank());
+            let stronger = verdict
+                .as_ref()
+                .is_none_or(|(_, v)| answer.rank() > v.rank());
             let deny = matches!(answer, Policy::Deny { .. });
             if stronger {
                 verdict = Some((h.id.clone(), answer));

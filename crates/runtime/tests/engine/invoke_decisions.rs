@@ -115,14 +115,54 @@ async fn an_invoke_decides_the_calls_a_run_waits_on_and_streams_the_run_on() {
             ..decide(&ids[1], Decision::Edit)
         };
         let refusals = [
-            ("text beside decisions", Prompt { text: "yes".into(), ..Prompt::decisions(vec![decide(&ids[0], Decision::Approve)]) }, "invalid_prompt"),
-            ("an id that does not read", Prompt::decisions(vec![decide("first", Decision::Approve)]), "invalid_prompt"),
-            ("the same call twice", Prompt::decisions(vec![decide(&ids[0], Decision::Approve), decide(&ids[0], Decision::Reject)]), "invalid_prompt"),
-            ("another session's id", Prompt::decisions(vec![decide(&format!("{}:{seq}", session.parse::<i64>().expect("n") + 1), Decision::Approve)]), "unknown_approval"),
-            ("no such call", Prompt::decisions(vec![decide(&format!("{session}:999"), Decision::Approve)]), "unknown_approval"),
-            ("a decision not offered", Prompt::decisions(vec![PromptDecision { text: Some("x".into()), ..decide(&ids[0], Decision::Respond) }]), "invalid_decision"),
+            (
+                "text beside decisions",
+                Prompt {
+                    text: "yes".into(),
+                    ..Prompt::decisions(vec![decide(&ids[0], Decision::Approve)])
+                },
+                "invalid_prompt",
+            ),
+            (
+                "an id that does not read",
+                Prompt::decisions(vec![decide("first", Decision::Approve)]),
+                "invalid_prompt",
+            ),
+            (
+                "the same call twice",
+                Prompt::decisions(vec![
+                    decide(&ids[0], Decision::Approve),
+                    decide(&ids[0], Decision::Reject),
+                ]),
+                "invalid_prompt",
+            ),
+            (
+                "another session's id",
+                Prompt::decisions(vec![decide(
+                    &format!("{}:{seq}", session.parse::<i64>().expect("n") + 1),
+                    Decision::Approve,
+                )]),
+                "unknown_approval",
+            ),
+            (
+                "no such call",
+                Prompt::decisions(vec![decide(&format!("{session}:999"), Decision::Approve)]),
+                "unknown_approval",
+            ),
+            (
+                "a decision not offered",
+                Prompt::decisions(vec![PromptDecision {
+                    text: Some("x".into()),
+                    ..decide(&ids[0], Decision::Respond)
+                }]),
+                "invalid_decision",
+            ),
             // The first is fine, the second breaks the schema: neither is stored.
-            ("a batch with one bad edit", Prompt::decisions(vec![decide(&ids[0], Decision::Approve), bad_edit]), "invalid_decision"),
+            (
+                "a batch with one bad edit",
+                Prompt::decisions(vec![decide(&ids[0], Decision::Approve), bad_edit]),
+                "invalid_decision",
+            ),
         ];
         for (what, prompt, code) in refusals {
             let (_, terminal) = invoke(&rt, "k", prompt).await;
@@ -130,7 +170,11 @@ async fn an_invoke_decides_the_calls_a_run_waits_on_and_streams_the_run_on() {
                 AgentEvent::Failed { code: Some(c), .. } => assert_eq!(c, code, "{at}: {what}"),
                 other => panic!("{at}: {what}: {other:?}"),
             }
-            assert_eq!(written(&store, "k").await, before, "{at}: {what}: nothing written");
+            assert_eq!(
+                written(&store, "k").await,
+                before,
+                "{at}: {what}: nothing written"
+            );
         }
         assert!(refund.seen().is_empty(), "{at}");
 
@@ -146,7 +190,11 @@ async fn an_invoke_decides_the_calls_a_run_waits_on_and_streams_the_run_on() {
         let data = completed(&terminal);
         assert_eq!(data["status"], "awaiting_human", "{at}: {data}");
         assert_eq!(data["decided"], json!(ids), "{at}");
-        assert_eq!(refund.seen(), vec![json!({"order": "A1", "amount": 250})], "{at}");
+        assert_eq!(
+            refund.seen(),
+            vec![json!({"order": "A1", "amount": 250})],
+            "{at}"
+        );
         let text: String = events
             .iter()
             .filter_map(|e| match e {
@@ -165,11 +213,23 @@ async fn an_invoke_decides_the_calls_a_run_waits_on_and_streams_the_run_on() {
         assert_eq!(ended.len(), 2, "{at}: both results streamed: {events:?}");
 
         // Too late: the first decision won.
-        let (_, late) = invoke(&rt, "k", Prompt::decisions(vec![decide(&ids[1], Decision::Approve)])).await;
+        let (_, late) = invoke(
+            &rt,
+            "k",
+            Prompt::decisions(vec![decide(&ids[1], Decision::Approve)]),
+        )
+        .await;
         match late {
-            AgentEvent::Failed { code: Some(c), details, .. } => {
+            AgentEvent::Failed {
+                code: Some(c),
+                details,
+                ..
+            } => {
                 assert_eq!(c, "already_answered", "{at}");
-                assert!(details.contains("reject"), "{at}: names the first: {details}");
+                assert!(
+                    details.contains("reject"),
+                    "{at}: names the first: {details}"
+                );
             }
             other => panic!("{at}: {other:?}"),
         }

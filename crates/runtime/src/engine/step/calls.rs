@@ -5,15 +5,15 @@
 
 use tracing::Instrument;
 
+use super::super::approvals::{Gate, gate};
 use super::super::router::{Dispatched, Offer, StepCalls};
 use super::super::{Runtime, Turn};
 use super::setup::Setup;
-use super::super::approvals::{Gate, gate};
 use crate::hooks::PolicyCall;
 use crate::model::Usage;
+use crate::plan::{CallDone, CallsDone};
 use crate::record::RecordBody;
 use crate::tools::ToolResult;
-use crate::plan::{CallDone, CallsDone};
 use crate::types::{Message, Thread, ThreadId, ToolCall};
 
 /// A step's calls, run.
