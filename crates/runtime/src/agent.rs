@@ -351,10 +351,16 @@ impl Agent for RuntimeAgent {
                             ..Origin::default()
                         };
                         if let Some(decisions) = decisions {
-                            let mid = prompt.message_id.as_deref();
-                            return me
-                                .decide(&scope.session, origin, decisions, mid, &sink, &token)
-                                .await;
+                            let asked = decided::Asked {
+                                agent: &me.agent,
+                                key: &scope.session,
+                                origin,
+                                decisions,
+                                message_id: prompt.message_id.as_deref(),
+                            };
+                            return decided::decide(&me.runtime, asked, &sink, &token)
+                                .await
+                                .map(Ran::Decided);
                         }
                         let delivery = Delivery {
                             agent: Some(&me.agent),

@@ -5,7 +5,7 @@
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Ran, RuntimeAgent};
+use crate::Runtime;
 use crate::delivery::{Origin, Settled};
 use crate::error::RunError;
 use crate::event::{AgentEvent, EventSink};
@@ -48,35 +48,44 @@ impl Decided {
     }
 }
 
-impl RuntimeAgent {
-    /// Applies `decisions` to session `key` as `origin`, then runs it on when a decision took
-    /// its lease.
-    pub(super) async fn decide(
-        &self,
-        key: &str,
-        origin: Origin<'_>,
-        decisions: Vec<(String, Park, crate::DecisionInput)>,
-        message_id: Option<&str>,
-        sink: &EventSink,
-        cancel: &CancellationToken,
-    ) -> Result<Ran, RunError> {
-        let rt = &self.runtime;
-        let applied = rt
-            .apply_decisions(key, &self.agent, origin, decisions, message_id)
-            .await?;
-        let (settled, queued) = match applied.claim {
-            Some(claim) => (rt.run_claimed(claim, sink, cancel).await?, false),
-            None => (
-                rt.standing(applied.thread).await?,
-                !applied.decided.is_empty(),
-            ),
-        };
-        Ok(Ran::Decided(Decided {
-            settled,
-            decided: applied.decided,
-            replayed: applied.replayed,
-            refused: applied.refused,
-            queued,
-        }))
-    }
+/// What one invoke of `agent` asks: `decisions` on session `key`, as `origin`.
+pub(super) struct Asked<'a> {
+    pub(super) agent: &'a str,
+    pub(super) key: &'a str,
+    pub(super) origin: Origin<'a>,
+    pub(super) decisions: Vec<(String, Park, crate::DecisionInput)>,
+    pub(super) message_id: Option<&'a str>,
+}
+
+/// Applies the decisions, then runs the session on when a decision took its lease.
+pub(super) async fn decide(
+    rt: &Runtime,
+    asked: Asked<'_>,
+    sink: &EventSink,
+    cancel: &CancellationToken,
+) -> Result<Decided, RunError> {
+    let Asked {
+        agent,
+        key,
+        origin,
+        decisions,
+        message_id,
+    } = asked;
+    let applied = rt
+        .apply_decisions(key, agent, origin, decisions, message_id)
+        .await?;
+    let (settled, queued) = match applied.claim {
+        Some(claim) => (rt.run_claimed(claim, sink, cancel).await?, false),
+        None => (
+            rt.standing(applied.thread).await?,
+            !applied.decided.is_empty(),
+        ),
+    };
+    Ok(Decided {
+        settled,
+        decided: applied.decided,
+        replayed: applied.replayed,
+        refused: applied.refused,
+        queued,
+    })
 }

@@ -55,9 +55,9 @@ pub enum DecisionLanded {
 /// A decision checked and not yet stored ([`Runtime::prepare_decision`]).
 pub(super) enum Prepared {
     /// Its message id brought this decision before: nothing is to be written.
-    Replay(AcceptedDecision),
+    Replay(Box<AcceptedDecision>),
     /// Checked: the thread as read and the decision as it is to be recorded.
-    Ready(Thread, Decided),
+    Ready(Box<(Thread, Decided)>),
 }
 
 /// A decision stored (or replayed): what was recorded and how it landed.
@@ -117,8 +117,11 @@ impl Runtime {
             .prepare_decision(key, approval, input, author, message_id)
             .await?
         {
-            Prepared::Replay(accepted) => Ok(accepted),
-            Prepared::Ready(t, decided) => self.store_decision(&t, key, decided).await,
+            Prepared::Replay(accepted) => Ok(*accepted),
+            Prepared::Ready(ready) => {
+                let (t, decided) = *ready;
+                self.store_decision(&t, key, decided).await
+            }
         }
     }
 
@@ -143,7 +146,7 @@ impl Runtime {
             return self
                 .replayed(&t, key, approval, id)
                 .await
-                .map(Prepared::Replay);
+                .map(|a| Prepared::Replay(Box::new(a)));
         }
         if t.status == crate::types::ThreadStatus::Terminated {
             return Err(RunError::Terminated(key.to_owned()));
@@ -214,7 +217,7 @@ impl Runtime {
         }
         let tool = self.inner.project.tools.get(&asked.tool).map(|d| &d.def);
         approval::check(&asked, tool, &decided).map_err(refused)?;
-        Ok(Prepared::Ready(t, decided))
+        Ok(Prepared::Ready(Box::new((t, decided))))
     }
 
     /// Queues a prepared decision: the first one per approval wins.
@@ -458,7 +461,7 @@ pub(super) enum Gate {
         reason: String,
     },
     /// It waits for a person: what its `approval_requested` record holds.
-    Wait(Asked),
+    Wait(Box<Asked>),
 }
 
 /// The decisions a policy hook's `Ask` offers on a tool with no `approval` of its own.
@@ -501,13 +504,15 @@ pub(super) fn gate(
                 .filter(|d| !d.is_empty())
                 .or_else(|| approval.map(|a| a.decisions.clone()))
                 .unwrap_or_else(|| ASKED_BY_POLICY.to_vec());
-            Gate::Wait(asked(decisions, Some(hook)))
+            Gate::Wait(Box::new(asked(decisions, Some(hook))))
         }
         Some((_, Policy::Allow)) if applies && !approval.is_some_and(|a| a.waivable) => {
-            Gate::Wait(by_tool())
+            Gate::Wait(Box::new(by_tool()))
         }
         Some((_, Policy::Allow)) => Gate::Run,
-        Some((_, Policy::NoOpinion)) | None if applies && !remembered => Gate::Wait(by_tool()),
+        Some((_, Policy::NoOpinion)) | None if applies && !remembered => {
+            Gate::Wait(Box::new(by_tool()))
+        }
         Some((_, Policy::NoOpinion)) | None => Gate::Run,
     }
 }

@@ -87,7 +87,7 @@ impl Runtime {
                     applied.replayed.push(id);
                     continue;
                 }
-                Prepared::Ready(_, decided) => self.store_decision(&t, key, decided).await,
+                Prepared::Ready(ready) => self.store_decision(&t, key, ready.1).await,
             };
             match stored {
                 Ok(accepted) => match accepted.landed {

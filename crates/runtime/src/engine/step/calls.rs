@@ -66,7 +66,7 @@ impl Runtime {
                 match gate(&tool.def, call, revision, policy, applies, remembered) {
                     Gate::Run => {}
                     Gate::Wait(asked) => {
-                        ran.done.approvals.push((at, asked));
+                        ran.done.approvals.push((at, *asked));
                         ran.done.calls.push(CallDone::default());
                         continue;
                     }
