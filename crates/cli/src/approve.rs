@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use duet_runtime::approval::{self, Decision, RememberScope};
-use duet_runtime::{CancellationToken, DecisionInput, RunError};
+use duet_runtime::{CancellationToken, DecisionInput, DecisionLanded, EventSink, RunError};
 use serde_json::json;
 
 use crate::Place;
@@ -135,14 +135,22 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         }
     }
     let author = who.principal().map(str::to_owned);
-    let decided = match rt.decide(&stored, seq, input, author).await {
-        Ok(d) => d,
+    let accepted = match rt.accept_decision(&stored, seq, input, author, None).await {
+        Ok(a) => a,
         Err(e @ RunError::Store(_)) => {
             eprintln!("duet: {e}");
             return ExitCode::from(1);
         }
         Err(e) => return refuse(args.json, e.kind(), &e.to_string()),
     };
+    crash_point("after_decision");
+    if let DecisionLanded::Claimed(claim) = accepted.landed {
+        let (sink, cancel) = (EventSink::discard(), CancellationToken::new());
+        if let Err(e) = rt.run_claimed(claim, &sink, &cancel).await {
+            eprintln!("duet: the run after the decision failed: {e}");
+        }
+    }
+    let decided = accepted.decided;
     rt.quiesce().await;
     let after = rt.store().thread(&stored).await.ok().flatten();
     let status = after.as_ref().map_or("-", |t| t.status.as_str());
@@ -172,6 +180,18 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// A crash point for the tests that kill a real process at a known place (debug builds only):
+/// with `DUET_CRASH_AT=NAME` the process aborts here, as a crash would. `after_decision`: the
+/// decision is stored (and the thread's lease taken), the tool has not run.
+fn crash_point(name: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("DUET_CRASH_AT").is_ok_and(|v| v == name) {
+        std::process::abort();
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = name;
 }
 
 fn past(d: Decision) -> &'static str {

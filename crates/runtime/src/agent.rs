@@ -34,6 +34,8 @@ use crate::event::{AgentEvent, EventSink};
 use crate::store::StoreError;
 use crate::types::{ImageRef, Park};
 
+mod decided;
+
 /// Who is calling: an identity the runtime stores on the threads it creates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Principal {
@@ -90,7 +92,8 @@ impl Scope {
 /// What the caller says.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prompt {
-    /// The message the session receives.
+    /// The message the session receives (empty when the prompt carries `decisions`).
+    #[serde(default)]
     pub text: String,
     /// Images with the text: kept with the message and passed to models that take images
     /// (ignored by those whose definition says `supportsImages: false`).
@@ -104,6 +107,12 @@ pub struct Prompt {
     /// and completes with the session as it stands (`data.duplicate: true`).
     #[serde(default, rename = "messageId", skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    /// Decisions on the session's pending tool calls (ids from a run's
+    /// `completed.data.approvals`), in place of a message: applied (the first decision per call
+    /// wins), then the session runs on until it settles. A prompt carries decisions or a
+    /// message (`text`, `images`, `answers`), not both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<PromptDecision>,
 }
 
 impl Prompt {
@@ -114,8 +123,85 @@ impl Prompt {
             images: Vec::new(),
             answers: None,
             message_id: None,
+            decisions: Vec::new(),
         }
     }
+
+    /// A prompt that carries `decisions` and no message.
+    pub fn decisions(decisions: Vec<PromptDecision>) -> Self {
+        Prompt {
+            decisions,
+            ..Prompt::text("")
+        }
+    }
+}
+
+/// A decision a prompt carries: `{id, decision, args | reason | text, remember}`, as
+/// `POST /approvals/{id}` takes one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptDecision {
+    /// The pending call: `SESSION:SEQ`, its `id` in `completed.data.approvals`.
+    pub id: String,
+    /// approve, edit, reject or respond.
+    pub decision: crate::approval::Decision,
+    /// `edit`: the arguments the tool runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Value>,
+    /// `reject`: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `respond`: the tool's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// `approve` for the rest of this `session` or `thread`, when the approval offers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remember: Option<crate::approval::RememberScope>,
+}
+
+impl PromptDecision {
+    /// `(id, its park form, the decision)`, or why the id does not read.
+    fn parsed(self) -> Result<(String, Park, crate::DecisionInput), String> {
+        let park = self
+            .id
+            .parse::<Park>()
+            .map_err(|_| format!("a decision's id is SESSION:SEQ, not `{}`", self.id))?;
+        let input = crate::DecisionInput {
+            decision: self.decision,
+            args: self.args,
+            reason: self.reason,
+            text: self.text,
+            remember: self.remember,
+        };
+        Ok((self.id, park, input))
+    }
+}
+
+/// `prompt`'s decisions, checked: none with a message beside them, each id readable and named
+/// once. `Ok(None)`: the prompt carries none.
+type Decisions = Vec<(String, Park, crate::DecisionInput)>;
+
+fn decisions_of(prompt: &Prompt) -> Result<Option<Decisions>, String> {
+    if prompt.decisions.is_empty() {
+        return Ok(None);
+    }
+    if !prompt.text.trim().is_empty() || !prompt.images.is_empty() || prompt.answers.is_some() {
+        return Err(
+            "a prompt carries decisions or a message (text, images, answers), not both".into(),
+        );
+    }
+    let parsed = prompt
+        .decisions
+        .iter()
+        .cloned()
+        .map(PromptDecision::parsed)
+        .collect::<Result<Vec<_>, String>>()?;
+    for (i, (id, park, _)) in parsed.iter().enumerate() {
+        if parsed[..i].iter().any(|(_, p, _)| p.seq == park.seq) {
+            return Err(format!("the decision on `{id}` is given twice"));
+        }
+    }
+    Ok(Some(parsed))
 }
 
 /// An agent: one call runs one turn (until the run settles) and streams its events.
@@ -185,11 +271,17 @@ fn failure(e: &RunError) -> AgentEvent {
     }
 }
 
+/// What an invoke's run came to: a message delivered, or decisions applied.
+enum Ran {
+    Delivered(Delivered),
+    Decided(decided::Decided),
+}
+
 enum Phase {
     Start(Box<(RuntimeAgent, Scope, Prompt)>),
     Running {
         rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
-        run: tokio::task::JoinHandle<Result<Delivered, RunError>>,
+        run: tokio::task::JoinHandle<Result<Ran, RunError>>,
         /// Cancels the run when the stream is dropped (MUST 3).
         _guard: tokio_util::sync::DropGuard,
     },
@@ -204,7 +296,21 @@ impl Agent for RuntimeAgent {
                 Phase::Done => None,
                 Phase::Start(start) => {
                     let (me, scope, prompt) = *start;
-                    if prompt.text.trim().is_empty() && prompt.images.is_empty() {
+                    let decisions = match decisions_of(&prompt) {
+                        Ok(d) => d,
+                        Err(details) => {
+                            let event = AgentEvent::Failed {
+                                details,
+                                retryable: false,
+                                code: Some(codes::INVALID_PROMPT.into()),
+                            };
+                            return Some((vec![event], Phase::Done));
+                        }
+                    };
+                    if decisions.is_none()
+                        && prompt.text.trim().is_empty()
+                        && prompt.images.is_empty()
+                    {
                         let event = AgentEvent::Failed {
                             details: "the prompt is empty".into(),
                             retryable: false,
@@ -244,6 +350,18 @@ impl Agent for RuntimeAgent {
                             source: scope.source.as_deref(),
                             ..Origin::default()
                         };
+                        if let Some(decisions) = decisions {
+                            let asked = decided::Asked {
+                                agent: &me.agent,
+                                key: &scope.session,
+                                origin,
+                                decisions,
+                                message_id: prompt.message_id.as_deref(),
+                            };
+                            return decided::decide(&me.runtime, asked, &sink, &token)
+                                .await
+                                .map(Ran::Decided);
+                        }
                         let delivery = Delivery {
                             agent: Some(&me.agent),
                             origin,
@@ -253,7 +371,10 @@ impl Agent for RuntimeAgent {
                             images: &prompt.images,
                             ..Delivery::new(&scope.session, &prompt.text)
                         };
-                        me.runtime.deliver_message(delivery, &sink, &token).await
+                        me.runtime
+                            .deliver_message(delivery, &sink, &token)
+                            .await
+                            .map(Ran::Delivered)
                     });
                     Some((
                         Vec::new(),
@@ -273,21 +394,26 @@ impl Agent for RuntimeAgent {
                     None => {
                         // The run is over (its sink is gone): its outcome is the terminal event.
                         let terminal = match run.await {
-                            Ok(Ok(Delivered::Settled(s))) => s.terminal_event(),
-                            Ok(Ok(Delivered::Duplicate(s))) => match s.terminal_event() {
-                                AgentEvent::Completed {
-                                    data: Some(mut data),
-                                } => {
-                                    data["duplicate"] = serde_json::json!(true);
-                                    AgentEvent::Completed { data: Some(data) }
+                            Ok(Ok(Ran::Decided(d))) => d.terminal_event(),
+                            Ok(Ok(Ran::Delivered(Delivered::Settled(s)))) => s.terminal_event(),
+                            Ok(Ok(Ran::Delivered(Delivered::Duplicate(s)))) => {
+                                match s.terminal_event() {
+                                    AgentEvent::Completed {
+                                        data: Some(mut data),
+                                    } => {
+                                        data["duplicate"] = serde_json::json!(true);
+                                        AgentEvent::Completed { data: Some(data) }
+                                    }
+                                    other => other,
                                 }
-                                other => other,
-                            },
-                            Ok(Ok(Delivered::Queued { .. })) => AgentEvent::Failed {
-                                details: "session busy".into(),
-                                retryable: true,
-                                code: Some(codes::SESSION_BUSY.into()),
-                            },
+                            }
+                            Ok(Ok(Ran::Delivered(Delivered::Queued { .. }))) => {
+                                AgentEvent::Failed {
+                                    details: "session busy".into(),
+                                    retryable: true,
+                                    code: Some(codes::SESSION_BUSY.into()),
+                                }
+                            }
                             Ok(Err(e)) => failure(&e),
                             Err(e) => AgentEvent::Failed {
                                 details: format!("the run failed inside duet: {e}"),

@@ -31,6 +31,11 @@ pub struct Asked {
     /// current ones, [`check`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// The `tool_call_policy` hook that asked (its id), when a hook rather than the tool's
+    /// `approval` made the call wait: the tool need not declare an approval, and the decisions
+    /// offered are the ones recorded here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 /// A decision on a pending call.
@@ -101,19 +106,24 @@ pub fn check(asked: &Asked, tool: Option<&ToolDef>, decided: &Decided) -> Result
             asked.tool
         )));
     };
-    let Some(approval) = &tool.approval else {
+    // A call a policy hook asked about needs no `approval` on its tool: the hook is not asked
+    // again, and the decisions recorded with the call are the ones offered.
+    let approval = tool.approval.as_ref();
+    if approval.is_none() && asked.policy.is_none() {
         return Err(Refusal::Stale(format!(
             "tool `{}` no longer needs approval",
             asked.tool
         )));
-    };
-    if !asked.decisions.contains(&decided.decision) || !approval.offers(decided.decision) {
+    }
+    let offered = asked.decisions.contains(&decided.decision)
+        && (asked.policy.is_some() || approval.is_some_and(|a| a.offers(decided.decision)));
+    if !offered {
         return Err(Refusal::NotOffered(decided.decision));
     }
     if let Some(scope) = decided.remember
         && (decided.decision != Decision::Approve
             || !asked.remember.contains(&scope)
-            || !approval.remember.contains(&scope))
+            || !approval.is_some_and(|a| a.remember.contains(&scope)))
     {
         return Err(Refusal::Incomplete(format!(
             "this approval does not offer to remember an approval for the {}",

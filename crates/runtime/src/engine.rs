@@ -17,6 +17,7 @@
 
 mod approvals;
 mod awaits;
+mod batch;
 mod builder;
 mod deliver;
 mod emit;

@@ -175,6 +175,53 @@ pub enum Prefiltered {
     Block(String),
 }
 
+/// A tool call a `tool_call_policy` hook is asked about, with the tool's declared approval.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyCall<'a> {
+    /// The call: its id, the tool's name, the arguments the model gave.
+    pub call: &'a ToolCall,
+    /// The tool's `approval`, if it declares one.
+    pub approval: Option<&'a duet_spec::Approval>,
+    /// Whether that approval applies to these arguments (its `when` matches).
+    pub applies: bool,
+}
+
+/// A `tool_call_policy` hook's answer for one call. Several hooks' answers combine to the most
+/// restrictive (`Deny` over `Ask` over `Allow` over `NoOpinion`); the first `Deny` ends the
+/// asking.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// The tool's own `approval` decides, as without the hook.
+    NoOpinion,
+    /// The call may run: waives the tool's approval only where it says `waivable: true`
+    /// (otherwise the call still waits as its approval says).
+    Allow,
+    /// The call never runs: the model gets an error result carrying `reason`, and the journal a
+    /// `tool_call_denied` record.
+    Deny {
+        /// Why, for the model and the journal.
+        reason: String,
+    },
+    /// The call waits for a person's decision, as a call its tool's `approval` applies to.
+    Ask {
+        /// The decisions offered; `None` (or empty): the tool's approval's, else approve and
+        /// reject.
+        decisions: Option<Vec<duet_spec::Decision>>,
+    },
+}
+
+impl Policy {
+    /// How restrictive the answer is: the combination keeps the highest.
+    pub(crate) fn rank(&self) -> u8 {
+        match self {
+            Policy::NoOpinion => 0,
+            Policy::Allow => 1,
+            Policy::Ask { .. } => 2,
+            Policy::Deny { .. } => 3,
+        }
+    }
+}
+
 /// A hook implementation. Each method is one hook kind (digest §6.1); a hook implements those its
 /// definition's `hook` kind names (the others keep their pass-through defaults and are never
 /// called for it). `before_update_message` and `after_update_message` have no method: duet's
@@ -271,6 +318,17 @@ pub trait Hook: Send + Sync + 'static {
         result: ToolResult,
     ) -> Result<Option<ToolResult>, HookError> {
         Ok(Some(result))
+    }
+    /// `tool_call_policy` (a duet extension): decides, before a tool call runs, whether it runs,
+    /// is denied, or waits for a person ([`Policy`]). Asked for calls of tools (not handoffs or
+    /// subagents), after `tool_call_started`. A failing hook counts as `Ask` (fail closed: a
+    /// person decides) and is journaled (`hook_failed`).
+    async fn tool_call_policy(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &PolicyCall<'_>,
+    ) -> Result<Policy, HookError> {
+        Ok(Policy::NoOpinion)
     }
     /// `before_store_tool_result`: may change the result about to be stored.
     async fn before_store_tool_result(

@@ -47,7 +47,9 @@ mod tools;
 pub mod transition;
 mod types;
 
-pub use agent::{Agent, AgentFailure, Collected, Principal, Prompt, RuntimeAgent, Scope, collect};
+pub use agent::{
+    Agent, AgentFailure, Collected, Principal, Prompt, PromptDecision, RuntimeAgent, Scope, collect,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use delivery::{Accepted, Addressed, Claim, Delivered, Delivery, Origin, Settled, WhenBusy};
 /// The nearest of some names to a misspelt one (`duet validate`'s did-you-mean), for crates

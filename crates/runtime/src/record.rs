@@ -136,6 +136,18 @@ pub enum RecordBody {
     ApprovalRequested(crate::approval::Asked),
     /// A decision on a pending call was taken by the thread's run (the first one given).
     ApprovalDecided(crate::approval::Decided),
+    /// A `tool_call_policy` hook denied a tool call: the tool never ran, and the call's result
+    /// is an error carrying `reason`.
+    ToolCallDenied {
+        /// The tool call's id.
+        call: String,
+        /// The tool.
+        tool: String,
+        /// The id of the hook that denied it.
+        hook: String,
+        /// Why.
+        reason: String,
+    },
     /// A kind this build does not know, kept as stored.
     #[serde(skip)]
     Unknown {
@@ -163,6 +175,7 @@ impl RecordBody {
             RecordBody::RunContinued { .. } => "run_continued",
             RecordBody::ApprovalRequested(_) => "approval_requested",
             RecordBody::ApprovalDecided(_) => "approval_decided",
+            RecordBody::ToolCallDenied { .. } => "tool_call_denied",
             RecordBody::Unknown { kind, .. } => kind,
         }
     }
@@ -260,6 +273,7 @@ mod tests {
                         principals: Vec::new(),
                     },
                     revision: Some("0123456789ab".into()),
+                    policy: None,
                 }),
                 "approval_requested",
                 json!({"call": "c1", "tool": "refund", "arguments": {"amount": 250}, "decisions": ["approve", "reject"], "remember": ["session"], "approvers": {"roles": ["refunds"]}, "revision": "0123456789ab"}),
@@ -280,6 +294,16 @@ mod tests {
                 }),
                 "approval_decided",
                 json!({"approval": 4, "call": "c1", "tool": "refund", "decision": "edit", "args": {"amount": 90}, "author": "bob", "at": 7}),
+            ),
+            (
+                RecordBody::ToolCallDenied {
+                    call: "c2".into(),
+                    tool: "refund".into(),
+                    hook: "refund_policy".into(),
+                    reason: "over the daily limit".into(),
+                },
+                "tool_call_denied",
+                json!({"call": "c2", "tool": "refund", "hook": "refund_policy", "reason": "over the daily limit"}),
             ),
         ];
         for (body, kind, data) in cases {

@@ -23,6 +23,9 @@ pub struct Approval {
     pub remember: Vec<RememberScope>,
     /// `approvers`: the roles and principals that may decide; empty, the thread's owner.
     pub approvers: Approvers,
+    /// `waivable`: a `tool_call_policy` hook's `allow` may let a call run without asking; default
+    /// `false` (a hook may deny or ask, never waive the tool's approval).
+    pub waivable: bool,
 }
 
 impl Approval {
@@ -134,7 +137,7 @@ pub struct Approvers {
     pub principals: Vec<String>,
 }
 
-const APPROVAL_FIELDS: &[&str] = &["when", "decisions", "remember", "approvers"];
+const APPROVAL_FIELDS: &[&str] = &["when", "decisions", "remember", "approvers", "waivable"];
 const APPROVER_FIELDS: &[&str] = &["roles", "principals"];
 
 /// Reads a tool's `approval`; `args` is the tool's argument schema, if any.
@@ -223,12 +226,14 @@ pub(crate) fn decode(
             }
         },
     };
+    let waivable = o.boolean(ctx, "waivable").unwrap_or(false);
     o.finish(ctx, APPROVAL_FIELDS);
     Some(Approval {
         when,
         decisions,
         remember,
         approvers,
+        waivable,
     })
 }
 

@@ -24,7 +24,12 @@ pub const THREAD_HOOKS: &[&str] = &[
     "after_tool_call_failure",
     "tool_call_started",
     "tool_call_done",
+    "tool_call_policy",
 ];
+
+/// Hook kinds that are duet extensions (not in the digest's §6.1): `tool_call_policy`, which
+/// decides per tool call whether it runs, is denied, or waits for a person.
+pub const EXTENSION_HOOKS: &[&str] = &["tool_call_policy"];
 /// User-scoped hook kinds: never thread hooks, never requirable as parent hooks.
 pub const USER_HOOKS: &[&str] = &[
     "user_client_attached",

@@ -58,7 +58,7 @@ pub use cascade::order as order_issues;
 pub use compose::Builtins;
 pub use decode::nearest;
 pub use fs::LoadError;
-pub use hook::{HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
+pub use hook::{EXTENSION_HOOKS, HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};
 pub use mcp::{MAX_TOOL_NAME, McpServerDef, McpTransport, exposed_tool_name, split_reference};
 pub use model::{Capabilities, ModelDef, PROVIDERS};

@@ -453,3 +453,75 @@ async fn approvals_are_listed_a_page_at_a_time_and_chats_only_when_asked_for() {
         server.stop().await;
     }
 }
+
+/// The events of `POST /agents/desk/invoke` with `body`, to the terminal one.
+async fn invoke(server: &Server, token: &str, body: Value) -> Vec<Value> {
+    let resp = server
+        .req(reqwest::Method::POST, "/agents/desk/invoke", token)
+        .json(&body)
+        .send()
+        .await
+        .expect("invoke");
+    assert_eq!(resp.status(), 200);
+    let mut sse = crate::harness::Sse::new(resp);
+    let mut events = Vec::new();
+    while let Some(e) = sse.next().await {
+        events.push(e.data);
+    }
+    events
+}
+
+#[tokio::test]
+async fn an_invoke_carries_decisions_in_either_body_shape() {
+    for backend in support::backends().await {
+        let at = backend.name();
+        let p = project();
+        let server = Server::start_with(&backend, p.root(), options()).await;
+        let alice = server.key("alice", false).await;
+        for (key, nested) in [("i1", false), ("i2", true)] {
+            let parked = invoke(
+                &server,
+                &alice,
+                json!({"session": key, "text": "refund A1"}),
+            )
+            .await;
+            let done = parked.last().expect("terminal");
+            assert_eq!(done["data"]["status"], "waiting", "{at}: {done}");
+            let id = done["data"]["approvals"][0]["id"].clone();
+            let decisions =
+                json!([{"id": id, "decision": "edit", "args": {"order": "A9", "amount": 1}}]);
+            let body = if nested {
+                json!({"scope": {"session": key}, "prompt": {"decisions": decisions}})
+            } else {
+                json!({"session": key, "decisions": decisions})
+            };
+            let events = invoke(&server, &alice, body.clone()).await;
+            let done = events.last().expect("terminal");
+            assert_eq!(done["type"], "completed", "{at}: {events:?}");
+            assert_eq!(done["data"]["decided"], json!([id]), "{at}: {done}");
+            assert_eq!(done["data"]["status"], "awaiting_human", "{at}: {done}");
+            assert!(
+                events.iter().any(|e| e["type"] == "tool_ended"
+                    && e["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("refunded A9"))),
+                "{at}: the edited call ran: {events:?}"
+            );
+            // Again: the first decision won.
+            let again = invoke(&server, &alice, body).await;
+            let last = again.last().expect("terminal");
+            assert_eq!(last["type"], "failed", "{at}: {last}");
+            assert_eq!(last["code"], "already_answered", "{at}: {last}");
+        }
+        // A decision field the wire does not know is a 400, as any unknown field.
+        let (status, problem) = server
+            .post(
+                "/agents/desk/invoke",
+                &alice,
+                json!({"session": "i1", "decisions": [{"id": "1:3", "decision": "approve", "why": "x"}]}),
+            )
+            .await;
+        assert_eq!(status, 400, "{at}: {problem}");
+        server.stop().await;
+    }
+}

@@ -17,6 +17,7 @@ use super::{ChildScope, Runtime};
 use crate::approval::{self, Asked, Decided};
 use crate::error::RunError;
 use crate::event::EventSink;
+use crate::hooks::Policy;
 use crate::record::RecordBody;
 use crate::store::{Commit, DecideOutcome};
 use crate::tools::ToolContext;
@@ -49,6 +50,14 @@ pub enum DecisionLanded {
     /// Its message id (`Idempotency-Key`) came with this decision before: nothing was written,
     /// and the decision is the one recorded then.
     Duplicate,
+}
+
+/// A decision checked and not yet stored ([`Runtime::prepare_decision`]).
+pub(super) enum Prepared {
+    /// Its message id brought this decision before: nothing is to be written.
+    Replay(Box<AcceptedDecision>),
+    /// Checked: the thread as read and the decision as it is to be recorded.
+    Ready(Box<(Thread, Decided)>),
 }
 
 /// A decision stored (or replayed): what was recorded and how it landed.
@@ -104,56 +113,16 @@ impl Runtime {
         author: Option<String>,
         message_id: Option<&str>,
     ) -> Result<AcceptedDecision, RunError> {
-        let store = &self.inner.store;
-        let t = store
-            .thread(key)
+        match self
+            .prepare_decision(key, approval, input, author, message_id)
             .await?
-            .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?;
-        if let Some(id) = message_id
-            && store.delivered(t.id, id).await?
         {
-            return self.replayed(&t, key, approval, id).await;
+            Prepared::Replay(accepted) => Ok(*accepted),
+            Prepared::Ready(ready) => {
+                let (t, decided) = *ready;
+                self.store_decision(&t, key, decided).await
+            }
         }
-        let decided = self
-            .checked(&t, key, approval, input, author, message_id)
-            .await?;
-        let side = t.acting.unwrap_or(crate::types::SideId::A);
-        let run = Uuid::now_v7();
-        let outcome = store
-            .decide(t.id, decided.clone(), side, self.lease(run))
-            .await?;
-        let landed = match outcome {
-            DecideOutcome::NotPending => {
-                return Err(RunError::UnknownApproval {
-                    key: key.to_owned(),
-                    approval,
-                });
-            }
-            DecideOutcome::Refused { first } => {
-                return Err(RunError::DecisionTaken {
-                    key: key.to_owned(),
-                    approval,
-                    first,
-                });
-            }
-            DecideOutcome::Duplicate => {
-                let id = message_id.unwrap_or_default();
-                return self.replayed(&t, key, approval, id).await;
-            }
-            DecideOutcome::Accepted { claimed: true } => {
-                DecisionLanded::Claimed(crate::delivery::Claim {
-                    thread: t.id,
-                    run,
-                    inline: false,
-                })
-            }
-            DecideOutcome::Accepted { claimed: false } => DecisionLanded::Queued,
-        };
-        Ok(AcceptedDecision {
-            decided,
-            thread: t.id,
-            landed,
-        })
     }
 
     /// Whether decision `input` on pending tool call `approval` of thread `key` would be taken
@@ -167,12 +136,18 @@ impl Runtime {
         approval: i64,
         input: DecisionInput,
     ) -> Result<Decided, RunError> {
+        let decided = match self
+            .prepare_decision(key, approval, input, None, None)
+            .await?
+        {
+            Prepared::Ready(ready) => ready.1,
+            Prepared::Replay(accepted) => return Ok(accepted.decided),
+        };
         let store = &self.inner.store;
         let t = store
             .thread(key)
             .await?
             .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?;
-        let decided = self.checked(&t, key, approval, input, None, None).await?;
         // A decision queued and not yet written (an approve whose tool has not run) came first.
         let queued = store
             .queue(t.id)
@@ -190,18 +165,29 @@ impl Runtime {
         }
     }
 
-    /// The decision `input` on `approval` of `t` (named `key`) as it would be recorded, or why
-    /// it cannot be taken under the current definitions; reads the journal, writes nothing.
-    async fn checked(
+    /// Everything [`Runtime::accept_decision`] checks, writing nothing: the decision as it would
+    /// be recorded, or the replay of the one its message id brought before.
+    pub(super) async fn prepare_decision(
         &self,
-        t: &Thread,
         key: &str,
         approval: i64,
         input: DecisionInput,
         author: Option<String>,
         message_id: Option<&str>,
-    ) -> Result<Decided, RunError> {
+    ) -> Result<Prepared, RunError> {
         let store = &self.inner.store;
+        let t = store
+            .thread(key)
+            .await?
+            .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?;
+        if let Some(id) = message_id
+            && store.delivered(t.id, id).await?
+        {
+            return self
+                .replayed(&t, key, approval, id)
+                .await
+                .map(|a| Prepared::Replay(Box::new(a)));
+        }
         if t.status == crate::types::ThreadStatus::Terminated {
             return Err(RunError::Terminated(key.to_owned()));
         }
@@ -271,7 +257,56 @@ impl Runtime {
         }
         let tool = self.inner.project.tools.get(&asked.tool).map(|d| &d.def);
         approval::check(&asked, tool, &decided).map_err(refused)?;
-        Ok(decided)
+        Ok(Prepared::Ready(Box::new((t, decided))))
+    }
+
+    /// Queues a prepared decision: the first one per approval wins.
+    pub(super) async fn store_decision(
+        &self,
+        t: &Thread,
+        key: &str,
+        decided: Decided,
+    ) -> Result<AcceptedDecision, RunError> {
+        let approval = decided.approval;
+        let side = t.acting.unwrap_or(crate::types::SideId::A);
+        let run = Uuid::now_v7();
+        let outcome = self
+            .inner
+            .store
+            .decide(t.id, decided.clone(), side, self.lease(run))
+            .await?;
+        let landed = match outcome {
+            DecideOutcome::NotPending => {
+                return Err(RunError::UnknownApproval {
+                    key: key.to_owned(),
+                    approval,
+                });
+            }
+            DecideOutcome::Refused { first } => {
+                return Err(RunError::DecisionTaken {
+                    key: key.to_owned(),
+                    approval,
+                    first,
+                });
+            }
+            DecideOutcome::Duplicate => {
+                let id = decided.message_id.as_deref().unwrap_or_default();
+                return self.replayed(t, key, approval, id).await;
+            }
+            DecideOutcome::Accepted { claimed: true } => {
+                DecisionLanded::Claimed(crate::delivery::Claim {
+                    thread: t.id,
+                    run,
+                    inline: false,
+                })
+            }
+            DecideOutcome::Accepted { claimed: false } => DecisionLanded::Queued,
+        };
+        Ok(AcceptedDecision {
+            decided,
+            thread: t.id,
+            landed,
+        })
     }
 
     /// The decision on `approval` that message id `id` brought before (queued, or written by
@@ -453,17 +488,71 @@ impl Runtime {
     }
 }
 
-/// The pending call `call` of tool `tool` makes, if its tool's `approval` applies to its
-/// arguments: what its `approval_requested` record holds.
-pub(super) fn pending(tool: &duet_spec::ToolDef, call: &ToolCall, revision: &str) -> Option<Asked> {
-    let approval = tool.approval.as_ref()?;
-    approval.applies(&call.arguments).then(|| Asked {
+/// What becomes of a tool call before it runs.
+#[derive(Debug, PartialEq)]
+pub(super) enum Gate {
+    /// It runs now.
+    Run,
+    /// A policy hook denied it: it never runs.
+    Deny {
+        /// The hook's id.
+        hook: String,
+        /// Why.
+        reason: String,
+    },
+    /// It waits for a person: what its `approval_requested` record holds.
+    Wait(Box<Asked>),
+}
+
+/// The decisions a policy hook's `Ask` offers on a tool with no `approval` of its own.
+const ASKED_BY_POLICY: [Decision; 2] = [Decision::Approve, Decision::Reject];
+
+/// What `tool`'s `approval` (which `applies` or not to the call's arguments), a policy hook's
+/// verdict (`policy`: the hook's id and answer) and a remembered approval make of `call`:
+/// `Deny` wins; `Ask` waits (a remembered approval does not cover it); `Allow` waives an
+/// approval that applies only when it is `waivable`; with no opinion, the tool's approval
+/// decides as before (a remembered approval covers it).
+pub(super) fn gate(
+    tool: &duet_spec::ToolDef,
+    call: &ToolCall,
+    revision: &str,
+    policy: Option<(String, Policy)>,
+    applies: bool,
+    remembered: bool,
+) -> Gate {
+    let approval = tool.approval.as_ref();
+    let asked = |decisions: Vec<Decision>, by: Option<String>| Asked {
         call: call.id.clone(),
         tool: call.name.clone(),
         arguments: call.arguments.clone(),
-        decisions: approval.decisions.clone(),
-        remember: approval.remember.clone(),
-        approvers: approval.approvers.clone(),
+        decisions,
+        remember: approval.map(|a| a.remember.clone()).unwrap_or_default(),
+        approvers: approval.map(|a| a.approvers.clone()).unwrap_or_default(),
         revision: Some(revision.to_owned()),
-    })
+        policy: by,
+    };
+    let by_tool = || {
+        asked(
+            approval.map(|a| a.decisions.clone()).unwrap_or_default(),
+            None,
+        )
+    };
+    match policy {
+        Some((hook, Policy::Deny { reason })) => Gate::Deny { hook, reason },
+        Some((hook, Policy::Ask { decisions })) => {
+            let decisions = decisions
+                .filter(|d| !d.is_empty())
+                .or_else(|| approval.map(|a| a.decisions.clone()))
+                .unwrap_or_else(|| ASKED_BY_POLICY.to_vec());
+            Gate::Wait(Box::new(asked(decisions, Some(hook))))
+        }
+        Some((_, Policy::Allow)) if applies && !approval.is_some_and(|a| a.waivable) => {
+            Gate::Wait(Box::new(by_tool()))
+        }
+        Some((_, Policy::Allow)) => Gate::Run,
+        Some((_, Policy::NoOpinion)) | None if applies && !remembered => {
+            Gate::Wait(Box::new(by_tool()))
+        }
+        Some((_, Policy::NoOpinion)) | None => Gate::Run,
+    }
 }

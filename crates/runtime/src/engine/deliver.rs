@@ -219,7 +219,7 @@ impl Runtime {
     /// Thread `t` (addressed as `key`) if a delivery for `agent` by `origin` may reach it:
     /// refused when it is another agent's (a thread handed off is still addressed by its first
     /// agent), another principal's, or terminated.
-    fn check(
+    pub(super) fn check(
         &self,
         t: Thread,
         key: &str,

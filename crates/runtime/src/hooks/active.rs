@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use duet_spec::Project;
 
-use super::{Hook, HookContext, HookError, HookSource, HookState, HookWrites, Hooks, Prefiltered};
+use super::{
+    Hook, HookContext, HookError, HookSource, HookState, HookWrites, Hooks, Policy, PolicyCall,
+    Prefiltered,
+};
 use crate::model::ChatMessage;
 use crate::record::RecordBody;
 use crate::tools::ToolResult;
@@ -61,7 +64,8 @@ impl Hooks {
 }
 
 /// The hooks in force for one step (or handler delivery), in order, and the failures seen: each
-/// failed hook is skipped, its input passed on, and the failure journaled with the step.
+/// failed hook is skipped, its input passed on, and the failure journaled with the step (as is a
+/// `tool_call_policy` hook's denial).
 #[derive(Clone, Default)]
 pub(crate) struct ActiveHooks {
     hooks: Arc<[Active]>,
@@ -264,6 +268,42 @@ impl ActiveHooks {
                 }
             }
         }
+    }
+
+    /// `tool_call_policy` for one call: the hooks' answers combined (most restrictive wins; the
+    /// first `Deny` ends the asking), with the id of the hook that gave it. A failing hook is
+    /// journaled and counts as `Ask` (fail closed). `None`: no such hook is in force.
+    pub(crate) async fn tool_call_policy(
+        &mut self,
+        t: &Thread,
+        call: &PolicyCall<'_>,
+    ) -> Option<(String, Policy)> {
+        let mut verdict: Option<(String, Policy)> = None;
+        for h in self.of("tool_call_policy") {
+            let answer = match h.hook.tool_call_policy(&h.ctx(t, &self.state), call).await {
+                Ok(p) => p,
+                Err(e) => {
+                    self.failed(&h, &e);
+                    Policy::Ask { decisions: None }
+                }
+            };
+            let stronger = verdict
+                .as_ref()
+                .is_none_or(|(_, v)| answer.rank() > v.rank());
+            let deny = matches!(answer, Policy::Deny { .. });
+            if stronger {
+                verdict = Some((h.id.clone(), answer));
+            }
+            if deny {
+                break;
+            }
+        }
+        verdict
+    }
+
+    /// Journals `body` with the step the hooks run in (a policy's denial).
+    pub(crate) fn record(&mut self, body: RecordBody) {
+        self.failures.push(body);
     }
 
     pub(crate) async fn tool_call_started(&mut self, t: &Thread, call: &ToolCall) {

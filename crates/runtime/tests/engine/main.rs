@@ -5,7 +5,7 @@
 //!
 //! - `scenarios`: the `tests/scenarios/` folders — script in, transcript out — on every backend
 //!   and over the OpenAI wire (`wire`).
-//! - `hooks`, `subagents`, `awaits` (durable waits on blocking children), `follow_ups`,
+//! - `hooks`, `policy` (a `tool_call_policy` hook deciding per call), `subagents`, `awaits` (durable waits on blocking children), `follow_ups`,
 //!   `streaming`, `durability` (racing runners, a run killed mid-step), `control_plane`.
 
 mod support;
@@ -17,6 +17,8 @@ mod control_plane;
 mod durability;
 mod follow_ups;
 mod hooks;
+mod invoke_decisions;
+mod policy;
 mod scenarios;
 mod streaming;
 mod subagents;

@@ -28,7 +28,8 @@ use crate::state::AppState;
 pub(crate) struct InvokeBody {
     /// The session: the thread's key.
     pub session: String,
-    /// The prompt's text.
+    /// The prompt's text (empty when the prompt carries `decisions`).
+    #[serde(default)]
     pub text: String,
     /// The prompt's images.
     #[serde(default)]
@@ -49,6 +50,12 @@ pub(crate) struct InvokeBody {
     /// A caller-chosen message id.
     #[serde(default)]
     pub message_id: Option<String>,
+    /// Decisions on the session's pending tool calls, in place of a message:
+    /// `[{id: "SESSION:SEQ", decision, args | reason | text, remember}]` (ids from a run's
+    /// `completed.data.approvals`).
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub decisions: Vec<duet_runtime::PromptDecision>,
 }
 
 /// The nested body: `{"scope": {"session": …}, "prompt": {"text": …, "images": […]}}`.
@@ -87,6 +94,7 @@ fn read(value: serde_json::Value) -> Result<(String, Prompt), Problem> {
                 images: b.images,
                 answers: b.answers,
                 message_id: b.message_id,
+                decisions: b.decisions,
             },
         )
     };
@@ -103,6 +111,13 @@ fn check_prompt(session: &str, prompt: &Prompt) -> Result<(), Problem> {
     input::images("images", &prompt.images)?;
     if let Some(id) = &prompt.message_id {
         input::id(Kind::MessageId, "messageId", id)?;
+    }
+    for (i, d) in prompt.decisions.iter().enumerate() {
+        for (field, text) in [("reason", &d.reason), ("text", &d.text)] {
+            if let Some(text) = text {
+                input::text(&format!("decisions[{i}].{field}"), text)?;
+            }
+        }
     }
     Ok(())
 }

@@ -37,6 +37,7 @@ async fn pending(store: &Arc<dyn Store>, key: &str) -> (Thread, i64) {
             remember: Vec::new(),
             approvers: Default::default(),
             revision: None,
+            policy: None,
         }),
         1_000,
     );

@@ -5,11 +5,15 @@
 
 use tracing::Instrument;
 
+use super::super::approvals::{Gate, gate};
 use super::super::router::{Dispatched, Offer, StepCalls};
 use super::super::{Runtime, Turn};
 use super::setup::Setup;
+use crate::hooks::PolicyCall;
 use crate::model::Usage;
 use crate::plan::{CallDone, CallsDone};
+use crate::record::RecordBody;
+use crate::tools::ToolResult;
 use crate::types::{Message, Thread, ThreadId, ToolCall};
 
 /// A step's calls, run.
@@ -44,16 +48,45 @@ impl Runtime {
                 return None;
             }
             s.hooks.tool_call_started(t, call).await;
-            // A call its tool's `approval` applies to waits for a person: nothing runs now.
+            // A policy hook and the tool's `approval` decide whether the call runs now, never
+            // (denied) or after a person's decision.
             if offer.is_tool(&call.name)
                 && let Some(tool) = self.inner.project.tools.get(&call.name)
-                && let Some(asked) =
-                    super::super::approvals::pending(&tool.def, call, &self.inner.project.revision)
-                && !self.remembered(t, &call.name).await
             {
-                ran.done.approvals.push((at, asked));
-                ran.done.calls.push(CallDone::default());
-                continue;
+                let approval = tool.def.approval.as_ref();
+                let applies = approval.is_some_and(|a| a.applies(&call.arguments));
+                let asking = PolicyCall {
+                    call,
+                    approval,
+                    applies,
+                };
+                let policy = s.hooks.tool_call_policy(t, &asking).await;
+                let remembered = applies && self.remembered(t, &call.name).await;
+                let revision = &self.inner.project.revision;
+                match gate(&tool.def, call, revision, policy, applies, remembered) {
+                    Gate::Run => {}
+                    Gate::Wait(asked) => {
+                        ran.done.approvals.push((at, *asked));
+                        ran.done.calls.push(CallDone::default());
+                        continue;
+                    }
+                    Gate::Deny { hook, reason } => {
+                        let result = ToolResult::error(format!(
+                            "This call was denied by policy and did not run: {reason}"
+                        ));
+                        s.hooks.record(RecordBody::ToolCallDenied {
+                            call: call.id.clone(),
+                            tool: call.name.clone(),
+                            hook,
+                            reason,
+                        });
+                        ran.done.calls.push(CallDone {
+                            result: Some(result.clone()),
+                            stored: Some(result),
+                        });
+                        continue;
+                    }
+                }
             }
             let tool_span = crate::telemetry::execute_tool(&call.name, &call.id);
             let mut step = StepCalls {
