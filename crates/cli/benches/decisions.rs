@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Cleanup, env, gate, load, ms, percentile, scratch, stores_at, write};
+use common::{Cleanup, Client, env, gate, load, ms, percentile, scratch, stores_at, write};
 use duet_runtime::Runtime;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -93,28 +93,7 @@ fn project(refund_url: &str) -> Arc<duet_spec::Project> {
     load(&dir)
 }
 
-struct Client {
-    http: reqwest::Client,
-    base: String,
-    token: String,
-}
-
 impl Client {
-    async fn post(&self, path: &str, body: Value) -> Value {
-        let resp = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .json(&body)
-            .send()
-            .await
-            .expect("request");
-        let status = resp.status();
-        let body: Value = resp.json().await.expect("json");
-        assert!(status.is_success(), "{path}: {status} {body}");
-        body
-    }
-
     /// A thread of `agent` keyed `key`, run until it waits for a person (`status`): its id,
     /// and the approval's id when it is parked at a question.
     async fn waiting(&self, agent: &str, key: &str, status: &str) -> (String, Option<String>) {

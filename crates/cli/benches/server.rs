@@ -23,7 +23,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Cleanup, env, gate, load, ms, percentile, rss_kib, scratch, stores_at};
+use common::{Cleanup, Client, env, gate, load, ms, percentile, rss_kib, scratch, stores_at};
 use duet_runtime::Runtime;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -35,28 +35,7 @@ fn project() -> Arc<duet_spec::Project> {
     load(&dir)
 }
 
-struct Client {
-    http: reqwest::Client,
-    base: String,
-    token: String,
-}
-
 impl Client {
-    async fn post(&self, path: &str, body: Value) -> Value {
-        let resp = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .json(&body)
-            .send()
-            .await
-            .expect("request");
-        let status = resp.status();
-        let body: Value = resp.json().await.expect("json");
-        assert!(status.is_success(), "{path}: {status} {body}");
-        body
-    }
-
     /// Creates a parked gate thread: its approval id and how long it took.
     async fn park(&self, key: &str) -> (String, Duration) {
         let start = Instant::now();

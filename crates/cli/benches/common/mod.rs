@@ -178,3 +178,28 @@ pub fn project(turns: usize) -> Arc<duet_spec::Project> {
     gate(&dir);
     load(&dir)
 }
+
+/// An HTTP client of `duet serve` under one API key (the server benches').
+pub struct Client {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub token: String,
+}
+
+impl Client {
+    /// POSTs `body` as JSON to `path`: the answer's JSON, which must be a success.
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        let status = resp.status();
+        let body: serde_json::Value = resp.json().await.expect("json");
+        assert!(status.is_success(), "{path}: {status} {body}");
+        body
+    }
+}

@@ -191,7 +191,12 @@ impl Runtime {
         if t.status == crate::types::ThreadStatus::Terminated {
             return Err(RunError::Terminated(key.to_owned()));
         }
-        let (records, messages) = tokio::try_join!(store.records(t.id), store.messages(t.id))?;
+        // Messages first, then records: the commit that writes a call's result writes its
+        // decision too, so a result seen here means the decision is in the records read after
+        // (read together, a late decision could see the result and miss the decision: `404`
+        // instead of `409` naming the first).
+        let messages = store.messages(t.id).await?;
+        let records = store.records(t.id).await?;
         // Asked, and its call not answered yet (decided and applied, or ended by an abort).
         let open = approval::pending(&records, &messages)
             .iter()

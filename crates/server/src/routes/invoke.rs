@@ -81,6 +81,24 @@ struct ScopeBody {
 /// Reads either body shape.
 fn read(value: serde_json::Value) -> Result<(String, Prompt), Problem> {
     let nested = value.get("scope").is_some() || value.get("prompt").is_some();
+    // A prompt is a message or decisions: one with neither lacks its `text`, refused as a body
+    // missing a field is (`text` may be left out only beside `decisions`).
+    let prompt = if nested {
+        value.get("prompt")
+    } else {
+        Some(&value)
+    };
+    if let Some(serde_json::Value::Object(p)) = prompt
+        && !p.contains_key("text")
+        && !p.contains_key("decisions")
+    {
+        let path = if nested { "prompt" } else { "." };
+        return Err(Problem::bad_request(
+            "invalid_body",
+            "the body is invalid: missing field `text` (a prompt carries `text` or `decisions`)",
+        )
+        .with("path", path.into()));
+    }
     let raw = value.to_string();
     let (session, prompt) = if nested {
         let b: NestedBody = parse(raw.as_bytes())?;
