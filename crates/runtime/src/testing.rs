@@ -495,15 +495,25 @@ impl LeaseStore for MemoryStore {
         let ids = self.recoverable(now).await?;
         let mut state = self.state();
         let mut claimed = Vec::new();
-        for (id, owner) in ids.into_iter().zip(owners) {
-            if let Some(row) = state.row_mut(id) {
-                row.take_lease(&Lease {
-                    owner: *owner,
-                    until,
-                    now,
-                });
-                claimed.push((id, *owner));
+        let mut owners = owners.iter();
+        for id in ids {
+            let Some(row) = state.row_mut(id) else {
+                continue;
+            };
+            // Read before the lock was taken again: another claimer may have leased it since
+            // (as the SQL stores' `FOR UPDATE SKIP LOCKED` / single statement rule it out).
+            if row.thread.lease_owner.is_some() && row.thread.lease_expires > now {
+                continue;
             }
+            let Some(owner) = owners.next() else {
+                break;
+            };
+            row.take_lease(&Lease {
+                owner: *owner,
+                until,
+                now,
+            });
+            claimed.push((id, *owner));
         }
         Ok(claimed)
     }
