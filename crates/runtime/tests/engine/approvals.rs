@@ -20,10 +20,10 @@ use serde_json::{Value, json};
 
 /// What a builtin tool was called with, in order: its side effects.
 #[derive(Clone, Default)]
-struct Calls(Arc<Mutex<Vec<Value>>>);
+pub(crate) struct Calls(Arc<Mutex<Vec<Value>>>);
 
 impl Calls {
-    fn seen(&self) -> Vec<Value> {
+    pub(crate) fn seen(&self) -> Vec<Value> {
         self.0.lock().expect("calls").clone()
     }
 }

@@ -5,31 +5,14 @@
 
 use crate::support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use duet_runtime::{
-    Agent, AgentEvent, Prompt, PromptDecision, Runtime, Scope, Store, ToolContext, ToolResult,
-};
+use duet_runtime::{Agent, AgentEvent, Prompt, PromptDecision, Runtime, Scope, Store};
 use duet_spec::Decision;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-#[derive(Clone, Default)]
-struct Calls(Arc<Mutex<Vec<Value>>>);
-
-impl Calls {
-    fn seen(&self) -> Vec<Value> {
-        self.0.lock().expect("calls").clone()
-    }
-}
-
-#[async_trait::async_trait]
-impl duet_runtime::Tool for Calls {
-    async fn call(&self, _ctx: ToolContext, args: Value) -> ToolResult {
-        self.0.lock().expect("calls").push(args.clone());
-        ToolResult::ok(format!("done: {args}"))
-    }
-}
+use crate::approvals::Calls;
 
 /// A desk whose model asks for two refunds (both need approval), then says `Done.`.
 fn desk(store: &Arc<dyn Store>) -> (Runtime, Calls) {

@@ -12,23 +12,12 @@ use std::sync::{Arc, Mutex};
 use duet_runtime::approval::Refusal;
 use duet_runtime::hooks::{Hook, HookContext, HookError, Hooks, Policy, PolicyCall};
 use duet_runtime::{
-    DecisionInput, RecordBody, Role, RunError, Runtime, Store, ThreadStatus, ToolContext,
-    ToolResult, ToolStatus,
+    DecisionInput, RecordBody, Role, RunError, Runtime, Store, ThreadStatus, ToolStatus,
 };
 use duet_spec::Decision;
-use serde_json::{Value, json};
+use serde_json::json;
 
-/// A refund tool's calls, in order: its side effects.
-#[derive(Clone, Default)]
-struct Calls(Arc<Mutex<Vec<Value>>>);
-
-#[async_trait::async_trait]
-impl duet_runtime::Tool for Calls {
-    async fn call(&self, _ctx: ToolContext, args: Value) -> ToolResult {
-        self.0.lock().expect("calls").push(args.clone());
-        ToolResult::ok(format!("done: {args}"))
-    }
-}
+use crate::approvals::Calls;
 
 /// A policy hook that gives one answer (or fails), and what it was asked: `(tool, declared an
 /// approval, the approval applies)`.
@@ -263,7 +252,7 @@ async fn a_policy_hook_allows_denies_or_asks_per_call() {
                 "{at}"
             );
             let (records, results) = journal(&store, k).await;
-            let ran = refund.0.lock().expect("calls").clone();
+            let ran = refund.seen();
             let status = store.thread(k).await.expect("read").expect("t").status;
             match &case.after {
                 After::Ran => {
@@ -332,7 +321,7 @@ async fn a_policy_hook_allows_denies_or_asks_per_call() {
                         .await
                         .unwrap_or_else(|e| panic!("{at}: {e}"));
                     assert_eq!(
-                        refund.0.lock().expect("calls").clone(),
+                        refund.seen(),
                         vec![args.clone()],
                         "{at}: approved, it ran once"
                     );
