@@ -19,8 +19,11 @@ mod approvals;
 mod awaits;
 mod batch;
 mod builder;
+mod deadline;
 mod deliver;
+mod effect_run;
 mod emit;
+mod fire;
 mod handler_turn;
 mod immediate;
 mod lease;
@@ -31,6 +34,7 @@ mod runs;
 mod spawn;
 mod step;
 mod subprompt;
+mod timers;
 mod trace;
 mod write;
 
@@ -67,6 +71,8 @@ struct Inner {
     store: Arc<dyn Store>,
     providers: Providers,
     handlers: Handlers,
+    /// Scheduled effects' code, by registered id.
+    effects: crate::effect::EffectImpls,
     hooks: Hooks,
     tools: Tools,
     clock: Arc<dyn Clock>,

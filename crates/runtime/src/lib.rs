@@ -27,6 +27,7 @@ mod context;
 pub mod control;
 mod decide;
 mod delivery;
+mod effect;
 mod engine;
 mod error;
 mod event;
@@ -55,6 +56,7 @@ pub use delivery::{Accepted, Addressed, Claim, Delivered, Delivery, Origin, Sett
 /// The nearest of some names to a misspelt one (`duet validate`'s did-you-mean), for crates
 /// that name no spec crate of their own (the store's URL schemes).
 pub use duet_spec::nearest;
+pub use effect::{Effect, EffectImpls};
 pub use engine::{AcceptedDecision, DecisionInput, DecisionLanded, Runtime, RuntimeBuilder};
 pub use error::RunError;
 pub use event::{AgentEvent, EventSink, USAGE_EVENT};
@@ -68,6 +70,10 @@ pub use store::{
     CommitStore, DecideOutcome, DecisionEntry, FeedEvent, FirstAnswer, JournalEntry, JournalStore,
     Lease, LeaseStore, NewThread, ParentFilter, QueueStore, RegistryStore, Renewal, RunStart,
     StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
+};
+pub use store::{
+    CancelOutcome, NewTimer, Timer, TimerCounts, TimerKind, TimerOutcome, TimerQuery, TimerStatus,
+    TimerStore, TimerWake, WakeHub,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{

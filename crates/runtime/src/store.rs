@@ -1,5 +1,5 @@
 //! The store port: everything the engine needs from persistence, one trait per table (threads,
-//! journal, queue, leases, registry, commits), the change feed, and [`Store`], the supertrait of
+//! journal, queue, leases, registry, commits, timers), the change feed, and [`Store`], the supertrait of
 //! them all that the engine holds as `Arc<dyn Store>`. `duet-store` implements it on SQLite and
 //! Postgres; all implementations pass one conformance suite.
 //!
@@ -18,6 +18,7 @@ mod leases;
 mod queue;
 mod registry;
 mod threads;
+mod timers;
 
 pub use commits::{Commit, CommitOutcome, CommitStore};
 pub use feed::{Change, ChangeFeed, ChangeHub, FeedEvent};
@@ -28,6 +29,10 @@ pub use queue::{
 };
 pub use registry::RegistryStore;
 pub use threads::{NewThread, ParentFilter, StatusCounts, ThreadQuery, ThreadStore};
+pub use timers::{
+    CancelOutcome, NewTimer, Timer, TimerCounts, TimerKind, TimerOutcome, TimerQuery, TimerStatus,
+    TimerStore, TimerWake, WakeHub,
+};
 
 /// Store failures, by kind: what a caller can act on is the variant, never the message text.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +111,7 @@ pub trait Store:
     + LeaseStore
     + RegistryStore
     + CommitStore
+    + TimerStore
     + ChangeFeed
     + 'static
 {

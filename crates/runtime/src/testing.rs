@@ -12,6 +12,7 @@ use uuid::Uuid;
 mod answers;
 mod kit;
 mod reads;
+mod timers;
 
 pub use kit::{Scratch, Slow, kill_mid_step, must_load, repo, send, texts};
 
@@ -34,6 +35,7 @@ use crate::types::{
 pub struct MemoryStore {
     state: Mutex<State>,
     hub: ChangeHub,
+    wakes: crate::store::WakeHub,
 }
 
 #[derive(Debug, Default)]
@@ -47,6 +49,8 @@ struct State {
     children: HashMap<ThreadId, Child>,
     /// The answers parks got: (thread, park) → the answer.
     answers: HashMap<(ThreadId, Park), FirstAnswer>,
+    /// The timer table, by id.
+    timers: BTreeMap<Uuid, crate::store::Timer>,
 }
 
 /// A thread and everything that belongs to it.
@@ -628,9 +632,11 @@ impl CommitStore for MemoryStore {
         &self,
         t: &Thread,
         owner: Uuid,
-        commit: Commit,
+        mut commit: Commit,
     ) -> Result<CommitOutcome, StoreError> {
+        let timers = timers::TimerWrites::take(&mut commit);
         let mut state = self.state();
+        timers.check(&state)?;
         let row = state.existing(t.id)?;
         if row.thread.lease_owner != Some(owner) {
             return Err(StoreError::LeaseLost(t.id));
@@ -658,6 +664,7 @@ impl CommitStore for MemoryStore {
             .into_iter()
             .map(|q| state.queued(q, t.updated_at))
             .collect();
+        let due = timers.apply(&mut state, t.id, t.updated_at);
         let row = state.existing(t.id)?;
         row.journal.append(&mut journal);
         for id in &commit.drained {
@@ -698,6 +705,9 @@ impl CommitStore for MemoryStore {
             }
         };
         self.hub.publish(row.change());
+        for at in due {
+            self.wakes.due(at);
+        }
         Ok(outcome)
     }
 

@@ -28,6 +28,7 @@ mod sql;
 mod sqlite;
 #[cfg(feature = "test-util")]
 pub mod testing;
+mod timers_sql;
 
 pub use postgres::PgStore;
 pub use sqlite::{BackupError, SqliteBackup, SqliteOptions, SqliteStore, sqlite_backup};

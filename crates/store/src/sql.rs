@@ -228,6 +228,8 @@ macro_rules! store_impl {
 
         crate::health_sql::health_impl!($store);
 
+        crate::timers_sql::timers_impl!($store);
+
         #[async_trait]
         impl RegistryStore for $store {
             async fn put_child(&self, c: &Child) -> Result<(), StoreError> {

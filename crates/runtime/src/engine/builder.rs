@@ -9,6 +9,7 @@ use duet_spec::Project;
 use super::runs::{Background, Runs};
 use super::{Inner, Runtime};
 use crate::clock::{Clock, SystemClock};
+use crate::effect::{Effect, EffectImpls};
 use crate::handler::{Handler, Handlers};
 use crate::hooks::Hooks;
 use crate::model::Providers;
@@ -22,6 +23,7 @@ pub struct RuntimeBuilder {
     store: Arc<dyn Store>,
     providers: Providers,
     handlers: Handlers,
+    effects: EffectImpls,
     hooks: Hooks,
     tools: BTreeMap<String, Arc<dyn Tool>>,
     http: Option<Arc<dyn HttpTools>>,
@@ -41,6 +43,7 @@ impl Runtime {
             store,
             providers: Providers::new(),
             handlers: Handlers::new(),
+            effects: EffectImpls::new(),
             hooks: Hooks::new(),
             tools: BTreeMap::new(),
             http: None,
@@ -75,6 +78,12 @@ impl RuntimeBuilder {
     /// Registers one more handler (beside those of [`RuntimeBuilder::handlers`]).
     pub fn handler(mut self, name: &str, handler: impl Handler) -> Self {
         self.handlers = std::mem::take(&mut self.handlers).with(name, handler);
+        self
+    }
+
+    /// Registers effect code under `id` (an effect file's `builtin:`).
+    pub fn effect(mut self, id: &str, effect: impl Effect) -> Self {
+        self.effects = std::mem::take(&mut self.effects).with(id, effect);
         self
     }
 
@@ -134,6 +143,7 @@ impl RuntimeBuilder {
                 store: self.store,
                 providers: self.providers,
                 handlers: self.handlers,
+                effects: self.effects,
                 hooks: self.hooks,
                 tools,
                 clock: self.clock,

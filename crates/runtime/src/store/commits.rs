@@ -27,6 +27,16 @@ pub struct Commit {
     /// With `settle`: release the lease even if messages wait (an abort: they wait for the next
     /// delivery).
     pub release: bool,
+    /// Timers to write on this thread (effects scheduled, a question's deadlines): they exist
+    /// exactly when this commit does.
+    pub timers: Vec<super::NewTimer>,
+    /// This thread's pending timers to cancel, by id (`removeScheduledEffect` in a step).
+    pub cancel_timers: Vec<Uuid>,
+    /// This thread's pending timers to cancel, by subject (a question answered: its deadline's
+    /// timers).
+    pub cancel_subjects: Vec<String>,
+    /// Timers this commit finishes as `completed` (an effect's run, written with its writes).
+    pub timers_done: Vec<Uuid>,
 }
 
 /// What a commit did.

@@ -340,6 +340,7 @@ mod tests {
             enqueue: vec![queued],
             settle: true,
             release: false,
+            ..Commit::default()
         }
     }
 
