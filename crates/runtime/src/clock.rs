@@ -80,3 +80,24 @@ impl Clock for ManualClock {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_sleeper_on_a_manual_clock_wakes_when_the_clock_passes_its_time_and_not_before() {
+        let clock = ManualClock::new(1_000);
+        let mut sleeper = tokio::spawn(clock.sleep_until(1_500));
+        clock.advance(499);
+        tokio::task::yield_now().await;
+        assert!(
+            futures::poll!(&mut sleeper).is_pending(),
+            "499 ms short of its time"
+        );
+        clock.advance(1);
+        sleeper.await.expect("woken at its time");
+        // A time already past resolves at once.
+        clock.sleep_until(0).await;
+    }
+}
