@@ -634,9 +634,8 @@ impl CommitStore for MemoryStore {
         owner: Uuid,
         mut commit: Commit,
     ) -> Result<CommitOutcome, StoreError> {
-        let timers = timers::TimerWrites::take(&mut commit);
         let mut state = self.state();
-        timers.check(&state)?;
+        let timers = state.timer_writes(&mut commit)?;
         let row = state.existing(t.id)?;
         if row.thread.lease_owner != Some(owner) {
             return Err(StoreError::LeaseLost(t.id));

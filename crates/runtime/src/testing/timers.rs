@@ -22,7 +22,7 @@ pub(super) struct TimerWrites {
 }
 
 impl TimerWrites {
-    pub(super) fn take(commit: &mut Commit) -> Self {
+    fn take(commit: &mut Commit) -> Self {
         TimerWrites {
             timers: std::mem::take(&mut commit.timers),
             cancel: std::mem::take(&mut commit.cancel_timers),
@@ -32,7 +32,7 @@ impl TimerWrites {
     }
 
     /// A conflict the commit would hit (a timer id taken), checked before anything is written.
-    pub(super) fn check(&self, state: &State) -> Result<(), StoreError> {
+    fn check(&self, state: &State) -> Result<(), StoreError> {
         let mut seen = std::collections::BTreeSet::new();
         for t in &self.timers {
             if state.timers.contains_key(&t.id) || !seen.insert(t.id) {
@@ -89,6 +89,17 @@ impl TimerWrites {
             );
         }
         due
+    }
+}
+
+impl State {
+    /// What `commit` writes to the timer table, taken out of it and checked against the table
+    /// before anything is written (a method here, not a path the parent names: the parent
+    /// naming this module while it names the parent's types would be a circle).
+    pub(super) fn timer_writes(&self, commit: &mut Commit) -> Result<TimerWrites, StoreError> {
+        let writes = TimerWrites::take(commit);
+        writes.check(self)?;
+        Ok(writes)
     }
 }
 

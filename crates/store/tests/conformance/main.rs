@@ -5,7 +5,8 @@
 //! page at a time; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
 //! API keys and sign-ins and the heartbeat row (the server's tables, `duet_server_store`); `answers.rs`: who answered a park; `push.rs`: push configs and the outbox;
 //! `backup.rs` (SQLite only): an online backup taken while a writer commits; `schema.rs`: rolling
-//! upgrades (a newer schema, additive or not).
+//! upgrades (a newer schema, additive or not); `timers.rs`: the timer table as commits write it
+//! (and cancel_timer, the listing); `timer_claims.rs`: claiming, finishing, counting, wakeups.
 
 use duet_store::testing as support;
 
@@ -21,6 +22,8 @@ mod listing;
 mod push;
 mod queue;
 mod schema;
+mod timer_claims;
+mod timers;
 
 use std::sync::Arc;
 
