@@ -79,6 +79,10 @@ pub(crate) struct Writes {
     pub(crate) values: Vec<(String, Option<serde_json::Value>)>,
     pub(crate) status: Option<String>,
     pub(crate) stop: Option<Option<String>>,
+    /// Effects scheduled ([`ThreadState::schedule_effect`]), written with the commit.
+    pub(crate) timers: Vec<crate::store::NewTimer>,
+    /// Pending effects removed ([`ThreadState::remove_scheduled_effect`]), cancelled with it.
+    pub(crate) cancel: Vec<uuid::Uuid>,
 }
 
 /// A handler's view of its thread during one delivery.
@@ -103,6 +107,8 @@ pub struct ThreadState<'a> {
     /// spawns; failures are journaled with the delivery.
     pub(crate) hooks: crate::hooks::ActiveHooks,
     pub(crate) writes: Writes,
+    /// The time of this delivery (what an effect's delay counts from).
+    pub(crate) now: i64,
 }
 
 impl ThreadState<'_> {

@@ -64,7 +64,7 @@ impl Runtime {
                 timer.name, def.builtin, def.builtin
             ));
         };
-        if let Err(why) = check_args(def, &timer.args) {
+        if let Err(why) = crate::schedule::check_args(def, &timer.args) {
             return never(why);
         }
         let store = self.store();
@@ -159,6 +159,7 @@ impl Runtime {
             arguments: &scope.arguments,
             hooks,
             writes: Writes::default(),
+            now: self.now(),
         };
         let result = tokio::select! {
             () = guard.lost.cancelled() => {
@@ -204,6 +205,8 @@ impl Runtime {
         let mut commit = Commit {
             enqueue: writes.queued,
             values: writes.values,
+            timers: writes.timers,
+            cancel_timers: writes.cancel,
             timers_done: vec![timer.id],
             settle: true,
             ..Commit::default()
@@ -256,31 +259,5 @@ impl Runtime {
         t.updated_at = now;
         self.persist(t, Write::settle(vec![record]), Around::default())
             .await
-    }
-}
-
-/// Whether `args` pass effect `def`'s `args` schema as it is now (an object, without one).
-pub(crate) fn check_args(
-    def: &duet_spec::EffectDef,
-    args: &serde_json::Value,
-) -> Result<(), String> {
-    let name = &def.name;
-    let Some(schema) = &def.args else {
-        return if args.is_object() {
-            Ok(())
-        } else {
-            Err(format!("effect `{name}` takes an object of arguments"))
-        };
-    };
-    let validator = jsonschema::validator_for(schema)
-        .map_err(|e| format!("effect `{name}`'s `args` schema cannot be compiled: {e}"))?;
-    let problems = crate::tools::schema_problems(&validator, args);
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "arguments refused by effect `{name}`'s `args` schema: {}",
-            problems.join("; ")
-        ))
     }
 }

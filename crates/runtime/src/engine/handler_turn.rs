@@ -82,6 +82,7 @@ impl Runtime {
                 arguments: &scope.arguments,
                 hooks: hooks.clone(),
                 writes: Writes::default(),
+                now: self.now(),
             };
             let result = tokio::select! {
                 () = cancel.cancelled() => return self.abort(t, msgs).await.map(Flow::Done),
@@ -124,6 +125,8 @@ impl Runtime {
                     }
                     commit.enqueue = writes.queued;
                     commit.values = writes.values;
+                    commit.timers = writes.timers;
+                    commit.cancel_timers = writes.cancel;
                     if let Some(text) = writes.status {
                         t.status_text = Some(text.clone());
                         let seq = t.take_seq();
