@@ -39,6 +39,7 @@ pub mod middleware;
 mod model;
 pub mod plan;
 mod record;
+mod schedule;
 pub mod stale;
 mod store;
 pub mod telemetry;
@@ -65,6 +66,7 @@ pub use model::{
     ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
 };
 pub use record::{Record, RecordBody};
+pub use schedule::ScheduledEffect;
 pub use store::{
     AnswerOutcome, Answered, AnsweredQuery, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
     CommitStore, DecideOutcome, DecisionEntry, FeedEvent, FirstAnswer, JournalEntry, JournalStore,

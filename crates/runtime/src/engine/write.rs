@@ -259,6 +259,10 @@ fn is_empty(c: &Commit) -> bool {
         && c.values.is_empty()
         && c.enqueue.is_empty()
         && c.drained.is_empty()
+        && c.timers.is_empty()
+        && c.cancel_timers.is_empty()
+        && c.cancel_subjects.is_empty()
+        && c.timers_done.is_empty()
         && !c.settle
 }
 

@@ -6,7 +6,8 @@
 //! - `scenarios`: the `tests/scenarios/` folders — script in, transcript out — on every backend
 //!   and over the OpenAI wire (`wire`).
 //! - `hooks`, `policy` (a `tool_call_policy` hook deciding per call), `subagents`, `awaits` (durable waits on blocking children), `follow_ups`,
-//!   `streaming`, `durability` (racing runners, a run killed mid-step), `control_plane`.
+//!   `streaming`, `durability` (racing runners, a run killed mid-step), `control_plane`,
+//!   `effects` (scheduled effects with a test clock).
 
 mod support;
 mod wire;
@@ -15,6 +16,7 @@ mod approvals;
 mod awaits;
 mod control_plane;
 mod durability;
+mod effects;
 mod follow_ups;
 mod hooks;
 mod invoke_decisions;
