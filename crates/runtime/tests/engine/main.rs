@@ -6,7 +6,8 @@
 //! - `scenarios`: the `tests/scenarios/` folders — script in, transcript out — on every backend
 //!   and over the OpenAI wire (`wire`).
 //! - `hooks`, `policy` (a `tool_call_policy` hook deciding per call), `subagents`, `awaits` (durable waits on blocking children), `follow_ups`,
-//!   `streaming`, `durability` (racing runners, a run killed mid-step), `control_plane`.
+//!   `streaming`, `durability` (racing runners, a run killed mid-step), `control_plane`,
+//!   `timers` (the timer loop on a manual clock: due, re-armed, taken over, retried).
 
 mod support;
 mod wire;
@@ -22,3 +23,4 @@ mod policy;
 mod scenarios;
 mod streaming;
 mod subagents;
+mod timers;
