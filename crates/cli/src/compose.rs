@@ -141,5 +141,9 @@ pub(crate) fn builtins(project: &duet_spec::Project) -> duet_spec::Builtins {
             .chain(project.remotes.values().map(|r| r.def.builtin()))
             .collect(),
         hooks: duet_handlers::hooks().names().map(str::to_owned).collect(),
+        effects: duet_handlers::effects()
+            .names()
+            .map(str::to_owned)
+            .collect(),
     }
 }

@@ -41,7 +41,7 @@ pub use duet_store::{Stores, connect, open};
 /// which holds `agents/`) on `store`: the built-in model providers and the project's own
 /// (`agents/providers/`, keys from the variables they name), the built-in handlers and one for
 /// each remote A2A agent (`agents/remotes/`, tokens from the variables they name), the built-in
-/// hooks, the `http` tools (a host an argument chooses must be public unless
+/// hooks and effects, the `http` tools (a host an argument chooses must be public unless
 /// `DUET_ALLOW_PRIVATE_TARGETS=1`) and the MCP servers of `agents/mcp/` (started on first use).
 ///
 /// Add your own on the builder it returns — [`RuntimeBuilder::handler`], [`RuntimeBuilder::tool`],
@@ -56,7 +56,8 @@ pub fn compose(project: Arc<Project>, root: &Path, store: Arc<dyn Store>) -> Run
     let builder = Runtime::builder(project.clone(), store)
         .providers(duet_models::providers_for(&project))
         .handlers(handlers)
-        .hooks(duet_handlers::hooks());
+        .hooks(duet_handlers::hooks())
+        .effects(duet_handlers::effects());
     let private = std::env::var("DUET_ALLOW_PRIVATE_TARGETS")
         .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
     let http = duet_tools::HttpClient::new().allow_private_targets(private);

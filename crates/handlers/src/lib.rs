@@ -9,6 +9,12 @@
 //! - `keyword_router` answers by keyword, from rules in the thread's durable values or the agent
 //!   env, and can end the session on a keyword (an auto-approver is a router whose rule for
 //!   "approve" stops the session with "approved").
+//! - Effects ([`effects`]): `queue_message` (a reminder that starts a turn) and `invoke_tool`
+//!   (runs a project tool later).
+
+mod effects;
+
+pub use effects::{InvokeTool, QueueMessage, effects};
 
 use async_trait::async_trait;
 use duet_runtime::hooks::{Hook, HookContext, HookError, Hooks};

@@ -196,6 +196,7 @@ impl Runtime {
                 .collect(),
             handlers: self.inner.handlers.names().map(str::to_owned).collect(),
             hooks: self.inner.hooks.names().map(str::to_owned).collect(),
+            effects: self.inner.effects.names().map(str::to_owned).collect(),
         }
     }
 

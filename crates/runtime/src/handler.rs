@@ -73,7 +73,7 @@ impl Handlers {
 
 /// What a handler did, applied when its delivery commits.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Effects {
+pub(crate) struct Writes {
     pub(crate) injected: Vec<(Role, String, bool)>,
     pub(crate) queued: Vec<NewQueued>,
     pub(crate) values: Vec<(String, Option<serde_json::Value>)>,
@@ -102,7 +102,7 @@ pub struct ThreadState<'a> {
     /// The agent's hooks (a handler side has no prompt): `after_subagent_created` for its
     /// spawns; failures are journaled with the delivery.
     pub(crate) hooks: crate::hooks::ActiveHooks,
-    pub(crate) effects: Effects,
+    pub(crate) writes: Writes,
 }
 
 impl ThreadState<'_> {
@@ -138,12 +138,12 @@ impl ThreadState<'_> {
     /// Writes a message authored by this handler's side: the sibling's next inbound message.
     pub fn reply(&mut self, content: impl Into<String>) {
         let role = Role::authored_by(self.side);
-        self.effects.injected.push((role, content.into(), false));
+        self.writes.injected.push((role, content.into(), false));
     }
 
     /// Writes a message with any role at once (no execution is started by it).
     pub fn inject_message(&mut self, role: Role, content: impl Into<String>, silent: bool) {
-        self.effects.injected.push((role, content.into(), silent));
+        self.writes.injected.push((role, content.into(), silent));
     }
 
     /// Queues a message durably; it is delivered before the thread's next step.
@@ -153,24 +153,22 @@ impl ThreadState<'_> {
         } else {
             SideId::B
         };
-        self.effects
-            .queued
-            .push(NewQueued::new(role, side, content));
+        self.writes.queued.push(NewQueued::new(role, side, content));
     }
 
     /// Ends the session after this delivery, with `result` (default "Session stopped.").
     pub fn stop_session(&mut self, result: Option<String>) {
-        self.effects.stop = Some(result);
+        self.writes.stop = Some(result);
     }
 
     /// Sets the thread's free-text status.
     pub fn set_status(&mut self, text: impl Into<String>) {
-        self.effects.status = Some(text.into());
+        self.writes.status = Some(text.into());
     }
 
     /// A durable value: this delivery's own writes first, then the store.
     pub async fn get_value(&self, key: &str) -> Result<Option<serde_json::Value>, HandlerError> {
-        if let Some((_, v)) = self.effects.values.iter().rev().find(|(k, _)| k == key) {
+        if let Some((_, v)) = self.writes.values.iter().rev().find(|(k, _)| k == key) {
             return Ok(v.clone());
         }
         Ok(self.store.value(self.thread.id, key).await?)
@@ -178,7 +176,7 @@ impl ThreadState<'_> {
 
     /// Sets (or with `None` deletes) a durable value.
     pub fn set_value(&mut self, key: impl Into<String>, value: Option<serde_json::Value>) {
-        self.effects.values.push((key.into(), value));
+        self.writes.values.push((key.into(), value));
     }
 
     /// An env value: the agent's `env`, then the process environment.

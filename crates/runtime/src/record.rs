@@ -148,6 +148,30 @@ pub enum RecordBody {
         /// Why.
         reason: String,
     },
+    /// A scheduled effect ran (attempt `attempt` of its timer `id`); this commit holds what it
+    /// wrote. `messages`: the seqs of the messages it wrote (the spec's
+    /// `metadata.scheduledEffect {id, name}` on each).
+    EffectRan {
+        /// The timer's id (what `schedule_effect` returned).
+        id: uuid::Uuid,
+        /// The effect's name.
+        name: String,
+        /// Which attempt this was (1 for the first).
+        attempt: u32,
+        /// The seqs of the messages it wrote, in order.
+        messages: Vec<i64>,
+    },
+    /// An attempt of a scheduled effect failed: nothing it wrote was kept.
+    EffectFailed {
+        /// The timer's id.
+        id: uuid::Uuid,
+        /// The effect's name.
+        name: String,
+        /// Which attempt this was (1 for the first).
+        attempt: u32,
+        /// Its error text.
+        error: String,
+    },
     /// A kind this build does not know, kept as stored.
     #[serde(skip)]
     Unknown {
@@ -176,6 +200,8 @@ impl RecordBody {
             RecordBody::ApprovalRequested(_) => "approval_requested",
             RecordBody::ApprovalDecided(_) => "approval_decided",
             RecordBody::ToolCallDenied { .. } => "tool_call_denied",
+            RecordBody::EffectRan { .. } => "effect_ran",
+            RecordBody::EffectFailed { .. } => "effect_failed",
             RecordBody::Unknown { kind, .. } => kind,
         }
     }
@@ -252,6 +278,16 @@ mod tests {
                 },
                 "handler_error",
                 json!({"handler": "echo", "message": 3, "error": "no"}),
+            ),
+            (
+                RecordBody::EffectRan {
+                    id: uuid::Uuid::nil(),
+                    name: "remind".into(),
+                    attempt: 2,
+                    messages: vec![7],
+                },
+                "effect_ran",
+                json!({"id": "00000000-0000-0000-0000-000000000000", "name": "remind", "attempt": 2, "messages": [7]}),
             ),
             (
                 RecordBody::ChildAwaited {

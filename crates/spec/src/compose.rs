@@ -23,6 +23,10 @@ pub struct Builtins {
     pub handlers: BTreeSet<String>,
     /// Rust hooks, the names hooks' `builtin:` (or id) refers to.
     pub hooks: BTreeSet<String>,
+    /// Rust effects, the ids effects' `builtin:` (or file name) refers to. Any thread may
+    /// schedule any effect, so no agent needs one: they are checked for the project alone
+    /// ([`Project::check_builtins`]), never before an agent runs.
+    pub effects: BTreeSet<String>,
 }
 
 /// The definitions running one agent can reach, by name.
@@ -149,6 +153,13 @@ impl Project {
         for (id, d) in &self.hooks {
             if wanted(only.map(|r| &r.hooks), id) && !registered.hooks.contains(&d.def.builtin) {
                 missing(&d.source, "hook", &d.def.builtin, &registered.hooks);
+            }
+        }
+        if only.is_none() {
+            for d in self.effects.values() {
+                if !registered.effects.contains(&d.def.builtin) {
+                    missing(&d.source, "effect", &d.def.builtin, &registered.effects);
+                }
             }
         }
         issues

@@ -78,7 +78,7 @@ codes! {
     TsNotStatic = "ts_not_static", Error, "files",
         "A value in a `.ts` file would need evaluation (an identifier, a spread, a call, a computed key, a `${}` template); duet reads definitions statically.";
     TsFunctionNotRun = "ts_function_not_run", Warning, "files",
-        "A `.ts` tool, hook or handler has an `execute` function; duet never runs TypeScript, so the definition must say how it runs in Rust or declaratively.";
+        "A `.ts` tool, hook or handler has an `execute` function (an effect a `handler` function); duet never runs TypeScript, so the definition must say how it runs in Rust or declaratively.";
     WrongDefineFunction = "wrong_define_function", Error, "files",
         "A file calls the define function of another kind than its folder holds (`definePrompt` under `agents/agents/`).";
     DuplicateKey = "duplicate_key", Error, "files",
@@ -94,7 +94,7 @@ codes! {
     InvalidValue = "invalid_value", Error, "shape",
         "A field has the right type but a value it cannot take (an unknown enum member, zero where a positive count belongs, an empty name).";
     InvalidJsonSchema = "invalid_json_schema", Error, "shape",
-        "A tool's `args` or a prompt's `requiredSchema` is not a valid JSON Schema for an object (or a tool's `approval.when` not a valid JSON Schema).";
+        "A tool's or effect's `args` or a prompt's `requiredSchema` is not a valid JSON Schema for an object (or a tool's `approval.when` not a valid JSON Schema).";
     DeprecatedField = "deprecated_field", Warning, "shape",
         "A field the spec deprecates (`title`, `tenvs`, a prompt's `exposeAsTool`).";
     NameNotSnakeCase = "name_not_snake_case", Error, "names",
@@ -152,7 +152,7 @@ codes! {
     HandoffWithoutHumanSide = "handoff_without_human_side", Error, "references",
         "A handoff target lacks a human side where the agents handing off to it have theirs.";
     UnknownBuiltin = "unknown_builtin", Warning, "references",
-        "A `builtin:` tool, handler or hook names nothing registered in this build of duet. A warning (the code may live elsewhere), an error with `duet validate --strict`, and an error before `duet run` / `duet send` runs an agent that needs it.";
+        "A `builtin:` tool, handler, hook or effect names nothing registered in this build of duet. A warning (the code may live elsewhere), an error with `duet validate --strict`, and an error before `duet run` / `duet send` runs an agent that needs it.";
     ParentHooksNotExposed = "parent_hooks_not_exposed", Error, "parent hooks",
         "`parentHooks` on an agent without `exposeAsTool: true`.";
     ParentHookMissingReason = "parent_hook_missing_reason", Error, "parent hooks",

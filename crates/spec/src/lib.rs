@@ -1,7 +1,7 @@
 //! Standard Agents 0.2.0 definitions for duet: types, loading and validation.
 //!
 //! A project keeps its definitions under `agents/` (`agents/agents/`, `agents/prompts/`,
-//! `agents/tools/`, `agents/hooks/`, `agents/handlers/`, `agents/models/`, `agents/providers/`,
+//! `agents/tools/`, `agents/hooks/`, `agents/handlers/`, `agents/effects/`, `agents/models/`, `agents/providers/`,
 //! and duet's `agents/mcp/`), each file YAML or a TS-like `export default defineAgent({...})`
 //! read statically. [`load`] reads a directory; [`Project::from_files`] does the same from files
 //! handed in, with no IO. Either returns every well-formed definition and every [`Issue`] at
@@ -28,6 +28,7 @@ mod approval;
 mod cascade;
 mod compose;
 mod decode;
+mod effect;
 pub mod fs;
 mod hook;
 mod issue;
@@ -57,6 +58,7 @@ pub use approval::{Approval, ApprovalWhen, Approvers, Decision, RememberScope};
 pub use cascade::order as order_issues;
 pub use compose::Builtins;
 pub use decode::nearest;
+pub use effect::EffectDef;
 pub use fs::LoadError;
 pub use hook::{EXTENSION_HOOKS, HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};

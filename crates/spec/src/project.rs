@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::agent::{self, AgentDef, ParentHookRequirement, Side, SideId};
 use crate::decode::{Ctx, is_snake_case};
+use crate::effect::{self, EffectDef};
 use crate::hook::{self, HandlerDef, HookDef};
 use crate::issue::{Code, Issue, Severity};
 use crate::mcp::{self, McpServerDef};
@@ -93,11 +94,13 @@ pub enum Kind {
     Mcp,
     /// `agents/remotes/`: [`RemoteAgentDef`]s (each also an agent, and a handler).
     Remote,
+    /// `agents/effects/`: [`EffectDef`]s.
+    Effect,
 }
 
 impl Kind {
     /// Every kind, in this order.
-    pub(crate) const ALL: [Kind; 9] = [
+    pub(crate) const ALL: [Kind; 10] = [
         Kind::Agent,
         Kind::Prompt,
         Kind::Tool,
@@ -107,6 +110,7 @@ impl Kind {
         Kind::Provider,
         Kind::Mcp,
         Kind::Remote,
+        Kind::Effect,
     ];
 
     /// The folder under `agents/` that holds this kind.
@@ -121,6 +125,7 @@ impl Kind {
             Kind::Provider => "providers",
             Kind::Mcp => "mcp",
             Kind::Remote => "remotes",
+            Kind::Effect => "effects",
         }
     }
 
@@ -136,6 +141,7 @@ impl Kind {
             Kind::Provider => "defineProvider",
             Kind::Mcp => "defineMcpServer",
             Kind::Remote => "defineRemoteAgent",
+            Kind::Effect => "defineEffect",
         }
     }
 
@@ -151,6 +157,7 @@ impl Kind {
             Kind::Provider => "provider",
             Kind::Mcp => "MCP server",
             Kind::Remote => "remote agent",
+            Kind::Effect => "effect",
         }
     }
 
@@ -255,6 +262,8 @@ pub struct Project {
     pub mcp: BTreeMap<String, Defined<McpServerDef>>,
     /// `agents/remotes/`, by `name` (each is in `agents` and `handlers` too).
     pub remotes: BTreeMap<String, Defined<RemoteAgentDef>>,
+    /// `agents/effects/`, by file name.
+    pub effects: BTreeMap<String, Defined<EffectDef>>,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
     /// What could be read of agents whose files leave them incomplete, so their references
@@ -388,7 +397,7 @@ impl Project {
         let mut ctx = Ctx::new(path, issues);
         let root = &source.node;
 
-        let file_named = matches!(kind, Kind::Tool | Kind::Handler);
+        let file_named = matches!(kind, Kind::Tool | Kind::Handler | Kind::Effect);
         if file_named && !is_snake_case(stem) {
             ctx.push(
                 Issue::new(
@@ -490,6 +499,18 @@ impl Project {
                     |p| &mut p.tools,
                 );
             }
+            Kind::Effect => {
+                let def = effect::decode(&mut ctx, root, stem);
+                insert(
+                    self,
+                    &mut ctx,
+                    kind,
+                    Some(stem.to_owned()),
+                    def,
+                    source,
+                    |p| &mut p.effects,
+                );
+            }
             Kind::Handler => {
                 let def = hook::decode_handler(&mut ctx, root, stem);
                 insert(
@@ -585,7 +606,7 @@ fn classify(path: &str) -> Class<'_> {
     };
     let Some(kind) = Kind::from_folder(folder) else {
         let message = match folder {
-            "effects" | "api" | "packed" => {
+            "api" | "packed" => {
                 format!("`agents/{folder}/` is not supported by duet yet; this file is ignored")
             }
             _ => format!(
@@ -596,7 +617,7 @@ fn classify(path: &str) -> Class<'_> {
             Issue::new(Code::UnsupportedFile, message)
                 .at(path, "", None)
                 .hint(
-                    "definition folders: agents, prompts, tools, hooks, handlers, models, providers, mcp, remotes",
+                    "definition folders: agents, prompts, tools, hooks, handlers, effects, models, providers, mcp, remotes",
                 ),
         );
     };

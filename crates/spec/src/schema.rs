@@ -19,7 +19,7 @@ pub(crate) fn object_schema(
         ))
     } else if schema.get("type").and_then(serde_json::Value::as_str) != Some("object") {
         Some(format!(
-            "`{path}` must describe an object (`type: object`): tool arguments are always an object"
+            "`{path}` must describe an object (`type: object`): arguments are always an object"
         ))
     } else if let Err(e) = jsonschema::meta::validate(&schema) {
         Some(format!(

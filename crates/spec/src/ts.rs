@@ -171,6 +171,42 @@ fn parse_here(text: &str) -> (Option<Definition>, Vec<Issue>) {
             ));
         }
     };
+    // The spec's positional `defineEffect(description, argsSchema?, handler)`: read as the
+    // object `{ description, args, handler }`.
+    let positional = function == "defineEffect"
+        && !matches!(
+            call.arguments
+                .first()
+                .and_then(Argument::as_expression)
+                .map(Expression::get_inner_expression),
+            Some(Expression::ObjectExpression(_)) | None
+        );
+    if positional {
+        let mut values = Vec::new();
+        for a in &call.arguments {
+            match a {
+                Argument::SpreadElement(s) => {
+                    reader.not_static(s.span.start, "a spread argument", "")
+                }
+                other => values.extend(other.as_expression().map(|e| reader.value(e, 0, ""))),
+            }
+        }
+        let span = reader.lines.span(call.span.start as usize);
+        return match crate::effect::positional(values) {
+            Some(node) => (
+                Some(Definition {
+                    function,
+                    span,
+                    node,
+                }),
+                reader.issues,
+            ),
+            None => reader.fail(no_definition(
+                span,
+                "`defineEffect` takes an object literal, or `(description, argsSchema?, handler)` with a string description",
+            )),
+        };
+    }
     let arg = match call.arguments.as_slice() {
         [arg] => arg,
         _ => {

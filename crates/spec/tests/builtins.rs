@@ -28,12 +28,17 @@ fn unregistered_builtins_are_reported_with_the_registered_ones() {
             "agents/hooks/audit.yaml",
             "hook: filter_messages\nid: audit\nbuiltin: audti\n",
         ),
+        file(
+            "agents/effects/nudge.yaml",
+            "description: Nudge.\nbuiltin: queue_mesage\n",
+        ),
     ]);
     assert!(loaded.is_ok(), "{:?}", loaded.issues);
     let builtins = Builtins {
         tools: ["echo".to_owned()].into(),
         handlers: ["relay".to_owned()].into(),
         hooks: ["audit".to_owned()].into(),
+        effects: ["queue_message".to_owned()].into(),
     };
     let issues = loaded.project.check_builtins(&builtins);
     assert!(issues.iter().all(|i| i.severity == Severity::Warning));
@@ -68,6 +73,12 @@ fn unregistered_builtins_are_reported_with_the_registered_ones() {
                 "agents/hooks/audit.yaml",
                 Some(3),
                 Some("did you mean `audit`?")
+            ),
+            (
+                Code::UnknownBuiltin,
+                "agents/effects/nudge.yaml",
+                Some(2),
+                Some("did you mean `queue_message`?")
             ),
         ]
     );
@@ -184,6 +195,7 @@ fn what_an_agent_needs_is_its_composition_closure() {
             tools: names(&["clock_impl", "helper_impl", "lookup_impl"]),
             handlers: names(&["worker"]),
             hooks: names(&["agent_hook", "child_audit", "gate_audit", "prompt_hook"]),
+            ..Builtins::default()
         }
     );
     // A child alone needs its own code, not its parents' (nor its own parent hooks).
@@ -205,6 +217,7 @@ fn an_agent_is_checked_for_what_it_composes_and_nothing_else() {
         tools: names(&["clock_impl", "helper_impl", "lookup_impl"]),
         handlers: names(&["worker"]),
         hooks: names(&["agent_hook", "child_audit", "prompt_hook"]),
+        ..Builtins::default()
     };
     let issues = p.check_builtins_for("parent", &registered);
     let got: Vec<(&str, Code, Severity)> = issues

@@ -31,7 +31,8 @@ pub fn runtime(
     let builder = Runtime::builder(project.clone(), store)
         .providers(providers)
         .handlers(handlers)
-        .hooks(duet_handlers::hooks());
+        .hooks(duet_handlers::hooks())
+        .effects(duet_handlers::effects());
     duet_tools::register(builder, &project, &repo())
 }
 

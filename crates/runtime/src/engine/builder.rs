@@ -83,6 +83,12 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The effect implementations, by registered id (replacing any registered before).
+    pub fn effects(mut self, effects: EffectImpls) -> Self {
+        self.effects = effects;
+        self
+    }
+
     /// Registers effect code under `id` (an effect file's `builtin:`).
     pub fn effect(mut self, id: &str, effect: impl Effect) -> Self {
         self.effects = std::mem::take(&mut self.effects).with(id, effect);

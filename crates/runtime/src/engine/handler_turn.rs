@@ -8,7 +8,7 @@ use super::write::{Around, Emit, Write};
 use super::{Flow, Runtime, Turn};
 use crate::decide;
 use crate::error::RunError;
-use crate::handler::{Effects, HandlerError, ThreadState};
+use crate::handler::{HandlerError, ThreadState, Writes};
 use crate::record::{Record, RecordBody};
 use crate::store::{Commit, CommitOutcome};
 use crate::transition;
@@ -81,22 +81,22 @@ impl Runtime {
                 sibling_relationships: sibling,
                 arguments: &scope.arguments,
                 hooks: hooks.clone(),
-                effects: Effects::default(),
+                writes: Writes::default(),
             };
             let result = tokio::select! {
                 () = cancel.cancelled() => return self.abort(t, msgs).await.map(Flow::Done),
                 r = handler.handle(&mut state, m) => r,
             };
-            let effects = std::mem::take(&mut state.effects);
+            let writes = std::mem::take(&mut state.writes);
             let mut hooks = std::mem::take(&mut state.hooks);
             drop(state);
             let now = self.now();
             // Each message the handler wrote passes `before_create_message`; a hook that fails
             // rejects the delivery like a handler error.
-            let mut written = Vec::with_capacity(effects.injected.len());
+            let mut written = Vec::with_capacity(writes.injected.len());
             let mut result = result;
             if result.is_ok() {
-                for (role, content, silent) in &effects.injected {
+                for (role, content, silent) in &writes.injected {
                     let writer = match role {
                         Role::Assistant => Some(SideId::A),
                         Role::User => Some(SideId::B),
@@ -122,16 +122,16 @@ impl Runtime {
                         msg.seq = t.take_seq();
                         commit.messages.push(msg);
                     }
-                    commit.enqueue = effects.queued;
-                    commit.values = effects.values;
-                    if let Some(text) = effects.status {
+                    commit.enqueue = writes.queued;
+                    commit.values = writes.values;
+                    if let Some(text) = writes.status {
                         t.status_text = Some(text.clone());
                         let seq = t.take_seq();
                         commit
                             .records
                             .push(Record::new(seq, RecordBody::Status { text }, now));
                     }
-                    stop_result = effects.stop;
+                    stop_result = writes.stop;
                 }
                 Err(e) => {
                     let seq = t.take_seq();

@@ -29,4 +29,5 @@ pub fn runtime(
         .providers(providers)
         .handlers(duet_handlers::handlers())
         .hooks(duet_handlers::hooks())
+        .effects(duet_handlers::effects())
 }

@@ -1,0 +1,6 @@
+export default defineEffect({
+  description: 'Nudges the thread.',
+  builtin: 'queue_message',
+  maxAttempts: 2,
+  handler: async (state) => {},
+});

@@ -1,0 +1,1 @@
+export default defineEffect({ description: 'The Rust effect `plain`.', handler: 'nope' });

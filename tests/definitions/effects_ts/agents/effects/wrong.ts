@@ -1,0 +1,1 @@
+export default defineEffect(42, async () => {});
