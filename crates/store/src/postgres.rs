@@ -17,13 +17,24 @@ use std::sync::Arc;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
+use duet_runtime::{ChangeHub, WakeHub};
 use listen::Feed;
 
-/// The change feed's notice for the `threads` row in scope (`listen::CHANNEL`, and the payload
+/// The change feed's notice for the `threads` row in scope (`duet_changes`, the channel
+/// `listen::Hub for ChangeHub` listens on, and the payload
 /// `parse_change` reads), one literal for every statement that announces a thread.
 macro_rules! notify {
     () => {
         "pg_notify('duet_changes', id || ' ' || (next_seq - 1) || ' ' || status)"
+    };
+}
+
+/// The timer wakeup for the `timers` row in scope, if it is `pending` (`duet_timers`, the
+/// channel `listen::Hub for WakeHub` listens on; the payload is its due time), one literal for
+/// every statement that puts a timer back.
+macro_rules! wake {
+    () => {
+        "CASE WHEN status = 'pending' THEN (SELECT 1 FROM pg_notify('duet_timers', due_at::text)) END"
     };
 }
 
@@ -56,7 +67,8 @@ fn connect_error(e: sqlx::Error, options: &PgConnectOptions) -> duet_runtime::St
 pub struct PgStore {
     write: PgPool,
     read: PgPool,
-    feed: Arc<Feed>,
+    feed: Arc<Feed<ChangeHub>>,
+    wakes: Arc<Feed<WakeHub>>,
     committer: crate::group::Committer<commit::Job>,
 }
 
@@ -151,7 +163,8 @@ impl PgStore {
         Ok(PgStore {
             write: pool.clone(),
             read: pool.clone(),
-            feed: Arc::new(Feed::start(options)),
+            feed: Arc::new(Feed::start(options.clone())),
+            wakes: Arc::new(Feed::start(options)),
             committer: crate::group::Committer::start(commit::PgWriter { pool }, COMMITS_IN_FLIGHT),
         })
     }
@@ -163,6 +176,15 @@ impl PgStore {
     /// Nothing to do after a commit: the write's `pg_notify` reaches this store's subscribers
     /// (and every other store's) through the listener.
     fn publish(&self, _: Change) {}
+
+    /// A subscription to timer wakeups, from every process (`duet_timers`).
+    fn wakeups(&self) -> futures::stream::BoxStream<'static, duet_runtime::TimerWake> {
+        self.wakes.subscribe()
+    }
+
+    /// Nothing to do after a timer is put back: the write's `pg_notify` (`wake!`) reaches every
+    /// store's subscribers through the listener.
+    fn wake(&self, _: i64) {}
 
     async fn writer(
         &self,
@@ -416,5 +438,6 @@ crate::sql::store_impl!(
     " FOR UPDATE",
     " FOR UPDATE SKIP LOCKED",
     notify!(),
+    wake!(),
     "SELECT pg_database_size(current_database())"
 );

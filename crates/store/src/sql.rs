@@ -14,10 +14,11 @@ pub(crate) use crate::batch::{
 /// a `threads` row that announces it on the change feed, evaluated by the statement that writes
 /// it (Postgres: `pg_notify`, delivered if the transaction commits; SQLite: `NULL`, since it
 /// announces in process); after committing, a write also calls the backend's `publish` (a no-op
-/// on Postgres), and `changes()` is the backend's `subscribe`. Each backend writes its own
-/// `commit_impl`: the shapes differ (statements vs one batch).
+/// on Postgres), and `changes()` is the backend's `subscribe`. `$wake` does for the timer table
+/// what `$notify` does for threads (see `timers_sql::timers_impl!`). Each backend writes its own
+/// `commit_impl`: the shapes differ (statements vs one batch), and so do the timers it writes.
 macro_rules! store_impl {
-    ($store:ident, $db:ty, $begin:literal, $lock:literal, $skip_locked:literal, $notify:expr, $size_sql:literal) => {
+    ($store:ident, $db:ty, $begin:literal, $lock:literal, $skip_locked:literal, $notify:expr, $wake:expr, $size_sql:literal) => {
         use async_trait::async_trait;
         use duet_runtime::{
             Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
@@ -228,7 +229,7 @@ macro_rules! store_impl {
 
         crate::health_sql::health_impl!($store);
 
-        crate::timers_sql::timers_impl!($store);
+        crate::timers_sql::timers_impl!($store, $db, $begin, $lock, $skip_locked, $wake);
 
         #[async_trait]
         impl RegistryStore for $store {

@@ -30,6 +30,8 @@ pub struct SqliteStore {
     write: Arc<Mutex<SqliteConnection>>,
     read: SqlitePool,
     hub: ChangeHub,
+    /// Timer wakeups, in process like the change feed.
+    wakes: duet_runtime::WakeHub,
     committer: crate::group::Committer<commit::Job>,
 }
 
@@ -211,10 +213,12 @@ impl SqliteStore {
             .map_err(crate::db_error)?;
         tokio::spawn(checkpoint(checkpointer, Arc::downgrade(&write)));
         let hub = ChangeHub::default();
+        let wakes = duet_runtime::WakeHub::default();
         let committer = crate::group::Committer::start(
             commit::SqliteWriter {
                 conn: write.clone(),
                 hub: hub.clone(),
+                wakes: wakes.clone(),
             },
             1,
         );
@@ -222,6 +226,7 @@ impl SqliteStore {
             write,
             read,
             hub,
+            wakes,
             committer,
         })
     }
@@ -238,6 +243,17 @@ impl SqliteStore {
     fn publish(&self, change: Change) {
         self.hub.publish(change);
     }
+
+    /// A subscription to timer wakeups (this process's writes: another process writing to the
+    /// same file is not heard, as on the change feed).
+    fn wakeups(&self) -> futures::stream::BoxStream<'static, duet_runtime::TimerWake> {
+        self.wakes.subscribe()
+    }
+
+    /// Announces a timer written or put back, due at `at`.
+    fn wake(&self, at: i64) {
+        self.wakes.due(at);
+    }
 }
 
 crate::sql::store_impl!(
@@ -246,6 +262,7 @@ crate::sql::store_impl!(
     "BEGIN IMMEDIATE",
     "",
     "",
+    "NULL",
     "NULL",
     "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
 );
@@ -334,6 +351,7 @@ impl SqliteStore {
                 )),
             }
         }
+        let due = commit::timer_statements(&mut batch, &commit);
         let settle = commit.settle && commit.enqueue.is_empty();
         // The thread's new status and stop reason are `$4` and `$8`.
         let release = if !settle {
@@ -363,6 +381,7 @@ impl SqliteStore {
                 seq: t.next_seq - 1,
                 status: t.status,
             },
+            due,
         };
         crate::group::outcome(self.committer.commit(job).await?, t, &commit)
     }

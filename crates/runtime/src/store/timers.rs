@@ -292,16 +292,29 @@ impl WakeHub {
     /// A new subscriber, live at once: a `Resync`, then everything published from now on.
     pub fn subscribe(&self) -> BoxStream<'static, TimerWake> {
         use futures::StreamExt;
+        futures::stream::once(async { TimerWake::Resync })
+            .chain(self.subscribe_silently())
+            .boxed()
+    }
+
+    /// A new subscriber without the opening `Resync`: for a hub whose source says itself when
+    /// its subscribers are live (with [`WakeHub::resync`]), as a store listening to another
+    /// process's wakeups does.
+    pub fn subscribe_silently(&self) -> BoxStream<'static, TimerWake> {
+        use futures::StreamExt;
         use tokio::sync::broadcast::error::RecvError;
-        let live = futures::stream::unfold(self.tx.subscribe(), |mut rx| async move {
+        futures::stream::unfold(self.tx.subscribe(), |mut rx| async move {
             match rx.recv().await {
                 Ok(wake) => Some((wake, rx)),
                 Err(RecvError::Lagged(_)) => Some((TimerWake::Resync, rx)),
                 Err(RecvError::Closed) => None,
             }
-        });
-        futures::stream::once(async { TimerWake::Resync })
-            .chain(live)
-            .boxed()
+        })
+        .boxed()
+    }
+
+    /// How many subscribers it has.
+    pub fn subscribers(&self) -> usize {
+        self.tx.receiver_count()
     }
 }

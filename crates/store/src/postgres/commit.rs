@@ -3,6 +3,11 @@
 //! one transaction with one WAL flush. Its arguments are columns: the threads' new states, one
 //! element per commit, and the rows of each table, each row naming its commit by index. The
 //! change feed needs nothing here: the function's `pg_notify` reaches every listener.
+//!
+//! A group that writes to the timer table calls the function inside one statement
+//! ([`CALL_TIMERS`]) whose data-modifying CTEs write the timers of the commits it wrote (those
+//! whose lease held): still one round trip and one transaction, and a failing timer write (an
+//! id taken) fails the group like any other statement, so each commit goes again alone.
 
 use duet_runtime::{Commit, StoreError, Thread};
 use sqlx::Row;
@@ -40,12 +45,59 @@ const QUEUED: &[Kind] = &[
 ];
 /// A durable value: its key and JSON text (`NULL` deletes).
 const VALUES: &[Kind] = &[Text, Text];
+/// A timer named by id (to cancel, or done).
+const IDS: &[Kind] = &[Text];
+/// A subject whose pending timers are cancelled.
+const SUBJECTS: &[Kind] = &[Text];
+/// A new timer: id, kind, name, args, subject, due time, attempts allowed.
+const TIMERS: &[Kind] = &[Text, Text, Text, Text, Text, Int, Int];
 
 /// The call; its placeholders are every column below, in order (22 + 2 + 16 + 13 + 3).
 const CALL: &str = "SELECT r_at, r_owner, r_waiting FROM duet_commit(\
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
     $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, \
     $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56)";
+
+/// [`CALL`] with the group's timer writes (4 more tables: 2 + 2 + 2 + 8 placeholders), for the
+/// commits the function wrote (`w`: each one's thread row and time, `$1` and `$19` being the
+/// commits' thread ids and times): this thread's pending timers named by id or subject
+/// cancelled, its running ones named done completed, the new ones inserted, and one wakeup
+/// (`duet_timers`, the earliest due time written), delivered only if the group commits. The
+/// CTEs run on the statement's snapshot, taken before the function locks the threads: a
+/// thread's timers are written only by commits holding its lease, one at a time, so none of
+/// them is missed; a timer claimed or cancelled meanwhile is seen as it is now (an update
+/// re-reads a row another transaction changed) and left alone. A commit's cancellations never
+/// reach the timers it inserts (CTEs do not see one another's rows), as on SQLite.
+const CALL_TIMERS: &str = "WITH r AS MATERIALIZED (SELECT r_at, r_owner, r_waiting FROM duet_commit(\
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
+    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, \
+    $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56)), \
+  w AS MATERIALIZED (SELECT r.r_at AS at, th.num, x.now FROM r \
+    JOIN unnest($1::text[], $19::bigint[]) WITH ORDINALITY AS x (id, now, i) ON x.i = r.r_at \
+    JOIN threads th ON th.id = x.id), \
+  named AS (SELECT tm.id, w.now FROM w \
+      JOIN unnest($57::bigint[], $58::text[]) AS c (at, id) ON c.at = w.at \
+      JOIN timers tm ON tm.id = c.id AND tm.thread = w.num \
+    UNION ALL SELECT tm.id, w.now FROM w \
+      JOIN unnest($59::bigint[], $60::text[]) AS s (at, subject) ON s.at = w.at \
+      JOIN timers tm ON tm.thread = w.num AND tm.subject = s.subject AND tm.status = 'pending'), \
+  cancelled AS (UPDATE timers tm SET status = 'cancelled', updated_at = n.now FROM named n \
+    WHERE tm.id = n.id AND tm.status = 'pending'), \
+  done AS (UPDATE timers tm SET status = 'completed', updated_at = w.now, claimed_by = NULL, \
+      claimed_until = NULL \
+    FROM w JOIN unnest($61::bigint[], $62::text[]) AS f (at, id) ON f.at = w.at \
+    WHERE tm.id = f.id AND tm.thread = w.num AND tm.status = 'processing'), \
+  added AS (INSERT INTO timers (id, thread, kind, name, args, subject, due_at, created_at, \
+      status, attempts, max_attempts, updated_at) \
+    SELECT n.id, w.num, n.kind, n.name, n.args, n.subject, n.due_at, w.now, 'pending', 0, \
+      n.max_attempts, w.now \
+    FROM unnest($63::bigint[], $64::text[], $65::text[], $66::text[], $67::text[], $68::text[], \
+      $69::bigint[], $70::bigint[]) AS n (at, id, kind, name, args, subject, due_at, max_attempts) \
+    JOIN w ON w.at = n.at \
+    RETURNING due_at) \
+SELECT r.r_at, r.r_owner, r.r_waiting, (SELECT count(*) FROM (SELECT pg_notify('duet_timers', \
+  min(due_at)::text) FROM added HAVING count(*) > 0) n) AS woke \
+FROM r ORDER BY r.r_at";
 
 #[derive(Clone)]
 enum Col {
@@ -162,6 +214,10 @@ pub(crate) struct Job {
     journal: Rows,
     queued: Rows,
     values: Rows,
+    cancel: Rows,
+    subjects: Rows,
+    done: Rows,
+    timers: Rows,
 }
 
 impl Job {
@@ -172,7 +228,33 @@ impl Job {
             journal: Rows::new(JOURNAL),
             queued: Rows::new(QUEUED),
             values: Rows::new(VALUES),
+            cancel: Rows::new(IDS),
+            subjects: Rows::new(SUBJECTS),
+            done: Rows::new(IDS),
+            timers: Rows::new(TIMERS),
         }
+    }
+
+    /// Its tables, in the order they are bound.
+    fn tables(&self) -> [&Rows; 9] {
+        [
+            &self.thread,
+            &self.drained,
+            &self.journal,
+            &self.queued,
+            &self.values,
+            &self.cancel,
+            &self.subjects,
+            &self.done,
+            &self.timers,
+        ]
+    }
+
+    /// Whether it writes to the timer table (and so is written with [`CALL_TIMERS`]).
+    fn has_timers(&self) -> bool {
+        [&self.cancel, &self.subjects, &self.done, &self.timers]
+            .iter()
+            .any(|r| !r.at.is_empty())
     }
 
     /// `commit` of thread `t` (its new state) by run `owner`.
@@ -212,6 +294,30 @@ impl Job {
             job.values
                 .push(1, vec![Arg::Text(Some(key.clone())), Arg::Text(value)])?;
         }
+        let id = |id: &Uuid| vec![Arg::Text(Some(id.to_string()))];
+        for t in &commit.cancel_timers {
+            job.cancel.push(1, id(t))?;
+        }
+        for subject in &commit.cancel_subjects {
+            job.subjects.push(1, vec![Arg::Text(Some(subject.clone()))])?;
+        }
+        for t in &commit.timers_done {
+            job.done.push(1, id(t))?;
+        }
+        for t in &commit.timers {
+            job.timers.push(
+                1,
+                vec![
+                    Arg::Text(Some(t.id.to_string())),
+                    Arg::Text(Some(t.kind.as_str().to_owned())),
+                    Arg::Text(Some(t.name.clone())),
+                    Arg::Text(Some(t.args.to_string())),
+                    Arg::Text(t.subject.clone()),
+                    Arg::Int(t.due_at),
+                    Arg::Int(i64::from(t.max_attempts.max(1))),
+                ],
+            )?;
+        }
         Ok(job)
     }
 
@@ -224,18 +330,28 @@ impl Job {
             group.journal.append(&job.journal, at);
             group.queued.append(&job.queued, at);
             group.values.append(&job.values, at);
+            group.cancel.append(&job.cancel, at);
+            group.subjects.append(&job.subjects, at);
+            group.done.append(&job.done, at);
+            group.timers.append(&job.timers, at);
         }
         group
     }
 
-    fn bind<'q>(
-        &'q self,
-        mut query: sqlx::query::Query<'q, Postgres, PgArguments>,
-    ) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    /// The statement that writes it, with its arguments bound: [`CALL`], or [`CALL_TIMERS`]
+    /// with the timer tables too.
+    fn query(&self) -> sqlx::query::Query<'_, Postgres, PgArguments> {
+        let all = self.tables();
+        let (sql, tables) = if self.has_timers() {
+            (CALL_TIMERS, &all[1..])
+        } else {
+            (CALL, &all[1..5])
+        };
+        let mut query = sqlx::query(sql);
         for col in &self.thread.cols {
             query = col.bind(query);
         }
-        for rows in [&self.drained, &self.journal, &self.queued, &self.values] {
+        for rows in tables {
             query = query.bind(rows.at.as_slice());
             for col in &rows.cols {
                 query = col.bind(query);
@@ -254,16 +370,7 @@ impl Writer for PgWriter {
     type Job = Job;
 
     fn size(job: &Job) -> usize {
-        [
-            &job.thread,
-            &job.drained,
-            &job.journal,
-            &job.queued,
-            &job.values,
-        ]
-        .iter()
-        .map(|r| r.values())
-        .sum()
+        job.tables().iter().map(|r| r.values()).sum()
     }
 
     async fn write(&self, jobs: &[&Job]) -> Result<Vec<Returned>, Failure> {
@@ -276,7 +383,7 @@ impl Writer for PgWriter {
             }
         };
         let rows = args
-            .bind(sqlx::query(CALL))
+            .query()
             .fetch_all(&self.pool)
             .await
             .map_err(Failure::of)?;
@@ -306,10 +413,11 @@ mod tests {
     };
     use uuid::Uuid;
 
-    use super::{CALL, Job};
+    use super::{CALL, CALL_TIMERS, Job};
 
     /// A commit with something of every kind: drained rows, a message and a record, a queued
-    /// late tool result with an image and a trace, a value set and one deleted.
+    /// late tool result with an image and a trace, a value set and one deleted, a timer, one
+    /// cancelled by id and one by subject, one done.
     fn commit() -> Commit {
         let mut queued = NewQueued::new(Role::User, SideId::B, "late");
         queued.tool = Some(ToolReply {
@@ -340,8 +448,34 @@ mod tests {
             enqueue: vec![queued],
             settle: true,
             release: false,
-            ..Commit::default()
+            timers: vec![duet_runtime::NewTimer {
+                id: Uuid::now_v7(),
+                kind: duet_runtime::TimerKind::Effect,
+                name: "remind".into(),
+                args: serde_json::json!({"to": "me"}),
+                subject: None,
+                due_at: 60_000,
+                max_attempts: 3,
+            }],
+            cancel_timers: vec![Uuid::now_v7()],
+            cancel_subjects: vec!["park:1:4".into()],
+            timers_done: vec![Uuid::now_v7()],
         }
+    }
+
+    /// The placeholders of `sql`: the highest `$N`, checked to be all of `$1..=$N`.
+    fn placeholders(sql: &str) -> usize {
+        let numbers: std::collections::BTreeSet<usize> = sql
+            .split('$')
+            .skip(1)
+            .filter_map(|rest| {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
+            })
+            .collect();
+        let n = numbers.last().copied().unwrap_or(0);
+        assert_eq!(numbers.len(), n, "every placeholder of 1..={n} used");
+        n
     }
 
     #[test]
@@ -354,21 +488,31 @@ mod tests {
         assert_eq!(group.journal.at, [1, 1, 2, 2, 3, 3]);
         assert_eq!(group.queued.at, [1, 2, 3]);
         assert_eq!(group.values.at, [1, 1, 2, 2, 3, 3]);
-        let tables = [
-            &group.thread,
-            &group.drained,
-            &group.journal,
-            &group.queued,
-            &group.values,
-        ];
+        for timers in [&group.cancel, &group.subjects, &group.done, &group.timers] {
+            assert_eq!(timers.at, [1, 2, 3]);
+        }
+        let tables = group.tables();
         for rows in tables {
             for col in &rows.cols {
                 assert_eq!(col.len(), rows.at.len(), "a column as long as its table");
             }
         }
-        // Every column bound is a placeholder of the call: the threads' without `at`.
-        let bound =
-            group.thread.cols.len() + tables[1..].iter().map(|r| 1 + r.cols.len()).sum::<usize>();
-        assert_eq!(bound, CALL.matches('$').count());
+        // Every column bound is a placeholder of the call: the threads' without `at`; the
+        // timer tables' only in the call that writes them.
+        let bound = |tables: &[&super::Rows]| {
+            group.thread.cols.len() + tables.iter().map(|r| 1 + r.cols.len()).sum::<usize>()
+        };
+        assert_eq!(bound(&tables[1..5]), CALL.matches('$').count());
+        assert_eq!(bound(&tables[1..]), placeholders(CALL_TIMERS));
+        assert!(group.has_timers());
+        let plain = Commit {
+            timers: Vec::new(),
+            cancel_timers: Vec::new(),
+            cancel_subjects: Vec::new(),
+            timers_done: Vec::new(),
+            ..commit()
+        };
+        let plain = Job::new(&t, Uuid::now_v7(), &plain).expect("every value in its column");
+        assert!(!plain.has_timers(), "a commit without timers is the plain call");
     }
 }

@@ -1,17 +1,18 @@
 //! How SQLite writes a group of commits: one multi-statement call (`BEGIN IMMEDIATE`, each
 //! commit's statements with its placeholders renumbered, `COMMIT`) on the write connection,
 //! and each written commit announced on the in-process change feed while that connection is
-//! still held, so changes arrive in commit order.
+//! still held, so changes arrive in commit order (and the timers it wrote, on the wakeups).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use duet_runtime::{Change, ChangeHub};
+use duet_runtime::{Change, ChangeHub, Commit, WakeHub};
 use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::Mutex;
+use uuid::Uuid;
 
-use crate::batch::Arg;
+use crate::batch::{Arg, Batch};
 use crate::group::{Failure, Returned, Writer};
 
 /// One commit as SQLite writes it.
@@ -24,12 +25,16 @@ pub(crate) struct Job {
     pub(crate) run: String,
     /// Announced on the change feed once written.
     pub(crate) change: Change,
+    /// The earliest due time of the timers it writes, announced on the wakeups once written.
+    pub(crate) due: Option<i64>,
 }
 
-/// The write connection (shared with the store's other writes, taken per group) and the feed.
+/// The write connection (shared with the store's other writes, taken per group), the feed and
+/// the timer wakeups.
 pub(crate) struct SqliteWriter {
     pub(crate) conn: Arc<Mutex<SqliteConnection>>,
     pub(crate) hub: ChangeHub,
+    pub(crate) wakes: WakeHub,
 }
 
 impl Writer for SqliteWriter {
@@ -45,10 +50,75 @@ impl Writer for SqliteWriter {
         for (job, r) in jobs.iter().zip(&returned) {
             if r.is_some() {
                 self.hub.publish(job.change);
+                if let Some(at) = job.due {
+                    self.wakes.due(at);
+                }
             }
         }
         Ok(returned)
     }
+}
+
+/// Appends to `batch` (a commit's, `Batch::new`'s `$1` thread id, `$2` lease owner, `$19` its
+/// time) what `commit` writes to the timer table, each statement fenced by the lease like the
+/// rest: this thread's pending timers named by id or subject cancelled, its running ones named
+/// done completed, then the new ones (after, so a commit's cancellations never reach its own
+/// new timers). Returns the earliest due time written. A new timer's id already taken breaks the
+/// table's key, and the whole commit fails.
+pub(crate) fn timer_statements(batch: &mut Batch, commit: &Commit) -> Option<i64> {
+    const MINE: &str = "thread = (SELECT num FROM threads WHERE id = $1 AND lease_owner = $2)";
+    let list = |batch: &mut Batch, values: Vec<String>| {
+        let params: Vec<String> = values
+            .into_iter()
+            .map(|v| batch.param(Arg::Text(Some(v))))
+            .collect();
+        params.join(", ")
+    };
+    for ids in commit.cancel_timers.chunks(500) {
+        let ids = list(batch, ids.iter().map(Uuid::to_string).collect());
+        batch.sql.push_str(&format!(
+            "UPDATE timers SET status = 'cancelled', updated_at = $19 \
+             WHERE {MINE} AND status = 'pending' AND id IN ({ids});\n"
+        ));
+    }
+    for subjects in commit.cancel_subjects.chunks(500) {
+        let subjects = list(batch, subjects.to_vec());
+        batch.sql.push_str(&format!(
+            "UPDATE timers SET status = 'cancelled', updated_at = $19 \
+             WHERE {MINE} AND status = 'pending' AND subject IN ({subjects});\n"
+        ));
+    }
+    for ids in commit.timers_done.chunks(500) {
+        let ids = list(batch, ids.iter().map(Uuid::to_string).collect());
+        batch.sql.push_str(&format!(
+            "UPDATE timers SET status = 'completed', updated_at = $19, claimed_by = NULL, \
+             claimed_until = NULL WHERE {MINE} AND status = 'processing' AND id IN ({ids});\n"
+        ));
+    }
+    for chunk in commit.timers.chunks(500) {
+        let rows = chunk
+            .iter()
+            .map(|t| {
+                vec![
+                    Arg::Text(Some(t.id.to_string())),
+                    Arg::Text(Some(t.kind.as_str().to_owned())),
+                    Arg::Text(Some(t.name.clone())),
+                    Arg::Text(Some(t.args.to_string())),
+                    Arg::Text(t.subject.clone()),
+                    Arg::Int(t.due_at),
+                    Arg::Int(i64::from(t.max_attempts.max(1))),
+                ]
+            })
+            .collect();
+        let values = batch.values(rows);
+        batch.sql.push_str(&format!(
+            "INSERT INTO timers (thread, id, kind, name, args, subject, due_at, max_attempts, \
+             created_at, updated_at, status, attempts) \
+             SELECT t.num, v.*, $19, $19, 'pending', 0 FROM threads t, ({values}) v \
+             WHERE t.id = $1 AND t.lease_owner = $2;\n"
+        ));
+    }
+    commit.timers.iter().map(|t| t.due_at).min()
 }
 
 /// Writes `jobs` in one transaction; what each one's thread update returned, in order.
