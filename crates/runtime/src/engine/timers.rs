@@ -63,8 +63,12 @@ impl Runtime {
     /// at a time, and records what each came to; how many it claimed. Safe from any number of
     /// processes: each timer is claimed by one.
     pub async fn run_due_timers(&self) -> Result<usize, RunError> {
+        Ok(self.timers_due_at(self.now()).await?)
+    }
+
+    /// [`Runtime::run_due_timers`] as of `now`.
+    async fn timers_due_at(&self, now: i64) -> Result<usize, StoreError> {
         let store = self.store();
-        let now = self.now();
         let owner = Uuid::now_v7();
         let until = now + self.inner.timer_claim_ms;
         let claimed = store.claim_due(owner, until, now, CLAIM_BATCH).await?;
@@ -175,23 +179,25 @@ impl Runtime {
         // Each subscription opens with a `Resync`: the read below is that resync.
         let mut idle = 0u32;
         loop {
-            let mut claimed = 0;
+            let (mut claimed, mut as_of) = (0, self.now());
             while !stop.is_cancelled() {
-                let n = self.run_due_timers().await?;
+                as_of = self.now();
+                let n = self.timers_due_at(as_of).await?;
                 claimed += n;
                 if n < CLAIM_BATCH {
                     break;
                 }
             }
-            let now = self.now();
-            let next = self.store().next_due().await?;
-            let at = match next {
-                Some(at) if at <= now && claimed > 0 => continue,
-                // Due, yet nothing was claimable (a claim that runs out at `now` is taken only
-                // after it): a short pause, growing, so this never spins.
-                Some(at) if at <= now => {
+            let at = match self.store().next_due().await? {
+                // More came due while these fired (or the clock moved): claim again.
+                Some(at) if at <= as_of && claimed > 0 => continue,
+                Some(at) if at > as_of && at <= self.now() => continue,
+                // Due as of the claim, yet nothing was claimable (a claim that runs out at
+                // `as_of` is taken only after it): a short pause on the clock, growing, so this
+                // never spins.
+                Some(at) if at <= as_of => {
                     idle = (idle + 1).min(10);
-                    Some(now + (1i64 << idle))
+                    Some(as_of + (1i64 << idle))
                 }
                 other => {
                     idle = 0;

@@ -159,11 +159,11 @@ async fn schedule(store: &Arc<dyn Store>, key: &str, timers: Vec<NewTimer>, now:
     store.commit(&t, owner, commit).await.expect("commit");
 }
 
-async fn next(pings: &mut mpsc::UnboundedReceiver<i64>) -> i64 {
-    tokio::time::timeout(HANG, pings.recv())
-        .await
-        .expect("a timer fired")
-        .expect("the runtime lives")
+async fn next(pings: &mut mpsc::UnboundedReceiver<i64>, what: &str) -> i64 {
+    let Ok(got) = tokio::time::timeout(HANG, pings.recv()).await else {
+        panic!("{what}: no timer fired");
+    };
+    got.expect("the runtime lives")
 }
 
 /// Starts the loop; cancel the token to stop it.
@@ -192,10 +192,18 @@ async fn the_loop_fires_a_timer_once_the_clock_passes_its_due_time_and_not_befor
         // One millisecond short: a marker due now fires; the timer, in due order after it, not.
         s.clock.advance(59_999);
         schedule(&s.store, "m", vec![timer("ping", 0, START, 1)], START).await;
-        assert_eq!(next(&mut s.pings).await, 0, "{name}: the marker");
+        assert_eq!(
+            next(&mut s.pings, &format!("{name}: the marker")).await,
+            0,
+            "{name}: the marker"
+        );
         assert!(s.pings.try_recv().is_err(), "{name}: not yet due");
         s.clock.advance(1);
-        assert_eq!(next(&mut s.pings).await, 1, "{name}: due, fired");
+        assert_eq!(
+            next(&mut s.pings, &format!("{name}: due, fired")).await,
+            1,
+            "{name}: due, fired"
+        );
         stop.cancel();
         task.await.expect("the loop ends when stopped");
         assert!(s.pings.try_recv().is_err(), "{name}: fired once");
@@ -227,7 +235,11 @@ async fn an_earlier_timer_written_while_the_loop_sleeps_re_arms_it() {
         )
         .await;
         schedule(&s.store, "m", vec![timer("ping", 0, START, 1)], START).await;
-        assert_eq!(next(&mut s.pings).await, 0, "{name}: the marker");
+        assert_eq!(
+            next(&mut s.pings, &format!("{name}: the marker")).await,
+            0,
+            "{name}: the marker"
+        );
         // …until a timer due in a minute is written; the clock moves only that minute.
         schedule(
             &s.store,
@@ -238,13 +250,21 @@ async fn an_earlier_timer_written_while_the_loop_sleeps_re_arms_it() {
         .await;
         s.clock.advance(60_000);
         assert_eq!(
-            next(&mut s.pings).await,
+            next(
+                &mut s.pings,
+                &format!("{name}: re-armed for the earlier one")
+            )
+            .await,
             1,
             "{name}: re-armed for the earlier one"
         );
         assert!(s.pings.try_recv().is_err(), "{name}: the later one waits");
         s.clock.advance(3_540_000);
-        assert_eq!(next(&mut s.pings).await, 2, "{name}: then the later one");
+        assert_eq!(
+            next(&mut s.pings, &format!("{name}: then the later one")).await,
+            2,
+            "{name}: then the later one"
+        );
         stop.cancel();
         task.await.expect("the loop ends");
     }
@@ -269,25 +289,34 @@ async fn a_new_runtime_fires_what_the_last_one_left_pending_or_claimed() {
         let (rt, mut pings) = runtime(&store, &clock);
         let (stop, task) = serve(&rt);
         clock.advance(1_000);
-        assert_eq!(next(&mut pings).await, 2, "{name}: the pending one");
+        assert_eq!(
+            next(&mut pings, &format!("{name}: the pending one")).await,
+            2,
+            "{name}: the pending one"
+        );
         assert!(
             pings.try_recv().is_err(),
             "{name}: the claimed one waits for its claim"
         );
         clock.advance(60_000);
         assert_eq!(
-            next(&mut pings).await,
+            next(
+                &mut pings,
+                &format!("{name}: taken over once the claim ran out")
+            )
+            .await,
             1,
             "{name}: taken over once the claim ran out"
         );
+        // Stopped, the loop has finished its fires (the effect reports before its commit).
+        stop.cancel();
+        task.await.expect("the loop ends");
         let t = store.timer(dead[0].id).await.expect("read").expect("there");
         assert_eq!(
             (t.status, t.attempts),
             (TimerStatus::Completed, 2),
             "{name}"
         );
-        stop.cancel();
-        task.await.expect("the loop ends");
     }
 }
 

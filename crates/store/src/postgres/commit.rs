@@ -299,7 +299,8 @@ impl Job {
             job.cancel.push(1, id(t))?;
         }
         for subject in &commit.cancel_subjects {
-            job.subjects.push(1, vec![Arg::Text(Some(subject.clone()))])?;
+            job.subjects
+                .push(1, vec![Arg::Text(Some(subject.clone()))])?;
         }
         for t in &commit.timers_done {
             job.done.push(1, id(t))?;
@@ -513,6 +514,9 @@ mod tests {
             ..commit()
         };
         let plain = Job::new(&t, Uuid::now_v7(), &plain).expect("every value in its column");
-        assert!(!plain.has_timers(), "a commit without timers is the plain call");
+        assert!(
+            !plain.has_timers(),
+            "a commit without timers is the plain call"
+        );
     }
 }
