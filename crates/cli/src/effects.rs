@@ -3,6 +3,7 @@
 //! deadline`), for an operator; what `GET /threads/{key}/effects` shows one thread of.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -160,14 +161,16 @@ async fn list(
         after = page.last().map(|t| (t.due_at, t.id));
         let full = page.len() == PAGE;
         for t in page {
-            if !keys.contains_key(&t.thread) {
-                let key = store
-                    .thread_by_id(t.thread)
-                    .await?
-                    .map_or_else(|| t.thread.to_string(), |x| x.key);
-                keys.insert(t.thread, key);
-            }
-            let key = keys.get(&t.thread).map_or("-", String::as_str);
+            let key = match keys.entry(t.thread) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(
+                    store
+                        .thread_by_id(t.thread)
+                        .await?
+                        .map_or_else(|| t.thread.to_string(), |x| x.key),
+                ),
+            };
+            let key = key.as_str();
             if json {
                 rows.push(view(&t, key));
             } else {
