@@ -127,6 +127,14 @@ pub(crate) async fn compose(
     {
         builder = builder.lease_ms(ms);
     }
+    // How long a claim on a due timer lasts (default 5 min): how soon another process fires a
+    // timer whose process died holding it.
+    if let Some(ms) = std::env::var("DUET_TIMER_CLAIM_MS")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        builder = builder.timer_claim_ms(ms);
+    }
     Ok((builder.build(), tables))
 }
 

@@ -6,6 +6,7 @@ mod approve;
 mod backup;
 mod chat;
 mod compose;
+mod effects;
 mod keys;
 mod mcp;
 mod otel;
@@ -54,6 +55,8 @@ enum Command {
     Approve(approve::Args),
     /// List threads, or show one.
     Threads(threads::Args),
+    /// List the timers (scheduled effects, questions' deadlines), or cancel a pending one.
+    Effects(effects::Args),
     /// Serve the project over HTTP: threads, approvals, events and the Agent Handler protocol.
     Serve(serve::Args),
     /// Create, list or revoke the API keys `duet serve` admits.
@@ -107,6 +110,7 @@ fn main() -> ExitCode {
             Command::Send(args) => run::send(args).await,
             Command::Approve(args) => approve::run(args).await,
             Command::Threads(args) => threads::run(args).await,
+            Command::Effects(args) => effects::run(args).await,
             Command::Serve(args) => {
                 let metrics = duet_server::metrics::Metrics::default();
                 let traces = otel::provider();

@@ -180,22 +180,36 @@ pub(crate) async fn run(args: RunArgs) -> ExitCode {
 }
 
 /// `duet recover`: continues every thread whose runner died (or whose queued messages have no
-/// runner), then exits.
+/// runner), fires the timers due now (those a dead process held among them, once their claim ran
+/// out), then exits. It waits for nothing to come due: `duet serve` does that.
 pub(crate) async fn recover(place: Place) -> ExitCode {
     let rt = match runtime(&place).await {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    match rt.recover(&CancellationToken::new()).await {
-        Ok(n) => {
-            outln!("continued {n} thread{}", if n == 1 { "" } else { "s" });
-            ExitCode::SUCCESS
-        }
+    let n = match rt.recover(&CancellationToken::new()).await {
+        Ok(n) => n,
         Err(e) => {
             eprintln!("duet: {e}");
-            ExitCode::from(1)
+            return ExitCode::from(1);
+        }
+    };
+    outln!("continued {n} thread{}", if n == 1 { "" } else { "s" });
+    let mut fired = 0;
+    loop {
+        match rt.run_due_timers().await {
+            Ok(0) => break,
+            Ok(k) => fired += k,
+            Err(e) => {
+                eprintln!("duet: {e}");
+                return ExitCode::from(1);
+            }
         }
     }
+    // What the timers started (a thread running on after an effect queued a message).
+    rt.quiesce().await;
+    outln!("fired {fired} timer{}", if fired == 1 { "" } else { "s" });
+    ExitCode::SUCCESS
 }
 
 /// The message `duet send` delivers: the argument, standard input (`-`), or a file.

@@ -244,6 +244,17 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
             sample(&after, "duet_oldest_question_age_seconds", &json!({})),
             0.0
         );
+        // The timers by state, read at the scrape: none here.
+        for state in ["pending", "due", "processing", "failed"] {
+            assert!(
+                text.contains(&format!("duet_timers{{state=\"{state}\"}} 0")),
+                "{text}"
+            );
+        }
+        assert!(
+            text.contains("# TYPE duet_timer_lateness_seconds histogram"),
+            "{text}"
+        );
         // A histogram's buckets are cumulative up to +Inf = its count.
         assert_eq!(
             sample(

@@ -12,6 +12,8 @@
 //! - `spawn`: the [`Children`](crate::children::Children) port on this runtime (spawn,
 //!   message, report).
 //! - `awaits`: a blocking child's result reaching the parent's open tool call.
+//! - `timers`: firing due timers, the retry policy, the loop that sleeps until the next one
+//!   (`fire`: what a timer's kind does).
 //! - `write`: the one write path — every commit, with its hooks, events and registry update in
 //!   one fixed order.
 
@@ -46,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use approvals::{AcceptedDecision, DecisionInput, DecisionLanded};
 pub use builder::RuntimeBuilder;
+pub use timers::retry_delay_ms;
 
 use crate::clock::Clock;
 use crate::decide;
@@ -77,6 +80,11 @@ struct Inner {
     tools: Tools,
     clock: Arc<dyn Clock>,
     lease_ms: i64,
+    /// How long a claim on a timer lasts ([`RuntimeBuilder::timer_claim_ms`]).
+    timer_claim_ms: i64,
+    /// Told of the timers this runtime commits, so its own timer loop re-arms without waiting
+    /// for the store's wakeups.
+    timer_wakes: crate::store::WakeHub,
     /// Whether `chat` spans carry message contents ([`RuntimeBuilder::capture_content`]).
     capture_content: bool,
     /// Saves and restores trace context across the store ([`RuntimeBuilder::trace_carrier`]).

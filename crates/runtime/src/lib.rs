@@ -58,7 +58,9 @@ pub use delivery::{Accepted, Addressed, Claim, Delivered, Delivery, Origin, Sett
 /// that name no spec crate of their own (the store's URL schemes).
 pub use duet_spec::nearest;
 pub use effect::{Effect, EffectImpls};
-pub use engine::{AcceptedDecision, DecisionInput, DecisionLanded, Runtime, RuntimeBuilder};
+pub use engine::{
+    AcceptedDecision, DecisionInput, DecisionLanded, Runtime, RuntimeBuilder, retry_delay_ms,
+};
 pub use error::RunError;
 pub use event::{AgentEvent, EventSink, USAGE_EVENT};
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};

@@ -1,7 +1,7 @@
 //! The runtime's spans, named and attributed in the OpenTelemetry GenAI semantic conventions:
 //! `invoke_agent {agent}` for each step a side takes (a model step or a handler turn),
-//! `chat {model}` for each model call, `execute_tool {tool}` for each tool call, and `commit`
-//! for each write of a run. They are plain `tracing` spans (target [`TARGET`]): they cost next to
+//! `chat {model}` for each model call, `execute_tool {tool}` for each tool call, `commit`
+//! for each write of a run, and `timer {kind} {name}` for each firing of a due timer. They are plain `tracing` spans (target [`TARGET`]): they cost next to
 //! nothing unless a subscriber wants them, and whoever composes the process decides what to do
 //! with them (`duet serve` turns them into `/metrics`).
 //!
@@ -36,6 +36,8 @@ pub mod span {
     pub const EXECUTE_TOOL: &str = "execute_tool";
     /// A write of a run (one transaction).
     pub const COMMIT: &str = "commit";
+    /// A due timer fired (an effect run, a deadline acted on).
+    pub const TIMER: &str = "timer";
 }
 
 /// The attribute names.
@@ -74,6 +76,16 @@ pub mod attr {
     pub const OUTCOME: &str = "duet.outcome";
     /// Turns a commit completed.
     pub const TURNS: &str = "duet.turns";
+    /// A timer's kind: `effect` or `deadline`.
+    pub const TIMER_KIND: &str = "duet.timer.kind";
+    /// A timer's name: the effect's, or the deadline's action.
+    pub const TIMER_NAME: &str = "duet.timer.name";
+    /// A timer's id.
+    pub const TIMER_ID: &str = "duet.timer.id";
+    /// Which attempt a firing is (1 for the first).
+    pub const TIMER_ATTEMPT: &str = "duet.timer.attempt";
+    /// How late a timer fired: milliseconds from its due time to its firing.
+    pub const TIMER_LATENESS_MS: &str = "duet.timer.lateness_ms";
     /// The span's name as OpenTelemetry shows it.
     pub const OTEL_NAME: &str = "otel.name";
     /// A model call's system prompt (only with content capture on).
@@ -186,6 +198,25 @@ pub(crate) fn commit(conversation: &str) -> Span {
     )
 }
 
+/// The span of a firing of `timer`, `lateness_ms` after it fell due. Its `duet.outcome` is
+/// recorded at the end: `completed`, `retried`, `failed`, `deferred`, or `lost` (another process
+/// holds it now).
+pub(crate) fn timer(timer: &crate::store::Timer, lateness_ms: i64) -> Span {
+    let kind = timer.kind.as_str();
+    tracing::info_span!(
+        target: "duet::telemetry",
+        "timer",
+        otel.name = %format_args!("timer {kind} {}", timer.name),
+        duet.timer.kind = kind,
+        duet.timer.name = timer.name.as_str(),
+        duet.timer.id = %timer.id,
+        duet.timer.attempt = timer.attempts,
+        duet.timer.lateness_ms = lateness_ms.max(0),
+        duet.outcome = Empty,
+        error.type = Empty,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,15 +246,38 @@ mod tests {
             attr::SYSTEM_INSTRUCTIONS,
             attr::INPUT_MESSAGES,
             attr::OUTPUT_MESSAGES,
+            attr::TIMER_KIND,
+            attr::TIMER_NAME,
+            attr::TIMER_ID,
+            attr::TIMER_ATTEMPT,
+            attr::TIMER_LATENESS_MS,
         ];
         // A subscriber that wants everything, so the spans have metadata to read.
         let subscriber = tracing_subscriber_free::Everything;
+        let t = crate::store::Timer {
+            id: uuid::Uuid::nil(),
+            thread: uuid::Uuid::nil(),
+            kind: crate::store::TimerKind::Effect,
+            name: "e".to_owned(),
+            args: serde_json::json!({}),
+            subject: None,
+            due_at: 0,
+            created_at: 0,
+            status: crate::store::TimerStatus::Processing,
+            attempts: 1,
+            max_attempts: 1,
+            last_error: None,
+            updated_at: 0,
+            claimed_by: None,
+            claimed_until: None,
+        };
         tracing::subscriber::with_default(subscriber, || {
             for (span, name) in [
                 (invoke_agent("a", "k", "a"), span::INVOKE_AGENT),
                 (chat("d", "p", "m"), span::CHAT),
                 (execute_tool("t", "c"), span::EXECUTE_TOOL),
                 (commit("k"), span::COMMIT),
+                (timer(&t, 5), span::TIMER),
             ] {
                 let meta = span.metadata().expect("an enabled span");
                 assert_eq!(meta.name(), name);

@@ -100,7 +100,7 @@ fn no_route(state: &AppState, path: &str) -> Problem {
     let Some(rest) = path.strip_prefix("/threads/") else {
         return Problem::not_found("no such route");
     };
-    let key = ["/messages", "/events", "/terminate"]
+    let key = ["/messages", "/events", "/terminate", "/effects"]
         .iter()
         .find_map(|tail| rest.strip_suffix(tail))
         .unwrap_or(rest);

@@ -9,6 +9,7 @@ mod agents;
 pub(crate) mod approvals;
 mod control;
 pub(crate) mod deliver;
+mod effects;
 mod events;
 mod health;
 mod invoke;
@@ -24,6 +25,8 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(threads::create, threads::list))
         .routes(routes!(threads::get))
         .routes(routes!(threads::terminate))
+        .routes(routes!(effects::list))
+        .routes(routes!(effects::cancel))
         .routes(routes!(messages::list, messages::post))
         .routes(routes!(events::follow))
         .routes(routes!(approvals::list))

@@ -64,27 +64,32 @@ pub async fn serve(
 
 /// The work [`serve`] runs beside the routes, for a server that mounts [`crate::router`] in its
 /// own app (and so does not call [`serve`]): every [`crate::Options::recover_every`] it runs the
-/// threads whose runner died, and it sends the A2A push notifications of the outbox. Start it
-/// once per process; [`Background::shutdown`] when the app stops.
+/// threads whose runner died, it fires the timers as they fall due
+/// ([`duet_runtime::Runtime::serve_timers`]: every replica runs it, each timer fired by one), and
+/// it sends the A2A push notifications of the outbox. Start it once per process;
+/// [`Background::shutdown`] when the app stops.
 pub struct Background {
     state: AppState,
     recovery: JoinHandle<()>,
+    timers: JoinHandle<()>,
     push: JoinHandle<()>,
 }
 
 impl Background {
-    /// Starts the periodic recovery and the push sender for `state` (call it inside the Tokio
-    /// runtime).
+    /// Starts the periodic recovery, the timer loop and the push sender for `state` (call it
+    /// inside the Tokio runtime).
     pub fn start(state: &AppState) -> Self {
+        let (runtime, closing) = (state.runtime().clone(), state.closing().clone());
         Background {
             state: state.clone(),
             recovery: tokio::spawn(recover_periodically(state.clone())),
+            timers: tokio::spawn(async move { runtime.serve_timers(closing).await }),
             push: tokio::spawn(crate::a2a_agents::notify::run(state.clone())),
         }
     }
 
     /// The first half of a shutdown: the event streams end (so a graceful server shutdown is not
-    /// held open by them), recovery and the push sender stop, and every run stops at its next
+    /// held open by them), recovery, the timer loop and the push sender stop, and every run stops at its next
     /// commit. Returns at once.
     pub fn stop(&self) {
         stop(&self.state);
@@ -104,13 +109,15 @@ impl Background {
     }
 
     /// Stops (as [`Background::stop`]) and waits, at most [`crate::Options::shutdown_grace`],
-    /// for recovery, the push sender and the runs to finish; a run still in flight after that
+    /// for recovery, the timer loop (its fires in flight), the push sender and the runs to
+    /// finish; a run still in flight after that
     /// keeps its lease until it runs out, and another process continues it.
     pub async fn shutdown(self) {
         self.stop();
         let Background {
             state,
             recovery,
+            timers,
             push,
         } = self;
         let runtime = state.runtime().clone();
@@ -118,6 +125,7 @@ impl Background {
         runs.close();
         let settled = tokio::time::timeout(state.options().shutdown_grace, async {
             let _ = recovery.await;
+            let _ = timers.await;
             let _ = push.await;
             runs.wait().await;
             runtime.quiesce().await;

@@ -14,6 +14,8 @@
 //! - `messages`: a thread's journal a page at a time; whether a message id was delivered.
 //! - `events`: what a follower (an SSE stream, A2A's, the inbox's) reads as it wakes.
 //! - `tasks`: a thread's sessions as A2A tasks read them.
+//! - `timers`: a thread's timers (its scheduled effects, its deadlines), cancelling one, and
+//!   the counts `/metrics` shows.
 //! - `health`: the readiness probe's ping and the metrics' counts.
 //! - `keys`, `push`: the server's own tables (`duet_server_store`) — API keys and sign-ins, A2A
 //!   push configs and their outbox.
@@ -29,6 +31,7 @@ pub(crate) mod push;
 pub(crate) mod steps;
 pub(crate) mod tasks;
 pub(crate) mod threads;
+pub(crate) mod timers;
 
 use duet_runtime::{FirstAnswer, Park, RunError, StoreError};
 

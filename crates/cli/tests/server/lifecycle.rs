@@ -28,6 +28,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/threads"),
     ("get", "/threads/{key}"),
     ("post", "/threads/{key}/terminate"),
+    ("get", "/threads/{key}/effects"),
+    ("delete", "/threads/{key}/effects/{id}"),
     ("get", "/threads/{key}/messages"),
     ("post", "/threads/{key}/messages"),
     ("get", "/threads/{key}/events"),

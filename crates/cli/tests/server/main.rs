@@ -25,6 +25,7 @@ mod approvers;
 mod connections;
 mod control;
 mod doors;
+mod effects;
 mod fastagent_wire;
 mod hostile;
 mod inbox;

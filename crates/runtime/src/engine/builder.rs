@@ -30,6 +30,7 @@ pub struct RuntimeBuilder {
     servers: BTreeMap<String, Arc<dyn ToolServer>>,
     clock: Arc<dyn Clock>,
     lease_ms: i64,
+    timer_claim_ms: i64,
     capture_content: bool,
     carrier: Option<Arc<dyn TraceCarrier>>,
 }
@@ -50,6 +51,7 @@ impl Runtime {
             servers: BTreeMap::new(),
             clock: Arc::new(SystemClock),
             lease_ms: 30_000,
+            timer_claim_ms: 300_000,
             capture_content: false,
             carrier: None,
         }
@@ -123,6 +125,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How long a process's claim on a due timer lasts (default 5 min): a fire must end within
+    /// four fifths of it (else it is stopped and retried), and a process that dies holding a
+    /// timer has it taken over by another when the claim runs out.
+    pub fn timer_claim_ms(mut self, ms: i64) -> Self {
+        self.timer_claim_ms = ms.max(5);
+        self
+    }
+
     /// Whether each `chat` span carries the messages sent and the answer
     /// (`gen_ai.system_instructions`, `gen_ai.input.messages`, `gen_ai.output.messages`, as
     /// JSON). Off by default: what people and models say is not for every trace backend.
@@ -154,6 +164,8 @@ impl RuntimeBuilder {
                 tools,
                 clock: self.clock,
                 lease_ms: self.lease_ms,
+                timer_claim_ms: self.timer_claim_ms,
+                timer_wakes: crate::store::WakeHub::default(),
                 capture_content: self.capture_content,
                 carrier: self.carrier,
                 models: Mutex::new(HashMap::new()),

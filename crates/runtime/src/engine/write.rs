@@ -235,6 +235,7 @@ impl Runtime {
             .count();
         span.record(crate::telemetry::attr::TURNS, turns);
         let owner = t.lease_owner.ok_or(StoreError::LeaseLost(t.id))?;
+        let due = commit.timers.iter().map(|timer| timer.due_at).min();
         let outcome = self
             .inner
             .store
@@ -249,7 +250,12 @@ impl Runtime {
                 Err(_) => "error",
             },
         );
-        Ok(outcome?)
+        let outcome = outcome?;
+        // This process's timer loop hears of its own timers at once, whatever the store relays.
+        if let Some(at) = due {
+            self.inner.timer_wakes.due(at);
+        }
+        Ok(outcome)
     }
 }
 

@@ -7,7 +7,8 @@
 //!   and over the OpenAI wire (`wire`).
 //! - `hooks`, `policy` (a `tool_call_policy` hook deciding per call), `subagents`, `awaits` (durable waits on blocking children), `follow_ups`,
 //!   `streaming`, `durability` (racing runners, a run killed mid-step), `control_plane`,
-//!   `effects` (scheduled effects with a test clock).
+//!   `effects` (scheduled effects with a test clock),
+//!   `timers` (the timer loop on a manual clock: due, re-armed, taken over, retried).
 
 mod support;
 mod wire;
@@ -24,3 +25,4 @@ mod policy;
 mod scenarios;
 mod streaming;
 mod subagents;
+mod timers;

@@ -1,5 +1,5 @@
 //! The runtime's spans (`duet_runtime::telemetry`) as metrics: a `tracing` layer that times each
-//! `invoke_agent`, `chat`, `execute_tool` and `commit` span from its start to its close and
+//! `invoke_agent`, `chat`, `execute_tool`, `commit` and `timer` span from its start to its close and
 //! counts it by its attributes. Install it with [`Metrics::layer`] where the process composes
 //! its subscriber (`duet serve` does).
 
@@ -29,6 +29,8 @@ struct Fields {
     input_tokens: u64,
     output_tokens: u64,
     turns: u64,
+    timer_kind: String,
+    timer_lateness_ms: Option<u64>,
 }
 
 impl Visit for Fields {
@@ -40,6 +42,7 @@ impl Visit for Fields {
             attr::PROVIDER_NAME => &mut self.provider,
             attr::TOOL_NAME => &mut self.tool,
             attr::OUTCOME => &mut self.outcome,
+            attr::TIMER_KIND => &mut self.timer_kind,
             attr::ERROR_TYPE => {
                 self.error = Some(value.to_owned());
                 return;
@@ -55,6 +58,7 @@ impl Visit for Fields {
             attr::USAGE_INPUT_TOKENS => self.input_tokens = value,
             attr::USAGE_OUTPUT_TOKENS => self.output_tokens = value,
             attr::TURNS => self.turns = value,
+            attr::TIMER_LATENESS_MS => self.timer_lateness_ms = Some(value),
             _ => {}
         }
     }
@@ -207,7 +211,31 @@ where
                     m.add("duet_turns_total", &[], f.turns as f64);
                 }
             }
+            names::TIMER => timer(m, f, seconds),
             _ => {}
         }
     }
+}
+
+/// A timer's firing: counted by kind as fired and by what it came to, its lateness (due time to
+/// firing) and its duration observed.
+fn timer(m: &Metrics, f: &Fields, seconds: f64) {
+    let kind = ("kind", f.timer_kind.as_str());
+    m.add("duet_timers_fired_total", &[kind], 1.0);
+    let counter = match f.outcome.as_str() {
+        "completed" => Some("duet_timers_completed_total"),
+        "failed" => Some("duet_timers_failed_total"),
+        "retried" => Some("duet_timers_retried_total"),
+        "deferred" => Some("duet_timers_deferred_total"),
+        _ => None,
+    };
+    if let Some(name) = counter {
+        m.add(name, &[kind], 1.0);
+    }
+    if let Some(ms) = f.timer_lateness_ms {
+        // Milliseconds to seconds: exact far past any real lateness.
+        #[allow(clippy::cast_precision_loss)]
+        m.observe("duet_timer_lateness_seconds", &[kind], ms as f64 / 1000.0);
+    }
+    m.observe("duet_timer_duration_seconds", &[kind], seconds);
 }

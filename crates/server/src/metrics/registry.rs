@@ -11,6 +11,12 @@ const SECONDS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
+/// Lateness buckets, in seconds: 10 ms to 1 h (a timer fires late by a wake's latency, a
+/// batch's wait, or a whole outage).
+const LATENESS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
 #[derive(Clone, Copy)]
 enum Kind {
     Counter,
@@ -89,6 +95,41 @@ const FAMILIES: &[(&str, &str, Kind)] = &[
         "duet_recoveries_total",
         "Threads this process recovered (runs whose runner died).",
         Kind::Counter,
+    ),
+    (
+        "duet_timers_fired_total",
+        "Timers this process fired (effects run, deadlines acted on), by kind.",
+        Kind::Counter,
+    ),
+    (
+        "duet_timers_completed_total",
+        "Timers fired that completed, by kind.",
+        Kind::Counter,
+    ),
+    (
+        "duet_timers_failed_total",
+        "Timers fired that failed for good (out of attempts, or unable to run), by kind.",
+        Kind::Counter,
+    ),
+    (
+        "duet_timers_retried_total",
+        "Timers fired that failed and will be tried again after a backoff, by kind.",
+        Kind::Counter,
+    ),
+    (
+        "duet_timers_deferred_total",
+        "Timers fired whose thread was busy: tried again shortly, the attempt not counted, by kind.",
+        Kind::Counter,
+    ),
+    (
+        "duet_timer_lateness_seconds",
+        "How late a timer fired: from its due time to its firing, by kind.",
+        Kind::Histogram(LATENESS),
+    ),
+    (
+        "duet_timer_duration_seconds",
+        "How long firing a timer took, by kind.",
+        Kind::Histogram(SECONDS),
     ),
     (
         "duet_http_requests_total",

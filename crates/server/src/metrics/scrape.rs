@@ -51,6 +51,18 @@ pub(crate) async fn scrape(
         "duet_oldest_question_age_seconds {}\n",
         registry::number(age)
     ));
+    let timers = crate::service::timers::counts(&state).await?;
+    extra.push_str(
+        "# HELP duet_timers Timers by state: pending (not yet due), due (due, waiting for a process: late), processing, failed.\n# TYPE duet_timers gauge\n",
+    );
+    for (name, n) in [
+        ("pending", timers.pending),
+        ("due", timers.due),
+        ("processing", timers.processing),
+        ("failed", timers.failed),
+    ] {
+        extra.push_str(&format!("duet_timers{{state=\"{name}\"}} {n}\n"));
+    }
     let body = state.options().metrics.render(&extra);
     let mut response = body.into_response();
     response

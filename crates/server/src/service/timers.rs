@@ -1,0 +1,80 @@
+//! A thread's timers as its caller sees them (`GET /threads/{key}/effects`), and cancelling one
+//! (`DELETE /threads/{key}/effects/{id}`): only the timers of a thread the caller may see
+//! ([`super::threads::find`]); a timer of another thread is not there.
+
+use duet_runtime::{CancelOutcome, Thread, Timer, TimerKind, TimerQuery, TimerStatus};
+use uuid::Uuid;
+
+use super::ServiceError;
+use crate::state::AppState;
+
+/// How many timers one read of the store takes while a listing is gathered.
+const READ_PAGE: usize = 500;
+
+/// The timers of `t` of `kind` (with `status`, when given), the latest due first. A thread's
+/// timers are read whole (the store lists them in due order only) and the first `limit` kept.
+pub(crate) async fn list(
+    state: &AppState,
+    t: &Thread,
+    kind: TimerKind,
+    status: Option<TimerStatus>,
+    limit: usize,
+) -> Result<Vec<Timer>, ServiceError> {
+    let store = state.runtime().store();
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let query = TimerQuery {
+            thread: Some(t.id),
+            status,
+            kind: Some(kind),
+            name: None,
+            after,
+            limit: READ_PAGE,
+        };
+        let page = store.timers(&query).await?;
+        let full = page.len() == READ_PAGE;
+        after = page.last().map(|x| (x.due_at, x.id));
+        all.extend(page);
+        if !full {
+            break;
+        }
+    }
+    all.reverse();
+    all.truncate(limit);
+    Ok(all)
+}
+
+/// What cancelling a thread's timer came to.
+pub(crate) enum Cancelled {
+    /// It was pending and is cancelled.
+    Done,
+    /// It is not pending: it runs, or is done with (its status said).
+    NotPending(TimerStatus),
+}
+
+/// Cancels timer `id` of `t`, if it is pending. [`ServiceError::NotFound`]: no such timer on
+/// this thread (another thread's is not there).
+pub(crate) async fn cancel(
+    state: &AppState,
+    t: &Thread,
+    id: Uuid,
+) -> Result<Cancelled, ServiceError> {
+    let store = state.runtime().store();
+    let gone = || ServiceError::NotFound(format!("thread `{}` has no timer {id}", t.key));
+    match store.timer(id).await? {
+        Some(timer) if timer.thread == t.id => {}
+        _ => return Err(gone()),
+    }
+    match store.cancel_timer(id, state.runtime().now_ms()).await? {
+        CancelOutcome::Cancelled(_) => Ok(Cancelled::Done),
+        CancelOutcome::NotPending(timer) => Ok(Cancelled::NotPending(timer.status)),
+        CancelOutcome::NotFound => Err(gone()),
+    }
+}
+
+/// The timers by state as of now, for `/metrics`.
+pub(crate) async fn counts(state: &AppState) -> Result<duet_runtime::TimerCounts, ServiceError> {
+    let rt = state.runtime();
+    Ok(rt.store().timer_counts(rt.now_ms()).await?)
+}
