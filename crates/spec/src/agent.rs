@@ -225,6 +225,10 @@ pub struct HumanSide {
     /// an end user whose next message the thread waits for (listed only on request).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub approver: bool,
+    /// `deadline` (a duet extension): the side's questions do not wait forever — a default
+    /// answer after a duration, reminders, escalation. Code may set another per question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<crate::deadline::Deadline>,
 }
 
 /// A side a model takes: `{ prompt: NAME, ... }`, the only backing with stop and session

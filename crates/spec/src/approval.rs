@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::deadline::{self, Deadline};
 use crate::decode::{Ctx, nearest};
 use crate::issue::{Code, Issue};
 use crate::node::{Node, Value};
@@ -26,6 +27,10 @@ pub struct Approval {
     /// `waivable`: a `tool_call_policy` hook's `allow` may let a call run without asking; default
     /// `false` (a hook may deny or ask, never waive the tool's approval).
     pub waivable: bool,
+    /// `deadline` (a duet extension): a pending call does not wait forever — a default
+    /// decision after a duration, reminders, escalation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Deadline>,
 }
 
 impl Approval {
@@ -137,7 +142,14 @@ pub struct Approvers {
     pub principals: Vec<String>,
 }
 
-const APPROVAL_FIELDS: &[&str] = &["when", "decisions", "remember", "approvers", "waivable"];
+const APPROVAL_FIELDS: &[&str] = &[
+    "when",
+    "decisions",
+    "remember",
+    "approvers",
+    "waivable",
+    "deadline",
+];
 const APPROVER_FIELDS: &[&str] = &["roles", "principals"];
 
 /// Reads a tool's `approval`; `args` is the tool's argument schema, if any.
@@ -227,6 +239,11 @@ pub(crate) fn decode(
         },
     };
     let waivable = o.boolean(ctx, "waivable").unwrap_or(false);
+    let deadline = o.take("deadline").and_then(|n| {
+        let d = deadline::decode(ctx, n, "approval.deadline", deadline::On::Approval)?;
+        deadline::check_offered(ctx, &d, &decisions, "approval.deadline", n);
+        Some(d)
+    });
     o.finish(ctx, APPROVAL_FIELDS);
     Some(Approval {
         when,
@@ -234,6 +251,7 @@ pub(crate) fn decode(
         remember,
         approvers,
         waivable,
+        deadline,
     })
 }
 

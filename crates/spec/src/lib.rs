@@ -27,6 +27,7 @@ mod agent;
 mod approval;
 mod cascade;
 mod compose;
+mod deadline;
 mod decode;
 pub mod fs;
 mod hook;
@@ -56,6 +57,9 @@ pub use agent::{
 pub use approval::{Approval, ApprovalWhen, Approvers, Decision, RememberScope};
 pub use cascade::order as order_issues;
 pub use compose::Builtins;
+pub use deadline::{
+    Deadline, DeadlineDefault, Escalation, MAX_DURATION_MS, format_duration, parse_duration,
+};
 pub use decode::nearest;
 pub use fs::LoadError;
 pub use hook::{EXTENSION_HOOKS, HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
