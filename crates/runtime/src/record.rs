@@ -148,6 +148,21 @@ pub enum RecordBody {
         /// Why.
         reason: String,
     },
+    /// A deadline reminded the person of a question or a pending tool call (`subject`: see
+    /// [`crate::deadline::Subject`]); `n` counts the reminders, from 1.
+    QuestionReminded {
+        /// What is waited on.
+        subject: String,
+        /// Which reminder.
+        n: u32,
+    },
+    /// A deadline escalated a question or a pending tool call: `to` may answer it too from now on.
+    QuestionEscalated {
+        /// What is waited on.
+        subject: String,
+        /// The roles and principals added.
+        to: duet_spec::Approvers,
+    },
     /// A kind this build does not know, kept as stored.
     #[serde(skip)]
     Unknown {
@@ -176,6 +191,8 @@ impl RecordBody {
             RecordBody::ApprovalRequested(_) => "approval_requested",
             RecordBody::ApprovalDecided(_) => "approval_decided",
             RecordBody::ToolCallDenied { .. } => "tool_call_denied",
+            RecordBody::QuestionReminded { .. } => "question_reminded",
+            RecordBody::QuestionEscalated { .. } => "question_escalated",
             RecordBody::Unknown { kind, .. } => kind,
         }
     }
