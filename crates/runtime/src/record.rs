@@ -291,9 +291,29 @@ mod tests {
                     },
                     revision: Some("0123456789ab".into()),
                     policy: None,
+                    deadline: None,
                 }),
                 "approval_requested",
                 json!({"call": "c1", "tool": "refund", "arguments": {"amount": 250}, "decisions": ["approve", "reject"], "remember": ["session"], "approvers": {"roles": ["refunds"]}, "revision": "0123456789ab"}),
+            ),
+            (
+                RecordBody::QuestionReminded {
+                    subject: "approval:4".into(),
+                    n: 2,
+                },
+                "question_reminded",
+                json!({"subject": "approval:4", "n": 2}),
+            ),
+            (
+                RecordBody::QuestionEscalated {
+                    subject: "question:1:2".into(),
+                    to: duet_spec::Approvers {
+                        roles: vec!["managers".into()],
+                        principals: Vec::new(),
+                    },
+                },
+                "question_escalated",
+                json!({"subject": "question:1:2", "to": {"roles": ["managers"]}}),
             ),
             (
                 RecordBody::ApprovalDecided(crate::approval::Decided {

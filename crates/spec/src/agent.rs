@@ -175,10 +175,6 @@ impl SideId {
 }
 
 /// A side's configuration: exactly one backing.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "two per agent, built once at load: boxing buys nothing"
-)]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "backing")]
 pub enum Side {

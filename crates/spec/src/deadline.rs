@@ -120,7 +120,7 @@ pub fn format_duration(ms: u64) -> String {
         ("m", 60_000),
         ("s", 1_000),
     ] {
-        if ms >= scale && ms % scale == 0 {
+        if ms >= scale && ms.is_multiple_of(scale) {
             return format!("{}{unit}", ms / scale);
         }
     }
