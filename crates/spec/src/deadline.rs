@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::approval::{Approvers, Decision};
+use crate::decision::{Approvers, Decision};
 use crate::decode::Ctx;
 use crate::issue::{Code, Issue};
 use crate::node::{Node, Value};

@@ -28,6 +28,7 @@ mod approval;
 mod cascade;
 mod compose;
 mod deadline;
+mod decision;
 mod decode;
 pub mod fs;
 mod hook;
