@@ -36,6 +36,10 @@ pub struct Asked {
     /// offered are the ones recorded here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// Its deadline (the tool's `approval.deadline`, or the one a policy hook's `Ask` gave),
+    /// counted from the record's time: what its timers were scheduled from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<duet_spec::Deadline>,
 }
 
 /// A decision on a pending call.

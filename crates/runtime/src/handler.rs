@@ -185,6 +185,14 @@ impl ThreadState<'_> {
         self.writes.values.push((key.into(), value));
     }
 
+    /// Gives the thread's next question a deadline of its own (a duet extension), in place of
+    /// its human side's `deadline`; `None` takes a set one back. Kept as the durable value
+    /// [`crate::deadline::OVERRIDE_KEY`] until the commit that parks the thread schedules it.
+    pub fn set_question_deadline(&mut self, deadline: Option<&duet_spec::Deadline>) {
+        let value = deadline.and_then(|d| serde_json::to_value(d).ok());
+        self.set_value(crate::deadline::OVERRIDE_KEY, value);
+    }
+
     /// An env value: the agent's `env`, then the process environment.
     pub fn env(&self, name: &str) -> Option<String> {
         crate::context::env_value(self.env, name)

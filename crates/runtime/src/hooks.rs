@@ -207,6 +207,9 @@ pub enum Policy {
         /// The decisions offered; `None` (or empty): the tool's approval's, else approve and
         /// reject.
         decisions: Option<Vec<duet_spec::Decision>>,
+        /// A deadline for this call (a duet extension), in place of its tool's
+        /// `approval.deadline`; `None`: the tool's, if any.
+        deadline: Option<duet_spec::Deadline>,
     },
 }
 
@@ -330,6 +333,16 @@ pub trait Hook: Send + Sync + 'static {
     ) -> Result<Policy, HookError> {
         Ok(Policy::NoOpinion)
     }
+    /// `question_reminder` (a duet extension): a deadline reminded the person of a question or
+    /// a pending tool call ([`Reminder`]), once its `question_reminded` record is written. A
+    /// notification goes out from here; a failure is logged (the reminder stands).
+    async fn question_reminder(
+        &self,
+        _ctx: &HookContext<'_>,
+        _reminder: &Reminder<'_>,
+    ) -> Result<(), HookError> {
+        Ok(())
+    }
     /// `before_store_tool_result`: may change the result about to be stored.
     async fn before_store_tool_result(
         &self,
@@ -339,6 +352,20 @@ pub trait Hook: Send + Sync + 'static {
     ) -> Result<ToolResult, HookError> {
         Ok(result)
     }
+}
+
+/// What a `question_reminder` hook is told.
+#[derive(Clone, Debug)]
+pub struct Reminder<'a> {
+    /// What is waited on (`question:SESSION:TURN` or `approval:SEQ`).
+    pub subject: &'a str,
+    /// Which reminder, from 1.
+    pub n: u32,
+    /// The question: the thread's last message before its park, or the pending call (its tool
+    /// and arguments).
+    pub question: &'a str,
+    /// When the deadline's default answers (ms since the Unix epoch), if it has one.
+    pub default_at: Option<i64>,
 }
 
 /// Hook implementations by registered name.

@@ -25,6 +25,7 @@ pub mod clock;
 pub mod codes;
 mod context;
 pub mod control;
+pub mod deadline;
 mod decide;
 mod delivery;
 mod effect;

@@ -172,6 +172,21 @@ pub enum RecordBody {
         /// Its error text.
         error: String,
     },
+    /// A deadline reminded the person of a question or a pending tool call (`subject`: see
+    /// [`crate::deadline::Subject`]); `n` counts the reminders, from 1.
+    QuestionReminded {
+        /// What is waited on.
+        subject: String,
+        /// Which reminder.
+        n: u32,
+    },
+    /// A deadline escalated a question or a pending tool call: `to` may answer it too from now on.
+    QuestionEscalated {
+        /// What is waited on.
+        subject: String,
+        /// The roles and principals added.
+        to: duet_spec::Approvers,
+    },
     /// A kind this build does not know, kept as stored.
     #[serde(skip)]
     Unknown {
@@ -202,6 +217,8 @@ impl RecordBody {
             RecordBody::ToolCallDenied { .. } => "tool_call_denied",
             RecordBody::EffectRan { .. } => "effect_ran",
             RecordBody::EffectFailed { .. } => "effect_failed",
+            RecordBody::QuestionReminded { .. } => "question_reminded",
+            RecordBody::QuestionEscalated { .. } => "question_escalated",
             RecordBody::Unknown { kind, .. } => kind,
         }
     }
@@ -310,9 +327,29 @@ mod tests {
                     },
                     revision: Some("0123456789ab".into()),
                     policy: None,
+                    deadline: None,
                 }),
                 "approval_requested",
                 json!({"call": "c1", "tool": "refund", "arguments": {"amount": 250}, "decisions": ["approve", "reject"], "remember": ["session"], "approvers": {"roles": ["refunds"]}, "revision": "0123456789ab"}),
+            ),
+            (
+                RecordBody::QuestionReminded {
+                    subject: "approval:4".into(),
+                    n: 2,
+                },
+                "question_reminded",
+                json!({"subject": "approval:4", "n": 2}),
+            ),
+            (
+                RecordBody::QuestionEscalated {
+                    subject: "question:1:2".into(),
+                    to: duet_spec::Approvers {
+                        roles: vec!["managers".into()],
+                        principals: Vec::new(),
+                    },
+                },
+                "question_escalated",
+                json!({"subject": "question:1:2", "to": {"roles": ["managers"]}}),
             ),
             (
                 RecordBody::ApprovalDecided(crate::approval::Decided {

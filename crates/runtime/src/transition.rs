@@ -111,6 +111,12 @@ pub fn drainable(t: &Thread, queue: Vec<Queued>) -> Vec<Queued> {
 /// go in as tool messages and leave the turn where it is.
 pub fn drain(t: &mut Thread, queue: &[Queued], arguments: &serde_json::Value, now: i64) -> Commit {
     let mut commit = Commit::default();
+    // The answer to a park: its deadline's timers are cancelled with it.
+    if !queue.is_empty()
+        && let Some(question) = crate::deadline::Subject::parked(t)
+    {
+        commit.cancel_subjects.push(question.to_string());
+    }
     let replies_only = queue.iter().all(|q| q.tool.is_some());
     if t.status != ThreadStatus::Running && !replies_only {
         t.steps = Default::default();

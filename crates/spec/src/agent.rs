@@ -175,10 +175,6 @@ impl SideId {
 }
 
 /// A side's configuration: exactly one backing.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "two per agent, built once at load: boxing buys nothing"
-)]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "backing")]
 pub enum Side {
@@ -225,6 +221,10 @@ pub struct HumanSide {
     /// an end user whose next message the thread waits for (listed only on request).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub approver: bool,
+    /// `deadline` (a duet extension): the side's questions do not wait forever — a default
+    /// answer after a duration, reminders, escalation. Code may set another per question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<crate::deadline::Deadline>,
 }
 
 /// A side a model takes: `{ prompt: NAME, ... }`, the only backing with stop and session

@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use crate::deadline::{self, Deadline};
+pub use crate::decision::{Approvers, Decision};
 use crate::decode::{Ctx, nearest};
 use crate::issue::{Code, Issue};
 use crate::node::{Node, Value};
@@ -26,6 +28,10 @@ pub struct Approval {
     /// `waivable`: a `tool_call_policy` hook's `allow` may let a call run without asking; default
     /// `false` (a hook may deny or ask, never waive the tool's approval).
     pub waivable: bool,
+    /// `deadline` (a duet extension): a pending call does not wait forever — a default
+    /// decision after a duration, reminders, escalation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Deadline>,
 }
 
 impl Approval {
@@ -54,47 +60,6 @@ pub enum ApprovalWhen {
     Always,
     /// A JSON Schema over the arguments: the call waits iff they match it.
     Matches(serde_json::Value),
-}
-
-/// A decision a person may make on a pending tool call.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    /// The tool runs with the proposed arguments.
-    Approve,
-    /// The tool runs with the person's arguments (checked against the tool's `args`).
-    Edit,
-    /// The tool does not run; the model gets an error result carrying the reason.
-    Reject,
-    /// The tool does not run; the person's text is its result.
-    Respond,
-}
-
-impl Decision {
-    /// Every decision, in the default order.
-    pub const ALL: [Decision; 4] = [
-        Decision::Approve,
-        Decision::Edit,
-        Decision::Reject,
-        Decision::Respond,
-    ];
-
-    /// The name as written in definitions and on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Approve => "approve",
-            Decision::Edit => "edit",
-            Decision::Reject => "reject",
-            Decision::Respond => "respond",
-        }
-    }
-
-    /// The decision named `name`.
-    pub fn parse(name: &str) -> Option<Decision> {
-        Decision::ALL.into_iter().find(|d| d.as_str() == name)
-    }
 }
 
 /// A scope an approval may be remembered for.
@@ -126,18 +91,14 @@ impl RememberScope {
     }
 }
 
-/// `approval.approvers`: who may decide.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Approvers {
-    /// `roles`: key roles that may decide.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub roles: Vec<String>,
-    /// `principals`: principals that may decide.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub principals: Vec<String>,
-}
-
-const APPROVAL_FIELDS: &[&str] = &["when", "decisions", "remember", "approvers", "waivable"];
+const APPROVAL_FIELDS: &[&str] = &[
+    "when",
+    "decisions",
+    "remember",
+    "approvers",
+    "waivable",
+    "deadline",
+];
 const APPROVER_FIELDS: &[&str] = &["roles", "principals"];
 
 /// Reads a tool's `approval`; `args` is the tool's argument schema, if any.
@@ -227,6 +188,11 @@ pub(crate) fn decode(
         },
     };
     let waivable = o.boolean(ctx, "waivable").unwrap_or(false);
+    let deadline = o.take("deadline").and_then(|n| {
+        let d = deadline::decode(ctx, n, "approval.deadline", deadline::On::Approval)?;
+        deadline::check_offered(ctx, &d, &decisions, "approval.deadline", n);
+        Some(d)
+    });
     o.finish(ctx, APPROVAL_FIELDS);
     Some(Approval {
         when,
@@ -234,6 +200,7 @@ pub(crate) fn decode(
         remember,
         approvers,
         waivable,
+        deadline,
     })
 }
 

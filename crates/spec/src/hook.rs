@@ -25,11 +25,14 @@ pub const THREAD_HOOKS: &[&str] = &[
     "tool_call_started",
     "tool_call_done",
     "tool_call_policy",
+    "question_reminder",
 ];
 
 /// Hook kinds that are duet extensions (not in the digest's §6.1): `tool_call_policy`, which
-/// decides per tool call whether it runs, is denied, or waits for a person.
-pub const EXTENSION_HOOKS: &[&str] = &["tool_call_policy"];
+/// decides per tool call whether it runs, is denied, or waits for a person; and
+/// `question_reminder`, which fires when a deadline reminds a person of a question or a
+/// pending tool call (where notifications plug in).
+pub const EXTENSION_HOOKS: &[&str] = &["tool_call_policy", "question_reminder"];
 /// User-scoped hook kinds: never thread hooks, never requirable as parent hooks.
 pub const USER_HOOKS: &[&str] = &[
     "user_client_attached",

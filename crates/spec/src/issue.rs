@@ -177,6 +177,16 @@ codes! {
         "A tool's `approval.remember` offers to remember an approval that `approval.decisions` does not offer (`approve` is missing).";
     ApprovalUnknownArg = "approval_unknown_arg", Warning, "tools",
         "A tool's `approval.when` schema tests a property its `args` schema does not declare.";
+    DeadlineDuration = "deadline_duration", Error, "deadlines",
+        "A `deadline` (a duet extension on a human side or a tool's `approval`) holds a duration that is not whole milliseconds or a number with `s`, `m`, `h` or `d` (`90s`, `48h`, `3d`), or is under 1 ms or over 10 years.";
+    DeadlineNoAction = "deadline_no_action", Error, "deadlines",
+        "A `deadline` with neither `default` (with `after`), `remind` nor `escalate`: it does nothing.";
+    DeadlineAfterDefault = "deadline_after_default", Warning, "deadlines",
+        "A deadline's reminder or escalation is due at or after its `default` answers: it never happens.";
+    DeadlineEscalateNobody = "deadline_escalate_nobody", Error, "deadlines",
+        "A deadline's `escalate` names no `roles` and no `principals`: nobody new could answer.";
+    DeadlineDefaultNotOffered = "deadline_default_not_offered", Error, "deadlines",
+        "A tool approval's `deadline.default` decides `approve` or `reject` where `approval.decisions` does not offer it.";
     UnknownProvider = "unknown_provider", Error, "models",
         "A model's `provider` is neither built in (`scripted`, `openai`, `anthropic`) nor defined in `agents/providers/`.";
     ScriptNotScripted = "script_not_scripted", Error, "models",

@@ -27,6 +27,8 @@ mod agent;
 mod approval;
 mod cascade;
 mod compose;
+mod deadline;
+mod decision;
 mod decode;
 mod effect;
 pub mod fs;
@@ -57,6 +59,9 @@ pub use agent::{
 pub use approval::{Approval, ApprovalWhen, Approvers, Decision, RememberScope};
 pub use cascade::order as order_issues;
 pub use compose::Builtins;
+pub use deadline::{
+    Deadline, DeadlineDefault, Escalation, MAX_DURATION_MS, format_duration, parse_duration,
+};
 pub use decode::nearest;
 pub use effect::EffectDef;
 pub use fs::LoadError;

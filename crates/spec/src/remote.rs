@@ -66,6 +66,7 @@ impl RemoteAgentDef {
                 b: Side::Human(HumanSide {
                     label: Some("Person".into()),
                     approver: true,
+                    deadline: None,
                 }),
             },
             max_session_turns: None,

@@ -526,7 +526,7 @@ pub(super) fn gate(
     remembered: bool,
 ) -> Gate {
     let approval = tool.approval.as_ref();
-    let asked = |decisions: Vec<Decision>, by: Option<String>| Asked {
+    let asked = |decisions: Vec<Decision>, by: Option<String>, deadline| Asked {
         call: call.id.clone(),
         tool: call.name.clone(),
         arguments: call.arguments.clone(),
@@ -535,21 +535,31 @@ pub(super) fn gate(
         approvers: approval.map(|a| a.approvers.clone()).unwrap_or_default(),
         revision: Some(revision.to_owned()),
         policy: by,
+        deadline,
     };
+    let tool_deadline = || approval.and_then(|a| a.deadline.clone());
     let by_tool = || {
         asked(
             approval.map(|a| a.decisions.clone()).unwrap_or_default(),
             None,
+            tool_deadline(),
         )
     };
     match policy {
         Some((hook, Policy::Deny { reason })) => Gate::Deny { hook, reason },
-        Some((hook, Policy::Ask { decisions })) => {
+        Some((
+            hook,
+            Policy::Ask {
+                decisions,
+                deadline,
+            },
+        )) => {
             let decisions = decisions
                 .filter(|d| !d.is_empty())
                 .or_else(|| approval.map(|a| a.decisions.clone()))
                 .unwrap_or_else(|| ASKED_BY_POLICY.to_vec());
-            Gate::Wait(Box::new(asked(decisions, Some(hook))))
+            let deadline = deadline.or_else(tool_deadline);
+            Gate::Wait(Box::new(asked(decisions, Some(hook), deadline)))
         }
         Some((_, Policy::Allow)) if applies && !approval.is_some_and(|a| a.waivable) => {
             Gate::Wait(Box::new(by_tool()))

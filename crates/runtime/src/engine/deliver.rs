@@ -10,8 +10,9 @@ use crate::decide;
 use crate::delivery::{Accepted, Claim, Delivered, Delivery, Origin, Settled, WhenBusy};
 use crate::error::RunError;
 use crate::event::EventSink;
-use crate::store::{AnswerOutcome, NewThread, StoreError};
-use crate::types::{NewQueued, Role, SideId, Thread, ThreadId, ThreadStatus};
+use crate::record::RecordBody;
+use crate::store::{AnswerOutcome, JournalEntry, NewThread, StoreError};
+use crate::types::{NewQueued, Park, Role, SideId, Thread, ThreadId, ThreadStatus};
 
 /// How many threads `recover` continues at once.
 const RECOVER_AT_ONCE: usize = 8;
@@ -170,6 +171,12 @@ impl Runtime {
         let agent = self.agent_def(&thread.agent)?;
         let message = inbound(agent, &origin, text, message_id, images, trace);
         let now = self.now();
+        // A deadline's reminder or escalation, written while the thread is parked, moves the
+        // park's seq: an answer naming the park as it was before is an answer to it still.
+        let answers = match answers {
+            Some(park) => Some(self.park_now(&thread, park).await?),
+            None => None,
+        };
         let queued = match answers {
             Some(park) => match store
                 .answer(thread.id, message, park, self.lease(run))
@@ -214,6 +221,37 @@ impl Runtime {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The park `park` names on `t`, past a deadline's records (`question_reminded`,
+    /// `question_escalated`) written at it while the thread was parked: they move the park's
+    /// seq, and an answer naming the park as it was before answers it still (or, when it was
+    /// answered, is refused naming that answer).
+    async fn park_now(&self, t: &Thread, park: Park) -> Result<Park, RunError> {
+        if t.park() == Some(park) || park.session != t.session || park.seq < 1 {
+            return Ok(park);
+        }
+        let since = self.inner.store.journal_since(t.id, park.seq - 1).await?;
+        let mut seq = park.seq;
+        for e in &since {
+            match e {
+                JournalEntry::Record(r)
+                    if r.seq == seq
+                        && matches!(
+                            r.body,
+                            RecordBody::QuestionReminded { .. }
+                                | RecordBody::QuestionEscalated { .. }
+                        ) =>
+                {
+                    seq += 1;
+                }
+                _ => break,
+            }
+        }
+        Ok(Park {
+            session: park.session,
+            seq,
+        })
     }
 
     /// Thread `t` (addressed as `key`) if a delivery for `agent` by `origin` may reach it:

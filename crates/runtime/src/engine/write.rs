@@ -6,7 +6,8 @@
 //!    through a stricter check, [`Create::Done`]);
 //! 2. what the hooks left is added: their failures as records, the messages they injected, the
 //!    values they set;
-//! 3. the commit, fenced by the run's lease (a park saves the trace context it continues);
+//! 3. the commit, fenced by the run's lease (a park saves the trace context it continues; a
+//!    question asked writes its deadline's timers, a decision taken cancels them);
 //! 4. once committed: a child's new free-text status into its parent's registry (a failure
 //!    there is logged: the commit stands and its events are still owed);
 //! 5. the events the caller is owed ([`Emit`]), then the step's usage;
@@ -227,6 +228,7 @@ impl Runtime {
     /// Writes `commit` under the run's lease (the owner the thread row was claimed with).
     async fn commit(&self, t: &Thread, mut commit: Commit) -> Result<CommitOutcome, RunError> {
         self.mark_park(&mut commit);
+        self.schedule_deadlines(t, &mut commit).await;
         let span = crate::telemetry::commit(&t.key);
         let turns = commit
             .records

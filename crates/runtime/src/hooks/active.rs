@@ -270,6 +270,23 @@ impl ActiveHooks {
         }
     }
 
+    /// `question_reminder`, after its record is committed: a failure goes to the log.
+    pub(crate) async fn question_reminder(
+        &self,
+        t: &Thread,
+        reminder: &crate::hooks::Reminder<'_>,
+    ) {
+        for h in self.of("question_reminder") {
+            let ctx = HookContext {
+                writable: false,
+                ..h.ctx(t, &self.state)
+            };
+            if let Err(e) = h.hook.question_reminder(&ctx, reminder).await {
+                tracing::warn!(thread = %t.id, hook = %h.id, error = %e, "question_reminder failed");
+            }
+        }
+    }
+
     /// `tool_call_policy` for one call: the hooks' answers combined (most restrictive wins; the
     /// first `Deny` ends the asking), with the id of the hook that gave it. A failing hook is
     /// journaled and counts as `Ask` (fail closed). `None`: no such hook is in force.
@@ -284,7 +301,10 @@ impl ActiveHooks {
                 Ok(p) => p,
                 Err(e) => {
                     self.failed(&h, &e);
-                    Policy::Ask { decisions: None }
+                    Policy::Ask {
+                        decisions: None,
+                        deadline: None,
+                    }
                 }
             };
             let stronger = verdict

@@ -5,7 +5,8 @@
 //!
 //! - `scenarios`: the `tests/scenarios/` folders — script in, transcript out — on every backend
 //!   and over the OpenAI wire (`wire`).
-//! - `hooks`, `policy` (a `tool_call_policy` hook deciding per call), `subagents`, `awaits` (durable waits on blocking children), `follow_ups`,
+//! - `deadlines` (a question's and a pending call's deadline: reminders, escalation, the default, races),
+//!   `hooks`, `policy` (a `tool_call_policy` hook deciding per call), `subagents`, `awaits` (durable waits on blocking children), `follow_ups`,
 //!   `streaming`, `durability` (racing runners, a run killed mid-step), `control_plane`,
 //!   `effects` (scheduled effects with a test clock),
 //!   `timers` (the timer loop on a manual clock: due, re-armed, taken over, retried).
@@ -16,6 +17,7 @@ mod wire;
 mod approvals;
 mod awaits;
 mod control_plane;
+mod deadlines;
 mod durability;
 mod effects;
 mod follow_ups;

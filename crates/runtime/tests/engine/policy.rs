@@ -68,7 +68,10 @@ struct Case {
 }
 
 fn ask(decisions: Option<Vec<Decision>>) -> Result<Policy, String> {
-    Ok(Policy::Ask { decisions })
+    Ok(Policy::Ask {
+        decisions,
+        deadline: None,
+    })
 }
 
 fn deny(reason: &str) -> Result<Policy, String> {

@@ -15,6 +15,7 @@ use super::{ServiceError, threads};
 use crate::auth::Caller;
 use crate::state::AppState;
 use crate::views::{ApprovalId, ApprovalView, ParentView};
+use duet_runtime::deadline::{self, Subject};
 
 /// How deep a parent chain is followed.
 const MAX_DEPTH: usize = 64;
@@ -206,7 +207,7 @@ async fn pending_calls(
     let (records, messages) = tokio::try_join!(store.records(t.id), store.messages(t.id))?;
     let mut pending = duet_runtime::approval::pending(&records, &messages);
     if decidable {
-        pending.retain(|p| caller.may_decide(t, &p.approvers));
+        pending.retain(|p| approvers::may_decide(caller, t, &records, p.seq, &p.approvers));
     }
     if pending.is_empty() {
         return Ok(Vec::new());
@@ -230,7 +231,13 @@ async fn pending_calls(
                 session,
                 seq: p.seq,
             };
+            let deadline = approvers::asked(&records, p.seq).and_then(|(a, at)| {
+                let escalated = deadline::escalated(&records, Subject::Approval(p.seq));
+                a.deadline
+                    .map(|d| crate::views::deadline(&d, at, &escalated))
+            });
             ApprovalView {
+                deadline,
                 id: ApprovalId { thread: t.id, park }.to_string(),
                 kind: "tool_call",
                 tool: Some(p.tool),
@@ -305,7 +312,9 @@ pub(crate) async fn decide(
     // Who may decide: the approvers the call's record names (nobody named: the owner).
     let records = state.runtime().store().records(t.id).await?;
     match approvers::asked(&records, approval.park.seq) {
-        Some((asked, _)) if caller.may_decide(&t, &asked.approvers) => {}
+        Some((asked, _))
+            if approvers::may_decide(caller, &t, &records, approval.park.seq, &asked.approvers) => {
+        }
         Some((asked, _)) if seeing => {
             return Err(ServiceError::NotAnApprover {
                 id: id.to_owned(),
@@ -476,7 +485,9 @@ pub(crate) async fn view(
             agent: p.agent.clone(),
         })
         .collect();
+    let deadline = question_deadline(state, t).await?;
     Ok(Some(ApprovalView {
+        deadline,
         id: ApprovalId { thread: t.id, park }.to_string(),
         kind: "question",
         tool: None,
@@ -492,6 +503,34 @@ pub(crate) async fn view(
         since: t.updated_at,
         parents,
     }))
+}
+
+/// The deadline of the question `t` is parked at: its human side's (a deadline code set for
+/// this one question is not shown), counted from the park, with its escalations so far.
+async fn question_deadline(
+    state: &AppState,
+    t: &Thread,
+) -> Result<Option<serde_json::Value>, ServiceError> {
+    let runtime = state.runtime();
+    let Some(agent) = runtime.project().agents.get(&t.agent) else {
+        return Ok(None);
+    };
+    let side = agent.def.human_side().map(|s| agent.def.side(s));
+    let Some(duet_spec::Side::Human(h)) = side else {
+        return Ok(None);
+    };
+    let (Some(d), Some(subject)) = (&h.deadline, Subject::parked(t)) else {
+        return Ok(None);
+    };
+    let records = runtime.store().records(t.id).await?;
+    let escalated = deadline::escalated(&records, subject);
+    // The park's `stopped` record: when it was asked.
+    let asked_at = records
+        .iter()
+        .rev()
+        .find(|r| matches!(r.body, duet_runtime::RecordBody::Stopped { .. }))
+        .map_or(t.updated_at, |r| r.created_at);
+    Ok(Some(crate::views::deadline(d, asked_at, &escalated)))
 }
 
 /// Approval `id` ([`find`], then its view): a question while it waits; a tool call while it
@@ -520,7 +559,7 @@ pub(crate) async fn get(
             false => Err(absent(id)),
         };
     };
-    if !seeing && !caller.may_decide(&t, &asked.approvers) {
+    if !seeing && !approvers::may_decide(caller, &t, &records, seq, &asked.approvers) {
         return Err(absent(id));
     }
     // Queued (approved, its tool not run yet) or written by the run.
@@ -552,6 +591,8 @@ pub(crate) async fn get(
         })
         .collect();
     Ok(Some(ApprovalView {
+        // Decided: its deadline no longer applies.
+        deadline: None,
         id: approval.to_string(),
         kind: "tool_call",
         tool: Some(asked.tool),

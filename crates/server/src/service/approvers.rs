@@ -2,9 +2,11 @@
 //! id whoever's thread it is on ([`locate`]; the callers check access), the call's
 //! `approval_requested` record ([`asked`]), whether a waiting thread has a call the caller may
 //! decide ([`decidable`]), and whether a listing must look past the caller's own threads
-//! ([`named_anywhere`]). The rule itself is [`Caller::may_decide`].
+//! ([`named_anywhere`]). The rule itself is [`Caller::may_decide`], widened by a deadline's
+//! escalation ([`may_decide`]).
 
 use duet_runtime::approval::{Approvers, Asked};
+use duet_runtime::deadline::{self, Subject};
 use duet_runtime::{Record, RecordBody, Thread};
 use duet_spec::Project;
 
@@ -50,6 +52,20 @@ pub(crate) fn asked(records: &[Record], seq: i64) -> Option<(Asked, i64)> {
     })
 }
 
+/// Whether `caller` may decide the call asked at `seq` of `t` (whose journal's records are
+/// `records`): the approvers it named ([`Caller::may_decide`]), or those its deadline escalated
+/// it to since (`question_escalated`).
+pub(crate) fn may_decide(
+    caller: &Caller,
+    t: &Thread,
+    records: &[Record],
+    seq: i64,
+    approvers: &Approvers,
+) -> bool {
+    caller.may_decide(t, approvers)
+        || caller.named_by(&deadline::escalated(records, Subject::Approval(seq)))
+}
+
 /// Whether `t` (a `waiting` thread) has a tool call waiting for a decision that `caller` may
 /// take, by the approvers its `approval_requested` record names.
 pub(crate) async fn decidable(
@@ -61,7 +77,7 @@ pub(crate) async fn decidable(
     let (records, messages) = tokio::try_join!(store.records(t.id), store.messages(t.id))?;
     Ok(duet_runtime::approval::pending(&records, &messages)
         .iter()
-        .any(|p| caller.may_decide(t, &p.approvers)))
+        .any(|p| may_decide(caller, t, &records, p.seq, &p.approvers)))
 }
 
 /// Whether a tool of `project` names `caller` among its approvers (a role its key holds, or
@@ -73,7 +89,13 @@ pub(crate) fn named_anywhere(project: &Project, caller: &Caller) -> bool {
         .tools
         .values()
         .filter_map(|d| d.def.approval.as_ref())
-        .any(|a| caller.named_by(&a.approvers))
+        .any(|a| {
+            caller.named_by(&a.approvers)
+                || a.deadline
+                    .as_ref()
+                    .and_then(|d| d.escalate.as_ref())
+                    .is_some_and(|e| caller.named_by(&e.to))
+        })
 }
 
 /// `approvers` in words, for a refusal: `roles refunds, principals bob`.

@@ -53,6 +53,7 @@ const SIDE_FIELDS: &[&str] = &[
     "label",
     "subagents",
     "approver",
+    "deadline",
 ];
 
 pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> DecodedSide {
@@ -115,9 +116,17 @@ pub(super) fn decode_side(ctx: &mut Ctx<'_>, node: &Node, id: SideId) -> Decoded
                 );
             }
             let approver = o.boolean(ctx, "approver").unwrap_or(false);
+            let deadline = o.take("deadline").and_then(|n| {
+                let at = format!("{path}.deadline");
+                crate::deadline::decode(ctx, n, &at, crate::deadline::On::Question)
+            });
             reject_prompt_only(ctx, &mut o, "human");
-            o.finish(ctx, &["human", "label", "approver"]);
-            Side::Human(HumanSide { label, approver })
+            o.finish(ctx, &["human", "label", "approver", "deadline"]);
+            Side::Human(HumanSide {
+                label,
+                approver,
+                deadline,
+            })
         }
         "handler" => {
             reject_approver(ctx, &mut o, "handler");

@@ -38,6 +38,7 @@ async fn pending(store: &Arc<dyn Store>, key: &str) -> (Thread, i64) {
             approvers: Default::default(),
             revision: None,
             policy: None,
+            deadline: None,
         }),
         1_000,
     );
