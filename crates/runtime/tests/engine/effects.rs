@@ -1,5 +1,6 @@
 //! Scheduled effects, with a test clock: a handler schedules them through its `ThreadState`
-//! (`remind MS TEXT`, `flaky`, `again`, `cancel ID`), time moves with `ManualClock::advance`,
+//! (`remind MS TEXT`, `flaky`, `again`, `cancel ID`) or calls the `effect:` tool `remind_me`
+//! (`tool JSON`), time moves with `ManualClock::advance`,
 //! and `run_due_timers` fires what is due. No test sleeps. On every backend (memory, SQLite,
 //! Postgres when `DATABASE_URL` is set).
 
@@ -29,6 +30,10 @@ fn project(remind_args: &str) -> Arc<duet_spec::Project> {
     write(
         "agents/effects/remind.yaml",
         &format!("description: Reminds.\nbuiltin: queue_message\nargs: {remind_args}\n"),
+    );
+    write(
+        "agents/tools/remind_me.yaml",
+        "description: Reminds later.\neffect: remind\nargs: { type: object, properties: { content: { type: string }, delayMs: { type: integer } } }\n",
     );
     write(
         "agents/effects/flaky.yaml",
@@ -64,6 +69,14 @@ impl Handler for Scheduler {
             }
             ["bad"] => state.schedule_effect("remind", serde_json::json!({ "content": 7 }), 0),
             ["nope"] => state.schedule_effect("nope", serde_json::json!({}), 0),
+            ["tool", ..] => {
+                let args = text.strip_prefix("tool ").unwrap_or_default();
+                let args =
+                    serde_json::from_str(args).map_err(|e| HandlerError::new(e.to_string()))?;
+                let result = state.invoke_tool("remind_me", args).await;
+                state.reply(format!("{:?}: {}", result.status, result.content));
+                return Ok(());
+            }
             ["flaky"] => state.schedule_effect("flaky", serde_json::json!({}), 0),
             ["again"] => state.schedule_effect("again", serde_json::json!({}), 1_000),
             ["cancel", id] => {
@@ -391,6 +404,59 @@ async fn an_effect_schedules_itself_again() {
         assert_eq!(
             store.value(t.id, "n").await.expect("value"),
             Some(serde_json::json!(3))
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_calling_an_effect_tool_schedules_with_its_delivery() {
+    let project = project(REMIND_ARGS);
+    for backend in support::backends().await {
+        let name = backend.name();
+        let store = backend.open().await;
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let rt = runtime(&project, store.clone(), &clock);
+        support::send(
+            &rt,
+            "p8",
+            Some("planner"),
+            r#"tool {"content":"drink","delayMs":2000}"#,
+        )
+        .await;
+        let texts = support::texts(&store, "p8").await;
+        let last = texts.last().map(|(_, _, t)| t.clone()).unwrap_or_default();
+        assert!(
+            last.starts_with("Success: Scheduled remind (id ")
+                && last.ends_with(") for 1970-01-01T00:16:42Z"),
+            "{name}: {last}"
+        );
+        let scheduled = timers(&store, "p8").await;
+        assert_eq!(scheduled.len(), 1, "{name}");
+        assert_eq!(scheduled[0].due_at, 1_002_000, "{name}");
+        assert_eq!(
+            scheduled[0].args,
+            serde_json::json!({ "content": "drink" }),
+            "{name}: the effect's arguments, less `delayMs`"
+        );
+        assert!(
+            last.contains(&scheduled[0].id.to_string()),
+            "{name}: {last}"
+        );
+        // Arguments the effect refuses: an error result, nothing scheduled.
+        support::send(&rt, "p8", None, r#"tool {"delayMs":5}"#).await;
+        let texts = support::texts(&store, "p8").await;
+        let last = texts.last().map(|(_, _, t)| t.clone()).unwrap_or_default();
+        assert!(
+            last.starts_with("Error: Nothing was scheduled: arguments refused by effect `remind`"),
+            "{name}: {last}"
+        );
+        assert_eq!(timers(&store, "p8").await.len(), 1, "{name}");
+        assert_eq!(fire_at(&rt, &clock, 1_002_000).await, 1, "{name}");
+        let texts = support::texts(&store, "p8").await;
+        assert_eq!(
+            texts.last().map(|(_, _, t)| t.as_str()),
+            Some("ok: drink"),
+            "{name}"
         );
     }
 }
