@@ -16,7 +16,7 @@ use duet_spec::ToolImpl;
 
 use crate::handler::{HandlerError, ThreadState};
 use crate::store::{NewTimer, Timer, TimerKind, TimerQuery, TimerStatus};
-use crate::tools::ToolResult;
+use crate::tools::{ToolContext, ToolResult, Tools};
 
 /// A pending scheduled effect (the spec's `ScheduledEffect`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -132,6 +132,34 @@ pub(crate) fn tool_timer(
         rfc3339(due_at)
     ));
     Ok((timer, result))
+}
+
+impl Tools {
+    /// Runs tool `name` as [`Tools::run`] does, for a caller that writes a commit: an
+    /// `effect:` tool's call gives, beside its result, the timer it schedules (due from `now`),
+    /// for the caller to write with its commit — and only if the result it keeps is a success.
+    pub async fn call(
+        &self,
+        ctx: ToolContext,
+        name: &str,
+        args: &serde_json::Value,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
+        now: i64,
+    ) -> (ToolResult, Option<NewTimer>) {
+        let Some(tool) = self.project().tools.get(name) else {
+            return (self.run(ctx, name, args, env).await, None);
+        };
+        let Some(ToolImpl::Effect(effect)) = &tool.def.implementation else {
+            return (self.run(ctx, name, args, env).await, None);
+        };
+        if let Err(refused) = self.check(name, &tool.def, args) {
+            return (refused, None);
+        }
+        match tool_timer(self.project(), name, effect, args, now) {
+            Ok((timer, result)) => (result, Some(timer)),
+            Err(refused) => (refused, None),
+        }
+    }
 }
 
 /// `ms` since the Unix epoch as an RFC 3339 UTC time (milliseconds shown when not zero).

@@ -1,5 +1,6 @@
 //! Running tools: argument validation against the tool's JSON Schema, declarative `result`
-//! templates, Rust `builtin` tools, and `effect:` tools' scheduling ([`Tools::call`]). A bad call never crashes a run: it becomes an error
+//! templates, and Rust `builtin` tools. (`Tools::call`, which schedules an `effect:` tool's
+//! effect, is `crate::schedule`'s.) A bad call never crashes a run: it becomes an error
 //! result the model sees.
 
 use std::collections::{BTreeMap, HashMap};
@@ -140,32 +141,6 @@ impl Tools {
         self.builtins.keys().map(String::as_str)
     }
 
-    /// Runs tool `name` as [`Tools::run`] does, for a caller that writes a commit: an
-    /// `effect:` tool's call gives, beside its result, the timer it schedules (due from `now`),
-    /// for the caller to write with its commit — and only if the result it keeps is a success.
-    pub async fn call(
-        &self,
-        ctx: ToolContext,
-        name: &str,
-        args: &serde_json::Value,
-        env: &(dyn Fn(&str) -> Option<String> + Sync),
-        now: i64,
-    ) -> (ToolResult, Option<crate::store::NewTimer>) {
-        let Some(tool) = self.project.tools.get(name) else {
-            return (self.run(ctx, name, args, env).await, None);
-        };
-        let Some(ToolImpl::Effect(effect)) = &tool.def.implementation else {
-            return (self.run(ctx, name, args, env).await, None);
-        };
-        if let Err(refused) = self.check(name, &tool.def, args) {
-            return (refused, None);
-        }
-        match crate::schedule::tool_timer(&self.project, name, effect, args, now) {
-            Ok((timer, result)) => (result, Some(timer)),
-            Err(refused) => (refused, None),
-        }
-    }
-
     /// Runs tool `name` with `args`: validates, then executes. Unknown tools, invalid arguments
     /// and failing tools all come back as error results. An `effect:` tool is an error here
     /// (its timer needs a commit: see [`Tools::call`]).
@@ -207,9 +182,14 @@ impl Tools {
         }
     }
 
+    /// The project whose tools these are.
+    pub(crate) fn project(&self) -> &Project {
+        &self.project
+    }
+
     /// Whether `args` pass tool `name`'s `args` schema (none: no arguments); the error result
     /// saying why not.
-    fn check(
+    pub(crate) fn check(
         &self,
         name: &str,
         def: &duet_spec::ToolDef,
