@@ -6,5 +6,5 @@ export default definePrompt({
   model: 'assistant_demo',
   includeChat: true,
   prompt: `You are a helpful assistant. Answer briefly and say so when you do not know.`,
-  tools: ['house_rules'],
+  tools: ['house_rules', 'remind_me'],
 });

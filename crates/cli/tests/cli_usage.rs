@@ -1,7 +1,8 @@
 //! `duet` as a newcomer meets it (issue 28): a send to a thread whose session ended starts the
 //! next one; the CLI acts as a principal, and says how when a thread is another's; a model's
 //! streamed deltas print as one line; a closed pipe ends a command quietly; `run` refuses
-//! before it starts; key times read as RFC 3339.
+//! before it starts; key times read as RFC 3339; `duet effects list` / `cancel` on a database
+//! where a model's `effect:` tool scheduled a reminder.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -504,4 +505,101 @@ fn database_mistakes_are_said_with_their_fix() {
             refused.stderr
         );
     }
+}
+
+#[test]
+fn effects_list_shows_what_a_tool_scheduled_and_cancel_stops_it() {
+    let p = Project::new(
+        "effects",
+        &[
+            (
+                "agents/agents/r.yaml",
+                "name: r\nsideA: { prompt: r }\nsideB: { human: true }\n",
+            ),
+            (
+                "agents/prompts/r.yaml",
+                "name: r\ntoolDescription: Reminds.\nmodel: m\nprompt: Set reminders.\ntools: [remind_me]\n",
+            ),
+            (
+                "agents/tools/remind_me.yaml",
+                "description: Reminds later.\neffect: remind\nargs:\n  type: object\n  properties:\n    content: { type: string }\n    delayMs: { type: integer }\n",
+            ),
+            (
+                "agents/effects/remind.yaml",
+                "description: Reminds.\nbuiltin: queue_message\n",
+            ),
+            (
+                "agents/models/m.yaml",
+                "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: remind_me, arguments: { content: Stand up., delayMs: 3600000 } }]\n  - text: In an hour.\n",
+            ),
+        ],
+    );
+    let db = tmp("effects.db");
+    let ran = duet(
+        &p,
+        &db,
+        &["run", "r", "--session", "s", "-m", "Remind me.", "--json"],
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let listed = duet(
+        &p,
+        &db,
+        &["effects", "list", "--thread", "s", "--json"],
+        &[],
+    );
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let rows = listed.json_lines().pop().expect("a listing");
+    let row = &rows[0];
+    assert_eq!(
+        (
+            &row["kind"],
+            &row["name"],
+            &row["args"],
+            &row["status"],
+            &row["thread"]
+        ),
+        (
+            &serde_json::json!("effect"),
+            &serde_json::json!("remind"),
+            &serde_json::json!({"content": "Stand up."}),
+            &serde_json::json!("pending"),
+            &serde_json::json!("s")
+        ),
+        "{rows}"
+    );
+    let id = row["id"].as_str().expect("an id").to_owned();
+    // The table says the same, its time in RFC 3339.
+    let table = duet(&p, &db, &["effects", "list"], &[]);
+    assert!(
+        table.stdout.lines().nth(1).is_some_and(|l| l
+            .starts_with(&format!("{id}\teffect\tremind\ts\tpending\t"))
+            && l.contains("T")
+            && l.contains("\t0/3\t-")),
+        "{}",
+        table.stdout
+    );
+    let cancelled = duet(&p, &db, &["effects", "cancel", &id], &[]);
+    assert_eq!(cancelled.code, 0, "{}", cancelled.stderr);
+    assert_eq!(
+        cancelled.stdout.trim(),
+        format!("cancelled effect remind {id}")
+    );
+    let again = duet(&p, &db, &["effects", "cancel", &id], &[]);
+    assert_eq!(again.code, 2);
+    assert!(
+        again.stderr.contains("is cancelled: only a pending one"),
+        "{}",
+        again.stderr
+    );
+    let pending = duet(
+        &p,
+        &db,
+        &["effects", "list", "--status", "pending", "--json"],
+        &[],
+    );
+    assert_eq!(pending.json_lines(), [serde_json::json!([])]);
+    let bad = duet(&p, &db, &["effects", "cancel", "nope"], &[]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("is not a timer id"), "{}", bad.stderr);
 }

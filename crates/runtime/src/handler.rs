@@ -357,6 +357,9 @@ impl ThreadState<'_> {
             idempotency_key: format!("{}:handler:{}:{name}", self.thread.id, self.thread.next_seq),
         };
         let env = |k: &str| self.env(k);
-        self.tools.run(ctx, name, &args, &env).await
+        let (result, timer) = self.tools.call(ctx, name, &args, &env, self.now).await;
+        // An `effect:` tool's timer is written with this delivery's commit.
+        self.writes.timers.extend(timer);
+        result
     }
 }

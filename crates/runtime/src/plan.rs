@@ -13,7 +13,7 @@ use duet_spec::{AgentDef, PromptDef, PromptSide};
 use crate::decide::{self, CallOutcome};
 use crate::model::Usage;
 use crate::record::{Record, RecordBody};
-use crate::store::Commit;
+use crate::store::{Commit, NewTimer};
 use crate::tools::ToolResult;
 use crate::transition::{self, History};
 use crate::types::{Message, Role, SideId, Thread, ThreadStatus, ToolCall};
@@ -102,6 +102,8 @@ pub struct CallsDone {
     pub awaiting: Vec<(usize, String)>,
     /// The calls that wait for a person's decision: call index and what is asked.
     pub approvals: Vec<(usize, crate::approval::Asked)>,
+    /// The effects `effect:` tool calls scheduled: call index and the timer.
+    pub scheduled: Vec<(usize, NewTimer)>,
 }
 
 /// Who steps, under which definitions, on what history.
@@ -131,6 +133,8 @@ pub struct StepPlan {
     pub records: Vec<Record>,
     /// Durable values it writes (a handoff's).
     pub values: Vec<(String, Option<serde_json::Value>)>,
+    /// The timers its `effect:` tool calls scheduled.
+    pub timers: Vec<NewTimer>,
     /// Whether the run settles after this commit.
     pub settle: bool,
     /// The step waits for blocking children or for decisions: the thread is `waiting`, one
@@ -145,6 +149,7 @@ impl StepPlan {
             messages: self.messages,
             records: self.records,
             values: self.values,
+            timers: self.timers,
             settle: self.settle,
             ..Commit::default()
         }
@@ -163,6 +168,7 @@ pub fn step(t: &mut Thread, of: StepOf<'_>, mut message: Message, done: CallsDon
         now,
     } = of;
     let calls = message.tool_calls.clone();
+    let timers: Vec<NewTimer> = done.scheduled.into_iter().map(|(_, t)| t).collect();
     let tool_messages: Vec<Message> = calls
         .iter()
         .zip(&done.calls)
@@ -192,6 +198,7 @@ pub fn step(t: &mut Thread, of: StepOf<'_>, mut message: Message, done: CallsDon
         return StepPlan {
             messages,
             records,
+            timers,
             waits: true,
             ..StepPlan::default()
         };
@@ -243,6 +250,7 @@ pub fn step(t: &mut Thread, of: StepOf<'_>, mut message: Message, done: CallsDon
         messages,
         records,
         values,
+        timers,
         settle,
         waits: false,
     }

@@ -4,12 +4,19 @@
 //! timer of kind `effect` written with the commit of the delivery (or step, or effect run) that
 //! scheduled it, so it exists exactly when that commit does; a removal is a cancel in that
 //! commit. Arguments are checked against the effect's `args` schema here, and again when it runs.
+//!
+//! An `effect:` tool (a duet extension) schedules without code: [`tool_timer`] makes a call's
+//! timer, which the caller writes with its commit (the step's, the approved call's, the
+//! handler delivery's).
 
 use serde::Serialize;
 use uuid::Uuid;
 
+use duet_spec::ToolImpl;
+
 use crate::handler::{HandlerError, ThreadState};
 use crate::store::{NewTimer, Timer, TimerKind, TimerQuery, TimerStatus};
+use crate::tools::{ToolContext, ToolResult, Tools};
 
 /// A pending scheduled effect (the spec's `ScheduledEffect`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -69,6 +76,98 @@ pub(crate) fn effect_timer(
         due_at,
         max_attempts: def.max_attempts,
     })
+}
+
+/// A call of `tool`, an `effect:` tool scheduling `effect`, at `now`: its timer (the call's
+/// arguments less `delayMs` / `at`, due that many ms after `now`, at that time, or at `now`)
+/// and the result the model sees. An error result, nothing scheduled, when the time or the
+/// effect's arguments are refused.
+pub(crate) fn tool_timer(
+    project: &duet_spec::Project,
+    tool: &str,
+    effect: &str,
+    args: &serde_json::Value,
+    now: i64,
+) -> Result<(NewTimer, ToolResult), ToolResult> {
+    let refused = |why: String| ToolResult::error(format!("Nothing was scheduled: {why}"));
+    let mut rest = match args {
+        serde_json::Value::Object(m) => m.clone(),
+        serde_json::Value::Null => serde_json::Map::new(),
+        _ => {
+            return Err(refused(format!(
+                "the arguments of `{tool}` are not an object"
+            )));
+        }
+    };
+    // A model may send an optional property as null: that is not saying when.
+    let mut take = |key: &str| rest.remove(key).filter(|v| !v.is_null());
+    let (delay, at) = (take(ToolImpl::DELAY_ARG), take(ToolImpl::AT_ARG));
+    let due_at = match (delay, at) {
+        (Some(_), Some(_)) => {
+            return Err(refused("give `delayMs` or `at`, not both".to_owned()));
+        }
+        (Some(d), None) => match d.as_u64() {
+            Some(ms) => now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)),
+            None => {
+                return Err(refused(format!(
+                    "`delayMs` is a whole number of milliseconds, 0 or more, not {d}"
+                )));
+            }
+        },
+        (None, Some(at)) => match at.as_str().map(chrono::DateTime::parse_from_rfc3339) {
+            Some(Ok(t)) => t.timestamp_millis(),
+            _ => {
+                return Err(refused(format!(
+                    "`at` is an RFC 3339 time (2030-01-31T09:00:00Z), not {at}"
+                )));
+            }
+        },
+        (None, None) => now,
+    };
+    let timer =
+        effect_timer(project, effect, serde_json::Value::Object(rest), due_at).map_err(refused)?;
+    let result = ToolResult::ok(format!(
+        "Scheduled {effect} (id {}) for {}",
+        timer.id,
+        rfc3339(due_at)
+    ));
+    Ok((timer, result))
+}
+
+impl Tools {
+    /// Runs tool `name` as [`Tools::run`] does, for a caller that writes a commit: an
+    /// `effect:` tool's call gives, beside its result, the timer it schedules (due from `now`),
+    /// for the caller to write with its commit — and only if the result it keeps is a success.
+    pub async fn call(
+        &self,
+        ctx: ToolContext,
+        name: &str,
+        args: &serde_json::Value,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
+        now: i64,
+    ) -> (ToolResult, Option<NewTimer>) {
+        let Some(tool) = self.project().tools.get(name) else {
+            return (self.run(ctx, name, args, env).await, None);
+        };
+        let Some(ToolImpl::Effect(effect)) = &tool.def.implementation else {
+            return (self.run(ctx, name, args, env).await, None);
+        };
+        if let Err(refused) = self.check(name, &tool.def, args) {
+            return (refused, None);
+        }
+        match tool_timer(self.project(), name, effect, args, now) {
+            Ok((timer, result)) => (result, Some(timer)),
+            Err(refused) => (refused, None),
+        }
+    }
+}
+
+/// `ms` since the Unix epoch as an RFC 3339 UTC time (milliseconds shown when not zero).
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || format!("{ms} ms since the Unix epoch"),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+    )
 }
 
 /// Whether `args` pass effect `def`'s `args` schema as it is now (an object, without one).

@@ -1,5 +1,6 @@
 //! Running tools: argument validation against the tool's JSON Schema, declarative `result`
-//! templates, and Rust `builtin` tools. A bad call never crashes a run: it becomes an error
+//! templates, and Rust `builtin` tools. (`Tools::call`, which schedules an `effect:` tool's
+//! effect, is `crate::schedule`'s.) A bad call never crashes a run: it becomes an error
 //! result the model sees.
 
 use std::collections::{BTreeMap, HashMap};
@@ -141,7 +142,8 @@ impl Tools {
     }
 
     /// Runs tool `name` with `args`: validates, then executes. Unknown tools, invalid arguments
-    /// and failing tools all come back as error results.
+    /// and failing tools all come back as error results. An `effect:` tool is an error here
+    /// (its timer needs a commit: see [`Tools::call`]).
     pub async fn run(
         &self,
         ctx: ToolContext,
@@ -152,19 +154,8 @@ impl Tools {
         let Some(tool) = self.project.tools.get(name) else {
             return ToolResult::error(format!("Unknown tool `{name}`."));
         };
-        if let Some(validator) = self.validators.get(name) {
-            let errors = schema_problems(validator, args);
-            if !errors.is_empty() {
-                return ToolResult::error(format!(
-                    "Invalid arguments for `{name}`: {}",
-                    errors.join("; ")
-                ));
-            }
-        } else if tool.def.args.is_none()
-            && !args.is_null()
-            && args.as_object().is_none_or(|o| !o.is_empty())
-        {
-            return ToolResult::error(format!("`{name}` takes no arguments."));
+        if let Err(refused) = self.check(name, &tool.def, args) {
+            return refused;
         }
         match &tool.def.implementation {
             Some(ToolImpl::Result(template)) => ToolResult::ok(render(template, args, env)),
@@ -181,10 +172,44 @@ impl Tools {
                     "Tool `{name}` is an http tool, and this runtime has no http client registered."
                 )),
             },
+            Some(ToolImpl::Effect(effect)) => ToolResult::error(format!(
+                "Tool `{name}` schedules effect `{effect}`, which is written with a step's commit: \
+                 it cannot be called from here (a sub-prompt's model)."
+            )),
             None => ToolResult::error(format!(
                 "Tool `{name}` has no implementation duet can run (its `execute` is TypeScript)."
             )),
         }
+    }
+
+    /// The project whose tools these are.
+    pub(crate) fn project(&self) -> &Project {
+        &self.project
+    }
+
+    /// Whether `args` pass tool `name`'s `args` schema (none: no arguments); the error result
+    /// saying why not.
+    pub(crate) fn check(
+        &self,
+        name: &str,
+        def: &duet_spec::ToolDef,
+        args: &serde_json::Value,
+    ) -> Result<(), ToolResult> {
+        if let Some(validator) = self.validators.get(name) {
+            let errors = schema_problems(validator, args);
+            if !errors.is_empty() {
+                return Err(ToolResult::error(format!(
+                    "Invalid arguments for `{name}`: {}",
+                    errors.join("; ")
+                )));
+            }
+        } else if def.args.is_none()
+            && !args.is_null()
+            && args.as_object().is_none_or(|o| !o.is_empty())
+        {
+            return Err(ToolResult::error(format!("`{name}` takes no arguments.")));
+        }
+        Ok(())
     }
 }
 

@@ -166,9 +166,9 @@ codes! {
     ParentHookUserScoped = "parent_hook_user_scoped", Error, "parent hooks",
         "A `parentHooks` requirement names a user-scoped hook; only thread hooks can be required.";
     ToolNoImplementation = "tool_no_implementation", Error, "tools",
-        "A tool says neither `builtin`, `result` nor `http`, so nothing can run it.";
+        "A tool says none of `builtin`, `result`, `http` and `effect`, so nothing can run it.";
     ToolManyImplementations = "tool_many_implementations", Error, "tools",
-        "A tool says more than one of `builtin`, `result` and `http`.";
+        "A tool says more than one of `builtin`, `result`, `http` and `effect`.";
     TemplateUnknownArg = "template_unknown_arg", Warning, "tools",
         "A `{{name}}` in a tool's `result` or in its `http` url, body or headers names no argument of its `args` schema.";
     ApprovalNoDecision = "approval_no_decision", Error, "tools",
@@ -223,6 +223,12 @@ codes! {
         "A JSON Schema in a definition (`args`, `requiredSchema`) has a keyword JSON Schema does not define (`propertie:`): validators ignore it, so what it meant to say is not checked.";
     ProviderKeyShort = "provider_key_short", Warning, "models",
         "A model's provider key (the variable its `apiKeyEnv` names, where `duet validate` runs) is shorter than 8 characters: no real key is, and a value that short is never redacted from error messages. Checked by `duet validate`, not by loading.";
+    UnknownEffect = "unknown_effect", Error, "references",
+        "A tool's `effect:` (a duet extension: a call schedules that effect) names an effect `agents/effects/` does not define; the nearest name is suggested.";
+    EffectToolTiming = "effect_tool_timing", Error, "tools",
+        "An `effect:` tool's `args` declare `delayMs` as other than an integer, or `at` as other than a string: calls giving them would be refused.";
+    EffectToolUntimed = "effect_tool_untimed", Warning, "tools",
+        "An `effect:` tool's `args` declare neither `delayMs` (milliseconds from the call) nor `at` (an RFC 3339 time): the model cannot say when, so every call runs the effect at once.";
 }
 
 impl fmt::Display for Code {

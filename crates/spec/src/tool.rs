@@ -1,5 +1,6 @@
 //! Tool definitions (`agents/tools/`), named by their file. duet never runs TypeScript, so a tool
-//! says declaratively how it runs: a Rust `builtin`, a templated `result`, or an `http` call.
+//! says declaratively how it runs: a Rust `builtin`, a templated `result`, an `http` call, or
+//! (a duet extension) an `effect` it schedules.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +24,7 @@ pub struct ToolDef {
     pub description: String,
     /// `args`: a JSON Schema for the argument object; absent (`None`), no arguments.
     pub args: Option<serde_json::Value>,
-    /// `builtin`, `result` or `http`, exactly one: how the tool runs; `None` only for a `.ts`
+    /// `builtin`, `result`, `http` or `effect`, exactly one: how the tool runs; `None` only for a `.ts`
     /// tool whose `execute` is a function (a warning).
     pub implementation: Option<ToolImpl>,
     /// `variables`: the env values the tool declares it needs; default none.
@@ -44,6 +45,17 @@ pub enum ToolImpl {
     Result(String),
     /// `http`: an HTTP request made from templates over the arguments and env.
     Http(HttpCall),
+    /// `effect` (a duet extension): a call schedules this effect (`agents/effects/`) with the
+    /// call's arguments less [`ToolImpl::DELAY_ARG`] / [`ToolImpl::AT_ARG`], which say when.
+    Effect(String),
+}
+
+impl ToolImpl {
+    /// The argument of an `effect` tool's call saying in how many milliseconds the effect runs
+    /// (an integer ≥ 0); absent with [`ToolImpl::AT_ARG`] too, it runs at once.
+    pub const DELAY_ARG: &'static str = "delayMs";
+    /// The argument of an `effect` tool's call saying when the effect runs (RFC 3339).
+    pub const AT_ARG: &'static str = "at";
 }
 
 /// A tool's `http`: the request that runs it.
@@ -102,6 +114,7 @@ const TOOL_FIELDS: &[&str] = &[
     "builtin",
     "result",
     "http",
+    "effect",
     "execute",
     "variables",
     "uses",
@@ -160,6 +173,11 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolD
     {
         impls.push(("http", ToolImpl::Http(h), n.span));
     }
+    if let Some(n) = o.take("effect")
+        && let Some(e) = ctx.name(n, "effect")
+    {
+        impls.push(("effect", ToolImpl::Effect(e), n.span));
+    }
     let variables = match o.take("variables") {
         Some(n) => decode_variables(ctx, n, "variables"),
         None => Vec::new(),
@@ -188,13 +206,13 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolD
                 ctx.push(
                     Issue::new(Code::TsFunctionNotRun, format!("tool `{name}` has an `execute` function; duet does not run TypeScript, so this tool cannot run"))
                         .at(ctx.file, "execute", Some(execute.map_or(root_span, |n| n.span)))
-                        .hint("add `builtin: NAME` (a tool registered in Rust), `result: TEMPLATE` or `http: { url }`"),
+                        .hint("add `builtin: NAME` (a tool registered in Rust), `result: TEMPLATE`, `http: { url }` or `effect: NAME`"),
                 );
             } else {
                 ctx.push(
                     Issue::new(Code::ToolNoImplementation, format!("tool `{name}` does not say how it runs"))
                         .at(ctx.file, "", Some(root_span))
-                        .hint("add one of `builtin: NAME`, `result: TEMPLATE` or `http: { method, url, headers }`"),
+                        .hint("add one of `builtin: NAME`, `result: TEMPLATE`, `http: { method, url, headers }` or `effect: NAME`"),
                 );
             }
             None
@@ -211,13 +229,16 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolD
                     ),
                 )
                 .at(ctx.file, names[1], Some(impls[1].2))
-                .hint("keep one of `builtin`, `result` and `http`"),
+                .hint("keep one of `builtin`, `result`, `http` and `effect`"),
             );
             None
         }
     };
     if let Some(imp) = &implementation {
         check_templates(ctx, imp, args.as_ref(), root);
+    }
+    if let Some(ToolImpl::Effect(_)) = &implementation {
+        check_timing(ctx, name, args.as_ref(), root);
     }
     Some(ToolDef {
         name: name.to_owned(),
@@ -354,7 +375,7 @@ fn check_templates(
                 templates.push((format!("http.headers.{name}"), value, span));
             }
         }
-        ToolImpl::Builtin(_) => return,
+        ToolImpl::Builtin(_) | ToolImpl::Effect(_) => return,
     }
     let known = args.map(schema::property_names).unwrap_or_default();
     for (field, template, span) in templates {
@@ -375,5 +396,58 @@ fn check_templates(
                 }),
             );
         }
+    }
+}
+
+/// An `effect` tool's `args` declare `delayMs` as an integer and `at` as a string, if at all;
+/// declaring neither, every call runs the effect at once (the model cannot say when).
+fn check_timing(ctx: &mut Ctx<'_>, name: &str, args: Option<&serde_json::Value>, root: &Node) {
+    let props = args.and_then(|a| a.get("properties"));
+    let mut declared = false;
+    for (key, want) in [
+        (ToolImpl::DELAY_ARG, "integer"),
+        (ToolImpl::AT_ARG, "string"),
+    ] {
+        let Some(prop) = props.and_then(|p| p.get(key)) else {
+            continue;
+        };
+        declared = true;
+        let ty = prop.get("type");
+        let fits = match ty {
+            None => true,
+            Some(serde_json::Value::String(t)) => t == want,
+            Some(serde_json::Value::Array(ts)) => ts.iter().any(|t| t == want),
+            Some(_) => false,
+        };
+        if !fits {
+            let path = format!("args.properties.{key}");
+            let span = root
+                .get("args")
+                .and_then(|n| n.get("properties"))
+                .and_then(|n| n.get(key))
+                .map(|n| n.span);
+            ctx.push(
+                Issue::new(
+                    Code::EffectToolTiming,
+                    format!("`{key}` of effect tool `{name}` is read as {want}, and its schema says otherwise"),
+                )
+                .at(ctx.file, &path, span)
+                .hint(if key == ToolImpl::DELAY_ARG {
+                    "declare `delayMs: { type: integer, minimum: 0 }` (milliseconds from the call)"
+                } else {
+                    "declare `at: { type: string, format: date-time }` (an RFC 3339 time)"
+                }),
+            );
+        }
+    }
+    if !declared {
+        ctx.push(
+            Issue::new(
+                Code::EffectToolUntimed,
+                format!("effect tool `{name}`'s `args` declare neither `delayMs` nor `at`: every call runs the effect at once"),
+            )
+            .at(ctx.file, "args", root.get("args").map(|n| n.span).or(Some(root.span)))
+            .hint("declare `delayMs: { type: integer, minimum: 0 }` or `at: { type: string, format: date-time }` under `args.properties`"),
+        );
     }
 }

@@ -102,6 +102,11 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
         }
     }
     for d in project.tools.values() {
+        if let Some(crate::tool::ToolImpl::Effect(e)) = &d.def.implementation
+            && !project.declares(Kind::Effect, e)
+        {
+            out.unknown(&d.source, "effect", Code::UnknownEffect, Kind::Effect, e);
+        }
         for (i, u) in d.def.uses.iter().enumerate() {
             if !project.declares(Kind::Tool, u) {
                 out.unknown(

@@ -209,6 +209,14 @@ macro_rules! store_impl {
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
+                // Its pending timers will never run: cancelled with it (one being fired finds
+                // the thread terminated and fails).
+                sqlx::query("UPDATE timers SET status = 'cancelled', updated_at = $1 WHERE thread = $2 AND status = 'pending'")
+                    .bind(now)
+                    .bind(num)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
                 tx.commit().await.map_err(db_error)?;
                 self.publish(Change { status: ThreadStatus::Terminated, ..change });
                 Ok(())

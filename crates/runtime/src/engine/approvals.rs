@@ -403,8 +403,8 @@ impl Runtime {
             };
             let args = d.arguments(&call.arguments);
             let span = crate::telemetry::execute_tool(&call.name, &call.id);
-            let result = tracing::Instrument::instrument(
-                self.inner.tools.run(ctx, &call.name, args, &lookup),
+            let (result, timer) = tracing::Instrument::instrument(
+                self.inner.tools.call(ctx, &call.name, args, &lookup, now),
                 span,
             )
             .await;
@@ -417,6 +417,8 @@ impl Runtime {
                     .unwrap_or(result),
                 None => result,
             };
+            // An `effect:` tool's timer is written with the decision, unless a hook failed it.
+            commit.timers.extend(timer.filter(|_| result.is_ok()));
             commit.records.push(crate::record::Record::new(
                 t.take_seq(),
                 RecordBody::ApprovalDecided(d.clone()),

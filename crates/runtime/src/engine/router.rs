@@ -224,6 +224,9 @@ impl Runtime {
 pub(super) enum Dispatched {
     /// Its result.
     Done(ToolResult),
+    /// An `effect:` tool's call: the timer it schedules, written with the step's commit, and
+    /// its result.
+    Scheduled(crate::store::NewTimer, ToolResult),
     /// A handoff to this agent, if the step keeps it.
     Handoff(String, ToolResult),
     /// A blocking child was started (or continued): the call's result is that child's session
@@ -275,12 +278,16 @@ impl Runtime {
                     idempotency_key: format!("{}:{}", step.thread.id, call.id),
                 };
                 let env = |k: &str| crate::context::env_value(step.env, k);
-                Dispatched::Done(
-                    self.inner
-                        .tools
-                        .run(ctx, &call.name, &call.arguments, &env)
-                        .await,
-                )
+                let now = self.now();
+                match self
+                    .inner
+                    .tools
+                    .call(ctx, &call.name, &call.arguments, &env, now)
+                    .await
+                {
+                    (result, Some(timer)) => Dispatched::Scheduled(timer, result),
+                    (result, None) => Dispatched::Done(result),
+                }
             }
             Route::SubPrompt(prompt, entry) => Dispatched::Done(
                 self.run_subprompt(super::subprompt::SubCall {

@@ -86,7 +86,8 @@ pub trait ThreadStore: Send + Sync {
     /// dashboard shows.
     async fn status_counts(&self) -> Result<StatusCounts, StoreError>;
     /// Terminates a thread for good: status `terminated`, lease taken away (a run still going
-    /// fails its next commit and stops), queue emptied, its registry entry `terminated`.
+    /// fails its next commit and stops), queue emptied, its registry entry `terminated`, its
+    /// pending timers `cancelled` (one being fired finds the thread terminated and fails).
     async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError>;
 }
 

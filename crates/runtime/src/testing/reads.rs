@@ -104,6 +104,12 @@ impl ThreadStore for MemoryStore {
         if let Some(child) = state.children.get_mut(&id) {
             child.status = ChildStatus::Terminated;
         }
+        for t in state.timers.values_mut() {
+            if t.thread == id && t.status == crate::store::TimerStatus::Pending {
+                t.status = crate::store::TimerStatus::Cancelled;
+                t.updated_at = now;
+            }
+        }
         self.hub.publish(change);
         Ok(())
     }

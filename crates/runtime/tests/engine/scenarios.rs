@@ -12,7 +12,11 @@
 //! the runtime and the store connection and open new ones: a process restart), `decide
 //! KEY:SESSION:SEQ approve | edit JSON | reject REASON | respond TEXT | remember SCOPE` (a
 //! person's decision on a pending tool call, as the run reported it in `approvals`; the thread
-//! runs on). `DUET_BLESS=1` rewrites the `expected` files.
+//! runs on); and for durable time, `advance MS` (a test clock moves: a script with a clock verb
+//! runs on a `ManualClock` from [`CLOCK_START`], and its ids are shown as `(uuid)`), `timers`
+//! (fire the timers due, and the runs they start), `cancel-effects KEY` (cancel KEY's pending
+//! effects, as `duet effects cancel` does). A thread's timers are listed after its records.
+//! `DUET_BLESS=1` rewrites the `expected` files.
 
 use crate::support;
 
@@ -23,7 +27,15 @@ use wire::Wire;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use duet_runtime::{CancellationToken, Delivered, EventSink, Runtime, Store, Thread, side_str};
+use std::sync::Arc;
+
+use duet_runtime::{
+    CancellationToken, Delivered, EventSink, ManualClock, Runtime, Store, Thread, TimerQuery,
+    side_str,
+};
+
+/// Where a script's test clock starts: 2026-01-01T00:00:00Z.
+const CLOCK_START: i64 = 1_767_225_600_000;
 
 fn cases() -> Vec<PathBuf> {
     let dir = support::repo().join("tests/scenarios");
@@ -43,7 +55,7 @@ fn project_root(case: &Path) -> PathBuf {
     }
 }
 
-async fn describe(out: &mut String, store: &dyn Store, thread: &Thread) {
+async fn describe(out: &mut String, store: &dyn Store, thread: &Thread, clock: bool) {
     writeln!(
         out,
         "thread {} agent={} status={} session={} open={} stop={} result={:?} turns=a{}/b{} status_text={:?}",
@@ -129,6 +141,34 @@ async fn describe(out: &mut String, store: &dyn Store, thread: &Thread) {
         }
         writeln!(out, "  {:>3} {} {}", r.seq, r.kind(), data).ok();
     }
+    let q = TimerQuery {
+        thread: Some(thread.id),
+        limit: 100,
+        ..TimerQuery::default()
+    };
+    let mut timers = store.timers(&q).await.expect("timers");
+    if !timers.is_empty() {
+        writeln!(out, "timers").ok();
+    }
+    timers.sort_by_key(|t| (t.created_at, t.due_at, t.name.clone()));
+    for t in timers {
+        // Due as the test clock reckons it; without one, real time.
+        let due = if clock {
+            format!("+{}ms", t.due_at - CLOCK_START)
+        } else {
+            "(real time)".to_owned()
+        };
+        writeln!(
+            out,
+            "  {} {} {} due={due} status={} attempts={}",
+            t.kind.as_str(),
+            t.name,
+            t.args,
+            t.status.as_str(),
+            t.attempts,
+        )
+        .ok();
+    }
     assert!(
         store.queue(thread.id).await.expect("queue").is_empty(),
         "{}: queue left behind",
@@ -142,8 +182,15 @@ async fn play(case: &Path, backend: &support::Backend, wire: Option<&Wire>) -> S
     let script = std::fs::read_to_string(case.join("script")).expect("script");
     let key = "scenario";
     let mut agent: Option<String> = None;
+    let clock = script
+        .lines()
+        .any(|l| l.starts_with("advance") || l.starts_with("timers"))
+        .then(|| Arc::new(ManualClock::new(CLOCK_START)));
     let build = |store| {
-        let builder = support::runtime(project.clone(), store);
+        let mut builder = support::runtime(project.clone(), store);
+        if let Some(c) = &clock {
+            builder = builder.clock(c.clone());
+        }
         match wire {
             Some(w) => builder
                 .providers(duet_models::providers_for(&project).with("scripted", w.clone()))
@@ -196,6 +243,22 @@ async fn play(case: &Path, backend: &support::Backend, wire: Option<&Wire>) -> S
                 decide(&rt, rest, &mut out).await;
                 continue;
             }
+            "advance" => {
+                let ms: i64 = rest.parse().expect("advance MS");
+                clock.as_ref().expect("a test clock").advance(ms);
+                writeln!(out, "advance {ms}").ok();
+                continue;
+            }
+            "timers" => {
+                let fired = rt.run_due_timers().await.expect("timers run");
+                rt.quiesce().await;
+                writeln!(out, "timers\n  => fired {fired}").ok();
+                continue;
+            }
+            "cancel-effects" => {
+                cancel_effects(&rt, rest, &mut out).await;
+                continue;
+            }
             "send" => (key, agent.as_deref(), rest),
             "send-to" => {
                 let (target, text) = rest.split_once(' ').unwrap_or((rest, ""));
@@ -225,8 +288,74 @@ async fn play(case: &Path, backend: &support::Backend, wire: Option<&Wire>) -> S
     }
     let store = rt.store();
     for thread in store.threads(None).await.expect("threads") {
-        describe(&mut out, store.as_ref(), &thread).await;
+        describe(&mut out, store.as_ref(), &thread, clock.is_some()).await;
     }
+    if clock.is_some() {
+        return masked(&out);
+    }
+    out
+}
+
+/// `cancel-effects KEY`: cancels KEY's pending effects, one by one.
+async fn cancel_effects(rt: &Runtime, key: &str, out: &mut String) {
+    let store = rt.store();
+    let t = store.thread(key).await.expect("read").expect("thread");
+    let q = TimerQuery {
+        thread: Some(t.id),
+        status: Some(duet_runtime::TimerStatus::Pending),
+        kind: Some(duet_runtime::TimerKind::Effect),
+        limit: 100,
+        ..TimerQuery::default()
+    };
+    let mut n = 0;
+    for timer in store.timers(&q).await.expect("timers") {
+        let done = store.cancel_timer(timer.id, rt.now_ms()).await;
+        n += usize::from(matches!(
+            done,
+            Ok(duet_runtime::CancelOutcome::Cancelled(_))
+        ));
+    }
+    writeln!(out, "cancel-effects {key}\n  => cancelled {n}").ok();
+}
+
+/// `text` with each UUID (`8-4-4-4-12` hex digits) written `(uuid)`: ids differ run to run.
+fn masked(text: &str) -> String {
+    const GROUPS: [usize; 5] = [8, 4, 4, 4, 12];
+    const LEN: usize = 36;
+    let bytes = text.as_bytes();
+    let is_uuid = |at: usize| {
+        let Some(s) = bytes.get(at..at + LEN) else {
+            return false;
+        };
+        let mut i = 0;
+        for (g, n) in GROUPS.iter().enumerate() {
+            if g > 0 {
+                if s[i] != b'-' {
+                    return false;
+                }
+                i += 1;
+            }
+            if !s[i..i + n].iter().all(u8::is_ascii_hexdigit) {
+                return false;
+            }
+            i += n;
+        }
+        true
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    let mut copied = 0;
+    while at < bytes.len() {
+        if is_uuid(at) {
+            out.push_str(&text[copied..at]);
+            out.push_str("(uuid)");
+            at += LEN;
+            copied = at;
+        } else {
+            at += 1;
+        }
+    }
+    out.push_str(&text[copied..]);
     out
 }
 
@@ -410,8 +539,11 @@ async fn every_scenario_plays_the_same_over_the_openai_wire() {
         let db = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("wire-{}.db", uuid::Uuid::now_v7().simple()));
         let backend = support::Backend::Sqlite(db);
-        let expected = joined(&std::fs::read_to_string(case.join("expected")).unwrap_or_default());
-        let actual = joined(&play(case, &backend, Some(&wire)).await);
+        // Ids are masked again once joined: a delta may have cut one in two.
+        let expected = masked(&joined(
+            &std::fs::read_to_string(case.join("expected")).unwrap_or_default(),
+        ));
+        let actual = masked(&joined(&play(case, &backend, Some(&wire)).await));
         if actual != expected {
             failures.push(format!(
                 "== {} over the wire\n-- expected\n{expected}-- actual\n{actual}",

@@ -491,3 +491,57 @@ async fn timers_are_listed_by_filter_a_page_at_a_time() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn terminating_a_thread_cancels_its_pending_timers_only() {
+    each(async |store, name| {
+        let (mut t, owner) = leased(&store, "k").await;
+        let (running, later, question) = (
+            effect("running", 10),
+            effect("later", 5_000),
+            deadline("park:1:2", 9_000),
+        );
+        schedule(
+            &store,
+            &mut t,
+            owner,
+            &[running.clone(), later.clone(), question.clone()],
+        )
+        .await;
+        let (mut other, other_owner) = leased(&store, "other").await;
+        let elsewhere = effect("elsewhere", 5_000);
+        schedule(
+            &store,
+            &mut other,
+            other_owner,
+            std::slice::from_ref(&elsewhere),
+        )
+        .await;
+        // One is being fired when the thread is terminated.
+        let claimed = store
+            .claim_due(Uuid::now_v7(), 1_000, 20, 10)
+            .await
+            .expect("claim");
+        assert_eq!(ids(&claimed), [running.id], "{name}");
+        store.terminate(t.id, 400).await.expect("terminate");
+        for id in [later.id, question.id] {
+            let gone = get(&store, id).await;
+            assert_eq!(
+                (gone.status, gone.updated_at),
+                (TimerStatus::Cancelled, 400),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            get(&store, running.id).await.status,
+            TimerStatus::Processing,
+            "{name}: the fire in flight finds the thread terminated"
+        );
+        assert_eq!(
+            get(&store, elsewhere.id).await.status,
+            TimerStatus::Pending,
+            "{name}: another thread's"
+        );
+    })
+    .await;
+}

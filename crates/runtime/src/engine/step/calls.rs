@@ -102,13 +102,18 @@ impl Runtime {
                 () = turn.cancel.cancelled() => return None,
                 d = self.route_call(offer, turn, call, &mut step).instrument(tool_span.clone()) => d,
             };
-            if let Dispatched::Done(r) | Dispatched::Handoff(_, r) = &dispatched
+            if let Dispatched::Done(r) | Dispatched::Handoff(_, r) | Dispatched::Scheduled(_, r) =
+                &dispatched
                 && !r.is_ok()
             {
                 tool_span.record(crate::telemetry::attr::ERROR_TYPE, "tool_error");
             }
             let result = match dispatched {
                 Dispatched::Done(result) => result,
+                Dispatched::Scheduled(timer, result) => {
+                    ran.done.scheduled.push((at, timer));
+                    result
+                }
                 Dispatched::Handoff(target, result) => {
                     ran.done.handoff = Some((target, at));
                     result
@@ -126,6 +131,10 @@ impl Runtime {
                 && kept.as_ref().is_some_and(|r| !r.is_ok())
             {
                 ran.done.handoff = None;
+            }
+            // So is an effect whose scheduling result a hook turned into an error.
+            if kept.as_ref().is_some_and(|r| !r.is_ok()) {
+                ran.done.scheduled.retain(|(i, _)| *i != at);
             }
             ran.done.calls.push(CallDone {
                 result: Some(result),

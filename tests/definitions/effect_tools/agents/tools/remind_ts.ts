@@ -1,0 +1,8 @@
+export default defineTool({
+  description: 'Reminds you later, from TypeScript.',
+  effect: 'remind',
+  args: {
+    type: 'object',
+    properties: { content: { type: 'string' }, delayMs: { type: 'integer' } },
+  },
+});
