@@ -1,6 +1,7 @@
 //! `GET /threads/{key}/effects` and `DELETE /threads/{key}/effects/{id}`: a thread's timers as
 //! its owner sees them (the latest due first; effects unless `?kind=deadline`), cancelling a
-//! pending one (204), a cancelled one refused (409 `not_pending` with its status), and another
+//! pending one (204), a cancelled one refused (409 `not_pending` with its status), a deadline
+//! refused (409 `not_an_effect`: only an answer ends it), and another
 //! principal's thread or another thread's timer not there (404). On every backend.
 
 use duet_runtime::{Commit, Lease, NewTimer, TimerKind, TimerStatus};
@@ -144,6 +145,21 @@ async fn a_threads_effects_are_listed_and_cancelled_by_its_owner_alone() {
         assert_eq!(status, 409, "{name}: {body}");
         assert_eq!(body["code"], "not_pending", "{name}");
         assert_eq!(body["status"], "cancelled", "{name}");
+        // A question's deadline is not the caller's to take away: only an answer ends it.
+        let (status, body) = delete("e-1", &deadline_id.to_string(), &alice).await;
+        assert_eq!(status, 409, "{name}: {body}");
+        assert_eq!(body["code"], "not_an_effect", "{name}");
+        let t = server
+            .store
+            .timer(deadline_id)
+            .await
+            .expect("read")
+            .expect("there");
+        assert_eq!(
+            t.status,
+            TimerStatus::Pending,
+            "{name}: the deadline stands"
+        );
         let t = server
             .store
             .timer(soon_id.parse().expect("uuid"))

@@ -21,10 +21,15 @@ use crate::error::RunError;
 use crate::store::{StoreError, Timer, TimerOutcome, TimerWake};
 use crate::telemetry;
 
-/// How many timers one claim takes.
-const CLAIM_BATCH: usize = 64;
-/// How many claimed timers fire at once (a fire mostly waits on the database or a tool).
-const FIRE_AT_ONCE: usize = 8;
+/// How many timers one claim takes, all fired at once (a fire mostly waits on the database or a
+/// tool). No more than fire at once: a timer claimed and left waiting for a slot would see its
+/// claim's cut-off come before it ever started (an attempt spent without a run), and one
+/// process would hold timers other processes could be firing.
+const CLAIM_BATCH: usize = 8;
+/// The longest the loop sleeps without reading `next_due` again, whatever the wakeups say: a
+/// timer written by another process on the same SQLite file (whose wakeups stay in process), or
+/// a notification lost on the way, is fired at most this late.
+const LONGEST_SLEEP_MS: i64 = 60_000;
 /// The first retry's delay; each later one doubles it.
 const RETRY_FIRST_MS: i64 = 1_000;
 /// The longest delay between two attempts.
@@ -75,7 +80,7 @@ impl Runtime {
         let n = claimed.len();
         let finished: Vec<Result<(), StoreError>> = futures::stream::iter(claimed)
             .map(|timer| async move { self.fire_claimed(&timer, owner, until).await })
-            .buffer_unordered(FIRE_AT_ONCE)
+            .buffer_unordered(CLAIM_BATCH)
             .collect()
             .await;
         finished.into_iter().collect::<Result<(), _>>()?;
@@ -137,7 +142,8 @@ impl Runtime {
     /// Runs this process's share of the timers until `stop` is cancelled or the runtime shuts
     /// down: fires what is due, then sleeps (on the runtime's clock) until the next timer needs
     /// a process, waking early when a timer is written (by this runtime or, through the store's
-    /// wakeups, by any process). With nothing pending it sleeps until a wakeup; a store error
+    /// wakeups, by any process), and reading `next_due` again after a minute at most (a timer
+    /// another process wrote to the same SQLite file is not heard of). A store error
     /// pauses it (250 ms, doubling to 30 s) rather than retrying at once. Run it once per
     /// process, beside recovery.
     pub async fn serve_timers(&self, stop: CancellationToken) {
@@ -206,10 +212,11 @@ impl Runtime {
             };
             // Sleeps until `at` (or for good), re-armed by an earlier wakeup; returns when a
             // resync or an earlier timer asks for the table to be read again.
-            let sleep = match at {
-                Some(at) => self.inner.clock.sleep_until(at),
-                None => Box::pin(std::future::pending()),
-            };
+            let longest = self.now() + LONGEST_SLEEP_MS;
+            let sleep = self
+                .inner
+                .clock
+                .sleep_until(at.map_or(longest, |at| at.min(longest)));
             tokio::pin!(sleep);
             loop {
                 tokio::select! {

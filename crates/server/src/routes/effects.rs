@@ -138,7 +138,7 @@ pub(crate) async fn list(
         ("id" = String, Path, description = "The effect's id")),
     responses((status = 204, description = "Cancelled"),
         (status = 404, description = "No such thread, or no such effect on it", body = crate::problem::ProblemBody),
-        (status = 409, description = "Not pending (`not_pending`, with its `status`)", body = crate::problem::ProblemBody)))]
+        (status = 409, description = "Not pending (`not_pending`, with its `status`), or a question's deadline, which only an answer ends (`not_an_effect`)", body = crate::problem::ProblemBody)))]
 pub(crate) async fn cancel(
     State(state): State<AppState>,
     caller: Caller,
@@ -161,5 +161,13 @@ pub(crate) async fn cancel(
             ),
         )
         .with("status", status.as_str().into())),
+        Cancelled::Deadline => Err(Problem::new(
+            StatusCode::CONFLICT,
+            "not_an_effect",
+            format!(
+                "{id} is a question's deadline, not an effect: it ends when the question is \
+                 answered, and cannot be cancelled"
+            ),
+        )),
     }
 }

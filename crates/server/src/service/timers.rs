@@ -1,5 +1,6 @@
 //! A thread's timers as its caller sees them (`GET /threads/{key}/effects`), and cancelling one
-//! (`DELETE /threads/{key}/effects/{id}`): only the timers of a thread the caller may see
+//! (`DELETE /threads/{key}/effects/{id}`, effects only: a deadline ends when its question is
+//! answered): only the timers of a thread the caller may see
 //! ([`super::threads::find`]); a timer of another thread is not there.
 
 use duet_runtime::{CancelOutcome, Thread, Timer, TimerKind, TimerQuery, TimerStatus};
@@ -51,6 +52,9 @@ pub(crate) enum Cancelled {
     Done,
     /// It is not pending: it runs, or is done with (its status said).
     NotPending(TimerStatus),
+    /// It is a question's deadline, not an effect: only answering the question ends it (so
+    /// whoever may see a thread cannot take away its approval's default or escalation).
+    Deadline,
 }
 
 /// Cancels timer `id` of `t`, if it is pending. [`ServiceError::NotFound`]: no such timer on
@@ -63,6 +67,9 @@ pub(crate) async fn cancel(
     let store = state.runtime().store();
     let gone = || ServiceError::NotFound(format!("thread `{}` has no timer {id}", t.key));
     match store.timer(id).await? {
+        Some(timer) if timer.thread == t.id && timer.kind == TimerKind::Deadline => {
+            return Ok(Cancelled::Deadline);
+        }
         Some(timer) if timer.thread == t.id => {}
         _ => return Err(gone()),
     }
