@@ -182,6 +182,94 @@ pub fn escalated(records: &[Record], subject: Subject) -> Approvers {
     out
 }
 
+/// The park ids that name one question: a reminder's or an escalation's record, written while
+/// the thread is parked, moves its park (the id's seq) by one, so a question asked at seq
+/// `first` is answered at `last` (or parks there now), and every seq between names it too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParkSpan {
+    /// The session.
+    pub session: i64,
+    /// Where it parked.
+    pub first: i64,
+    /// Where it parks now, or was answered: past its last deadline record.
+    pub last: i64,
+}
+
+impl ParkSpan {
+    /// Whether `park` names this question.
+    pub fn names(&self, park: Park) -> bool {
+        park.session == self.session && (self.first..=self.last).contains(&park.seq)
+    }
+
+    /// The park where the question stands (or was answered).
+    pub fn now(&self) -> Park {
+        Park {
+            session: self.session,
+            seq: self.last,
+        }
+    }
+}
+
+/// The seqs of `records`' deadline records written at a parked question (not at a pending
+/// call), with what each escalated to.
+fn question_notes(records: &[Record]) -> std::collections::BTreeMap<i64, Option<&Approvers>> {
+    let question = |s: &str| s.starts_with("question:");
+    records
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::QuestionReminded { subject, .. } if question(subject) => {
+                Some((r.seq, None))
+            }
+            RecordBody::QuestionEscalated { subject, to } if question(subject) => {
+                Some((r.seq, Some(to)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The question park id `park` names, as far as `records` (a thread's) tell: from where it
+/// parked to where it stands or was answered.
+pub fn park_span(records: &[Record], park: Park) -> ParkSpan {
+    span_of(&question_notes(records), park)
+}
+
+fn span_of(notes: &std::collections::BTreeMap<i64, Option<&Approvers>>, park: Park) -> ParkSpan {
+    let (mut first, mut last) = (park.seq, park.seq);
+    while notes.contains_key(&(first - 1)) {
+        first -= 1;
+    }
+    while notes.contains_key(&last) {
+        last += 1;
+    }
+    ParkSpan {
+        session: park.session,
+        first,
+        last,
+    }
+}
+
+/// Who may answer the question park id `park` names besides its thread's owner: everyone its
+/// deadline's escalations named so far (none when it never escalated).
+pub fn escalated_at(records: &[Record], park: Park) -> Approvers {
+    let notes = question_notes(records);
+    let span = span_of(&notes, park);
+    let mut out = Approvers::default();
+    for to in notes.range(span.first..span.last).filter_map(|(_, to)| *to) {
+        for role in &to.roles {
+            if !out.roles.contains(role) {
+                out.roles.push(role.clone());
+            }
+        }
+        for p in &to.principals {
+            if !out.principals.contains(p) {
+                out.principals.push(p.clone());
+            }
+        }
+    }
+    out
+}
+
 /// A park's id as the park it names stands now: the question `subject` of a thread parked at
 /// `park` (the ids move when a reminder's record is written; the subject does not).
 pub fn park_subject(t: &Thread, park: Park) -> Option<Subject> {
@@ -206,6 +294,52 @@ mod tests {
             assert_eq!(s.to_string().parse::<Subject>(), Ok(s));
         }
         assert!("park:1".parse::<Subject>().is_err());
+    }
+
+    #[test]
+    fn a_question_keeps_its_park_ids_across_its_deadline_records() {
+        let note = |seq, body| Record::new(seq, body, 0);
+        let ops = Approvers {
+            roles: vec!["ops".into()],
+            principals: vec![],
+        };
+        let records = vec![
+            // A pending call's escalation is not the question's.
+            note(
+                3,
+                RecordBody::QuestionEscalated {
+                    subject: "approval:2".into(),
+                    to: ops.clone(),
+                },
+            ),
+            note(
+                5,
+                RecordBody::QuestionReminded {
+                    subject: "question:1:2".into(),
+                    n: 1,
+                },
+            ),
+            note(
+                6,
+                RecordBody::QuestionEscalated {
+                    subject: "question:1:2".into(),
+                    to: ops.clone(),
+                },
+            ),
+        ];
+        let park = |seq| Park { session: 1, seq };
+        for seq in [5, 6, 7] {
+            let span = park_span(&records, park(seq));
+            assert_eq!((span.first, span.last), (5, 7), "{seq}");
+            assert_eq!(span.now(), park(7));
+            assert!(span.names(park(5)) && !span.names(park(8)));
+            assert!(!span.names(Park { session: 2, seq: 6 }));
+            assert_eq!(escalated_at(&records, park(seq)), ops, "{seq}");
+        }
+        let other = park_span(&records, park(3));
+        assert_eq!((other.first, other.last), (3, 3));
+        assert!(escalated_at(&records, park(3)).roles.is_empty());
+        assert!(escalated_at(&records, park(9)).roles.is_empty());
     }
 
     #[test]

@@ -20,7 +20,6 @@ use crate::auth::Caller;
 use crate::body::Path;
 use crate::input::{self, Kind};
 use crate::problem::Problem;
-use crate::routes::deliver;
 use crate::service::ServiceError;
 use crate::service::approvals;
 use crate::service::steps as step;
@@ -353,7 +352,9 @@ pub(crate) async fn answer(
         wait: false,
     };
     match approvals::answer(&state, &viewer.caller, &id, answer).await {
-        Ok(delivered) if script => deliver::respond(&viewer.caller, delivered),
+        Ok(delivered) if script => {
+            crate::routes::approvals::answered_response(&viewer.caller, &id, delivered)
+        }
         Ok(_) => Redirect::to(&format!("/inbox/items/{id}")).into_response(),
         Err(ServiceError::AlreadyAnswered { first, .. }) if !script => {
             match load(&state, &viewer.caller, &id).await {

@@ -20,18 +20,20 @@ use duet_runtime::deadline::{self, Subject};
 /// How deep a parent chain is followed.
 const MAX_DEPTH: usize = 64;
 
-/// The approval `id` and its thread, if `caller` may see the thread (its owner, or an admin)
-/// and the thread ever reached that park (answered or not). A tool call's approvers who do not
-/// own the thread reach it through [`get`] and [`decide`] only.
+/// The approval `id` and its thread, if `caller` may see the thread (its owner, or an admin) —
+/// or, for a question, its deadline escalated to the caller — and the thread ever reached that
+/// park (answered or not). A tool call's approvers who do not own the thread reach it through
+/// [`get`] and [`decide`] only.
 pub(crate) async fn find(
     state: &AppState,
     caller: &Caller,
     id: &str,
 ) -> Result<(ApprovalId, Thread), ServiceError> {
-    match approvers::locate(state, id).await? {
-        (approval, t) if caller.may_see(&t) => Ok((approval, t)),
-        _ => Err(absent(id)),
+    let (approval, t) = approvers::locate(state, id).await?;
+    if caller.may_see(&t) || approvers::escalated_to(state, caller, &t, approval.park).await? {
+        return Ok((approval, t));
     }
+    Err(absent(id))
 }
 
 /// An answer to one question.
@@ -62,6 +64,8 @@ pub(crate) async fn answer(
         answers: Some(approval.park),
         message_id: answer.message_id,
         wait: answer.wait,
+        // Found without seeing the thread: the question escalated to the caller.
+        for_owner: !caller.may_see(&t),
     };
     deliveries::deliver(state, caller, inbound).await
 }
@@ -112,20 +116,35 @@ pub(crate) async fn waiting(
                 .is_some_and(|d| d.def.approver())
     };
     // Parked threads a page at a time until `limit` of them are approvals (or none are left),
-    // so a page of chats does not end the listing early.
+    // so a page of chats does not end the listing early; every principal's when an agent's
+    // deadline escalates to the caller (another's only once its question escalated).
+    let escalated = approvers::escalated_anywhere(&project, caller);
+    let parked = if escalated {
+        None
+    } else {
+        caller.owner_filter()
+    };
     let mut threads = Vec::new();
     let mut after = w.after;
     loop {
         let page = store
-            .list_threads(&query(
-                ThreadStatus::AwaitingHuman,
-                after,
-                caller.owner_filter(),
-            ))
+            .list_threads(&query(ThreadStatus::AwaitingHuman, after, parked))
             .await?;
         let full = page.len() == w.limit;
         after = page.last().map(|t| t.id);
-        threads.extend(page.into_iter().filter(|t| approval(t)));
+        for t in page {
+            let listed = if caller.may_see(&t) {
+                approval(&t)
+            } else {
+                match t.park() {
+                    Some(park) => approvers::escalated_to(state, caller, &t, park).await?,
+                    None => false,
+                }
+            };
+            if listed {
+                threads.push(t);
+            }
+        }
         if !full || threads.len() >= w.limit {
             break;
         }
@@ -542,17 +561,22 @@ pub(crate) async fn get(
     id: &str,
 ) -> Result<Option<ApprovalView>, ServiceError> {
     let (approval, t) = approvers::locate(state, id).await?;
-    // The thread's owner (or an admin) sees all of it; an approver the call names, that call.
+    // The thread's owner (or an admin) sees all of it; an approver the call names, that call;
+    // one a question's deadline escalated to, that question.
     let seeing = caller.may_see(&t);
-    if t.park() == Some(approval.park) {
-        return match seeing {
+    let seq = approval.park.seq;
+    let store = state.runtime().store();
+    let (records, queue) = tokio::try_join!(store.records(t.id), store.queue(t.id))?;
+    // A question, still waiting (at this id, or at one a deadline's record moved it to).
+    if let Some(park) = t.park()
+        && deadline::park_span(&records, approval.park).names(park)
+    {
+        let escalated = || caller.named_by(&deadline::escalated_at(&records, park));
+        return match seeing || escalated() {
             true => view(state, caller, &t).await,
             false => Err(absent(id)),
         };
     }
-    let seq = approval.park.seq;
-    let store = state.runtime().store();
-    let (records, queue) = tokio::try_join!(store.records(t.id), store.queue(t.id))?;
     let Some((asked, asked_at)) = approvers::asked(&records, seq) else {
         return match seeing {
             true => Ok(None),
@@ -641,6 +665,8 @@ pub(crate) async fn conversation(
 ) -> Result<Conversation, ServiceError> {
     let (approval, thread) = find(state, caller, id).await?;
     let store = state.runtime().store();
+    // Where the question stands: a deadline's reminder moves its park past the id's.
+    let span = deadline::park_span(&store.records(thread.id).await?, approval.park);
     let parents = parents(state, &thread).await?;
     let before: Vec<Message> = store
         .messages(thread.id)
@@ -659,11 +685,11 @@ pub(crate) async fn conversation(
         }
         None => (None, None),
     };
-    let waiting = thread.park() == Some(approval.park);
+    let waiting = thread.park().is_some_and(|p| span.names(p));
     let answer = if waiting {
         None
     } else {
-        answer_to(state, thread.id, approval.park).await?
+        answer_to(state, thread.id, span.now()).await?
     };
     Ok(Conversation {
         thread,
