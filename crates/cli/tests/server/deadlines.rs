@@ -25,7 +25,7 @@ fn project() -> support::Scratch {
     let p = support::Scratch::new("deadlines-http");
     p.write(
         "agents/agents/gate.yaml",
-        "name: gate\nsideA: { prompt: gate }\nsideB:\n  human: true\n  approver: true\n  deadline:\n    after: 1h\n    default: \"reject: no answer within 1 h\"\n    remind: [10m]\n    escalate: { after: 30m, roles: [managers] }\n",
+        "name: gate\nexposeAsTool: true\ntoolDescription: Asks before shipping.\nsideA: { prompt: gate }\nsideB:\n  human: true\n  approver: true\n  deadline:\n    after: 1h\n    default: \"reject: no answer within 1 h\"\n    remind: [10m]\n    escalate: { after: 30m, roles: [managers] }\n",
     );
     p.write(
         "agents/agents/desk.yaml",
@@ -309,6 +309,166 @@ async fn an_escalated_role_decides_a_pending_call_once_it_escalated_and_not_befo
             .await;
         assert_eq!(status, 409, "{at}: {body}");
         assert!(body.to_string().contains("carol"), "{at}: {body}");
+        server.stop().await;
+    }
+}
+
+/// `duet threads show KEY` (`--json` when `json`) as `owner` on the server's database.
+fn show(server: &Server, root: &std::path::Path, owner: &str, key: &str, json: bool) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_duet"));
+    cmd.args(["threads", "--principal", owner, "--project"])
+        .arg(root)
+        .arg("--db")
+        .arg(db_arg(&server.backend))
+        .args(["show", key])
+        .env_remove("DUET_DATABASE_URL");
+    if json {
+        cmd.arg("--json");
+    }
+    let out = cmd.output().expect("duet threads show");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `GET path` of the inbox with `cookie`: (status, HTML).
+async fn page(server: &Server, cookie: &str, path: &str) -> (u16, String) {
+    let resp = crate::inbox::plain()
+        .get(format!("{}{path}", server.base))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("get");
+    (resp.status().as_u16(), resp.text().await.expect("html"))
+}
+
+#[tokio::test]
+async fn a_questions_deadline_is_shown_everywhere_and_a_moved_park_is_still_answered() {
+    for backend in support::backends().await {
+        let at = backend.name();
+        let p = project();
+        let clock = Arc::new(ManualClock::new(wall_now()));
+        let server = Server::start_clocked(&backend, p.root(), clock.clone()).await;
+        let alice = server.key("alice", false).await;
+
+        // A2A: the input-required task's status message says the deadline.
+        let sent = crate::harness::a2a(
+            &server,
+            "gate",
+            &alice,
+            "SendMessage",
+            crate::harness::a2a_message("d-1", "ship it?"),
+        )
+        .await;
+        let task = &sent["result"]["task"];
+        assert_eq!(
+            task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{at}: {sent}"
+        );
+        let parts = task["status"]["message"]["parts"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(parts[0]["text"], "May I ship?", "{at}: {sent}");
+        let said = parts[1]["text"].as_str().unwrap_or_default();
+        assert!(
+            said.starts_with(
+                "Deadline: expires in 1 h, then the answer is \"reject: no answer within 1 h\""
+            ) && said.contains("escalates to role managers in 30 min"),
+            "{at}: {said}"
+        );
+        assert_eq!(parts[2]["data"]["kind"], "duet.deadline", "{at}: {sent}");
+        let due = parts[2]["data"]["deadline"]["at"].as_i64().expect("at");
+
+        // GET /approvals, from the timer table.
+        let listed = items(&server, &alice).await;
+        assert_eq!(listed.len(), 1, "{at}: {listed:?}");
+        let id = listed[0]["id"].as_str().expect("id").to_owned();
+        let d = &listed[0]["deadline"];
+        assert_eq!(d["at"], due, "{at}: {d}");
+        assert_eq!(d["action"], "default", "{at}: {d}");
+        assert_eq!(d["status"], "pending", "{at}: {d}");
+        assert_eq!(d["reminders"][0]["status"], "pending", "{at}: {d}");
+        assert_eq!(d["escalate"]["roles"], json!(["managers"]), "{at}: {d}");
+
+        // duet threads show, as JSON and as text.
+        let key = task["contextId"].as_str().expect("context").to_owned();
+        let shown: Value =
+            serde_json::from_str(&show(&server, p.root(), "alice", &key, true)).expect("json");
+        assert_eq!(shown["deadline"]["at"], due, "{at}: {shown}");
+        let text = show(&server, p.root(), "alice", &key, false);
+        assert!(
+            text.contains("deadline: expires in 1 h, then the answer is \"reject: no answer within 1 h\"; 0 of 1 reminder sent"),
+            "{at}: {text}"
+        );
+
+        // The inbox: beside the question in the list, and on its page.
+        let cookie = crate::inbox::cookie(&server, &alice).await;
+        let (status, list) = page(&server, &cookie, "/inbox").await;
+        assert_eq!(status, 200, "{at}");
+        assert!(
+            list.contains("class=\"deadline\"") && list.contains("expires in 1 h"),
+            "{at}: {list}"
+        );
+        let (_, before) = page(&server, &cookie, &format!("/inbox/items/{id}")).await;
+        let token = crate::inbox::csrf(&before);
+
+        // The reminder moves the park: the page with the old id still waits, says so, and
+        // its form answers.
+        let stored = format!("alice/{key}");
+        advance_until(
+            &clock,
+            &server.store,
+            &stored,
+            10 * MIN,
+            "question_reminded",
+            1,
+        )
+        .await;
+        let d = &items(&server, &alice).await[0]["deadline"];
+        assert_eq!(d["reminders"][0]["status"], "completed", "{at}: {d}");
+        let (status, moved) = page(&server, &cookie, &format!("/inbox/items/{id}")).await;
+        assert_eq!(status, 200, "{at}");
+        assert!(
+            moved.contains("id=\"answer\"") && moved.contains("1 of 1 reminder sent"),
+            "{at}: {moved}"
+        );
+        let resp = crate::inbox::plain()
+            .post(format!("{}/inbox/items/{id}", server.base))
+            .header("cookie", &cookie)
+            .form(&[
+                ("kind", "reply"),
+                ("text", "yes, ship"),
+                ("csrf", token.as_str()),
+                ("message_id", "d-answer-1"),
+            ])
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(resp.status(), 303, "{at}");
+        let t = server
+            .store
+            .thread(&stored)
+            .await
+            .expect("read")
+            .expect("thread");
+        let answered = server
+            .store
+            .answered(&duet_runtime::AnsweredQuery {
+                thread: Some(t.id),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .expect("answered");
+        assert_eq!(answered.len(), 1, "{at}: {answered:?}");
+        assert_eq!(answered[0].answer.content, "yes, ship", "{at}");
+        // The old id's page names the answer.
+        let (_, after) = page(&server, &cookie, &format!("/inbox/items/{id}")).await;
+        assert!(after.contains("Answered by"), "{at}: {after}");
         server.stop().await;
     }
 }

@@ -44,6 +44,8 @@ struct Item {
     waiting: bool,
     /// The answer it got, once it has one.
     answer: Option<FirstAnswer>,
+    /// Its deadline, while it waits.
+    deadline: Option<duet_runtime::deadline::Standing>,
 }
 
 /// Reads item `id` as `caller` may see it.
@@ -54,7 +56,12 @@ async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Item, Probl
     let first_seq = before.first().map(|m| m.seq);
     let tail_from = before.len().saturating_sub(TAIL + 1);
     let tail = before[tail_from..before.len().saturating_sub(1)].to_vec();
+    let deadline = match c.waiting {
+        true => approvals::question_deadline(state, &c.thread).await?,
+        false => None,
+    };
     Ok(Item {
+        deadline,
         id: id.to_owned(),
         thread: c.thread,
         parents: c.parents,
@@ -211,6 +218,7 @@ fn render(
             @for p in &item.parents { " · in " code { (viewer.caller.visible_key(&p.key)) } }
             @if item.waiting { span #waiting { " · waiting " (layout::waited(t.updated_at, now)) } }
         }
+        @if let Some(d) = &item.deadline { p { (layout::deadline(d, now)) } }
         div #notice data-mine=[refused_by.map(|_| "true")] {
             @if let Some((first, _)) = refused_by {
                 (refused(first, now))

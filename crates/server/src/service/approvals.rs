@@ -239,6 +239,15 @@ async fn pending_calls(
             agent: p.agent.clone(),
         })
         .collect();
+    // Their deadlines as the timer table has them (one read: from the first one's ask on).
+    let first_asked = pending
+        .iter()
+        .filter_map(|p| approvers::asked(&records, p.seq).map(|(_, at)| at))
+        .min()
+        .unwrap_or(t.updated_at);
+    let timers = store
+        .timers(&deadline::timer_query(t.id, first_asked))
+        .await?;
     Ok(pending
         .into_iter()
         .map(|p| {
@@ -250,11 +259,7 @@ async fn pending_calls(
                 session,
                 seq: p.seq,
             };
-            let deadline = approvers::asked(&records, p.seq).and_then(|(a, at)| {
-                let escalated = deadline::escalated(&records, Subject::Approval(p.seq));
-                a.deadline
-                    .map(|d| crate::views::deadline(&d, at, &escalated))
-            });
+            let deadline = deadline::standing(&timers, &records, Subject::Approval(p.seq));
             ApprovalView {
                 deadline,
                 id: ApprovalId { thread: t.id, park }.to_string(),
@@ -524,32 +529,25 @@ pub(crate) async fn view(
     }))
 }
 
-/// The deadline of the question `t` is parked at: its human side's (a deadline code set for
-/// this one question is not shown), counted from the park, with its escalations so far.
-async fn question_deadline(
+/// The deadline of the question `t` is parked at, as its timers stand (the human side's, or
+/// one code set for this question), with its escalations so far.
+pub(crate) async fn question_deadline(
     state: &AppState,
     t: &Thread,
-) -> Result<Option<serde_json::Value>, ServiceError> {
-    let runtime = state.runtime();
-    let Some(agent) = runtime.project().agents.get(&t.agent) else {
+) -> Result<Option<deadline::Standing>, ServiceError> {
+    let Some(subject) = Subject::parked(t) else {
         return Ok(None);
     };
-    let side = agent.def.human_side().map(|s| agent.def.side(s));
-    let Some(duet_spec::Side::Human(h)) = side else {
-        return Ok(None);
-    };
-    let (Some(d), Some(subject)) = (&h.deadline, Subject::parked(t)) else {
-        return Ok(None);
-    };
-    let records = runtime.store().records(t.id).await?;
-    let escalated = deadline::escalated(&records, subject);
+    let store = state.runtime().store();
+    let records = store.records(t.id).await?;
     // The park's `stopped` record: when it was asked.
     let asked_at = records
         .iter()
         .rev()
         .find(|r| matches!(r.body, duet_runtime::RecordBody::Stopped { .. }))
         .map_or(t.updated_at, |r| r.created_at);
-    Ok(Some(crate::views::deadline(d, asked_at, &escalated)))
+    let timers = store.timers(&deadline::timer_query(t.id, asked_at)).await?;
+    Ok(deadline::standing(&timers, &records, subject))
 }
 
 /// Approval `id` ([`find`], then its view): a question while it waits; a tool call while it
