@@ -86,11 +86,13 @@ impl Handler for Asker {
     }
 }
 
-/// Hears reminders: `(subject, n, question, default_at)`; asks about every call with a
-/// deadline that rejects after 10 minutes.
+/// A reminder as a hook heard it: `(subject, n, question, default_at)`.
+type Heard = (String, u32, String, Option<i64>);
+
+/// Hears reminders; asks about every call with a deadline that rejects after 10 minutes.
 #[derive(Clone, Default)]
 struct Nudge {
-    heard: Arc<Mutex<Vec<(String, u32, String, Option<i64>)>>>,
+    heard: Arc<Mutex<Vec<Heard>>>,
 }
 
 #[async_trait]

@@ -43,8 +43,7 @@ pub(crate) async fn follow(
     }
     // Where the question stands (a deadline's reminder moves the park past the id's), and
     // moves while the page is open: each deadline record written at it.
-    let records = state.runtime().store().records(thread.id).await?;
-    let mut park = duet_runtime::deadline::park_span(&records, approval.park).now();
+    let mut park = approvals::question_now(&state, &thread, approval.park).await?;
     // The chain, parked thread first: (id, agent, the last seq shown).
     let mut chain: Vec<(ThreadId, String, i64)> =
         vec![(thread.id, thread.agent.clone(), thread.next_seq - 1)];

@@ -407,6 +407,17 @@ pub(crate) async fn decide(
     })
 }
 
+/// Where the question park id `park` of `t` names stands now (or was answered): past the
+/// deadline records written at it ([`deadline::park_span`]).
+pub(crate) async fn question_now(
+    state: &AppState,
+    t: &Thread,
+    park: Park,
+) -> Result<Park, ServiceError> {
+    let records = state.runtime().store().records(t.id).await?;
+    Ok(deadline::park_span(&records, park).now())
+}
+
 /// The threads above `t`, nearest first, up to the top-level one (at most [`MAX_DEPTH`]).
 pub(crate) async fn parents(state: &AppState, t: &Thread) -> Result<Vec<Thread>, ServiceError> {
     let store = state.runtime().store();
