@@ -3,7 +3,8 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use duet_runtime::{Message, Thread, ThreadStatus, side_str};
+use duet_runtime::deadline::{self, Subject};
+use duet_runtime::{Message, RecordBody, Thread, ThreadStatus, side_str};
 use serde_json::json;
 
 use crate::Place;
@@ -129,6 +130,28 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 crate::approve::shown(&who.visible(&thread.key), &records, &messages);
             doc["approvals"] = pending;
             doc["decisions"] = decisions;
+            // What the deadlines of the question it parks at and of its pending calls will do,
+            // as their timers stand.
+            let waiting: Vec<i64> = doc["approvals"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["seq"].as_i64())
+                .collect();
+            let timers = deadline_timers(store.as_ref(), &thread, &records, &waiting).await;
+            let question =
+                Subject::parked(&thread).and_then(|q| deadline::standing(&timers, &records, q));
+            if let Some(d) = &question {
+                doc["deadline"] = json!(d);
+            }
+            let mut calls = std::collections::HashMap::new();
+            for p in doc["approvals"].as_array_mut().into_iter().flatten() {
+                let seq = p["seq"].as_i64().unwrap_or_default();
+                if let Some(d) = deadline::standing(&timers, &records, Subject::Approval(seq)) {
+                    p["deadline"] = json!(d);
+                    calls.insert(seq, d);
+                }
+            }
             // What the thread's model calls cost, summed over its messages.
             let usage = messages
                 .iter()
@@ -190,6 +213,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 if let Some(park) = thread.park() {
                     let _ = writeln!(out, "  parked at {park} (an answer names it)");
                 }
+                if let Some(d) = &question {
+                    let _ = writeln!(out, "  deadline: {}", d.sentence(now));
+                }
                 for p in doc["approvals"].as_array().into_iter().flatten() {
                     let _ = writeln!(
                         out,
@@ -206,6 +232,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                             .collect::<Vec<_>>()
                             .join(", ")
                     );
+                    if let Some(d) = p["seq"].as_i64().and_then(|seq| calls.get(&seq)) {
+                        let _ = writeln!(out, "    deadline: {}", d.sentence(now));
+                    }
                 }
                 for d in doc["decisions"].as_array().into_iter().flatten() {
                     let detail = d["reason"]
@@ -298,6 +327,36 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// The deadline timers of what `t` waits on — the question it parks at, its pending calls
+/// (`waiting`: their approval ids) — read from the earliest ask in `records` (its last park's
+/// `stopped`, the calls' `approval_requested`); none when it waits on nothing (or the read
+/// fails: the rest shows).
+async fn deadline_timers(
+    store: &dyn duet_runtime::Store,
+    t: &Thread,
+    records: &[duet_runtime::Record],
+    waiting: &[i64],
+) -> Vec<duet_runtime::Timer> {
+    let parked = records
+        .iter()
+        .rev()
+        .find(|r| matches!(r.body, RecordBody::Stopped { .. }))
+        .filter(|_| t.status == ThreadStatus::AwaitingHuman)
+        .map(|r| r.created_at);
+    let asked = records
+        .iter()
+        .filter(|r| waiting.contains(&r.seq))
+        .map(|r| r.created_at)
+        .min();
+    let Some(since) = parked.into_iter().chain(asked).min() else {
+        return Vec::new();
+    };
+    store
+        .timers(&deadline::timer_query(t.id, since))
+        .await
+        .unwrap_or_default()
 }
 
 fn summary(t: &Thread, who: &crate::acting::Who) -> serde_json::Value {

@@ -260,41 +260,13 @@ pub(crate) struct ApprovalView {
     pub(crate) since: i64,
     /// Its parents, nearest first, up to the top-level thread.
     pub(crate) parents: Vec<ParentView>,
-    /// Its deadline, when it has one (a duet extension): `at` and `action` (`default`, with
-    /// the answer given), `reminders` (their times), `escalate` (`at`, `roles`,
+    /// Its deadline, when it has one (a duet extension), as its timers stand — the declared
+    /// one or one code set: `subject`; `at`, `action` (`default`), `default` (the answer given)
+    /// and `status`; `reminders` (`at`, `status` each); `escalate` (`at`, `status`, `roles`,
     /// `principals`) and `escalated` (who was added, once it was).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    pub(crate) deadline: Option<serde_json::Value>,
-}
-
-/// A deadline as `GET /approvals` shows it: asked at `asked_at`, escalated to `escalated`.
-pub(crate) fn deadline(
-    d: &duet_spec::Deadline,
-    asked_at: i64,
-    escalated: &duet_runtime::approval::Approvers,
-) -> serde_json::Value {
-    let at = |ms: u64| asked_at.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
-    let mut v = serde_json::json!({});
-    if let (Some(after), Some(default)) = (d.after, &d.default) {
-        v["at"] = at(after).into();
-        v["action"] = "default".into();
-        v["default"] = default.describe().into();
-    }
-    if !d.remind.is_empty() {
-        v["reminders"] = d.remind.iter().map(|ms| at(*ms)).collect::<Vec<_>>().into();
-    }
-    if let Some(e) = &d.escalate {
-        v["escalate"] = serde_json::json!({
-            "at": at(e.after),
-            "roles": e.to.roles,
-            "principals": e.to.principals,
-        });
-    }
-    if !escalated.roles.is_empty() || !escalated.principals.is_empty() {
-        v["escalated"] = serde_json::json!(escalated);
-    }
-    v
+    pub(crate) deadline: Option<duet_runtime::deadline::Standing>,
 }
 
 /// A thread above a parked one.

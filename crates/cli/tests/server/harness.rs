@@ -51,11 +51,34 @@ impl Server {
         root: &Path,
         options: duet_server::Options,
     ) -> Server {
+        Server::start_on(backend, root, options, None).await
+    }
+
+    /// A server for the project at `root` on `backend` whose time is `clock` (a test moves it:
+    /// the server's timer loop fires what falls due).
+    pub async fn start_clocked(
+        backend: &Backend,
+        root: &Path,
+        clock: Arc<duet_runtime::ManualClock>,
+    ) -> Server {
+        Server::start_on(backend, root, options(), Some(clock)).await
+    }
+
+    async fn start_on(
+        backend: &Backend,
+        root: &Path,
+        options: duet_server::Options,
+        clock: Option<Arc<duet_runtime::ManualClock>>,
+    ) -> Server {
         let duet_store::Stores {
             engine: store,
             server: tables,
         } = backend.open_both().await;
-        let rt = support::runtime(support::project(root), store.clone()).build();
+        let mut rt = support::runtime(support::project(root), store.clone());
+        if let Some(clock) = clock {
+            rt = rt.clock(clock);
+        }
+        let rt = rt.build();
         let state = duet_server::AppState::new(rt, tables.clone(), options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -24,6 +24,7 @@ mod approvals;
 mod approvers;
 mod connections;
 mod control;
+mod deadlines;
 mod doors;
 mod effects;
 mod fastagent_wire;

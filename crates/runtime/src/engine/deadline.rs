@@ -259,7 +259,6 @@ impl Runtime {
             }
         };
         let record = Record::new(t.take_seq(), body, now);
-        t.updated_at = now;
         let mut write = Write::settle(vec![record]);
         write.commit.timers_done.push(timer.id);
         let outcome = self.persist(&mut t, write, Around::default()).await;

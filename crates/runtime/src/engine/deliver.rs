@@ -171,27 +171,8 @@ impl Runtime {
         let agent = self.agent_def(&thread.agent)?;
         let message = inbound(agent, &origin, text, message_id, images, trace);
         let now = self.now();
-        // A deadline's reminder or escalation, written while the thread is parked, moves the
-        // park's seq: an answer naming the park as it was before is an answer to it still.
-        let answers = match answers {
-            Some(park) => Some(self.park_now(&thread, park).await?),
-            None => None,
-        };
         let queued = match answers {
-            Some(park) => match store
-                .answer(thread.id, message, park, self.lease(run))
-                .await
-            {
-                Ok(AnswerOutcome::Accepted { claimed }) => Ok(claimed),
-                Ok(AnswerOutcome::Refused { first }) => {
-                    return Err(RunError::AlreadyAnswered {
-                        key: key.to_owned(),
-                        park,
-                        first,
-                    });
-                }
-                Err(e) => Err(e),
-            },
+            Some(park) => self.answer_park(&thread, key, message, park, run).await?,
             None => match when_busy {
                 WhenBusy::Queue => {
                     store
@@ -221,6 +202,59 @@ impl Runtime {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Queues `message` as the answer to `park` of `t` (addressed as `key`), the lease tried for
+    /// `run`. A deadline's reminder or escalation, written while the thread is parked, moves the
+    /// park's seq: an answer naming the park as it was before is an answer to it still — also
+    /// when such a record lands between reading where the park is and answering it (the store
+    /// refuses, naming no first answer: the park is looked up again, a few times at most).
+    async fn answer_park(
+        &self,
+        t: &Thread,
+        key: &str,
+        message: NewQueued,
+        park: Park,
+        run: Uuid,
+    ) -> Result<Result<bool, StoreError>, RunError> {
+        /// How many times a park moved by a deadline's record is looked up again.
+        const MOVED_TRIES: usize = 8;
+        let store = &self.inner.store;
+        let mut at = self.park_now(t, park).await?;
+        for _ in 0..MOVED_TRIES {
+            match store
+                .answer(t.id, message.clone(), at, self.lease(run))
+                .await
+            {
+                Ok(AnswerOutcome::Accepted { claimed }) => return Ok(Ok(claimed)),
+                Ok(AnswerOutcome::Refused { first: None }) => {
+                    let now = store.thread_by_id(t.id).await?;
+                    let moved = match &now {
+                        Some(now) if now.status == ThreadStatus::AwaitingHuman => {
+                            Some(self.park_now(now, park).await?).filter(|p| *p != at)
+                        }
+                        _ => None,
+                    };
+                    match moved {
+                        Some(moved) => at = moved,
+                        None => break,
+                    }
+                }
+                Ok(AnswerOutcome::Refused { first }) => {
+                    return Err(RunError::AlreadyAnswered {
+                        key: key.to_owned(),
+                        park: at,
+                        first,
+                    });
+                }
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        Err(RunError::AlreadyAnswered {
+            key: key.to_owned(),
+            park: at,
+            first: None,
+        })
     }
 
     /// The park `park` names on `t`, past a deadline's records (`question_reminded`,

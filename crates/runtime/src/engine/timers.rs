@@ -63,6 +63,24 @@ fn mix(x: u128) -> u64 {
     z ^ (z >> 31)
 }
 
+/// `claimed` in groups, one per thread, each in due order: a thread's timers fire one after
+/// another (each takes the thread's lease: fired at once, all but one would be deferred, and a
+/// reminder would land after the default it was due before), different threads' side by side.
+fn by_thread(mut claimed: Vec<Timer>) -> Vec<Vec<Timer>> {
+    claimed.sort_by_key(|t| (t.thread, t.due_at, t.id));
+    let mut groups: Vec<Vec<Timer>> = Vec::new();
+    for timer in claimed {
+        match groups.last_mut() {
+            Some(group) if group.last().is_some_and(|t| t.thread == timer.thread) => {
+                group.push(timer);
+            }
+            _ => groups.push(vec![timer]),
+        }
+    }
+    groups.sort_by_key(|g| g.first().map(|t| (t.due_at, t.id)));
+    groups
+}
+
 impl Runtime {
     /// Claims up to one batch of the timers due now (or whose claim ran out), fires them a few
     /// at a time, and records what each came to; how many it claimed. Safe from any number of
@@ -78,8 +96,13 @@ impl Runtime {
         let until = now + self.inner.timer_claim_ms;
         let claimed = store.claim_due(owner, until, now, CLAIM_BATCH).await?;
         let n = claimed.len();
-        let finished: Vec<Result<(), StoreError>> = futures::stream::iter(claimed)
-            .map(|timer| async move { self.fire_claimed(&timer, owner, until).await })
+        let finished: Vec<Result<(), StoreError>> = futures::stream::iter(by_thread(claimed))
+            .map(|timers| async move {
+                for timer in &timers {
+                    self.fire_claimed(timer, owner, until).await?;
+                }
+                Ok(())
+            })
             .buffer_unordered(CLAIM_BATCH)
             .collect()
             .await;

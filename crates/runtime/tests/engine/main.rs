@@ -17,6 +17,7 @@ mod wire;
 mod approvals;
 mod awaits;
 mod control_plane;
+mod deadline_code;
 mod deadlines;
 mod durability;
 mod effects;

@@ -179,8 +179,18 @@ pub(crate) fn task(t: &Thread, r: TaskRef, facts: &SessionFacts, view: &View) ->
             ..A2aMessage::agent_text(format!("{id}.status"), "")
         }),
         (TaskState::InputRequired, _) if waits_on_decisions(t, facts) => Some(
-            super::asking::status_message(&id, t.id, r.session, &facts.pending),
+            super::asking::status_message(&id, t.id, r.session, &facts.pending, facts),
         ),
+        // Parked at a question with a deadline: its message says the deadline too.
+        (TaskState::InputRequired, _) if r.session == t.session => {
+            let (timers, notes) = &facts.deadlines;
+            let standing = duet_runtime::deadline::Subject::parked(t)
+                .and_then(|q| duet_runtime::deadline::standing(timers, notes, q));
+            match (last_agent, standing) {
+                (Some(m), Some(d)) => Some(super::asking::with_deadline(m, &d, facts.read_at)),
+                (m, _) => m,
+            }
+        }
         _ => last_agent,
     }
     .map(|mut m| {

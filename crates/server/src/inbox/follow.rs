@@ -13,7 +13,7 @@ use std::convert::Infallible;
 use axum::extract::State;
 use axum::response::Response;
 use axum::response::sse::Event;
-use duet_runtime::{JournalEntry, ThreadId, ThreadStatus};
+use duet_runtime::{JournalEntry, RecordBody, ThreadId, ThreadStatus};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
@@ -41,6 +41,9 @@ pub(crate) async fn follow(
     {
         return changes(&state, &thread, credential, feed).await;
     }
+    // Where the question stands (a deadline's reminder moves the park past the id's), and
+    // moves while the page is open: each deadline record written at it.
+    let mut park = approvals::question_now(&state, &thread, approval.park).await?;
     // The chain, parked thread first: (id, agent, the last seq shown).
     let mut chain: Vec<(ThreadId, String, i64)> =
         vec![(thread.id, thread.agent.clone(), thread.next_seq - 1)];
@@ -65,6 +68,14 @@ pub(crate) async fn follow(
                 let Ok(entries) = feed.journal_since(*tid, *shown).await else { return };
                 for entry in entries {
                     *shown = (*shown).max(entry.seq());
+                    if n == 0 && entry.seq() == park.seq {
+                        if moves_park(&entry) {
+                            park.seq += 1;
+                        } else {
+                            // The answer (or what ended the park) is written where it stood.
+                            parked_moved = true;
+                        }
+                    }
                     if let JournalEntry::Message(m) = entry
                         && !m.silent
                     {
@@ -76,13 +87,16 @@ pub(crate) async fn follow(
                 if matches!(t.status, ThreadStatus::Running | ThreadStatus::Waiting) {
                     all_stopped = false;
                 }
-                if n == 0 && t.park() != Some(approval.park) {
+                // Read before the journal: parked further on is a deadline's record not read
+                // yet (its change is announced), not a new question.
+                let waits = t.park().is_some_and(|p| p.session == park.session && p.seq >= park.seq);
+                if n == 0 && !waits {
                     parked_moved = true;
                 }
             }
             if parked_moved && !told_answer {
                 told_answer = true;
-                let answer = approvals::answer_to(&clock, thread.id, approval.park).await.ok().flatten();
+                let answer = approvals::answer_to(&clock, thread.id, park).await.ok().flatten();
                 let html = match answer {
                     Some(a) => item::answered(&a, clock.runtime().now_ms()).into_string(),
                     None => "<p class=\"answered\" role=\"status\">This question no longer waits.</p>".to_owned(),
@@ -111,6 +125,13 @@ pub(crate) async fn follow(
     let events: BoxStream<'static, Result<Event, Infallible>> =
         events.take_until(closing.cancelled_owned()).boxed();
     Ok(state.sse(service::keys::while_admitted(&state, credential, events)))
+}
+
+/// Whether `entry` is a deadline's record at a parked question (it moves the park by one).
+fn moves_park(entry: &JournalEntry) -> bool {
+    matches!(entry, JournalEntry::Record(r) if matches!(&r.body,
+        RecordBody::QuestionReminded { subject, .. } | RecordBody::QuestionEscalated { subject, .. }
+            if subject.starts_with("question:")))
 }
 
 /// A step's page's follow: `ready`, then `changed` (the thread's status) on each commit of the

@@ -20,7 +20,6 @@ use crate::auth::Caller;
 use crate::body::Path;
 use crate::input::{self, Kind};
 use crate::problem::Problem;
-use crate::routes::deliver;
 use crate::service::ServiceError;
 use crate::service::approvals;
 use crate::service::steps as step;
@@ -45,6 +44,8 @@ struct Item {
     waiting: bool,
     /// The answer it got, once it has one.
     answer: Option<FirstAnswer>,
+    /// Its deadline, while it waits.
+    deadline: Option<duet_runtime::deadline::Standing>,
 }
 
 /// Reads item `id` as `caller` may see it.
@@ -55,7 +56,12 @@ async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Item, Probl
     let first_seq = before.first().map(|m| m.seq);
     let tail_from = before.len().saturating_sub(TAIL + 1);
     let tail = before[tail_from..before.len().saturating_sub(1)].to_vec();
+    let deadline = match c.waiting {
+        true => approvals::question_deadline(state, &c.thread).await?,
+        false => None,
+    };
     Ok(Item {
+        deadline,
         id: id.to_owned(),
         thread: c.thread,
         parents: c.parents,
@@ -212,6 +218,7 @@ fn render(
             @for p in &item.parents { " · in " code { (viewer.caller.visible_key(&p.key)) } }
             @if item.waiting { span #waiting { " · waiting " (layout::waited(t.updated_at, now)) } }
         }
+        @if let Some(d) = &item.deadline { p { (layout::deadline(d, now)) } }
         div #notice data-mine=[refused_by.map(|_| "true")] {
             @if let Some((first, _)) = refused_by {
                 (refused(first, now))
@@ -353,7 +360,9 @@ pub(crate) async fn answer(
         wait: false,
     };
     match approvals::answer(&state, &viewer.caller, &id, answer).await {
-        Ok(delivered) if script => deliver::respond(&viewer.caller, delivered),
+        Ok(delivered) if script => {
+            crate::routes::approvals::answered_response(&viewer.caller, &id, delivered)
+        }
         Ok(_) => Redirect::to(&format!("/inbox/items/{id}")).into_response(),
         Err(ServiceError::AlreadyAnswered { first, .. }) if !script => {
             match load(&state, &viewer.caller, &id).await {

@@ -125,6 +125,15 @@ pub(crate) fn waited(since: i64, now: i64) -> Markup {
     }
 }
 
+/// A question's deadline as of `now`, in words (`expires in 3 h, then the answer is "…"`),
+/// when it falls due beside it.
+pub(crate) fn deadline(d: &duet_runtime::deadline::Standing, now: i64) -> Markup {
+    let due = d.at.or(d.escalate.as_ref().map(|e| e.at));
+    html! {
+        span.deadline data-deadline=[due] title=[due.map(when)] { (d.sentence(now)) }
+    }
+}
+
 /// When `ms` ago was, for people: `just now`, `4 min ago`, `3 h ago`.
 pub(crate) fn ago_text(ms: i64) -> String {
     if ms < 60_000 {

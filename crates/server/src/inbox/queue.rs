@@ -155,6 +155,7 @@ pub(crate) fn list(queue: &Queue, now: i64) -> Markup {
                         }
                         span.question data-kind=(item.kind) { (summary(item)) }
                         span.waited { "waiting " (layout::waited(item.since, now)) }
+                        @if let Some(d) = &item.deadline { (layout::deadline(d, now)) }
                     }
                 }
             }

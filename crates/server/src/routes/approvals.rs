@@ -266,7 +266,43 @@ pub(crate) async fn answer(
         wait: wait.wait,
     };
     let delivered = approvals::answer(&state, &caller, &id, answer).await?;
-    Ok(deliver::respond(&caller, delivered))
+    Ok(answered_response(&caller, &id, delivered))
+}
+
+/// The API's answer to an answer: as to any delivery ([`deliver::respond`]) — but one a
+/// question's deadline escalated to, who does not own the thread, is told the approval and how
+/// the answer landed (`200` once settled), nothing of the thread.
+pub(crate) fn answered_response(
+    caller: &Caller,
+    id: &str,
+    delivered: crate::service::deliveries::Delivered,
+) -> Response {
+    use axum::http::{HeaderValue, StatusCode, header};
+    use axum::response::IntoResponse;
+    if delivered.seeing {
+        return deliver::respond(caller, delivered);
+    }
+    let status = match delivered.now {
+        Some(_) => StatusCode::OK,
+        None => StatusCode::ACCEPTED,
+    };
+    let view = DecisionAcceptedView {
+        id: Some(id.to_owned()),
+        decided: None,
+        thread: delivered.visible,
+        delivery: delivered.landed.as_str(),
+        events: None,
+    };
+    let mut response = (status, axum::Json(view)).into_response();
+    if let Ok(value) = HeaderValue::from_str(&format!("/approvals/{id}")) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    if delivered.landed == Landed::Duplicate {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    response
 }
 
 /// The decision a body carries, or why it is not one (400, nothing written).

@@ -130,6 +130,7 @@ pub(crate) async fn post(
         answers,
         message_id: message_id.as_deref(),
         wait: wait.wait,
+        for_owner: false,
     };
     deliver::deliver(&state, &caller, inbound).await
 }

@@ -85,6 +85,7 @@ pub(crate) async fn create(
         answers: None,
         message_id: message_id.as_deref(),
         wait: wait.wait,
+        for_owner: false,
     };
     deliver::deliver(&state, &caller, inbound).await
 }

@@ -20,18 +20,20 @@ use duet_runtime::deadline::{self, Subject};
 /// How deep a parent chain is followed.
 const MAX_DEPTH: usize = 64;
 
-/// The approval `id` and its thread, if `caller` may see the thread (its owner, or an admin)
-/// and the thread ever reached that park (answered or not). A tool call's approvers who do not
-/// own the thread reach it through [`get`] and [`decide`] only.
+/// The approval `id` and its thread, if `caller` may see the thread (its owner, or an admin) —
+/// or, for a question, its deadline escalated to the caller — and the thread ever reached that
+/// park (answered or not). A tool call's approvers who do not own the thread reach it through
+/// [`get`] and [`decide`] only.
 pub(crate) async fn find(
     state: &AppState,
     caller: &Caller,
     id: &str,
 ) -> Result<(ApprovalId, Thread), ServiceError> {
-    match approvers::locate(state, id).await? {
-        (approval, t) if caller.may_see(&t) => Ok((approval, t)),
-        _ => Err(absent(id)),
+    let (approval, t) = approvers::locate(state, id).await?;
+    if caller.may_see(&t) || approvers::escalated_to(state, caller, &t, approval.park).await? {
+        return Ok((approval, t));
     }
+    Err(absent(id))
 }
 
 /// An answer to one question.
@@ -62,6 +64,8 @@ pub(crate) async fn answer(
         answers: Some(approval.park),
         message_id: answer.message_id,
         wait: answer.wait,
+        // Found without seeing the thread: the question escalated to the caller.
+        for_owner: !caller.may_see(&t),
     };
     deliveries::deliver(state, caller, inbound).await
 }
@@ -112,20 +116,35 @@ pub(crate) async fn waiting(
                 .is_some_and(|d| d.def.approver())
     };
     // Parked threads a page at a time until `limit` of them are approvals (or none are left),
-    // so a page of chats does not end the listing early.
+    // so a page of chats does not end the listing early; every principal's when an agent's
+    // deadline escalates to the caller (another's only once its question escalated).
+    let escalated = approvers::escalated_anywhere(&project, caller);
+    let parked = if escalated {
+        None
+    } else {
+        caller.owner_filter()
+    };
     let mut threads = Vec::new();
     let mut after = w.after;
     loop {
         let page = store
-            .list_threads(&query(
-                ThreadStatus::AwaitingHuman,
-                after,
-                caller.owner_filter(),
-            ))
+            .list_threads(&query(ThreadStatus::AwaitingHuman, after, parked))
             .await?;
         let full = page.len() == w.limit;
         after = page.last().map(|t| t.id);
-        threads.extend(page.into_iter().filter(|t| approval(t)));
+        for t in page {
+            let listed = if caller.may_see(&t) {
+                approval(&t)
+            } else {
+                match t.park() {
+                    Some(park) => approvers::escalated_to(state, caller, &t, park).await?,
+                    None => false,
+                }
+            };
+            if listed {
+                threads.push(t);
+            }
+        }
         if !full || threads.len() >= w.limit {
             break;
         }
@@ -220,6 +239,15 @@ async fn pending_calls(
             agent: p.agent.clone(),
         })
         .collect();
+    // Their deadlines as the timer table has them (one read: from the first one's ask on).
+    let first_asked = pending
+        .iter()
+        .filter_map(|p| approvers::asked(&records, p.seq).map(|(_, at)| at))
+        .min()
+        .unwrap_or(t.updated_at);
+    let timers = store
+        .timers(&deadline::timer_query(t.id, first_asked))
+        .await?;
     Ok(pending
         .into_iter()
         .map(|p| {
@@ -231,11 +259,7 @@ async fn pending_calls(
                 session,
                 seq: p.seq,
             };
-            let deadline = approvers::asked(&records, p.seq).and_then(|(a, at)| {
-                let escalated = deadline::escalated(&records, Subject::Approval(p.seq));
-                a.deadline
-                    .map(|d| crate::views::deadline(&d, at, &escalated))
-            });
+            let deadline = deadline::standing(&timers, &records, Subject::Approval(p.seq));
             ApprovalView {
                 deadline,
                 id: ApprovalId { thread: t.id, park }.to_string(),
@@ -383,6 +407,17 @@ pub(crate) async fn decide(
     })
 }
 
+/// Where the question park id `park` of `t` names stands now (or was answered): past the
+/// deadline records written at it ([`deadline::park_span`]).
+pub(crate) async fn question_now(
+    state: &AppState,
+    t: &Thread,
+    park: Park,
+) -> Result<Park, ServiceError> {
+    let records = state.runtime().store().records(t.id).await?;
+    Ok(deadline::park_span(&records, park).now())
+}
+
 /// The threads above `t`, nearest first, up to the top-level one (at most [`MAX_DEPTH`]).
 pub(crate) async fn parents(state: &AppState, t: &Thread) -> Result<Vec<Thread>, ServiceError> {
     let store = state.runtime().store();
@@ -505,32 +540,25 @@ pub(crate) async fn view(
     }))
 }
 
-/// The deadline of the question `t` is parked at: its human side's (a deadline code set for
-/// this one question is not shown), counted from the park, with its escalations so far.
-async fn question_deadline(
+/// The deadline of the question `t` is parked at, as its timers stand (the human side's, or
+/// one code set for this question), with its escalations so far.
+pub(crate) async fn question_deadline(
     state: &AppState,
     t: &Thread,
-) -> Result<Option<serde_json::Value>, ServiceError> {
-    let runtime = state.runtime();
-    let Some(agent) = runtime.project().agents.get(&t.agent) else {
+) -> Result<Option<deadline::Standing>, ServiceError> {
+    let Some(subject) = Subject::parked(t) else {
         return Ok(None);
     };
-    let side = agent.def.human_side().map(|s| agent.def.side(s));
-    let Some(duet_spec::Side::Human(h)) = side else {
-        return Ok(None);
-    };
-    let (Some(d), Some(subject)) = (&h.deadline, Subject::parked(t)) else {
-        return Ok(None);
-    };
-    let records = runtime.store().records(t.id).await?;
-    let escalated = deadline::escalated(&records, subject);
+    let store = state.runtime().store();
+    let records = store.records(t.id).await?;
     // The park's `stopped` record: when it was asked.
     let asked_at = records
         .iter()
         .rev()
         .find(|r| matches!(r.body, duet_runtime::RecordBody::Stopped { .. }))
         .map_or(t.updated_at, |r| r.created_at);
-    Ok(Some(crate::views::deadline(d, asked_at, &escalated)))
+    let timers = store.timers(&deadline::timer_query(t.id, asked_at)).await?;
+    Ok(deadline::standing(&timers, &records, subject))
 }
 
 /// Approval `id` ([`find`], then its view): a question while it waits; a tool call while it
@@ -542,17 +570,22 @@ pub(crate) async fn get(
     id: &str,
 ) -> Result<Option<ApprovalView>, ServiceError> {
     let (approval, t) = approvers::locate(state, id).await?;
-    // The thread's owner (or an admin) sees all of it; an approver the call names, that call.
+    // The thread's owner (or an admin) sees all of it; an approver the call names, that call;
+    // one a question's deadline escalated to, that question.
     let seeing = caller.may_see(&t);
-    if t.park() == Some(approval.park) {
-        return match seeing {
+    let seq = approval.park.seq;
+    let store = state.runtime().store();
+    let (records, queue) = tokio::try_join!(store.records(t.id), store.queue(t.id))?;
+    // A question, still waiting (at this id, or at one a deadline's record moved it to).
+    if let Some(park) = t.park()
+        && deadline::park_span(&records, approval.park).names(park)
+    {
+        let escalated = || caller.named_by(&deadline::escalated_at(&records, park));
+        return match seeing || escalated() {
             true => view(state, caller, &t).await,
             false => Err(absent(id)),
         };
     }
-    let seq = approval.park.seq;
-    let store = state.runtime().store();
-    let (records, queue) = tokio::try_join!(store.records(t.id), store.queue(t.id))?;
     let Some((asked, asked_at)) = approvers::asked(&records, seq) else {
         return match seeing {
             true => Ok(None),
@@ -641,6 +674,8 @@ pub(crate) async fn conversation(
 ) -> Result<Conversation, ServiceError> {
     let (approval, thread) = find(state, caller, id).await?;
     let store = state.runtime().store();
+    // Where the question stands: a deadline's reminder moves its park past the id's.
+    let span = deadline::park_span(&store.records(thread.id).await?, approval.park);
     let parents = parents(state, &thread).await?;
     let before: Vec<Message> = store
         .messages(thread.id)
@@ -659,11 +694,11 @@ pub(crate) async fn conversation(
         }
         None => (None, None),
     };
-    let waiting = thread.park() == Some(approval.park);
+    let waiting = thread.park().is_some_and(|p| span.names(p));
     let answer = if waiting {
         None
     } else {
-        answer_to(state, thread.id, approval.park).await?
+        answer_to(state, thread.id, span.now()).await?
     };
     Ok(Conversation {
         thread,

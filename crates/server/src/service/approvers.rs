@@ -2,12 +2,12 @@
 //! id whoever's thread it is on ([`locate`]; the callers check access), the call's
 //! `approval_requested` record ([`asked`]), whether a waiting thread has a call the caller may
 //! decide ([`decidable`]), and whether a listing must look past the caller's own threads
-//! ([`named_anywhere`]). The rule itself is [`Caller::may_decide`], widened by a deadline's
-//! escalation ([`may_decide`]).
+//! ([`named_anywhere`], [`escalated_anywhere`]). The rule itself is [`Caller::may_decide`],
+//! widened by a deadline's escalation ([`may_decide`]; for a parked question, [`escalated_to`]).
 
 use duet_runtime::approval::{Approvers, Asked};
 use duet_runtime::deadline::{self, Subject};
-use duet_runtime::{Record, RecordBody, Thread};
+use duet_runtime::{Park, Record, RecordBody, Thread};
 use duet_spec::Project;
 
 use super::ServiceError;
@@ -66,6 +66,18 @@ pub(crate) fn may_decide(
         || caller.named_by(&deadline::escalated(records, Subject::Approval(seq)))
 }
 
+/// Whether a deadline's escalation lets `caller` answer the question park id `park` of `t`
+/// names (any of its ids: a reminder moves the park), though `caller` does not own `t`.
+pub(crate) async fn escalated_to(
+    state: &AppState,
+    caller: &Caller,
+    t: &Thread,
+    park: Park,
+) -> Result<bool, ServiceError> {
+    let records = state.runtime().store().records(t.id).await?;
+    Ok(caller.named_by(&deadline::escalated_at(&records, park)))
+}
+
 /// Whether `t` (a `waiting` thread) has a tool call waiting for a decision that `caller` may
 /// take, by the approvers its `approval_requested` record names.
 pub(crate) async fn decidable(
@@ -96,6 +108,22 @@ pub(crate) fn named_anywhere(project: &Project, caller: &Caller) -> bool {
                     .and_then(|d| d.escalate.as_ref())
                     .is_some_and(|e| caller.named_by(&e.to))
         })
+}
+
+/// Whether an agent of `project` escalates its questions to `caller` (its human side's
+/// deadline names a role its key holds, or its principal): only such a caller's listing reads
+/// other principals' parked threads. A question whose own deadline (set by code) escalated to
+/// the caller is answered by id, not listed.
+pub(crate) fn escalated_anywhere(project: &Project, caller: &Caller) -> bool {
+    project.agents.values().any(|a| {
+        let def = &a.def;
+        let side = def.human_side().map(|s| def.side(s));
+        matches!(side, Some(duet_spec::Side::Human(h))
+            if h.deadline
+                .as_ref()
+                .and_then(|d| d.escalate.as_ref())
+                .is_some_and(|e| caller.named_by(&e.to)))
+    })
 }
 
 /// `approvers` in words, for a refusal: `roles refunds, principals bob`.

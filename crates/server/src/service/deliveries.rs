@@ -26,6 +26,10 @@ pub(crate) struct Inbound<'a> {
     pub message_id: Option<&'a str>,
     /// Follow the run until the thread settles before answering.
     pub wait: bool,
+    /// Answered by a caller a question's deadline escalated to, who does not own the thread:
+    /// delivered for its owner (recorded as the caller's answer), and the caller told nothing
+    /// of the thread.
+    pub for_owner: bool,
 }
 
 /// How a delivery landed.
@@ -60,6 +64,8 @@ pub(crate) struct Delivered {
     /// The thread as it stands now, with its parent — read when the caller waited and the
     /// thread settled, and for a duplicate; `None` when the caller is answered at once.
     pub now: Option<(Thread, Option<Thread>)>,
+    /// Whether the caller sees the thread (not one answering for its owner).
+    pub seeing: bool,
 }
 
 /// Delivers `inbound` for `caller`.
@@ -75,7 +81,10 @@ pub(crate) async fn deliver(
         text: inbound.text,
         images: inbound.images,
         origin: Origin {
-            principal: caller.acting_for(inbound.thread),
+            principal: match inbound.thread {
+                Some(t) if inbound.for_owner => t.principal.as_deref(),
+                thread => caller.acting_for(thread),
+            },
             author: caller.canonical.as_deref(),
             source: Some("http"),
             ..Origin::default()
@@ -131,6 +140,7 @@ pub(crate) async fn deliver(
         visible,
         since,
         now,
+        seeing: !inbound.for_owner,
     })
 }
 

@@ -5,9 +5,10 @@
 //! `a2a_agents/tasks.rs`'s.
 
 use duet_runtime::approval::Asked;
+use duet_runtime::deadline;
 use duet_runtime::{
-    JournalEntry, Message, ParentFilter, RecordBody, Role, StopReason, Thread, ThreadId,
-    ThreadQuery,
+    JournalEntry, Message, ParentFilter, Record, RecordBody, Role, StopReason, Thread, ThreadId,
+    ThreadQuery, ThreadStatus, Timer,
 };
 
 use super::ServiceError;
@@ -75,6 +76,12 @@ pub(crate) struct SessionFacts {
     /// Its tool calls that wait for a person's decision (asked, no result written yet), by the
     /// seq of their `approval_requested` record, in order.
     pub pending: Vec<PendingCall>,
+    /// The deadline timers of what it waits on (a pending call, or the question it parked at
+    /// last), read only when it waits on one, and the deadlines' records: what
+    /// [`deadline::standing`] reads.
+    pub deadlines: (Vec<Timer>, Vec<Record>),
+    /// When these facts were read (ms, the runtime's clock): what a deadline is counted from.
+    pub read_at: i64,
 }
 
 /// A tool call of the session waiting for a decision, with what the project says of its tool
@@ -83,6 +90,8 @@ pub(crate) struct SessionFacts {
 pub(crate) struct PendingCall {
     /// The seq of its `approval_requested` record (the approval's id in its thread).
     pub seq: i64,
+    /// When it was asked.
+    pub asked_at: i64,
     /// The call as asked.
     pub asked: Asked,
     /// The tool's description, if the project still defines it.
@@ -97,10 +106,16 @@ pub(crate) async fn facts(
     thread: ThreadId,
     session: i64,
 ) -> Result<SessionFacts, ServiceError> {
-    let mut facts = SessionFacts::default();
+    let mut facts = SessionFacts {
+        read_at: state.runtime().now_ms(),
+        ..SessionFacts::default()
+    };
     let mut current = 0;
     let mut asked = Vec::new();
     let mut answered = std::collections::HashSet::new();
+    // When it parked last, while nothing came after but a deadline's records.
+    let mut parked_at = None;
+    let mut notes = Vec::new();
     for entry in state.runtime().store().journal_since(thread, 0).await? {
         facts.journal_end = facts.journal_end.max(entry.seq());
         match entry {
@@ -113,12 +128,22 @@ pub(crate) async fn facts(
                 }
                 facts.last_at = r.created_at;
                 facts.last_seq = r.seq;
+                match &r.body {
+                    RecordBody::Stopped {
+                        status: ThreadStatus::AwaitingHuman,
+                        ..
+                    } => parked_at = Some(r.created_at),
+                    RecordBody::QuestionReminded { .. } | RecordBody::QuestionEscalated { .. } => {
+                        notes.push(r.clone());
+                    }
+                    _ => parked_at = None,
+                }
                 match r.body {
                     RecordBody::SessionEnded {
                         stop_reason,
                         result,
                     } => facts.ended = Some((stop_reason, result)),
-                    RecordBody::ApprovalRequested(a) => asked.push((r.seq, a)),
+                    RecordBody::ApprovalRequested(a) => asked.push((r.seq, r.created_at, a)),
                     _ => {}
                 }
             }
@@ -128,6 +153,7 @@ pub(crate) async fn facts(
                 }
                 facts.last_at = m.created_at;
                 facts.last_seq = m.seq;
+                parked_at = None;
                 if m.role == Role::Tool
                     && let Some(call) = &m.tool_call_id
                 {
@@ -143,17 +169,32 @@ pub(crate) async fn facts(
     let tools = &state.runtime().project().tools;
     facts.pending = asked
         .into_iter()
-        .filter(|(_, a)| !answered.contains(&a.call))
-        .map(|(seq, asked)| {
+        .filter(|(_, _, a)| !answered.contains(&a.call))
+        .map(|(seq, asked_at, asked)| {
             let tool = tools.get(&asked.tool).map(|d| &d.def);
             PendingCall {
                 seq,
+                asked_at,
                 description: tool.map(|t| t.description.clone()),
                 schema: tool.and_then(|t| t.args.clone()),
                 asked,
             }
         })
         .collect();
+    let asked_at = facts
+        .pending
+        .iter()
+        .map(|p| p.asked_at)
+        .chain(parked_at)
+        .min();
+    if let Some(at) = asked_at {
+        let timers = state
+            .runtime()
+            .store()
+            .timers(&deadline::timer_query(thread, at))
+            .await?;
+        facts.deadlines = (timers, notes);
+    }
     Ok(facts)
 }
 
