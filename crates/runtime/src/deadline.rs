@@ -409,7 +409,8 @@ impl ParkSpan {
 }
 
 /// The seqs of `records`' deadline records written at a parked question (not at a pending
-/// call), with what each escalated to.
+/// call), with what each escalated to, and of the effects' records (which a parked thread gets
+/// too).
 fn question_notes(records: &[Record]) -> std::collections::BTreeMap<i64, Option<&Approvers>> {
     let question = |s: &str| s.starts_with("question:");
     records
@@ -421,6 +422,9 @@ fn question_notes(records: &[Record]) -> std::collections::BTreeMap<i64, Option<
             RecordBody::QuestionEscalated { subject, to } if question(subject) => {
                 Some((r.seq, Some(to)))
             }
+            // An effect that ran (or failed) while the thread was parked moves the park's seq
+            // as a reminder does, and answers nothing.
+            RecordBody::EffectRan { .. } | RecordBody::EffectFailed { .. } => Some((r.seq, None)),
             _ => None,
         })
         .collect()

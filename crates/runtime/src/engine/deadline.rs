@@ -15,7 +15,9 @@ use crate::deadline::{self, Args, Subject, action};
 use crate::delivery::{Accepted, Delivery, Origin};
 use crate::error::RunError;
 use crate::record::{Record, RecordBody};
-use crate::store::{Commit, CommitOutcome, Timer, TimerKind, TimerOutcome, TimerQuery};
+use crate::store::{
+    Commit, CommitOutcome, Timer, TimerKind, TimerOutcome, TimerQuery, TimerStatus,
+};
 use crate::types::{Role, Thread, ThreadStatus};
 use duet_spec::{Deadline, DeadlineDefault, Decision};
 
@@ -209,8 +211,9 @@ impl Runtime {
     }
 
     /// A reminder or an escalation: its record written under the thread's lease, taken for
-    /// this one commit (busy: deferred), the timer finished in the same commit; then a
-    /// reminder's `question_reminder` hooks. Nothing when the question was answered meanwhile.
+    /// this one commit (busy: deferred), the timer finished in the same commit; a reminder's
+    /// `question_reminder` hooks run just before it. Nothing when the question was answered
+    /// meanwhile.
     async fn note(
         &self,
         t: Thread,
@@ -231,7 +234,13 @@ impl Runtime {
         }
         let mut t = match store.thread_by_id(t.id).await? {
             Some(t) if t.lease_owner == Some(run) => t,
-            _ => return done,
+            // The lease went to another run between the claim and the read: try again later.
+            Some(_) => {
+                return Ok(Fired::Outcome(TimerOutcome::Defer {
+                    at: self.now() + BUSY_RETRY_MS,
+                }));
+            }
+            None => return done,
         };
         if !self.still_asks(&t, subject).await? {
             store.release(t.id, run).await?;
@@ -258,6 +267,11 @@ impl Runtime {
                 )
             }
         };
+        // The hooks run before the commit that finishes the timer: a crash in between runs
+        // them again (a reminder at least once), never not at all.
+        if let Some(n) = n {
+            self.remind_hooks(&t, subject, &key, n).await;
+        }
         let record = Record::new(t.take_seq(), body, now);
         let mut write = Write::settle(vec![record]);
         write.commit.timers_done.push(timer.id);
@@ -272,9 +286,6 @@ impl Runtime {
         if let CommitOutcome::Committed { .. } = outcome {
             // An answer arrived while the lease was held: it runs now.
             self.drive_in_background(t.id, run);
-        }
-        if let Some(n) = n {
-            self.remind_hooks(&t, subject, &key, n).await;
         }
         Ok(Fired::Finished)
     }
@@ -324,6 +335,7 @@ impl Runtime {
                 thread: Some(t.id),
                 kind: Some(TimerKind::Deadline),
                 name: Some(action::DEFAULT),
+                status: Some(TimerStatus::Pending),
                 limit: 64,
                 ..TimerQuery::default()
             })

@@ -275,6 +275,8 @@ impl Runtime {
                             r.body,
                             RecordBody::QuestionReminded { .. }
                                 | RecordBody::QuestionEscalated { .. }
+                                | RecordBody::EffectRan { .. }
+                                | RecordBody::EffectFailed { .. }
                         ) =>
                 {
                     seq += 1;

@@ -3,10 +3,10 @@
 //! again on a second pass or after a restart); escalation records who may answer from then on;
 //! the default answers when nobody did, and the thread goes on with it. Whichever of a person
 //! and the deadline comes first wins — raced in both orders — and the other is refused with
-//! `already_answered` naming the first. Time moves only with `ManualClock::advance`.
+//! `already_answered` naming the first; an answer naming the park from before a reminder or an
+//! effect moved it still answers it. Time moves only with `ManualClock::advance`.
 //!
-//! Runs on every backend whose timer table is built (the SQL stores' is interim until slice
-//! `store` lands: a backend that refuses to list timers is skipped, loudly).
+//! Runs on every backend (one whose timer table refuses to be listed is skipped, loudly).
 
 use crate::support;
 
@@ -464,5 +464,61 @@ async fn a_pending_call_decided_by_its_deadline_or_by_a_person_first() {
             .collect();
         assert_eq!(left.len(), 2, "{name}: {left:?}");
         assert!(left.iter().all(|(_, s)| s.is_final()), "{name}: {left:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_answer_naming_the_park_from_before_an_effect_ran_still_answers_it() {
+    for (name, store) in timed().await {
+        let f = fixture(&store);
+        let k = "moved";
+        support::send(&f.rt, k, Some("gate"), "ship it?").await;
+        let before = f.thread(k).await;
+        let park = before.park().expect("parked");
+        // An effect runs on the parked thread (its record, as `fire_effect` commits it): the
+        // thread's next seq, and so its park id, moves on.
+        let mut t = before.clone();
+        let owner = uuid::Uuid::now_v7();
+        let now = f.rt.now_ms();
+        let lease = duet_runtime::Lease {
+            owner,
+            until: now + MIN,
+            now,
+        };
+        assert!(store.claim(t.id, lease).await.expect("claim"), "{name}");
+        let ran = duet_runtime::Record::new(
+            t.take_seq(),
+            RecordBody::EffectRan {
+                id: uuid::Uuid::now_v7(),
+                name: "ping".into(),
+                attempt: 1,
+                messages: Vec::new(),
+            },
+            now,
+        );
+        let commit = duet_runtime::Commit {
+            records: vec![ran],
+            settle: true,
+            ..duet_runtime::Commit::default()
+        };
+        store.commit(&t, owner, commit).await.expect("commit");
+        assert_ne!(
+            f.thread(k).await.park(),
+            Some(park),
+            "{name}: the park moved"
+        );
+
+        let delivery = Delivery {
+            answers: Some(park),
+            origin: Origin {
+                author: Some("alice"),
+                ..Origin::default()
+            },
+            ..Delivery::new(k, "yes, ship")
+        };
+        let accepted = f.rt.accept(delivery).await.expect("accepted, not refused");
+        f.run(accepted).await;
+        let texts = support::texts(&store, k).await;
+        assert_eq!(user_texts(&texts), ["ship it?", "yes, ship"], "{name}");
     }
 }
