@@ -121,18 +121,12 @@ pub(crate) async fn compose(
     };
     // How long a run's lease lasts without renewal (default 30 s): how soon another process may
     // continue a thread whose runner died.
-    if let Some(ms) = std::env::var("DUET_LEASE_MS")
-        .ok()
-        .and_then(|v| v.parse::<i64>().ok())
-    {
+    if let Some(ms) = env_ms("DUET_LEASE_MS")? {
         builder = builder.lease_ms(ms);
     }
     // How long a claim on a due timer lasts (default 5 min): how soon another process fires a
     // timer whose process died holding it.
-    if let Some(ms) = std::env::var("DUET_TIMER_CLAIM_MS")
-        .ok()
-        .and_then(|v| v.parse::<i64>().ok())
-    {
+    if let Some(ms) = env_ms("DUET_TIMER_CLAIM_MS")? {
         builder = builder.timer_claim_ms(ms);
     }
     Ok((builder.build(), tables))
@@ -153,5 +147,23 @@ pub(crate) fn builtins(project: &duet_spec::Project) -> duet_spec::Builtins {
             .names()
             .map(str::to_owned)
             .collect(),
+    }
+}
+
+/// A duration in ms from the environment variable `name`: `None` when it is unset; a value that
+/// is not a whole number of milliseconds above zero is refused in words (exit code 2), not
+/// ignored.
+fn env_ms(name: &str) -> Result<Option<i64>, ExitCode> {
+    let Ok(value) = std::env::var(name) else {
+        return Ok(None);
+    };
+    match value.trim().parse::<i64>() {
+        Ok(ms) if ms > 0 => Ok(Some(ms)),
+        _ => {
+            eprintln!(
+                "duet: {name} must be a whole number of milliseconds above zero, not `{value}`"
+            );
+            Err(ExitCode::from(2))
+        }
     }
 }

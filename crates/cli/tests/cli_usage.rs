@@ -2,7 +2,8 @@
 //! next one; the CLI acts as a principal, and says how when a thread is another's; a model's
 //! streamed deltas print as one line; a closed pipe ends a command quietly; `run` refuses
 //! before it starts; key times read as RFC 3339; `duet effects list` / `cancel` on a database
-//! where a model's `effect:` tool scheduled a reminder.
+//! where a model's `effect:` tool scheduled a reminder; a duration in the environment that does
+//! not read is refused.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -432,6 +433,30 @@ fn run_refuses_what_it_cannot_run_before_it_starts() {
             refused.stderr
         );
         assert!(!db.exists(), "{args:?}: the database was created");
+    }
+}
+
+#[test]
+fn a_duration_in_the_environment_that_does_not_read_is_refused_not_ignored() {
+    let p = Project::repo();
+    for (name, value) in [
+        ("DUET_TIMER_CLAIM_MS", "5m"),
+        ("DUET_TIMER_CLAIM_MS", "0"),
+        ("DUET_LEASE_MS", "-1"),
+    ] {
+        let db = tmp("env-ms.db");
+        let refused = duet(
+            &p,
+            &db,
+            &["run", "instant_answer", "-m", "hi"],
+            &[(name, value)],
+        );
+        assert_eq!(refused.code, 2, "{name}={value}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains(name) && refused.stderr.contains("milliseconds"),
+            "{name}={value}: {}",
+            refused.stderr
+        );
     }
 }
 

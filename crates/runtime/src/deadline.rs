@@ -167,16 +167,7 @@ pub fn escalated(records: &[Record], subject: Subject) -> Approvers {
         if let RecordBody::QuestionEscalated { subject: s, to, .. } = &r.body
             && *s == key
         {
-            for role in &to.roles {
-                if !out.roles.contains(role) {
-                    out.roles.push(role.clone());
-                }
-            }
-            for p in &to.principals {
-                if !out.principals.contains(p) {
-                    out.principals.push(p.clone());
-                }
-            }
+            add_approvers(&mut out, to);
         }
     }
     out
@@ -458,18 +449,23 @@ pub fn escalated_at(records: &[Record], park: Park) -> Approvers {
     let span = span_of(&notes, park);
     let mut out = Approvers::default();
     for to in notes.range(span.first..span.last).filter_map(|(_, to)| *to) {
-        for role in &to.roles {
-            if !out.roles.contains(role) {
-                out.roles.push(role.clone());
-            }
-        }
-        for p in &to.principals {
-            if !out.principals.contains(p) {
-                out.principals.push(p.clone());
-            }
-        }
+        add_approvers(&mut out, to);
     }
     out
+}
+
+/// Adds to `out` the roles and principals of `to` it does not name yet, in their order.
+fn add_approvers(out: &mut Approvers, to: &Approvers) {
+    for role in &to.roles {
+        if !out.roles.contains(role) {
+            out.roles.push(role.clone());
+        }
+    }
+    for p in &to.principals {
+        if !out.principals.contains(p) {
+            out.principals.push(p.clone());
+        }
+    }
 }
 
 /// A park's id as the park it names stands now: the question `subject` of a thread parked at
