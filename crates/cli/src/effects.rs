@@ -155,6 +155,7 @@ async fn list(
             kind,
             name: None,
             after,
+            newest_first: false,
             limit: PAGE,
         };
         let page = store.timers(&query).await?;

@@ -226,6 +226,7 @@ impl ThreadState<'_> {
             kind: Some(TimerKind::Effect),
             name,
             after: None,
+            newest_first: false,
             limit: LIST_LIMIT,
         };
         let mut out: Vec<ScheduledEffect> = self

@@ -20,7 +20,7 @@ pub(crate) use timer_cols;
 
 /// The SQL text of a timer listing for `q`, made only of fixed fragments (every value is a
 /// bind: `$1` thread, `$2` status, `$3` kind, `$4` name, `$5`/`$6` the cursor's due time and
-/// id, `$7` the limit). An absent filter's fragment still names its parameter (`$n IS NULL`, a
+/// id, `$7` the limit; `newest_first` turns the cursor and the order around). An absent filter's fragment still names its parameter (`$n IS NULL`, a
 /// constant the planner folds), so every listing binds the same seven; a present one is a plain
 /// comparison the planner can seek an index with (see `reads_sql::list_sql`).
 pub(crate) fn list_sql(q: &TimerQuery<'_>) -> String {
@@ -41,11 +41,16 @@ pub(crate) fn list_sql(q: &TimerQuery<'_>) -> String {
         Some(_) => " AND name = $4",
         None => " AND $4 IS NULL",
     });
-    sql.push_str(match q.after {
-        Some(_) => " AND (due_at, id) > ($5, $6)",
-        None => " AND $5 IS NULL AND $6 IS NULL",
+    sql.push_str(match (q.after, q.newest_first) {
+        (Some(_), false) => " AND (due_at, id) > ($5, $6)",
+        (Some(_), true) => " AND (due_at, id) < ($5, $6)",
+        (None, _) => " AND $5 IS NULL AND $6 IS NULL",
     });
-    sql.push_str(" ORDER BY due_at, id LIMIT $7");
+    sql.push_str(if q.newest_first {
+        " ORDER BY due_at DESC, id DESC LIMIT $7"
+    } else {
+        " ORDER BY due_at, id LIMIT $7"
+    });
     sql
 }
 
@@ -343,6 +348,7 @@ mod tests {
             kind: Some(TimerKind::Effect),
             name: Some("x'; DROP TABLE timers"),
             after: Some((5, id)),
+            newest_first: true,
             limit: 10,
         };
         for q in [TimerQuery::default(), all] {

@@ -184,8 +184,10 @@ pub struct TimerQuery<'a> {
     pub kind: Option<TimerKind>,
     /// Only those with this name.
     pub name: Option<&'a str>,
-    /// Only those after this one in `(due_at, id)` order (the last of the previous page).
+    /// Only those after this one in the listing's order (the last of the previous page).
     pub after: Option<(i64, Uuid)>,
+    /// List the latest due first (`(due_at, id)` descending) instead of the earliest.
+    pub newest_first: bool,
     /// At most this many.
     pub limit: usize,
 }
@@ -227,7 +229,7 @@ pub enum TimerWake {
 /// claims, finishes and cancels them.
 #[async_trait]
 pub trait TimerStore: Send + Sync {
-    /// Timers under `query`, in `(due_at, id)` order.
+    /// Timers under `query`, in `(due_at, id)` order (descending with `newest_first`).
     async fn timers(&self, query: &TimerQuery<'_>) -> Result<Vec<Timer>, StoreError>;
     /// One timer.
     async fn timer(&self, id: Uuid) -> Result<Option<Timer>, StoreError>;

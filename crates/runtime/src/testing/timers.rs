@@ -123,10 +123,22 @@ impl TimerStore for MemoryStore {
             .filter(|t| q.status.is_none_or(|s| t.status == s))
             .filter(|t| q.kind.is_none_or(|k| t.kind == k))
             .filter(|t| q.name.is_none_or(|n| t.name == n))
-            .filter(|t| q.after.is_none_or(|after| (t.due_at, t.id) > after))
+            .filter(|t| {
+                q.after.is_none_or(|after| {
+                    let at = (t.due_at, t.id);
+                    if q.newest_first {
+                        at < after
+                    } else {
+                        at > after
+                    }
+                })
+            })
             .cloned()
             .collect();
         out.sort_by_key(|t| (t.due_at, t.id));
+        if q.newest_first {
+            out.reverse();
+        }
         out.truncate(q.limit);
         Ok(out)
     }

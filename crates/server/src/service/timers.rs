@@ -9,11 +9,8 @@ use uuid::Uuid;
 use super::ServiceError;
 use crate::state::AppState;
 
-/// How many timers one read of the store takes while a listing is gathered.
-const READ_PAGE: usize = 500;
-
-/// The timers of `t` of `kind` (with `status`, when given), the latest due first. A thread's
-/// timers are read whole (the store lists them in due order only) and the first `limit` kept.
+/// The timers of `t` of `kind` (with `status`, when given), the latest due first: one index
+/// read of `limit` rows, however many finished timers the thread has kept.
 pub(crate) async fn list(
     state: &AppState,
     t: &Thread,
@@ -21,29 +18,16 @@ pub(crate) async fn list(
     status: Option<TimerStatus>,
     limit: usize,
 ) -> Result<Vec<Timer>, ServiceError> {
-    let store = state.runtime().store();
-    let mut all = Vec::new();
-    let mut after = None;
-    loop {
-        let query = TimerQuery {
-            thread: Some(t.id),
-            status,
-            kind: Some(kind),
-            name: None,
-            after,
-            limit: READ_PAGE,
-        };
-        let page = store.timers(&query).await?;
-        let full = page.len() == READ_PAGE;
-        after = page.last().map(|x| (x.due_at, x.id));
-        all.extend(page);
-        if !full {
-            break;
-        }
-    }
-    all.reverse();
-    all.truncate(limit);
-    Ok(all)
+    let query = TimerQuery {
+        thread: Some(t.id),
+        status,
+        kind: Some(kind),
+        name: None,
+        after: None,
+        newest_first: true,
+        limit,
+    };
+    Ok(state.runtime().store().timers(&query).await?)
 }
 
 /// What cancelling a thread's timer came to.

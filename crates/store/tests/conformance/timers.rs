@@ -488,6 +488,24 @@ async fn timers_are_listed_by_filter_a_page_at_a_time() {
         })
         .await;
         assert_eq!(ids(&filtered_page), ids(&of_a[3..5]), "{name}");
+
+        // Latest due first, in pages of three: the same timers in the reverse order.
+        let mut paged = Vec::new();
+        let mut after = None;
+        loop {
+            let page = list(TimerQuery {
+                after,
+                newest_first: true,
+                ..all(3)
+            })
+            .await;
+            let Some(last) = page.last() else { break };
+            after = Some((last.due_at, last.id));
+            paged.extend(page);
+        }
+        let mut reversed = every.clone();
+        reversed.reverse();
+        assert_eq!(paged, reversed, "{name}: newest first");
     })
     .await;
 }
