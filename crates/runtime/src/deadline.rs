@@ -111,6 +111,23 @@ pub struct Args {
     pub default: Option<DeadlineDefault>,
 }
 
+/// `deadline` as it can act on a pending call that offers `decisions`: a default decision the
+/// call does not offer (a policy hook narrowed the tool's decisions) is dropped, so the call
+/// waits for a person instead of for a default the store would refuse (a `failed` timer, a
+/// promise shown and never kept); a deadline left with nothing to do is none.
+pub fn fit_to(mut deadline: Deadline, decisions: &[duet_spec::Decision]) -> Option<Deadline> {
+    if let Some(DeadlineDefault::Decide { decision, .. }) = &deadline.default
+        && !decisions.contains(decision)
+    {
+        tracing::warn!(
+            decision = decision.as_str(),
+            "a deadline's default decision is not offered for this call; the call waits for a person"
+        );
+        deadline.default = None;
+    }
+    deadline.acts().then_some(deadline)
+}
+
 /// The timers `deadline` schedules for `subject`, asked at `asked_at` (ms).
 pub fn timers(deadline: &Deadline, subject: Subject, asked_at: i64) -> Vec<NewTimer> {
     let at = |ms: u64| asked_at.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
@@ -479,6 +496,27 @@ pub fn park_subject(t: &Thread, park: Park) -> Option<Subject> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_default_decision_the_call_does_not_offer_is_dropped() {
+        use duet_spec::Decision;
+        let reject = DeadlineDefault::Decide {
+            decision: Decision::Reject,
+            reason: Some("late".into()),
+        };
+        let with = |remind: Vec<u64>| Deadline {
+            after: Some(60_000),
+            default: Some(reject.clone()),
+            remind,
+            escalate: None,
+        };
+        let offered = [Decision::Approve, Decision::Reject];
+        assert_eq!(fit_to(with(vec![]), &offered), Some(with(vec![])));
+        let narrowed = [Decision::Approve, Decision::Edit];
+        assert_eq!(fit_to(with(vec![]), &narrowed), None, "nothing left to do");
+        let kept = fit_to(with(vec![30_000]), &narrowed).expect("the reminder stays");
+        assert_eq!((kept.default, kept.remind), (None, vec![30_000]));
+    }
 
     #[test]
     fn subjects_read_back() {

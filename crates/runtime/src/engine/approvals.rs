@@ -560,7 +560,9 @@ pub(super) fn gate(
                 .filter(|d| !d.is_empty())
                 .or_else(|| approval.map(|a| a.decisions.clone()))
                 .unwrap_or_else(|| ASKED_BY_POLICY.to_vec());
-            let deadline = deadline.or_else(tool_deadline);
+            let deadline = deadline
+                .or_else(tool_deadline)
+                .and_then(|d| crate::deadline::fit_to(d, &decisions));
             Gate::Wait(Box::new(asked(decisions, Some(hook), deadline)))
         }
         Some((_, Policy::Allow)) if applies && !approval.is_some_and(|a| a.waivable) => {
