@@ -107,25 +107,63 @@ async fn items(server: &Server, token: &str) -> Vec<Value> {
     page["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// A server on a clock the test moves, keys for alice (the owner), carol (role `managers`) and
+/// bob (role `refunds`), and alice's thread `key` of `agent` started with `text`, settled as
+/// `status`.
+struct Asked {
+    p: support::Scratch,
+    clock: Arc<ManualClock>,
+    server: Server,
+    alice: String,
+    carol: String,
+    bob: String,
+}
+
+async fn asked(
+    backend: &support::Backend,
+    agent: &str,
+    key: &str,
+    text: &str,
+    status: &str,
+) -> Asked {
+    let at = backend.name();
+    let p = project();
+    let clock = Arc::new(ManualClock::new(wall_now()));
+    let server = Server::start_clocked(backend, p.root(), clock.clone()).await;
+    let alice = server.key("alice", false).await;
+    let carol = role_key(&server, p.root(), "carol", "managers");
+    let bob = role_key(&server, p.root(), "bob", "refunds");
+    let (code, body) = server
+        .post(
+            "/threads?wait=true",
+            &alice,
+            json!({"agent": agent, "key": key, "text": text}),
+        )
+        .await;
+    assert_eq!(code, 200, "{at}: {body}");
+    assert_eq!(body["status"], status, "{at}: {body}");
+    Asked {
+        p,
+        clock,
+        server,
+        alice,
+        carol,
+        bob,
+    }
+}
+
 #[tokio::test]
 async fn an_escalated_role_answers_a_question_once_it_escalated_and_not_before() {
     for backend in support::backends().await {
         let at = backend.name();
-        let p = project();
-        let clock = Arc::new(ManualClock::new(wall_now()));
-        let server = Server::start_clocked(&backend, p.root(), clock.clone()).await;
-        let alice = server.key("alice", false).await;
-        let carol = role_key(&server, p.root(), "carol", "managers");
-        let bob = role_key(&server, p.root(), "bob", "refunds");
-        let (status, body) = server
-            .post(
-                "/threads?wait=true",
-                &alice,
-                json!({"agent": "gate", "key": "q1", "text": "ship it?"}),
-            )
-            .await;
-        assert_eq!(status, 200, "{at}: {body}");
-        assert_eq!(body["status"], "awaiting_human", "{at}: {body}");
+        let Asked {
+            p: _project,
+            clock,
+            server,
+            alice,
+            carol,
+            bob,
+        } = asked(&backend, "gate", "q1", "ship it?", "awaiting_human").await;
         let asked = items(&server, &alice).await;
         assert_eq!(asked.len(), 1, "{at}: {asked:?}");
         let id = asked[0]["id"].as_str().expect("id").to_owned();
@@ -244,21 +282,14 @@ async fn an_escalated_role_answers_a_question_once_it_escalated_and_not_before()
 async fn an_escalated_role_decides_a_pending_call_once_it_escalated_and_not_before() {
     for backend in support::backends().await {
         let at = backend.name();
-        let p = project();
-        let clock = Arc::new(ManualClock::new(wall_now()));
-        let server = Server::start_clocked(&backend, p.root(), clock.clone()).await;
-        let alice = server.key("alice", false).await;
-        let carol = role_key(&server, p.root(), "carol", "managers");
-        let bob = role_key(&server, p.root(), "bob", "refunds");
-        let (status, body) = server
-            .post(
-                "/threads?wait=true",
-                &alice,
-                json!({"agent": "desk", "key": "c1", "text": "go"}),
-            )
-            .await;
-        assert_eq!(status, 200, "{at}: {body}");
-        assert_eq!(body["status"], "waiting", "{at}: {body}");
+        let Asked {
+            p: _project,
+            clock,
+            server,
+            alice: _,
+            carol,
+            bob,
+        } = asked(&backend, "desk", "c1", "go", "waiting").await;
         let listed = items(&server, &bob).await;
         assert_eq!(listed.len(), 1, "{at}: {listed:?}");
         let id = listed[0]["id"].as_str().expect("id").to_owned();
@@ -436,6 +467,15 @@ async fn a_questions_deadline_is_shown_everywhere_and_a_moved_park_is_still_answ
             moved.contains("id=\"answer\"") && moved.contains("1 of 1 reminder sent"),
             "{at}: {moved}"
         );
+        // Subscribed before answering, so the run that takes the answer is heard; the park it
+        // leaves read before it can.
+        let mut feed = server.store.changes();
+        let waiting_at = server
+            .store
+            .thread(&stored)
+            .await
+            .expect("read")
+            .and_then(|t| t.park());
         let resp = crate::inbox::plain()
             .post(format!("{}/inbox/items/{id}", server.base))
             .header("cookie", &cookie)
@@ -466,6 +506,19 @@ async fn a_questions_deadline_is_shown_everywhere_and_a_moved_park_is_still_answ
             .expect("answered");
         assert_eq!(answered.len(), 1, "{at}: {answered:?}");
         assert_eq!(answered[0].answer.content, "yes, ship", "{at}");
+        // Accepted is not yet taken: wait for the run that drains the answer to leave the park.
+        let drained = async {
+            loop {
+                let now = server.store.thread(&stored).await.expect("read");
+                if now.is_some_and(|t| t.park() != waiting_at) {
+                    return;
+                }
+                feed.next().await.expect("the feed goes on");
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), drained)
+            .await
+            .expect("the answer is drained");
         // The old id's page names the answer.
         let (_, after) = page(&server, &cookie, &format!("/inbox/items/{id}")).await;
         assert!(after.contains("Answered by"), "{at}: {after}");

@@ -3,7 +3,7 @@
 //! its holder only (retried, failed, deferred), counted, and announced to subscribers (on
 //! Postgres, across processes); with ten thousand pending, still the earliest.
 
-use super::timers::{all, effect, get, ids, leased, schedule};
+use super::timers::{all, claim, effect, get, ids, leased, schedule};
 use super::*;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -29,7 +29,7 @@ async fn claim_due_takes_the_earliest_due_first_up_to_its_limit() {
         let claimer = Uuid::now_v7();
         let mut ties: Vec<Uuid> = tied.iter().map(|t| t.id).collect();
         ties.sort();
-        let first = store.claim_due(claimer, 1_040, 40, 3).await.expect("claim");
+        let first = claim(&store, claimer, 1_040, 40, 3).await;
         assert_eq!(
             ids(&first),
             [timers[1].id, ties[0], ties[1]],
@@ -45,34 +45,20 @@ async fn claim_due_takes_the_earliest_due_first_up_to_its_limit() {
             assert_eq!(&get(&store, c.id).await, c, "{name}: as stored");
         }
         assert_eq!(
-            ids(&store
-                .claim_due(claimer, 1_040, 40, 10)
-                .await
-                .expect("claim")),
+            ids(&claim(&store, claimer, 1_040, 40, 10).await),
             [timers[0].id],
             "{name}: not the one due later"
         );
         assert!(
-            store
-                .claim_due(claimer, 1_040, 40, 10)
-                .await
-                .expect("claim")
-                .is_empty(),
+            claim(&store, claimer, 1_040, 40, 10).await.is_empty(),
             "{name}"
         );
         assert!(
-            store
-                .claim_due(claimer, 1_040, 40, 0)
-                .await
-                .expect("claim")
-                .is_empty(),
+            claim(&store, claimer, 1_040, 40, 0).await.is_empty(),
             "{name}"
         );
         assert_eq!(
-            ids(&store
-                .claim_due(claimer, 1_050, 50, 10)
-                .await
-                .expect("claim")),
+            ids(&claim(&store, claimer, 1_050, 50, 10).await),
             [timers[4].id],
             "{name}: due at 50 is due at 50"
         );
@@ -87,25 +73,14 @@ async fn a_claim_that_runs_out_is_taken_over_and_only_the_holder_finishes() {
         let timer = effect("slow", 10);
         schedule(&store, &mut t, owner, std::slice::from_ref(&timer)).await;
         let (dead, alive) = (Uuid::now_v7(), Uuid::now_v7());
-        assert_eq!(
-            store
-                .claim_due(dead, 100, 50, 10)
-                .await
-                .expect("claim")
-                .len(),
-            1
-        );
+        assert_eq!(claim(&store, dead, 100, 50, 10).await.len(), 1);
         for now in [60, 100] {
             assert!(
-                store
-                    .claim_due(alive, now + 100, now, 10)
-                    .await
-                    .expect("claim")
-                    .is_empty(),
+                claim(&store, alive, now + 100, now, 10).await.is_empty(),
                 "{name}: held until 100"
             );
         }
-        let taken = store.claim_due(alive, 201, 101, 10).await.expect("claim");
+        let taken = claim(&store, alive, 201, 101, 10).await;
         assert_eq!(ids(&taken), [timer.id], "{name}");
         assert_eq!(
             (taken[0].attempts, taken[0].claimed_by),
@@ -181,14 +156,7 @@ async fn retries_come_back_pending_until_the_last_attempt_fails_and_a_deferral_c
         )
         .await;
         let run = Uuid::now_v7();
-        assert_eq!(
-            store
-                .claim_due(run, 1_000, 20, 10)
-                .await
-                .expect("claim")
-                .len(),
-            3
-        );
+        assert_eq!(claim(&store, run, 1_000, 20, 10).await.len(), 3);
         let retry = |at, error: &str| TimerOutcome::Retry {
             at,
             error: error.into(),
@@ -245,7 +213,7 @@ async fn retries_come_back_pending_until_the_last_attempt_fails_and_a_deferral_c
             "{name}"
         );
 
-        let again = store.claim_due(run, 2_000, 600, 10).await.expect("claim");
+        let again = claim(&store, run, 2_000, 600, 10).await;
         assert_eq!(ids(&again), [busy.id, flaky.id], "{name}");
         assert!(
             store
@@ -315,14 +283,7 @@ async fn counts_and_the_next_due_time_follow_the_table() {
         );
         // Claimed: the claim's end is when it needs a process again.
         let run = Uuid::now_v7();
-        assert_eq!(
-            store
-                .claim_due(run, 150, 100, 1)
-                .await
-                .expect("claim")
-                .len(),
-            1
-        );
+        assert_eq!(claim(&store, run, 150, 100, 1).await.len(), 1);
         assert_eq!(store.next_due().await.expect("next"), Some(150), "{name}");
         assert!(
             store
@@ -341,14 +302,7 @@ async fn counts_and_the_next_due_time_follow_the_table() {
             CancelOutcome::Cancelled(_)
         ));
         assert_eq!(store.next_due().await.expect("next"), Some(300), "{name}");
-        assert_eq!(
-            store
-                .claim_due(run, 5_000, 300, 1)
-                .await
-                .expect("claim")
-                .len(),
-            1
-        );
+        assert_eq!(claim(&store, run, 5_000, 300, 1).await.len(), 1);
         assert_eq!(
             store.next_due().await.expect("next"),
             Some(400),
@@ -401,14 +355,7 @@ async fn timers_written_or_put_back_wake_subscribers_in_other_processes_too() {
         schedule(&store, &mut t, owner, &[late, early.clone()]).await;
         hear_due(&mut wakes, 3_000, name).await;
         let run = Uuid::now_v7();
-        assert_eq!(
-            store
-                .claim_due(run, 9_000, 3_000, 1)
-                .await
-                .expect("claim")
-                .len(),
-            1
-        );
+        assert_eq!(claim(&store, run, 9_000, 3_000, 1).await.len(), 1);
         let retry = TimerOutcome::Retry {
             at: 4_000,
             error: "again".into(),
@@ -420,14 +367,7 @@ async fn timers_written_or_put_back_wake_subscribers_in_other_processes_too() {
                 .expect("finish")
         );
         hear_due(&mut wakes, 4_000, name).await;
-        assert_eq!(
-            store
-                .claim_due(run, 9_000, 4_000, 1)
-                .await
-                .expect("claim")
-                .len(),
-            1
-        );
+        assert_eq!(claim(&store, run, 9_000, 4_000, 1).await.len(), 1);
         assert!(
             store
                 .finish_timer(early.id, run, TimerOutcome::Defer { at: 5_000 }, 4_100)
@@ -456,7 +396,7 @@ async fn concurrent_claimers_claim_every_due_timer_exactly_once() {
                     let me = Uuid::now_v7();
                     let mut mine = Vec::new();
                     loop {
-                        let got = store.claim_due(me, 60_000, 1_000, 16).await.expect("claim");
+                        let got = claim(&store, me, 60_000, 1_000, 16).await;
                         if got.is_empty() {
                             return mine;
                         }
@@ -502,10 +442,7 @@ async fn with_ten_thousand_pending_the_next_due_and_the_first_claimed_are_the_ea
         assert_eq!(store.next_due().await.expect("next"), Some(1_000), "{name}");
         let counts = store.timer_counts(1_499).await.expect("counts");
         assert_eq!((counts.due, counts.pending), (500, 9_500), "{name}");
-        let claimed = store
-            .claim_due(Uuid::now_v7(), 90_000, 5_000, 5)
-            .await
-            .expect("claim");
+        let claimed = claim(&store, Uuid::now_v7(), 90_000, 5_000, 5).await;
         assert_eq!(
             claimed.iter().map(|t| t.due_at).collect::<Vec<_>>(),
             [1_000, 1_001, 1_002, 1_003, 1_004],

@@ -67,6 +67,20 @@ pub(crate) async fn schedule(
         .expect("scheduled");
 }
 
+/// `claim_due(owner, until, now, limit)`, which must not fail.
+pub(crate) async fn claim(
+    store: &Arc<dyn Store>,
+    owner: Uuid,
+    until: i64,
+    now: i64,
+    limit: usize,
+) -> Vec<Timer> {
+    store
+        .claim_due(owner, until, now, limit)
+        .await
+        .expect("claim")
+}
+
 pub(crate) async fn get(store: &Arc<dyn Store>, id: Uuid) -> Timer {
     store.timer(id).await.expect("read").expect("the timer")
 }
@@ -243,10 +257,7 @@ async fn a_commit_cancels_only_its_own_threads_pending_timers() {
         .await;
         schedule(&store, &mut b, owner_b, &[b1.clone(), b2.clone()]).await;
         let claimer = Uuid::now_v7();
-        let running = store
-            .claim_due(claimer, 99_000, 60, 10)
-            .await
-            .expect("claim");
+        let running = claim(&store, claimer, 99_000, 60, 10).await;
         assert_eq!(ids(&running), [a_running.id], "{name}");
 
         // By subject and by id; the other thread's ids and subjects are out of its reach, and
@@ -284,11 +295,7 @@ async fn a_commit_cancels_only_its_own_threads_pending_timers() {
         }
         // A cancelled timer is no longer due, nor counted.
         assert_eq!(
-            store
-                .claim_due(claimer, 9_000, 5_000, 10)
-                .await
-                .expect("claim")
-                .len(),
+            claim(&store, claimer, 9_000, 5_000, 10).await.len(),
             3,
             "{name}: b's two and the fresh one"
         );
@@ -302,10 +309,7 @@ async fn cancel_timer_cancels_a_pending_timer_and_says_what_else_it_found() {
         let (mut t, owner) = leased(&store, "k").await;
         let (pending, running) = (effect("later", 9_000), effect("now", 10));
         schedule(&store, &mut t, owner, &[pending.clone(), running.clone()]).await;
-        store
-            .claim_due(Uuid::now_v7(), 1_000, 20, 10)
-            .await
-            .expect("claim");
+        claim(&store, Uuid::now_v7(), 1_000, 20, 10).await;
         match store.cancel_timer(pending.id, 500).await.expect("cancel") {
             CancelOutcome::Cancelled(c) => {
                 assert_eq!(
@@ -351,14 +355,7 @@ async fn a_commit_completes_its_threads_running_timers_it_names() {
         schedule(&store, &mut a, owner_a, &[mine.clone(), waiting.clone()]).await;
         schedule(&store, &mut b, owner_b, std::slice::from_ref(&theirs)).await;
         let run = Uuid::now_v7();
-        assert_eq!(
-            store
-                .claim_due(run, 1_000, 20, 10)
-                .await
-                .expect("claim")
-                .len(),
-            2
-        );
+        assert_eq!(claim(&store, run, 1_000, 20, 10).await.len(), 2);
         let commit = Commit {
             timers_done: vec![mine.id, waiting.id, theirs.id],
             ..Commit::default()
@@ -536,10 +533,7 @@ async fn terminating_a_thread_cancels_its_pending_timers_only() {
         )
         .await;
         // One is being fired when the thread is terminated.
-        let claimed = store
-            .claim_due(Uuid::now_v7(), 1_000, 20, 10)
-            .await
-            .expect("claim");
+        let claimed = claim(&store, Uuid::now_v7(), 1_000, 20, 10).await;
         assert_eq!(ids(&claimed), [running.id], "{name}");
         store.terminate(t.id, 400).await.expect("terminate");
         for id in [later.id, question.id] {
