@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::Runtime;
 use super::fire::Fired;
+use super::handler_turn::{checked_messages, commit_writes};
 use super::lease::LeaseGuard;
 use super::write::{Around, Write};
 use crate::effect::Effect;
@@ -20,7 +21,7 @@ use crate::error::RunError;
 use crate::handler::{ThreadState, Writes};
 use crate::record::{Record, RecordBody};
 use crate::store::{Commit, CommitOutcome, RunStart, Timer, TimerOutcome};
-use crate::types::{Message, Role, SideId, Thread, ThreadStatus};
+use crate::types::{SideId, Thread, ThreadStatus};
 
 /// How long an effect whose thread is busy waits before it is tried again (not an attempt).
 pub(crate) const BUSY_DEFER_MS: i64 = 1_000;
@@ -184,44 +185,19 @@ impl Runtime {
         }
         // Each message it wrote passes `before_create_message`; a hook that fails fails the
         // attempt, as it rejects a handler's delivery.
-        let mut written = Vec::with_capacity(writes.injected.len());
-        for (role, content, silent) in writes.injected {
-            let writer = match role {
-                Role::Assistant => Some(SideId::A),
-                Role::User => Some(SideId::B),
-                _ => None,
-            };
-            let mut msg = Message::text(0, t.session, role, writer, content, now);
-            msg.silent = silent;
-            match hooks.before_create_message_strict(&t, msg).await {
-                Ok(m) => written.push(m),
-                Err(e) => {
-                    let error = e.0;
-                    let outcome = self.settle_failed(&mut t, timer, &error).await?;
-                    return Ok((Attempt::Failed(error), outcome));
-                }
+        let written = match checked_messages(&hooks, &t, &writes.injected, now).await {
+            Ok(written) => written,
+            Err(e) => {
+                let outcome = self.settle_failed(&mut t, timer, &e.0).await?;
+                return Ok((Attempt::Failed(e.0), outcome));
             }
-        }
+        };
         let mut commit = Commit {
-            enqueue: writes.queued,
-            values: writes.values,
-            timers: writes.timers,
-            cancel_timers: writes.cancel,
             timers_done: vec![timer.id],
             settle: true,
             ..Commit::default()
         };
-        for mut msg in written {
-            msg.seq = t.take_seq();
-            commit.messages.push(msg);
-        }
-        if let Some(text) = writes.status {
-            t.status_text = Some(text.clone());
-            let seq = t.take_seq();
-            commit
-                .records
-                .push(Record::new(seq, RecordBody::Status { text }, now));
-        }
+        commit_writes(&mut t, &mut commit, written, writes, now);
         let ran = RecordBody::EffectRan {
             id: timer.id,
             name: timer.name.clone(),

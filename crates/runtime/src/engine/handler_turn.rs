@@ -94,24 +94,12 @@ impl Runtime {
             let now = self.now();
             // Each message the handler wrote passes `before_create_message`; a hook that fails
             // rejects the delivery like a handler error.
-            let mut written = Vec::with_capacity(writes.injected.len());
+            let mut written = Vec::new();
             let mut result = result;
             if result.is_ok() {
-                for (role, content, silent) in &writes.injected {
-                    let writer = match role {
-                        Role::Assistant => Some(SideId::A),
-                        Role::User => Some(SideId::B),
-                        _ => None,
-                    };
-                    let mut msg = Message::text(0, t.session, *role, writer, content.clone(), now);
-                    msg.silent = *silent;
-                    match hooks.before_create_message_strict(t, msg).await {
-                        Ok(m) => written.push(m),
-                        Err(e) => {
-                            result = Err(HandlerError::new(e.0));
-                            break;
-                        }
-                    }
+                match checked_messages(&hooks, t, &writes.injected, now).await {
+                    Ok(checked) => written = checked,
+                    Err(e) => result = Err(e),
                 }
             }
             // The watermark moves before the effects apply: delivery is at most once.
@@ -119,22 +107,8 @@ impl Runtime {
             let mut commit = Commit::default();
             match result {
                 Ok(()) => {
-                    for mut msg in written {
-                        msg.seq = t.take_seq();
-                        commit.messages.push(msg);
-                    }
-                    commit.enqueue = writes.queued;
-                    commit.values = writes.values;
-                    commit.timers = writes.timers;
-                    commit.cancel_timers = writes.cancel;
-                    if let Some(text) = writes.status {
-                        t.status_text = Some(text.clone());
-                        let seq = t.take_seq();
-                        commit
-                            .records
-                            .push(Record::new(seq, RecordBody::Status { text }, now));
-                    }
-                    stop_result = writes.stop;
+                    stop_result = writes.stop.clone();
+                    commit_writes(t, &mut commit, written, writes, now);
                 }
                 Err(e) => {
                     let seq = t.take_seq();
@@ -195,5 +169,59 @@ impl Runtime {
             },
             done => done,
         })
+    }
+}
+
+/// The messages code wrote (`ThreadState`'s `reply` and `inject_message`), each through the
+/// `before_create_message` hooks; a hook that fails fails them all (the delivery, or the
+/// effect's attempt), as the code's own error would.
+pub(super) async fn checked_messages(
+    hooks: &crate::hooks::ActiveHooks,
+    t: &Thread,
+    injected: &[(Role, String, bool)],
+    now: i64,
+) -> Result<Vec<Message>, HandlerError> {
+    let mut written = Vec::with_capacity(injected.len());
+    for (role, content, silent) in injected {
+        let writer = match role {
+            Role::Assistant => Some(SideId::A),
+            Role::User => Some(SideId::B),
+            _ => None,
+        };
+        let mut msg = Message::text(0, t.session, *role, writer, content.clone(), now);
+        msg.silent = *silent;
+        let msg = hooks
+            .before_create_message_strict(t, msg)
+            .await
+            .map_err(|e| HandlerError::new(e.0))?;
+        written.push(msg);
+    }
+    Ok(written)
+}
+
+/// Adds to `commit` what code wrote through a `ThreadState` (its checked messages at `t`'s next
+/// seqs, queued messages, values, timers scheduled and cancelled, a status as its record); its
+/// `stop` is the caller's to act on.
+pub(super) fn commit_writes(
+    t: &mut Thread,
+    commit: &mut Commit,
+    written: Vec<Message>,
+    writes: Writes,
+    now: i64,
+) {
+    for mut msg in written {
+        msg.seq = t.take_seq();
+        commit.messages.push(msg);
+    }
+    commit.enqueue.extend(writes.queued);
+    commit.values.extend(writes.values);
+    commit.timers.extend(writes.timers);
+    commit.cancel_timers.extend(writes.cancel);
+    if let Some(text) = writes.status {
+        t.status_text = Some(text.clone());
+        let seq = t.take_seq();
+        commit
+            .records
+            .push(Record::new(seq, RecordBody::Status { text }, now));
     }
 }
