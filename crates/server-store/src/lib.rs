@@ -13,12 +13,17 @@
 
 mod health;
 mod keys;
+mod notify;
 mod push;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
 pub use health::HealthStore;
 pub use keys::{ApiKey, KeyStore};
+pub use notify::{
+    Delivery, DeliveryQuery, DeliveryStatus, Link, LinkUse, NewDelivery, Notice, NotifyStore,
+    Subscription,
+};
 pub use push::{PushConfig, PushDelivery, PushStore};
 
 /// Every table the server owns: what `duet serve` holds as `Arc<dyn ServerStore>`.

@@ -14,6 +14,7 @@ mod conn;
 mod inbox;
 mod input;
 pub mod metrics;
+mod notify;
 mod problem;
 mod router;
 mod routes;

@@ -38,6 +38,7 @@ mod loading;
 mod mcp;
 mod model;
 mod node;
+mod notification;
 mod project;
 mod prompt;
 mod provider;
@@ -70,6 +71,7 @@ pub use issue::{Code, Issue, Severity, codes_markdown};
 pub use mcp::{MAX_TOOL_NAME, McpServerDef, McpTransport, exposed_tool_name, split_reference};
 pub use model::{Capabilities, ModelDef, PROVIDERS};
 pub use node::Span;
+pub use notification::{NotificationChannel, NotificationDef};
 pub use project::{
     Defined, Kind, Listing, Loaded, MAX_FILE_BYTES, Project, SkipReason, Skipped, Source,
     SourceFile, Syntax,

@@ -264,6 +264,8 @@ pub struct Project {
     pub remotes: BTreeMap<String, Defined<RemoteAgentDef>>,
     /// `agents/effects/`, by file name.
     pub effects: BTreeMap<String, Defined<EffectDef>>,
+    /// `agents/notifications/`, by file name (issue #31).
+    pub notifications: BTreeMap<String, Defined<crate::NotificationDef>>,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
     /// What could be read of agents whose files leave them incomplete, so their references
