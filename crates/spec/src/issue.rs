@@ -140,7 +140,7 @@ codes! {
     UnknownHook = "unknown_hook", Error, "references",
         "An agent's or prompt's `hooks` names a hook id that is not defined.";
     UnknownAgent = "unknown_agent", Error, "references",
-        "A subagent relationship names an agent that is not defined.";
+        "A subagent relationship (or a notification's `agents`) names an agent that is not defined.";
     RelationshipTargetNotExposed = "relationship_target_not_exposed", Error, "references",
         "A subagent relationship targets an agent without `exposeAsTool: true`.";
     BindingToolNotInPrompt = "binding_tool_not_in_prompt", Error, "references",
@@ -229,6 +229,14 @@ codes! {
         "An `effect:` tool's `args` declare `delayMs` as other than an integer, or `at` as other than a string: calls giving them would be refused.";
     EffectToolUntimed = "effect_tool_untimed", Warning, "tools",
         "An `effect:` tool's `args` declare neither `delayMs` (milliseconds from the call) nor `at` (an RFC 3339 time): the model cannot say when, so every call runs the effect at once.";
+    NotificationChannel = "notification_channel", Error, "notifications",
+        "A notification (`agents/notifications/`, a duet extension) has no channel, or more than one of `webhook`, `slack` and `email`.";
+    UnknownEvent = "unknown_event", Error, "notifications",
+        "A notification's `events` names an event duet does not emit (`question.parked`, `question.answered`, `question.expired`, `question.escalated`, `question.reminded`, `session.ended`, `thread.failed`); the nearest name is suggested.";
+    InvalidAddress = "invalid_address", Error, "notifications",
+        "A notification's `email.to` holds something that is not an email address (one `@` with something on each side, no whitespace or control characters).";
+    LinkTtl = "link_ttl", Error, "notifications",
+        "A notification's `linkTtl` is not a duration (`90s`, `48h`, `3d`, or whole milliseconds) over zero and at most 90 days.";
 }
 
 impl fmt::Display for Code {

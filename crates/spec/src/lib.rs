@@ -1,8 +1,9 @@
 //! Standard Agents 0.2.0 definitions for duet: types, loading and validation.
 //!
 //! A project keeps its definitions under `agents/` (`agents/agents/`, `agents/prompts/`,
-//! `agents/tools/`, `agents/hooks/`, `agents/handlers/`, `agents/effects/`, `agents/models/`, `agents/providers/`,
-//! and duet's `agents/mcp/`), each file YAML or a TS-like `export default defineAgent({...})`
+//! `agents/tools/`, `agents/hooks/`, `agents/handlers/`, `agents/effects/`, `agents/models/`,
+//! `agents/providers/`, and duet's `agents/mcp/`, `agents/remotes/` and
+//! `agents/notifications/`), each file YAML or a TS-like `export default defineAgent({...})`
 //! read statically. [`load`] reads a directory; [`Project::from_files`] does the same from files
 //! handed in, with no IO. Either returns every well-formed definition and every [`Issue`] at
 //! once; loading never panics, whatever the bytes.

@@ -5,6 +5,10 @@
 
 use serde::Serialize;
 
+mod decode;
+
+pub(crate) use decode::decode;
+
 /// One subscription of the project's.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -30,6 +34,18 @@ pub struct NotificationDef {
 impl NotificationDef {
     /// `linkTtl` when absent: 7 days.
     pub const DEFAULT_LINK_TTL_MS: u64 = 7 * 24 * 3_600_000;
+    /// The longest `linkTtl`: 90 days.
+    pub const MAX_LINK_TTL_MS: u64 = 90 * 24 * 3_600_000;
+    /// The events `events` may name (what the server's router emits).
+    pub const EVENTS: &'static [&'static str] = &[
+        "question.parked",
+        "question.answered",
+        "question.expired",
+        "question.escalated",
+        "question.reminded",
+        "session.ended",
+        "thread.failed",
+    ];
 }
 
 /// A notification's channel.
@@ -42,7 +58,8 @@ pub enum NotificationChannel {
         /// `url`: http(s).
         url: String,
         /// `secretEnv`: the environment variable holding the signing secret (`whsec_…` base64,
-        /// or any text); unset, deliveries are not signed.
+        /// or any text); absent, or the variable unset where the server runs, deliveries are
+        /// sent unsigned (loading never reads the environment, so it does not warn).
         secret_env: Option<String>,
     },
     /// `slack: { channel }`: a Block Kit message with decision buttons, through the server's

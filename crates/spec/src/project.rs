@@ -15,6 +15,7 @@ use crate::issue::{Code, Issue, Severity};
 use crate::mcp::{self, McpServerDef};
 use crate::model::{self, ModelDef};
 use crate::node::{Node, Span, Value};
+use crate::notification::{self, NotificationDef};
 use crate::prompt::{self, PromptDef};
 use crate::provider::{self, ProviderDef};
 use crate::remote::{self, RemoteAgentDef};
@@ -96,11 +97,13 @@ pub enum Kind {
     Remote,
     /// `agents/effects/`: [`EffectDef`]s.
     Effect,
+    /// `agents/notifications/`: [`NotificationDef`]s (a duet extension).
+    Notification,
 }
 
 impl Kind {
     /// Every kind, in this order.
-    pub(crate) const ALL: [Kind; 10] = [
+    pub(crate) const ALL: [Kind; 11] = [
         Kind::Agent,
         Kind::Prompt,
         Kind::Tool,
@@ -111,6 +114,7 @@ impl Kind {
         Kind::Mcp,
         Kind::Remote,
         Kind::Effect,
+        Kind::Notification,
     ];
 
     /// The folder under `agents/` that holds this kind.
@@ -126,6 +130,7 @@ impl Kind {
             Kind::Mcp => "mcp",
             Kind::Remote => "remotes",
             Kind::Effect => "effects",
+            Kind::Notification => "notifications",
         }
     }
 
@@ -142,6 +147,7 @@ impl Kind {
             Kind::Mcp => "defineMcpServer",
             Kind::Remote => "defineRemoteAgent",
             Kind::Effect => "defineEffect",
+            Kind::Notification => "defineNotification",
         }
     }
 
@@ -158,6 +164,7 @@ impl Kind {
             Kind::Mcp => "MCP server",
             Kind::Remote => "remote agent",
             Kind::Effect => "effect",
+            Kind::Notification => "notification",
         }
     }
 
@@ -265,7 +272,7 @@ pub struct Project {
     /// `agents/effects/`, by file name.
     pub effects: BTreeMap<String, Defined<EffectDef>>,
     /// `agents/notifications/`, by file name (issue #31).
-    pub notifications: BTreeMap<String, Defined<crate::NotificationDef>>,
+    pub notifications: BTreeMap<String, Defined<NotificationDef>>,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
     /// What could be read of agents whose files leave them incomplete, so their references
@@ -513,6 +520,19 @@ impl Project {
                     |p| &mut p.effects,
                 );
             }
+            Kind::Notification => {
+                let def = notification::decode(&mut ctx, root, stem);
+                source.written = std::mem::take(&mut ctx.written);
+                insert(
+                    self,
+                    &mut ctx,
+                    kind,
+                    Some(stem.to_owned()),
+                    def,
+                    source,
+                    |p| &mut p.notifications,
+                );
+            }
             Kind::Handler => {
                 let def = hook::decode_handler(&mut ctx, root, stem);
                 insert(
@@ -619,7 +639,7 @@ fn classify(path: &str) -> Class<'_> {
             Issue::new(Code::UnsupportedFile, message)
                 .at(path, "", None)
                 .hint(
-                    "definition folders: agents, prompts, tools, hooks, handlers, effects, models, providers, mcp, remotes",
+                    "definition folders: agents, prompts, tools, hooks, handlers, effects, models, providers, mcp, remotes, notifications",
                 ),
         );
     };

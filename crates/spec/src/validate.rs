@@ -119,6 +119,14 @@ pub(crate) fn check(project: &Project) -> Vec<Issue> {
             }
         }
     }
+    for d in project.notifications.values() {
+        for (i, a) in d.def.agents.iter().enumerate() {
+            if !project.declares(Kind::Agent, a) {
+                let path = d.source.item("agents", i);
+                out.unknown(&d.source, &path, Code::UnknownAgent, Kind::Agent, a);
+            }
+        }
+    }
     out.issues
 }
 

@@ -1,0 +1,2 @@
+const channel = 'C0OPS';
+export default defineNotification({ slack: { channel }, events: ['question.parkd'] });

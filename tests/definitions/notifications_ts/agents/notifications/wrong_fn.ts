@@ -1,0 +1,1 @@
+export default defineEffect({ description: 'not a notification', slack: { channel: 'C1' } });

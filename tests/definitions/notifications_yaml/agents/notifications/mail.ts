@@ -1,0 +1,1 @@
+export default defineNotification({ email: { to: ['ops@example.com'] } });
