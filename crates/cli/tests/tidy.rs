@@ -69,6 +69,7 @@ const OWNED: &[(&str, &[&str])] = &[
     ("hyper-util", &["server"]),
     ("reqwest", &["models", "tools", "a2a", "server"]),
     ("rmcp", &["tools"]),
+    ("lettre", &["server"]),
     ("opentelemetry", &["cli"]),
     ("opentelemetry_sdk", &["cli"]),
 ];

@@ -15,6 +15,8 @@ mod inbox;
 mod input;
 pub mod metrics;
 mod notify;
+#[doc(hidden)]
+pub mod notify_testing;
 mod problem;
 mod router;
 mod routes;

@@ -10,6 +10,8 @@
 // Wired in step by step (issue #31); the lead removes this once the router uses every item.
 #![allow(dead_code)]
 
+pub(crate) mod email;
+
 use serde::Serialize;
 
 /// What happened, as notifications name it.

@@ -5,13 +5,16 @@
 //! document and graceful shutdown; connections (timeouts, the cap); readiness (`ready.rs`); who a
 //! request is addressed to — the agent card's URLs, `--no-auth`'s hosts and origins
 //! (`addressed.rs`); changed definitions (`stale.rs`); the session control plane and the Agent
-//! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`).
+//! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`); the email channel against a
+//! real SMTP server (`email.rs`, `support/smtp.rs`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod browser;
 mod harness;
+#[path = "../support/smtp.rs"]
+mod smtp;
 
 mod a2a;
 mod a2a_decisions;
@@ -27,6 +30,7 @@ mod control;
 mod deadlines;
 mod doors;
 mod effects;
+mod email;
 mod fastagent_wire;
 mod hostile;
 mod inbox;
