@@ -1,6 +1,8 @@
 //! The duet server's own tables, as ports the server owns: API keys and the browser sign-ins
-//! that stand for them (`keys`), A2A push-notification configs with their outbox (`push`), and
-//! the heartbeat row readiness writes (`health`).
+//! that stand for them (`keys`), A2A push-notification configs (`push`), notifications — the
+//! notices the database copies from the journal, the one outbox every outbound notification
+//! goes through, one-time links, principals' subscriptions (`notify`) — and the heartbeat row
+//! readiness writes (`health`).
 //! The engine never reads them, so they are not part of the runtime's `Store`: `duet-store`
 //! implements [`ServerStore`] on SQLite and Postgres beside the engine's tables (same database,
 //! same migrations), and [`testing::MemoryServerStore`] (feature `test-util`) in memory. All
@@ -24,9 +26,9 @@ pub use notify::{
     Delivery, DeliveryQuery, DeliveryStatus, Link, LinkUse, NewDelivery, Notice, NotifyStore,
     Subscription,
 };
-pub use push::{PushConfig, PushDelivery, PushStore};
+pub use push::{PUSH_CHANNEL, PushConfig, PushMeta, PushStore, push_deliveries, push_stream};
 
 /// Every table the server owns: what `duet serve` holds as `Arc<dyn ServerStore>`.
-pub trait ServerStore: KeyStore + PushStore + HealthStore + 'static {}
+pub trait ServerStore: KeyStore + PushStore + NotifyStore + HealthStore + 'static {}
 
-impl<T: KeyStore + PushStore + HealthStore + 'static> ServerStore for T {}
+impl<T: KeyStore + PushStore + NotifyStore + HealthStore + 'static> ServerStore for T {}

@@ -28,9 +28,12 @@ pub struct Notice {
     pub id: i64,
     /// The thread.
     pub thread: ThreadId,
-    /// The journal seq of the fact; for an answer, the seq of the park it answers.
+    /// The journal seq of the fact; for an answer, the seq of the park it answers (the
+    /// thread's next seq while parked: its `stopped` record's seq + 1).
     pub seq: i64,
-    /// The session, where the fact has one (a journal row's, an answer's).
+    /// The session: an answer's; for a record (whose journal row has none), the session of the
+    /// thread's last message before it (as `QueueStore::decisions` reads it); `None` when there
+    /// is no such message.
     pub session: Option<i64>,
     /// What the fact is: the journal record's kind (`stopped`, `approval_requested`,
     /// `approval_decided`, `question_reminded`, `question_escalated`, `session_ended`), or
@@ -249,7 +252,9 @@ pub trait NotifyStore: Send + Sync {
     /// the outbox and stores `links` (a link's `delivery` is the index of its delivery in
     /// `deliveries`, turned into that row's id). Nothing is written, and `false` comes back,
     /// when it was routed already (another process got there first). A notice routed to no
-    /// delivery is deleted.
+    /// delivery is deleted. Deliveries are made at `now`; a link naming a delivery index out of
+    /// range, or a taken idempotency key or link id, is a [`StoreError::Conflict`] (nothing
+    /// written).
     async fn route_notice(
         &self,
         id: i64,
@@ -259,7 +264,8 @@ pub trait NotifyStore: Send + Sync {
     ) -> Result<bool, StoreError>;
 
     /// Puts `deliveries` in the outbox (what is not routed from a notice: A2A push, a retry of
-    /// a Slack message's update).
+    /// a Slack message's update), in one transaction, each made at its `due_at`; their ids, in
+    /// order. A taken idempotency key is a [`StoreError::Conflict`] (nothing written).
     async fn enqueue(&self, deliveries: &[NewDelivery]) -> Result<Vec<i64>, StoreError>;
 
     /// Up to `limit` deliveries due by `now`, oldest first, each claimed until `now + lease_ms`

@@ -1,11 +1,14 @@
 //! The server's tables in memory (feature `test-util`), with the SQL stores' semantics (the
 //! conformance suite checks all three): keys found by their hash, sign-ins that expire, push
-//! configs per task with their watermark, and an outbox claimed in id order.
+//! configs per task with their watermark, notices (put in by [`MemoryServerStore::push_notice`]:
+//! no journal here, so no triggers), and an outbox claimed in id order, one stream's oldest
+//! pending row at a time.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod keys;
+mod notify;
 mod push;
 
 /// The server's tables in memory. Clones of an `Arc<MemoryServerStore>` are the same database.
@@ -20,10 +23,20 @@ struct State {
     keys: Vec<(String, crate::ApiKey)>,
     /// Browser sign-ins: hash → (the key's hash, expires at).
     sign_ins: HashMap<String, (String, i64)>,
-    /// Push configs, and the outbox (id → notification, next due time, given up).
+    /// Push configs.
     push_configs: Vec<crate::PushConfig>,
-    push_outbox: BTreeMap<i64, (crate::PushDelivery, i64, bool)>,
-    push_ids: i64,
+    /// Notices by id, each with when it was routed; the last id given.
+    notices: BTreeMap<i64, (crate::Notice, Option<i64>)>,
+    notice_ids: i64,
+    /// The outbox by id; the last id given.
+    outbox: BTreeMap<i64, crate::Delivery>,
+    outbox_ids: i64,
+    /// Links by id.
+    links: BTreeMap<String, crate::Link>,
+    /// Stored subscriptions, oldest first.
+    subscriptions: Vec<crate::Subscription>,
+    /// Shared secrets by name.
+    secrets: HashMap<String, String>,
     /// The heartbeat row's `at`.
     heartbeat: Option<i64>,
 }

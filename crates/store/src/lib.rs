@@ -18,6 +18,7 @@ mod group;
 mod health_sql;
 mod keys_sql;
 mod leases_sql;
+mod notify_sql;
 mod postgres;
 mod push_sql;
 mod queue_sql;

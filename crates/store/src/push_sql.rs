@@ -1,10 +1,12 @@
 //! The push notifications' part of the shared store implementation (`PushStore` on the
-//! `push_configs` and `push_outbox` tables), stamped out inside `store_impl!`.
+//! `push_configs` table, its notifications in the generic `outbox`), stamped out inside
+//! `store_impl!`.
 
-/// `impl PushStore for $store` and the decoders of its rows (see `store_impl!`; `$begin`
-/// starts write transactions, `$skip_locked` ends the select a claim takes rows from).
+/// `impl PushStore for $store` and the decoder of its rows (see `store_impl!`; `$begin`
+/// starts write transactions). Its notifications go in the outbox through `notify_impl!`'s
+/// `outbox_insert`; the sender claims them through `NotifyStore`.
 macro_rules! push_impl {
-    ($store:ident, $db:ty, $begin:literal, $skip_locked:literal) => {
+    ($store:ident, $db:ty, $begin:literal) => {
         fn push_config_from_row(row: &<$db as sqlx::Database>::Row) -> Result<duet_server_store::PushConfig, StoreError> {
             let thread: String = row.try_get("thread").map_err(db_error)?;
             Ok(duet_server_store::PushConfig {
@@ -20,21 +22,6 @@ macro_rules! push_impl {
                 last_state: row.try_get("last_state").map_err(db_error)?,
                 created_at: row.try_get("created_at").map_err(db_error)?,
                 ended_at: row.try_get("ended_at").map_err(db_error)?,
-            })
-        }
-
-        fn push_delivery_from_row(row: &<$db as sqlx::Database>::Row) -> Result<duet_server_store::PushDelivery, StoreError> {
-            let thread: String = row.try_get("thread").map_err(db_error)?;
-            Ok(duet_server_store::PushDelivery {
-                id: row.try_get("id").map_err(db_error)?,
-                thread: thread.parse().map_err(|e| StoreError::Corrupt(format!("push thread `{thread}`: {e}")))?,
-                config: row.try_get("config").map_err(db_error)?,
-                url: row.try_get("url").map_err(db_error)?,
-                token: row.try_get("token").map_err(db_error)?,
-                auth_scheme: row.try_get("auth_scheme").map_err(db_error)?,
-                auth_credentials: row.try_get("auth_credentials").map_err(db_error)?,
-                body: row.try_get("body").map_err(db_error)?,
-                attempts: row.try_get("attempts").map_err(db_error)?,
             })
         }
 
@@ -103,10 +90,9 @@ macro_rules! push_impl {
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
-                // What it had not sent yet goes with it.
-                sqlx::query("DELETE FROM push_outbox WHERE thread = $1 AND config = $2")
-                    .bind(thread.to_string())
-                    .bind(id)
+                // What it had not sent yet goes with it (its stream's pending rows).
+                sqlx::query("DELETE FROM outbox WHERE stream = $1 AND status = 'pending'")
+                    .bind(duet_server_store::push_stream(thread, id))
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
@@ -143,71 +129,11 @@ macro_rules! push_impl {
                     tx.rollback().await.map_err(db_error)?;
                     return Ok(false);
                 }
-                for body in bodies {
-                    sqlx::query(
-                        "INSERT INTO push_outbox (thread, config, url, token, auth_scheme, auth_credentials, body, attempts, next_at, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8)",
-                    )
-                    .bind(c.thread.to_string())
-                    .bind(&c.id)
-                    .bind(&c.url)
-                    .bind(&c.token)
-                    .bind(&c.auth_scheme)
-                    .bind(&c.auth_credentials)
-                    .bind(body)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
+                for delivery in duet_server_store::push_deliveries(c, bodies, now) {
+                    outbox_insert(&mut tx, &delivery, now).await?;
                 }
                 tx.commit().await.map_err(db_error)?;
                 Ok(true)
-            }
-
-            async fn claim_pushes(&self, now: i64, lease_ms: i64, limit: usize) -> Result<Vec<duet_server_store::PushDelivery>, StoreError> {
-                let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-                let mut conn = self.writer().await?;
-                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;
-                let rows = sqlx::query(concat!(
-                    "SELECT * FROM push_outbox o WHERE gave_up_at IS NULL AND next_at <= $1 \
-                     AND NOT EXISTS (SELECT 1 FROM push_outbox e WHERE e.thread = o.thread AND e.config = o.config \
-                     AND e.gave_up_at IS NULL AND e.id < o.id) ORDER BY id LIMIT $2",
-                    $skip_locked
-                ))
-                .bind(now)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                let claimed: Vec<duet_server_store::PushDelivery> = rows.iter().map(push_delivery_from_row).collect::<Result<_, _>>()?;
-                for d in &claimed {
-                    sqlx::query("UPDATE push_outbox SET next_at = $1 WHERE id = $2")
-                        .bind(now + lease_ms)
-                        .bind(d.id)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
-                }
-                tx.commit().await.map_err(db_error)?;
-                Ok(claimed)
-            }
-
-            async fn push_sent(&self, id: i64) -> Result<(), StoreError> {
-                sqlx::query("DELETE FROM push_outbox WHERE id = $1")
-                    .bind(id)
-                    .execute(&mut *self.writer().await?)
-                    .await
-                    .map_err(db_error)?;
-                Ok(())
-            }
-
-            async fn push_failed(&self, id: i64, next_at: Option<i64>, error: &str, now: i64) -> Result<(), StoreError> {
-                let query = match next_at {
-                    Some(at) => sqlx::query("UPDATE push_outbox SET attempts = attempts + 1, next_at = $2, last_error = $3 WHERE id = $1").bind(id).bind(at).bind(error),
-                    None => sqlx::query("UPDATE push_outbox SET attempts = attempts + 1, gave_up_at = $2, last_error = $3 WHERE id = $1").bind(id).bind(now).bind(error),
-                };
-                query.execute(&mut *self.writer().await?).await.map_err(db_error)?;
-                Ok(())
             }
         }
     };

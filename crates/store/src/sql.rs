@@ -233,7 +233,9 @@ macro_rules! store_impl {
 
         crate::keys_sql::keys_impl!($store, $db);
 
-        crate::push_sql::push_impl!($store, $db, $begin, $skip_locked);
+        crate::push_sql::push_impl!($store, $db, $begin);
+
+        crate::notify_sql::notify_impl!($store, $db, $begin, $skip_locked);
 
         crate::health_sql::health_impl!($store);
 

@@ -1,11 +1,11 @@
-//! The push configs and outbox of [`MemoryServerStore`].
+//! The push configs of [`MemoryServerStore`] (their notifications go in its outbox).
 
 use async_trait::async_trait;
 
 use duet_runtime::{StoreError, ThreadId};
 
 use super::MemoryServerStore;
-use crate::{PushConfig, PushDelivery, PushStore};
+use crate::{DeliveryStatus, PushConfig, PushStore};
 
 fn same(c: &PushConfig, thread: ThreadId, session: i64, id: &str) -> bool {
     c.thread == thread && c.session == session && c.id == id
@@ -80,9 +80,10 @@ impl PushStore for MemoryServerStore {
         let mut state = self.state();
         let before = state.push_configs.len();
         state.push_configs.retain(|c| !same(c, thread, session, id));
+        let stream = crate::push_stream(thread, id);
         state
-            .push_outbox
-            .retain(|_, (d, _, _)| !(d.thread == thread && d.config == id));
+            .outbox
+            .retain(|_, d| !(d.stream == stream && d.status == DeliveryStatus::Pending));
         Ok(state.push_configs.len() != before)
     }
 
@@ -107,21 +108,10 @@ impl PushStore for MemoryServerStore {
         if state.push_configs[at].watermark != from {
             return Ok(false);
         }
-        for body in bodies {
-            state.push_ids += 1;
-            let id = state.push_ids;
-            let delivery = PushDelivery {
-                id,
-                thread: config.thread,
-                config: config.id.clone(),
-                url: config.url.clone(),
-                token: config.token.clone(),
-                auth_scheme: config.auth_scheme.clone(),
-                auth_credentials: config.auth_credentials.clone(),
-                body: body.clone(),
-                attempts: 0,
-            };
-            state.push_outbox.insert(id, (delivery, now, false));
+        let deliveries = crate::push_deliveries(config, bodies, now);
+        state.check_deliveries(&deliveries)?;
+        for d in &deliveries {
+            state.insert_delivery(d, now);
         }
         let c = &mut state.push_configs[at];
         c.watermark = to;
@@ -130,55 +120,5 @@ impl PushStore for MemoryServerStore {
             c.ended_at = Some(now);
         }
         Ok(true)
-    }
-
-    async fn claim_pushes(
-        &self,
-        now: i64,
-        lease_ms: i64,
-        limit: usize,
-    ) -> Result<Vec<PushDelivery>, StoreError> {
-        let mut state = self.state();
-        let mut claimed = Vec::new();
-        let mut seen = std::collections::BTreeSet::new();
-        for (delivery, next_at, gave_up) in state.push_outbox.values_mut() {
-            if claimed.len() == limit {
-                break;
-            }
-            if *gave_up {
-                continue;
-            }
-            // A config's oldest pending notification goes first, and alone.
-            if !seen.insert((delivery.thread, delivery.config.clone())) {
-                continue;
-            }
-            if *next_at <= now {
-                *next_at = now + lease_ms;
-                claimed.push(delivery.clone());
-            }
-        }
-        Ok(claimed)
-    }
-
-    async fn push_sent(&self, id: i64) -> Result<(), StoreError> {
-        self.state().push_outbox.remove(&id);
-        Ok(())
-    }
-
-    async fn push_failed(
-        &self,
-        id: i64,
-        next_at: Option<i64>,
-        _error: &str,
-        _now: i64,
-    ) -> Result<(), StoreError> {
-        if let Some((delivery, due, gave_up)) = self.state().push_outbox.get_mut(&id) {
-            delivery.attempts += 1;
-            match next_at {
-                Some(at) => *due = at,
-                None => *gave_up = true,
-            }
-        }
-        Ok(())
     }
 }

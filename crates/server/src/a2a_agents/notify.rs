@@ -10,7 +10,7 @@ use duet_a2a::{
     TaskStatusUpdateEvent,
 };
 use duet_net::Target;
-use duet_server_store::PushConfig;
+use duet_server_store::{Delivery, PUSH_CHANNEL, PushConfig, PushMeta};
 use std::collections::BTreeSet;
 
 use duet_runtime::{FeedEvent, ThreadId};
@@ -226,8 +226,8 @@ fn status_event(task: &Task, status: TaskStatus) -> StreamResponse {
     })
 }
 
-/// Sends what is due, whenever the notifier queued something (and every recovery period, for
-/// retries and other processes' rows).
+/// Sends what is due in the outbox, whenever the notifier queued something (and every
+/// recovery period, for retries and other processes' rows).
 async fn sender(state: AppState) {
     let every = state.options().recover_every.max(Duration::from_millis(50));
     let closing = state.closing().clone();
@@ -267,22 +267,35 @@ async fn sender(state: AppState) {
     }
 }
 
-/// Sends one notification and records how it went.
-async fn deliver(state: &AppState, http: &reqwest::Client, d: duet_server_store::PushDelivery) {
-    let outcome = match target_allowed(&d.url, state.options().allow_private_push).await {
-        Err(why) => Err(format!("target refused: {why}")),
-        Ok(target) => send(http, &target, &d).await,
+/// Sends one delivery and records how it went. Only A2A push's are sent here; any other
+/// channel's is given up on at once (the generic sender replaces this one).
+async fn deliver(state: &AppState, http: &reqwest::Client, d: Delivery) {
+    let now = state.runtime().now_ms();
+    if d.channel != PUSH_CHANNEL {
+        let error = format!("no sender for channel `{}`", d.channel);
+        tracing::warn!(id = d.id, error = %error, "outbox delivery given up on");
+        if let Err(e) = service::push::failed(state, d.id, None, &error, now).await {
+            tracing::warn!(error = %e, "push sender: cannot record a delivery");
+        }
+        return;
+    }
+    let outcome = match serde_json::from_str::<PushMeta>(d.meta.as_deref().unwrap_or("{}")) {
+        Err(e) => Err(format!("unreadable push settings: {e}")),
+        Ok(meta) => match target_allowed(&d.target, state.options().allow_private_push).await {
+            Err(why) => Err(format!("target refused: {why}")),
+            Ok(target) => send(http, &target, &d, &meta).await,
+        },
     };
     let now = state.runtime().now_ms();
     let recorded = match outcome {
-        Ok(()) => service::push::sent(state, d.id).await,
+        Ok(()) => service::push::sent(state, d.id, now).await,
         Err(error) => {
             let attempts = d.attempts + 1;
             let next = (attempts < MAX_ATTEMPTS).then(|| now + backoff_ms(attempts));
             if next.is_none() {
-                tracing::warn!(url = %d.url, error = %error, attempts, "push notification given up on");
+                tracing::warn!(url = %d.target, error = %error, attempts, "push notification given up on");
             } else {
-                tracing::info!(url = %d.url, error = %error, attempts, "push notification failed; retrying");
+                tracing::info!(url = %d.target, error = %error, attempts, "push notification failed; retrying");
             }
             service::push::failed(state, d.id, next, &error, now).await
         }
@@ -292,11 +305,13 @@ async fn deliver(state: &AppState, http: &reqwest::Client, d: duet_server_store:
     }
 }
 
-/// POSTs `d` to `target`, connecting only to the addresses it was checked at.
+/// POSTs `d` to `target` with `meta`'s headers, connecting only to the addresses it was
+/// checked at.
 async fn send(
     http: &reqwest::Client,
     target: &Target,
-    d: &duet_server_store::PushDelivery,
+    d: &Delivery,
+    meta: &PushMeta,
 ) -> Result<(), String> {
     let pinned;
     let http = match &target.pin {
@@ -315,14 +330,14 @@ async fn send(
         .post(target.url.clone())
         .header("content-type", "application/a2a+json")
         .body(d.body.clone());
-    if let Some(scheme) = &d.auth_scheme {
-        let value = match &d.auth_credentials {
+    if let Some(scheme) = &meta.auth_scheme {
+        let value = match &meta.auth_credentials {
             Some(c) => format!("{scheme} {c}"),
             None => scheme.clone(),
         };
         req = req.header("authorization", value);
     }
-    if let Some(token) = &d.token {
+    if let Some(token) = &meta.token {
         req = req.header("x-a2a-notification-token", token);
     }
     match req.send().await {

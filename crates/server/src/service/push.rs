@@ -1,9 +1,9 @@
 //! A2A push notifications on the server's own tables (`duet_server_store::PushStore`): a
-//! task's configs, and the outbox the sender drains. Who may touch a task's configs is decided
+//! task's configs, and the outbox (`NotifyStore`'s, every channel's) the sender drains. Who may touch a task's configs is decided
 //! by the A2A agent before it calls here (the task is read with the caller's visibility).
 
 use duet_runtime::{StoreError, ThreadId};
-use duet_server_store::{PushConfig, PushDelivery};
+use duet_server_store::{Delivery, PushConfig};
 
 use crate::state::AppState;
 
@@ -67,25 +67,26 @@ pub(crate) async fn enqueue(
         .await
 }
 
-/// Up to `limit` notifications due by `now`, each held for `lease_ms`.
+/// Up to `limit` deliveries of the outbox due by `now`, each held for `lease_ms` (every
+/// channel's: the sender sends A2A push's).
 pub(crate) async fn claim(
     state: &AppState,
     now: i64,
     lease_ms: i64,
     limit: usize,
-) -> Result<Vec<PushDelivery>, StoreError> {
+) -> Result<Vec<Delivery>, StoreError> {
     state
         .server_store()
-        .claim_pushes(now, lease_ms, limit)
+        .claim_deliveries(now, lease_ms, limit)
         .await
 }
 
-/// Notification `id` was taken by its endpoint: out of the outbox.
-pub(crate) async fn sent(state: &AppState, id: i64) -> Result<(), StoreError> {
-    state.server_store().push_sent(id).await
+/// Delivery `id` was taken by its endpoint at `now`.
+pub(crate) async fn sent(state: &AppState, id: i64, now: i64) -> Result<(), StoreError> {
+    state.server_store().delivered(id, None, now).await
 }
 
-/// Notification `id` failed with `error`; tried again at `next_at`, or given up (`None`).
+/// Delivery `id` failed with `error`; tried again at `next_at`, or given up (`None`).
 pub(crate) async fn failed(
     state: &AppState,
     id: i64,
@@ -95,6 +96,6 @@ pub(crate) async fn failed(
 ) -> Result<(), StoreError> {
     state
         .server_store()
-        .push_failed(id, next_at, error, now)
+        .delivery_failed(id, next_at, error, now)
         .await
 }

@@ -6,7 +6,9 @@
 //! API keys and sign-ins and the heartbeat row (the server's tables, `duet_server_store`); `answers.rs`: who answered a park; `push.rs`: push configs and the outbox;
 //! `backup.rs` (SQLite only): an online backup taken while a writer commits; `schema.rs`: rolling
 //! upgrades (a newer schema, additive or not); `timers.rs`: the timer table as commits write it
-//! (and cancel_timer, the listing); `timer_claims.rs`: claiming, finishing, counting, wakeups.
+//! (and cancel_timer, the listing); `timer_claims.rs`: claiming, finishing, counting, wakeups;
+//! `notify.rs`: notices as commits write them, routing, the push outbox's migration;
+//! `notify_outbox.rs`: the outbox, one-time links, subscriptions, shared secrets.
 
 use duet_store::testing as support;
 
@@ -19,6 +21,8 @@ mod commits;
 mod feed;
 mod keys;
 mod listing;
+mod notify;
+mod notify_outbox;
 mod push;
 mod queue;
 mod schema;

@@ -1,11 +1,13 @@
 //! Push configs and the outbox: a config per task id, replaced in place with its watermark kept;
-//! updates enqueued only from the watermark a notifier read (one of two racing wins); claims
-//! lease a notification so no other claim gets it; a config's notifications go in order (a
-//! retried one holds back the rest); a failure is retried or given up on; a config outlives its
-//! task's end (read, not watched); deleting a config drops what it had not sent.
+//! updates enqueued only from the watermark a notifier read (one of two racing wins); its
+//! notifications go in the one outbox on the config's stream (channel `a2a_push`, its settings
+//! in `meta`); claims lease a notification so no other claim gets it; a config's notifications
+//! go in order (a retried one holds back the rest); a failure is retried or given up on; a
+//! config outlives its task's end (read, not watched); deleting a config drops what it had not
+//! sent.
 
 use super::*;
-use duet_server_store::PushConfig;
+use duet_server_store::{DeliveryQuery, DeliveryStatus, PushConfig, PushMeta};
 
 fn config(thread: Uuid, id: &str, at: i64) -> PushConfig {
     PushConfig {
@@ -117,51 +119,93 @@ async fn the_outbox_is_filled_from_the_watermark_and_drained_at_least_once() {
                 .expect("lost"),
             "{name}"
         );
-        // Only a config's oldest pending notification is due: they arrive in order.
-        let claimed = store.claim_pushes(100, 1_000, 10).await.expect("claim");
+        // In the one outbox, on the config's stream: only its oldest pending row is due.
+        let claimed = store.claim_deliveries(100, 1_000, 10).await.expect("claim");
         let sent: Vec<&str> = claimed.iter().map(|d| d.body.as_str()).collect();
         assert_eq!(sent, ["{\"n\":1}"], "{name}: the first alone");
+        let d = &claimed[0];
         assert_eq!(
-            claimed[0].auth_credentials.as_deref(),
-            Some("secret"),
+            (
+                d.channel.as_str(),
+                d.stream.clone(),
+                d.target.as_str(),
+                d.thread,
+                d.event.as_str(),
+                d.notice
+            ),
+            (
+                duet_server_store::PUSH_CHANNEL,
+                duet_server_store::push_stream(t, "a"),
+                "http://127.0.0.1:9/hook",
+                Some(t),
+                "task.update",
+                None
+            ),
             "{name}"
         );
-        let none = store.claim_pushes(500, 1_000, 10).await.expect("claim");
+        let meta: PushMeta = serde_json::from_str(d.meta.as_deref().expect("meta")).expect("meta");
+        assert_eq!(
+            meta,
+            PushMeta {
+                token: Some("tok".into()),
+                auth_scheme: Some("Bearer".into()),
+                auth_credentials: Some("secret".into()),
+                config: Some("a".into()),
+            },
+            "{name}"
+        );
+        let none = store.claim_deliveries(500, 1_000, 10).await.expect("claim");
         assert!(
             none.is_empty(),
             "{name}: leased, and the second waits behind it"
         );
         // A failure is due again later, and still holds back the one behind it.
         store
-            .push_failed(claimed[0].id, Some(2_000), "503", 600)
+            .delivery_failed(d.id, Some(2_000), "503", 600)
             .await
             .expect("failed");
-        let early = store.claim_pushes(1_999, 1_000, 10).await.expect("claim");
+        let early = store
+            .claim_deliveries(1_999, 1_000, 10)
+            .await
+            .expect("claim");
         assert!(
             early.is_empty(),
             "{name}: not yet due, nothing overtakes it"
         );
-        let again = store.claim_pushes(2_000, 1_000, 10).await.expect("claim");
+        let again = store
+            .claim_deliveries(2_000, 1_000, 10)
+            .await
+            .expect("claim");
         assert_eq!(
             (again.len(), again[0].attempts),
             (1, 1),
             "{name}: due again, one failure counted"
         );
         assert_eq!(again[0].body, "{\"n\":1}", "{name}");
-        store.push_sent(again[0].id).await.expect("sent");
-        let second = store.claim_pushes(3_000, 1_000, 10).await.expect("claim");
+        store
+            .delivered(again[0].id, None, 2_100)
+            .await
+            .expect("sent");
+        let second = store
+            .claim_deliveries(3_000, 1_000, 10)
+            .await
+            .expect("claim");
         assert_eq!(
             second.iter().map(|d| d.body.as_str()).collect::<Vec<_>>(),
             ["{\"n\":2}"],
             "{name}"
         );
+        assert_ne!(
+            second[0].idempotency_key, again[0].idempotency_key,
+            "{name}: a key per notification"
+        );
         // Given up on, it no longer holds anything back.
         store
-            .push_failed(second[0].id, None, "gone", 3_100)
+            .delivery_failed(second[0].id, None, "gone", 3_100)
             .await
             .expect("give up");
         let given = store
-            .claim_pushes(i64::MAX / 2, 1_000, 10)
+            .claim_deliveries(i64::MAX / 2, 1_000, 10)
             .await
             .expect("claim");
         assert!(given.is_empty(), "{name}: given up");
@@ -197,27 +241,22 @@ async fn the_outbox_is_filled_from_the_watermark_and_drained_at_least_once() {
                 .all(|c| c.thread != t),
             "{name}: no longer watched"
         );
-        let last = store.claim_pushes(4_000, 1_000, 10).await.expect("claim");
+        let last = store
+            .claim_deliveries(4_000, 1_000, 10)
+            .await
+            .expect("claim");
         assert_eq!(last.len(), 1, "{name}");
         // Another config's notifications are not held back by this one's.
         let other = config(t, "b", 20);
         store.put_push_config(&other).await.expect("put");
         assert!(
             store
-                .enqueue_pushes(
-                    &other,
-                    0,
-                    9,
-                    "TASK_STATE_WORKING",
-                    &bodies[..1],
-                    false,
-                    4_000
-                )
+                .enqueue_pushes(&other, 0, 9, "TASK_STATE_WORKING", &bodies, false, 4_000)
                 .await
                 .expect("enqueue")
         );
         let both = store
-            .claim_pushes(i64::MAX / 2, 1_000, 10)
+            .claim_deliveries(i64::MAX / 2, 1_000, 10)
             .await
             .expect("claim");
         assert_eq!(
@@ -225,16 +264,40 @@ async fn the_outbox_is_filled_from_the_watermark_and_drained_at_least_once() {
             2,
             "{name}: one each of `a` (its lease ran out) and `b`"
         );
-        // Deleting a config drops what it had not sent.
+        let b_first = both
+            .iter()
+            .find(|d| d.stream == duet_server_store::push_stream(t, "b"))
+            .expect("b's first");
+        store
+            .delivered(b_first.id, None, 4_100)
+            .await
+            .expect("sent");
+        // Deleting a config drops what it had not sent; what it sent stays listed.
         assert!(store.delete_push_config(t, 1, "b").await.expect("delete"));
         let after = store
-            .claim_pushes(i64::MAX / 2 + 10_000, 1_000, 10)
+            .claim_deliveries(i64::MAX / 2 + 10_000, 1_000, 10)
             .await
             .expect("claim");
         assert!(
-            after.iter().all(|d| d.config != "b"),
-            "{name}: `b`'s are gone"
+            after
+                .iter()
+                .all(|d| d.stream != duet_server_store::push_stream(t, "b")),
+            "{name}: `b`'s pending ones are gone"
         );
+        let listed = store
+            .deliveries(&DeliveryQuery {
+                thread: Some(t),
+                limit: 10,
+                ..DeliveryQuery::default()
+            })
+            .await
+            .expect("list");
+        let of_b: Vec<DeliveryStatus> = listed
+            .iter()
+            .filter(|d| d.stream == duet_server_store::push_stream(t, "b"))
+            .map(|d| d.status)
+            .collect();
+        assert_eq!(of_b, [DeliveryStatus::Delivered], "{name}");
     })
     .await;
 }

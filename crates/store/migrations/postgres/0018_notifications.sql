@@ -1,0 +1,146 @@
+-- Notifications (issue #31). Keep in step with ../sqlite/0018_notifications.sql.
+--
+-- Older builds cannot run on this schema: `push_outbox`, which they write A2A push
+-- notifications to, moves into the generic `outbox` and is dropped.
+UPDATE duet_schema SET min_compatible = 18 WHERE id = 1;
+
+-- What someone may need to hear of: a copy of each journal fact of these kinds (and of each
+-- accepted answer), written by the triggers below in the transaction that writes the fact, so
+-- it exists exactly when the fact does. `thread` is the thread's id (not its `num`); the router
+-- reads the unrouted ones in id order, marks each routed (`routed_at`) or deletes it.
+CREATE TABLE notices (
+    id         BIGSERIAL PRIMARY KEY,
+    thread     TEXT    NOT NULL,
+    seq        BIGINT  NOT NULL,
+    session    BIGINT,
+    fact       TEXT    NOT NULL,
+    data       TEXT    NOT NULL,
+    created_at BIGINT  NOT NULL,
+    routed_at  BIGINT
+);
+CREATE INDEX notices_unrouted ON notices (id) WHERE routed_at IS NULL;
+
+CREATE FUNCTION duet_journal_notice() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO notices (thread, seq, session, fact, data, created_at)
+    SELECT t.id, NEW.seq,
+           COALESCE(NEW.session, (SELECT j.session FROM journal j
+                                   WHERE j.thread = NEW.thread AND j.kind = 'message'
+                                     AND j.seq < NEW.seq
+                                   ORDER BY j.seq DESC LIMIT 1)),
+           NEW.kind, COALESCE(NEW.data, '{}'), NEW.created_at
+      FROM threads t WHERE t.num = NEW.thread;
+    RETURN NULL;
+END
+$$;
+
+-- A park (a `stopped` record that left the thread `awaiting_human`), a pending tool call, a
+-- decision, a reminder, an escalation, a session's end. The WHEN clause keeps every other
+-- journal row (messages, turns) to one comparison of its kind, with no call of the function.
+-- A record's journal row has no session: the notice takes the session of the thread's last
+-- message before it (as the inbox's listing of decisions does), read back from its seq.
+-- It fires for every row `duet_commit` inserts (its `INSERT … SELECT … FROM unnest(…)`).
+CREATE TRIGGER journal_notices AFTER INSERT ON journal FOR EACH ROW
+WHEN (NEW.kind IN ('approval_requested', 'approval_decided', 'question_reminded',
+                   'question_escalated', 'session_ended')
+      OR (NEW.kind = 'stopped' AND (NEW.data::jsonb ->> 'status') = 'awaiting_human'))
+EXECUTE FUNCTION duet_journal_notice();
+
+-- A park's accepted answer: its seq is the park's.
+CREATE FUNCTION duet_answer_notice() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO notices (thread, seq, session, fact, data, created_at)
+    SELECT t.id, NEW.seq, NEW.session, 'answer',
+           json_build_object('author', NEW.author, 'messageId', NEW.message_id,
+                             'content', NEW.content)::text,
+           NEW.created_at
+      FROM threads t WHERE t.num = NEW.thread;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER answers_notices AFTER INSERT ON answers FOR EACH ROW
+EXECUTE FUNCTION duet_answer_notice();
+
+-- The one outbox every outbound notification goes through (A2A push, webhooks, Slack, email):
+-- a row per send to one target, `pending` until its target takes it (`delivered`) or it is
+-- given up on (`failed`), and kept afterwards for listing. A stream's rows are sent in id
+-- order: only its oldest pending row is claimed (a claim pushes `next_at` on by its lease).
+CREATE TABLE outbox (
+    id              BIGSERIAL PRIMARY KEY,
+    channel         TEXT    NOT NULL,
+    stream          TEXT    NOT NULL,
+    target          TEXT    NOT NULL,
+    notice          BIGINT,
+    thread          TEXT,
+    event           TEXT    NOT NULL,
+    subject         TEXT,
+    subscription    TEXT,
+    recipient       TEXT,
+    body            TEXT    NOT NULL,
+    meta            TEXT,
+    idempotency_key TEXT    NOT NULL UNIQUE,
+    attempts        BIGINT  NOT NULL DEFAULT 0,
+    next_at         BIGINT  NOT NULL,
+    last_error      TEXT,
+    response        TEXT,
+    status          TEXT    NOT NULL DEFAULT 'pending',
+    created_at      BIGINT  NOT NULL,
+    finished_at     BIGINT
+);
+CREATE INDEX outbox_due ON outbox (next_at) WHERE status = 'pending';
+CREATE INDEX outbox_stream ON outbox (stream, id) WHERE status = 'pending';
+CREATE INDEX outbox_subject ON outbox (subject, id);
+CREATE INDEX outbox_thread ON outbox (thread, id);
+CREATE INDEX outbox_notice ON outbox (notice);
+CREATE INDEX outbox_status ON outbox (status, channel);
+
+-- `push_outbox`'s rows move in with their ids (the outbox's sequence goes on after them), one
+-- stream per push config, the config's delivery settings in `meta` (absent ones left out).
+INSERT INTO outbox (id, channel, stream, target, thread, event, body, meta, idempotency_key,
+                    attempts, next_at, last_error, status, created_at, finished_at)
+SELECT id, 'a2a_push', 'a2a_push:' || thread || ':' || config, url, thread, 'task.update', body,
+       jsonb_strip_nulls(jsonb_build_object('token', token, 'authScheme', auth_scheme,
+                                            'authCredentials', auth_credentials,
+                                            'config', config))::text,
+       'a2a_push:' || id, attempts, next_at, last_error,
+       CASE WHEN gave_up_at IS NULL THEN 'pending' ELSE 'failed' END, created_at, gave_up_at
+  FROM push_outbox ORDER BY id;
+SELECT setval(pg_get_serial_sequence('outbox', 'id'), COALESCE(MAX(id), 0) + 1, false) FROM outbox;
+DROP TABLE push_outbox;
+
+-- A principal's own subscriptions, made over the API (`events`, `agents`: JSON arrays).
+CREATE TABLE subscriptions (
+    id         TEXT    PRIMARY KEY,
+    principal  TEXT    NOT NULL,
+    channel    TEXT    NOT NULL,
+    target     TEXT    NOT NULL,
+    events     TEXT    NOT NULL,
+    agents     TEXT    NOT NULL,
+    secret     TEXT,
+    created_at BIGINT  NOT NULL
+);
+CREATE INDEX subscriptions_principal ON subscriptions (principal, created_at, id);
+
+-- One-time answers to an approval, sent in a notification (`roles`: a JSON array); used,
+-- revoked or past `expires_at`, a link no longer works.
+CREATE TABLE links (
+    id         TEXT    PRIMARY KEY,
+    approval   TEXT    NOT NULL,
+    action     TEXT    NOT NULL,
+    approver   TEXT    NOT NULL,
+    roles      TEXT    NOT NULL,
+    delivery   BIGINT,
+    expires_at BIGINT  NOT NULL,
+    used_at    BIGINT,
+    used_by    TEXT,
+    revoked_at BIGINT,
+    created_at BIGINT  NOT NULL
+);
+CREATE INDEX links_approval ON links (approval);
+
+-- Secrets every process on this database shares (the links' signing key): the first writer's.
+CREATE TABLE secrets (
+    name       TEXT    PRIMARY KEY,
+    value      TEXT    NOT NULL,
+    created_at BIGINT  NOT NULL
+);
