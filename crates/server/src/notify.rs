@@ -7,12 +7,14 @@
 //! carries). The channels render a `View` into their body (`webhook.rs`, `slack.rs`,
 //! `email.rs`) and send a stored delivery.
 
-// Wired in step by step (issue #31); the lead removes this once the router uses every item.
-#![allow(dead_code)]
+use serde::Serialize;
 
 pub(crate) mod email;
-
-use serde::Serialize;
+mod facts;
+pub(crate) mod links;
+mod recipients;
+pub(crate) mod router;
+pub(crate) mod sender;
 
 /// What happened, as notifications name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -27,6 +27,7 @@ pub(crate) mod events;
 pub(crate) mod health;
 pub(crate) mod keys;
 pub(crate) mod messages;
+pub(crate) mod notify;
 pub(crate) mod push;
 pub(crate) mod steps;
 pub(crate) mod tasks;
@@ -59,6 +60,9 @@ pub(crate) enum ServiceError {
     NotAnApprover { id: String, approvers: String },
     /// What the runtime refused for the thread the caller names `key`.
     Run { error: RunError, key: String },
+    /// The thing named is not in a state that allows this (`code`: the problem's, e.g.
+    /// `not_failed`); nothing was written.
+    Conflict { code: &'static str, detail: String },
     /// The store failed.
     Store(StoreError),
 }
@@ -82,6 +86,7 @@ impl std::fmt::Display for ServiceError {
                 "approval `{id}` is decided by {approvers}, and this key is none of them; nothing was written"
             ),
             ServiceError::Run { error, .. } => error.fmt(f),
+            ServiceError::Conflict { detail, .. } => f.write_str(detail),
             ServiceError::Store(e) => e.fmt(f),
         }
     }
@@ -145,6 +150,9 @@ impl From<ServiceError> for Problem {
                 e.to_string(),
             ),
             ServiceError::Run { error, key } => crate::problem::run_error(error, &key),
+            ServiceError::Conflict { code, detail } => {
+                Problem::new(axum::http::StatusCode::CONFLICT, code, detail)
+            }
             ServiceError::Store(e) => e.into(),
         }
     }

@@ -133,6 +133,11 @@ impl AppState {
         self.0.push.notify_one();
     }
 
+    /// Tells the outbox's sender something is due (the push sender is the outbox's).
+    pub(crate) fn notify_wake(&self) {
+        self.0.push.notify_one();
+    }
+
     /// Tells the push notifier a config was made (it looks at every config at once).
     pub(crate) fn push_config_added(&self) {
         self.0.push_configs.notify_one();

@@ -17,6 +17,7 @@ mod form;
 mod history;
 mod item;
 mod layout;
+mod link;
 mod markdown;
 mod queue;
 mod schema_form;
@@ -48,6 +49,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/inbox/sign-in", get(signin::page).post(signin::sign_in))
         .route("/inbox/sign-out", post(signin::sign_out))
         .route("/inbox/static/{file}", get(assets::serve))
+        .route("/links/{token}", get(link::page).post(link::follow))
         .layer(axum::middleware::from_fn(headers))
 }
 

@@ -132,6 +132,16 @@ const FAMILIES: &[(&str, &str, Kind)] = &[
         Kind::Histogram(SECONDS),
     ),
     (
+        "duet_notifications_sent_total",
+        "Notification deliveries this process tried, by channel and outcome (delivered, retry, failed).",
+        Kind::Counter,
+    ),
+    (
+        "duet_notification_latency_seconds",
+        "From a notification delivery's routing into the outbox to its delivery, by channel.",
+        Kind::Histogram(LATENESS),
+    ),
+    (
         "duet_http_requests_total",
         "HTTP requests, by route, method and status.",
         Kind::Counter,

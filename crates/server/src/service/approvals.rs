@@ -314,6 +314,34 @@ pub(crate) async fn decide(
     message_id: Option<&str>,
     wait: bool,
 ) -> Result<Decision, ServiceError> {
+    let author = caller.canonical.clone();
+    decide_by(state, caller, author, id, input, message_id, wait).await
+}
+
+/// [`decide`] with the decision recorded as `author`'s while `caller`'s rights decide whether it
+/// may be taken: a notification's link, followed by whoever holds it (a Slack user acting
+/// through the channel's link), without waiting for the run.
+pub(crate) async fn decide_as(
+    state: &AppState,
+    caller: &Caller,
+    author: Option<String>,
+    id: &str,
+    input: duet_runtime::DecisionInput,
+) -> Result<(), ServiceError> {
+    decide_by(state, caller, author, id, input, None, false)
+        .await
+        .map(|_| ())
+}
+
+async fn decide_by(
+    state: &AppState,
+    caller: &Caller,
+    author: Option<String>,
+    id: &str,
+    input: duet_runtime::DecisionInput,
+    message_id: Option<&str>,
+    wait: bool,
+) -> Result<Decision, ServiceError> {
     let (approval, t) = approvers::locate(state, id).await?;
     let seeing = caller.may_see(&t);
     let visible = caller.visible_key(&t.key);
@@ -356,7 +384,7 @@ pub(crate) async fn decide(
             &t.key,
             approval.park.seq,
             input,
-            caller.canonical.clone(),
+            author,
             message_id,
         )
         .await

@@ -1,0 +1,421 @@
+//! The router, in every server process: each notice the database wrote is read as an event
+//! (`facts.rs`), the question it is about read from its thread, its recipients found
+//! (`recipients.rs`), and one delivery per recipient and target rendered (with the one-time
+//! links of a recipient that may answer), all stored with the notice marked routed in one
+//! transaction — so a notice is routed once, by whichever process gets there first, and a
+//! crash before that leaves it for the next pass.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use duet_runtime::approval::Approvers;
+use duet_runtime::deadline::{self, Subject};
+use duet_runtime::{FeedEvent, Role, Thread};
+use duet_server_store::{DeliveryQuery, DeliveryStatus, Link, NewDelivery, Notice};
+use futures::{FutureExt, StreamExt};
+
+use super::facts::{self, Asking, Fact};
+use super::recipients::{self, Channel, Context, Recipient, Secret};
+use super::{Links, ProposedCall, Question, QuestionKind, ThreadRef, View, links};
+use crate::service::events::Feed;
+use crate::service::{self, ServiceError};
+use crate::state::AppState;
+
+/// Notices read per pass.
+const BATCH: usize = 64;
+
+/// Routes notices whenever a commit lands (the change feed), and every recovery period for
+/// what another process wrote, until the server closes.
+pub(crate) async fn run(state: AppState) {
+    let every = state.options().recover_every.max(Duration::from_millis(50));
+    let closing = state.closing().clone();
+    let mut changes = Feed::of(&state).changes();
+    loop {
+        loop {
+            match pass(&state).await {
+                Ok(n) if n == BATCH => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "notification router: a pass failed; trying again");
+                    break;
+                }
+            }
+        }
+        tokio::select! {
+            () = closing.cancelled() => return,
+            event = changes.next() => {
+                // Every change waiting counts as one: the pass reads every notice anyway.
+                let mut next = event;
+                while let Some(FeedEvent::Changed(_) | FeedEvent::Resync) = next {
+                    next = changes.next().now_or_never().flatten();
+                }
+            }
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Routes what notices wait; how many there were.
+pub(crate) async fn pass(state: &AppState) -> Result<usize, ServiceError> {
+    let notices = service::notify::notices(state, BATCH).await?;
+    let mut queued = false;
+    for n in &notices {
+        queued |= route(state, n).await?;
+    }
+    if queued {
+        state.notify_wake();
+    }
+    Ok(notices.len())
+}
+
+/// Routes notice `n`; whether it put deliveries in the outbox.
+async fn route(state: &AppState, n: &Notice) -> Result<bool, ServiceError> {
+    let (deliveries, links) = match plan(state, n).await {
+        Ok(planned) => planned,
+        Err(e) => {
+            // A notice that cannot be read (its thread gone, its record unknown to this build)
+            // is routed to nobody rather than retried forever.
+            tracing::warn!(notice = n.id, error = %e, "notification router: a notice was routed to nobody");
+            (Vec::new(), Vec::new())
+        }
+    };
+    let routed = service::notify::route(state, n.id, &deliveries, &links).await?;
+    Ok(routed && !deliveries.is_empty())
+}
+
+type Planned = (Vec<NewDelivery>, Vec<(Link, Option<usize>)>);
+
+/// The deliveries and links of notice `n`.
+async fn plan(state: &AppState, n: &Notice) -> Result<Planned, ServiceError> {
+    let Some(fact) = facts::interpret(n) else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let store = state.runtime().store();
+    let Some(t) = store.thread_by_id(n.thread).await? else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let (question, approvers) = match fact.asking {
+        Some(asking) => {
+            let (q, a) = question(state, &t, asking).await?;
+            (Some(q), a)
+        }
+        None => (None, Approvers::default()),
+    };
+    let owner = t.principal.as_deref().map(crate::auth::Caller::author_name);
+    let ctx = Context {
+        event: fact.event,
+        agent: &t.agent,
+        owner: owner.as_deref(),
+        kind: question.as_ref().map(|q| q.kind),
+        approvers: &approvers,
+        added: fact.escalated_to.as_ref(),
+    };
+    let project = state.runtime().project();
+    let mut found = recipients::of_project(&ctx, project.notifications.values().map(|d| &d.def));
+    let subs = service::notify::subscriptions(state, None).await?;
+    if !subs.is_empty() {
+        let roles = roles_of(state).await?;
+        found.extend(recipients::of_principals(&ctx, &subs, &roles));
+    }
+    if found.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let base = View {
+        event: fact.event,
+        at: n.created_at,
+        thread: ThreadRef {
+            id: t.id.to_string(),
+            key: crate::auth::Caller::owner(t.principal.as_deref()).visible_key(&t.key),
+            agent: t.agent.clone(),
+            owner,
+        },
+        question,
+        answer: fact.answer.clone(),
+        escalated_to: fact.escalated_to.clone(),
+        reminder: fact.reminder,
+        session: fact.session_end.clone(),
+        links: None,
+    };
+    let mut out: Planned = (Vec::new(), Vec::new());
+    let secret = if found.iter().any(|r| r.authority.is_some()) {
+        Some(links::secret(state).await?)
+    } else {
+        None
+    };
+    for r in &found {
+        deliveries_for(state, n, &fact, &base, r, secret.as_deref(), &mut out).await?;
+    }
+    Ok(out)
+}
+
+/// The question `asking` of `t`: what it asks, and who may answer it now.
+async fn question(
+    state: &AppState,
+    t: &Thread,
+    asking: Asking,
+) -> Result<(Question, Approvers), ServiceError> {
+    let store = state.runtime().store();
+    let records = store.records(t.id).await?;
+    let approval = crate::views::ApprovalId {
+        thread: t.id,
+        park: asking.park(),
+    }
+    .to_string();
+    match asking {
+        Asking::Call { seq, .. } => {
+            let Some((asked, at)) = service::approvers::asked(&records, seq) else {
+                return Err(ServiceError::NotFound(format!("no approval `{approval}`")));
+            };
+            let mut approvers = asked.approvers.clone();
+            merge(
+                &mut approvers,
+                deadline::escalated(&records, Subject::Approval(seq)),
+            );
+            let timers = store
+                .timers(&deadline::timer_query(t.id, at))
+                .await
+                .unwrap_or_default();
+            let words = deadline::standing(&timers, &records, Subject::Approval(seq))
+                .map(|s| s.sentence(state.runtime().now_ms()));
+            let args = serde_json::to_string_pretty(&asked.arguments).unwrap_or_default();
+            Ok((
+                Question {
+                    approval,
+                    kind: QuestionKind::ToolCall,
+                    text: format!("Run `{}` with {args}?", asked.tool),
+                    call: Some(ProposedCall {
+                        id: asked.call.clone(),
+                        tool: asked.tool.clone(),
+                        args: asked.arguments.clone(),
+                    }),
+                    decisions: asked.decisions.clone(),
+                    approvers: approvers.clone(),
+                    deadline: words,
+                },
+                approvers,
+            ))
+        }
+        Asking::Park(park) => {
+            let messages = store.messages(t.id).await?;
+            let text = messages
+                .iter()
+                .rev()
+                .filter(|m| m.seq < park.seq && m.role == Role::Assistant && !m.silent)
+                .find_map(|m| m.content.clone().filter(|c| !c.trim().is_empty()))
+                .unwrap_or_default();
+            let approvers = deadline::escalated_at(&records, park);
+            Ok((
+                Question {
+                    approval,
+                    kind: QuestionKind::Question,
+                    text,
+                    call: None,
+                    decisions: Vec::new(),
+                    approvers: approvers.clone(),
+                    deadline: None,
+                },
+                approvers,
+            ))
+        }
+    }
+}
+
+fn merge(into: &mut Approvers, more: Approvers) {
+    for r in more.roles {
+        if !into.roles.contains(&r) {
+            into.roles.push(r);
+        }
+    }
+    for p in more.principals {
+        if !into.principals.contains(&p) {
+            into.principals.push(p);
+        }
+    }
+}
+
+/// Each principal's roles, from its live keys.
+async fn roles_of(state: &AppState) -> Result<BTreeMap<String, Vec<String>>, ServiceError> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for key in service::notify::live_keys(state).await? {
+        let roles = out.entry(key.principal).or_default();
+        for r in key.roles {
+            if !roles.contains(&r) {
+                roles.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The server's own address, for links: its public URL, else its listener.
+fn base_url(state: &AppState) -> String {
+    let o = state.options();
+    let url = match (&o.public_url, o.listener) {
+        (Some(u), _) => u.clone(),
+        (None, Some(addr)) => format!("http://{addr}"),
+        (None, None) => "http://localhost".to_owned(),
+    };
+    url.trim_end_matches('/').to_owned()
+}
+
+/// The deliveries (and links) recipient `r` gets for notice `n`, appended to `out`.
+async fn deliveries_for(
+    state: &AppState,
+    n: &Notice,
+    fact: &Fact,
+    base: &View,
+    r: &Recipient,
+    secret: Option<&[u8]>,
+    out: &mut Planned,
+) -> Result<(), ServiceError> {
+    let mut view = base.clone();
+    let mut made: Vec<Link> = Vec::new();
+    if let Some(q) = &base.question {
+        let root = base_url(state);
+        let mut l = Links {
+            open: Some(format!(
+                "{root}/inbox/items/{}",
+                crate::views::segment(&q.approval)
+            )),
+            ..Links::default()
+        };
+        if let (Some(who), Some(secret)) = (&r.authority, secret) {
+            let now = state.runtime().now_ms();
+            let expires_at = now.saturating_add(i64::try_from(r.link_ttl_ms).unwrap_or(i64::MAX));
+            for d in [duet_spec::Decision::Approve, duet_spec::Decision::Reject] {
+                if !q.decisions.contains(&d) {
+                    continue;
+                }
+                let link = Link {
+                    id: links::new_id(),
+                    approval: q.approval.clone(),
+                    action: d.as_str().to_owned(),
+                    approver: who.approver.clone(),
+                    roles: serde_json::to_string(&who.roles).unwrap_or_else(|_| "[]".into()),
+                    delivery: None,
+                    expires_at,
+                    used_at: None,
+                    used_by: None,
+                    revoked_at: None,
+                    created_at: now,
+                };
+                if link.id.is_empty() {
+                    continue;
+                }
+                let url = format!("{root}/links/{}", links::token(secret, &link));
+                match d {
+                    duet_spec::Decision::Approve => l.approve = Some(url),
+                    _ => l.reject = Some(url),
+                }
+                l.expires_at = Some(expires_at);
+                made.push(link);
+            }
+        }
+        view.links = Some(l);
+    }
+    let subject = base.question.as_ref().map(|q| q.approval.clone());
+    let mut rendered: Vec<(String, String, Option<serde_json::Value>)> = Vec::new();
+    match &r.channel {
+        Channel::Webhook { url, secret } => {
+            let meta = match secret {
+                Secret::None => None,
+                Secret::Env(name) => Some(serde_json::json!({"secretEnv": name})),
+                Secret::Value(v) => Some(serde_json::json!({"secret": v})),
+            };
+            rendered.push((url.clone(), super::webhook::render(&view), meta));
+        }
+        Channel::Slack { channel } => {
+            let mut updated = false;
+            if matches!(
+                fact.event,
+                super::Event::QuestionAnswered | super::Event::QuestionExpired
+            ) && let Some(approval) = &subject
+            {
+                for ts in posted(state, approval, &r.subscription, channel).await? {
+                    rendered.push((
+                        channel.clone(),
+                        super::slack::render_update(&view, channel, &ts),
+                        Some(serde_json::json!({"method": "chat.update"})),
+                    ));
+                    updated = true;
+                }
+            }
+            if !updated {
+                rendered.push((
+                    channel.clone(),
+                    super::slack::render_post(&view, channel),
+                    Some(serde_json::json!({"method": "chat.postMessage"})),
+                ));
+            }
+        }
+        Channel::Email { to } => {
+            for addr in to {
+                rendered.push((addr.clone(), super::email::render(&view, addr), None));
+            }
+        }
+    }
+    for (target, body, meta) in rendered {
+        let index = out.0.len();
+        out.0.push(NewDelivery {
+            channel: r.channel.name().to_owned(),
+            stream: format!("{}:{}:{target}", r.channel.name(), r.subscription),
+            target,
+            notice: Some(n.id),
+            thread: Some(n.thread),
+            event: fact.event.as_str().to_owned(),
+            subject: subject.clone(),
+            subscription: Some(r.subscription.clone()),
+            recipient: r.principal.clone(),
+            body,
+            meta: meta.map(|m| m.to_string()),
+            idempotency_key: format!("duet-n{}-{index}", n.id),
+            due_at: n.created_at,
+        });
+        // A recipient's links ride on its first delivery (they are the same for each).
+        for link in made.drain(..) {
+            out.1.push((link, Some(index)));
+        }
+    }
+    Ok(())
+}
+
+/// The Slack messages (their `ts`) subscription `sub` posted to `channel` about `approval`.
+async fn posted(
+    state: &AppState,
+    approval: &str,
+    sub: &str,
+    channel: &str,
+) -> Result<Vec<String>, ServiceError> {
+    let query = DeliveryQuery {
+        status: vec![DeliveryStatus::Delivered],
+        subject: Some(approval.to_owned()),
+        channel: Some("slack".to_owned()),
+        limit: 100,
+        ..DeliveryQuery::default()
+    };
+    let found = service::notify::all_deliveries(state, &query).await?;
+    Ok(found
+        .into_iter()
+        .filter(|d| d.subscription.as_deref() == Some(sub) && d.target == channel)
+        .filter(|d| d.event != "question.answered" && d.event != "question.expired")
+        .filter_map(|d| {
+            let r: serde_json::Value = serde_json::from_str(d.response.as_deref()?).ok()?;
+            r.get("ts")?.as_str().map(str::to_owned)
+        })
+        .collect())
+}
+
+/// What approval `id` asks (for a link's page), if it names a question of a thread.
+pub(crate) async fn describe(state: &AppState, id: &str) -> Option<Question> {
+    let (approval, t) = service::approvers::locate(state, id).await.ok()?;
+    let records = state.runtime().store().records(t.id).await.ok()?;
+    let asking = if service::approvers::asked(&records, approval.park.seq).is_some() {
+        Asking::Call {
+            session: approval.park.session,
+            seq: approval.park.seq,
+        }
+    } else {
+        Asking::Park(approval.park)
+    };
+    question(state, &t, asking).await.ok().map(|(q, _)| q)
+}
