@@ -12,6 +12,12 @@
 
 use serde::Serialize;
 
+#[cfg(test)]
+mod fixtures;
+pub(crate) mod http;
+pub(crate) mod slack;
+pub(crate) mod webhook;
+
 /// What happened, as notifications name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum Event {

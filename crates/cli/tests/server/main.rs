@@ -5,12 +5,15 @@
 //! document and graceful shutdown; connections (timeouts, the cap); readiness (`ready.rs`); who a
 //! request is addressed to — the agent card's URLs, `--no-auth`'s hosts and origins
 //! (`addressed.rs`); changed definitions (`stale.rs`); the session control plane and the Agent
-//! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`).
+//! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`); Slack (`slack.rs`, against the
+//! loopback stand-in `support/slack.rs`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod browser;
+#[path = "../support/slack.rs"]
+mod fake_slack;
 mod harness;
 
 mod a2a;
@@ -37,6 +40,7 @@ mod lifecycle;
 mod pooler;
 mod ready;
 mod revoked;
+mod slack;
 mod stale;
 mod tool_approvals;
 mod values;
