@@ -6,7 +6,8 @@
 //! request is addressed to — the agent card's URLs, `--no-auth`'s hosts and origins
 //! (`addressed.rs`); changed definitions (`stale.rs`); the session control plane and the Agent
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`); Slack (`slack.rs`, against the
-//! loopback stand-in `support/slack.rs`).
+//! loopback stand-in `support/slack.rs`); webhook signatures as Standard Webhooks' Python
+//! library reads them (`standard_webhooks.rs`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -42,5 +43,6 @@ mod ready;
 mod revoked;
 mod slack;
 mod stale;
+mod standard_webhooks;
 mod tool_approvals;
 mod values;
