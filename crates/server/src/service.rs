@@ -19,8 +19,6 @@
 //! - `health`: the readiness probe's ping and the metrics' counts.
 //! - `keys`, `push`: the server's own tables (`duet_server_store`) — API keys and sign-ins, A2A
 //!   push configs and their outbox.
-//! - `outbox`: deliveries put in the one notification outbox directly (not routed from a
-//!   notice).
 
 pub(crate) mod approvals;
 pub(crate) mod approvers;
@@ -29,7 +27,6 @@ pub(crate) mod events;
 pub(crate) mod health;
 pub(crate) mod keys;
 pub(crate) mod messages;
-pub(crate) mod outbox;
 pub(crate) mod push;
 pub(crate) mod steps;
 pub(crate) mod tasks;

@@ -76,7 +76,7 @@ async fn apply(state: &AppState, click: &Click) {
     };
     let by = format!("slack:{}", click.user_id);
     if let Err(refused) = links::follow(state, token, &by, reason.as_deref()).await {
-        tell(state, click, &refused.to_string()).await;
+        tell(state, click, &refused.sentence()).await;
     }
 }
 
@@ -100,7 +100,10 @@ async fn tell(state: &AppState, click: &Click, text: &str) {
         due_at: now,
         ..NewDelivery::default()
     };
-    if let Err(e) = crate::service::outbox::enqueue(state, &[delivery]).await {
-        tracing::warn!(error = %e, user = %click.user_id, "slack: cannot queue the message saying why a click was refused");
+    match crate::service::notify::enqueue(state, &[delivery]).await {
+        Ok(_) => state.notify_wake(),
+        Err(e) => {
+            tracing::warn!(error = %e, user = %click.user_id, "slack: cannot queue the message saying why a click was refused");
+        }
     }
 }
