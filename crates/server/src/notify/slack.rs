@@ -331,6 +331,32 @@ fn clip(s: &str, max: usize) -> String {
     cut
 }
 
+/// The Web API's errors that the same call cannot get past by trying again (Slack's method
+/// references): the message, the channel or the token is wrong. Any other (`ratelimited`,
+/// `internal_error`, `fatal_error`, `service_unavailable`, `request_timeout`, …) is retried.
+const PERMANENT: [&str; 20] = [
+    "invalid_blocks",
+    "invalid_blocks_format",
+    "invalid_arguments",
+    "invalid_json",
+    "json_not_object",
+    "no_text",
+    "msg_too_long",
+    "channel_not_found",
+    "not_in_channel",
+    "is_archived",
+    "user_not_in_channel",
+    "message_not_found",
+    "cant_update_message",
+    "edit_window_closed",
+    "not_authed",
+    "invalid_auth",
+    "account_inactive",
+    "token_revoked",
+    "no_permission",
+    "missing_scope",
+];
+
 /// What the Web API answers (the fields read here).
 #[derive(Deserialize)]
 struct ApiAnswer {
@@ -350,7 +376,8 @@ struct Meta {
 /// Calls the Web API at `api_base` for delivery `d` with bot token `token`: the method its
 /// meta names, its body as JSON. Delivered when Slack says `ok`; a posted or updated message's
 /// `{"channel", "ts"}` comes back to be kept. A `429` (rate limited), any other non-`2xx`,
-/// and `{"ok": false, "error": …}` are failures that say so.
+/// and `{"ok": false, "error": …}` are failures that say so (`permanent:` first when trying
+/// again cannot help: a bad meta, an error in [`PERMANENT`]).
 pub(crate) async fn send(
     http: &reqwest::Client,
     api_base: &str,
@@ -360,12 +387,17 @@ pub(crate) async fn send(
     let method = match d.meta.as_deref() {
         None => Method::PostMessage,
         Some(m) => {
-            let meta: Meta = serde_json::from_str(m).map_err(|e| format!("bad slack meta: {e}"))?;
+            let meta: Meta =
+                serde_json::from_str(m).map_err(|e| format!("permanent: bad slack meta: {e}"))?;
             match meta.method.as_str() {
                 "chat.postMessage" => Method::PostMessage,
                 "chat.update" => Method::Update,
                 "chat.postEphemeral" => Method::PostEphemeral,
-                other => return Err(format!("bad slack meta: no method `{other}` here")),
+                other => {
+                    return Err(format!(
+                        "permanent: bad slack meta: no method `{other}` here"
+                    ));
+                }
             }
         }
     };
@@ -399,11 +431,13 @@ pub(crate) async fn send(
         .await
         .map_err(|e| format!("Slack's answer is not its JSON: {e}"))?;
     if !answer.ok {
-        return Err(format!(
-            "slack {}: {}",
-            method.as_str(),
-            answer.error.as_deref().unwrap_or("not ok")
-        ));
+        let error = answer.error.as_deref().unwrap_or("not ok");
+        let permanent = if PERMANENT.contains(&error) {
+            "permanent: "
+        } else {
+            ""
+        };
+        return Err(format!("{permanent}slack {}: {error}", method.as_str()));
     }
     Ok(match (method, answer.channel, answer.ts) {
         (Method::PostMessage | Method::Update, Some(channel), Some(ts)) => {

@@ -216,7 +216,8 @@ fn secret(meta: &Meta) -> Option<String> {
 
 /// Sends webhook delivery `d` at `now_s` (the attempt's `webhook-timestamp`): its target
 /// checked (private addresses only when `allow_private`) and connected to at the checked
-/// addresses, redirects not followed. Delivered on a `2xx`; the error says why not.
+/// addresses, redirects not followed. Delivered on a `2xx`; the error says why not, starting
+/// `permanent:` when trying again cannot help (a bad meta or secret, a `410 Gone`).
 pub(crate) async fn send(
     http: &reqwest::Client,
     allow_private: bool,
@@ -225,12 +226,14 @@ pub(crate) async fn send(
 ) -> Result<Option<String>, String> {
     let meta: Meta = match d.meta.as_deref() {
         None => Meta::default(),
-        Some(m) => serde_json::from_str(m).map_err(|e| format!("bad webhook meta: {e}"))?,
+        Some(m) => {
+            serde_json::from_str(m).map_err(|e| format!("permanent: bad webhook meta: {e}"))?
+        }
     };
     let signature = match secret(&meta) {
         Some(s) => Some(
             sign(&s, &d.idempotency_key, now_s, d.body.as_bytes())
-                .map_err(|e| format!("cannot sign: {e}"))?,
+                .map_err(|e| format!("permanent: cannot sign: {e}"))?,
         ),
         None => None,
     };
@@ -249,6 +252,10 @@ pub(crate) async fn send(
     }
     match req.send().await {
         Ok(resp) if resp.status().is_success() => Ok(None),
+        // Standard Webhooks: `410 Gone` is the receiver saying it wants no more.
+        Ok(resp) if resp.status().as_u16() == 410 => {
+            Err("permanent: HTTP 410 (the receiver wants no more)".to_owned())
+        }
         Ok(resp) => Err(format!("HTTP {}", resp.status().as_u16())),
         Err(e) => Err(e.to_string()),
     }
@@ -523,6 +530,10 @@ mod tests {
         for (status, error) in [
             (StatusCode::SERVICE_UNAVAILABLE, "HTTP 503"),
             (StatusCode::TEMPORARY_REDIRECT, "HTTP 307"),
+            (
+                StatusCode::GONE,
+                "permanent: HTTP 410 (the receiver wants no more)",
+            ),
         ] {
             let (url, mut got) = receiver(status).await;
             let d = fixtures::delivery("webhook", &url, "{}", None);
@@ -541,7 +552,7 @@ mod tests {
         assert!(refused.starts_with("target refused: "), "{refused}");
         let bad = fixtures::delivery("webhook", &url, "{}", Some(r#"{"secrt":"x"}"#));
         let why = send(&http, true, &bad, 0).await.expect_err("bad meta");
-        assert!(why.starts_with("bad webhook meta"), "{why}");
+        assert!(why.starts_with("permanent: bad webhook meta"), "{why}");
     }
 
     #[tokio::test]

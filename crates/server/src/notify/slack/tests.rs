@@ -546,7 +546,12 @@ async fn what_slack_refuses_is_a_failed_attempt_that_says_why() {
         (
             StatusCode::OK,
             json!({ "ok": false, "error": "invalid_blocks" }),
-            "slack chat.postMessage: invalid_blocks",
+            "permanent: slack chat.postMessage: invalid_blocks",
+        ),
+        (
+            StatusCode::OK,
+            json!({ "ok": false, "error": "internal_error" }),
+            "slack chat.postMessage: internal_error",
         ),
         (
             StatusCode::TOO_MANY_REQUESTS,
@@ -569,5 +574,8 @@ async fn what_slack_refuses_is_a_failed_attempt_that_says_why() {
     let why = send(&http, &base, Some("xoxb-test"), &bad)
         .await
         .expect_err("not a method here");
-    assert!(why.contains("users.list"), "{why}");
+    assert!(
+        why.starts_with("permanent: ") && why.contains("users.list"),
+        "{why}"
+    );
 }
