@@ -163,6 +163,7 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
         header_read_timeout: Duration::from_millis(args.header_timeout_ms),
         idle_timeout: Duration::from_millis(args.idle_timeout_ms),
         metrics,
+        slack: duet_server::SlackOptions::from_env(|name| std::env::var(name).ok()),
         ..Options::default()
     };
     let state = duet_server::AppState::new(runtime, tables, options);

@@ -39,5 +39,13 @@ pub use problem::{PROBLEM_JSON, Problem};
 pub use router::{openapi, router};
 pub use serve::{Background, serve, shutdown_signal};
 pub use service::health::check_writable;
-pub use state::{AppState, Options};
+pub use state::{AppState, Options, SlackOptions};
 pub use views::ApprovalId;
+
+/// Checking what duet's notifications carry, as their receivers do: a webhook's Standard
+/// Webhooks signature ([`signatures::verify`]), and a Slack request's signature
+/// ([`signatures::verify_slack`], what `POST /slack/interactions` checks).
+pub mod signatures {
+    pub use crate::notify::slack::{SlackAuthError, verify_signature as verify_slack};
+    pub use crate::notify::webhook::{Signed, TOLERANCE_S, WebhookError, sign, verify};
+}

@@ -15,6 +15,11 @@ pub(crate) mod links;
 mod recipients;
 pub(crate) mod router;
 pub(crate) mod sender;
+#[cfg(test)]
+mod fixtures;
+pub(crate) mod http;
+pub(crate) mod slack;
+pub(crate) mod webhook;
 
 /// What happened, as notifications name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -58,6 +58,11 @@ pub fn router(state: AppState) -> Router {
     router
         .merge(a2a)
         .merge(crate::inbox::router())
+        // Slack's interactivity: authenticated by Slack's request signature, not an API key.
+        .route(
+            "/slack/interactions",
+            axum::routing::post(routes::slack::interactions),
+        )
         .route("/metrics", axum::routing::get(crate::metrics::scrape))
         .route(
             "/openapi.json",

@@ -14,6 +14,7 @@ mod events;
 mod health;
 mod invoke;
 mod messages;
+pub(crate) mod slack;
 mod threads;
 
 /// Every route of the API.

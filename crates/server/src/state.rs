@@ -60,6 +60,56 @@ pub struct Options {
     /// The metrics `/metrics` serves: give the process's subscriber [`crate::metrics::Metrics::layer`]
     /// so they include the runtime's spans.
     pub metrics: crate::metrics::Metrics,
+    /// How Slack is reached, and how its requests are checked (notifications, issue #31).
+    pub slack: SlackOptions,
+}
+
+/// How the server talks to Slack: the Web API it posts to with the bot token, and the signing
+/// secret `POST /slack/interactions` checks Slack's requests with. `duet serve` reads them from
+/// `DUET_SLACK_API_URL`, `SLACK_BOT_TOKEN` and `SLACK_SIGNING_SECRET` ([`SlackOptions::from_env`]).
+#[derive(Clone)]
+pub struct SlackOptions {
+    /// The Web API's base URL (`https://slack.com/api`; a test's stand-in elsewhere). Set by the
+    /// operator, so not checked against private addresses.
+    pub api_url: String,
+    /// The bot token (`xoxb-…`) the messages are posted with; none: Slack deliveries fail,
+    /// saying so.
+    pub bot_token: Option<String>,
+    /// The app's signing secret; none: the interactivity endpoint answers `404`.
+    pub signing_secret: Option<String>,
+}
+
+impl SlackOptions {
+    /// The options the variables `var` reads say (an empty one counts as unset).
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Self {
+        let set = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        SlackOptions {
+            api_url: set("DUET_SLACK_API_URL").unwrap_or_else(|| SlackOptions::default().api_url),
+            bot_token: set("SLACK_BOT_TOKEN"),
+            signing_secret: set("SLACK_SIGNING_SECRET"),
+        }
+    }
+}
+
+impl Default for SlackOptions {
+    fn default() -> Self {
+        SlackOptions {
+            api_url: "https://slack.com/api".to_owned(),
+            bot_token: None,
+            signing_secret: None,
+        }
+    }
+}
+
+/// The secrets are not shown, only whether they are set.
+impl std::fmt::Debug for SlackOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackOptions")
+            .field("api_url", &self.api_url)
+            .field("bot_token", &self.bot_token.as_ref().map(|_| "…"))
+            .field("signing_secret", &self.signing_secret.as_ref().map(|_| "…"))
+            .finish()
+    }
 }
 
 impl Default for Options {
@@ -81,6 +131,7 @@ impl Default for Options {
 
             ready_cache: Duration::from_secs(1),
             metrics: crate::metrics::Metrics::default(),
+            slack: SlackOptions::default(),
         }
     }
 }

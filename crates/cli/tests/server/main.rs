@@ -6,12 +6,16 @@
 //! request is addressed to — the agent card's URLs, `--no-auth`'s hosts and origins
 //! (`addressed.rs`); changed definitions (`stale.rs`); the session control plane and the Agent
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`); the email channel against a
-//! real SMTP server (`email.rs`, `support/smtp.rs`).
+//! real SMTP server (`email.rs`, `support/smtp.rs`); Slack (`slack.rs`, against the
+//! loopback stand-in `support/slack.rs`); webhook signatures as Standard Webhooks' Python
+//! library reads them (`standard_webhooks.rs`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod browser;
+#[path = "../support/slack.rs"]
+mod fake_slack;
 mod harness;
 #[path = "../support/smtp.rs"]
 mod smtp;
@@ -41,6 +45,8 @@ mod lifecycle;
 mod pooler;
 mod ready;
 mod revoked;
+mod slack;
 mod stale;
+mod standard_webhooks;
 mod tool_approvals;
 mod values;

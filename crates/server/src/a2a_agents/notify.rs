@@ -29,8 +29,6 @@ use crate::state::AppState;
 const CLAIM_MS: i64 = 30_000;
 /// Notifications sent per claim.
 const BATCH: usize = 16;
-/// How long an endpoint has to answer.
-const TIMEOUT: Duration = Duration::from_secs(10);
 /// Failures before a notification is given up on (kept in the outbox, marked).
 const MAX_ATTEMPTS: i64 = 10;
 
@@ -231,11 +229,7 @@ fn status_event(task: &Task, status: TaskStatus) -> StreamResponse {
 async fn sender(state: AppState) {
     let every = state.options().recover_every.max(Duration::from_millis(50));
     let closing = state.closing().clone();
-    let http = match reqwest::Client::builder()
-        .timeout(TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-    {
+    let http = match crate::notify::http::client() {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "push sender: no HTTP client; push notifications are not sent");
@@ -313,20 +307,7 @@ async fn send(
     d: &Delivery,
     meta: &PushMeta,
 ) -> Result<(), String> {
-    let pinned;
-    let http = match &target.pin {
-        None => http,
-        Some(pin) => {
-            pinned = reqwest::Client::builder()
-                .timeout(TIMEOUT)
-                .redirect(reqwest::redirect::Policy::none())
-                .resolve_to_addrs(&pin.host, &pin.addrs)
-                .build()
-                .map_err(|e| e.to_string())?;
-            &pinned
-        }
-    };
-    let mut req = http
+    let mut req = crate::notify::http::pinned(http, target)?
         .post(target.url.clone())
         .header("content-type", "application/a2a+json")
         .body(d.body.clone());

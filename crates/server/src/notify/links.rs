@@ -110,7 +110,7 @@ pub(crate) struct Followed {
 pub(crate) async fn secret(state: &AppState) -> Result<Vec<u8>, ServiceError> {
     let mut fresh = [0u8; 32];
     getrandom::fill(&mut fresh)
-        .map_err(|e| ServiceError::Store(duet_runtime::StoreError::Backend(e.to_string().into())))?;
+        .map_err(|e| ServiceError::Store(duet_runtime::StoreError::backend(e)))?;
     let stored = service::notify::secret(state, SECRET, &URL_SAFE_NO_PAD.encode(fresh)).await?;
     URL_SAFE_NO_PAD
         .decode(stored.as_bytes())

@@ -132,10 +132,10 @@ async fn deliver(state: &AppState, s: &Senders, d: Delivery) {
             let now = state.runtime().now_ms();
             let next = (!permanent && attempts < MAX_ATTEMPTS).then(|| now + backoff_ms(attempts));
             if next.is_none() {
-                outcome(state, &d, "failed");
+                count(state, &d, "failed");
                 tracing::warn!(delivery = d.id, channel = %d.channel, target = %d.target, error = %error, attempts, "notification given up on");
             } else {
-                outcome(state, &d, "retry");
+                count(state, &d, "retry");
                 tracing::info!(delivery = d.id, channel = %d.channel, target = %d.target, error = %error, attempts, "notification failed; retrying");
             }
             service::notify::failed(state, d.id, next, &error).await
@@ -146,7 +146,7 @@ async fn deliver(state: &AppState, s: &Senders, d: Delivery) {
     }
 }
 
-fn outcome(state: &AppState, d: &Delivery, outcome: &str) {
+fn count(state: &AppState, d: &Delivery, outcome: &str) {
     state.options().metrics.add(
         "duet_notifications_sent_total",
         &[("channel", &d.channel), ("outcome", outcome)],
