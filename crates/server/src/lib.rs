@@ -39,7 +39,7 @@ pub use problem::{PROBLEM_JSON, Problem};
 pub use router::{openapi, router};
 pub use serve::{Background, serve, shutdown_signal};
 pub use service::health::check_writable;
-pub use state::{AppState, Options, SlackOptions};
+pub use state::{AppState, Env, Options, SlackOptions};
 pub use views::ApprovalId;
 
 /// Checking what duet's notifications carry, as their receivers do: a webhook's Standard

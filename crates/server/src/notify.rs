@@ -11,13 +11,13 @@ use serde::Serialize;
 
 pub(crate) mod email;
 mod facts;
+#[cfg(test)]
+mod fixtures;
+pub(crate) mod http;
 pub(crate) mod links;
 mod recipients;
 pub(crate) mod router;
 pub(crate) mod sender;
-#[cfg(test)]
-mod fixtures;
-pub(crate) mod http;
 pub(crate) mod slack;
 pub(crate) mod webhook;
 

@@ -62,11 +62,21 @@ pub async fn serve(
     served.map_err(std::io::Error::other)
 }
 
+/// Notifications, until the server closes: A2A push's notifier, the router of the notices the
+/// database writes, and the outbox's sender (which sends both).
+async fn notifications(state: AppState) {
+    tokio::join!(
+        crate::a2a_agents::notify::run(state.clone()),
+        crate::notify::router::run(state.clone()),
+        crate::notify::sender::run(state),
+    );
+}
+
 /// The work [`serve`] runs beside the routes, for a server that mounts [`crate::router`] in its
 /// own app (and so does not call [`serve`]): every [`crate::Options::recover_every`] it runs the
 /// threads whose runner died, it fires the timers as they fall due
 /// ([`duet_runtime::Runtime::serve_timers`]: every replica runs it, each timer fired by one), and
-/// it sends the A2A push notifications of the outbox. Start it once per process;
+/// it routes and sends notifications (A2A push, webhooks, Slack, email) through the outbox. Start it once per process;
 /// [`Background::shutdown`] when the app stops.
 pub struct Background {
     state: AppState,
@@ -84,7 +94,7 @@ impl Background {
             state: state.clone(),
             recovery: tokio::spawn(recover_periodically(state.clone())),
             timers: tokio::spawn(async move { runtime.serve_timers(closing).await }),
-            push: tokio::spawn(crate::a2a_agents::notify::run(state.clone())),
+            push: tokio::spawn(notifications(state.clone())),
         }
     }
 

@@ -62,6 +62,44 @@ pub struct Options {
     pub metrics: crate::metrics::Metrics,
     /// How Slack is reached, and how its requests are checked (notifications, issue #31).
     pub slack: SlackOptions,
+    /// Where notifications read their settings by name: the SMTP server (`DUET_SMTP_URL`,
+    /// `DUET_SMTP_FROM`, `DUET_SMTP_CA_FILE`) and a webhook's `secretEnv`. The process
+    /// environment by default; a test gives a map.
+    pub env: Env,
+}
+
+/// Settings read by name ([`Options::env`]).
+#[derive(Clone)]
+pub struct Env(std::sync::Arc<dyn Fn(&str) -> Option<String> + Send + Sync>);
+
+impl Env {
+    /// The process environment.
+    pub fn process() -> Self {
+        Env(std::sync::Arc::new(|name| std::env::var(name).ok()))
+    }
+
+    /// Exactly these values (nothing from the process environment).
+    pub fn from_map(values: std::collections::BTreeMap<String, String>) -> Self {
+        Env(std::sync::Arc::new(move |name| values.get(name).cloned()))
+    }
+
+    /// The value of `name`, if set.
+    pub fn var(&self, name: &str) -> Option<String> {
+        (self.0)(name)
+    }
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Env::process()
+    }
+}
+
+/// The values are not shown.
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Env(…)")
+    }
 }
 
 /// How the server talks to Slack: the Web API it posts to with the bot token, and the signing
@@ -132,6 +170,7 @@ impl Default for Options {
             ready_cache: Duration::from_secs(1),
             metrics: crate::metrics::Metrics::default(),
             slack: SlackOptions::default(),
+            env: Env::default(),
         }
     }
 }

@@ -1,7 +1,8 @@
-//! Delivering push notifications, in every server process: the notifier turns each task's new
-//! journal entries into A2A events in the outbox (moving the config's watermark in the same
-//! transaction), and the sender POSTs the outbox, retrying with backoff until the endpoint
-//! takes each one — so a notification survives a restart, and is sent at least once.
+//! A2A push notifications, in every server process: the notifier turns each task's new journal
+//! entries into A2A events in the one outbox (moving the config's watermark in the same
+//! transaction), and the outbox's sender (`notify/sender.rs`) POSTs them with [`send_push`],
+//! retrying with backoff until the endpoint takes each one — so a notification survives a
+//! restart, and is sent at least once.
 
 use std::time::Duration;
 
@@ -9,8 +10,7 @@ use duet_a2a::{
     A2aError, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
 };
-use duet_net::Target;
-use duet_server_store::{Delivery, PUSH_CHANNEL, PushConfig, PushMeta};
+use duet_server_store::{Delivery, PushConfig, PushMeta};
 use std::collections::BTreeSet;
 
 use duet_runtime::{FeedEvent, ThreadId};
@@ -25,16 +25,10 @@ use crate::service::events::Feed;
 use crate::service::threads;
 use crate::state::AppState;
 
-/// How long a claimed notification is ours before another sender may take it.
-const CLAIM_MS: i64 = 30_000;
-/// Notifications sent per claim.
-const BATCH: usize = 16;
-/// Failures before a notification is given up on (kept in the outbox, marked).
-const MAX_ATTEMPTS: i64 = 10;
-
-/// Runs the notifier and the sender until the server closes.
+/// Runs the notifier until the server closes (the outbox's sender, `notify/sender.rs`, sends
+/// what it queues).
 pub(crate) async fn run(state: AppState) {
-    tokio::join!(notifier(state.clone()), sender(state));
+    notifier(state).await;
 }
 
 /// Turns task updates into outbox rows whenever anything changes (and every recovery period,
@@ -224,90 +218,20 @@ fn status_event(task: &Task, status: TaskStatus) -> StreamResponse {
     })
 }
 
-/// Sends what is due in the outbox, whenever the notifier queued something (and every
-/// recovery period, for retries and other processes' rows).
-async fn sender(state: AppState) {
-    let every = state.options().recover_every.max(Duration::from_millis(50));
-    let closing = state.closing().clone();
-    let http = match crate::notify::http::client() {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "push sender: no HTTP client; push notifications are not sent");
-            return;
-        }
-    };
-    loop {
-        loop {
-            let now = state.runtime().now_ms();
-            let due = match service::push::claim(&state, now, CLAIM_MS, BATCH).await {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::warn!(error = %e, "push sender: cannot read the outbox");
-                    break;
-                }
-            };
-            if due.is_empty() {
-                break;
-            }
-            // At once: one slow endpoint holds up no other, and the batch ends well inside
-            // its claim.
-            futures::future::join_all(due.into_iter().map(|d| deliver(&state, &http, d))).await;
-        }
-        tokio::select! {
-            () = closing.cancelled() => return,
-            () = state.push_woken() => {}
-            () = tokio::time::sleep(every) => {}
-        }
-    }
-}
-
-/// Sends one delivery and records how it went. Only A2A push's are sent here; any other
-/// channel's is given up on at once (the generic sender replaces this one).
-async fn deliver(state: &AppState, http: &reqwest::Client, d: Delivery) {
-    let now = state.runtime().now_ms();
-    if d.channel != PUSH_CHANNEL {
-        let error = format!("no sender for channel `{}`", d.channel);
-        tracing::warn!(id = d.id, error = %error, "outbox delivery given up on");
-        if let Err(e) = service::push::failed(state, d.id, None, &error, now).await {
-            tracing::warn!(error = %e, "push sender: cannot record a delivery");
-        }
-        return;
-    }
-    let outcome = match serde_json::from_str::<PushMeta>(d.meta.as_deref().unwrap_or("{}")) {
-        Err(e) => Err(format!("unreadable push settings: {e}")),
-        Ok(meta) => match target_allowed(&d.target, state.options().allow_private_push).await {
-            Err(why) => Err(format!("target refused: {why}")),
-            Ok(target) => send(http, &target, &d, &meta).await,
-        },
-    };
-    let now = state.runtime().now_ms();
-    let recorded = match outcome {
-        Ok(()) => service::push::sent(state, d.id, now).await,
-        Err(error) => {
-            let attempts = d.attempts + 1;
-            let next = (attempts < MAX_ATTEMPTS).then(|| now + backoff_ms(attempts));
-            if next.is_none() {
-                tracing::warn!(url = %d.target, error = %error, attempts, "push notification given up on");
-            } else {
-                tracing::info!(url = %d.target, error = %error, attempts, "push notification failed; retrying");
-            }
-            service::push::failed(state, d.id, next, &error, now).await
-        }
-    };
-    if let Err(e) = recorded {
-        tracing::warn!(error = %e, "push sender: cannot record a delivery (it will be sent again)");
-    }
-}
-
-/// POSTs `d` to `target` with `meta`'s headers, connecting only to the addresses it was
-/// checked at.
-async fn send(
+/// Sends A2A push delivery `d` (for the outbox's sender, `notify/sender.rs`): the config's
+/// settings from its meta, the target checked (private addresses only when `allow_private`) and
+/// connected to at the checked addresses only.
+pub(crate) async fn send_push(
     http: &reqwest::Client,
-    target: &Target,
+    allow_private: bool,
     d: &Delivery,
-    meta: &PushMeta,
 ) -> Result<(), String> {
-    let mut req = crate::notify::http::pinned(http, target)?
+    let meta: PushMeta = serde_json::from_str(d.meta.as_deref().unwrap_or("{}"))
+        .map_err(|e| format!("permanent: unreadable push settings: {e}"))?;
+    let target = target_allowed(&d.target, allow_private)
+        .await
+        .map_err(|why| format!("target refused: {why}"))?;
+    let mut req = crate::notify::http::pinned(http, &target)?
         .post(target.url.clone())
         .header("content-type", "application/a2a+json")
         .body(d.body.clone());
@@ -325,21 +249,5 @@ async fn send(
         Ok(resp) if resp.status().is_success() => Ok(()),
         Ok(resp) => Err(format!("HTTP {}", resp.status().as_u16())),
         Err(e) => Err(e.to_string()),
-    }
-}
-
-/// The wait before attempt `n + 1`: 1 s, doubling, at most 5 min.
-fn backoff_ms(n: i64) -> i64 {
-    let exp = u32::try_from(n.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
-    (1_000i64 << exp).min(300_000)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn backoff_doubles_to_a_ceiling() {
-        let waits: Vec<i64> = (1..=11).map(super::backoff_ms).collect();
-        assert_eq!(&waits[..4], [1_000, 2_000, 4_000, 8_000]);
-        assert_eq!(waits[10], 300_000);
     }
 }

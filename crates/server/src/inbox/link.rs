@@ -39,11 +39,25 @@ pub(crate) async fn follow(
     };
     if link.action == "reject" && reason.is_empty() {
         let error = Some("Say why you reject it: the agent is told.");
-        return confirm(&state, &token, &link, error, StatusCode::UNPROCESSABLE_ENTITY).await;
+        return confirm(
+            &state,
+            &token,
+            &link,
+            error,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
     }
     if reason.len() > MAX_REASON {
         let error = Some("That reason is too long (4,000 characters at most).");
-        return confirm(&state, &token, &link, error, StatusCode::UNPROCESSABLE_ENTITY).await;
+        return confirm(
+            &state,
+            &token,
+            &link,
+            error,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
     }
     let reason = (!reason.is_empty()).then_some(reason);
     match links::follow(&state, &token, "", reason).await {

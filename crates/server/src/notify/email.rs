@@ -64,13 +64,8 @@ impl std::fmt::Debug for Smtp {
 }
 
 impl Smtp {
-    /// The email channel the process's environment configures: `None` when `DUET_SMTP_URL` is
-    /// not set; an error naming the variable when one is wrong.
-    pub(crate) fn from_env() -> Result<Option<Smtp>, String> {
-        Smtp::from_vars(|name| std::env::var(name).ok())
-    }
-
-    /// [`Smtp::from_env`] over `var` (a variable's value by name).
+    /// The email channel the variables `var` reads configure ([`crate::Options::env`]): `None`
+    /// when `DUET_SMTP_URL` is not set; an error naming the variable when one is wrong.
     pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Smtp>, String> {
         let get = |name: &str| var(name).filter(|v| !v.trim().is_empty());
         let (url, from, ca) = (

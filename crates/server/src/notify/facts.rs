@@ -195,7 +195,7 @@ mod tests {
     fn notice(fact: &str, seq: i64, data: serde_json::Value) -> Notice {
         Notice {
             id: 1,
-            thread: duet_runtime::ThreadId::new(),
+            thread: uuid::Uuid::now_v7(),
             seq,
             session: Some(2),
             fact: fact.into(),
@@ -255,6 +255,13 @@ mod tests {
         };
         assert_eq!(end("step_error"), Some(Event::ThreadFailed));
         assert_eq!(end("session_stop"), Some(Event::SessionEnded));
-        assert!(interpret(&notice("turn_completed", 3, serde_json::json!({"side": "a"}))).is_none());
+        assert!(
+            interpret(&notice(
+                "turn_completed",
+                3,
+                serde_json::json!({"side": "a"})
+            ))
+            .is_none()
+        );
     }
 }

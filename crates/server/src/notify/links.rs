@@ -10,12 +10,12 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, KeyInit, Mac};
+use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use duet_runtime::Principal;
-use duet_server_store::{Link, LinkUse};
+use duet_server_store::Link;
 
 use crate::auth::{Caller, Credential};
 use crate::service::{self, ServiceError};
@@ -109,12 +109,17 @@ pub(crate) struct Followed {
 /// The links secret's bytes: the stored one, made by the first process that needed it.
 pub(crate) async fn secret(state: &AppState) -> Result<Vec<u8>, ServiceError> {
     let mut fresh = [0u8; 32];
-    getrandom::fill(&mut fresh)
-        .map_err(|e| ServiceError::Store(duet_runtime::StoreError::backend(e)))?;
+    getrandom::fill(&mut fresh).map_err(|e| {
+        ServiceError::Store(duet_runtime::StoreError::backend(std::io::Error::other(
+            e.to_string(),
+        )))
+    })?;
     let stored = service::notify::secret(state, SECRET, &URL_SAFE_NO_PAD.encode(fresh)).await?;
-    URL_SAFE_NO_PAD
-        .decode(stored.as_bytes())
-        .map_err(|e| ServiceError::Store(duet_runtime::StoreError::Corrupt(format!("the links secret: {e}"))))
+    URL_SAFE_NO_PAD.decode(stored.as_bytes()).map_err(|e| {
+        ServiceError::Store(duet_runtime::StoreError::Corrupt(format!(
+            "the links secret: {e}"
+        )))
+    })
 }
 
 /// A new link's random id.
@@ -128,7 +133,7 @@ pub(crate) fn new_id() -> String {
 }
 
 fn mac(secret: &[u8], payload: &str) -> Option<Hmac<Sha256>> {
-    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).ok()?;
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).ok()?;
     m.update(payload.as_bytes());
     Some(m)
 }
@@ -286,25 +291,10 @@ fn approver(link: &Link) -> Caller {
 }
 
 fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map_or_else(|| ms.to_string(), |t| t.format("%Y-%m-%d %H:%M UTC").to_string())
-}
-
-/// What [`NotifyStore::use_link`](duet_server_store::NotifyStore::use_link) said, as a refusal
-/// (for a caller that marks first).
-pub(crate) fn refusal(used: LinkUse) -> Option<Refused> {
-    match used {
-        LinkUse::First(_) => None,
-        LinkUse::Used(l) => Some(Refused::Used {
-            at: l.used_at.unwrap_or_default(),
-            by: l.used_by.as_deref().map(Caller::author_name),
-        }),
-        LinkUse::Expired(l) => Some(Refused::Expired { at: l.expires_at }),
-        LinkUse::Revoked(l) => Some(Refused::Revoked {
-            at: l.revoked_at.unwrap_or_default(),
-        }),
-        LinkUse::Unknown => Some(Refused::Unknown),
-    }
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
+    )
 }
 
 #[cfg(test)]
@@ -340,19 +330,27 @@ mod tests {
     fn an_altered_token_is_refused() {
         let t = token(b"secret", &link());
         let (payload, sig) = t.split_once('.').expect("two parts");
-        let forged = URL_SAFE_NO_PAD.encode(
-            br#"{"l":"abc","a":"t:1:4","d":"approve","e":99999999999}"#,
-        );
-        assert!(matches!(verify(b"secret", &format!("{forged}.{sig}")), Err(Refused::Tampered)));
+        let forged =
+            URL_SAFE_NO_PAD.encode(br#"{"l":"abc","a":"t:1:4","d":"approve","e":99999999999}"#);
+        assert!(matches!(
+            verify(b"secret", &format!("{forged}.{sig}")),
+            Err(Refused::Tampered)
+        ));
         assert!(matches!(verify(b"secret", payload), Err(Refused::Tampered)));
-        assert!(matches!(verify(b"secret", &format!("{payload}.x{sig}")), Err(Refused::Tampered)));
+        assert!(matches!(
+            verify(b"secret", &format!("{payload}.x{sig}")),
+            Err(Refused::Tampered)
+        ));
     }
 
     #[test]
     fn standing_orders_revoked_used_expired() {
         let mut l = link();
         assert!(standing(&l, 999).is_ok());
-        assert!(matches!(standing(&l, 1_000), Err(Refused::Expired { at: 1_000 })));
+        assert!(matches!(
+            standing(&l, 1_000),
+            Err(Refused::Expired { at: 1_000 })
+        ));
         l.used_at = Some(5);
         assert!(matches!(standing(&l, 10), Err(Refused::Used { at: 5, .. })));
         l.revoked_at = Some(7);

@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use duet_spec::{Approvers, NotificationChannel, NotificationDef};
 use duet_server_store::Subscription;
+use duet_spec::{Approvers, NotificationChannel, NotificationDef};
 
 use super::{Event, QuestionKind};
 

@@ -17,8 +17,6 @@ use crate::state::AppState;
 const CLAIM_MS: i64 = 30_000;
 /// Deliveries sent per claim.
 const BATCH: usize = 16;
-/// How long a target has to answer.
-pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
 /// Failures before a delivery is given up on.
 pub(crate) const MAX_ATTEMPTS: i64 = 10;
 
@@ -26,8 +24,6 @@ pub(crate) const MAX_ATTEMPTS: i64 = 10;
 struct Senders {
     http: reqwest::Client,
     smtp: Result<Option<Smtp>, String>,
-    slack_api: String,
-    slack_token: Option<String>,
 }
 
 /// Sends what is due whenever something was queued here (and every recovery period, for
@@ -35,25 +31,17 @@ struct Senders {
 pub(crate) async fn run(state: AppState) {
     let every = state.options().recover_every.max(Duration::from_millis(50));
     let closing = state.closing().clone();
-    let http = match reqwest::Client::builder()
-        .timeout(TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-    {
+    let http = match super::http::client() {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "notification sender: no HTTP client; nothing is sent");
             return;
         }
     };
+    let env = state.options().env.clone();
     let senders = Senders {
         http,
-        smtp: Smtp::from_env(),
-        slack_api: std::env::var("DUET_SLACK_API_URL")
-            .ok()
-            .filter(|u| !u.is_empty())
-            .unwrap_or_else(|| "https://slack.com/api".to_owned()),
-        slack_token: std::env::var("SLACK_BOT_TOKEN").ok().filter(|t| !t.is_empty()),
+        smtp: Smtp::from_vars(|name| env.var(name)),
     };
     if let Err(e) = &senders.smtp {
         tracing::error!(error = %e, "notification sender: DUET_SMTP_URL is unusable; emails fail until it is fixed");
@@ -73,8 +61,7 @@ pub(crate) async fn run(state: AppState) {
             }
             // At once: one slow target holds up no other, and the batch ends well inside its
             // claim (every send is bounded by TIMEOUT).
-            futures::future::join_all(due.into_iter().map(|d| deliver(&state, &senders, d)))
-                .await;
+            futures::future::join_all(due.into_iter().map(|d| deliver(&state, &senders, d))).await;
         }
         tokio::select! {
             () = closing.cancelled() => return,
@@ -88,17 +75,20 @@ pub(crate) async fn run(state: AppState) {
 async fn send(state: &AppState, s: &Senders, d: &Delivery) -> Result<Option<String>, String> {
     let allow_private = state.options().allow_private_push;
     match d.channel.as_str() {
-        "a2a_push" => crate::a2a_agents::send_push(&s.http, allow_private, d)
+        "a2a_push" => crate::a2a_agents::notify::send_push(&s.http, allow_private, d)
             .await
             .map(|()| None),
         "webhook" => {
             let now_s = state.runtime().now_ms() / 1_000;
-            super::webhook::send(&s.http, allow_private, d, now_s).await
+            super::webhook::send(&s.http, allow_private, &state.options().env, d, now_s).await
         }
-        "slack" => super::slack::send(&s.http, &s.slack_api, s.slack_token.as_deref(), d).await,
+        "slack" => {
+            let slack = &state.options().slack;
+            super::slack::send(&s.http, &slack.api_url, slack.bot_token.as_deref(), d).await
+        }
         "email" => match &s.smtp {
             Ok(Some(smtp)) => super::email::send(smtp, d).await,
-            Ok(None) => Err("no SMTP server: set DUET_SMTP_URL and DUET_SMTP_FROM".to_owned()),
+            Ok(None) => Err(super::email::UNCONFIGURED.to_owned()),
             Err(e) => Err(format!("DUET_SMTP_URL: {e}")),
         },
         other => Err(format!("permanent: no sender for channel `{other}`")),

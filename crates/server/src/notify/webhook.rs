@@ -191,13 +191,13 @@ static UNSET: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// The secret `meta` names: given, or read from its variable now (`None` when unset: the
 /// webhook goes out unsigned, which is logged once per variable).
-fn secret(meta: &Meta) -> Option<String> {
+fn secret(meta: &Meta, env: &crate::state::Env) -> Option<String> {
     if let Some(s) = &meta.secret {
         return Some(s.clone());
     }
     let name = meta.secret_env.as_deref()?;
-    match std::env::var(name) {
-        Ok(s) if !s.is_empty() => Some(s),
+    match env.var(name) {
+        Some(s) if !s.is_empty() => Some(s),
         _ => {
             let first = UNSET
                 .lock()
@@ -221,6 +221,7 @@ fn secret(meta: &Meta) -> Option<String> {
 pub(crate) async fn send(
     http: &reqwest::Client,
     allow_private: bool,
+    env: &crate::state::Env,
     d: &duet_server_store::Delivery,
     now_s: i64,
 ) -> Result<Option<String>, String> {
@@ -230,7 +231,7 @@ pub(crate) async fn send(
             serde_json::from_str(m).map_err(|e| format!("permanent: bad webhook meta: {e}"))?
         }
     };
-    let signature = match secret(&meta) {
+    let signature = match secret(&meta, env) {
         Some(s) => Some(
             sign(&s, &d.idempotency_key, now_s, d.body.as_bytes())
                 .map_err(|e| format!("permanent: cannot sign: {e}"))?,
@@ -504,7 +505,17 @@ mod tests {
         let meta = serde_json::json!({ "secret": secret }).to_string();
         let d = fixtures::delivery("webhook", &url, &body, Some(&meta));
         let http = crate::notify::http::client().expect("a client");
-        assert_eq!(send(&http, true, &d, 1_700_000_005).await, Ok(None));
+        assert_eq!(
+            send(
+                &http,
+                true,
+                &crate::state::Env::default(),
+                &d,
+                1_700_000_005
+            )
+            .await,
+            Ok(None)
+        );
         let (headers, received) = got.recv().await.expect("one request");
         assert_eq!(received, body);
         assert_eq!(headers["content-type"], "application/json");
@@ -537,7 +548,10 @@ mod tests {
         ] {
             let (url, mut got) = receiver(status).await;
             let d = fixtures::delivery("webhook", &url, "{}", None);
-            assert_eq!(send(&http, true, &d, 0).await, Err(error.to_owned()));
+            assert_eq!(
+                send(&http, true, &crate::state::Env::default(), &d, 0).await,
+                Err(error.to_owned())
+            );
             let (headers, _) = got.recv().await.expect("tried once");
             assert!(
                 headers.get("webhook-signature").is_none(),
@@ -546,12 +560,14 @@ mod tests {
         }
         let (url, _got) = receiver(StatusCode::OK).await;
         let d = fixtures::delivery("webhook", &url, "{}", None);
-        let refused = send(&http, false, &d, 0)
+        let refused = send(&http, false, &crate::state::Env::default(), &d, 0)
             .await
             .expect_err("loopback refused");
         assert!(refused.starts_with("target refused: "), "{refused}");
         let bad = fixtures::delivery("webhook", &url, "{}", Some(r#"{"secrt":"x"}"#));
-        let why = send(&http, true, &bad, 0).await.expect_err("bad meta");
+        let why = send(&http, true, &crate::state::Env::default(), &bad, 0)
+            .await
+            .expect_err("bad meta");
         assert!(why.starts_with("permanent: bad webhook meta"), "{why}");
     }
 
@@ -561,7 +577,10 @@ mod tests {
         let meta = r#"{"secretEnv":"DUET_TEST_WEBHOOK_SECRET_NEVER_SET"}"#;
         let d = fixtures::delivery("webhook", &url, "{}", Some(meta));
         let http = crate::notify::http::client().expect("a client");
-        assert_eq!(send(&http, true, &d, 0).await, Ok(None));
+        assert_eq!(
+            send(&http, true, &crate::state::Env::default(), &d, 0).await,
+            Ok(None)
+        );
         let (headers, _) = got.recv().await.expect("sent");
         assert!(headers.get("webhook-signature").is_none());
         assert_eq!(headers["webhook-id"], "n1-0");

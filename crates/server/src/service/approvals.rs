@@ -380,13 +380,7 @@ async fn decide_by(
     let since = t.next_seq - 1;
     let accepted = state
         .runtime()
-        .accept_decision(
-            &t.key,
-            approval.park.seq,
-            input,
-            author,
-            message_id,
-        )
+        .accept_decision(&t.key, approval.park.seq, input, author, message_id)
         .await
         .map_err(|e| ServiceError::run(e, &visible))?;
     // Stored: from here on the caller is told where to follow the thread, whatever its run

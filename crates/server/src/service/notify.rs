@@ -13,7 +13,11 @@ use crate::auth::Caller;
 use crate::state::AppState;
 
 /// The secret `name`, made with `fresh` by whoever needed it first.
-pub(crate) async fn secret(state: &AppState, name: &str, fresh: &str) -> Result<String, ServiceError> {
+pub(crate) async fn secret(
+    state: &AppState,
+    name: &str,
+    fresh: &str,
+) -> Result<String, ServiceError> {
     Ok(state.server_store().secret(name, fresh).await?)
 }
 
@@ -148,7 +152,11 @@ pub(crate) async fn delivery(
     id: i64,
 ) -> Result<Delivery, ServiceError> {
     let absent = || ServiceError::NotFound(format!("no notification delivery `{id}`"));
-    let d = state.server_store().delivery(id).await?.ok_or_else(absent)?;
+    let d = state
+        .server_store()
+        .delivery(id)
+        .await?
+        .ok_or_else(absent)?;
     if may_see(state, caller, &d).await? {
         Ok(d)
     } else {
@@ -157,10 +165,16 @@ pub(crate) async fn delivery(
 }
 
 /// Puts failed delivery `id` back in the outbox, due now (admins only: it sends again).
-pub(crate) async fn retry(state: &AppState, caller: &Caller, id: i64) -> Result<Delivery, ServiceError> {
+pub(crate) async fn retry(
+    state: &AppState,
+    caller: &Caller,
+    id: i64,
+) -> Result<Delivery, ServiceError> {
     let d = delivery(state, caller, id).await?;
     if !caller.admin {
-        return Err(ServiceError::NotFound(format!("no notification delivery `{id}`")));
+        return Err(ServiceError::NotFound(format!(
+            "no notification delivery `{id}`"
+        )));
     }
     if d.status != DeliveryStatus::Failed {
         return Err(ServiceError::Conflict {
@@ -178,7 +192,9 @@ pub(crate) async fn retry(state: &AppState, caller: &Caller, id: i64) -> Result<
 }
 
 /// How many deliveries each channel has in each status.
-pub(crate) async fn counts(state: &AppState) -> Result<Vec<(String, DeliveryStatus, i64)>, StoreError> {
+pub(crate) async fn counts(
+    state: &AppState,
+) -> Result<Vec<(String, DeliveryStatus, i64)>, StoreError> {
     state.server_store().delivery_counts().await
 }
 
@@ -201,7 +217,10 @@ pub(crate) async fn unsubscribe(
     principal: Option<&str>,
     id: &str,
 ) -> Result<bool, ServiceError> {
-    Ok(state.server_store().delete_subscription(principal, id).await?)
+    Ok(state
+        .server_store()
+        .delete_subscription(principal, id)
+        .await?)
 }
 
 /// The deliveries `query` selects, whoever may see them (for the router and the sender).
@@ -217,5 +236,8 @@ pub(crate) async fn live_keys(
     state: &AppState,
 ) -> Result<Vec<duet_server_store::ApiKey>, ServiceError> {
     let keys = state.server_store().keys().await?;
-    Ok(keys.into_iter().filter(|k| k.revoked_at.is_none()).collect())
+    Ok(keys
+        .into_iter()
+        .filter(|k| k.revoked_at.is_none())
+        .collect())
 }
