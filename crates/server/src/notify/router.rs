@@ -72,6 +72,8 @@ pub(crate) async fn pass(state: &AppState) -> Result<usize, ServiceError> {
 async fn route(state: &AppState, n: &Notice) -> Result<bool, ServiceError> {
     let (deliveries, links) = match plan(state, n).await {
         Ok(planned) => planned,
+        // The database failed: the notice stays, for the next pass.
+        Err(e @ ServiceError::Store(_)) => return Err(e),
         Err(e) => {
             // A notice that cannot be read (its thread gone, its record unknown to this build)
             // is routed to nobody rather than retried forever.
