@@ -92,8 +92,7 @@ async fn plan(state: &AppState, n: &Notice) -> Result<Planned, ServiceError> {
     let Some(fact) = facts::interpret(n) else {
         return Ok((Vec::new(), Vec::new()));
     };
-    let store = state.runtime().store();
-    let Some(t) = store.thread_by_id(n.thread).await? else {
+    let Some(t) = service::notify::thread(state, n.thread).await? else {
         return Ok((Vec::new(), Vec::new()));
     };
     let (question, approvers) = match fact.asking {
@@ -156,8 +155,7 @@ async fn question(
     t: &Thread,
     asking: Asking,
 ) -> Result<(Question, Approvers), ServiceError> {
-    let store = state.runtime().store();
-    let records = store.records(t.id).await?;
+    let records = service::notify::records(state, t.id).await?;
     let approval = crate::views::ApprovalId {
         thread: t.id,
         park: asking.park(),
@@ -173,12 +171,7 @@ async fn question(
                 &mut approvers,
                 deadline::escalated(&records, Subject::Approval(seq)),
             );
-            let timers = store
-                .timers(&deadline::timer_query(t.id, at))
-                .await
-                .unwrap_or_default();
-            let words = deadline::standing(&timers, &records, Subject::Approval(seq))
-                .map(|s| s.sentence(state.runtime().now_ms()));
+            let words = service::notify::call_deadline(state, t.id, &records, seq, at).await;
             let args = serde_json::to_string_pretty(&asked.arguments).unwrap_or_default();
             Ok((
                 Question {
@@ -198,7 +191,7 @@ async fn question(
             ))
         }
         Asking::Park(park) => {
-            let messages = store.messages(t.id).await?;
+            let messages = service::notify::messages(state, t.id).await?;
             let text = messages
                 .iter()
                 .rev()
@@ -410,7 +403,7 @@ async fn posted(
 /// What approval `id` asks (for a link's page), if it names a question of a thread.
 pub(crate) async fn describe(state: &AppState, id: &str) -> Option<Question> {
     let (approval, t) = service::approvers::locate(state, id).await.ok()?;
-    let records = state.runtime().store().records(t.id).await.ok()?;
+    let records = service::notify::records(state, t.id).await.ok()?;
     let asking = if service::approvers::asked(&records, approval.park.seq).is_some() {
         Asking::Call {
             session: approval.park.session,

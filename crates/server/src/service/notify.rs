@@ -241,3 +241,47 @@ pub(crate) async fn live_keys(
         .filter(|k| k.revoked_at.is_none())
         .collect())
 }
+
+/// Thread `id`, whoever's it is (the router reads the thread a notice is about).
+pub(crate) async fn thread(
+    state: &AppState,
+    id: duet_runtime::ThreadId,
+) -> Result<Option<duet_runtime::Thread>, ServiceError> {
+    Ok(state.runtime().store().thread_by_id(id).await?)
+}
+
+/// Thread `id`'s records.
+pub(crate) async fn records(
+    state: &AppState,
+    id: duet_runtime::ThreadId,
+) -> Result<Vec<duet_runtime::Record>, ServiceError> {
+    Ok(state.runtime().store().records(id).await?)
+}
+
+/// Thread `id`'s messages.
+pub(crate) async fn messages(
+    state: &AppState,
+    id: duet_runtime::ThreadId,
+) -> Result<Vec<duet_runtime::Message>, ServiceError> {
+    Ok(state.runtime().store().messages(id).await?)
+}
+
+/// A pending call's deadline in words (`seq`: its `approval_requested` record, asked at `at`),
+/// if it has one.
+pub(crate) async fn call_deadline(
+    state: &AppState,
+    id: duet_runtime::ThreadId,
+    records: &[duet_runtime::Record],
+    seq: i64,
+    at: i64,
+) -> Option<String> {
+    use duet_runtime::deadline::{self, Subject};
+    let timers = state
+        .runtime()
+        .store()
+        .timers(&deadline::timer_query(id, at))
+        .await
+        .ok()?;
+    deadline::standing(&timers, records, Subject::Approval(seq))
+        .map(|s| s.sentence(state.runtime().now_ms()))
+}
