@@ -62,8 +62,8 @@ pub(crate) struct Args {
     /// no `--public-url`). Only behind a proxy that sets them and drops a client's own.
     #[arg(long, env = "DUET_TRUST_FORWARDED")]
     trust_forwarded: bool,
-    /// Let A2A push notifications go to private, loopback and link-local addresses (refused by
-    /// default). For development and tests on one machine.
+    /// Let A2A push notifications and webhooks go to private, loopback and link-local addresses
+    /// (refused by default). For development and tests on one machine.
     #[arg(long)]
     allow_private_push: bool,
     /// Print the OpenAPI document and exit.

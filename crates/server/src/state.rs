@@ -39,8 +39,9 @@ pub struct Options {
     /// The address the server listens on (`duet serve` sets it): the A2A cards' origin for a
     /// request to a host that is not a loopback one, when nothing else is configured.
     pub listener: Option<std::net::SocketAddr>,
-    /// Whether A2A push notifications may go to private, loopback and link-local addresses
-    /// (refused by default: a config must not turn the server against its own network).
+    /// Whether A2A push notifications and webhooks may go to private, loopback and link-local
+    /// addresses (refused by default: a config must not turn the server against its own
+    /// network).
     pub allow_private_push: bool,
     /// The most connections served at once. Past it, the connection idle the longest is closed to
     /// make room; when every one has a request in flight, a new connection is answered `503`
