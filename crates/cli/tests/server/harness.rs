@@ -51,7 +51,7 @@ impl Server {
         root: &Path,
         options: duet_server::Options,
     ) -> Server {
-        Server::start_on(backend, root, options, None).await
+        Server::start_on(backend, root, options, None, false).await
     }
 
     /// A server for the project at `root` on `backend` whose time is `clock` (a test moves it:
@@ -61,14 +61,26 @@ impl Server {
         root: &Path,
         clock: Arc<duet_runtime::ManualClock>,
     ) -> Server {
-        Server::start_on(backend, root, options(), Some(clock)).await
+        Server::start_on(backend, root, options(), Some(clock), false).await
+    }
+
+    /// A server for the project at `root` on `backend`, with `options` (and time `clock`, when
+    /// given), whose public URL is its own address: the links its notifications carry reach it.
+    pub async fn start_notifying(
+        backend: &Backend,
+        root: &Path,
+        options: duet_server::Options,
+        clock: Option<Arc<duet_runtime::ManualClock>>,
+    ) -> Server {
+        Server::start_on(backend, root, options, clock, true).await
     }
 
     async fn start_on(
         backend: &Backend,
         root: &Path,
-        options: duet_server::Options,
+        mut options: duet_server::Options,
         clock: Option<Arc<duet_runtime::ManualClock>>,
+        own_url: bool,
     ) -> Server {
         let duet_store::Stores {
             engine: store,
@@ -79,11 +91,14 @@ impl Server {
             rt = rt.clock(clock);
         }
         let rt = rt.build();
-        let state = duet_server::AppState::new(rt, tables.clone(), options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
+        if own_url {
+            options.public_url = Some(base.clone());
+        }
+        let state = duet_server::AppState::new(rt, tables.clone(), options);
         let stop = CancellationToken::new();
         let signal = stop.clone();
         let done = tokio::spawn(duet_server::serve(state, listener, async move {

@@ -8,7 +8,9 @@
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`); the email channel against a
 //! real SMTP server (`email.rs`, `support/smtp.rs`); Slack (`slack.rs`, against the
 //! loopback stand-in `support/slack.rs`); webhook signatures as Standard Webhooks' Python
-//! library reads them (`standard_webhooks.rs`).
+//! library reads them (`standard_webhooks.rs`); a parked call reaching its approvers and
+//! answered from where it landed — Slack's buttons (`notify_slack.rs`), an email's links
+//! (`notify_email.rs`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -42,6 +44,8 @@ mod inbox_late;
 mod inbox_tools;
 mod isolation;
 mod lifecycle;
+mod notify_email;
+mod notify_slack;
 mod pooler;
 mod ready;
 mod revoked;

@@ -1,7 +1,8 @@
 //! A real SMTP server on loopback for the email tests: `smtp_server.py` (Python's `aiosmtpd`,
 //! which scripts/test-servers installs) with STARTTLS on a certificate for 127.0.0.1 signed by a
 //! CA made here per server, and AUTH as [`USER`]; the messages it received, as Python's `email`
-//! package parsed them (an independent MIME reader). Stopped when dropped.
+//! package parsed them (an independent MIME reader), each awaitable as it arrives (the server
+//! says so on its stdout). Stopped when dropped.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
 
 /// The only user the server admits.
 pub const USER: &str = "duet-mailer";
@@ -22,6 +24,8 @@ pub struct SmtpServer {
     port: u16,
     ca_file: PathBuf,
     maildir: PathBuf,
+    /// The numbers of the messages written, as the server announces them.
+    arrived: tokio::sync::Mutex<mpsc::UnboundedReceiver<u64>>,
 }
 
 /// One message the server accepted.
@@ -142,24 +146,37 @@ impl SmtpServer {
             .spawn()
             .expect("python3 runs smtp_server.py");
         let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout);
         let mut first = String::new();
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            BufReader::new(stdout).read_line(&mut first),
-        )
-        .await
-        .expect("smtp_server.py says its port within 30 s")
-        .expect("read its stdout");
+        tokio::time::timeout(Duration::from_secs(30), lines.read_line(&mut first))
+            .await
+            .expect("smtp_server.py says its port within 30 s")
+            .expect("read its stdout");
         let port = first
             .trim()
             .strip_prefix("PORT ")
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("smtp_server.py's first line: {first:?}"));
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut line = String::new();
+            while lines.read_line(&mut line).await.is_ok_and(|n| n > 0) {
+                if let Some(n) = line
+                    .trim()
+                    .strip_prefix("MESSAGE ")
+                    .and_then(|n| n.parse().ok())
+                {
+                    let _ = tx.send(n);
+                }
+                line.clear();
+            }
+        });
         Some(SmtpServer {
             child,
             port,
             ca_file: dir.root().join("ca.pem"),
             maildir,
+            arrived: tokio::sync::Mutex::new(rx),
         })
     }
 
@@ -184,6 +201,26 @@ impl SmtpServer {
         &self.ca_file
     }
 
+    /// The next message it accepts (waits for it, at most `within`: a hung test, not a timing
+    /// assertion).
+    pub async fn next_message(&self, within: Duration) -> Received {
+        let mut arrived = self.arrived.lock().await;
+        let n = tokio::time::timeout(within, arrived.recv())
+            .await
+            .expect("a message at the SMTP server in time")
+            .expect("smtp_server.py runs");
+        self.read(n, &self.maildir.join(format!("{n}.json")))
+    }
+
+    /// Message `n`, its parsed form read from `json`.
+    fn read(&self, n: u64, json: &Path) -> Received {
+        Received {
+            raw: std::fs::read_to_string(self.maildir.join(format!("{n}.eml"))).expect("eml"),
+            parsed: serde_json::from_str(&std::fs::read_to_string(json).expect("json"))
+                .expect("parsed JSON"),
+        }
+    }
+
     /// Every message it accepted so far, oldest first.
     pub fn messages(&self) -> Vec<Received> {
         let mut numbered: Vec<(u64, PathBuf)> = std::fs::read_dir(&self.maildir)
@@ -202,11 +239,7 @@ impl SmtpServer {
         numbered.sort();
         numbered
             .into_iter()
-            .map(|(n, json)| Received {
-                raw: std::fs::read_to_string(self.maildir.join(format!("{n}.eml"))).expect("eml"),
-                parsed: serde_json::from_str(&std::fs::read_to_string(json).expect("json"))
-                    .expect("parsed JSON"),
-            })
+            .map(|(n, json)| self.read(n, &json))
             .collect()
     }
 }

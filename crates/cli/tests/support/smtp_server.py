@@ -8,8 +8,9 @@ line once listening. STARTTLS is required (with CERT and KEY, PEM files), and so
 message accepted is written to MAILDIR as `<n>.eml` (the bytes received), then `<n>.json`
 (the envelope and the message as Python's `email` package parses it: headers, and each leaf
 part's content type and decoded text), written whole under a temporary name and renamed, so
-a `.json` present is complete. Recipients `reject@…` get `550` (permanent) and `busy@…` get
-`451` (transient), for the tests of how failures read.
+a `.json` present is complete; then `MESSAGE <n>` is printed on stdout (what a test waits
+on). Recipients `reject@…` get `550` (permanent) and `busy@…` get `451` (transient), for the
+tests of how failures read.
 """
 
 import asyncio
@@ -83,6 +84,7 @@ def main():
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(parsed, f)
             os.rename(tmp, os.path.join(maildir, f"{n}.json"))
+            print(f"MESSAGE {n}", flush=True)
             return f"250 2.0.0 Accepted as message {n}"
 
     handler = Handler()

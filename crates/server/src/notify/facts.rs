@@ -67,9 +67,15 @@ fn failed(reason: StopReason) -> bool {
     )
 }
 
-/// Who an answer's author is, in words (a principal's subject; the deadline is `deadline`).
+/// Who an answer's author is, in words (a principal's subject; the deadline is `deadline`; a
+/// Slack user who clicked a button is `slack:{user id}`, which Slack's channel mentions).
 pub(crate) fn author_name(author: Option<&str>) -> Option<String> {
-    author.map(crate::auth::Caller::author_name)
+    author.map(
+        |a| match serde_json::from_str::<duet_runtime::Principal>(a) {
+            Ok(p) if p.issuer == "slack" => format!("slack:{}", p.subject),
+            _ => crate::auth::Caller::author_name(a),
+        },
+    )
 }
 
 /// What `n` means; `None` when it is nothing anyone hears of (a record this build does not
@@ -241,6 +247,25 @@ mod tests {
         let f = interpret(&by_bob).expect("an answer");
         assert_eq!(f.event, Event::QuestionAnswered);
         assert_eq!(f.answer.and_then(|a| a.by).as_deref(), Some("bob"));
+    }
+
+    #[test]
+    fn a_slack_user_s_decision_names_them_as_slack_s() {
+        let clicked = duet_runtime::Principal {
+            kind: "user".into(),
+            issuer: "slack".into(),
+            subject: "U0BOB".into(),
+        }
+        .canonical();
+        let decided = notice(
+            "approval_decided",
+            9,
+            serde_json::json!({"approval": 5, "call": "c1", "tool": "deploy",
+                "decision": "approve", "author": clicked, "at": 1}),
+        );
+        let f = interpret(&decided).expect("a decision");
+        assert_eq!(f.event, Event::QuestionAnswered);
+        assert_eq!(f.answer.and_then(|a| a.by).as_deref(), Some("slack:U0BOB"));
     }
 
     #[test]

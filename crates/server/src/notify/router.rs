@@ -326,11 +326,21 @@ async fn deliveries_for(
                 super::Event::QuestionAnswered | super::Event::QuestionExpired
             ) && let Some(approval) = &subject
             {
-                for ts in posted(state, approval, &r.subscription, channel).await? {
+                for message in posted(state, approval, &r.subscription, channel).await? {
+                    let (ts, meta) = match message {
+                        Posted::At(ts) => (ts, serde_json::json!({"method": "chat.update"})),
+                        // Not sent yet (Slack down, or a click faster than the sender's record
+                        // of it): the same stream sends it first, and the sender reads its
+                        // `ts` then.
+                        Posted::Pending(post) => (
+                            String::new(),
+                            serde_json::json!({"method": "chat.update", "post": post}),
+                        ),
+                    };
                     rendered.push((
                         channel.clone(),
                         super::slack::render_update(&view, channel, &ts),
-                        Some(serde_json::json!({"method": "chat.update"})),
+                        Some(meta),
                     ));
                     updated = true;
                 }
@@ -374,30 +384,45 @@ async fn deliveries_for(
     Ok(())
 }
 
-/// The Slack messages (their `ts`) subscription `sub` posted to `channel` about `approval`.
+/// A Slack message about a question, as the router finds it when the question is answered.
+enum Posted {
+    /// Posted: its `ts`.
+    At(String),
+    /// Still in the outbox: the delivery that posts it.
+    Pending(i64),
+}
+
+/// The Slack messages subscription `sub` posted (or is about to post) to `channel` about
+/// `approval`.
 async fn posted(
     state: &AppState,
     approval: &str,
     sub: &str,
     channel: &str,
-) -> Result<Vec<String>, ServiceError> {
+) -> Result<Vec<Posted>, ServiceError> {
     let query = DeliveryQuery {
-        status: vec![DeliveryStatus::Delivered],
+        status: vec![DeliveryStatus::Delivered, DeliveryStatus::Pending],
         subject: Some(approval.to_owned()),
         channel: Some("slack".to_owned()),
         limit: 100,
         ..DeliveryQuery::default()
     };
     let found = service::notify::all_deliveries(state, &query).await?;
-    Ok(found
+    let mut out: Vec<Posted> = found
         .into_iter()
         .filter(|d| d.subscription.as_deref() == Some(sub) && d.target == channel)
         .filter(|d| d.event != "question.answered" && d.event != "question.expired")
-        .filter_map(|d| {
-            let r: serde_json::Value = serde_json::from_str(d.response.as_deref()?).ok()?;
-            r.get("ts")?.as_str().map(str::to_owned)
+        .filter_map(|d| match d.status {
+            DeliveryStatus::Pending => Some(Posted::Pending(d.id)),
+            _ => {
+                let r: serde_json::Value = serde_json::from_str(d.response.as_deref()?).ok()?;
+                r.get("ts")?.as_str().map(|ts| Posted::At(ts.to_owned()))
+            }
         })
-        .collect())
+        .collect();
+    // Oldest first, as they were posted (the listing is newest first).
+    out.reverse();
+    Ok(out)
 }
 
 /// What approval `id` asks (for a link's page), if it names a question of a thread.

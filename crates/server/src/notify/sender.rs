@@ -84,6 +84,17 @@ async fn send(state: &AppState, s: &Senders, d: &Delivery) -> Result<Option<Stri
         }
         "slack" => {
             let slack = &state.options().slack;
+            let resolved;
+            let d = match super::slack::awaits_post(d) {
+                Some(post) => {
+                    let found = service::notify::stored_delivery(state, post)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    resolved = super::slack::with_posted_ts(d, post, found.as_ref())?;
+                    &resolved
+                }
+                None => d,
+            };
             super::slack::send(&s.http, &slack.api_url, slack.bot_token.as_deref(), d).await
         }
         "email" => match &s.smtp {

@@ -371,6 +371,60 @@ struct ApiAnswer {
 #[serde(deny_unknown_fields)]
 struct Meta {
     method: String,
+    /// A `chat.update` routed before the message it updates was posted: the delivery that
+    /// posts it, whose kept `ts` the update takes when it is sent ([`with_posted_ts`]).
+    #[serde(default)]
+    post: Option<i64>,
+}
+
+/// The delivery whose message `d` updates, when `d` was routed before that message was posted
+/// (its meta's `post`).
+pub(crate) fn awaits_post(d: &duet_server_store::Delivery) -> Option<i64> {
+    let meta: Meta = serde_json::from_str(d.meta.as_deref()?).ok()?;
+    meta.post
+}
+
+/// Update `d` with the `ts` of the message delivery `post` posted (`post_id`), or why it cannot
+/// be sent: the post not sent yet (tried again), or never to be (`permanent:`).
+pub(crate) fn with_posted_ts(
+    d: &duet_server_store::Delivery,
+    post_id: i64,
+    post: Option<&duet_server_store::Delivery>,
+) -> Result<duet_server_store::Delivery, String> {
+    use duet_server_store::DeliveryStatus;
+    let post = post.ok_or_else(|| {
+        format!("permanent: delivery {post_id}, the message this updates, is gone")
+    })?;
+    match post.status {
+        DeliveryStatus::Pending => {
+            return Err(format!(
+                "delivery {post_id}, the message this updates, is not posted yet"
+            ));
+        }
+        DeliveryStatus::Failed => {
+            return Err(format!(
+                "permanent: delivery {post_id}, the message this updates, was never posted"
+            ));
+        }
+        DeliveryStatus::Delivered => {}
+    }
+    let ts = post
+        .response
+        .as_deref()
+        .and_then(|r| serde_json::from_str::<Value>(r).ok())
+        .and_then(|r| r.get("ts").and_then(Value::as_str).map(str::to_owned))
+        .ok_or_else(|| {
+            format!("permanent: delivery {post_id} kept no `ts` of the message this updates")
+        })?;
+    let mut body: Value = serde_json::from_str(&d.body)
+        .map_err(|e| format!("permanent: a slack body that is not JSON: {e}"))?;
+    let Some(fields) = body.as_object_mut() else {
+        return Err("permanent: a slack body that is not a JSON object".to_owned());
+    };
+    fields.insert("ts".to_owned(), Value::String(ts));
+    let mut out = d.clone();
+    out.body = body.to_string();
+    Ok(out)
 }
 
 /// Calls the Web API at `api_base` for delivery `d` with bot token `token`: the method its

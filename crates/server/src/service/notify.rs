@@ -106,6 +106,14 @@ pub(crate) async fn failed(
         .await
 }
 
+/// Delivery `id`, whoever's (for the sender).
+pub(crate) async fn stored_delivery(
+    state: &AppState,
+    id: i64,
+) -> Result<Option<Delivery>, StoreError> {
+    state.server_store().delivery(id).await
+}
+
 /// Whether `caller` may see delivery `d`: an admin, its recipient, or the owner of its thread.
 async fn may_see(state: &AppState, caller: &Caller, d: &Delivery) -> Result<bool, ServiceError> {
     if caller.admin {

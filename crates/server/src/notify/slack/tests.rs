@@ -579,3 +579,36 @@ async fn what_slack_refuses_is_a_failed_attempt_that_says_why() {
         "{why}"
     );
 }
+
+#[test]
+fn an_update_routed_before_its_post_was_sent_takes_the_posts_ts() {
+    use duet_server_store::DeliveryStatus;
+    let update = render_update(
+        &fixtures::answered("slack:U1", Decision::Approve, None),
+        "C0OPS",
+        "",
+    );
+    let meta = json!({ "method": "chat.update", "post": 7 }).to_string();
+    let d = fixtures::delivery("slack", "C0OPS", &update, Some(&meta));
+    assert_eq!(super::awaits_post(&d), Some(7));
+    let plain = fixtures::delivery("slack", "C0OPS", &update, Some(&super::meta("chat.update")));
+    assert_eq!(super::awaits_post(&plain), None);
+
+    let mut post = fixtures::delivery("slack", "C0OPS", "{}", None);
+    post.status = DeliveryStatus::Delivered;
+    post.response = Some(json!({ "channel": "C0OPS", "ts": "1700000000.000100" }).to_string());
+    let sent = super::with_posted_ts(&d, 7, Some(&post)).expect("resolved");
+    let body = parse(&sent.body);
+    assert_eq!(body["ts"], "1700000000.000100");
+    assert_eq!(body["blocks"], parse(&update)["blocks"]);
+
+    // Not posted yet: tried again; never posted, or gone: given up on.
+    post.status = DeliveryStatus::Pending;
+    let err = super::with_posted_ts(&d, 7, Some(&post)).expect_err("not yet");
+    assert!(!err.starts_with("permanent:"), "{err}");
+    post.status = DeliveryStatus::Failed;
+    let err = super::with_posted_ts(&d, 7, Some(&post)).expect_err("never");
+    assert!(err.starts_with("permanent:"), "{err}");
+    let err = super::with_posted_ts(&d, 7, None).expect_err("gone");
+    assert!(err.starts_with("permanent:"), "{err}");
+}
