@@ -69,9 +69,12 @@ pub struct Options {
     pub env: Env,
 }
 
+/// A lookup of settings by name.
+type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
 /// Settings read by name ([`Options::env`]).
 #[derive(Clone)]
-pub struct Env(std::sync::Arc<dyn Fn(&str) -> Option<String> + Send + Sync>);
+pub struct Env(std::sync::Arc<Lookup>);
 
 impl Env {
     /// The process environment.

@@ -107,9 +107,10 @@ pub(crate) fn interpret(n: &Notice) -> Option<Fact> {
     }
     let body = RecordBody::from_parts(&n.fact, data);
     let fact = match body {
-        RecordBody::Stopped { status, .. }
-            if status == duet_runtime::ThreadStatus::AwaitingHuman =>
-        {
+        RecordBody::Stopped {
+            status: duet_runtime::ThreadStatus::AwaitingHuman,
+            ..
+        } => {
             let mut f = Fact::new(Event::QuestionParked);
             // The park is the thread's next seq after the commit that parked it.
             f.asking = Some(Asking::Park(Park {

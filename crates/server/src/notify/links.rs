@@ -56,8 +56,8 @@ pub(crate) enum Refused {
     Used { at: i64, by: Option<String> },
     /// The question was answered already (by someone else, or through another link).
     AlreadyAnswered { by: Option<String> },
-    /// The approval or the runtime refused the decision (`why`).
-    Refused(ServiceError),
+    /// The approval or the runtime refused the decision, or the database failed.
+    Decision(Box<ServiceError>),
 }
 
 impl Refused {
@@ -68,11 +68,13 @@ impl Refused {
             Refused::Tampered | Refused::Unknown => StatusCode::NOT_FOUND,
             Refused::Expired { .. } | Refused::Revoked { .. } => StatusCode::GONE,
             Refused::Used { .. } | Refused::AlreadyAnswered { .. } => StatusCode::CONFLICT,
-            Refused::Refused(ServiceError::NotFound(_)) => StatusCode::NOT_FOUND,
-            Refused::Refused(ServiceError::NotAnApprover { .. }) => StatusCode::FORBIDDEN,
-            Refused::Refused(ServiceError::Invalid(_)) => StatusCode::BAD_REQUEST,
-            Refused::Refused(ServiceError::Store(_)) => StatusCode::SERVICE_UNAVAILABLE,
-            Refused::Refused(_) => StatusCode::CONFLICT,
+            Refused::Decision(e) => match **e {
+                ServiceError::NotFound(_) => StatusCode::NOT_FOUND,
+                ServiceError::NotAnApprover { .. } => StatusCode::FORBIDDEN,
+                ServiceError::Invalid(_) => StatusCode::BAD_REQUEST,
+                ServiceError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::CONFLICT,
+            },
         }
     }
 
@@ -90,7 +92,7 @@ impl Refused {
                 format!("This question was answered already, by {by}.")
             }
             Refused::AlreadyAnswered { by: None } => "This question was answered already.".into(),
-            Refused::Refused(e) => e.to_string(),
+            Refused::Decision(e) => e.to_string(),
         }
     }
 }
@@ -172,11 +174,13 @@ pub(crate) fn verify(secret: &[u8], token: &str) -> Result<Claims, Refused> {
 /// The link `token` names, checked: signed by this database's secret, stored with the same
 /// fields, live (not used, revoked or expired) at `now`.
 pub(crate) async fn inspect(state: &AppState, token: &str) -> Result<Link, Refused> {
-    let secret = secret(state).await.map_err(Refused::Refused)?;
+    let secret = secret(state)
+        .await
+        .map_err(|e| Refused::Decision(Box::new(e)))?;
     let claims = verify(&secret, token)?;
     let link = service::notify::link(state, &claims.link)
         .await
-        .map_err(Refused::Refused)?
+        .map_err(|e| Refused::Decision(Box::new(e)))?
         .ok_or(Refused::Unknown)?;
     if link.approval != claims.approval
         || link.action != claims.action
@@ -257,7 +261,7 @@ pub(crate) async fn follow(
                 by: first.author.as_deref().map(Caller::author_name),
             });
         }
-        Err(e) => return Err(Refused::Refused(e)),
+        Err(e) => return Err(Refused::Decision(Box::new(e))),
     }
     // Decided: the row records it (a racing follower of the same link lost at the decision).
     if let Err(e) = service::notify::use_link(state, &link.id, &author, now).await {

@@ -3,7 +3,7 @@
 //! by the A2A agent before it calls here (the task is read with the caller's visibility).
 
 use duet_runtime::{StoreError, ThreadId};
-use duet_server_store::{Delivery, PushConfig};
+use duet_server_store::PushConfig;
 
 use crate::state::AppState;
 
@@ -64,38 +64,5 @@ pub(crate) async fn enqueue(
     state
         .server_store()
         .enqueue_pushes(config, from, to, task_state, bodies, done, now)
-        .await
-}
-
-/// Up to `limit` deliveries of the outbox due by `now`, each held for `lease_ms` (every
-/// channel's: the sender sends A2A push's).
-pub(crate) async fn claim(
-    state: &AppState,
-    now: i64,
-    lease_ms: i64,
-    limit: usize,
-) -> Result<Vec<Delivery>, StoreError> {
-    state
-        .server_store()
-        .claim_deliveries(now, lease_ms, limit)
-        .await
-}
-
-/// Delivery `id` was taken by its endpoint at `now`.
-pub(crate) async fn sent(state: &AppState, id: i64, now: i64) -> Result<(), StoreError> {
-    state.server_store().delivered(id, None, now).await
-}
-
-/// Delivery `id` failed with `error`; tried again at `next_at`, or given up (`None`).
-pub(crate) async fn failed(
-    state: &AppState,
-    id: i64,
-    next_at: Option<i64>,
-    error: &str,
-    now: i64,
-) -> Result<(), StoreError> {
-    state
-        .server_store()
-        .delivery_failed(id, next_at, error, now)
         .await
 }
