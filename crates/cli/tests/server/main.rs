@@ -8,7 +8,9 @@
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`); the email channel against a
 //! real SMTP server (`email.rs`, `support/smtp.rs`); Slack (`slack.rs`, against the
 //! loopback stand-in `support/slack.rs`); webhook signatures as Standard Webhooks' Python
-//! library reads them (`standard_webhooks.rs`).
+//! library reads them (`standard_webhooks.rs`); notifications end to end — webhooks once, signed,
+//! retried in order, routed by role, private targets refused (`notify_webhooks.rs`) and the
+//! one-time links they carry (`notify_links.rs`), received by the loopback `support/hook.rs`.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -17,6 +19,8 @@ mod browser;
 #[path = "../support/slack.rs"]
 mod fake_slack;
 mod harness;
+#[path = "../support/hook.rs"]
+mod hook;
 #[path = "../support/smtp.rs"]
 mod smtp;
 
@@ -42,6 +46,9 @@ mod inbox_late;
 mod inbox_tools;
 mod isolation;
 mod lifecycle;
+mod notify_links;
+mod notify_support;
+mod notify_webhooks;
 mod pooler;
 mod ready;
 mod revoked;
