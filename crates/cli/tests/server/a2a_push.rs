@@ -3,71 +3,11 @@
 //! `Authorization` and token; a private target is refused unless the server allows it; a config
 //! outlives its task's end.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use axum::http::HeaderMap;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use crate::harness::{Server, options};
+use crate::hook::{Hit, Hook};
 use crate::support;
-
-/// One request the webhook got: its headers, its body, and the status it was answered.
-struct Hit {
-    headers: HeaderMap,
-    body: Value,
-    status: u16,
-}
-
-/// A webhook on loopback that answers 503 until `up` is set, reporting every request.
-struct Hook {
-    url: String,
-    up: Arc<AtomicBool>,
-    hits: mpsc::UnboundedReceiver<Hit>,
-}
-
-impl Hook {
-    async fn start() -> Hook {
-        let (tx, hits) = mpsc::unbounded_channel();
-        let up = Arc::new(AtomicBool::new(false));
-        let flag = up.clone();
-        let app = axum::Router::new().route(
-            "/hook",
-            axum::routing::post(move |headers: HeaderMap, body: String| {
-                let (tx, flag) = (tx.clone(), flag.clone());
-                async move {
-                    let status = if flag.load(Ordering::SeqCst) {
-                        200
-                    } else {
-                        503
-                    };
-                    let body = serde_json::from_str(&body).unwrap_or(Value::String(body));
-                    let _ = tx.send(Hit {
-                        headers,
-                        body,
-                        status,
-                    });
-                    axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::OK)
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Hook { url, up, hits }
-    }
-
-    /// The next request it gets (a minute at most).
-    async fn next(&mut self) -> Hit {
-        tokio::time::timeout(std::time::Duration::from_secs(60), self.hits.recv())
-            .await
-            .expect("a notification within a minute")
-            .expect("the webhook runs")
-    }
-}
 
 async fn rpc(server: &Server, token: &str, method: &str, params: Value) -> Value {
     crate::harness::a2a(server, "question_gate", token, method, params).await
@@ -141,7 +81,7 @@ async fn a_refused_notification_is_retried_across_a_restart() {
         assert_eq!(refused.status, 503);
         server.stop().await;
 
-        hook.up.store(true, Ordering::SeqCst);
+        hook.set_up(true);
         let server = Server::start(&backend).await;
         let completed = loop {
             let hit = hook.next().await;
@@ -238,7 +178,7 @@ async fn push_credentials_a_header_cannot_carry_are_refused() {
 async fn a_config_on_a_finished_task_outlives_its_last_notification() {
     for backend in support::backends().await {
         let mut hook = Hook::start().await;
-        hook.up.store(true, Ordering::SeqCst);
+        hook.set_up(true);
         let server = Server::start(&backend).await;
         let alice = server.key("alice", false).await;
         let id = new_task(&server, &alice, "f-1", "Reboot the cluster?").await;

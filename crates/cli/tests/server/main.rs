@@ -8,9 +8,10 @@
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`); the email channel against a
 //! real SMTP server (`email.rs`, `support/smtp.rs`); Slack (`slack.rs`, against the
 //! loopback stand-in `support/slack.rs`); webhook signatures as Standard Webhooks' Python
-//! library reads them (`standard_webhooks.rs`); a parked call reaching its approvers and
-//! answered from where it landed — Slack's buttons (`notify_slack.rs`), an email's links
-//! (`notify_email.rs`).
+//! library reads them (`standard_webhooks.rs`); notifications end to end — webhooks once, signed,
+//! retried in order, routed by role, private targets refused (`notify_webhooks.rs`), the one-time
+//! links they carry (`notify_links.rs`), received by the loopback `support/hook.rs`; Slack's
+//! buttons (`notify_slack.rs`) and an email's links (`notify_email.rs`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -19,6 +20,8 @@ mod browser;
 #[path = "../support/slack.rs"]
 mod fake_slack;
 mod harness;
+#[path = "../support/hook.rs"]
+mod hook;
 #[path = "../support/smtp.rs"]
 mod smtp;
 
@@ -45,7 +48,10 @@ mod inbox_tools;
 mod isolation;
 mod lifecycle;
 mod notify_email;
+mod notify_links;
 mod notify_slack;
+mod notify_support;
+mod notify_webhooks;
 mod pooler;
 mod ready;
 mod revoked;
