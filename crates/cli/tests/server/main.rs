@@ -8,7 +8,8 @@
 //! Handler conformance over HTTP; behind PgBouncer (`pooler.rs`); the email channel against a
 //! real SMTP server (`email.rs`, `support/smtp.rs`); Slack (`slack.rs`, against the
 //! loopback stand-in `support/slack.rs`); webhook signatures as Standard Webhooks' Python
-//! library reads them (`standard_webhooks.rs`).
+//! library reads them (`standard_webhooks.rs`); notifications seen — listed, retried, revoked,
+//! subscribed to — over the API (`notifications_api.rs`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -42,6 +43,7 @@ mod inbox_late;
 mod inbox_tools;
 mod isolation;
 mod lifecycle;
+mod notifications_api;
 mod pooler;
 mod ready;
 mod revoked;
