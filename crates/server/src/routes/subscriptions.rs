@@ -193,7 +193,7 @@ fn agents(state: &AppState, names: &[String]) -> Result<Vec<String>, Problem> {
     for name in names {
         if !project.agents.contains_key(name) {
             return Err(
-                refused("unknown_agent", crate::problem::no_agent(&project, name))
+                refused("unknown_agent", crate::problem::no_agent(project, name))
                     .with("field", "agents".into()),
             );
         }
