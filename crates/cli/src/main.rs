@@ -9,6 +9,7 @@ mod compose;
 mod effects;
 mod keys;
 mod mcp;
+mod notifications;
 mod otel;
 mod out;
 mod print;
@@ -57,6 +58,8 @@ enum Command {
     Threads(threads::Args),
     /// List the timers (scheduled effects, questions' deadlines), or cancel a pending one.
     Effects(effects::Args),
+    /// List notification deliveries, retry a failed one, or revoke an approval's links.
+    Notifications(notifications::Args),
     /// Serve the project over HTTP: threads, approvals, events and the Agent Handler protocol.
     Serve(serve::Args),
     /// Create, list or revoke the API keys `duet serve` admits.
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
             Command::Approve(args) => approve::run(args).await,
             Command::Threads(args) => threads::run(args).await,
             Command::Effects(args) => effects::run(args).await,
+            Command::Notifications(args) => notifications::run(args).await,
             Command::Serve(args) => {
                 let metrics = duet_server::metrics::Metrics::default();
                 let traces = otel::provider();

@@ -255,6 +255,15 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
             text.contains("# TYPE duet_timer_lateness_seconds histogram"),
             "{text}"
         );
+        // The outbox by channel and status, read at the scrape: every series, none sent here.
+        assert!(text.contains("# TYPE duet_notifications gauge"), "{text}");
+        for channel in ["webhook", "slack", "email", "a2a_push"] {
+            for status in ["pending", "delivered", "failed"] {
+                let line =
+                    format!("duet_notifications{{channel=\"{channel}\",status=\"{status}\"}} 0");
+                assert!(text.contains(&line), "{text}");
+            }
+        }
         // A histogram's buckets are cumulative up to +Inf = its count.
         assert_eq!(
             sample(

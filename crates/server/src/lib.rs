@@ -35,6 +35,7 @@ pub use conn::default_max_connections;
 /// let _server = A2aServer::new(AgentCard::new("echo", "says it back"));
 /// ```
 pub use duet_a2a as a2a;
+pub use notify::shown::{DeliveryView, target as notification_target};
 pub use problem::{PROBLEM_JSON, Problem};
 pub use router::{openapi, router};
 pub use serve::{Background, serve, shutdown_signal};

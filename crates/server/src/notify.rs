@@ -18,6 +18,7 @@ pub(crate) mod links;
 mod recipients;
 pub(crate) mod router;
 pub(crate) mod sender;
+pub(crate) mod shown;
 pub(crate) mod slack;
 pub(crate) mod webhook;
 

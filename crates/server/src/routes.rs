@@ -14,7 +14,9 @@ mod events;
 mod health;
 mod invoke;
 mod messages;
+mod notifications;
 pub(crate) mod slack;
+mod subscriptions;
 mod threads;
 
 /// Every route of the API.
@@ -32,6 +34,12 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(events::follow))
         .routes(routes!(approvals::list))
         .routes(routes!(approvals::get, approvals::answer))
+        .routes(routes!(notifications::revoke_links))
+        .routes(routes!(notifications::list))
+        .routes(routes!(notifications::get))
+        .routes(routes!(notifications::retry))
+        .routes(routes!(subscriptions::create, subscriptions::list))
+        .routes(routes!(subscriptions::delete))
         .routes(routes!(invoke::default_agent))
         .routes(routes!(invoke::agent))
         .routes(routes!(control::capabilities))

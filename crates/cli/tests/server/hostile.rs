@@ -1,5 +1,6 @@
 //! Hostile input, case by case from `hostile.json`: each request gets its status and one
-//! problem+json shape — never a 5xx — and nothing of any of them is stored.
+//! problem+json shape — never a 5xx — and nothing of any of them is stored (no thread, no
+//! subscription).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -105,6 +106,11 @@ async fn every_hostile_request_gets_a_problem_and_stores_nothing() {
             .await
             .expect("list");
         assert!(threads.is_empty(), "a refused request stored {threads:?}");
+        let subscriptions = server.tables.subscriptions(None).await.expect("list");
+        assert!(
+            subscriptions.is_empty(),
+            "a refused request stored {subscriptions:?}"
+        );
         server.stop().await;
     }
 }

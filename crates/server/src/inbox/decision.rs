@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::conversation;
 use super::form::Form;
 use super::layout::{self, Nav};
+use super::notified;
 use super::schema_form::{self, Source};
 use super::viewer::Viewer;
 use crate::auth::Caller;
@@ -296,6 +297,7 @@ pub(crate) fn render(
         }
         (batch(step, &action, viewer, feedback))
         @for call in &step.calls { (call_section(call, &action, viewer, now, feedback)) }
+        (notified::section(&step.notified, now))
         @if step.done() {
             section.outcome #outcome aria-labelledby="outcome-title" {
                 h2 #outcome-title { "What happened next" }

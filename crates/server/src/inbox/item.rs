@@ -15,18 +15,21 @@ use super::form::Form;
 use super::layout::{self, Nav};
 use super::signin;
 use super::viewer::Viewer;
-use super::{decide, decision};
+use super::{decide, decision, notified};
 use crate::auth::Caller;
 use crate::body::Path;
 use crate::input::{self, Kind};
 use crate::problem::Problem;
 use crate::service::ServiceError;
 use crate::service::approvals;
+use crate::service::notify;
 use crate::service::steps as step;
 use crate::state::AppState;
 
 /// How many messages before the question the page shows.
 const TAIL: usize = 12;
+/// The most notifications the page lists.
+const NOTIFIED: usize = 50;
 
 /// Everything the item page shows.
 struct Item {
@@ -46,6 +49,8 @@ struct Item {
     answer: Option<FirstAnswer>,
     /// Its deadline, while it waits.
     deadline: Option<duet_runtime::deadline::Standing>,
+    /// The notifications sent about it that the viewer may see, newest first.
+    notified: Vec<duet_server_store::Delivery>,
 }
 
 /// Reads item `id` as `caller` may see it.
@@ -60,7 +65,9 @@ async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Item, Probl
         true => approvals::question_deadline(state, &c.thread).await?,
         false => None,
     };
+    let notified = notify::about(state, caller, id, NOTIFIED).await?;
     Ok(Item {
+        notified,
         deadline,
         id: id.to_owned(),
         thread: c.thread,
@@ -233,6 +240,7 @@ fn render(
             (layout::markdown(item.question.as_deref().unwrap_or("(no message)")))
         }
         (proposed(item))
+        (notified::section(&item.notified, now))
         @if let Some((_, unsent)) = refused_by {
             (forms(item, viewer, Some(unsent)))
         } @else if item.waiting {

@@ -19,6 +19,7 @@ mod item;
 mod layout;
 mod link;
 mod markdown;
+mod notified;
 mod queue;
 mod schema_form;
 mod signin;

@@ -63,12 +63,48 @@ pub(crate) async fn scrape(
     ] {
         extra.push_str(&format!("duet_timers{{state=\"{name}\"}} {n}\n"));
     }
+    notifications(&state, &mut extra).await?;
     let body = state.options().metrics.render(&extra);
     let mut response = body.into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_FORMAT));
     Ok(response)
+}
+
+/// The outbox's deliveries by channel and status, read at the scrape: every channel in every
+/// status (0 when none), so a series does not vanish when its last delivery changes status.
+async fn notifications(state: &AppState, extra: &mut String) -> Result<(), Problem> {
+    use duet_server_store::DeliveryStatus;
+    use std::collections::BTreeMap;
+    let statuses = [
+        DeliveryStatus::Pending,
+        DeliveryStatus::Delivered,
+        DeliveryStatus::Failed,
+    ];
+    let mut counts: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+    for channel in crate::notify::shown::CHANNELS {
+        for s in statuses {
+            counts.insert((channel.to_owned(), s.as_str()), 0);
+        }
+    }
+    for (channel, status, n) in crate::service::notify::counts(state).await? {
+        *counts.entry((channel, status.as_str())).or_default() += n;
+    }
+    extra.push_str(
+        "# HELP duet_notifications Notification deliveries in the outbox by channel and status (pending, delivered, failed).\n# TYPE duet_notifications gauge\n",
+    );
+    for ((channel, status), n) in &counts {
+        let labels = registry::set(
+            &[
+                ("channel", channel.clone()),
+                ("status", (*status).to_owned()),
+            ],
+            None,
+        );
+        extra.push_str(&format!("duet_notifications{labels} {n}\n"));
+    }
+    Ok(())
 }
 
 /// Counts every request by its route (the pattern, not the path: `/threads/{key}`), method and

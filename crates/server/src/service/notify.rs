@@ -1,16 +1,30 @@
 //! Notifications on the server's own tables (`duet_server_store::NotifyStore`): the notices to
 //! route, the outbox, links, principals' subscriptions and the shared secrets. What a caller may
 //! see of them is decided here (a principal sees its own subscriptions and the deliveries sent
-//! to it or about its threads; an admin sees all).
+//! to it or about its threads; an admin sees all), and who may revoke an approval's links (who
+//! may decide it).
 
-use duet_runtime::StoreError;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use duet_runtime::deadline;
+use duet_runtime::{Park, StoreError, Thread, ThreadId};
 use duet_server_store::{
     Delivery, DeliveryQuery, DeliveryStatus, Link, LinkUse, NewDelivery, Notice, Subscription,
 };
 
 use super::ServiceError;
+use super::approvers::{self, absent};
 use crate::auth::Caller;
 use crate::state::AppState;
+use crate::views::ApprovalId;
+
+/// Reads of the outbox one page of a caller's deliveries may take (what it may not see is
+/// skipped; past this many, the page ends short with a cursor).
+const READS: usize = 8;
+
+/// The most ids one question is looked up under (a reminder moves a park: each is an id).
+const MAX_IDS: i64 = 64;
 
 /// The secret `name`, made with `fresh` by whoever needed it first.
 pub(crate) async fn secret(
@@ -114,24 +128,177 @@ pub(crate) async fn stored_delivery(
     state.server_store().delivery(id).await
 }
 
-/// Whether `caller` may see delivery `d`: an admin, its recipient, or the owner of its thread.
-async fn may_see(state: &AppState, caller: &Caller, d: &Delivery) -> Result<bool, ServiceError> {
+/// Whether `caller` may see delivery `d` about `thread` (its thread, if it is still there): an
+/// admin, its recipient, or the owner of its thread.
+fn visible(caller: &Caller, d: &Delivery, thread: Option<&Thread>) -> bool {
     if caller.admin {
-        return Ok(true);
+        return true;
     }
     let me = caller.principal.as_ref().map(|p| p.subject.as_str());
     if me.is_some() && d.recipient.as_deref() == me {
+        return true;
+    }
+    thread.is_some_and(|t| caller.may_see(t))
+}
+
+/// Whether `caller` may see delivery `d`.
+async fn may_see(state: &AppState, caller: &Caller, d: &Delivery) -> Result<bool, ServiceError> {
+    if visible(caller, d, None) {
         return Ok(true);
     }
     match d.thread {
-        Some(id) => Ok(state
-            .runtime()
-            .store()
-            .thread_by_id(id)
-            .await?
-            .is_some_and(|t| caller.may_see(&t))),
+        Some(id) => {
+            let t = state.runtime().store().thread_by_id(id).await?;
+            Ok(visible(caller, d, t.as_ref()))
+        }
         None => Ok(false),
     }
+}
+
+/// A delivery a caller may see, and its thread's key as the caller names it.
+pub(crate) struct Seen {
+    pub delivery: Delivery,
+    pub thread: Option<String>,
+}
+
+/// A page of the deliveries `query` selects that `caller` may see, newest first, each with its
+/// thread's key as the caller names it, and the `before` of the next page (`None`: the last).
+/// What the caller may not see is skipped, so a page may come back short with a cursor.
+pub(crate) async fn page(
+    state: &AppState,
+    caller: &Caller,
+    query: &DeliveryQuery,
+) -> Result<(Vec<Seen>, Option<i64>), ServiceError> {
+    let engine = state.runtime().store();
+    let mut threads: HashMap<ThreadId, Option<Thread>> = HashMap::new();
+    let mut q = query.clone();
+    let mut out = Vec::new();
+    if q.limit == 0 {
+        return Ok((out, None));
+    }
+    for _ in 0..READS {
+        let batch = state.server_store().deliveries(&q).await?;
+        let full = batch.len() == q.limit;
+        for d in batch {
+            q.before = Some(d.id);
+            let t = match d.thread {
+                Some(id) => match threads.entry(id) {
+                    Entry::Occupied(e) => e.into_mut().as_ref(),
+                    Entry::Vacant(e) => e.insert(engine.thread_by_id(id).await?).as_ref(),
+                },
+                None => None,
+            };
+            if visible(caller, &d, t) {
+                let thread = t.map(|t| caller.visible_key(&t.key));
+                out.push(Seen {
+                    delivery: d,
+                    thread,
+                });
+                if out.len() == query.limit {
+                    return Ok((out, q.before));
+                }
+            }
+        }
+        if !full {
+            return Ok((out, None));
+        }
+    }
+    Ok((out, q.before))
+}
+
+/// Approval `id` (as every door takes it), its thread, and every id a notification about it
+/// may carry: a tool call has one; a question one per place its park stood (a reminder or an
+/// escalation moves it), from where it parked to where it stands or was answered. Who asks is
+/// not checked.
+async fn named(
+    state: &AppState,
+    id: &str,
+) -> Result<(ApprovalId, Thread, Vec<duet_runtime::Record>, Vec<String>), ServiceError> {
+    let (approval, t) = approvers::locate(state, id).await?;
+    let records = state.runtime().store().records(t.id).await?;
+    let ids = if approvers::asked(&records, approval.park.seq).is_some() {
+        vec![approval.to_string()]
+    } else {
+        let span = deadline::park_span(&records, approval.park);
+        let last = span.last.min(span.first.saturating_add(MAX_IDS - 1));
+        (span.first..=last)
+            .map(|seq| {
+                ApprovalId {
+                    thread: t.id,
+                    park: Park {
+                        session: span.session,
+                        seq,
+                    },
+                }
+                .to_string()
+            })
+            .collect()
+    };
+    Ok((approval, t, records, ids))
+}
+
+/// The deliveries about approval `id` (under any id it had) that `caller` may see, newest
+/// first, at most `limit` — for the inbox's question page, whose own read checked the caller
+/// may see the question.
+pub(crate) async fn about(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    limit: usize,
+) -> Result<Vec<Delivery>, ServiceError> {
+    let (_, _, _, ids) = named(state, id).await?;
+    about_ids(state, caller, &ids, limit).await
+}
+
+/// The deliveries about any of the approvals `ids` that `caller` may see, newest first, at
+/// most `limit`.
+pub(crate) async fn about_ids(
+    state: &AppState,
+    caller: &Caller,
+    ids: &[String],
+    limit: usize,
+) -> Result<Vec<Delivery>, ServiceError> {
+    let mut out = Vec::new();
+    for subject in ids {
+        let query = DeliveryQuery {
+            subject: Some(subject.clone()),
+            limit,
+            ..DeliveryQuery::default()
+        };
+        out.extend(deliveries(state, caller, &query).await?);
+    }
+    out.sort_by_key(|d| std::cmp::Reverse(d.id));
+    out.truncate(limit);
+    Ok(out)
+}
+
+/// Revokes the live links to approval `id` (under any id it had), as `caller`: an admin, or
+/// whoever may decide it — a tool call's approvers (its owner when it names none), a
+/// question's owner and those its deadline escalated it to. How many were revoked; to anyone
+/// else the approval is absent.
+pub(crate) async fn revoke(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<u64, ServiceError> {
+    let (approval, t, records, ids) = named(state, id).await?;
+    let seq = approval.park.seq;
+    let may = caller.admin
+        || match approvers::asked(&records, seq) {
+            Some((asked, _)) => approvers::may_decide(caller, &t, &records, seq, &asked.approvers),
+            None => {
+                caller.may_see(&t)
+                    || caller.named_by(&deadline::escalated_at(&records, approval.park))
+            }
+        };
+    if !may {
+        return Err(absent(id));
+    }
+    let mut revoked = 0;
+    for subject in &ids {
+        revoked += revoke_links(state, subject).await?;
+    }
+    Ok(revoked)
 }
 
 /// The deliveries `query` selects that `caller` may see, newest first.
@@ -170,6 +337,24 @@ pub(crate) async fn delivery(
     } else {
         Err(absent())
     }
+}
+
+/// Delivery `id` with its thread's key as `caller` names it, if `caller` may see it.
+pub(crate) async fn one(state: &AppState, caller: &Caller, id: i64) -> Result<Seen, ServiceError> {
+    let d = delivery(state, caller, id).await?;
+    let thread = match d.thread {
+        Some(t) => state
+            .runtime()
+            .store()
+            .thread_by_id(t)
+            .await?
+            .map(|t| caller.visible_key(&t.key)),
+        None => None,
+    };
+    Ok(Seen {
+        delivery: d,
+        thread,
+    })
 }
 
 /// Puts failed delivery `id` back in the outbox, due now (admins only: it sends again).

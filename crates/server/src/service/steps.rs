@@ -13,6 +13,8 @@ use crate::views::ApprovalId;
 
 /// How many messages before the step the page shows.
 const TAIL: usize = 12;
+/// The most notifications a step lists.
+const NOTIFIED: usize = 50;
 
 /// One call of the step that waited (or waits) for a decision.
 pub(crate) struct Call {
@@ -53,6 +55,8 @@ pub(crate) struct Step {
     pub asked_at: i64,
     /// The seq of the thread's first message (a child's is its parent's).
     pub first_seq: Option<i64>,
+    /// The notifications sent about its calls that the caller may see, newest first.
+    pub notified: Vec<duet_server_store::Delivery>,
 }
 
 impl Step {
@@ -170,7 +174,10 @@ pub(crate) async fn load(
     };
     let parents = approvals::parents(state, &thread).await?;
     let first_seq = messages.iter().find(|m| !m.silent).map(|m| m.seq);
+    let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+    let notified = super::notify::about_ids(state, caller, &ids, NOTIFIED).await?;
     Ok(Some(Step {
+        notified,
         first_seq,
         thread,
         parents,
