@@ -146,7 +146,7 @@ pub(crate) async fn run(args: Args, metrics: duet_server::metrics::Metrics) -> E
     if args.public_url.is_none() && !args.trust_forwarded && !addr.ip().is_loopback() {
         tracing::warn!(
             address = %addr,
-            "listening beyond loopback without --public-url: A2A agent cards name this address (or localhost when it is every address), not the name clients use; set --public-url"
+            "listening beyond loopback without --public-url: A2A agent cards and the links notifications carry name this address (or localhost when it is every address), not the name clients use; set --public-url"
         );
     }
     let options = Options {

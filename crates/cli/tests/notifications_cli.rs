@@ -95,7 +95,7 @@ async fn a_failed_delivery_is_listed_with_its_error_and_retried() {
                 failed.as_str(),
                 "webhook",
                 "question.parked",
-                "https://hooks.example.com/duet",
+                "https://hooks.example.com/…",
                 "failed",
                 "1",
                 "permanent: HTTP 410 (the receiver wants no more)"
@@ -120,7 +120,7 @@ async fn a_failed_delivery_is_listed_with_its_error_and_retried() {
         assert_eq!(listed[0]["id"], ids[0]);
         assert_eq!(listed[0]["status"], "failed");
         assert_eq!(listed[0]["recipient"], "alice");
-        assert_eq!(listed[0]["target"], "https://hooks.example.com/duet");
+        assert_eq!(listed[0]["target"], "https://hooks.example.com/…");
         assert!(
             listed[0]["lastError"]
                 .as_str()

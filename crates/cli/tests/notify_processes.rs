@@ -3,7 +3,7 @@
 //!
 //! - a thread parked by `duet run` and `duet send` with no server running (the database wrote
 //!   each notice in the fact's own transaction) is announced by the `duet serve` started after:
-//!   every event once, in order, signed;
+//!   every event once, in order, signed (but a question answered by then, which is not asked);
 //! - a `duet serve` SIGKILLed after its receiver answered 503 leaves the delivery to the next
 //!   `duet serve`, which delivers it once the receiver is back: the same `webhook-id`, taken once.
 //!
@@ -194,7 +194,9 @@ async fn what_parked_with_no_server_running_is_delivered_once_by_the_next_serve(
         );
 
         let (server, base) = serve(dir.root(), &db).await;
-        let first = [hook.next().await, hook.next().await, hook.next().await];
+        // The person's question was answered before any server ran: it is not announced as
+        // waiting (nobody should be asked it), its answer is; the call still waits, and is.
+        let first = [hook.next().await, hook.next().await];
         let seen: Vec<(&str, &str, u16)> = first
             .iter()
             .map(|h| {
@@ -208,15 +210,14 @@ async fn what_parked_with_no_server_running_is_delivered_once_by_the_next_serve(
         assert_eq!(
             seen,
             [
-                ("question.parked", "question", 200),
                 ("question.answered", "question", 200),
                 ("question.parked", "tool_call", 200),
             ],
             "{at}: every event, in order"
         );
         assert_eq!(first[0].body["question"]["text"], "Which order?", "{at}");
-        assert_eq!(first[1].body["answer"]["text"], "A1", "{at}");
-        assert_eq!(first[2].body["question"]["call"]["tool"], "refund", "{at}");
+        assert_eq!(first[0].body["answer"]["text"], "A1", "{at}");
+        assert_eq!(first[1].body["question"]["call"]["tool"], "refund", "{at}");
         for hit in &first {
             assert!(signed(hit), "{at}: {hit:?}");
             assert_eq!(hit.body["thread"]["key"], "n1", "{at}");
@@ -237,11 +238,11 @@ async fn what_parked_with_no_server_running_is_delivered_once_by_the_next_serve(
         let later = hook.next().await;
         assert_eq!(later.body["thread"]["key"], "n2", "{at}: {}", later.body);
         let ids: BTreeSet<&str> = first.iter().chain([&later]).map(Hit::id).collect();
-        assert_eq!(ids.len(), 4, "{at}: {ids:?}");
+        assert_eq!(ids.len(), 3, "{at}: {ids:?}");
         let stored = outbox(tables.as_ref()).await;
-        assert_eq!(stored.len(), 4, "{at}: {stored:#?}");
+        assert_eq!(stored.len(), 3, "{at}: {stored:#?}");
         assert!(
-            stored[..3]
+            stored[..2]
                 .iter()
                 .all(|d| d.status == DeliveryStatus::Delivered && d.attempts == 0),
             "{at}: {stored:#?}"

@@ -202,6 +202,8 @@ struct Shared {
     push_configs: tokio::sync::Notify,
     /// The last readiness probe: when, and what it found.
     readiness: tokio::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>>,
+    /// The database's links secret, once read (`notify::links::secret`).
+    links_secret: tokio::sync::OnceCell<Vec<u8>>,
 }
 
 impl AppState {
@@ -219,6 +221,7 @@ impl AppState {
             push: tokio::sync::Notify::new(),
             push_configs: tokio::sync::Notify::new(),
             readiness: tokio::sync::Mutex::new(None),
+            links_secret: tokio::sync::OnceCell::new(),
         }))
     }
 
@@ -245,6 +248,11 @@ impl AppState {
     /// Resolves when [`Self::push_wake`] was called (since the last time this resolved).
     pub(crate) async fn push_woken(&self) {
         self.0.push.notified().await;
+    }
+
+    /// Where the links secret is kept once read.
+    pub(crate) fn links_secret(&self) -> &tokio::sync::OnceCell<Vec<u8>> {
+        &self.0.links_secret
     }
 
     /// The runtime.

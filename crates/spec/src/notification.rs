@@ -58,8 +58,9 @@ pub enum NotificationChannel {
         /// `url`: http(s).
         url: String,
         /// `secretEnv`: the environment variable holding the signing secret (`whsec_…` base64,
-        /// or any text); absent, or the variable unset where the server runs, deliveries are
-        /// sent unsigned (loading never reads the environment, so it does not warn).
+        /// or any text); absent, deliveries are sent unsigned; named but unset where the server
+        /// runs, they fail (retried) until it is set — never sent unsigned (loading never reads
+        /// the environment, so it does not warn).
         secret_env: Option<String>,
     },
     /// `slack: { channel }`: a Block Kit message with decision buttons, through the server's

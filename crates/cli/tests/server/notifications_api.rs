@@ -205,7 +205,9 @@ async fn a_failed_delivery_is_shown_to_whom_it_concerns_and_an_admin_retries_it(
         let id = d["id"].as_i64().expect("an id");
         assert_eq!(d["channel"], "webhook", "{d}");
         assert_eq!(d["event"], "question.parked", "{d}");
-        assert_eq!(d["target"], hook.url.as_str(), "{d}");
+        // Its origin alone: a path may hold a secret.
+        let origin = hook.url.trim_end_matches("/hook");
+        assert_eq!(d["target"], format!("{origin}/…"), "{d}");
         assert_eq!(d["subject"], approval.as_str(), "{d}");
         assert_eq!(d["thread"], "q-1", "{d}");
         assert_eq!(d["recipient"], "alice", "{d}");
@@ -420,7 +422,7 @@ async fn subscriptions_are_checked_listed_per_principal_and_deleted() {
         .await;
         assert_eq!(status, 201, "{hook}");
         assert_eq!(
-            hook["target"], "https://93.184.216.34/hook",
+            hook["target"], "https://93.184.216.34/…",
             "no secrets shown"
         );
         assert_eq!(hook["events"], json!(["question.parked"]));

@@ -248,6 +248,6 @@ pub(crate) async fn send_push(
     match req.send().await {
         Ok(resp) if resp.status().is_success() => Ok(()),
         Ok(resp) => Err(format!("HTTP {}", resp.status().as_u16())),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.without_url().to_string()),
     }
 }

@@ -159,6 +159,16 @@ pub(crate) fn interpret(n: &Notice) -> Option<Fact> {
             });
             f
         }
+        // A failed step leaves the session open and the thread idle: the run failed.
+        RecordBody::StepError { error } => {
+            let mut f = Fact::new(Event::ThreadFailed);
+            f.session_end = Some(SessionEnd {
+                session,
+                stop_reason: "step_error".to_owned(),
+                result: Some(error),
+            });
+            f
+        }
         _ => return None,
     };
     Some(fact)
@@ -281,6 +291,13 @@ mod tests {
         };
         assert_eq!(end("step_error"), Some(Event::ThreadFailed));
         assert_eq!(end("session_stop"), Some(Event::SessionEnded));
+        let step = notice("step_error", 5, serde_json::json!({"error": "model down"}));
+        let f = interpret(&step).expect("a failure");
+        assert_eq!(f.event, Event::ThreadFailed);
+        assert_eq!(
+            f.session_end.and_then(|e| e.result).as_deref(),
+            Some("model down")
+        );
         assert!(
             interpret(&notice(
                 "turn_completed",

@@ -54,6 +54,8 @@ pub(crate) enum Refused {
     Revoked { at: i64 },
     /// Used before, by `by` (a principal's name), at `at`.
     Used { at: i64, by: Option<String> },
+    /// The person the link was sent to may no longer decide (every key of theirs revoked).
+    Withdrawn,
     /// The question was answered already (by someone else, or through another link).
     AlreadyAnswered { by: Option<String> },
     /// The approval or the runtime refused the decision, or the database failed.
@@ -68,6 +70,7 @@ impl Refused {
             Refused::Tampered | Refused::Unknown => StatusCode::NOT_FOUND,
             Refused::Expired { .. } | Refused::Revoked { .. } => StatusCode::GONE,
             Refused::Used { .. } | Refused::AlreadyAnswered { .. } => StatusCode::CONFLICT,
+            Refused::Withdrawn => StatusCode::FORBIDDEN,
             Refused::Decision(e) => match **e {
                 ServiceError::NotFound(_) => StatusCode::NOT_FOUND,
                 ServiceError::NotAnApprover { .. } => StatusCode::FORBIDDEN,
@@ -92,6 +95,9 @@ impl Refused {
                 format!("This question was answered already, by {by}.")
             }
             Refused::AlreadyAnswered { by: None } => "This question was answered already.".into(),
+            Refused::Withdrawn => {
+                "The person this link was sent to may no longer decide: ask in the inbox.".into()
+            }
             Refused::Decision(e) => e.to_string(),
         }
     }
@@ -108,20 +114,28 @@ pub(crate) struct Followed {
     pub(crate) by: String,
 }
 
-/// The links secret's bytes: the stored one, made by the first process that needed it.
+/// The links secret's bytes: the stored one, made by the first process that needed it, read
+/// once per process (a link's page costs no write, whatever token it is asked with).
 pub(crate) async fn secret(state: &AppState) -> Result<Vec<u8>, ServiceError> {
-    let mut fresh = [0u8; 32];
-    getrandom::fill(&mut fresh).map_err(|e| {
-        ServiceError::Store(duet_runtime::StoreError::backend(std::io::Error::other(
-            e.to_string(),
-        )))
-    })?;
-    let stored = service::notify::secret(state, SECRET, &URL_SAFE_NO_PAD.encode(fresh)).await?;
-    URL_SAFE_NO_PAD.decode(stored.as_bytes()).map_err(|e| {
-        ServiceError::Store(duet_runtime::StoreError::Corrupt(format!(
-            "the links secret: {e}"
-        )))
-    })
+    state
+        .links_secret()
+        .get_or_try_init(|| async {
+            let mut fresh = [0u8; 32];
+            getrandom::fill(&mut fresh).map_err(|e| {
+                ServiceError::Store(duet_runtime::StoreError::backend(std::io::Error::other(
+                    e.to_string(),
+                )))
+            })?;
+            let stored =
+                service::notify::secret(state, SECRET, &URL_SAFE_NO_PAD.encode(fresh)).await?;
+            URL_SAFE_NO_PAD.decode(stored.as_bytes()).map_err(|e| {
+                ServiceError::Store(duet_runtime::StoreError::Corrupt(format!(
+                    "the links secret: {e}"
+                )))
+            })
+        })
+        .await
+        .cloned()
 }
 
 /// A new link's random id.
@@ -222,7 +236,24 @@ pub(crate) async fn follow(
 ) -> Result<Followed, Refused> {
     let link = inspect(state, token).await?;
     let decision = duet_spec::Decision::parse(&link.action).ok_or(Refused::Tampered)?;
-    let caller = approver(&link);
+    let mut caller = approver(&link);
+    // A principal decides with what its keys hold now: none left, no decision; a role taken
+    // away since the link was sent, not that role.
+    if !link.approver.starts_with("notification:") {
+        let keys = service::notify::live_keys(state)
+            .await
+            .map_err(|e| Refused::Decision(Box::new(e)))?;
+        let held: Vec<&duet_server_store::ApiKey> = keys
+            .iter()
+            .filter(|k| k.principal == link.approver)
+            .collect();
+        if held.is_empty() {
+            return Err(Refused::Withdrawn);
+        }
+        caller
+            .roles
+            .retain(|r| held.iter().any(|k| k.roles.contains(r)));
+    }
     let author = match by.split_once(':') {
         Some((issuer, subject)) if !subject.is_empty() => Principal {
             kind: "user".into(),

@@ -175,13 +175,12 @@ fn may_decide(ctx: &Context<'_>, approvers: &Approvers, p: &str, roles: &[String
 }
 
 /// The stored subscriptions that hear of the event: its owner's, and those of whoever it asks
-/// (`roles_of`: each principal's roles, from its keys).
+/// (`roles_of`: each principal with a live key, and the roles its keys hold).
 pub(crate) fn of_principals(
     ctx: &Context<'_>,
     subs: &[Subscription],
     roles_of: &BTreeMap<String, Vec<String>>,
 ) -> Vec<Recipient> {
-    let none = Vec::new();
     let mut out = Vec::new();
     for s in subs {
         let events: Vec<String> = serde_json::from_str(&s.events).unwrap_or_default();
@@ -189,7 +188,10 @@ pub(crate) fn of_principals(
         if !wants(&events, &agents, ctx) {
             continue;
         }
-        let roles = roles_of.get(&s.principal).unwrap_or(&none);
+        // A principal with no live key (offboarded) hears nothing more.
+        let Some(roles) = roles_of.get(&s.principal) else {
+            continue;
+        };
         let owns = ctx.owner == Some(s.principal.as_str());
         let asked = ctx.about_question() && may_decide(ctx, ctx.reaching(), &s.principal, roles);
         if !owns && !asked {
@@ -308,8 +310,12 @@ mod tests {
             created_at: 0,
         };
         let subs = [sub("1", "alice"), sub("2", "bob"), sub("3", "carol")];
-        let roles: BTreeMap<String, Vec<String>> =
-            [("bob".to_owned(), vec!["ops".to_owned()])].into();
+        let roles: BTreeMap<String, Vec<String>> = [
+            ("alice".to_owned(), Vec::new()),
+            ("bob".to_owned(), vec!["ops".to_owned()]),
+            ("carol".to_owned(), Vec::new()),
+        ]
+        .into();
         let asked = approvers(&["ops"]);
         let ctx = Context {
             event: Event::QuestionParked,
@@ -328,5 +334,11 @@ mod tests {
             got[1].authority.as_ref().map(|a| a.approver.as_str()),
             Some("bob")
         );
+        // Bob's keys revoked: he hears nothing more, though the call names his role.
+        let mut gone = roles.clone();
+        gone.remove("bob");
+        let got = of_principals(&ctx, &subs, &gone);
+        let who: Vec<_> = got.iter().map(|r| r.principal.as_deref()).collect();
+        assert_eq!(who, [Some("alice")]);
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use duet_runtime::approval::Approvers;
 use duet_runtime::deadline::{self, Subject};
-use duet_runtime::{FeedEvent, Role, Thread};
+use duet_runtime::{FeedEvent, Park, RecordBody, Role, Thread};
 use duet_server_store::{DeliveryQuery, DeliveryStatus, Link, NewDelivery, Notice};
 use futures::{FutureExt, StreamExt};
 
@@ -72,8 +72,10 @@ pub(crate) async fn pass(state: &AppState) -> Result<usize, ServiceError> {
 async fn route(state: &AppState, n: &Notice) -> Result<bool, ServiceError> {
     let (deliveries, links) = match plan(state, n).await {
         Ok(planned) => planned,
-        // The database failed: the notice stays, for the next pass.
-        Err(e @ ServiceError::Store(_)) => return Err(e),
+        // The database failed (a connection, a timeout): the notice stays, for the next pass.
+        // What it said wrongly (a corrupt row) would say so again: that notice goes to nobody
+        // below rather than hold back every one after it.
+        Err(e @ ServiceError::Store(duet_runtime::StoreError::Backend { .. })) => return Err(e),
         Err(e) => {
             // A notice that cannot be read (its thread gone, its record unknown to this build)
             // is routed to nobody rather than retried forever.
@@ -97,6 +99,11 @@ async fn plan(state: &AppState, n: &Notice) -> Result<Planned, ServiceError> {
     };
     let (question, approvers) = match fact.asking {
         Some(asking) => {
+            // A question no longer waiting is not announced as waiting (a park the same run
+            // went on from, a reminder written as it was answered); its answer is told.
+            if fact.event.asks() && !waiting(state, &t, asking).await? {
+                return Ok((Vec::new(), Vec::new()));
+            }
             let (q, a) = question(state, &t, asking).await?;
             (Some(q), a)
         }
@@ -191,11 +198,22 @@ async fn question(
             ))
         }
         Asking::Park(park) => {
+            // One id for the question whatever moved its park since (a reminder, an
+            // escalation): where it first parked, which every door still answers.
+            let span = deadline::park_span(&records, park);
+            let approval = crate::views::ApprovalId {
+                thread: t.id,
+                park: Park {
+                    session: span.session,
+                    seq: span.first,
+                },
+            }
+            .to_string();
             let messages = service::notify::messages(state, t.id).await?;
             let text = messages
                 .iter()
                 .rev()
-                .filter(|m| m.seq < park.seq && m.role == Role::Assistant && !m.silent)
+                .filter(|m| m.seq < span.first && m.role == Role::Assistant && !m.silent)
                 .find_map(|m| m.content.clone().filter(|c| !c.trim().is_empty()))
                 .unwrap_or_default();
             let approvers = deadline::escalated_at(&records, park);
@@ -213,6 +231,20 @@ async fn question(
             ))
         }
     }
+}
+
+/// Whether `asking` of `t` still waits: the thread parked within the question's span, or the
+/// call not decided yet.
+async fn waiting(state: &AppState, t: &Thread, asking: Asking) -> Result<bool, ServiceError> {
+    let records = service::notify::records(state, t.id).await?;
+    Ok(match asking {
+        Asking::Park(park) => t
+            .park()
+            .is_some_and(|now| deadline::park_span(&records, park).names(now)),
+        Asking::Call { seq, .. } => !records
+            .iter()
+            .any(|r| matches!(&r.body, RecordBody::ApprovalDecided(d) if d.approval == seq)),
+    })
 }
 
 fn merge(into: &mut Approvers, more: Approvers) {
@@ -242,11 +274,16 @@ async fn roles_of(state: &AppState) -> Result<BTreeMap<String, Vec<String>>, Ser
     Ok(out)
 }
 
-/// The server's own address, for links: its public URL, else its listener.
+/// The server's own address, for links: its public URL, else its listener (`localhost` for
+/// every address, as the A2A cards say it; `duet serve` warns that only `--public-url` names
+/// the server as others reach it).
 fn base_url(state: &AppState) -> String {
     let o = state.options();
     let url = match (&o.public_url, o.listener) {
         (Some(u), _) => u.clone(),
+        (None, Some(addr)) if addr.ip().is_unspecified() => {
+            format!("http://localhost:{}", addr.port())
+        }
         (None, Some(addr)) => format!("http://{addr}"),
         (None, None) => "http://localhost".to_owned(),
     };

@@ -134,10 +134,10 @@ async fn deliver(state: &AppState, s: &Senders, d: Delivery) {
             let next = (!permanent && attempts < MAX_ATTEMPTS).then(|| now + backoff_ms(attempts));
             if next.is_none() {
                 count(state, &d, "failed");
-                tracing::warn!(delivery = d.id, channel = %d.channel, target = %d.target, error = %error, attempts, "notification given up on");
+                tracing::warn!(delivery = d.id, channel = %d.channel, target = %super::shown::target(&d.channel, &d.target), error = %error, attempts, "notification given up on");
             } else {
                 count(state, &d, "retry");
-                tracing::info!(delivery = d.id, channel = %d.channel, target = %d.target, error = %error, attempts, "notification failed; retrying");
+                tracing::info!(delivery = d.id, channel = %d.channel, target = %super::shown::target(&d.channel, &d.target), error = %error, attempts, "notification failed; retrying");
             }
             service::notify::failed(state, d.id, next, &error).await
         }

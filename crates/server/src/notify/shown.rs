@@ -18,14 +18,17 @@ pub fn target(channel: &str, target: &str) -> String {
         return target.to_owned();
     }
     match url::Url::parse(target) {
-        Ok(mut u) => {
-            // Both only fail for URLs that cannot have them (`mailto:`), which have none to hide.
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.set_query(None);
-            u.set_fragment(None);
-            u.to_string()
+        // Its origin alone: receivers put secrets in the path as often as in the query or the
+        // userinfo (`/services/T…/B…/<secret>`), and whoever owns a thread sees its deliveries.
+        Ok(u) if u.has_host() => {
+            let origin = u.origin().ascii_serialization();
+            if u.path() == "/" && u.query().is_none() {
+                format!("{origin}/")
+            } else {
+                format!("{origin}/…")
+            }
         }
+        Ok(_) => "(not a URL)".to_owned(),
         Err(_) => "(not a URL)".to_owned(),
     }
 }
@@ -105,11 +108,19 @@ mod tests {
                 "webhook",
                 "https://user:pw@hooks.example.com:8443/in/x?token=abc#frag"
             ),
-            "https://hooks.example.com:8443/in/x"
+            "https://hooks.example.com:8443/…"
         );
         assert_eq!(
             target("a2a_push", "http://127.0.0.1:9/duet?sig=1"),
-            "http://127.0.0.1:9/duet"
+            "http://127.0.0.1:9/…"
+        );
+        assert_eq!(
+            target("webhook", "https://hooks.slack.com/services/T0/B0/secret"),
+            "https://hooks.slack.com/…"
+        );
+        assert_eq!(
+            target("webhook", "https://example.com"),
+            "https://example.com/"
         );
         assert_eq!(target("webhook", "not a url"), "(not a URL)");
         assert_eq!(target("email", "ops@example.com"), "ops@example.com");

@@ -466,7 +466,7 @@ pub(crate) async fn send(
         .body(d.body.clone())
         .send()
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.without_url().to_string())?;
     let status = resp.status();
     if status.as_u16() == 429 {
         let after = resp

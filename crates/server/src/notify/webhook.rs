@@ -8,9 +8,6 @@
 //! recommends beside it: `type` (the event's name) and `timestamp` (when it happened, RFC 3339).
 //! It carries no id of its own: the `webhook-id` header is the message's id.
 
-use std::collections::BTreeSet;
-use std::sync::Mutex;
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, Mac};
@@ -186,31 +183,21 @@ struct Meta {
     secret_env: Option<String>,
 }
 
-/// The environment variables already reported unset (each is logged once per process).
-static UNSET: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-
-/// The secret `meta` names: given, or read from its variable now (`None` when unset: the
-/// webhook goes out unsigned, which is logged once per variable).
-fn secret(meta: &Meta, env: &crate::state::Env) -> Option<String> {
+/// The secret `meta` names: given, or read from its variable now. A variable named but not set
+/// is an error (retried: the operator may set it), never an unsigned send: a receiver that
+/// checks signatures would drop it, one that does not would take a forgery as readily.
+fn secret(meta: &Meta, env: &crate::state::Env) -> Result<Option<String>, String> {
     if let Some(s) = &meta.secret {
-        return Some(s.clone());
+        return Ok(Some(s.clone()));
     }
-    let name = meta.secret_env.as_deref()?;
+    let Some(name) = meta.secret_env.as_deref() else {
+        return Ok(None);
+    };
     match env.var(name) {
-        Some(s) if !s.is_empty() => Some(s),
-        _ => {
-            let first = UNSET
-                .lock()
-                .map(|mut seen| seen.insert(name.to_owned()))
-                .unwrap_or(false);
-            if first {
-                tracing::warn!(
-                    variable = name,
-                    "webhook: the secret's variable is not set; sending unsigned"
-                );
-            }
-            None
-        }
+        Some(s) if !s.is_empty() => Ok(Some(s)),
+        _ => Err(format!(
+            "the signing secret's variable `{name}` is not set where duet serve runs: not sent unsigned"
+        )),
     }
 }
 
@@ -231,7 +218,7 @@ pub(crate) async fn send(
             serde_json::from_str(m).map_err(|e| format!("permanent: bad webhook meta: {e}"))?
         }
     };
-    let signature = match secret(&meta, env) {
+    let signature = match secret(&meta, env)? {
         Some(s) => Some(
             sign(&s, &d.idempotency_key, now_s, d.body.as_bytes())
                 .map_err(|e| format!("permanent: cannot sign: {e}"))?,
@@ -258,7 +245,7 @@ pub(crate) async fn send(
             Err("permanent: HTTP 410 (the receiver wants no more)".to_owned())
         }
         Ok(resp) => Err(format!("HTTP {}", resp.status().as_u16())),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.without_url().to_string()),
     }
 }
 
@@ -572,17 +559,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_secret_in_an_unset_variable_sends_unsigned() {
+    async fn a_secret_in_an_unset_variable_is_not_sent_unsigned() {
         let (url, mut got) = receiver(StatusCode::OK).await;
-        let meta = r#"{"secretEnv":"DUET_TEST_WEBHOOK_SECRET_NEVER_SET"}"#;
+        let meta = r#"{"secretEnv":"DUET_TEST_WEBHOOK_SECRET"}"#;
         let d = fixtures::delivery("webhook", &url, "{}", Some(meta));
         let http = crate::notify::http::client().expect("a client");
-        assert_eq!(
-            send(&http, true, &crate::state::Env::default(), &d, 0).await,
-            Ok(None)
+        let unset = crate::state::Env::from_map(Default::default());
+        let why = send(&http, true, &unset, &d, 0).await.expect_err("refused");
+        assert!(why.contains("DUET_TEST_WEBHOOK_SECRET"), "{why}");
+        assert!(!why.starts_with("permanent:"), "retried: {why}");
+        // Set, the same delivery goes, signed.
+        let set = crate::state::Env::from_map(
+            [(
+                "DUET_TEST_WEBHOOK_SECRET".to_owned(),
+                "s3cret-value".to_owned(),
+            )]
+            .into(),
         );
+        assert_eq!(send(&http, true, &set, &d, 0).await, Ok(None));
         let (headers, _) = got.recv().await.expect("sent");
-        assert!(headers.get("webhook-signature").is_none());
+        assert!(headers.get("webhook-signature").is_some());
         assert_eq!(headers["webhook-id"], "n1-0");
     }
 }

@@ -35,14 +35,14 @@ END
 $$;
 
 -- A park (a `stopped` record that left the thread `awaiting_human`), a pending tool call, a
--- decision, a reminder, an escalation, a session's end. The WHEN clause keeps every other
+-- decision, a reminder, an escalation, a session's end, a failed step. The WHEN clause keeps every other
 -- journal row (messages, turns) to one comparison of its kind, with no call of the function.
 -- A record's journal row has no session: the notice takes the session of the thread's last
 -- message before it (as the inbox's listing of decisions does), read back from its seq.
 -- It fires for every row `duet_commit` inserts (its `INSERT … SELECT … FROM unnest(…)`).
 CREATE TRIGGER journal_notices AFTER INSERT ON journal FOR EACH ROW
 WHEN (NEW.kind IN ('approval_requested', 'approval_decided', 'question_reminded',
-                   'question_escalated', 'session_ended')
+                   'question_escalated', 'session_ended', 'step_error')
       OR (NEW.kind = 'stopped' AND (NEW.data::jsonb ->> 'status') = 'awaiting_human'))
 EXECUTE FUNCTION duet_journal_notice();
 

@@ -21,13 +21,13 @@ CREATE TABLE notices (
 CREATE INDEX notices_unrouted ON notices (id) WHERE routed_at IS NULL;
 
 -- A park (a `stopped` record that left the thread `awaiting_human`), a pending tool call, a
--- decision, a reminder, an escalation, a session's end. The WHEN clause keeps every other
+-- decision, a reminder, an escalation, a session's end, a failed step. The WHEN clause keeps every other
 -- journal row (messages, turns) to one comparison of its kind.
 -- A record's journal row has no session: the notice takes the session of the thread's last
 -- message before it (as the inbox's listing of decisions does), read back from its seq.
 CREATE TRIGGER journal_notices AFTER INSERT ON journal
 WHEN NEW.kind IN ('approval_requested', 'approval_decided', 'question_reminded',
-                  'question_escalated', 'session_ended')
+                  'question_escalated', 'session_ended', 'step_error')
   OR (NEW.kind = 'stopped' AND json_extract(NEW.data, '$.status') = 'awaiting_human')
 BEGIN
     INSERT INTO notices (thread, seq, session, fact, data, created_at)

@@ -212,7 +212,8 @@ async fn each_committed_fact_a_person_needs_is_one_notice() {
         store.commit(&t, runner, commit).await.expect("commit");
         assert_eq!(notices_of(server, t.id).await.len(), 2, "{name}: no more");
 
-        // A pending call, its decision, a reminder, an escalation and the session's end: one
+        // A pending call, its decision, a reminder, an escalation, the session's end and a
+        // failed step: one
         // each, in order, each in the session of the last message before it.
         let bodies = |approval: i64| {
             vec![
@@ -230,6 +231,9 @@ async fn each_committed_fact_a_person_needs_is_one_notice() {
                     stop_reason: StopReason::SessionStop,
                     result: Some("done".into()),
                 },
+                RecordBody::StepError {
+                    error: "the model is down".into(),
+                },
             ]
         };
         let first = t.next_seq;
@@ -243,7 +247,7 @@ async fn each_committed_fact_a_person_needs_is_one_notice() {
         };
         store.commit(&t, runner, commit).await.expect("commit");
         let found = notices_of(server, t.id).await;
-        assert_eq!(found.len(), 7, "{name}: {found:?}");
+        assert_eq!(found.len(), 8, "{name}: {found:?}");
         for (n, r) in found[2..].iter().zip(&records) {
             assert_eq!(
                 (n.fact.as_str(), n.seq, n.session, n.created_at),
@@ -270,7 +274,7 @@ async fn each_committed_fact_a_person_needs_is_one_notice() {
             matches!(lost, Err(StoreError::LeaseLost(_))),
             "{name}: {lost:?}"
         );
-        assert_eq!(notices_of(server, t.id).await.len(), 7, "{name}: none");
+        assert_eq!(notices_of(server, t.id).await.len(), 8, "{name}: none");
     }
 }
 
