@@ -11,7 +11,8 @@
 //! library reads them (`standard_webhooks.rs`); notifications end to end — webhooks once, signed,
 //! retried in order, routed by role, private targets refused (`notify_webhooks.rs`), the one-time
 //! links they carry (`notify_links.rs`), received by the loopback `support/hook.rs`; Slack's
-//! buttons (`notify_slack.rs`) and an email's links (`notify_email.rs`); notifications seen —
+//! buttons (`notify_slack.rs`) and an email's links (`notify_email.rs`); a failed step told, an
+//! offboarded approver's links refused (`notify_offboarded.rs`); notifications seen —
 //! listed, retried, revoked, subscribed to — over the API (`notifications_api.rs`).
 
 #[path = "../support/mod.rs"]
@@ -51,6 +52,7 @@ mod lifecycle;
 mod notifications_api;
 mod notify_email;
 mod notify_links;
+mod notify_offboarded;
 mod notify_slack;
 mod notify_support;
 mod notify_webhooks;
