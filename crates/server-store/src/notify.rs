@@ -279,7 +279,8 @@ pub trait NotifyStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<Delivery>, StoreError>;
 
-    /// Delivery `id` was taken at `now`; `response` is kept when the channel needs it later.
+    /// Delivery `id` was taken at `now`; `response` is kept when the channel needs it later,
+    /// its `meta` (what it was sent with: a secret, credentials) is not.
     async fn delivered(&self, id: i64, response: Option<&str>, now: i64) -> Result<(), StoreError>;
 
     /// Delivery `id` failed at `now`: due again at `next_at`, or given up on (kept, `failed`)

@@ -271,7 +271,9 @@ macro_rules! notify_impl {
 
             async fn delivered(&self, id: i64, response: Option<&str>, now: i64) -> Result<(), StoreError> {
                 sqlx::query(
-                    "UPDATE outbox SET status = 'delivered', response = $2, finished_at = $3, next_at = $3 \
+                    // What it was sent with (a webhook's secret, a push config's credentials)
+                    // is not kept past its delivery.
+                    "UPDATE outbox SET status = 'delivered', response = $2, finished_at = $3, next_at = $3, meta = NULL \
                      WHERE id = $1 AND status = 'pending'",
                 )
                 .bind(id)

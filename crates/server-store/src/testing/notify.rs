@@ -222,6 +222,7 @@ impl NotifyStore for MemoryServerStore {
         if let Some(d) = self.state().pending(id) {
             d.status = DeliveryStatus::Delivered;
             d.response = response.map(str::to_owned);
+            d.meta = None;
             d.finished_at = Some(now);
             d.next_at = now;
         }

@@ -17,6 +17,7 @@ fn to(stream: &str, n: usize, due_at: i64) -> NewDelivery {
         target: format!("https://hooks.test/{stream}"),
         event: "question.parked".into(),
         body: format!("{stream} {n}"),
+        meta: Some(r#"{"secret":"whsec_c2VjcmV0"}"#.into()),
         idempotency_key: format!("{stream}-{n}-{}", Uuid::now_v7()),
         due_at,
         ..NewDelivery::default()
@@ -75,6 +76,17 @@ async fn a_stream_is_sent_in_order_and_holds_back_only_itself() {
         for d in &next {
             store.delivered(d.id, None, 2_100).await.expect("delivered");
         }
+        // A delivered row keeps what the target answered, not what it was sent with.
+        let sent = store
+            .delivery(first[1].id)
+            .await
+            .expect("read")
+            .expect("kept");
+        assert_eq!(
+            (sent.response.as_deref(), sent.meta.as_deref()),
+            (Some("{\"ts\":\"1.2\"}"), None),
+            "{name}"
+        );
         let again = store
             .claim_deliveries(5_000, 1_000, 10)
             .await
