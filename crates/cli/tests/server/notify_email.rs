@@ -26,28 +26,14 @@ const MIN: i64 = 60_000;
 /// `deployer` proposes `deploy` (approvers: role `ops`; reminded after 10 minutes), then says
 /// `Done.`; `ops-mail` is role `ops`'s mailbox.
 fn project() -> support::Scratch {
-    let p = support::Scratch::new("notify-email");
-    p.write(
-        "agents/agents/deployer.yaml",
-        "name: deployer\nsideA: { prompt: deployer }\nsideB: { human: true }\n",
-    );
-    p.write(
-        "agents/prompts/deployer.yaml",
-        "name: deployer\ntoolDescription: d\nmodel: deployer\nincludeChat: true\nprompt: p\ntools: [deploy]\n",
-    );
-    p.write(
-        "agents/models/deployer.yaml",
-        "name: deployer\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: deploy, arguments: { region: eu, build: 7 } }]\n  - text: Done.\n",
-    );
-    p.write(
-        "agents/tools/deploy.yaml",
-        "description: Deploys.\nargs: { type: object, properties: { region: { type: string }, build: { type: number } }, required: [region, build] }\nresult: \"deployed {{build}} to {{region}}\"\napproval:\n  approvers: { roles: [ops] }\n  deadline: { remind: [10m] }\n",
-    );
-    p.write(
-        "agents/notifications/ops-mail.yaml",
-        "roles: [ops]\nemail: { to: [ops@example.com] }\n",
-    );
-    p
+    crate::notify_support::deployer(
+        "notify-email",
+        "{ approvers: { roles: [ops] }, deadline: { remind: [10m] } }",
+        (
+            "ops-mail",
+            "roles: [ops]\nemail: { to: [ops@example.com] }\n",
+        ),
+    )
 }
 
 /// The test server's options, mailing through `smtp`.

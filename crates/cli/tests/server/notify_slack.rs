@@ -24,28 +24,11 @@ const WITHIN: Duration = Duration::from_secs(30);
 /// `deployer` proposes `deploy` (approvers: role `ops`), then says `Done.`; `ops-slack` is
 /// role `ops`'s Slack channel.
 fn project() -> support::Scratch {
-    let p = support::Scratch::new("notify-slack");
-    p.write(
-        "agents/agents/deployer.yaml",
-        "name: deployer\nsideA: { prompt: deployer }\nsideB: { human: true }\n",
-    );
-    p.write(
-        "agents/prompts/deployer.yaml",
-        "name: deployer\ntoolDescription: d\nmodel: deployer\nincludeChat: true\nprompt: p\ntools: [deploy]\n",
-    );
-    p.write(
-        "agents/models/deployer.yaml",
-        "name: deployer\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: deploy, arguments: { region: eu, build: 7 } }]\n  - text: Done.\n",
-    );
-    p.write(
-        "agents/tools/deploy.yaml",
-        "description: Deploys.\nargs: { type: object, properties: { region: { type: string }, build: { type: number } }, required: [region, build] }\nresult: \"deployed {{build}} to {{region}}\"\napproval: { approvers: { roles: [ops] } }\n",
-    );
-    p.write(
-        "agents/notifications/ops-slack.yaml",
-        "roles: [ops]\nslack: { channel: C0OPS }\n",
-    );
-    p
+    crate::notify_support::deployer(
+        "notify-slack",
+        "{ approvers: { roles: [ops] } }",
+        ("ops-slack", "roles: [ops]\nslack: { channel: C0OPS }\n"),
+    )
 }
 
 /// The test server's options, Slack reached at `slack`.

@@ -1,4 +1,5 @@
-//! What the notification tests share (`notify_webhooks.rs`, `notify_links.rs`): a desk whose model
+//! What the notification tests share (`notify_webhooks.rs`, `notify_links.rs`, and the
+//! `deployer` of `notify_slack.rs` and `notify_email.rs`): a desk whose model
 //! proposes a `refund` that waits for a decision, then parks for its person twice ("Done.",
 //! "Noted."), with notification definitions pointing at the loopback receiver (`support/hook.rs`);
 //! keys with roles; a received webhook's signature checked with the server's own verifier; and
@@ -38,6 +39,33 @@ pub(crate) fn project(tag: &str, approval: &str, defs: &[(&str, String)]) -> sup
     for (name, yaml) in defs {
         p.write(&format!("agents/notifications/{name}.yaml"), yaml);
     }
+    p
+}
+
+/// `deployer` proposes `deploy` (its `approval:` value `approval`, YAML), then says `Done.`;
+/// `notification` (name, YAML) is the one definition under `agents/notifications/`.
+pub(crate) fn deployer(tag: &str, approval: &str, notification: (&str, &str)) -> support::Scratch {
+    let p = support::Scratch::new(tag);
+    p.write(
+        "agents/agents/deployer.yaml",
+        "name: deployer\nsideA: { prompt: deployer }\nsideB: { human: true }\n",
+    );
+    p.write(
+        "agents/prompts/deployer.yaml",
+        "name: deployer\ntoolDescription: d\nmodel: deployer\nincludeChat: true\nprompt: p\ntools: [deploy]\n",
+    );
+    p.write(
+        "agents/models/deployer.yaml",
+        "name: deployer\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: deploy, arguments: { region: eu, build: 7 } }]\n  - text: Done.\n",
+    );
+    p.write(
+        "agents/tools/deploy.yaml",
+        &format!(
+            "description: Deploys.\nargs: {{ type: object, properties: {{ region: {{ type: string }}, build: {{ type: number }} }}, required: [region, build] }}\nresult: \"deployed {{{{build}}}} to {{{{region}}}}\"\napproval: {approval}\n"
+        ),
+    );
+    let (name, yaml) = notification;
+    p.write(&format!("agents/notifications/{name}.yaml"), yaml);
     p
 }
 
