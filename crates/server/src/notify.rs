@@ -241,4 +241,10 @@ mod tests {
         }
         assert_eq!(Event::parse("question.lost"), None);
     }
+
+    #[test]
+    fn the_events_are_the_ones_definitions_may_name() {
+        let names: Vec<&str> = Event::ALL.iter().map(|e| e.as_str()).collect();
+        assert_eq!(names, duet_spec::NotificationDef::EVENTS);
+    }
 }

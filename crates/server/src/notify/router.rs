@@ -58,9 +58,23 @@ pub(crate) async fn run(state: AppState) {
 /// Routes what notices wait; how many there were.
 pub(crate) async fn pass(state: &AppState) -> Result<usize, ServiceError> {
     let notices = service::notify::notices(state, BATCH).await?;
+    if notices.is_empty() {
+        return Ok(0);
+    }
+    // Who subscribed, and each principal's roles: read once for the pass's notices.
+    let subs = service::notify::subscriptions(state, None).await?;
+    let roles = if subs.is_empty() {
+        BTreeMap::new()
+    } else {
+        roles_of(state).await?
+    };
+    let stored = Stored {
+        subs: &subs,
+        roles: &roles,
+    };
     let mut queued = false;
     for n in &notices {
-        queued |= route(state, n).await?;
+        queued |= route(state, &stored, n).await?;
     }
     if queued {
         state.notify_wake();
@@ -68,9 +82,15 @@ pub(crate) async fn pass(state: &AppState) -> Result<usize, ServiceError> {
     Ok(notices.len())
 }
 
+/// The principals' subscriptions and their roles, as a pass read them.
+struct Stored<'a> {
+    subs: &'a [duet_server_store::Subscription],
+    roles: &'a BTreeMap<String, Vec<String>>,
+}
+
 /// Routes notice `n`; whether it put deliveries in the outbox.
-async fn route(state: &AppState, n: &Notice) -> Result<bool, ServiceError> {
-    let (deliveries, links) = match plan(state, n).await {
+async fn route(state: &AppState, stored: &Stored<'_>, n: &Notice) -> Result<bool, ServiceError> {
+    let (deliveries, links) = match plan(state, stored, n).await {
         Ok(planned) => planned,
         // The database failed (a connection, a timeout): the notice stays, for the next pass.
         // What it said wrongly (a corrupt row) would say so again: that notice goes to nobody
@@ -90,7 +110,7 @@ async fn route(state: &AppState, n: &Notice) -> Result<bool, ServiceError> {
 type Planned = (Vec<NewDelivery>, Vec<(Link, Option<usize>)>);
 
 /// The deliveries and links of notice `n`.
-async fn plan(state: &AppState, n: &Notice) -> Result<Planned, ServiceError> {
+async fn plan(state: &AppState, stored: &Stored<'_>, n: &Notice) -> Result<Planned, ServiceError> {
     let Some(fact) = facts::interpret(n) else {
         return Ok((Vec::new(), Vec::new()));
     };
@@ -101,10 +121,11 @@ async fn plan(state: &AppState, n: &Notice) -> Result<Planned, ServiceError> {
         Some(asking) => {
             // A question no longer waiting is not announced as waiting (a park the same run
             // went on from, a reminder written as it was answered); its answer is told.
-            if fact.event.asks() && !waiting(state, &t, asking).await? {
+            let records = service::notify::records(state, t.id).await?;
+            if fact.event.asks() && !waiting(&t, &records, asking) {
                 return Ok((Vec::new(), Vec::new()));
             }
-            let (q, a) = question(state, &t, asking).await?;
+            let (q, a) = question(state, &t, &records, asking).await?;
             (Some(q), a)
         }
         None => (None, Approvers::default()),
@@ -120,11 +141,7 @@ async fn plan(state: &AppState, n: &Notice) -> Result<Planned, ServiceError> {
     };
     let project = state.runtime().project();
     let mut found = recipients::of_project(&ctx, project.notifications.values().map(|d| &d.def));
-    let subs = service::notify::subscriptions(state, None).await?;
-    if !subs.is_empty() {
-        let roles = roles_of(state).await?;
-        found.extend(recipients::of_principals(&ctx, &subs, &roles));
-    }
+    found.extend(recipients::of_principals(&ctx, stored.subs, stored.roles));
     if found.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
@@ -160,9 +177,9 @@ async fn plan(state: &AppState, n: &Notice) -> Result<Planned, ServiceError> {
 async fn question(
     state: &AppState,
     t: &Thread,
+    records: &[duet_runtime::Record],
     asking: Asking,
 ) -> Result<(Question, Approvers), ServiceError> {
-    let records = service::notify::records(state, t.id).await?;
     let approval = crate::views::ApprovalId {
         thread: t.id,
         park: asking.park(),
@@ -170,15 +187,15 @@ async fn question(
     .to_string();
     match asking {
         Asking::Call { seq, .. } => {
-            let Some((asked, at)) = service::approvers::asked(&records, seq) else {
+            let Some((asked, at)) = service::approvers::asked(records, seq) else {
                 return Err(ServiceError::NotFound(format!("no approval `{approval}`")));
             };
             let mut approvers = asked.approvers.clone();
             merge(
                 &mut approvers,
-                deadline::escalated(&records, Subject::Approval(seq)),
+                deadline::escalated(records, Subject::Approval(seq)),
             );
-            let words = service::notify::call_deadline(state, t.id, &records, seq, at).await;
+            let words = service::notify::call_deadline(state, t.id, records, seq, at).await;
             let args = serde_json::to_string_pretty(&asked.arguments).unwrap_or_default();
             Ok((
                 Question {
@@ -200,7 +217,7 @@ async fn question(
         Asking::Park(park) => {
             // One id for the question whatever moved its park since (a reminder, an
             // escalation): where it first parked, which every door still answers.
-            let span = deadline::park_span(&records, park);
+            let span = deadline::park_span(records, park);
             let approval = crate::views::ApprovalId {
                 thread: t.id,
                 park: Park {
@@ -216,7 +233,7 @@ async fn question(
                 .filter(|m| m.seq < span.first && m.role == Role::Assistant && !m.silent)
                 .find_map(|m| m.content.clone().filter(|c| !c.trim().is_empty()))
                 .unwrap_or_default();
-            let approvers = deadline::escalated_at(&records, park);
+            let approvers = deadline::escalated_at(records, park);
             Ok((
                 Question {
                     approval,
@@ -235,16 +252,15 @@ async fn question(
 
 /// Whether `asking` of `t` still waits: the thread parked within the question's span, or the
 /// call not decided yet.
-async fn waiting(state: &AppState, t: &Thread, asking: Asking) -> Result<bool, ServiceError> {
-    let records = service::notify::records(state, t.id).await?;
-    Ok(match asking {
+fn waiting(t: &Thread, records: &[duet_runtime::Record], asking: Asking) -> bool {
+    match asking {
         Asking::Park(park) => t
             .park()
-            .is_some_and(|now| deadline::park_span(&records, park).names(now)),
+            .is_some_and(|now| deadline::park_span(records, park).names(now)),
         Asking::Call { seq, .. } => !records
             .iter()
             .any(|r| matches!(&r.body, RecordBody::ApprovalDecided(d) if d.approval == seq)),
-    })
+    }
 }
 
 fn merge(into: &mut Approvers, more: Approvers) {
@@ -474,5 +490,8 @@ pub(crate) async fn describe(state: &AppState, id: &str) -> Option<Question> {
     } else {
         Asking::Park(approval.park)
     };
-    question(state, &t, asking).await.ok().map(|(q, _)| q)
+    question(state, &t, &records, asking)
+        .await
+        .ok()
+        .map(|(q, _)| q)
 }
