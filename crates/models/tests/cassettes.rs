@@ -176,6 +176,7 @@ fn model_def(model: &str) -> duet_spec::ModelDef {
     duet_spec::ModelDef {
         name: "m".into(),
         provider: "hosted".into(),
+        inline_provider: None,
         model: model.into(),
         fallbacks: vec![],
         included_providers: vec![],

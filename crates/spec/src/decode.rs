@@ -15,6 +15,9 @@ pub(crate) struct Ctx<'a> {
     /// For lists whose invalid or duplicate items are dropped while decoding (`parentHooks`,
     /// `sideA.subagents`), the index as written of each item kept; see [`crate::Source`].
     pub(crate) written: BTreeMap<String, Vec<usize>>,
+    /// Whether the file was evaluated: its values are computed, so a function or a value JSON
+    /// cannot hold where data belongs is a wrong type, not "would need evaluation".
+    pub(crate) evaluated: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -23,6 +26,7 @@ impl<'a> Ctx<'a> {
             file,
             issues,
             written: BTreeMap::new(),
+            evaluated: false,
         }
     }
 }
@@ -45,7 +49,7 @@ impl Ctx<'_> {
 
     fn wrong_type(&mut self, node: &Node, path: &str, expected: &str) {
         match &node.value {
-            Value::Dynamic(d) => self.push(
+            Value::Dynamic(d) if !self.evaluated => self.push(
                 Issue::new(
                     Code::TsNotStatic,
                     format!(
@@ -170,6 +174,15 @@ impl Ctx<'_> {
     /// Any literal value, as JSON.
     pub(crate) fn json(&mut self, node: &Node, path: &str) -> Option<serde_json::Value> {
         if let Some((d, span)) = node.find_dynamic() {
+            if self.evaluated {
+                self.report(
+                    Code::WrongType,
+                    format!("`{path}` holds {}, where data belongs", d.describe()),
+                    path,
+                    span,
+                );
+                return None;
+            }
             self.push(
                 Issue::new(
                     Code::TsNotStatic,

@@ -77,6 +77,16 @@ codes! {
         "A `.ts` file has no `export default defineX({...})` with an object literal.";
     TsNotStatic = "ts_not_static", Error, "files",
         "A value in a `.ts` file would need evaluation (an identifier, a spread, a call, a computed key, a `${}` template); duet reads definitions statically.";
+    TsEvalError = "ts_eval_error", Error, "files",
+        "Evaluating a `.ts`/`.js` definition file threw an exception (or a promise it awaited rejected).";
+    TsEvalLimit = "ts_eval_limit", Error, "files",
+        "Evaluating a definition file ran past its deadline or its memory ceiling and was stopped.";
+    TsImport = "ts_import", Error, "files",
+        "An import cannot be resolved: a relative path outside the project or not found, or a package duet does not provide.";
+    TsPackageMissing = "ts_package_missing", Error, "files",
+        "A package a definition imports (zod) is not installed in the project's `node_modules`.";
+    TsSchema = "ts_schema", Error, "files",
+        "A zod schema cannot be expressed as the JSON Schema models are sent (a transform's output, a date, a bigint...).";
     TsFunctionNotRun = "ts_function_not_run", Warning, "files",
         "A `.ts` tool, hook or handler has an `execute` function (an effect a `handler` function); duet never runs TypeScript, so the definition must say how it runs in Rust or declaratively.";
     WrongDefineFunction = "wrong_define_function", Error, "files",

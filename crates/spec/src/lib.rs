@@ -32,6 +32,8 @@ mod deadline;
 mod decision;
 mod decode;
 mod effect;
+pub mod eval;
+mod evaluated;
 pub mod fs;
 mod hook;
 mod issue;
@@ -50,6 +52,7 @@ mod script;
 pub mod secret;
 mod tool;
 mod ts;
+mod ts_file;
 mod validate;
 mod yaml;
 
@@ -66,6 +69,7 @@ pub use deadline::{
 };
 pub use decode::nearest;
 pub use effect::EffectDef;
+pub use eval::{EvalError, EvalErrorKind, Evaluated, Evaluator, JsValue, ProviderValue};
 pub use fs::LoadError;
 pub use hook::{EXTENSION_HOOKS, HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};
 pub use issue::{Code, Issue, Severity, codes_markdown};

@@ -2,7 +2,11 @@
 //! across definitions (`validate.rs`) — here, so that the project's types do not depend on the
 //! validation that reads them.
 
-use crate::project::{Listing, Loaded, Project, SourceFile, skipped_issue};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::eval::Evaluator;
+use crate::issue::Code;
+use crate::project::{Listing, Loaded, Project, SourceFile, Syntax, classify_syntax, skipped_issue};
 use crate::validate;
 
 impl Project {
@@ -17,6 +21,13 @@ impl Project {
     /// As [`Project::from_files`], with an issue for each entry that was not read (what
     /// [`crate::fs::read_project`] gives).
     pub fn from_listing(listing: Listing) -> Loaded {
+        Project::from_listing_with(listing, None)
+    }
+
+    /// As [`Project::from_listing`], with `.ts`, `.js` and `.mjs` definitions evaluated by
+    /// `evaluator` (values computed, zod schemas turned into JSON Schema, provider factories
+    /// into providers) instead of read statically.
+    pub fn from_listing_with(listing: Listing, evaluator: Option<&dyn Evaluator>) -> Loaded {
         let Listing { mut files, skipped } = listing;
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let mut project = Project {
@@ -24,9 +35,35 @@ impl Project {
             ..Project::default()
         };
         let mut issues = Vec::new();
+        let evaluations = match evaluator {
+            Some(evaluator) => {
+                let targets: Vec<&str> = files
+                    .iter()
+                    .map(|f| f.path.as_str())
+                    .filter(|p| classify_syntax(p) == Some(Syntax::Ts))
+                    .collect();
+                let results = evaluator.evaluate(&files, &targets);
+                targets
+                    .iter()
+                    .map(|t| (*t).to_owned())
+                    .zip(results)
+                    .collect::<BTreeMap<_, _>>()
+            }
+            None => BTreeMap::new(),
+        };
         for file in &files {
-            project.load_file(file, &mut issues);
+            project.load_file(file, evaluations.get(&file.path), &mut issues);
         }
+        // A helper a definition imports is part of the project, not a stray file.
+        let imported: BTreeSet<&str> = evaluations
+            .values()
+            .filter_map(|r| r.as_ref().ok())
+            .flat_map(|e| e.imports.iter().map(String::as_str))
+            .collect();
+        issues.retain(|i| {
+            i.code != Code::UnsupportedFile
+                || i.file.as_deref().is_none_or(|f| !imported.contains(f))
+        });
         for entry in &skipped {
             issues.extend(skipped_issue(entry));
         }

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::decode::Ctx;
 use crate::issue::{Code, Issue};
-use crate::node::Node;
+use crate::node::{Node, Value};
 use crate::script::ScriptEntry;
 
 /// The providers built into duet. `scripted` plays a fixed script, for tests, demos and
@@ -22,6 +22,10 @@ pub struct ModelDef {
     /// `provider`: the provider that serves it, one of [`PROVIDERS`] or a provider the project
     /// defines; required.
     pub provider: String,
+    /// The provider written in the model itself (`provider: openai({ baseUrl })` in TS, an
+    /// object in YAML), named `model:NAME`; `provider` is then that name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline_provider: Option<crate::provider::ProviderDef>,
     /// `model`: the provider's model id; required.
     pub model: String,
     /// `fallbacks`: model names tried in order once this one's retries are exhausted; default
@@ -99,7 +103,17 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
     };
     let name = o.required_name(ctx, "name");
     let name_span = o.take("name").map_or(o.span, |n| n.span);
-    let provider = o.required_name(ctx, "provider");
+    let (provider, inline_provider) = match (o.has("provider"), o.take("provider")) {
+        // `provider: openai({ baseUrl })` in TS (a provider package's factory, called), or an
+        // object in YAML: a provider of the model's own, named after it.
+        (true, Some(n)) if matches!(n.value, Value::Object(_)) => {
+            let own = name.as_deref().map(|m| format!("model:{m}"));
+            let def = own.as_deref().and_then(|own| crate::provider::decode_inline(ctx, n, own));
+            (def.as_ref().map(|d| d.name.clone()), def)
+        }
+        (true, Some(n)) => (ctx.name(n, "provider"), None),
+        _ => (o.required_name(ctx, "provider"), None),
+    };
     let model = o.required_name(ctx, "model");
     let fallbacks = o.strings(ctx, "fallbacks");
     let included_providers = o.strings(ctx, "includedProviders");
@@ -161,6 +175,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
         (Some(name), Some(provider), Some(model)) => Some(ModelDef {
             name,
             provider,
+            inline_provider,
             model,
             fallbacks,
             included_providers,

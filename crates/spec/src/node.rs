@@ -68,6 +68,8 @@ pub(crate) enum Dynamic {
     Identifier,
     /// Any other expression (a call, an operator, a template with `${}`...).
     Expression,
+    /// What an evaluated file computed that JSON cannot hold (a symbol, a `Map`, `NaN`).
+    Unsupported,
 }
 
 impl Dynamic {
@@ -77,6 +79,7 @@ impl Dynamic {
             Dynamic::Function => "a function",
             Dynamic::Identifier => "an identifier",
             Dynamic::Expression => "an expression",
+            Dynamic::Unsupported => "a value JSON cannot hold (a symbol, a `Map`, a class instance, `NaN`)",
         }
     }
 }

@@ -20,7 +20,8 @@ use crate::prompt::{self, PromptDef};
 use crate::provider::{self, ProviderDef};
 use crate::remote::{self, RemoteAgentDef};
 use crate::tool::{self, ToolDef};
-use crate::{ts, yaml};
+use crate::eval::{EvalError, Evaluated};
+use crate::{ts_file, yaml};
 
 /// Definition files larger than this are refused (a definition is a few kilobytes).
 pub const MAX_FILE_BYTES: usize = 4 << 20;
@@ -70,7 +71,8 @@ pub struct Listing {
 pub enum Syntax {
     /// A `.yaml` or `.yml` file.
     Yaml,
-    /// A `.ts` file, read statically: `export default defineX({...})`.
+    /// A `.ts`, `.js` or `.mjs` file: `export default defineX({...})`, evaluated when the
+    /// loader has an evaluator ([`crate::Evaluator`]), else read statically.
     Ts,
 }
 
@@ -344,7 +346,12 @@ impl Project {
     }
 
     /// Reads one file's definition into the project, its issues into `issues`.
-    pub(crate) fn load_file(&mut self, file: &SourceFile, issues: &mut Vec<Issue>) {
+    pub(crate) fn load_file(
+        &mut self,
+        file: &SourceFile,
+        evaluation: Option<&Result<Evaluated, EvalError>>,
+        issues: &mut Vec<Issue>,
+    ) {
         let path = file.path.as_str();
         let (kind, folder, stem, syntax) = match classify(path) {
             Class::Outside => return,
@@ -370,26 +377,15 @@ impl Project {
         };
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
 
+        let mut schemas = BTreeSet::new();
+        let mut evaluated = false;
         let (node, mut parse_issues) = match syntax {
             Syntax::Yaml => yaml::parse(text),
             Syntax::Ts => {
-                let (def, parse_issues) = ts::parse(text);
-                let node = def.map(|d| {
-                    if d.function != kind.define_function() {
-                        let correct = Kind::ALL.into_iter().find(|k| k.define_function() == d.function);
-                        let message = match correct {
-                            Some(k) => format!("`{}` defines a {}, but `agents/{folder}/` holds {}s", d.function, k.noun(), kind.noun()),
-                            None => format!("`{}` is not a Standard Agents define function; `agents/{folder}/` files call `{}`", d.function, kind.define_function()),
-                        };
-                        issues.push(
-                            Issue::new(Code::WrongDefineFunction, message)
-                                .at(path, "", Some(d.span))
-                                .hint(format!("call `{}`, or move the file to the folder of its kind", kind.define_function())),
-                        );
-                    }
-                    d.node
-                });
-                (node, parse_issues)
+                let read = ts_file::read(path, text, kind, folder, evaluation);
+                schemas = read.schemas;
+                evaluated = read.evaluated;
+                (read.node, read.issues)
             }
         };
         for i in &mut parse_issues {
@@ -404,6 +400,7 @@ impl Project {
             written: BTreeMap::new(),
         };
         let mut ctx = Ctx::new(path, issues);
+        ctx.evaluated = evaluated;
         let root = &source.node;
 
         let file_named = matches!(kind, Kind::Tool | Kind::Handler | Kind::Effect);
@@ -451,6 +448,15 @@ impl Project {
             }
             Kind::Model => {
                 let (name, def) = model::decode(&mut ctx, root);
+                if let Some(own) = def.as_ref().and_then(|d| d.inline_provider.clone()) {
+                    self.providers.insert(
+                        own.name.clone(),
+                        Defined {
+                            def: own,
+                            source: source.clone(),
+                        },
+                    );
+                }
                 insert(self, &mut ctx, kind, name, def, source, |p| &mut p.models);
             }
             Kind::Provider => {
@@ -497,7 +503,10 @@ impl Project {
                 insert(self, &mut ctx, kind, id, def, source, |p| &mut p.hooks);
             }
             Kind::Tool => {
-                let def = tool::decode(&mut ctx, root, stem);
+                let mut def = tool::decode(&mut ctx, root, stem);
+                if let Some(def) = &mut def {
+                    def.args_zod = schemas.contains("args");
+                }
                 insert(
                     self,
                     &mut ctx,
@@ -590,6 +599,14 @@ fn insert<T>(
     }
 }
 
+/// The syntax of the definition file at `path`, when it is one.
+pub(crate) fn classify_syntax(path: &str) -> Option<Syntax> {
+    match classify(path) {
+        Class::Definition { syntax, .. } => Some(syntax),
+        _ => None,
+    }
+}
+
 /// Where a path under the project root belongs.
 enum Class<'p> {
     /// Not under `agents/`: not part of the project.
@@ -645,7 +662,11 @@ fn classify(path: &str) -> Class<'_> {
     };
     let (stem, syntax) = if let Some(s) = file_name.strip_suffix(".d.ts") {
         (s, None)
-    } else if let Some(s) = file_name.strip_suffix(".ts") {
+    } else if let Some(s) = file_name
+        .strip_suffix(".ts")
+        .or_else(|| file_name.strip_suffix(".mjs"))
+        .or_else(|| file_name.strip_suffix(".js"))
+    {
         (s, Some(Syntax::Ts))
     } else if let Some(s) = file_name
         .strip_suffix(".yaml")
@@ -663,7 +684,7 @@ fn classify(path: &str) -> Class<'_> {
             syntax,
         },
         None => unsupported(
-            "only `.yaml`, `.yml` and `.ts` files are definitions; this file is ignored".into(),
+            "only `.yaml`, `.yml`, `.ts`, `.js` and `.mjs` files are definitions; this file is ignored".into(),
         ),
     }
 }

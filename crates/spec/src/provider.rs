@@ -145,11 +145,29 @@ fn is_header_name(name: &str) -> bool {
 }
 
 pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<ProviderDef>) {
-    let Some(mut o) = ctx.object(root, "") else {
+    decode_named(ctx, root, None)
+}
+
+/// A model's own provider (`provider: { type, baseUrl, ... }`), named `name`.
+pub(crate) fn decode_inline(ctx: &mut Ctx<'_>, node: &Node, name: &str) -> Option<ProviderDef> {
+    decode_named(ctx, node, Some(name)).1
+}
+
+fn decode_named(
+    ctx: &mut Ctx<'_>,
+    root: &Node,
+    inline: Option<&str>,
+) -> (Option<String>, Option<ProviderDef>) {
+    let Some(mut o) = ctx.object(root, if inline.is_some() { "provider" } else { "" }) else {
         return (None, None);
     };
-    let name = o.required_name(ctx, "name");
-    let name_span = o.take("name").map_or(o.span, |n| n.span);
+    let (name, name_span) = match inline {
+        Some(own) => (Some(own.to_owned()), o.span),
+        None => {
+            let name = o.required_name(ctx, "name");
+            (name, o.take("name").map_or(o.span, |n| n.span))
+        }
+    };
     let type_node = o.take("type");
     let provider_type = o.required_name(ctx, "type");
     let provider_type = match (provider_type.as_deref(), type_node) {
@@ -233,8 +251,10 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
             );
         }
     }
-    o.finish(ctx, FIELDS);
-    if let Some(n) = &name {
+    o.finish(ctx, if inline.is_some() { &FIELDS[1..] } else { FIELDS });
+    if let Some(n) = &name
+        && inline.is_none()
+    {
         crate::agent::check_name(ctx, n, "name", name_span);
         if n == "scripted" {
             ctx.push(

@@ -24,6 +24,11 @@ pub struct ToolDef {
     pub description: String,
     /// `args`: a JSON Schema for the argument object; absent (`None`), no arguments.
     pub args: Option<serde_json::Value>,
+    /// Whether `args` was written as a zod schema in a `.ts` tool (it is then its JSON Schema,
+    /// and calls are checked with zod's own `safeParse` where the runtime has a code host for
+    /// it, so defaults, coercions and refinements behave as the author wrote them).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub args_zod: bool,
     /// `builtin`, `result`, `http` or `effect`, exactly one: how the tool runs; `None` only for a `.ts`
     /// tool whose `execute` is a function (a warning).
     pub implementation: Option<ToolImpl>,
@@ -244,6 +249,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolD
         name: name.to_owned(),
         description: description?,
         args,
+        args_zod: false,
         implementation,
         variables,
         uses,

@@ -39,7 +39,13 @@ const MAX_TS_BYTES: usize = 256 << 10;
 /// The parser thread's stack: at most [`MAX_TS_BYTES`] levels, a few hundred bytes each.
 const PARSER_STACK: usize = 512 << 20;
 
+#[cfg(test)]
 pub(crate) fn parse(text: &str) -> (Option<Definition>, Vec<Issue>) {
+    parse_source(text, false)
+}
+
+/// Reads `text`, TypeScript, or JavaScript when `js`.
+pub(crate) fn parse_source(text: &str, js: bool) -> (Option<Definition>, Vec<Issue>) {
     if text.len() > MAX_TS_BYTES {
         let issue = Issue::new(
             Code::TsSyntax,
@@ -56,7 +62,7 @@ pub(crate) fn parse(text: &str) -> (Option<Definition>, Vec<Issue>) {
         std::thread::Builder::new()
             .name("duet-ts-parser".into())
             .stack_size(PARSER_STACK)
-            .spawn_scoped(scope, || parse_here(text))
+            .spawn_scoped(scope, || parse_here(text, js))
             .map(|handle| handle.join())
     });
     match outcome {
@@ -78,7 +84,7 @@ pub(crate) fn parse(text: &str) -> (Option<Definition>, Vec<Issue>) {
     }
 }
 
-fn parse_here(text: &str) -> (Option<Definition>, Vec<Issue>) {
+fn parse_here(text: &str, js: bool) -> (Option<Definition>, Vec<Issue>) {
     let lines = LineIndex::new(text);
     if let Some(offset) = too_deep(text) {
         let issue = Issue::new(
@@ -89,7 +95,12 @@ fn parse_here(text: &str) -> (Option<Definition>, Vec<Issue>) {
         return (None, vec![issue]);
     }
     let allocator = Allocator::default();
-    let ret = Parser::new(&allocator, text, SourceType::ts()).parse();
+    let source_type = if js {
+        SourceType::mjs()
+    } else {
+        SourceType::ts()
+    };
+    let ret = Parser::new(&allocator, text, source_type).parse();
     if ret.panicked || !ret.diagnostics.is_empty() {
         let issues = ret
             .diagnostics
@@ -383,7 +394,7 @@ impl Reader<'_, '_> {
     }
 }
 
-fn number(v: f64) -> Value {
+pub(crate) fn number(v: f64) -> Value {
     if v.fract() == 0.0 && v.abs() < 9.0e15 {
         // Integral and exactly representable: keep it an integer, as YAML would.
         #[allow(clippy::cast_possible_truncation)]

@@ -123,6 +123,7 @@ impl Cassette {
         let def = ModelDef {
             name: "cassette".into(),
             provider: provider_type.as_str().into(),
+            inline_provider: None,
             model: m["model"].as_str().unwrap_or("model").into(),
             fallbacks: vec![],
             included_providers: vec![],

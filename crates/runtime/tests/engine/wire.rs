@@ -146,6 +146,7 @@ impl Model for WireModel {
         );
         let def = ModelDef {
             provider: "openai".into(),
+            inline_provider: None,
             script: Vec::new(),
             ..self.def.clone()
         };
