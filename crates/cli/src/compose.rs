@@ -81,7 +81,7 @@ pub(crate) async fn runtime(place: &Place) -> Result<Runtime, ExitCode> {
 pub(crate) async fn compose(
     place: &Place,
 ) -> Result<(Runtime, Arc<dyn duet_server_store::ServerStore>), ExitCode> {
-    let loaded = match duet_spec::load(&place.project) {
+    let loaded = match duet_js::load(&place.project, &duet_js::node_path_from_env()) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("duet: {e}");

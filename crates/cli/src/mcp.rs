@@ -61,7 +61,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         project,
         json,
     } = args.command;
-    let loaded = match duet_spec::load(&project) {
+    let loaded = match duet_js::load(&project, &duet_js::node_path_from_env()) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("duet: {e}");

@@ -24,7 +24,7 @@ async fn parked_under(store: &dyn Store, t: &Thread) -> Option<String> {
 }
 
 pub(crate) async fn list(place: &Place, json: bool) -> ExitCode {
-    let loaded = match duet_spec::load(&place.project) {
+    let loaded = match duet_js::load(&place.project, &duet_js::node_path_from_env()) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("duet: {e}");

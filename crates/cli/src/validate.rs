@@ -37,7 +37,7 @@ pub(crate) fn run(args: &Args) -> ExitCode {
         let _ = out.write_all(codes_markdown().as_bytes());
         return ExitCode::SUCCESS;
     }
-    let mut loaded = match duet_spec::load(&args.dir) {
+    let mut loaded = match duet_js::load(&args.dir, &duet_js::node_path_from_env()) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("duet: {e}");

@@ -13,6 +13,8 @@ use std::sync::Arc;
 pub use duet_a2a as a2a;
 /// duet's built-in handlers (`echo`, `keyword_router`, `relay`) and hooks (`approval_audit`).
 pub use duet_handlers as handlers;
+/// The embedded JavaScript engine that evaluates TS definitions (`duet-js`; [`load`] uses it).
+pub use duet_js as js;
 /// The model providers: `scripted`, `openai` (every OpenAI-compatible server), `anthropic`.
 pub use duet_models as models;
 /// The session engine and its ports (`duet-runtime`): everything beyond the re-exports below.
@@ -21,7 +23,8 @@ pub use duet_runtime as runtime;
 pub use duet_server as server;
 /// The server's own tables as ports (API keys, sign-ins, A2A push).
 pub use duet_server_store as server_store;
-/// Standard Agents definitions: loading, validation ([`spec::load`]).
+/// Standard Agents definitions and their validation ([`spec::load`] reads TS statically,
+/// [`load`] evaluates it).
 pub use duet_spec as spec;
 /// The SQLite and Postgres stores ([`store::connect`], [`store::open`]).
 pub use duet_store as store;
@@ -34,7 +37,15 @@ pub use duet_runtime::{
     Runtime, RuntimeBuilder, Scope, Store, ThreadState, collect,
 };
 pub use duet_server::{AppState, Background, Options, router};
-pub use duet_spec::{Loaded, Project, load};
+pub use duet_spec::{Loaded, Project};
+
+/// Loads and validates the project at `dir` (a project root, or its `agents/` folder), its
+/// `.ts`/`.js` definitions evaluated in the embedded JavaScript engine (`duet-js`): zod
+/// schemas, provider factories, templates and imports as their authors write them. Packages
+/// (zod) are found in `node_modules` from the project's folder up, then in `NODE_PATH`.
+pub fn load(dir: &Path) -> Result<Loaded, duet_spec::LoadError> {
+    duet_js::load(dir, &duet_js::node_path_from_env())
+}
 pub use duet_store::{Stores, connect, open};
 
 /// The runtime `duet run` and `duet serve` compose for `project` (loaded from the folder `root`,

@@ -72,6 +72,9 @@ pub struct EvalError {
     pub file: Option<String>,
     /// 1-based line and column in that file's source (mapped through the TypeScript strip).
     pub at: Option<(u32, u32)>,
+    /// The value it concerns (`args` for a schema zod cannot express), located by the loader
+    /// when `at` is not given.
+    pub path: Option<String>,
     /// How to fix it, when the evaluator knows.
     pub hint: Option<String>,
 }
@@ -99,5 +102,6 @@ pub trait Evaluator: Sync {
     /// Evaluates each of `targets` (paths among `files`, `.ts`, `.js` or `.mjs`), returning one
     /// result per target in order. `files` are every file of the listing, for relative imports
     /// among them.
-    fn evaluate(&self, files: &[SourceFile], targets: &[&str]) -> Vec<Result<Evaluated, EvalError>>;
+    fn evaluate(&self, files: &[SourceFile], targets: &[&str])
+    -> Vec<Result<Evaluated, EvalError>>;
 }

@@ -111,7 +111,14 @@ fn lay_entries<'v>(
             Entry {
                 key: key.to_owned(),
                 key_span,
-                value: lay_at(v, value_shape, key_span, &join(path, key), depth + 1, schemas),
+                value: lay_at(
+                    v,
+                    value_shape,
+                    key_span,
+                    &join(path, key),
+                    depth + 1,
+                    schemas,
+                ),
             }
         })
         .collect()
@@ -138,6 +145,24 @@ pub(crate) fn from_json(json: &serde_json::Value, at: Span) -> Node {
         ),
     };
     Node::new(v, at)
+}
+
+/// Where the value at `path` (`args`, `sideA.tools[1]`) is written in `node`, or its nearest
+/// written parent.
+pub(crate) fn locate(node: &Node, path: &str) -> Span {
+    let mut at = node;
+    for seg in path.split('.').filter(|s| !s.is_empty()) {
+        let (key, rest) = seg.split_once('[').unwrap_or((seg, ""));
+        let Some(next) = at.get(key) else { break };
+        at = next;
+        for idx in rest.split(['[', ']']).filter(|s| !s.is_empty()) {
+            match (&at.value, idx.parse::<usize>()) {
+                (Value::Array(items), Ok(i)) if i < items.len() => at = &items[i],
+                _ => return at.span,
+            }
+        }
+    }
+    at.span
 }
 
 /// The issue for a file that could not be evaluated; `file` is the definition's path.
@@ -188,8 +213,14 @@ mod tests {
         let value = obj(&[
             ("description", JsValue::String("x".into())),
             ("maxSteps", JsValue::Number(3.0)),
-            ("nested", obj(&[("a", JsValue::Number(1.0)), ("b", JsValue::Undefined)])),
-            ("args", JsValue::Schema(serde_json::json!({ "type": "object" }))),
+            (
+                "nested",
+                obj(&[("a", JsValue::Number(1.0)), ("b", JsValue::Undefined)]),
+            ),
+            (
+                "args",
+                JsValue::Schema(serde_json::json!({ "type": "object" })),
+            ),
         ]);
         let laid = lay(&value, Some(&def.node), def.span);
         let n = &laid.node;
@@ -201,7 +232,9 @@ mod tests {
         assert!(nested.get("b").is_none(), "undefined is absent");
         assert_eq!(laid.schemas, BTreeSet::from(["args".to_owned()]));
         assert_eq!(
-            n.get("args").and_then(|a| a.get("type")).and_then(Node::as_str),
+            n.get("args")
+                .and_then(|a| a.get("type"))
+                .and_then(Node::as_str),
             Some("object")
         );
     }
@@ -212,7 +245,10 @@ mod tests {
             provider_type: "openai".into(),
             options: None,
         });
-        assert_eq!(lay(&bare, None, Span::new(1, 1)).node.as_str(), Some("openai"));
+        assert_eq!(
+            lay(&bare, None, Span::new(1, 1)).node.as_str(),
+            Some("openai")
+        );
         let called = JsValue::Provider(ProviderValue {
             provider_type: "anthropic".into(),
             options: Some(vec![("baseUrl".into(), JsValue::String("http://x".into()))]),

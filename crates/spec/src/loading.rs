@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::eval::Evaluator;
 use crate::issue::Code;
-use crate::project::{Listing, Loaded, Project, SourceFile, Syntax, classify_syntax, skipped_issue};
+use crate::project::{
+    Listing, Loaded, Project, SourceFile, Syntax, classify_syntax, skipped_issue,
+};
 use crate::validate;
 
 impl Project {

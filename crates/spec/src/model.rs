@@ -108,7 +108,9 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
         // object in YAML: a provider of the model's own, named after it.
         (true, Some(n)) if matches!(n.value, Value::Object(_)) => {
             let own = name.as_deref().map(|m| format!("model:{m}"));
-            let def = own.as_deref().and_then(|own| crate::provider::decode_inline(ctx, n, own));
+            let def = own
+                .as_deref()
+                .and_then(|own| crate::provider::decode_inline(ctx, n, own));
             (def.as_ref().map(|d| d.name.clone()), def)
         }
         (true, Some(n)) => (ctx.name(n, "provider"), None),

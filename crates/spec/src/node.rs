@@ -79,7 +79,9 @@ impl Dynamic {
             Dynamic::Function => "a function",
             Dynamic::Identifier => "an identifier",
             Dynamic::Expression => "an expression",
-            Dynamic::Unsupported => "a value JSON cannot hold (a symbol, a `Map`, a class instance, `NaN`)",
+            Dynamic::Unsupported => {
+                "a value JSON cannot hold (a symbol, a `Map`, a class instance, `NaN`)"
+            }
         }
     }
 }

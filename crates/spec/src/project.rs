@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::agent::{self, AgentDef, ParentHookRequirement, Side, SideId};
 use crate::decode::{Ctx, is_snake_case};
 use crate::effect::{self, EffectDef};
+use crate::eval::{EvalError, Evaluated};
 use crate::hook::{self, HandlerDef, HookDef};
 use crate::issue::{Code, Issue, Severity};
 use crate::mcp::{self, McpServerDef};
@@ -20,7 +21,6 @@ use crate::prompt::{self, PromptDef};
 use crate::provider::{self, ProviderDef};
 use crate::remote::{self, RemoteAgentDef};
 use crate::tool::{self, ToolDef};
-use crate::eval::{EvalError, Evaluated};
 use crate::{ts_file, yaml};
 
 /// Definition files larger than this are refused (a definition is a few kilobytes).

@@ -251,7 +251,14 @@ fn decode_named(
             );
         }
     }
-    o.finish(ctx, if inline.is_some() { &FIELDS[1..] } else { FIELDS });
+    o.finish(
+        ctx,
+        if inline.is_some() {
+            &FIELDS[1..]
+        } else {
+            FIELDS
+        },
+    );
     if let Some(n) = &name
         && inline.is_none()
     {

@@ -59,7 +59,13 @@ pub(crate) fn read(
         .as_ref()
         .map_or_else(|| export_position(text), |d| d.span);
     match evaluation {
-        Err(error) => issues.push(evaluated::issue(path, error, at)),
+        Err(error) => {
+            let at = match (&error.path, &def) {
+                (Some(p), Some(d)) => evaluated::locate(&d.node, p),
+                _ => at,
+            };
+            issues.push(evaluated::issue(path, error, at));
+        }
         Ok(ev) => match &ev.define {
             None => issues.push(
                 Issue::new(

@@ -1,0 +1,44 @@
+//! duet's embedded JavaScript engine (QuickJS-NG through `rquickjs`), for the project's own
+//! TypeScript: [`JsEvaluator`] evaluates `.ts`/`.js` definitions for duet-spec's loader, and
+//! [`load`] reads a project folder with it.
+//!
+//! The code gets no ambient authority: no `fetch`, `process`, timers or file system. A definition
+//! imports the project's own files (never outside the project), `@standardagents/spec` and the
+//! provider packages (which duet provides) and zod (from the project's `node_modules`). Each file
+//! has a deadline and the engine a memory ceiling; a file past either is stopped and reported.
+
+mod describe;
+mod evaluate;
+mod resolve;
+mod strip;
+
+use std::path::{Path, PathBuf};
+
+pub use evaluate::{EvalOptions, JsEvaluator};
+
+use duet_spec::{LoadError, Loaded, Project};
+
+/// Loads and validates the project at `dir` (a project root, or its `agents/` folder) with its
+/// `.ts`/`.js` definitions evaluated: what `duet validate`, `duet run` and `duet serve` read.
+/// Packages are found in `node_modules` from the project's folder up, then in `node_path`.
+pub fn load(dir: &Path, node_path: &[PathBuf]) -> Result<Loaded, LoadError> {
+    let root = duet_spec::fs::project_root(dir)?;
+    let evaluator = JsEvaluator::new(EvalOptions {
+        root: Some(root.clone()),
+        node_path: node_path.to_vec(),
+        ..EvalOptions::default()
+    });
+    let listing = duet_spec::fs::read_project(&root)?;
+    Ok(Project::from_listing_with(listing, Some(&evaluator)))
+}
+
+/// The folders of `NODE_PATH` (`:`-separated, as Node reads it).
+pub fn node_path_from_env() -> Vec<PathBuf> {
+    std::env::var_os("NODE_PATH")
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,434 @@
+//! Which module an `import` names, and its code: the project's own files (never outside the
+//! project), the modules duet provides (`@standardagents/spec`, the provider packages) and zod
+//! from `node_modules`. Everything else is refused, and each refusal is recorded so the loader
+//! can report it at the import's line.
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
+
+use duet_spec::EvalErrorKind;
+use rquickjs::loader::{ImportAttributes, Loader, Resolver};
+use rquickjs::module::Declared;
+use rquickjs::{Ctx, Module};
+
+use crate::strip::{self, Stripped};
+
+/// The packages a definition may import from `node_modules`.
+pub(crate) const PACKAGES: &[&str] = &["zod"];
+/// The modules duet provides, by name.
+const SPEC: &str = "@standardagents/spec";
+const PROVIDERS: &[(&str, &str, &str)] = &[
+    ("@standardagents/openai", "openai", "OpenAI"),
+    ("@standardagents/anthropic", "anthropic", "Anthropic"),
+];
+/// How a loader names the file it evaluates: `duet:agents/tools/x.ts`.
+pub(crate) const TARGET: &str = "duet:";
+/// Project files larger than this are not loaded (as for definitions).
+const MAX_MODULE_BYTES: u64 = 4 << 20;
+
+/// An import that could not be resolved or loaded.
+#[derive(Clone, Debug)]
+pub(crate) struct Failure {
+    /// The module that imports it.
+    pub(crate) from: String,
+    /// What it imports, as written.
+    pub(crate) specifier: String,
+    pub(crate) kind: EvalErrorKind,
+    pub(crate) message: String,
+    pub(crate) hint: Option<String>,
+}
+
+/// What resolving and loading share with the evaluator, for one batch of files.
+#[derive(Default)]
+pub(crate) struct Modules {
+    /// The project's folder on disk, canonical, for files the listing does not hold.
+    pub(crate) root: Option<PathBuf>,
+    /// More folders searched for packages (Node's `NODE_PATH`).
+    pub(crate) node_path: Vec<PathBuf>,
+    /// The listing's files by project-relative path.
+    pub(crate) files: HashMap<String, String>,
+    /// Each project module loaded, with its position map.
+    pub(crate) stripped: HashMap<String, Stripped>,
+    /// The project modules loaded (besides targets, these are helpers).
+    pub(crate) loaded: BTreeSet<String>,
+    /// The imports refused, in order.
+    pub(crate) failures: Vec<Failure>,
+}
+
+pub(crate) type Shared = Rc<RefCell<Modules>>;
+
+/// The resolver half, for the engine.
+pub(crate) struct Resolve(pub(crate) Shared);
+/// The loader half, for the engine.
+pub(crate) struct Load(pub(crate) Shared);
+
+impl Resolver for Resolve {
+    fn resolve<'js>(
+        &mut self,
+        _ctx: &Ctx<'js>,
+        base: &str,
+        name: &str,
+        _attributes: Option<ImportAttributes<'js>>,
+    ) -> rquickjs::Result<String> {
+        let mut m = self.0.borrow_mut();
+        match m.resolve(base, name) {
+            Ok(id) => Ok(id),
+            Err((kind, message, hint)) => {
+                m.failures.push(Failure {
+                    from: base.to_owned(),
+                    specifier: name.to_owned(),
+                    kind,
+                    message,
+                    hint,
+                });
+                Err(rquickjs::Error::new_resolving(base, name))
+            }
+        }
+    }
+}
+
+impl Loader for Load {
+    fn load<'js>(
+        &mut self,
+        ctx: &Ctx<'js>,
+        name: &str,
+        _attributes: Option<ImportAttributes<'js>>,
+    ) -> rquickjs::Result<Module<'js, Declared>> {
+        let code = self.0.borrow_mut().code(name);
+        match code {
+            Ok(code) => Module::declare(ctx.clone(), name, code),
+            Err((kind, message, at)) => {
+                self.0.borrow_mut().failures.push(Failure {
+                    from: name.to_owned(),
+                    specifier: String::new(),
+                    kind,
+                    message,
+                    hint: at.map(|(l, c)| format!("at {name}:{l}:{c}")),
+                });
+                Err(rquickjs::Error::new_loading(name))
+            }
+        }
+    }
+}
+
+type Refusal = (EvalErrorKind, String, Option<String>);
+
+impl Modules {
+    fn resolve(&mut self, base: &str, name: &str) -> Result<String, Refusal> {
+        if let Some(target) = name.strip_prefix(TARGET) {
+            return Ok(target.to_owned());
+        }
+        if name == SPEC || PROVIDERS.iter().any(|p| p.0 == name) {
+            return Ok(name.to_owned());
+        }
+        if name.starts_with("./") || name.starts_with("../") || name.starts_with('/') {
+            if Path::new(base).is_absolute() {
+                return self.resolve_in_package(base, name);
+            }
+            return self.resolve_in_project(base, name);
+        }
+        let package = package_name(name);
+        if !PACKAGES.contains(&package) {
+            return Err((
+                EvalErrorKind::Import,
+                format!(
+                    "`{name}`: definitions may import the project's own files, `@standardagents/spec`, the provider packages (`@standardagents/openai`, `@standardagents/anthropic`) and `zod`"
+                ),
+                Some("move what the definition needs from this package into a tool's code".into()),
+            ));
+        }
+        self.resolve_package(package, &name[package.len()..])
+    }
+
+    /// A relative import of a project file, from the project file `base`.
+    fn resolve_in_project(&self, base: &str, name: &str) -> Result<String, Refusal> {
+        let dir = Path::new(base).parent().unwrap_or(Path::new(""));
+        let Some(joined) = normalize(&dir.join(name)) else {
+            return Err((
+                EvalErrorKind::Import,
+                format!(
+                    "`{name}` is outside the project; definitions import only the project's own files"
+                ),
+                None,
+            ));
+        };
+        let candidates = candidates(&joined);
+        for c in &candidates {
+            if self.files.contains_key(c) || self.on_disk(c).is_some() {
+                return Ok(c.clone());
+            }
+        }
+        Err((
+            EvalErrorKind::Import,
+            format!(
+                "`{name}` is not a file of the project (looked for {})",
+                candidates.join(", ")
+            ),
+            None,
+        ))
+    }
+
+    /// A relative import inside a package, from the package file `base` (an absolute path).
+    fn resolve_in_package(&self, base: &str, name: &str) -> Result<String, Refusal> {
+        let dir = Path::new(base).parent().unwrap_or(Path::new("/"));
+        let joined = dir.join(name);
+        let path = absolute_normal(&joined);
+        let inside = self.package_roots().iter().any(|r| path.starts_with(r));
+        if inside && path.is_file() {
+            return Ok(path.to_string_lossy().into_owned());
+        }
+        Err((
+            EvalErrorKind::Import,
+            format!("`{name}` (imported by `{base}`) is not a file of an installed package"),
+            None,
+        ))
+    }
+
+    fn package_roots(&self) -> Vec<PathBuf> {
+        PACKAGES
+            .iter()
+            .filter_map(|p| self.find_package(p))
+            .collect()
+    }
+
+    /// `node_modules/PACKAGE` in the project's folder or one above it (as Node looks), then in
+    /// the `NODE_PATH` folders.
+    fn find_package(&self, package: &str) -> Option<PathBuf> {
+        let above = self
+            .root
+            .iter()
+            .flat_map(|r| r.ancestors())
+            .map(|d| d.join("node_modules"));
+        above
+            .chain(self.node_path.iter().cloned())
+            .map(|d| d.join(package))
+            .find(|d| d.join("package.json").is_file())
+    }
+
+    fn resolve_package(&self, package: &str, subpath: &str) -> Result<String, Refusal> {
+        let Some(dir) = self.find_package(package) else {
+            return Err((
+                EvalErrorKind::PackageMissing,
+                format!(
+                    "`{package}` is not installed: no `node_modules/{package}` in the project's folder or above it"
+                ),
+                Some(format!(
+                    "run `npm install {package}` in the project's folder"
+                )),
+            ));
+        };
+        let manifest = std::fs::read_to_string(dir.join("package.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .unwrap_or_default();
+        let key = format!(".{subpath}");
+        let entry = match manifest.get("exports") {
+            Some(exports) => export_target(exports, &key),
+            None if subpath.is_empty() => manifest
+                .get("module")
+                .or_else(|| manifest.get("main"))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned),
+            None => Some(key.clone()),
+        };
+        let file = entry
+            .map(|e| absolute_normal(&dir.join(e)))
+            .filter(|f| f.starts_with(&dir) && f.is_file());
+        file.map(|f| f.to_string_lossy().into_owned())
+            .ok_or_else(|| {
+                (
+                    EvalErrorKind::Import,
+                    format!("`{package}{subpath}`: the installed package has no ES module there"),
+                    None,
+                )
+            })
+    }
+
+    /// A project file on disk under the root, when it is one (no link leads outside).
+    fn on_disk(&self, id: &str) -> Option<PathBuf> {
+        let root = self.root.as_ref()?;
+        let path = std::fs::canonicalize(root.join(id)).ok()?;
+        let meta = std::fs::metadata(&path).ok()?;
+        (path.starts_with(root) && meta.is_file() && meta.len() <= MAX_MODULE_BYTES).then_some(path)
+    }
+
+    /// The code of module `id`.
+    fn code(&mut self, id: &str) -> Result<String, (EvalErrorKind, String, Option<(u32, u32)>)> {
+        if id == SPEC {
+            return Ok(include_str!("modules/spec.js").to_owned());
+        }
+        if let Some((_, name, cap)) = PROVIDERS.iter().find(|p| p.0 == id) {
+            return Ok(include_str!("modules/provider.js")
+                .replace("__NAME__", name)
+                .replace("__TYPE__", name)
+                .replace("__CAP__", cap));
+        }
+        if Path::new(id).is_absolute() {
+            return std::fs::read_to_string(id).map_err(|e| {
+                (
+                    EvalErrorKind::Import,
+                    format!("cannot read `{id}`: {e}"),
+                    None,
+                )
+            });
+        }
+        let text = match self.files.get(id) {
+            Some(t) => t.clone(),
+            None => self
+                .on_disk(id)
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .ok_or_else(|| (EvalErrorKind::Import, format!("cannot read `{id}`"), None))?,
+        };
+        self.loaded.insert(id.to_owned());
+        let stripped = if id.ends_with(".ts") || id.ends_with(".mts") {
+            strip::strip(id, &text).map_err(|(m, at)| (EvalErrorKind::Syntax, m, at))?
+        } else {
+            Stripped::plain(text)
+        };
+        let code = stripped.code.clone();
+        self.stripped.insert(id.to_owned(), stripped);
+        Ok(code)
+    }
+}
+
+/// `zod` of `zod/v4/core`, `@scope/pkg` of `@scope/pkg/x`.
+fn package_name(name: &str) -> &str {
+    let mut parts = name.splitn(3, '/');
+    let first = parts.next().unwrap_or("");
+    if first.starts_with('@') {
+        let second = parts.next().unwrap_or("");
+        &name[..(first.len() + 1 + second.len()).min(name.len())]
+    } else {
+        first
+    }
+}
+
+/// The file a package's `exports` gives for `key` (`.`, `./v4`), under the `import` condition.
+fn export_target(exports: &serde_json::Value, key: &str) -> Option<String> {
+    let entry = match exports {
+        serde_json::Value::Object(map) if map.keys().any(|k| k.starts_with('.')) => map.get(key)?,
+        other if key == "." => other,
+        _ => return None,
+    };
+    condition(entry)
+}
+
+fn condition(entry: &serde_json::Value) -> Option<String> {
+    match entry {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(map) => ["import", "module", "default"]
+            .iter()
+            .find_map(|c| map.get(*c).and_then(condition)),
+        serde_json::Value::Array(items) => items.iter().find_map(condition),
+        _ => None,
+    }
+}
+
+/// The files a relative import may mean, in order: as written, a `.js` written for a `.ts`
+/// (TypeScript's ESM convention), then with an extension or an index added.
+fn candidates(path: &str) -> Vec<String> {
+    let mut out = vec![path.to_owned()];
+    if let Some(stem) = path.strip_suffix(".js") {
+        out.push(format!("{stem}.ts"));
+    }
+    if let Some(stem) = path.strip_suffix(".mjs") {
+        out.push(format!("{stem}.mts"));
+    }
+    for ext in [".ts", ".js", ".mjs", "/index.ts", "/index.js"] {
+        out.push(format!("{path}{ext}"));
+    }
+    out
+}
+
+/// `path` (relative to the project root) without `.` and `..`; `None` when it climbs out.
+fn normalize(path: &Path) -> Option<String> {
+    let mut parts: Vec<String> = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                parts.pop()?;
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// An absolute path without `.` and `..` (lexically: packages are read where they are).
+fn absolute_normal(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_imports_stay_in_the_project() {
+        let mut m = Modules::default();
+        m.files.insert("agents/lib/tone.ts".into(), String::new());
+        assert_eq!(
+            m.resolve("agents/prompts/p.ts", "../lib/tone.js").ok(),
+            Some("agents/lib/tone.ts".to_owned())
+        );
+        assert_eq!(
+            m.resolve("agents/prompts/p.ts", "../lib/tone").ok(),
+            Some("agents/lib/tone.ts".to_owned())
+        );
+        let (kind, message, _) = m
+            .resolve("agents/prompts/p.ts", "../../../etc/passwd")
+            .expect_err("outside");
+        assert_eq!(kind, EvalErrorKind::Import);
+        assert!(message.contains("outside the project"), "{message}");
+        let (kind, _, _) = m
+            .resolve("agents/prompts/p.ts", "/etc/passwd")
+            .expect_err("absolute");
+        assert_eq!(kind, EvalErrorKind::Import);
+    }
+
+    #[test]
+    fn packages_are_named_and_only_zod_is_read() {
+        assert_eq!(package_name("zod/v4/core"), "zod");
+        assert_eq!(package_name("@scope/pkg/x"), "@scope/pkg");
+        let mut m = Modules::default();
+        let (kind, message, _) = m
+            .resolve("agents/tools/t.ts", "lodash")
+            .expect_err("refused");
+        assert_eq!(kind, EvalErrorKind::Import);
+        assert!(message.contains("`lodash`"), "{message}");
+        let (kind, _, hint) = m.resolve("agents/tools/t.ts", "zod").expect_err("missing");
+        assert_eq!(kind, EvalErrorKind::PackageMissing);
+        assert_eq!(
+            hint.as_deref(),
+            Some("run `npm install zod` in the project's folder")
+        );
+    }
+
+    #[test]
+    fn exports_pick_the_import_condition() {
+        let exports = serde_json::json!({
+            ".": { "@zod/source": "./src/index.ts", "types": "./index.d.cts", "import": "./index.js", "require": "./index.cjs" },
+            "./v4": { "import": { "types": "./v4/index.d.ts", "default": "./v4/index.js" } }
+        });
+        assert_eq!(export_target(&exports, ".").as_deref(), Some("./index.js"));
+        assert_eq!(
+            export_target(&exports, "./v4").as_deref(),
+            Some("./v4/index.js")
+        );
+        assert_eq!(export_target(&exports, "./nope"), None);
+    }
+}

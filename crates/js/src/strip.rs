@@ -1,0 +1,157 @@
+//! TypeScript to JavaScript: types stripped by `oxc_transformer`, and a position map back to the
+//! file as written, so an exception thrown at line 12 of the output is reported at the line the
+//! author wrote. All oxc use of this crate lives here.
+
+use std::path::Path;
+
+use oxc_allocator::Allocator;
+use oxc_codegen::{Codegen, CodegenOptions};
+use oxc_parser::Parser;
+use oxc_semantic::SemanticBuilder;
+use oxc_span::SourceType;
+use oxc_transformer::{TransformOptions, Transformer};
+
+/// A module's code as the engine runs it, and how to find a position of it in the original.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stripped {
+    /// The JavaScript.
+    pub(crate) code: String,
+    /// `(generated line, generated column, original line, original column)`, 0-based, sorted.
+    /// Empty when the code is the original (a `.js` file).
+    points: Vec<(u32, u32, u32, u32)>,
+}
+
+impl Stripped {
+    /// JavaScript as written: nothing to strip, positions are the original's.
+    pub(crate) fn plain(code: String) -> Self {
+        Stripped {
+            code,
+            points: Vec::new(),
+        }
+    }
+
+    /// The original 1-based line and column of the generated 1-based `line`, `column`.
+    pub(crate) fn original(&self, line: u32, column: u32) -> (u32, u32) {
+        if self.points.is_empty() {
+            return (line, column);
+        }
+        let (l, c) = (line.saturating_sub(1), column.saturating_sub(1));
+        // The last mapped point at or before the position on its line, else the line's first.
+        let after = self.points.partition_point(|p| (p.0, p.1) <= (l, c));
+        let at = match after.checked_sub(1).map(|i| self.points[i]) {
+            Some(p) if p.0 == l => Some(p),
+            _ => self.points.get(after).filter(|p| p.0 == l).copied(),
+        };
+        match at {
+            Some((_, dc, sl, sc)) => (sl + 1, sc + c.saturating_sub(dc) + 1),
+            None => (line, column),
+        }
+    }
+}
+
+/// Strips the types of `text`, the TypeScript file `path`; `Err` is the parser's or the
+/// transformer's first message, with its 1-based line and column.
+pub(crate) fn strip(path: &str, text: &str) -> Result<Stripped, (String, Option<(u32, u32)>)> {
+    let allocator = Allocator::default();
+    let source_type = SourceType::ts().with_module(true);
+    let parsed = Parser::new(&allocator, text, source_type).parse();
+    if let Some(d) = parsed.diagnostics.first() {
+        let at = d
+            .labels
+            .first()
+            .map(|l| position(text, l.offset() as usize));
+        return Err((d.message.to_string(), at));
+    }
+    if parsed.panicked {
+        return Err(("the file could not be parsed".into(), None));
+    }
+    let mut program = parsed.program;
+    let scoping = SemanticBuilder::new()
+        .build(&program)
+        .semantic
+        .into_scoping();
+    let options = TransformOptions::default();
+    let transformed = Transformer::new(&allocator, Path::new(path), &options)
+        .build_with_scoping(scoping, &mut program);
+    if let Some(d) = transformed.diagnostics.first() {
+        let at = d
+            .labels
+            .first()
+            .map(|l| position(text, l.offset() as usize));
+        return Err((d.message.to_string(), at));
+    }
+    let generated = Codegen::new()
+        .with_options(CodegenOptions {
+            source_map_path: Some(path.into()),
+            ..CodegenOptions::default()
+        })
+        .build(&program);
+    let mut points: Vec<(u32, u32, u32, u32)> = generated
+        .map
+        .map(|m| {
+            m.get_tokens()
+                .map(|t| {
+                    (
+                        t.get_dst_line(),
+                        t.get_dst_col(),
+                        t.get_src_line(),
+                        t.get_src_col(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    points.sort_unstable();
+    Ok(Stripped {
+        code: generated.code,
+        points,
+    })
+}
+
+/// The 1-based line and column (in characters) of byte `offset` of `text`.
+pub(crate) fn position(text: &str, offset: usize) -> (u32, u32) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = text[start..offset].chars().count() + 1;
+    (
+        u32::try_from(line).unwrap_or(u32::MAX),
+        u32::try_from(column).unwrap_or(u32::MAX),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_go_and_positions_come_back() {
+        let text = "type T = { a: string };\ninterface I { b: number }\nconst x: T = { a: 'x' } satisfies T;\n\nexport default (x as any) as I;\nthrow new Error('here');\n";
+        let s = strip("agents/tools/t.ts", text).expect("strips");
+        assert!(!s.code.contains("interface"), "{}", s.code);
+        assert!(!s.code.contains("satisfies"), "{}", s.code);
+        let line = s
+            .code
+            .lines()
+            .position(|l| l.contains("throw"))
+            .expect("the throw survives");
+        let column = s
+            .code
+            .lines()
+            .nth(line)
+            .and_then(|l| l.find("throw"))
+            .unwrap_or(0);
+        let (l, c) = s.original(line as u32 + 1, column as u32 + 1);
+        assert_eq!((l, c), (6, 1));
+    }
+
+    #[test]
+    fn syntax_errors_say_where() {
+        let err = strip("x.ts", "const a = ;\n").expect_err("bad");
+        assert_eq!(err.1.map(|p| p.0), Some(1));
+    }
+}
