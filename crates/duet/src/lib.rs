@@ -52,7 +52,8 @@ pub use duet_store::{Stores, connect, open};
 /// which holds `agents/`) on `store`: the built-in model providers and the project's own
 /// (`agents/providers/`, keys from the variables they name), the built-in handlers and one for
 /// each remote A2A agent (`agents/remotes/`, tokens from the variables they name), the built-in
-/// hooks and effects, the `http` tools (a host an argument chooses must be public unless
+/// hooks and effects, `.ts` tools' zod `args` checked with zod itself ([`js::ZodArgs`]), the
+/// `http` tools (a host an argument chooses must be public unless
 /// `DUET_ALLOW_PRIVATE_TARGETS=1`) and the MCP servers of `agents/mcp/` (started on first use).
 ///
 /// Add your own on the builder it returns — [`RuntimeBuilder::handler`], [`RuntimeBuilder::tool`],
@@ -64,11 +65,22 @@ pub fn compose(project: Arc<Project>, root: &Path, store: Arc<dyn Store>) -> Run
         |var| std::env::var(var).ok().filter(|v| !v.is_empty()),
         duet_handlers::handlers(),
     );
-    let builder = Runtime::builder(project.clone(), store)
+    let mut builder = Runtime::builder(project.clone(), store)
         .providers(duet_models::providers_for(&project))
         .handlers(handlers)
         .hooks(duet_handlers::hooks())
         .effects(duet_handlers::effects());
+    let zod = duet_js::ZodArgs::new(
+        &project,
+        duet_js::EvalOptions {
+            root: Some(root.to_path_buf()),
+            node_path: duet_js::node_path_from_env(),
+            ..duet_js::EvalOptions::default()
+        },
+    );
+    if let Some(zod) = zod {
+        builder = builder.code_schemas(Arc::new(zod));
+    }
     let private = std::env::var("DUET_ALLOW_PRIVATE_TARGETS")
         .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
     let http = duet_tools::HttpClient::new().allow_private_targets(private);

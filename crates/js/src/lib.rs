@@ -7,13 +7,16 @@
 //! provider packages (which duet provides) and zod (from the project's `node_modules`). Each file
 //! has a deadline and the engine a memory ceiling; a file past either is stopped and reported.
 
+mod args;
 mod describe;
+mod engine;
 mod evaluate;
 mod resolve;
 mod strip;
 
 use std::path::{Path, PathBuf};
 
+pub use args::ZodArgs;
 pub use evaluate::{EvalOptions, JsEvaluator};
 
 use duet_spec::{LoadError, Loaded, Project};

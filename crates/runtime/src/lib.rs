@@ -82,8 +82,8 @@ pub use store::{
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{
-    HttpTools, Placeholder, Tool, ToolContext, ToolResult, ToolServer, Tools, render, render_with,
-    schema_problems,
+    CodeSchemas, HttpTools, Placeholder, Tool, ToolContext, ToolResult, ToolServer, Tools, render,
+    render_with, schema_problems,
 };
 pub use types::{
     Child, ChildStatus, ImageRef, Message, NewQueued, Park, PerSide, Queued, Role, SideId,

@@ -152,10 +152,11 @@ impl Tools {
         let Some(ToolImpl::Effect(effect)) = &tool.def.implementation else {
             return (self.run(ctx, name, args, env).await, None);
         };
-        if let Err(refused) = self.check(name, &tool.def, args) {
-            return (refused, None);
-        }
-        match tool_timer(self.project(), name, effect, args, now) {
+        let args = match self.check(name, &tool.def, args).await {
+            Ok(args) => args,
+            Err(refused) => return (refused, None),
+        };
+        match tool_timer(self.project(), name, effect, &args, now) {
             Ok((timer, result)) => (result, Some(timer)),
             Err(refused) => (refused, None),
         }

@@ -92,6 +92,22 @@ pub trait ToolServer: Send + Sync + 'static {
     async fn call(&self, ctx: ToolContext, tool: &str, args: serde_json::Value) -> ToolResult;
 }
 
+/// Checks tool arguments with the schema the tool's author wrote in code (a `.ts` tool's zod
+/// `args`, [`duet_spec::ToolDef::args_zod`]): the runtime knows no JavaScript, so a crate that
+/// does implements this (`duet-js`) and the composition root registers it
+/// ([`crate::RuntimeBuilder::code_schemas`]).
+#[async_trait]
+pub trait CodeSchemas: Send + Sync + 'static {
+    /// Parses `args` for tool `tool` with its code schema: the value the schema gives (defaults
+    /// filled in, coercions applied), or every problem, each with its place (`/orderId: …`).
+    /// `Err` with no problems is refused too (the schema could not be run: the message says).
+    async fn parse(
+        &self,
+        tool: &str,
+        args: &serde_json::Value,
+    ) -> Result<serde_json::Value, Vec<String>>;
+}
+
 /// The tools a runtime can run: the project's definitions, their compiled argument schemas, the
 /// registered builtins, the http client and the tool servers.
 #[derive(Clone)]
@@ -101,6 +117,7 @@ pub struct Tools {
     validators: Arc<HashMap<String, jsonschema::Validator>>,
     http: Option<Arc<dyn HttpTools>>,
     servers: BTreeMap<String, Arc<dyn ToolServer>>,
+    code: Option<Arc<dyn CodeSchemas>>,
 }
 
 impl Tools {
@@ -128,7 +145,15 @@ impl Tools {
             validators: Arc::new(validators),
             http,
             servers,
+            code: None,
         }
+    }
+
+    /// These tools, with `.ts` tools' zod `args` checked by `code` (without it, by their JSON
+    /// Schema).
+    pub fn with_code_schemas(mut self, code: Option<Arc<dyn CodeSchemas>>) -> Self {
+        self.code = code;
+        self
     }
 
     /// The tool server registered as `name`.
@@ -154,9 +179,11 @@ impl Tools {
         let Some(tool) = self.project.tools.get(name) else {
             return ToolResult::error(format!("Unknown tool `{name}`."));
         };
-        if let Err(refused) = self.check(name, &tool.def, args) {
-            return refused;
-        }
+        let args = match self.check(name, &tool.def, args).await {
+            Ok(args) => args,
+            Err(refused) => return refused,
+        };
+        let args = &args;
         match &tool.def.implementation {
             Some(ToolImpl::Result(template)) => ToolResult::ok(render(template, args, env)),
             Some(ToolImpl::Builtin(b)) => match self.builtins.get(b) {
@@ -187,14 +214,24 @@ impl Tools {
         &self.project
     }
 
-    /// Whether `args` pass tool `name`'s `args` schema (none: no arguments); the error result
-    /// saying why not.
-    pub(crate) fn check(
+    /// Whether `args` pass tool `name`'s `args` schema (none: no arguments): the arguments the
+    /// tool runs with (a zod schema's output: defaults filled in, coercions applied), or the
+    /// error result saying why not.
+    pub(crate) async fn check(
         &self,
         name: &str,
         def: &duet_spec::ToolDef,
         args: &serde_json::Value,
-    ) -> Result<(), ToolResult> {
+    ) -> Result<serde_json::Value, ToolResult> {
+        if let (true, Some(code)) = (def.args_zod, &self.code) {
+            // The author's own schema decides, as it would in their runtime.
+            return code.parse(name, args).await.map_err(|problems| {
+                ToolResult::error(format!(
+                    "Invalid arguments for `{name}`: {}",
+                    problems.join("; ")
+                ))
+            });
+        }
         if let Some(validator) = self.validators.get(name) {
             let errors = schema_problems(validator, args);
             if !errors.is_empty() {
@@ -209,7 +246,7 @@ impl Tools {
         {
             return Err(ToolResult::error(format!("`{name}` takes no arguments.")));
         }
-        Ok(())
+        Ok(args.clone())
     }
 }
 

@@ -15,7 +15,7 @@ use crate::hooks::Hooks;
 use crate::model::Providers;
 use crate::store::Store;
 use crate::telemetry::TraceCarrier;
-use crate::tools::{HttpTools, Tool, ToolServer, Tools};
+use crate::tools::{CodeSchemas, HttpTools, Tool, ToolServer, Tools};
 
 /// Builds a [`Runtime`].
 pub struct RuntimeBuilder {
@@ -28,6 +28,7 @@ pub struct RuntimeBuilder {
     tools: BTreeMap<String, Arc<dyn Tool>>,
     http: Option<Arc<dyn HttpTools>>,
     servers: BTreeMap<String, Arc<dyn ToolServer>>,
+    code_schemas: Option<Arc<dyn CodeSchemas>>,
     clock: Arc<dyn Clock>,
     lease_ms: i64,
     timer_claim_ms: i64,
@@ -49,6 +50,7 @@ impl Runtime {
             tools: BTreeMap::new(),
             http: None,
             servers: BTreeMap::new(),
+            code_schemas: None,
             clock: Arc::new(SystemClock),
             lease_ms: 30_000,
             timer_claim_ms: 300_000,
@@ -113,6 +115,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Checks `.ts` tools' zod `args` with `code` (zod's own `safeParse`, in `duet-js`), so
+    /// defaults, coercions and refinements behave as written; without it, their JSON Schema
+    /// checks calls.
+    pub fn code_schemas(mut self, code: Arc<dyn CodeSchemas>) -> Self {
+        self.code_schemas = Some(code);
+        self
+    }
+
     /// Uses `clock` for time (tests use a [`crate::ManualClock`]).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -152,7 +162,8 @@ impl RuntimeBuilder {
 
     /// The runtime.
     pub fn build(self) -> Runtime {
-        let tools = Tools::new(self.project.clone(), self.tools, self.http, self.servers);
+        let tools = Tools::new(self.project.clone(), self.tools, self.http, self.servers)
+            .with_code_schemas(self.code_schemas);
         Runtime {
             inner: Arc::new(Inner {
                 project: self.project,

@@ -1,0 +1,137 @@
+//! [`ZodArgs`]: the runtime's [`CodeSchemas`] port on QuickJS. A `.ts` tool's call is checked
+//! with the tool's own zod `args` (`safeParse`), so defaults, coercions and refinements behave as
+//! the author wrote them, and zod's messages reach the model.
+//!
+//! One thread owns one engine (QuickJS is single-threaded) with the project's tool modules
+//! loaded on first use; calls queue to it. A call past the deadline or the memory ceiling is
+//! refused with that reason, and the engine is replaced.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::mpsc;
+
+use async_trait::async_trait;
+use duet_runtime::CodeSchemas;
+use duet_spec::{EvalErrorKind, Project};
+use tokio::sync::oneshot;
+
+use crate::engine::Engine;
+use crate::evaluate::{EvalOptions, THREAD_STACK};
+use crate::resolve::Modules;
+
+type Reply = Result<serde_json::Value, Vec<String>>;
+
+struct Job {
+    file: String,
+    args: String,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// Checks `.ts` tools' arguments with their zod schemas, in an engine of its own.
+pub struct ZodArgs {
+    jobs: mpsc::Sender<Job>,
+    /// Each zod-typed tool's definition file, by tool name.
+    files: BTreeMap<String, String>,
+}
+
+impl ZodArgs {
+    /// A checker for `project`'s tools whose `args` are zod schemas, reading their files from
+    /// the project's folder `options.root`; `None` when the project has none.
+    pub fn new(project: &Project, options: EvalOptions) -> Option<ZodArgs> {
+        let files: BTreeMap<String, String> = project
+            .tools
+            .iter()
+            .filter(|(_, t)| t.def.args_zod)
+            .map(|(name, t)| (name.clone(), t.source.file.clone()))
+            .collect();
+        if files.is_empty() {
+            return None;
+        }
+        let (jobs, queue) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("duet-js-args".into())
+            .stack_size(THREAD_STACK)
+            .spawn(move || serve(&options, &queue))
+            .ok()?;
+        Some(ZodArgs { jobs, files })
+    }
+}
+
+#[async_trait]
+impl CodeSchemas for ZodArgs {
+    async fn parse(&self, tool: &str, args: &serde_json::Value) -> Reply {
+        let Some(file) = self.files.get(tool) else {
+            return Err(vec![format!("tool `{tool}` has no zod schema")]);
+        };
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            file: file.clone(),
+            args: args.to_string(),
+            reply,
+        };
+        let gone = || vec!["the JavaScript engine that checks arguments has stopped".to_owned()];
+        self.jobs.send(job).map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+}
+
+/// The engine's thread: one job at a time until every [`ZodArgs`] is dropped.
+fn serve(options: &EvalOptions, queue: &mpsc::Receiver<Job>) {
+    let modules = Rc::new(RefCell::new(Modules {
+        root: options
+            .root
+            .as_ref()
+            .and_then(|r| std::fs::canonicalize(r).ok()),
+        node_path: options.node_path.clone(),
+        ..Modules::default()
+    }));
+    let mut engine: Option<Engine> = None;
+    while let Ok(job) = queue.recv() {
+        let e = match &engine {
+            Some(e) => e,
+            None => match Engine::new(options, modules.clone()) {
+                Ok(e) => engine.insert(e),
+                Err(message) => {
+                    let _ = job.reply.send(Err(vec![message]));
+                    continue;
+                }
+            },
+        };
+        let outcome = e.with_default(&job.file, &modules, |ctx, default| {
+            let parse: rquickjs::Function = ctx.globals().get("__duetParse")?;
+            parse.call::<_, String>((default, job.args.as_str()))
+        });
+        let reply = match outcome {
+            Ok((text, _)) => read(&text),
+            Err(error) => {
+                if error.kind == EvalErrorKind::Limit {
+                    engine = None;
+                }
+                Err(vec![format!(
+                    "the tool's zod schema could not be run: {}",
+                    error.message
+                )])
+            }
+        };
+        // The caller may have gone (its step was cancelled): nothing to tell.
+        let _ = job.reply.send(reply);
+    }
+}
+
+fn read(text: &str) -> Reply {
+    let json: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| vec![format!("zod's answer could not be read: {e}")])?;
+    if json.get("ok").and_then(serde_json::Value::as_bool) == Some(true) {
+        return Ok(json.get("data").cloned().unwrap_or(serde_json::Value::Null));
+    }
+    Err(json
+        .get("problems")
+        .and_then(serde_json::Value::as_array)
+        .map(|p| {
+            p.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default())
+}
