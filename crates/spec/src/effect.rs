@@ -104,7 +104,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<Effec
                 Issue::new(
                     Code::TsFunctionNotRun,
                     format!(
-                        "effect `{name}` has a `handler` function; duet does not run TypeScript and runs the Rust effect registered as `{builtin}` instead"
+                        "effect `{name}` has a `handler` function; duet does not run a definition's functions yet and runs the Rust effect registered as `{builtin}` instead"
                     ),
                 )
                 .at(ctx.file, "handler", Some(n.span))

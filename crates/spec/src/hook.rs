@@ -93,7 +93,7 @@ fn execute_function(
     if matches!(n.value, Value::Dynamic(Dynamic::Function)) {
         if !explicit {
             ctx.push(
-                Issue::new(Code::TsFunctionNotRun, format!("{what} has an `execute` function; duet does not run TypeScript and runs the Rust code registered as `{builtin}` instead"))
+                Issue::new(Code::TsFunctionNotRun, format!("{what} has an `execute` function; duet does not run a definition's functions yet and runs the Rust code registered as `{builtin}` instead"))
                     .at(ctx.file, "execute", Some(n.span))
                     .hint(format!("say so with `builtin: {builtin}` (or another registered name) and drop `execute`")),
             );

@@ -74,9 +74,9 @@ codes! {
     TsSyntax = "ts_syntax", Error, "files",
         "A `.ts` file is not well-formed TypeScript.";
     TsNoDefinition = "ts_no_definition", Error, "files",
-        "A `.ts` file has no `export default defineX({...})` with an object literal.";
+        "A `.ts` file's default export was not made by a define function (`export default defineX({...})`).";
     TsNotStatic = "ts_not_static", Error, "files",
-        "A value in a `.ts` file would need evaluation (an identifier, a spread, a call, a computed key, a `${}` template); duet reads definitions statically.";
+        "A value in a `.ts` file would need evaluation (an identifier, a spread, a call, a computed key, a `${}` template), and the project is read statically (`duet_spec::load`; `duet validate` and `duet::load` evaluate).";
     TsEvalError = "ts_eval_error", Error, "files",
         "Evaluating a `.ts`/`.js` definition file threw an exception (or a promise it awaited rejected).";
     TsEvalLimit = "ts_eval_limit", Error, "files",
@@ -88,7 +88,7 @@ codes! {
     TsSchema = "ts_schema", Error, "files",
         "A zod schema cannot be expressed as the JSON Schema models are sent (a transform's output, a date, a bigint...).";
     TsFunctionNotRun = "ts_function_not_run", Warning, "files",
-        "A `.ts` tool, hook or handler has an `execute` function (an effect a `handler` function); duet never runs TypeScript, so the definition must say how it runs in Rust or declaratively.";
+        "A `.ts` tool, hook or handler has an `execute` function (an effect a `handler` function, a thread endpoint its handler); duet evaluates definitions but does not run their functions yet, so the definition must say how it runs in Rust or declaratively.";
     WrongDefineFunction = "wrong_define_function", Error, "files",
         "A file calls the define function of another kind than its folder holds (`definePrompt` under `agents/agents/`).";
     DuplicateKey = "duplicate_key", Error, "files",

@@ -32,6 +32,7 @@ mod deadline;
 mod decision;
 mod decode;
 mod effect;
+mod endpoint;
 pub mod eval;
 mod evaluated;
 pub mod fs;

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::endpoint;
 use crate::eval::Evaluator;
 use crate::issue::Code;
 use crate::project::{
@@ -42,7 +43,7 @@ impl Project {
                 let targets: Vec<&str> = files
                     .iter()
                     .map(|f| f.path.as_str())
-                    .filter(|p| classify_syntax(p) == Some(Syntax::Ts))
+                    .filter(|p| classify_syntax(p) == Some(Syntax::Ts) || endpoint::is_endpoint(p))
                     .collect();
                 let results = evaluator.evaluate(&files, &targets);
                 targets
@@ -54,7 +55,13 @@ impl Project {
             None => BTreeMap::new(),
         };
         for file in &files {
-            project.load_file(file, evaluations.get(&file.path), &mut issues);
+            let evaluation = evaluations.get(&file.path);
+            if endpoint::is_endpoint(&file.path) {
+                let text = String::from_utf8_lossy(&file.bytes);
+                issues.extend(endpoint::check(&file.path, &text, evaluation));
+            } else {
+                project.load_file(file, evaluation, &mut issues);
+            }
         }
         // A helper a definition imports is part of the project, not a stray file.
         let imported: BTreeSet<&str> = evaluations

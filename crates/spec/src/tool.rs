@@ -209,7 +209,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolD
         0 => {
             if execute_is_function {
                 ctx.push(
-                    Issue::new(Code::TsFunctionNotRun, format!("tool `{name}` has an `execute` function; duet does not run TypeScript, so this tool cannot run"))
+                    Issue::new(Code::TsFunctionNotRun, format!("tool `{name}` has an `execute` function; duet does not run a definition's functions yet, so this tool cannot run"))
                         .at(ctx.file, "execute", Some(execute.map_or(root_span, |n| n.span)))
                         .hint("add `builtin: NAME` (a tool registered in Rust), `result: TEMPLATE`, `http: { url }` or `effect: NAME`"),
                 );
