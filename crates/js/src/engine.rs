@@ -16,7 +16,6 @@ use crate::resolve::{Failure, Load, Modules, Resolve, Shared, TARGET};
 pub(crate) const JS_STACK: usize = 8 << 20;
 
 pub(crate) struct Engine {
-    runtime: Runtime,
     context: Context,
     deadline: Rc<Cell<Instant>>,
     options: EvalOptions,
@@ -40,7 +39,6 @@ impl Engine {
             })
             .map_err(start)?;
         Ok(Engine {
-            runtime,
             context,
             deadline,
             options: options.clone(),
@@ -85,7 +83,6 @@ impl Engine {
             return import_failure(target, f, &m);
         }
         let past_deadline = Instant::now() > self.deadline.get();
-        let usage = self.runtime.memory_usage();
         let (message, stack) = match &caught {
             CaughtError::Exception(e) => (
                 e.message().unwrap_or_default(),
@@ -94,10 +91,9 @@ impl Engine {
             CaughtError::Value(v) => (thrown_value(v), String::new()),
             CaughtError::Error(e) => (e.to_string(), String::new()),
         };
+        // (The runtime cannot be asked its usage here: it is in use until `with` returns.)
         let out_of_memory = message.contains("out of memory")
-            || matches!(caught, CaughtError::Error(rquickjs::Error::Allocation))
-            || usage.malloc_size
-                >= i64::try_from(self.options.memory_limit).unwrap_or(i64::MAX) - (1 << 20);
+            || matches!(caught, CaughtError::Error(rquickjs::Error::Allocation));
         if past_deadline || message == "interrupted" {
             let mut e = error(
                 EvalErrorKind::Limit,

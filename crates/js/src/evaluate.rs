@@ -105,6 +105,7 @@ impl JsEvaluator {
         let mut engine: Option<Engine> = None;
         let mut out = Vec::with_capacity(targets.len());
         for target in targets {
+            let mut faulted = false;
             let e = match &engine {
                 Some(e) => e,
                 None => match Engine::new(&self.options, modules.clone()) {
@@ -115,14 +116,25 @@ impl JsEvaluator {
                     }
                 },
             };
-            let result = e
-                .with_default(target, &modules, |ctx, default| {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                e.with_default(target, &modules, |ctx, default| {
                     let describe: rquickjs::Function = ctx.globals().get("__duetDescribe")?;
                     describe.call::<_, String>((default,))
                 })
-                .and_then(|(described, imports)| crate::describe::read(&described, imports));
-            // A file stopped at a limit may leave the engine in any state: the next gets a new one.
-            if matches!(&result, Err(err) if err.kind == EvalErrorKind::Limit) {
+            }))
+            .unwrap_or_else(|_| {
+                faulted = true;
+                let mut e = error(
+                    EvalErrorKind::Thrown,
+                    "the JavaScript engine failed while evaluating the file".into(),
+                );
+                e.hint = Some("this is a fault of duet's: please report it with the file".into());
+                Err(e)
+            })
+            .and_then(|(described, imports)| crate::describe::read(&described, imports));
+            // A file stopped at a limit (or a fault) may leave the engine in any state: the next
+            // file gets a new one.
+            if faulted || matches!(&result, Err(err) if err.kind == EvalErrorKind::Limit) {
                 engine = None;
             }
             out.push(result);

@@ -114,6 +114,8 @@ impl Loader for Load {
 }
 
 type Refusal = (EvalErrorKind, String, Option<String>);
+/// A module that cannot be loaded: why, and where in it.
+type Unloadable = (EvalErrorKind, String, Option<(u32, u32)>);
 
 impl Modules {
     fn resolve(&mut self, base: &str, name: &str) -> Result<String, Refusal> {
@@ -205,6 +207,7 @@ impl Modules {
             .chain(self.node_path.iter().cloned())
             .map(|d| d.join(package))
             .find(|d| d.join("package.json").is_file())
+            .and_then(|d| std::fs::canonicalize(d).ok())
     }
 
     fn resolve_package(&self, package: &str, subpath: &str) -> Result<String, Refusal> {
@@ -255,7 +258,7 @@ impl Modules {
     }
 
     /// The code of module `id`.
-    fn code(&mut self, id: &str) -> Result<String, (EvalErrorKind, String, Option<(u32, u32)>)> {
+    fn code(&mut self, id: &str) -> Result<String, Unloadable> {
         if id == SPEC {
             return Ok(include_str!("modules/spec.js").to_owned());
         }
