@@ -19,6 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("store", &["duet-runtime", "duet-server-store"]),
     ("models", &["duet-runtime", "duet-spec"]),
     ("handlers", &["duet-runtime"]),
+    ("js", &["duet-runtime", "duet-spec"]),
     ("tools", &["duet-net", "duet-runtime", "duet-spec"]),
     ("a2a", &["duet-net"]),
     (
@@ -36,6 +37,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "duet-a2a",
             "duet-handlers",
+            "duet-js",
             "duet-models",
             "duet-runtime",
             "duet-server",
@@ -49,6 +51,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "cli",
         &[
             "duet",
+            "duet-js",
             "duet-runtime",
             "duet-spec",
             "duet-store",
@@ -69,6 +72,9 @@ const OWNED: &[(&str, &[&str])] = &[
     ("hyper-util", &["server"]),
     ("reqwest", &["models", "tools", "a2a", "server"]),
     ("rmcp", &["tools"]),
+    ("rquickjs", &["js"]),
+    ("oxc_transformer", &["js"]),
+    ("oxc_codegen", &["js"]),
     ("lettre", &["server"]),
     ("opentelemetry", &["cli"]),
     ("opentelemetry_sdk", &["cli"]),

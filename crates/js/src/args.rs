@@ -17,7 +17,7 @@ use duet_spec::{EvalErrorKind, Project};
 use tokio::sync::oneshot;
 
 use crate::engine::Engine;
-use crate::evaluate::{EvalOptions, THREAD_STACK};
+use crate::options::{EvalOptions, THREAD_STACK};
 use crate::resolve::Modules;
 
 type Reply = Result<serde_json::Value, Vec<String>>;

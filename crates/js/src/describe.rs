@@ -3,7 +3,7 @@
 use duet_spec::{EvalErrorKind, Evaluated, JsValue, ProviderValue};
 use serde_json::Value;
 
-use crate::engine::error;
+use crate::failure::error;
 
 /// Reads what `__duetDescribe` returned; `imports` are the helpers the file loaded.
 pub(crate) fn read(text: &str, imports: Vec<String>) -> Result<Evaluated, duet_spec::EvalError> {

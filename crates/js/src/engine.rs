@@ -9,11 +9,9 @@ use std::time::Instant;
 use duet_spec::{EvalError, EvalErrorKind};
 use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Module, Object, Runtime, Value};
 
-use crate::evaluate::EvalOptions;
+use crate::failure::error;
+use crate::options::{EvalOptions, JS_STACK};
 use crate::resolve::{Failure, Load, Modules, Resolve, Shared, TARGET};
-
-/// QuickJS's own stack limit; callers run it on a thread with a larger stack.
-pub(crate) const JS_STACK: usize = 8 << 20;
 
 pub(crate) struct Engine {
     context: Context,
@@ -184,15 +182,4 @@ fn thrown_value(v: &Value<'_>) -> String {
         .flatten()
         .and_then(|s| s.to_string().ok())
         .unwrap_or_else(|| format!("a {}", v.type_name()))
-}
-
-pub(crate) fn error(kind: EvalErrorKind, message: String) -> EvalError {
-    EvalError {
-        kind,
-        message,
-        file: None,
-        at: None,
-        path: None,
-        hint: None,
-    }
 }

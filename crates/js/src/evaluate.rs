@@ -3,39 +3,14 @@
 //! ceiling; a file that runs past either is stopped, reported, and the engine replaced.
 
 use std::cell::RefCell;
-use std::path::PathBuf;
 use std::rc::Rc;
-use std::time::Duration;
 
 use duet_spec::{EvalError, EvalErrorKind, Evaluated, Evaluator, SourceFile};
 
-use crate::engine::{Engine, error};
+use crate::engine::Engine;
+use crate::failure::error;
+use crate::options::{EvalOptions, THREAD_STACK};
 use crate::resolve::Modules;
-
-/// How a project's definitions are evaluated.
-#[derive(Clone, Debug)]
-pub struct EvalOptions {
-    /// The project's folder: helpers outside the listing and `node_modules` are found from
-    /// here. `None` evaluates only the files handed in (no packages).
-    pub root: Option<PathBuf>,
-    /// More folders searched for packages, as Node's `NODE_PATH`.
-    pub node_path: Vec<PathBuf>,
-    /// The most one file's evaluation may take, its imports included.
-    pub deadline: Duration,
-    /// The engine's memory ceiling, in bytes.
-    pub memory_limit: usize,
-}
-
-impl Default for EvalOptions {
-    fn default() -> Self {
-        EvalOptions {
-            root: None,
-            node_path: Vec::new(),
-            deadline: Duration::from_secs(2),
-            memory_limit: 64 << 20,
-        }
-    }
-}
 
 /// Evaluates `.ts`/`.js` definitions in an embedded QuickJS: no file system, network, process
 /// or timers reach the code; imports are the project's own files, `@standardagents/*` and zod.
@@ -43,10 +18,6 @@ impl Default for EvalOptions {
 pub struct JsEvaluator {
     options: EvalOptions,
 }
-
-/// The evaluation thread's stack: QuickJS recurses on the native stack, and its own limit
-/// ([`crate::engine::JS_STACK`]) must sit well inside it whatever thread called.
-pub(crate) const THREAD_STACK: usize = 64 << 20;
 
 impl JsEvaluator {
     /// An evaluator with `options`.

@@ -11,13 +11,16 @@ mod args;
 mod describe;
 mod engine;
 mod evaluate;
+mod failure;
+mod options;
 mod resolve;
 mod strip;
 
 use std::path::{Path, PathBuf};
 
 pub use args::ZodArgs;
-pub use evaluate::{EvalOptions, JsEvaluator};
+pub use evaluate::JsEvaluator;
+pub use options::EvalOptions;
 
 use duet_spec::{LoadError, Loaded, Project};
 

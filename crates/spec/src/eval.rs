@@ -6,7 +6,7 @@
 //! reading so every value keeps the line and column it was written at. Without an evaluator,
 //! definition files are read statically (literals only).
 
-use crate::project::SourceFile;
+use crate::SourceFile;
 
 /// What an evaluated definition file's `export default` holds, as plain data.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,7 +7,7 @@ use crate::eval::{EvalError, Evaluated};
 use crate::evaluated;
 use crate::issue::{Code, Issue};
 use crate::node::{Node, Span};
-use crate::project::Kind;
+use crate::Kind;
 use crate::ts;
 
 /// What reading a `.ts`/`.js` file gives.
