@@ -170,8 +170,10 @@ impl Engine {
                 describe.call::<_, String>((default,))
             })()
             .catch(&ctx);
-            result.map_err(|caught| self.failure(target, caught, modules))
-        })?;
+            result.map_err(|caught| Thrown::from(&caught))
+        });
+        // Decided outside `with`: the runtime is locked inside it (its memory usage is not).
+        let described = described.map_err(|thrown| self.failure(target, &thrown, modules))?;
         let mut imports: Vec<String> = modules
             .borrow()
             .loaded
@@ -184,23 +186,20 @@ impl Engine {
     }
 
     /// What went wrong, from what the engine threw.
-    fn failure(&self, target: &str, caught: CaughtError<'_>, modules: &Shared) -> EvalError {
+    fn failure(&self, target: &str, thrown: &Thrown, modules: &Shared) -> EvalError {
         let m = modules.borrow();
         if let Some(f) = m.failures.first() {
             return import_failure(target, f, &m);
         }
         let past_deadline = Instant::now() > self.deadline.get();
         let usage = self.runtime.memory_usage();
-        let (message, stack) = match &caught {
-            CaughtError::Exception(e) => (
-                e.message().unwrap_or_default(),
-                e.stack().unwrap_or_default(),
-            ),
-            CaughtError::Value(v) => (thrown_value(v), String::new()),
-            CaughtError::Error(e) => (e.to_string(), String::new()),
-        };
+        let Thrown {
+            message,
+            stack,
+            allocation,
+        } = thrown;
         let out_of_memory = message.contains("out of memory")
-            || matches!(caught, CaughtError::Error(rquickjs::Error::Allocation))
+            || *allocation
             || usage.malloc_size
                 >= i64::try_from(self.options.memory_limit).unwrap_or(i64::MAX) - (1 << 20);
         if past_deadline || message == "interrupted" {
@@ -235,13 +234,39 @@ impl Engine {
             EvalErrorKind::Thrown,
             format!("evaluating the file threw: {message}"),
         );
-        if let Some((file, line, column)) = first_project_frame(&stack, &m) {
+        if let Some((file, line, column)) = first_project_frame(stack, &m) {
             e.at = Some((line, column));
             if file != target {
                 e.file = Some(file);
             }
         }
         e
+    }
+}
+
+/// What the engine threw, read while the context was held.
+struct Thrown {
+    message: String,
+    stack: String,
+    /// The engine could not allocate.
+    allocation: bool,
+}
+
+impl Thrown {
+    fn from(caught: &CaughtError<'_>) -> Thrown {
+        let (message, stack) = match caught {
+            CaughtError::Exception(e) => (
+                e.message().unwrap_or_default(),
+                e.stack().unwrap_or_default(),
+            ),
+            CaughtError::Value(v) => (thrown_value(v), String::new()),
+            CaughtError::Error(e) => (e.to_string(), String::new()),
+        };
+        Thrown {
+            message,
+            stack,
+            allocation: matches!(caught, CaughtError::Error(rquickjs::Error::Allocation)),
+        }
     }
 }
 
