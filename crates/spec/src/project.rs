@@ -448,16 +448,25 @@ impl Project {
             }
             Kind::Model => {
                 let (name, def) = model::decode(&mut ctx, root);
-                if let Some(own) = def.as_ref().and_then(|d| d.inline_provider.clone()) {
-                    self.providers.insert(
-                        own.name.clone(),
-                        Defined {
-                            def: own,
-                            source: source.clone(),
-                        },
+                let own = def.as_ref().and_then(|d| d.inline_provider.clone());
+                // The model's own provider is declared with it (not again for a duplicate
+                // model: that model's `duplicate_name` says it all).
+                let first = name.as_deref().is_some_and(|n| !self.declares(kind, n));
+                insert(self, &mut ctx, kind, name, def, source.clone(), |p| {
+                    &mut p.models
+                });
+                if let Some(own) = own.filter(|_| first) {
+                    let name = Some(own.name.clone());
+                    insert(
+                        self,
+                        &mut ctx,
+                        Kind::Provider,
+                        name,
+                        Some(own),
+                        source,
+                        |p| &mut p.providers,
                     );
                 }
-                insert(self, &mut ctx, kind, name, def, source, |p| &mut p.models);
             }
             Kind::Provider => {
                 let (name, def) = provider::decode(&mut ctx, root);
