@@ -389,7 +389,11 @@ impl Project {
             }
         };
         for i in &mut parse_issues {
-            i.file = Some(path.to_owned());
+            // Readers leave `file` empty for this file; an evaluation that failed in a helper
+            // the file imports names the helper.
+            if i.file.as_deref().is_none_or(str::is_empty) {
+                i.file = Some(path.to_owned());
+            }
         }
         issues.append(&mut parse_issues);
         let Some(node) = node else { return };
