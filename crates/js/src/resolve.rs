@@ -114,6 +114,8 @@ impl Loader for Load {
 }
 
 type Refusal = (EvalErrorKind, String, Option<String>);
+/// A module that could not be loaded: why, and where in it (a syntax error's line and column).
+type Unloadable = (EvalErrorKind, String, Option<(u32, u32)>);
 
 impl Modules {
     fn resolve(&mut self, base: &str, name: &str) -> Result<String, Refusal> {
@@ -256,7 +258,7 @@ impl Modules {
     }
 
     /// The code of module `id`.
-    fn code(&mut self, id: &str) -> Result<String, (EvalErrorKind, String, Option<(u32, u32)>)> {
+    fn code(&mut self, id: &str) -> Result<String, Unloadable> {
         if id == SPEC {
             return Ok(include_str!("modules/spec.js").to_owned());
         }
