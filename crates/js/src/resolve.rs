@@ -196,7 +196,7 @@ impl Modules {
     }
 
     /// `node_modules/PACKAGE` in the project's folder or one above it (as Node looks), then in
-    /// the `NODE_PATH` folders.
+    /// the `NODE_PATH` folders; absolute and without `..`, as the files found in it are.
     fn find_package(&self, package: &str) -> Option<PathBuf> {
         let above = self
             .root
@@ -419,6 +419,37 @@ mod tests {
             hint.as_deref(),
             Some("run `npm install zod` in the project's folder")
         );
+    }
+
+    #[test]
+    fn a_package_is_found_through_a_path_that_climbs() {
+        // NODE_PATH may hold `..`: the package and the files it imports are still its own.
+        let dir = std::env::temp_dir().join(format!("duet-js-resolve-{}", std::process::id()));
+        let zod = dir.join("node_modules/zod");
+        std::fs::create_dir_all(zod.join("v4")).expect("scratch");
+        std::fs::create_dir_all(dir.join("x")).expect("scratch");
+        let write = |path: PathBuf, text: &str| std::fs::write(path, text).expect("scratch");
+        write(
+            zod.join("package.json"),
+            r#"{ "exports": { ".": { "import": "./index.js" } } }"#,
+        );
+        write(zod.join("index.js"), "export * from './v4/index.js';");
+        write(zod.join("v4/index.js"), "export const z = 1;");
+        let m = Modules {
+            node_path: vec![dir.join("x/../node_modules")],
+            ..Modules::default()
+        };
+        let entry = m.resolve_package("zod", "");
+        let inner = entry
+            .as_ref()
+            .ok()
+            .map(|e| m.resolve_in_package(e, "./v4/index.js"));
+        std::fs::remove_dir_all(&dir).expect("scratch");
+        let entry = entry.expect("found");
+        assert!(!entry.contains(".."), "{entry}");
+        assert!(entry.ends_with("node_modules/zod/index.js"), "{entry}");
+        let inner = inner.expect("resolved").expect("a file of the package");
+        assert!(inner.ends_with("node_modules/zod/v4/index.js"), "{inner}");
     }
 
     #[test]

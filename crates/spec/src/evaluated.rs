@@ -180,7 +180,7 @@ pub(crate) fn issue(file: &str, error: &EvalError, fallback: Span) -> Issue {
         .map_or(fallback, |(line, column)| Span::new(line, column));
     let mut issue = Issue::new(code, error.message.clone()).at(
         error.file.as_deref().unwrap_or(file),
-        "",
+        error.path.as_deref().unwrap_or(""),
         Some(span),
     );
     if let Some(hint) = &error.hint {

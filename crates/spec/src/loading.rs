@@ -63,11 +63,14 @@ impl Project {
                 project.load_file(file, evaluation, &mut issues);
             }
         }
-        // A helper a definition imports is part of the project, not a stray file.
+        // A helper a definition imports is part of the project, not a stray file (one that
+        // threw while the definition was evaluated was imported too).
         let imported: BTreeSet<&str> = evaluations
             .values()
-            .filter_map(|r| r.as_ref().ok())
-            .flat_map(|e| e.imports.iter().map(String::as_str))
+            .flat_map(|r| match r {
+                Ok(e) => e.imports.iter().map(String::as_str).collect::<Vec<_>>(),
+                Err(e) => e.file.as_deref().into_iter().collect(),
+            })
             .collect();
         issues.retain(|i| {
             i.code != Code::UnsupportedFile

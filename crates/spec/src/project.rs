@@ -389,7 +389,11 @@ impl Project {
             }
         };
         for i in &mut parse_issues {
-            i.file = Some(path.to_owned());
+            // Readers leave `file` empty for this file; an evaluation that failed in a helper
+            // the file imports names the helper.
+            if i.file.as_deref().is_none_or(str::is_empty) {
+                i.file = Some(path.to_owned());
+            }
         }
         issues.append(&mut parse_issues);
         let Some(node) = node else { return };
@@ -448,16 +452,25 @@ impl Project {
             }
             Kind::Model => {
                 let (name, def) = model::decode(&mut ctx, root);
-                if let Some(own) = def.as_ref().and_then(|d| d.inline_provider.clone()) {
-                    self.providers.insert(
-                        own.name.clone(),
-                        Defined {
-                            def: own,
-                            source: source.clone(),
-                        },
+                let own = def.as_ref().and_then(|d| d.inline_provider.clone());
+                // The model's own provider is declared with it (not again for a duplicate
+                // model: that model's `duplicate_name` says it all).
+                let first = name.as_deref().is_some_and(|n| !self.declares(kind, n));
+                insert(self, &mut ctx, kind, name, def, source.clone(), |p| {
+                    &mut p.models
+                });
+                if let Some(own) = own.filter(|_| first) {
+                    let name = Some(own.name.clone());
+                    insert(
+                        self,
+                        &mut ctx,
+                        Kind::Provider,
+                        name,
+                        Some(own),
+                        source,
+                        |p| &mut p.providers,
                     );
                 }
-                insert(self, &mut ctx, kind, name, def, source, |p| &mut p.models);
             }
             Kind::Provider => {
                 let (name, def) = provider::decode(&mut ctx, root);

@@ -14,7 +14,8 @@ use crate::ts;
 pub(crate) struct TsFile {
     /// The definition's value tree; `None` when there is none to decode.
     pub(crate) node: Option<Node>,
-    /// The file's issues (their `file` is set by the caller).
+    /// The file's issues (an empty `file` is set by the caller; an evaluation
+    /// that failed in a helper names the helper).
     pub(crate) issues: Vec<Issue>,
     /// The paths whose value was a zod schema (see [`evaluated::Laid::schemas`]).
     pub(crate) schemas: BTreeSet<String>,

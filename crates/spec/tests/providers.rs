@@ -154,3 +154,30 @@ fn a_pasted_key_is_never_repeated_in_an_issue() {
         assert!(!text.contains("secret"), "{text}");
     }
 }
+
+#[test]
+fn a_provider_written_in_its_model_is_the_models_own() {
+    let own = "name: own\nprovider:\n  type: openai\n  baseUrl: http://127.0.0.1:1/v1\n  apiKeyEnv: MY_KEY\nmodel: qwen3\n";
+    let loaded = Project::from_files([file("agents/models/own.yaml", own)]);
+    assert!(loaded.issues.is_empty(), "{:?}", loaded.issues);
+    let p = &loaded.project;
+    assert_eq!(
+        p.models.get("own").map(|m| m.def.provider.as_str()),
+        Some("model:own")
+    );
+    let provider = p.provider("model:own").expect("the model's own");
+    assert_eq!(provider.base_url.as_deref(), Some("http://127.0.0.1:1/v1"));
+    assert_eq!(provider.api_key_env.as_deref(), Some("MY_KEY"));
+    // A second model of the name is one `duplicate_name`, not one more for its provider.
+    let loaded = Project::from_files([
+        file("agents/models/own.yaml", own),
+        file("agents/models/own_again.yaml", own),
+    ]);
+    let codes: Vec<_> = loaded.issues.iter().map(|i| i.code).collect();
+    assert_eq!(
+        codes,
+        [duet_spec::Code::DuplicateName],
+        "{:?}",
+        loaded.issues
+    );
+}

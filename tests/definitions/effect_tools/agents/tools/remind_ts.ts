@@ -1,3 +1,4 @@
+import { defineTool } from '@standardagents/spec';
 export default defineTool({
   description: 'Reminds you later, from TypeScript.',
   effect: 'remind',

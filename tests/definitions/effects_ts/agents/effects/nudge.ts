@@ -1,3 +1,4 @@
+import { defineEffect } from '@standardagents/spec';
 export default defineEffect({
   description: 'Nudges the thread.',
   builtin: 'queue_message',

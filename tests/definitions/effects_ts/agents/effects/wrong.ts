@@ -1,1 +1,2 @@
+import { defineEffect } from '@standardagents/spec';
 export default defineEffect(42, async () => {});

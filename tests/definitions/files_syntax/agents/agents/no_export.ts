@@ -1,1 +1,2 @@
+import { defineAgent } from '@standardagents/spec';
 const agent = defineAgent({ name: 'x' });

@@ -1,3 +1,4 @@
+import { defineHandler } from '@standardagents/spec';
 export default defineHandler({
   execute: async (state, message) => {},
 });

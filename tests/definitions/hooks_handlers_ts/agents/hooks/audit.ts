@@ -1,3 +1,4 @@
+import { defineHook } from '@standardagents/spec';
 export default defineHook({
   hook: 'after_create_message',
   id: 'audit',

@@ -1,3 +1,4 @@
+import { defineMcpServer } from '@standardagents/spec';
 export default defineMcpServer({
   name: 'remote',
   url: 'https://mcp.example.com/mcp',

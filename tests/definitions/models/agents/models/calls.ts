@@ -1,3 +1,4 @@
+import { defineModel } from '@standardagents/spec';
 export default defineModel({
   name: 'calls',
   provider: 'scripted',

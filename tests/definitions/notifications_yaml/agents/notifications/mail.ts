@@ -1,1 +1,2 @@
+import { defineNotification } from '@standardagents/spec';
 export default defineNotification({ email: { to: ['ops@example.com'] } });

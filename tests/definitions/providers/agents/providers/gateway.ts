@@ -1,3 +1,4 @@
+import { defineProvider } from '@standardagents/spec';
 export default defineProvider({
   name: 'gateway',
   type: 'anthropic',

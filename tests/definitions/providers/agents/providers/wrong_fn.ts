@@ -1,1 +1,2 @@
+import { defineModel } from '@standardagents/spec';
 export default defineModel({ name: 'wrong_fn', type: 'openai' });

@@ -1,3 +1,4 @@
+import { defineRemoteAgent } from '@standardagents/spec';
 export default defineRemoteAgent({
   name: "card",
   url: "{{env.REMOTE_HOST}}/a2a/x/.well-known/agent-card.json",

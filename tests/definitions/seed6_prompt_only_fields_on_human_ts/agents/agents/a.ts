@@ -1,3 +1,4 @@
+import { defineAgent } from '@standardagents/spec';
 export default defineAgent({
   name: 'a',
   sideA: { prompt: 'chat' },

@@ -1,3 +1,4 @@
+import { definePrompt } from '@standardagents/spec';
 export default definePrompt({
   name: 'p',
   toolDescription: 'd',

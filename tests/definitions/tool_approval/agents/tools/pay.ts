@@ -1,3 +1,4 @@
+import { defineTool } from '@standardagents/spec';
 export default defineTool({
   description: 'Pays, from TypeScript.',
   args: { type: 'object', properties: { amount: { type: 'number' } } },

@@ -1,0 +1,3 @@
+// A helper module: constants the definitions share.
+export const TONE = 'Be brief.';
+export const shared = { tools: ['lookup', 'refund'], temperature: 0.4 };

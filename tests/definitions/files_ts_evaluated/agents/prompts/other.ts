@@ -1,0 +1,3 @@
+import { defineThing } from '@standardagents/spec';
+
+export default defineThing({ name: 'other' });

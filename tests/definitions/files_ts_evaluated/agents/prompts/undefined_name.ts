@@ -1,0 +1,8 @@
+import { definePrompt } from '@standardagents/spec';
+
+export default definePrompt({
+  name: 'undefined_name',
+  toolDescription: 'd',
+  model: MODEL,
+  prompt: 'p',
+});

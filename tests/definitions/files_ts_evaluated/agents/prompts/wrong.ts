@@ -1,0 +1,3 @@
+import { defineAgent } from '@standardagents/spec';
+
+export default defineAgent({ name: 'wrong' });

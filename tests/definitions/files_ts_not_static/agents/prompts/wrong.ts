@@ -1,1 +1,0 @@
-export default defineAgent({ name: 'wrong' });

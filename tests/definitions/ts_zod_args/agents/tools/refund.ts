@@ -1,0 +1,15 @@
+import { defineTool } from '@standardagents/spec';
+import { z } from 'zod';
+
+// Docs-shaped: the arguments are read; the `execute` body cannot run yet (a warning).
+export default defineTool({
+  description: 'Refunds an order.',
+  args: z.object({
+    orderId: z.string(),
+    reason: z.discriminatedUnion('kind', [
+      z.object({ kind: z.literal('damaged'), photos: z.number().int().min(1) }),
+      z.object({ kind: z.literal('late'), days: z.number() }),
+    ]),
+  }),
+  execute: async (state, args) => ({ status: 'success', result: `refunded ${args.orderId}` }),
+});
