@@ -62,8 +62,11 @@ impl Engine {
                 f(&ctx, default)
             })()
             .catch(&ctx);
-            result.map_err(|caught| self.failure(target, caught, modules))
-        })?;
+            result.map_err(|caught| Thrown::from(&caught))
+        });
+        // Decided outside `with`: the runtime is in use inside it, and its memory usage tells
+        // an allocation that failed (which may surface as a promise that never settles).
+        let out = out.map_err(|thrown| self.failure(target, &thrown, modules))?;
         let imports: Vec<String> = modules
             .borrow()
             .loaded
@@ -75,23 +78,21 @@ impl Engine {
     }
 
     /// What went wrong, from what the engine threw.
-    fn failure(&self, target: &str, caught: CaughtError<'_>, modules: &Shared) -> EvalError {
+    fn failure(&self, target: &str, thrown: &Thrown, modules: &Shared) -> EvalError {
         let m = modules.borrow();
         if let Some(f) = m.failures.first() {
             return import_failure(target, f, &m);
         }
         let past_deadline = Instant::now() > self.deadline.get();
-        let (message, stack) = match &caught {
-            CaughtError::Exception(e) => (
-                e.message().unwrap_or_default(),
-                e.stack().unwrap_or_default(),
-            ),
-            CaughtError::Value(v) => (thrown_value(v), String::new()),
-            CaughtError::Error(e) => (e.to_string(), String::new()),
-        };
-        // (The runtime cannot be asked its usage here: it is in use until `with` returns.)
-        let out_of_memory = message.contains("out of memory")
-            || matches!(caught, CaughtError::Error(rquickjs::Error::Allocation));
+        let Thrown {
+            message,
+            stack,
+            allocation,
+        } = thrown;
+        let used = self.context.runtime().memory_usage().malloc_size;
+        let ceiling = i64::try_from(self.options.memory_limit).unwrap_or(i64::MAX);
+        let out_of_memory =
+            message.contains("out of memory") || *allocation || used >= ceiling - (1 << 20);
         if past_deadline || message == "interrupted" {
             let mut e = error(
                 EvalErrorKind::Limit,
@@ -124,13 +125,39 @@ impl Engine {
             EvalErrorKind::Thrown,
             format!("evaluating the file threw: {message}"),
         );
-        if let Some((file, line, column)) = first_project_frame(&stack, &m) {
+        if let Some((file, line, column)) = first_project_frame(stack, &m) {
             e.at = Some((line, column));
             if file != target {
                 e.file = Some(file);
             }
         }
         e
+    }
+}
+
+/// What the engine threw, read while the context was held.
+struct Thrown {
+    message: String,
+    stack: String,
+    /// The engine could not allocate.
+    allocation: bool,
+}
+
+impl Thrown {
+    fn from(caught: &CaughtError<'_>) -> Thrown {
+        let (message, stack) = match caught {
+            CaughtError::Exception(e) => (
+                e.message().unwrap_or_default(),
+                e.stack().unwrap_or_default(),
+            ),
+            CaughtError::Value(v) => (thrown_value(v), String::new()),
+            CaughtError::Error(e) => (e.to_string(), String::new()),
+        };
+        Thrown {
+            message,
+            stack,
+            allocation: matches!(caught, CaughtError::Error(rquickjs::Error::Allocation)),
+        }
     }
 }
 
