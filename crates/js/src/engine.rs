@@ -121,10 +121,27 @@ impl Engine {
             );
             return e;
         }
+        if message.contains("dead lock") {
+            // QuickJS's words for a top-level `await` of a promise nothing settles.
+            let mut e = error(
+                EvalErrorKind::Thrown,
+                "the file awaits a promise that never settles".into(),
+            );
+            e.hint = Some("a definition's top-level `await` must finish: nothing runs later (no timers, no I/O)".into());
+            return e;
+        }
         let mut e = error(
             EvalErrorKind::Thrown,
             format!("evaluating the file threw: {message}"),
         );
+        if let Some(name) = message
+            .strip_suffix(" is not defined")
+            .filter(|n| n.starts_with("define"))
+        {
+            e.hint = Some(format!(
+                "import it: `import {{ {name} }} from '@standardagents/spec'`"
+            ));
+        }
         if let Some((file, line, column)) = first_project_frame(stack, &m) {
             e.at = Some((line, column));
             if file != target {

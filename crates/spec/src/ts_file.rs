@@ -3,11 +3,11 @@
 
 use std::collections::BTreeSet;
 
+use crate::Kind;
 use crate::eval::{EvalError, Evaluated};
 use crate::evaluated;
 use crate::issue::{Code, Issue};
 use crate::node::{Node, Span};
-use crate::Kind;
 use crate::ts;
 
 /// What reading a `.ts`/`.js` file gives.
@@ -39,6 +39,12 @@ pub(crate) fn read(
         schemas: BTreeSet::new(),
         evaluated: false,
     };
+    // Two default exports are not a module an engine loads: the static reader reports them
+    // and reads the first, which says more than the engine's redefinition error would.
+    let two_exports = issues
+        .iter()
+        .any(|i| i.code == Code::TsMultipleDefaultExports);
+    let evaluation = evaluation.filter(|_| !two_exports);
     let Some(evaluation) = evaluation else {
         // Static reading only.
         out.node = def.map(|d| {
@@ -71,7 +77,11 @@ pub(crate) fn read(
             None => issues.push(
                 Issue::new(
                     Code::TsNoDefinition,
-                    "the default export was not made by a define function",
+                    if ev.value == crate::eval::JsValue::Undefined {
+                        "the file has no `export default`"
+                    } else {
+                        "the default export was not made by a define function"
+                    },
                 )
                 .at("", "", Some(at))
                 .hint(format!(

@@ -6,7 +6,9 @@
   Object.defineProperty(globalThis, Symbol.for("duet.defined"), { value: defined });
   const PROVIDER = Symbol.for("duet.provider");
   const MAX_VALUES = 100000;
-  const MAX_DEPTH = 64;
+  // Each level of a value is up to three levels of the tagged JSON, which is read with a
+  // nesting limit of 128.
+  const MAX_DEPTH = 40;
 
   function isZod(v) {
     return v !== null && typeof v === "object" && v._zod !== undefined
@@ -33,7 +35,7 @@
       let schemaError = null;
       function d(v, depth, path) {
         if (++count > MAX_VALUES) throw new RangeError("the definition holds more than 100000 values");
-        if (depth > MAX_DEPTH) return { t: "other", v: "values nested deeper than 64" };
+        if (depth > MAX_DEPTH) return { t: "other", v: "values nested deeper than 40" };
         if (v === undefined) return { t: "undef" };
         if (v === null) return { t: "null" };
         switch (typeof v) {
