@@ -93,41 +93,39 @@ impl Engine {
         let ceiling = i64::try_from(self.options.memory_limit).unwrap_or(i64::MAX);
         let out_of_memory =
             message.contains("out of memory") || *allocation || used >= ceiling - (1 << 20);
-        if past_deadline || message == "interrupted" {
-            let mut e = error(
+        let stopped = if past_deadline || message == "interrupted" {
+            Some((
                 EvalErrorKind::Limit,
                 format!(
                     "evaluating the file took longer than {} ms and was stopped",
                     self.options.deadline.as_millis()
                 ),
-            );
-            e.hint = Some(
-                "a definition computes its value and returns: look for a loop that never ends"
-                    .into(),
-            );
-            return e;
-        }
-        if out_of_memory {
-            let mut e = error(
+                "a definition computes its value and returns: look for a loop that never ends",
+            ))
+        } else if out_of_memory {
+            Some((
                 EvalErrorKind::Limit,
                 format!(
                     "evaluating the file needed more than {} MiB and was stopped",
                     self.options.memory_limit >> 20
                 ),
-            );
-            e.hint = Some(
-                "a definition is a small value: look for an allocation that grows without bound"
-                    .into(),
-            );
-            return e;
-        }
-        if message.contains("dead lock") {
+                "a definition is a small value: look for an allocation that grows without bound",
+            ))
+        } else if message.contains("dead lock") {
             // QuickJS's words for a top-level `await` of a promise nothing settles.
-            let mut e = error(
+            Some((
                 EvalErrorKind::Thrown,
-                "the file awaits a promise that never settles".into(),
-            );
-            e.hint = Some("a definition's top-level `await` must finish: nothing runs later (no timers, no I/O)".into());
+                "the file awaits a promise that never settles".to_owned(),
+                "a definition's top-level `await` must finish: nothing runs later (no timers, no I/O)",
+            ))
+        } else {
+            None
+        };
+        if let Some((kind, message, hint)) = stopped {
+            let mut e = error(kind, message);
+            e.hint = Some(hint.to_owned());
+            // Where it was stopped, when the engine says (the loop's line, not the export's).
+            locate(&mut e, target, stack, &m);
             return e;
         }
         let mut e = error(
@@ -142,12 +140,7 @@ impl Engine {
                 "import it: `import {{ {name} }} from '@standardagents/spec'`"
             ));
         }
-        if let Some((file, line, column)) = first_project_frame(stack, &m) {
-            e.at = Some((line, column));
-            if file != target {
-                e.file = Some(file);
-            }
-        }
+        locate(&mut e, target, stack, &m);
         e
     }
 }
@@ -199,6 +192,16 @@ fn import_failure(target: &str, f: &Failure, m: &Modules) -> EvalError {
     e
 }
 
+/// Places `e` at the first project frame of `stack`, in a helper's file when it is not `target`.
+fn locate(e: &mut EvalError, target: &str, stack: &str, m: &Modules) {
+    if let Some((file, line, column)) = first_project_frame(stack, m) {
+        e.at = Some((line, column));
+        if file != target {
+            e.file = Some(file);
+        }
+    }
+}
+
 /// The first stack frame in a project file, its position mapped to the file as written.
 fn first_project_frame(stack: &str, m: &Modules) -> Option<(String, u32, u32)> {
     stack.lines().find_map(|line| {
@@ -209,7 +212,12 @@ fn first_project_frame(stack: &str, m: &Modules) -> Option<(String, u32, u32)> {
         };
         let mut parts = place.rsplitn(3, ':');
         let (column, line, file) = (parts.next()?, parts.next()?, parts.next()?);
-        let (line, column) = (line.parse().ok()?, column.parse().ok()?);
+        let (line, column): (u32, u32) = (line.parse().ok()?, column.parse().ok()?);
+        // A module's own code stopped from outside (the deadline) is placed at its start, 1:1,
+        // which says nothing: the definition's position says more.
+        if (line, column) == (1, 1) {
+            return None;
+        }
         let stripped = m.stripped.get(file)?;
         let (line, column) = stripped.original(line, column);
         Some((file.to_owned(), line, column))
