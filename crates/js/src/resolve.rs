@@ -196,7 +196,8 @@ impl Modules {
     }
 
     /// `node_modules/PACKAGE` in the project's folder or one above it (as Node looks), then in
-    /// the `NODE_PATH` folders.
+    /// the `NODE_PATH` folders: canonical, so that a relative `NODE_PATH`, one with `..` in it
+    /// or a linked package (pnpm's layout) compares with the package's files' paths.
     fn find_package(&self, package: &str) -> Option<PathBuf> {
         let above = self
             .root
@@ -419,6 +420,46 @@ mod tests {
             hint.as_deref(),
             Some("run `npm install zod` in the project's folder")
         );
+    }
+
+    #[test]
+    fn a_node_path_with_dots_or_relative_finds_the_package_at_its_canonical_path() {
+        let base = std::env::temp_dir().join(format!(
+            "duet-js-node-path-{}-{}",
+            std::process::id(),
+            line!()
+        ));
+        let pkg = base.join("deps/node_modules/zod");
+        std::fs::create_dir_all(&pkg).expect("mkdir");
+        std::fs::write(pkg.join("package.json"), r#"{ "module": "./index.js" }"#).expect("write");
+        std::fs::write(pkg.join("index.js"), "export const z = 1;").expect("write");
+        std::fs::create_dir_all(base.join("elsewhere")).expect("mkdir");
+        let real = std::fs::canonicalize(pkg.join("index.js")).expect("canonical");
+        let cwd = std::env::current_dir().expect("cwd");
+        let relative = pathdiff(&base.join("deps/node_modules"), &cwd);
+        for node_path in [base.join("elsewhere/../deps/node_modules"), relative] {
+            let mut m = Modules {
+                node_path: vec![node_path.clone()],
+                ..Modules::default()
+            };
+            let id = m.resolve("agents/tools/t.ts", "zod").map_err(|e| e.1);
+            assert_eq!(id, Ok(real.to_string_lossy().into_owned()), "{node_path:?}");
+        }
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// `to` relative to `from` (both absolute), with `..` steps.
+    fn pathdiff(to: &Path, from: &Path) -> PathBuf {
+        let (to, from): (Vec<_>, Vec<_>) = (to.components().collect(), from.components().collect());
+        let common = to.iter().zip(&from).take_while(|(a, b)| a == b).count();
+        let mut out = PathBuf::new();
+        for _ in common..from.len() {
+            out.push("..");
+        }
+        for c in &to[common..] {
+            out.push(c);
+        }
+        out
     }
 
     #[test]
