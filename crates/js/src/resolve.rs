@@ -196,7 +196,8 @@ impl Modules {
     }
 
     /// `node_modules/PACKAGE` in the project's folder or one above it (as Node looks), then in
-    /// the `NODE_PATH` folders; absolute and without `..`, as the files found in it are.
+    /// the `NODE_PATH` folders: canonical, so that a relative `NODE_PATH`, one with `..` in it
+    /// or a linked package (pnpm's layout) compares with the package's files' paths.
     fn find_package(&self, package: &str) -> Option<PathBuf> {
         let above = self
             .root
