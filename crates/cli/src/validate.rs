@@ -88,7 +88,8 @@ pub(crate) fn run(args: &Args) -> ExitCode {
                     p.hooks.len(),
                     p.handlers.len(),
                     p.models.len(),
-                    p.providers.len(),
+                    // A model's own provider (`model:NAME`) is counted with its model.
+                    p.providers.keys().filter(|n| !n.starts_with("model:")).count(),
                     if errors == 1 { "" } else { "s" },
                     if warnings == 1 { "" } else { "s" },
                 )

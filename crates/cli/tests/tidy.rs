@@ -567,3 +567,42 @@ fn the_sole_caller_check_allows_a_whole_folder_but_not_its_namesake_file() {
         ]
     );
 }
+
+/// The repository's own text files (not build output, dependencies or git's).
+fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("readable").flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path.is_dir() {
+            if !(name.starts_with('.') || name == "target" || name == "node_modules") {
+                text_files(&path, out);
+            }
+        } else if [
+            "rs", "md", "toml", "yaml", "yml", "ts", "js", "mjs", "sh", "py",
+        ]
+        .iter()
+        .any(|e| path.extension().is_some_and(|x| x == *e))
+        {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_file_holds_a_merge_conflicts_markers() {
+    let mut files = Vec::new();
+    text_files(&root(), &mut files);
+    assert!(files.len() > 100, "the walk found {} files", files.len());
+    let marked: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(f).ok()?;
+            let line = text.lines().position(|l| {
+                l.starts_with("<<<<<<< ") || l.starts_with(">>>>>>> ") || l == "======="
+            })?;
+            Some(format!("{}:{}", f.display(), line + 1))
+        })
+        .collect();
+    assert!(marked.is_empty(), "merge conflict markers: {marked:#?}");
+}

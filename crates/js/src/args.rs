@@ -7,7 +7,7 @@
 //! refused with that reason, and the engine is replaced.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::mpsc;
 
@@ -36,8 +36,9 @@ pub struct ZodArgs {
 }
 
 impl ZodArgs {
-    /// A checker for `project`'s tools whose `args` are zod schemas, reading their files from
-    /// the project's folder `options.root`; `None` when the project has none.
+    /// A checker for `project`'s tools whose `args` are zod schemas, their files read once,
+    /// now, from the project's folder `options.root` (call it right after loading); `None` when
+    /// the project has none.
     pub fn new(project: &Project, options: EvalOptions) -> Option<ZodArgs> {
         let files: BTreeMap<String, String> = project
             .tools
@@ -48,11 +49,25 @@ impl ZodArgs {
         if files.is_empty() {
             return None;
         }
+        // The project's files as they are now, read once: a tool file edited later (or an
+        // engine replaced later) does not change what checks its calls.
+        let snapshot: HashMap<String, String> = options
+            .root
+            .as_deref()
+            .and_then(|root| duet_spec::fs::read_project(root).ok())
+            .map(|listing| {
+                listing
+                    .files
+                    .into_iter()
+                    .filter_map(|f| Some((f.path, String::from_utf8(f.bytes).ok()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("duet-js-args".into())
             .stack_size(THREAD_STACK)
-            .spawn(move || serve(&options, &queue))
+            .spawn(move || serve(&options, snapshot, &queue))
             .ok()?;
         Some(ZodArgs { jobs, files })
     }
@@ -77,13 +92,14 @@ impl CodeSchemas for ZodArgs {
 }
 
 /// The engine's thread: one job at a time until every [`ZodArgs`] is dropped.
-fn serve(options: &EvalOptions, queue: &mpsc::Receiver<Job>) {
+fn serve(options: &EvalOptions, files: HashMap<String, String>, queue: &mpsc::Receiver<Job>) {
     let modules = Rc::new(RefCell::new(Modules {
         root: options
             .root
             .as_ref()
             .and_then(|r| std::fs::canonicalize(r).ok()),
         node_path: options.node_path.clone(),
+        files,
         ..Modules::default()
     }));
     let mut engine: Option<Engine> = None;
@@ -98,13 +114,15 @@ fn serve(options: &EvalOptions, queue: &mpsc::Receiver<Job>) {
                 }
             },
         };
-        let outcome = e.with_default(&job.file, &modules, |ctx, default| {
-            let parse: rquickjs::Function = ctx.globals().get("__duetParse")?;
-            parse.call::<_, String>((default, job.args.as_str()))
-        });
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            e.with_default(&job.file, &modules, |ctx, default| {
+                let parse: rquickjs::Function = ctx.globals().get("__duetParse")?;
+                parse.call::<_, String>((default, job.args.as_str()))
+            })
+        }));
         let reply = match outcome {
-            Ok((text, _)) => read(&text),
-            Err(error) => {
+            Ok(Ok((text, _))) => read(&text),
+            Ok(Err(error)) => {
                 if error.kind == EvalErrorKind::Limit {
                     engine = None;
                 }
@@ -112,6 +130,13 @@ fn serve(options: &EvalOptions, queue: &mpsc::Receiver<Job>) {
                     "the tool's zod schema could not be run: {}",
                     error.message
                 )])
+            }
+            // A fault of the engine's: this call is refused, the next gets a new engine.
+            Err(_) => {
+                engine = None;
+                Err(vec![
+                    "the tool's zod schema could not be run: the JavaScript engine failed".into(),
+                ])
             }
         };
         // The caller may have gone (its step was cancelled): nothing to tell.

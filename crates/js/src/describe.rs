@@ -21,7 +21,7 @@ pub(crate) fn read(text: &str, imports: Vec<String>) -> Result<Evaluated, duet_s
             format!("`{path}`: zod cannot express this schema as JSON Schema: {message}"),
         );
         e.path = Some(path.to_owned());
-        e.hint = Some("models are sent JSON Schema: describe the input (a transform's output, a date or a bigint has none)".into());
+        e.hint = Some("models are sent JSON Schema: describe the input (a date, a bigint or a custom type has none)".into());
         return Err(e);
     }
     Ok(Evaluated {

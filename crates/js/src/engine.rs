@@ -13,6 +13,9 @@ use crate::failure::error;
 use crate::options::{EvalOptions, JS_STACK};
 use crate::resolve::{Failure, Load, Modules, Resolve, Shared, TARGET};
 
+/// At most this many jobs a failed file left queued are run (and stopped) before the next file.
+const MAX_LEFTOVER_JOBS: usize = 10_000;
+
 pub(crate) struct Engine {
     context: Context,
     deadline: Rc<Cell<Instant>>,
@@ -51,6 +54,16 @@ impl Engine {
         modules: &Shared,
         f: impl for<'js> FnOnce(&Ctx<'js>, Value<'js>) -> rquickjs::Result<R>,
     ) -> Result<(R, Vec<String>), EvalError> {
+        // Jobs a failed file left queued are dropped: with the deadline already past, each is
+        // stopped at its first step.
+        self.deadline.set(Instant::now());
+        self.context.with(|ctx| {
+            for _ in 0..MAX_LEFTOVER_JOBS {
+                if !ctx.execute_pending_job() {
+                    break;
+                }
+            }
+        });
         self.deadline.set(Instant::now() + self.options.deadline);
         modules.borrow_mut().failures.clear();
         let before: Vec<String> = modules.borrow().loaded.iter().cloned().collect();
@@ -59,7 +72,10 @@ impl Engine {
                 let promise = Module::import(&ctx, format!("{TARGET}{target}"))?;
                 let namespace: Object = promise.finish()?;
                 let default: Value = namespace.get("default")?;
-                f(&ctx, default)
+                let out = f(&ctx, default)?;
+                // What the file left queued runs now, under its own deadline, not the next's.
+                while Instant::now() <= self.deadline.get() && ctx.execute_pending_job() {}
+                Ok(out)
             })()
             .catch(&ctx);
             result.map_err(|caught| Thrown::from(&caught))
@@ -67,6 +83,17 @@ impl Engine {
         // Decided outside `with`: the runtime is in use inside it, and its memory usage tells
         // an allocation that failed (which may surface as a promise that never settles).
         let out = out.map_err(|thrown| self.failure(target, &thrown, modules))?;
+        if Instant::now() > self.deadline.get() {
+            let mut e = error(
+                EvalErrorKind::Limit,
+                format!(
+                    "the file's promises were still running after {} ms and were stopped",
+                    self.options.deadline.as_millis()
+                ),
+            );
+            e.hint = Some("a definition's promises must settle: look for a loop in a `.then` or an `async` function".into());
+            return Err(e);
+        }
         let imports: Vec<String> = modules
             .borrow()
             .loaded
@@ -80,9 +107,6 @@ impl Engine {
     /// What went wrong, from what the engine threw.
     fn failure(&self, target: &str, thrown: &Thrown, modules: &Shared) -> EvalError {
         let m = modules.borrow();
-        if let Some(f) = m.failures.first() {
-            return import_failure(target, f, &m);
-        }
         let past_deadline = Instant::now() > self.deadline.get();
         let Thrown {
             message,
@@ -121,6 +145,16 @@ impl Engine {
         } else {
             None
         };
+        // An import refused is the failure only when it is what was thrown (code may have
+        // caught one and failed otherwise later).
+        let refused = m.failures.iter().find(|f| {
+            message.contains("Error loading module")
+                || (message.contains("Error resolving module")
+                    && message.contains(&format!("'{}'", f.specifier)))
+        });
+        if let (None, Some(f)) = (&stopped, refused) {
+            return import_failure(target, f, &m);
+        }
         if let Some((kind, message, hint)) = stopped {
             let mut e = error(kind, message);
             e.hint = Some(hint.to_owned());
@@ -176,11 +210,14 @@ fn import_failure(target: &str, f: &Failure, m: &Modules) -> EvalError {
     let mut e = error(f.kind, f.message.clone());
     e.hint = f.hint.clone();
     let from = f.from.strip_prefix(TARGET).unwrap_or(&f.from);
-    if let Some(text) = m
-        .files
-        .get(from)
-        .or_else(|| m.stripped.get(from).map(|s| &s.code))
-    {
+    e.at = f.at;
+    if let (None, false, Some(text)) = (
+        e.at,
+        f.specifier.is_empty(),
+        m.files
+            .get(from)
+            .or_else(|| m.stripped.get(from).map(|s| &s.code)),
+    ) {
         let found = ['"', '\'', '`']
             .iter()
             .find_map(|q| text.find(&format!("{q}{}{q}", f.specifier)));

@@ -38,6 +38,9 @@ pub(crate) struct Failure {
     pub(crate) kind: EvalErrorKind,
     pub(crate) message: String,
     pub(crate) hint: Option<String>,
+    /// Where in `from` it is, when known (a syntax error's line and column); else the loader
+    /// looks for the specifier.
+    pub(crate) at: Option<(u32, u32)>,
 }
 
 /// What resolving and loading share with the evaluator, for one batch of files.
@@ -82,6 +85,7 @@ impl Resolver for Resolve {
                     kind,
                     message,
                     hint,
+                    at: None,
                 });
                 Err(rquickjs::Error::new_resolving(base, name))
             }
@@ -105,7 +109,8 @@ impl Loader for Load {
                     specifier: String::new(),
                     kind,
                     message,
-                    hint: at.map(|(l, c)| format!("at {name}:{l}:{c}")),
+                    hint: None,
+                    at,
                 });
                 Err(rquickjs::Error::new_loading(name))
             }
@@ -120,7 +125,20 @@ type Unloadable = (EvalErrorKind, String, Option<(u32, u32)>);
 impl Modules {
     fn resolve(&mut self, base: &str, name: &str) -> Result<String, Refusal> {
         if let Some(target) = name.strip_prefix(TARGET) {
-            return Ok(target.to_owned());
+            // The host names the file it evaluates so; code could write it too, so it is held
+            // to what a relative import may reach: a file of the project.
+            let path = Path::new(target);
+            return normalize(path)
+                .filter(|n| {
+                    !path.is_absolute() && (self.files.contains_key(n) || self.on_disk(n).is_some())
+                })
+                .ok_or_else(|| {
+                    (
+                        EvalErrorKind::Import,
+                        format!("`{name}` is not a file of the project"),
+                        None,
+                    )
+                });
         }
         if name == SPEC || PROVIDERS.iter().any(|p| p.0 == name) {
             return Ok(name.to_owned());

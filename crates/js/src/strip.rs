@@ -49,9 +49,74 @@ impl Stripped {
     }
 }
 
+/// TypeScript modules larger than this are refused (as definitions are, `duet-spec`'s `ts.rs`):
+/// oxc's passes recurse once per nested expression, so the size bounds the depth.
+const MAX_TS_BYTES: usize = 256 << 10;
+/// Brackets deeper than this are refused before parsing.
+const MAX_BRACKET_DEPTH: usize = 256;
+/// The stack oxc's passes run on: reserved, not committed, so it costs nothing unless a file
+/// needs it.
+const STRIP_STACK: usize = 512 << 20;
+
+type Refused = (String, Option<(u32, u32)>);
+
 /// Strips the types of `text`, the TypeScript file `path`; `Err` is the parser's or the
 /// transformer's first message, with its 1-based line and column.
-pub(crate) fn strip(path: &str, text: &str) -> Result<Stripped, (String, Option<(u32, u32)>)> {
+pub(crate) fn strip(path: &str, text: &str) -> Result<Stripped, Refused> {
+    if text.len() > MAX_TS_BYTES {
+        return Err((
+            format!(
+                "a TypeScript module may be at most {} KiB",
+                MAX_TS_BYTES >> 10
+            ),
+            None,
+        ));
+    }
+    if let Some(offset) = too_deep(text) {
+        return Err((
+            "brackets nest too deeply to be a module duet evaluates".into(),
+            Some(position(text, offset)),
+        ));
+    }
+    let outcome = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("duet-js-strip".into())
+            .stack_size(STRIP_STACK)
+            .spawn_scoped(scope, || strip_here(path, text))
+            .map(|h| h.join())
+    });
+    match outcome {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err((
+            "the TypeScript transformer failed on this file".into(),
+            None,
+        )),
+        Err(e) => Err((
+            format!("cannot start the TypeScript transformer: {e}"),
+            None,
+        )),
+    }
+}
+
+/// The offset where brackets first nest deeper than [`MAX_BRACKET_DEPTH`].
+fn too_deep(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, b) in text.bytes().enumerate() {
+        match b {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_BRACKET_DEPTH {
+                    return Some(i);
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn strip_here(path: &str, text: &str) -> Result<Stripped, Refused> {
     let allocator = Allocator::default();
     let source_type = SourceType::ts().with_module(true);
     let parsed = Parser::new(&allocator, text, source_type).parse();
@@ -147,6 +212,20 @@ mod tests {
             .unwrap_or(0);
         let (l, c) = s.original(line as u32 + 1, column as u32 + 1);
         assert_eq!((l, c), (6, 1));
+    }
+
+    #[test]
+    fn nesting_that_would_overflow_a_stack_is_refused() {
+        let deep = format!(
+            "export const d = {}'x'{};",
+            "(".repeat(50_000),
+            ")".repeat(50_000)
+        );
+        let err = strip("agents/lib/deep.ts", &deep).expect_err("refused");
+        assert!(err.0.contains("nest too deeply"), "{err:?}");
+        let chain = format!("export const d = {}1;", "- ".repeat(100_000));
+        // Within the size limit, a long chain of operators is parsed on the large stack.
+        let _ = strip("agents/lib/chain.ts", &chain);
     }
 
     #[test]

@@ -58,3 +58,21 @@ pub fn providers_with_env(project: &Project, env: &dyn Fn(&str) -> Option<String
     }
     providers
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_models_own_provider_is_registered_under_its_name() {
+        let own = "name: own\nprovider: { type: anthropic, baseUrl: 'http://127.0.0.1:1', apiKeyEnv: OWN_KEY }\nmodel: m\n";
+        let loaded = Project::from_files([duet_spec::SourceFile {
+            path: "agents/models/own.yaml".into(),
+            bytes: own.as_bytes().to_vec(),
+        }]);
+        assert!(loaded.is_ok(), "{:?}", loaded.issues);
+        let providers = providers_with_env(&loaded.project, &|_| Some("k".repeat(40)));
+        assert!(providers.get("model:own").is_some());
+        assert!(providers.get("model:other").is_none());
+    }
+}

@@ -16,17 +16,19 @@ pub(crate) fn is_endpoint(path: &str) -> bool {
     })
 }
 
-/// The method and route of the endpoint file `path` (`GET`, `/orders/[id]`); `*` when the file
-/// names no method.
+/// The method and route of the endpoint file `path` (`GET`, `/orders/[id]`).
 pub(crate) fn route(path: &str) -> (String, String) {
     let rest = path.strip_prefix("agents/api/").unwrap_or(path);
     let stem = [".ts", ".mjs", ".js"]
         .iter()
         .find_map(|e| rest.strip_suffix(e))
         .unwrap_or(rest);
+    // The method suffix matches in any case; a file without one answers GET.
     let (stem, method) = match stem.rsplit_once('.') {
-        Some((s, m)) if METHODS.contains(&m) => (s, m.to_ascii_uppercase()),
-        _ => (stem, "*".to_owned()),
+        Some((s, m)) if METHODS.contains(&m.to_ascii_lowercase().as_str()) => {
+            (s, m.to_ascii_uppercase())
+        }
+        _ => (stem, "GET".to_owned()),
     };
     let stem = stem
         .strip_suffix("/index")
@@ -108,7 +110,11 @@ mod tests {
         );
         assert_eq!(
             route("agents/api/status.ts"),
-            ("*".to_owned(), "/status".to_owned())
+            ("GET".to_owned(), "/status".to_owned())
+        );
+        assert_eq!(
+            route("agents/api/status.POST.ts"),
+            ("POST".to_owned(), "/status".to_owned())
         );
         assert_eq!(
             route("agents/api/files/[*].post.js"),

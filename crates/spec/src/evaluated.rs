@@ -49,8 +49,11 @@ fn lay_at(
         JsValue::Function => Value::Dynamic(Dynamic::Function),
         JsValue::Other(_) => Value::Dynamic(Dynamic::Unsupported),
         JsValue::Array(items) => {
+            // Items pair with the written ones by index only when as many were written: a
+            // spread or a hole (which the static reader does not keep) would shift them, and
+            // then every item takes the array's position.
             let written = match shape.map(|s| &s.value) {
-                Some(Value::Array(w)) => Some(w),
+                Some(Value::Array(w)) if w.len() == items.len() => Some(w),
                 _ => None,
             };
             Value::Array(
@@ -237,6 +240,38 @@ mod tests {
                 .and_then(Node::as_str),
             Some("object")
         );
+    }
+
+    #[test]
+    fn array_items_pair_with_written_ones_only_when_none_was_spread_in() {
+        let text = "const COMMON = ['nope'];\nexport default definePrompt({\n  tools: [...COMMON, 'lookup'],\n  more: ['a', 'b'],\n})";
+        let (def, _) = crate::ts::parse_source(text, false);
+        let def = def.expect("read");
+        let value = obj(&[
+            (
+                "tools",
+                JsValue::Array(vec![
+                    JsValue::String("nope".into()),
+                    JsValue::String("lookup".into()),
+                ]),
+            ),
+            (
+                "more",
+                JsValue::Array(vec![
+                    JsValue::String("a".into()),
+                    JsValue::String("b".into()),
+                ]),
+            ),
+        ]);
+        let node = lay(&value, Some(&def.node), def.span).node;
+        let spans = |key: &str| match node.get(key).map(|n| &n.value) {
+            Some(Value::Array(items)) => items.iter().map(|i| i.span).collect::<Vec<_>>(),
+            _ => Vec::new(),
+        };
+        let tools = node.get("tools").map(|n| n.span).expect("tools");
+        // `nope` came from the spread: not at `'lookup'`'s place, but the array's.
+        assert_eq!(spans("tools"), vec![tools, tools]);
+        assert_eq!(spans("more"), vec![Span::new(4, 10), Span::new(4, 15)]);
     }
 
     #[test]

@@ -86,7 +86,7 @@ codes! {
     TsPackageMissing = "ts_package_missing", Error, "files",
         "A package a definition imports (zod) is not installed in the project's `node_modules`.";
     TsSchema = "ts_schema", Error, "files",
-        "A zod schema cannot be expressed as the JSON Schema models are sent (a transform's output, a date, a bigint...).";
+        "A zod schema cannot be expressed as the JSON Schema models are sent (a date, a bigint, a custom type...).";
     TsFunctionNotRun = "ts_function_not_run", Warning, "files",
         "A `.ts` tool, hook or handler has an `execute` function (an effect a `handler` function, a thread endpoint its handler); duet evaluates definitions but does not run their functions yet, so the definition must say how it runs in Rust or declaratively.";
     WrongDefineFunction = "wrong_define_function", Error, "files",

@@ -179,7 +179,7 @@ fn decode_named(
                     Code::InvalidValue,
                     format!("`type` is `openai` or `anthropic`, not `{other}`"),
                 )
-                .at(ctx.file, "type", Some(n.span))
+                .at(ctx.file, &o.path("type"), Some(n.span))
                 .hint("OpenAI-compatible servers (vLLM, Ollama, llama.cpp, LiteLLM) are `openai`"),
             );
             None
@@ -187,7 +187,7 @@ fn decode_named(
         _ => None,
     };
     let url_node = o.take("baseUrl");
-    let base_url = url_node.and_then(|n| ctx.name(n, "baseUrl"));
+    let base_url = url_node.and_then(|n| ctx.name(n, &o.path("baseUrl")));
     if let (Some(url), Some(n)) = (&base_url, url_node)
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
@@ -196,12 +196,12 @@ fn decode_named(
                 Code::InvalidValue,
                 "`baseUrl` must be an `http://` or `https://` URL",
             )
-            .at(ctx.file, "baseUrl", Some(n.span))
+            .at(ctx.file, &o.path("baseUrl"), Some(n.span))
             .hint("for example `http://localhost:11434/v1`"),
         );
     }
     let key_node = o.take("apiKeyEnv");
-    let api_key_env = key_node.and_then(|n| ctx.name(n, "apiKeyEnv"));
+    let api_key_env = key_node.and_then(|n| ctx.name(n, &o.path("apiKeyEnv")));
     let api_key_env = match (api_key_env, key_node) {
         (Some(env), Some(n)) if !is_env_name(&env) => {
             // The value may be a key pasted by mistake: it is never repeated.
@@ -210,21 +210,29 @@ fn decode_named(
                     Code::InvalidValue,
                     "`apiKeyEnv` is not the name of an environment variable",
                 )
-                .at(ctx.file, "apiKeyEnv", Some(n.span))
+                .at(ctx.file, &o.path("apiKeyEnv"), Some(n.span))
                 .hint("`apiKeyEnv` names the variable holding the key (`OPENROUTER_API_KEY`), never the key itself"),
             );
             None
         }
         (env, _) => env,
     };
+    // A model's own provider that names neither a key nor a server (`openai({ timeout })`)
+    // takes the key its type's built-in provider takes, as the factory would.
+    let api_key_env = match (inline, &api_key_env, &base_url, provider_type) {
+        (Some(_), None, None, Some(t)) => {
+            ProviderDef::builtin(t.as_str()).and_then(|b| b.api_key_env)
+        }
+        _ => api_key_env,
+    };
     let timeout_ms = o.count(ctx, "timeoutMs");
     let max_attempts = o.count(ctx, "maxAttempts");
     let headers_node = o.take("headers");
     let headers = headers_node
-        .map(|n| ctx.string_map(n, "headers"))
+        .map(|n| ctx.string_map(n, &o.path("headers")))
         .unwrap_or_default();
     for (header, value) in &headers {
-        let path = format!("headers.{header}");
+        let path = o.path(&format!("headers.{header}"));
         let span = headers_node
             .and_then(|n| n.get(header))
             .map_or(o.span, |n| n.span);

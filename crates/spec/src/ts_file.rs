@@ -62,6 +62,10 @@ pub(crate) fn read(
     // What needs evaluation is evaluated: the static reader's complaints about it are moot,
     // and so is its wish for `export default defineX({...})` written out.
     issues.retain(|i| !matches!(i.code, Code::TsNotStatic | Code::TsNoDefinition));
+    for i in issues.iter_mut().filter(|i| i.code == Code::DuplicateKey) {
+        // Evaluated, JavaScript keeps the last value written, not the first.
+        i.hint = Some("remove one of them; the last one written is used".into());
+    }
     let at = def
         .as_ref()
         .map_or_else(|| export_position(text), |d| d.span);

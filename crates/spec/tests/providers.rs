@@ -181,3 +181,30 @@ fn a_provider_written_in_its_model_is_the_models_own() {
         loaded.issues
     );
 }
+
+#[test]
+fn a_models_own_provider_without_key_or_server_takes_its_types_key() {
+    // `openai({ timeout: 5000 })`: the factory would read OPENAI_API_KEY, as the built-in does.
+    let own = "name: own\nprovider: { type: openai, timeoutMs: 5000 }\nmodel: m\n";
+    let loaded = Project::from_files([file("agents/models/own.yaml", own)]);
+    let provider = loaded
+        .project
+        .provider("model:own")
+        .expect("the model's own");
+    assert_eq!(provider.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+    assert_eq!(provider.timeout_ms, Some(5000));
+    // A local server named without a key keeps none.
+    let local =
+        "name: own\nprovider: { type: openai, baseUrl: 'http://127.0.0.1:1/v1' }\nmodel: m\n";
+    let loaded = Project::from_files([file("agents/models/own.yaml", local)]);
+    let provider = loaded
+        .project
+        .provider("model:own")
+        .expect("the model's own");
+    assert_eq!(provider.api_key_env, None);
+    // Its problems are placed under `provider.`.
+    let bad = "name: own\nprovider: { type: openai, baseUrl: 'ftp://x' }\nmodel: m\n";
+    let loaded = Project::from_files([file("agents/models/own.yaml", bad)]);
+    let paths: Vec<_> = loaded.issues.iter().map(|i| i.path.as_str()).collect();
+    assert_eq!(paths, ["provider.baseUrl"], "{:?}", loaded.issues);
+}

@@ -51,6 +51,11 @@
         }
         const p = v[PROVIDER];
         if (p) return { t: "provider", type: p.type, options: d(p.options, depth + 1, path) };
+        if (v._zod === undefined && v._def !== undefined && typeof v.safeParse === "function") {
+          const message = "this is a zod 3 schema; duet reads zod 4 (`npm install zod@4`, `import { z } from 'zod'`)";
+          if (schemaError === null) schemaError = { path, message };
+          return { t: "schemaError", v: message };
+        }
         if (isZod(v)) {
           const s = schema(v);
           if (s.t === "schemaError" && schemaError === null) schemaError = { path, message: s.v };
