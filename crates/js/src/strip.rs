@@ -52,8 +52,6 @@ impl Stripped {
 /// TypeScript modules larger than this are refused (as definitions are, `duet-spec`'s `ts.rs`):
 /// oxc's passes recurse once per nested expression, so the size bounds the depth.
 const MAX_TS_BYTES: usize = 256 << 10;
-/// Brackets deeper than this are refused before parsing.
-const MAX_BRACKET_DEPTH: usize = 256;
 /// The stack oxc's passes run on: reserved, not committed, so it costs nothing unless a file
 /// needs it.
 const STRIP_STACK: usize = 512 << 20;
@@ -72,7 +70,7 @@ pub(crate) fn strip(path: &str, text: &str) -> Result<Stripped, Refused> {
             None,
         ));
     }
-    if let Some(offset) = too_deep(text) {
+    if let Some(offset) = duet_spec::too_deep(text) {
         return Err((
             "brackets nest too deeply to be a module duet evaluates".into(),
             Some(position(text, offset)),
@@ -96,24 +94,6 @@ pub(crate) fn strip(path: &str, text: &str) -> Result<Stripped, Refused> {
             None,
         )),
     }
-}
-
-/// The offset where brackets first nest deeper than [`MAX_BRACKET_DEPTH`].
-fn too_deep(text: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    for (i, b) in text.bytes().enumerate() {
-        match b {
-            b'(' | b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_BRACKET_DEPTH {
-                    return Some(i);
-                }
-            }
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    None
 }
 
 fn strip_here(path: &str, text: &str) -> Result<Stripped, Refused> {

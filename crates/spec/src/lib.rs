@@ -92,6 +92,7 @@ pub use script::{
     ANSWER_PLACEHOLDER, ScriptBranch, ScriptEntry, ScriptResult, ScriptToolCall, ScriptWhen,
 };
 pub use tool::{HttpCall, HttpMethod, ToolDef, ToolImpl, placeholders};
+pub use ts::too_deep;
 
 /// Loads and validates the project at `dir`: a project root (the folder holding `agents/`) or
 /// that `agents/` folder itself.

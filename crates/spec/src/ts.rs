@@ -250,7 +250,9 @@ fn no_definition(at: Span, message: &str) -> Issue {
         .hint("write `export default defineAgent({ ... })` (or definePrompt, defineTool, defineHook, defineHandler, defineModel)")
 }
 
-fn too_deep(text: &str) -> Option<usize> {
+/// Where brackets first nest deeper than a definition's may (256), as a byte offset: checked
+/// before any parser recurses over `text` (also by `duet-js` before it strips types).
+pub fn too_deep(text: &str) -> Option<usize> {
     let mut depth = 0usize;
     for (i, b) in text.bytes().enumerate() {
         match b {
