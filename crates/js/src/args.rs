@@ -13,7 +13,7 @@ use std::sync::mpsc;
 
 use async_trait::async_trait;
 use duet_runtime::CodeSchemas;
-use duet_spec::{EvalErrorKind, Project};
+use duet_spec::Project;
 use tokio::sync::oneshot;
 
 use crate::engine::Engine;
@@ -123,9 +123,9 @@ fn serve(options: &EvalOptions, files: HashMap<String, String>, queue: &mpsc::Re
         let reply = match outcome {
             Ok(Ok((text, _))) => read(&text),
             Ok(Err(error)) => {
-                if error.kind == EvalErrorKind::Limit {
-                    engine = None;
-                }
+                // Whatever failed (a limit, a module that did not link), the next call gets a
+                // new engine: a failed module is never imported into the same one again.
+                engine = None;
                 Err(vec![format!(
                     "the tool's zod schema could not be run: {}",
                     error.message

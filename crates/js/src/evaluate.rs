@@ -103,9 +103,10 @@ impl JsEvaluator {
                 Err(e)
             })
             .and_then(|(described, imports)| crate::describe::read(&described, imports));
-            // A file stopped at a limit (or a fault) may leave the engine in any state: the next
-            // file gets a new one.
-            if faulted || matches!(&result, Err(err) if err.kind == EvalErrorKind::Limit) {
+            // A file that failed may leave the engine in any state (stopped mid-way, a module
+            // record that failed to link, which QuickJS must not be asked to import again): the
+            // next file gets a new engine. Failures are rare; a new engine costs a zod reload.
+            if faulted || result.is_err() {
                 engine = None;
             }
             out.push(result);

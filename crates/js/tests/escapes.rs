@@ -142,3 +142,26 @@ fn a_zod_3_schema_is_told_apart() {
     );
     assert!(issues[0].message.contains("zod 4"), "{}", issues[0].message);
 }
+
+#[test]
+fn a_module_that_failed_is_never_imported_into_the_same_engine_again() {
+    // `b.js` fails to link, first as `a.js`'s import, then as a definition of its own. Asked to
+    // import a failed module record again, QuickJS leaks it (and, with its assertions on,
+    // aborts when the engine is freed): each failure gets a new engine, and both files are
+    // told what failed.
+    let b = "import { defineTool, nope } from '@standardagents/spec';\nexport default defineTool({ description: 'd', result: 'r' });\n";
+    let a = tool("import b from './b.js';\nvoid b;");
+    let issues = load(&[
+        ("agents/tools/a.js", a),
+        ("agents/tools/b.js", b.to_owned()),
+    ]);
+    let codes: Vec<_> = places(&issues).into_iter().map(|p| (p.0, p.1)).collect();
+    assert_eq!(
+        codes,
+        vec![
+            ("agents/tools/a.js".to_owned(), Code::TsEvalError),
+            ("agents/tools/b.js".to_owned(), Code::TsEvalError),
+        ],
+        "{issues:#?}"
+    );
+}
