@@ -1,6 +1,7 @@
 //! [`JsEvaluator`]: duet-spec's [`Evaluator`] on QuickJS. A batch of definition files shares one
 //! engine (zod loads once per project, as in Node), with a deadline per file and a memory
-//! ceiling; a file that runs past either is stopped, reported, and the engine replaced.
+//! ceiling; a file that runs past either is stopped and reported, and after any file that
+//! failed the engine is replaced.
 
 use std::cell::RefCell;
 use std::rc::Rc;
