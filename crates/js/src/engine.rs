@@ -256,7 +256,8 @@ fn first_project_frame(stack: &str, m: &Modules) -> Option<(String, u32, u32)> {
             return None;
         }
         let stripped = m.stripped.get(file)?;
-        let (line, column) = stripped.original(line, column);
+        let written = m.files.get(file).map(String::as_str);
+        let (line, column) = stripped.original_of_engine(line, column, written);
         Some((file.to_owned(), line, column))
     })
 }

@@ -62,6 +62,68 @@ const SMALL: usize = 8 << 10;
 
 type Refused = (String, Option<(u32, u32)>);
 
+impl Stripped {
+    /// The original 1-based line and character column of what the engine reports as `line`,
+    /// `byte_column` (QuickJS counts a column in bytes of the code it ran); `source` is the
+    /// file as written, when known (a source map's columns are UTF-16 units).
+    pub(crate) fn original_of_engine(
+        &self,
+        line: u32,
+        byte_column: u32,
+        source: Option<&str>,
+    ) -> (u32, u32) {
+        let ran = nth_line(&self.code, line);
+        if self.points.is_empty() {
+            return (
+                line,
+                ran.map_or(byte_column, |t| char_column(t, byte_column)),
+            );
+        }
+        let unit_column = ran.map_or(byte_column, |t| utf16_column(t, byte_column));
+        let (l, c) = self.original(line, unit_column);
+        let written = source.and_then(|s| nth_line(s, l));
+        (l, written.map_or(c, |t| char_column_of_utf16(t, c)))
+    }
+}
+
+/// Line `n` (1-based) of `text`.
+fn nth_line(text: &str, n: u32) -> Option<&str> {
+    text.lines().nth(usize::try_from(n).ok()?.checked_sub(1)?)
+}
+
+/// The 1-based character column of the 1-based byte column `byte` of `line`.
+fn char_column(line: &str, byte: u32) -> u32 {
+    let b = usize::try_from(byte.saturating_sub(1)).unwrap_or(usize::MAX);
+    let count = line.char_indices().take_while(|(i, _)| *i < b).count();
+    u32::try_from(count + 1).unwrap_or(u32::MAX)
+}
+
+/// The 1-based UTF-16 column of the 1-based byte column `byte` of `line`.
+fn utf16_column(line: &str, byte: u32) -> u32 {
+    let b = usize::try_from(byte.saturating_sub(1)).unwrap_or(usize::MAX);
+    let units: usize = line
+        .char_indices()
+        .take_while(|(i, _)| *i < b)
+        .map(|(_, c)| c.len_utf16())
+        .sum();
+    u32::try_from(units + 1).unwrap_or(u32::MAX)
+}
+
+/// The 1-based character column of the 1-based UTF-16 column `unit` of `line`.
+fn char_column_of_utf16(line: &str, unit: u32) -> u32 {
+    let target = usize::try_from(unit.saturating_sub(1)).unwrap_or(usize::MAX);
+    let mut units = 0;
+    let mut chars = 0;
+    for c in line.chars() {
+        if units >= target {
+            break;
+        }
+        units += c.len_utf16();
+        chars += 1;
+    }
+    u32::try_from(chars + 1).unwrap_or(u32::MAX)
+}
+
 /// Strips the types of `text`, the TypeScript file `path`; `Err` is the parser's or the
 /// transformer's first message, with its 1-based line and column.
 pub(crate) fn strip(path: &str, text: &str) -> Result<Stripped, Refused> {
@@ -213,6 +275,24 @@ mod tests {
         let chain = format!("export const d = {}1;", "- ".repeat(100_000));
         // Within the size limit, a long chain of operators is parsed on the large stack.
         let _ = strip("agents/lib/chain.ts", &chain);
+    }
+
+    #[test]
+    fn engine_columns_in_bytes_become_characters() {
+        let js = Stripped::plain("const s = '🎉é'; throw new Error('x');\n".into());
+        // `throw` is byte 25 (🎉 is 4 bytes, é 2), character 21.
+        assert_eq!(js.original_of_engine(1, 25, None), (1, 21));
+        // Through the strip: the map's columns are UTF-16 units (🎉 is two), issues' characters.
+        let source = "const s: string = '🎉é';\nconst t = '🎉'; throw new Error('x');\n";
+        let ts = strip("t.ts", source).expect("strips");
+        let (line, byte) = ts
+            .code
+            .lines()
+            .enumerate()
+            .find_map(|(i, l)| l.find("throw").map(|b| (i + 1, b + 1)))
+            .expect("the throw is kept");
+        let at = ts.original_of_engine(line as u32, byte as u32, Some(source));
+        assert_eq!(at, (2, 16), "{}", ts.code);
     }
 
     #[test]
