@@ -6,19 +6,16 @@
 //! loaded on first use; calls queue to it. A call past the deadline or the memory ceiling is
 //! refused with that reason, and the engine is replaced.
 
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
-use std::rc::Rc;
+use std::collections::BTreeMap;
 use std::sync::mpsc;
 
 use async_trait::async_trait;
 use duet_runtime::CodeSchemas;
-use duet_spec::Project;
+use duet_spec::{Project, SourceFile};
 use tokio::sync::oneshot;
 
-use crate::engine::Engine;
+use crate::engine::Engines;
 use crate::options::{EvalOptions, THREAD_STACK};
-use crate::resolve::Modules;
 
 type Reply = Result<serde_json::Value, Vec<String>>;
 
@@ -51,17 +48,11 @@ impl ZodArgs {
         }
         // The project's files as they are now, read once: a tool file edited later (or an
         // engine replaced later) does not change what checks its calls.
-        let snapshot: HashMap<String, String> = options
+        let snapshot = options
             .root
             .as_deref()
             .and_then(|root| duet_spec::fs::read_project(root).ok())
-            .map(|listing| {
-                listing
-                    .files
-                    .into_iter()
-                    .filter_map(|f| Some((f.path, String::from_utf8(f.bytes).ok()?)))
-                    .collect()
-            })
+            .map(|listing| listing.files)
             .unwrap_or_default();
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
@@ -92,52 +83,19 @@ impl CodeSchemas for ZodArgs {
 }
 
 /// The engine's thread: one job at a time until every [`ZodArgs`] is dropped.
-fn serve(options: &EvalOptions, files: HashMap<String, String>, queue: &mpsc::Receiver<Job>) {
-    let modules = Rc::new(RefCell::new(Modules {
-        root: options
-            .root
-            .as_ref()
-            .and_then(|r| std::fs::canonicalize(r).ok()),
-        node_path: options.node_path.clone(),
-        files,
-        ..Modules::default()
-    }));
-    let mut engine: Option<Engine> = None;
+fn serve(options: &EvalOptions, files: Vec<SourceFile>, queue: &mpsc::Receiver<Job>) {
+    let mut engines = Engines::new(options, files);
     while let Ok(job) = queue.recv() {
-        let e = match &engine {
-            Some(e) => e,
-            None => match Engine::new(options, modules.clone()) {
-                Ok(e) => engine.insert(e),
-                Err(message) => {
-                    let _ = job.reply.send(Err(vec![message]));
-                    continue;
-                }
-            },
-        };
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            e.with_default(&job.file, &modules, |ctx, default| {
-                let parse: rquickjs::Function = ctx.globals().get("__duetParse")?;
-                parse.call::<_, String>((default, job.args.as_str()))
-            })
-        }));
+        let outcome = engines.run(&job.file, |ctx, default| {
+            let parse: rquickjs::Function = ctx.globals().get("__duetParse")?;
+            parse.call::<_, String>((default, job.args.as_str()))
+        });
         let reply = match outcome {
-            Ok(Ok((text, _))) => read(&text),
-            Ok(Err(error)) => {
-                // Whatever failed (a limit, a module that did not link), the next call gets a
-                // new engine: a failed module is never imported into the same one again.
-                engine = None;
-                Err(vec![format!(
-                    "the tool's zod schema could not be run: {}",
-                    error.message
-                )])
-            }
-            // A fault of the engine's: this call is refused, the next gets a new engine.
-            Err(_) => {
-                engine = None;
-                Err(vec![
-                    "the tool's zod schema could not be run: the JavaScript engine failed".into(),
-                ])
-            }
+            Ok((text, _)) => read(&text),
+            Err(error) => Err(vec![format!(
+                "the tool's zod schema could not be run: {}",
+                error.message
+            )]),
         };
         // The caller may have gone (its step was cancelled): nothing to tell.
         let _ = job.reply.send(reply);

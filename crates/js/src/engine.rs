@@ -2,11 +2,11 @@
 //! a context with no ambient authority, and the project's module loader. What it throws becomes
 //! an [`EvalError`] at the line the author wrote.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Instant;
 
-use duet_spec::{EvalError, EvalErrorKind};
+use duet_spec::{EvalError, EvalErrorKind, SourceFile};
 use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Module, Object, Runtime, Value};
 
 use crate::failure::error;
@@ -16,14 +16,14 @@ use crate::resolve::{Failure, Load, Modules, Resolve, Shared, TARGET};
 /// At most this many jobs a failed file left queued are run (and stopped) before the next file.
 const MAX_LEFTOVER_JOBS: usize = 10_000;
 
-pub(crate) struct Engine {
+struct Engine {
     context: Context,
     deadline: Rc<Cell<Instant>>,
     options: EvalOptions,
 }
 
 impl Engine {
-    pub(crate) fn new(options: &EvalOptions, modules: Shared) -> Result<Engine, String> {
+    fn new(options: &EvalOptions, modules: Shared) -> Result<Engine, String> {
         let start = |e: rquickjs::Error| format!("cannot start the JavaScript engine: {e}");
         let runtime = Runtime::new().map_err(start)?;
         runtime.set_memory_limit(options.memory_limit);
@@ -48,7 +48,7 @@ impl Engine {
 
     /// Imports the project module `target` and gives `f` its default export, within the
     /// deadline; what `f` returned and the project files the import loaded besides `target`.
-    pub(crate) fn with_default<R>(
+    fn with_default<R>(
         &self,
         target: &str,
         modules: &Shared,
@@ -176,6 +176,75 @@ impl Engine {
         }
         locate(&mut e, target, stack, &m);
         e
+    }
+}
+
+/// The engine a batch of files (or the zod checks) runs in, made on first use and replaced after
+/// any run that failed: a file stopped mid-way, or a module record that failed to link (which
+/// QuickJS must not be asked to import again), leaves an engine in no state to reuse. Failures
+/// are rare; a new engine costs a zod reload.
+pub(crate) struct Engines {
+    options: EvalOptions,
+    modules: Shared,
+    current: Option<Engine>,
+}
+
+impl Engines {
+    /// Engines for `options`, reading the project's modules from `files` first (those that are
+    /// text).
+    pub(crate) fn new(
+        options: &EvalOptions,
+        files: impl IntoIterator<Item = SourceFile>,
+    ) -> Engines {
+        let files = files
+            .into_iter()
+            .filter_map(|f| Some((f.path, String::from_utf8(f.bytes).ok()?)))
+            .collect();
+        let modules = Rc::new(RefCell::new(Modules {
+            root: options
+                .root
+                .as_ref()
+                .and_then(|r| std::fs::canonicalize(r).ok()),
+            node_path: options.node_path.clone(),
+            files,
+            ..Modules::default()
+        }));
+        Engines {
+            options: options.clone(),
+            modules,
+            current: None,
+        }
+    }
+
+    /// [`Engine::with_default`] in the current engine; a panic inside it is this run's error.
+    pub(crate) fn run<R>(
+        &mut self,
+        target: &str,
+        f: impl for<'js> FnOnce(&Ctx<'js>, Value<'js>) -> rquickjs::Result<R>,
+    ) -> Result<(R, Vec<String>), EvalError> {
+        let engine = match self.current.take() {
+            Some(e) => e,
+            None => Engine::new(&self.options, self.modules.clone())
+                .map_err(|message| error(EvalErrorKind::Thrown, message))?,
+        };
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            engine.with_default(target, &self.modules, f)
+        }));
+        match outcome {
+            Ok(Ok(done)) => {
+                self.current = Some(engine);
+                Ok(done)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => {
+                let mut e = error(
+                    EvalErrorKind::Thrown,
+                    "the JavaScript engine failed while evaluating the file".into(),
+                );
+                e.hint = Some("this is a fault of duet's: please report it with the file".into());
+                Err(e)
+            }
+        }
     }
 }
 

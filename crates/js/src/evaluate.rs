@@ -3,15 +3,11 @@
 //! ceiling; a file that runs past either is stopped and reported, and after any file that
 //! failed the engine is replaced.
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
 use duet_spec::{EvalError, EvalErrorKind, Evaluated, Evaluator, SourceFile};
 
-use crate::engine::Engine;
+use crate::engine::Engines;
 use crate::failure::error;
 use crate::options::{EvalOptions, THREAD_STACK};
-use crate::resolve::Modules;
 
 /// Evaluates `.ts`/`.js` definitions in an embedded QuickJS: no file system, network, process
 /// or timers reach the code; imports are the project's own files, `@standardagents/*` and zod.
@@ -60,56 +56,15 @@ impl JsEvaluator {
         files: &[SourceFile],
         targets: &[&str],
     ) -> Vec<Result<Evaluated, EvalError>> {
-        let root = self
-            .options
-            .root
-            .as_ref()
-            .and_then(|r| std::fs::canonicalize(r).ok());
-        let modules = Rc::new(RefCell::new(Modules {
-            root,
-            node_path: self.options.node_path.clone(),
-            files: files
-                .iter()
-                .filter_map(|f| Some((f.path.clone(), String::from_utf8(f.bytes.clone()).ok()?)))
-                .collect(),
-            ..Modules::default()
-        }));
-        let mut engine: Option<Engine> = None;
+        let mut engines = Engines::new(&self.options, files.iter().cloned());
         let mut out = Vec::with_capacity(targets.len());
         for target in targets {
-            let mut faulted = false;
-            let e = match &engine {
-                Some(e) => e,
-                None => match Engine::new(&self.options, modules.clone()) {
-                    Ok(e) => engine.insert(e),
-                    Err(message) => {
-                        out.push(Err(error(EvalErrorKind::Thrown, message)));
-                        continue;
-                    }
-                },
-            };
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                e.with_default(target, &modules, |ctx, default| {
+            let result = engines
+                .run(target, |ctx, default| {
                     let describe: rquickjs::Function = ctx.globals().get("__duetDescribe")?;
                     describe.call::<_, String>((default,))
                 })
-            }))
-            .unwrap_or_else(|_| {
-                faulted = true;
-                let mut e = error(
-                    EvalErrorKind::Thrown,
-                    "the JavaScript engine failed while evaluating the file".into(),
-                );
-                e.hint = Some("this is a fault of duet's: please report it with the file".into());
-                Err(e)
-            })
-            .and_then(|(described, imports)| crate::describe::read(&described, imports));
-            // A file that failed may leave the engine in any state (stopped mid-way, a module
-            // record that failed to link, which QuickJS must not be asked to import again): the
-            // next file gets a new engine. Failures are rare; a new engine costs a zod reload.
-            if faulted || result.is_err() {
-                engine = None;
-            }
+                .and_then(|(described, imports)| crate::describe::read(&described, imports));
             out.push(result);
         }
         out
