@@ -3,6 +3,7 @@
 //! effect, is `crate::schedule`'s.) A bad call never crashes a run: it becomes an error
 //! result the model sees.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -183,7 +184,7 @@ impl Tools {
             Ok(args) => args,
             Err(refused) => return refused,
         };
-        let args = &args;
+        let args: &serde_json::Value = &args;
         match &tool.def.implementation {
             Some(ToolImpl::Result(template)) => ToolResult::ok(render(template, args, env)),
             Some(ToolImpl::Builtin(b)) => match self.builtins.get(b) {
@@ -217,20 +218,24 @@ impl Tools {
     /// Whether `args` pass tool `name`'s `args` schema (none: no arguments): the arguments the
     /// tool runs with (a zod schema's output: defaults filled in, coercions applied), or the
     /// error result saying why not.
-    pub(crate) async fn check(
+    pub(crate) async fn check<'a>(
         &self,
         name: &str,
         def: &duet_spec::ToolDef,
-        args: &serde_json::Value,
-    ) -> Result<serde_json::Value, ToolResult> {
+        args: &'a serde_json::Value,
+    ) -> Result<Cow<'a, serde_json::Value>, ToolResult> {
         if let (true, Some(code)) = (def.args_zod, &self.code) {
             // The author's own schema decides, as it would in their runtime.
-            return code.parse(name, args).await.map_err(|problems| {
-                ToolResult::error(format!(
-                    "Invalid arguments for `{name}`: {}",
-                    problems.join("; ")
-                ))
-            });
+            return code
+                .parse(name, args)
+                .await
+                .map(Cow::Owned)
+                .map_err(|problems| {
+                    ToolResult::error(format!(
+                        "Invalid arguments for `{name}`: {}",
+                        problems.join("; ")
+                    ))
+                });
         }
         if let Some(validator) = self.validators.get(name) {
             let errors = schema_problems(validator, args);
@@ -246,7 +251,7 @@ impl Tools {
         {
             return Err(ToolResult::error(format!("`{name}` takes no arguments.")));
         }
-        Ok(args.clone())
+        Ok(Cow::Borrowed(args))
     }
 }
 
