@@ -3,7 +3,7 @@
 //! from `node_modules`. Everything else is refused, and each refusal is recorded so the loader
 //! can report it at the import's line.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
@@ -58,6 +58,8 @@ pub(crate) struct Modules {
     pub(crate) loaded: BTreeSet<String>,
     /// The imports refused, in order.
     pub(crate) failures: Vec<Failure>,
+    /// See [`Modules::packages`].
+    pub(crate) packages: OnceCell<Vec<(&'static str, Option<PathBuf>)>>,
 }
 
 pub(crate) type Shared = Rc<RefCell<Modules>>;
@@ -195,7 +197,7 @@ impl Modules {
         let dir = Path::new(base).parent().unwrap_or(Path::new("/"));
         let joined = dir.join(name);
         let path = absolute_normal(&joined);
-        let inside = self.package_roots().iter().any(|r| path.starts_with(r));
+        let inside = self.package_roots().any(|r| path.starts_with(r));
         if inside && path.is_file() {
             return Ok(path.to_string_lossy().into_owned());
         }
@@ -206,11 +208,26 @@ impl Modules {
         ))
     }
 
-    fn package_roots(&self) -> Vec<PathBuf> {
-        PACKAGES
+    /// Where each of [`PACKAGES`] is installed, looked up once per batch (zod's ~70 modules
+    /// each ask).
+    fn packages(&self) -> &[(&'static str, Option<PathBuf>)] {
+        self.packages.get_or_init(|| {
+            PACKAGES
+                .iter()
+                .map(|p| (*p, self.find_package(p)))
+                .collect()
+        })
+    }
+
+    fn package_roots(&self) -> impl Iterator<Item = &PathBuf> {
+        self.packages().iter().filter_map(|(_, dir)| dir.as_ref())
+    }
+
+    fn package_dir(&self, package: &str) -> Option<PathBuf> {
+        self.packages()
             .iter()
-            .filter_map(|p| self.find_package(p))
-            .collect()
+            .find(|(p, _)| *p == package)
+            .and_then(|(_, dir)| dir.clone())
     }
 
     /// `node_modules/PACKAGE` in the project's folder or one above it (as Node looks), then in
@@ -230,7 +247,7 @@ impl Modules {
     }
 
     fn resolve_package(&self, package: &str, subpath: &str) -> Result<String, Refusal> {
-        let Some(dir) = self.find_package(package) else {
+        let Some(dir) = self.package_dir(package) else {
             return Err((
                 EvalErrorKind::PackageMissing,
                 format!(
@@ -288,6 +305,19 @@ impl Modules {
                 .replace("__CAP__", cap));
         }
         if Path::new(id).is_absolute() {
+            // Only a package's own files are named by an absolute path (see `resolve`); checked
+            // again here, and read only when a regular file of sane size.
+            let path = Path::new(id);
+            let readable = self.package_roots().any(|r| path.starts_with(r))
+                && std::fs::metadata(path)
+                    .is_ok_and(|m| m.is_file() && m.len() <= MAX_MODULE_BYTES);
+            if !readable {
+                return Err((
+                    EvalErrorKind::Import,
+                    format!("`{id}` is not a file of an installed package"),
+                    None,
+                ));
+            }
             return std::fs::read_to_string(id).map_err(|e| {
                 (
                     EvalErrorKind::Import,
