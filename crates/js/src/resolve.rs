@@ -502,6 +502,15 @@ mod tests {
     }
 
     #[test]
+    fn an_absolute_module_is_read_only_inside_an_installed_package() {
+        let mut m = Modules::default();
+        let (kind, message, _) = m.code("/etc/hostname").expect_err("no package holds it");
+        assert_eq!(kind, EvalErrorKind::Import);
+        assert!(message.contains("not a file of an installed package"), "{message}");
+        assert!(m.code("/dev/zero").is_err());
+    }
+
+    #[test]
     fn exports_pick_the_import_condition() {
         let exports = serde_json::json!({
             ".": { "@zod/source": "./src/index.ts", "types": "./index.d.cts", "import": "./index.js", "require": "./index.cjs" },
