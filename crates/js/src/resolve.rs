@@ -506,7 +506,10 @@ mod tests {
         let mut m = Modules::default();
         let (kind, message, _) = m.code("/etc/hostname").expect_err("no package holds it");
         assert_eq!(kind, EvalErrorKind::Import);
-        assert!(message.contains("not a file of an installed package"), "{message}");
+        assert!(
+            message.contains("not a file of an installed package"),
+            "{message}"
+        );
         assert!(m.code("/dev/zero").is_err());
     }
 
