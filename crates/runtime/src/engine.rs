@@ -89,6 +89,10 @@ struct Inner {
     capture_content: bool,
     /// Saves and restores trace context across the store ([`RuntimeBuilder::trace_carrier`]).
     carrier: Option<Arc<dyn crate::telemetry::TraceCarrier>>,
+    /// Runs the project's own functions ([`RuntimeBuilder::code_host`]).
+    code_host: Option<Arc<dyn crate::code::CodeHost>>,
+    /// Code's `fetch` ([`RuntimeBuilder::fetcher`]).
+    fetcher: Option<Arc<dyn crate::code::Fetcher>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     runs: runs::Runs,
     background: runs::Background,

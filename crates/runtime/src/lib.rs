@@ -22,6 +22,7 @@ mod agent;
 pub mod approval;
 mod children;
 pub mod clock;
+pub mod code;
 pub mod codes;
 mod context;
 pub mod control;
@@ -54,6 +55,10 @@ pub use agent::{
     Agent, AgentFailure, Collected, Principal, Prompt, PromptDecision, RuntimeAgent, Scope, collect,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use code::{
+    Bridge, CodeCall, CodeError, CodeErrorKind, CodeHost, CodeLimits, FetchRequest, FetchResponse,
+    Fetcher,
+};
 pub use delivery::{Accepted, Addressed, Claim, Delivered, Delivery, Origin, Settled, WhenBusy};
 /// The nearest of some names to a misspelt one (`duet validate`'s did-you-mean), for crates
 /// that name no spec crate of their own (the store's URL schemes).

@@ -9,6 +9,7 @@ use duet_spec::Project;
 use super::runs::{Background, Runs};
 use super::{Inner, Runtime};
 use crate::clock::{Clock, SystemClock};
+use crate::code::{CodeHost, Fetcher};
 use crate::effect::{Effect, EffectImpls};
 use crate::handler::{Handler, Handlers};
 use crate::hooks::Hooks;
@@ -29,6 +30,8 @@ pub struct RuntimeBuilder {
     http: Option<Arc<dyn HttpTools>>,
     servers: BTreeMap<String, Arc<dyn ToolServer>>,
     code_schemas: Option<Arc<dyn CodeSchemas>>,
+    code_host: Option<Arc<dyn CodeHost>>,
+    fetcher: Option<Arc<dyn Fetcher>>,
     clock: Arc<dyn Clock>,
     lease_ms: i64,
     timer_claim_ms: i64,
@@ -51,6 +54,8 @@ impl Runtime {
             http: None,
             servers: BTreeMap::new(),
             code_schemas: None,
+            code_host: None,
+            fetcher: None,
             clock: Arc::new(SystemClock),
             lease_ms: 30_000,
             timer_claim_ms: 300_000,
@@ -123,6 +128,21 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Runs the project's own functions (a TS tool's `execute`, hooks, handlers, effects, thread
+    /// endpoints) in `host` (`duet-js`'s embedded engine or its `node` host); without one, a
+    /// definition that needs it fails its call, saying so.
+    pub fn code_host(mut self, host: Arc<dyn CodeHost>) -> Self {
+        self.code_host = Some(host);
+        self
+    }
+
+    /// Makes code's `fetch` requests with `fetcher` (`duet-tools`: the project's allowlist and
+    /// the private-address guard); without one, `fetch` throws.
+    pub fn fetcher(mut self, fetcher: Arc<dyn Fetcher>) -> Self {
+        self.fetcher = Some(fetcher);
+        self
+    }
+
     /// Uses `clock` for time (tests use a [`crate::ManualClock`]).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -179,6 +199,8 @@ impl RuntimeBuilder {
                 timer_wakes: crate::store::WakeHub::default(),
                 capture_content: self.capture_content,
                 carrier: self.carrier,
+                code_host: self.code_host,
+                fetcher: self.fetcher,
                 models: Mutex::new(HashMap::new()),
                 runs: Runs::default(),
                 background: Background::default(),
