@@ -159,8 +159,6 @@ pub struct FetchRequest {
     /// Sent as `Idempotency-Key` on a request that is not `GET`/`HEAD` unless the code set one:
     /// stable across a redone step.
     pub idempotency_key: String,
-    /// The hosts this project lets code reach (`agents/code.yaml`'s `fetch.allow`).
-    pub allow: Vec<String>,
 }
 
 /// The answer to a [`FetchRequest`].
@@ -177,8 +175,8 @@ pub struct FetchResponse {
 }
 
 /// Makes code's `fetch` requests: the runtime knows no HTTP, so a crate that does implements
-/// this (`duet-tools`: the allowlist, the private-address guard, a timeout and a size cap) and
-/// the composition root registers it ([`crate::RuntimeBuilder::fetcher`]).
+/// this (`duet-tools`: the project's allowlist of hosts, the private-address guard, a timeout
+/// and a size cap) and the composition root registers it ([`crate::RuntimeBuilder::fetcher`]).
 #[async_trait]
 pub trait Fetcher: Send + Sync + 'static {
     /// Sends `request`; `Err` is the reason it was refused or failed (code sees a `TypeError`
