@@ -16,9 +16,16 @@
 //! that died. The caller makes each the tool's error result, the hook's failure, the delivery's
 //! error or the endpoint's 500.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+
+mod fetch;
+pub(crate) mod hook;
+pub(crate) mod run;
+mod shape;
+pub(crate) mod state;
 
 /// What one call of a definition's function needs.
 #[derive(Clone, Debug)]
@@ -102,6 +109,9 @@ pub struct CodeError {
     pub message: String,
     /// The code's stack, mapped to the files as written, where the host has one.
     pub stack: Option<String>,
+    /// What was thrown, when it was an object: its own enumerable properties as JSON (a
+    /// `prefilter_llm_history` hook blocks with `{block: true}`).
+    pub details: Option<serde_json::Value>,
 }
 
 impl CodeError {
@@ -111,6 +121,7 @@ impl CodeError {
             kind,
             message: message.into(),
             stack: None,
+            details: None,
         }
     }
 
@@ -182,4 +193,25 @@ pub trait Fetcher: Send + Sync + 'static {
     /// Sends `request`; `Err` is the reason it was refused or failed (code sees a `TypeError`
     /// with it, as `fetch` throws for a network error).
     async fn fetch(&self, request: FetchRequest) -> Result<FetchResponse, String>;
+}
+
+/// What the code host and the HTTP client of a runtime are, for the code it runs.
+#[derive(Clone, Default)]
+pub(crate) struct Hosting {
+    pub(crate) host: Option<Arc<dyn CodeHost>>,
+    pub(crate) fetcher: Option<Arc<dyn Fetcher>>,
+}
+
+impl Hosting {
+    /// The host, or the error of a runtime that has none.
+    pub(crate) fn host(&self, what: &str) -> Result<&Arc<dyn CodeHost>, CodeError> {
+        self.host.as_ref().ok_or_else(|| {
+            CodeError::new(
+                CodeErrorKind::Load,
+                format!(
+                    "{what} is a function in the project's code, and this runtime has no code host to run it: register one with `RuntimeBuilder::code_host` (`duet::compose` registers duet's)"
+                ),
+            )
+        })
+    }
 }

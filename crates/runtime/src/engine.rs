@@ -21,6 +21,7 @@ mod approvals;
 mod awaits;
 mod batch;
 mod builder;
+mod code_tool;
 mod deadline;
 mod deliver;
 mod effect_run;
@@ -89,10 +90,6 @@ struct Inner {
     capture_content: bool,
     /// Saves and restores trace context across the store ([`RuntimeBuilder::trace_carrier`]).
     carrier: Option<Arc<dyn crate::telemetry::TraceCarrier>>,
-    /// Runs the project's own functions ([`RuntimeBuilder::code_host`]).
-    code_host: Option<Arc<dyn crate::code::CodeHost>>,
-    /// Code's `fetch` ([`RuntimeBuilder::fetcher`]).
-    fetcher: Option<Arc<dyn crate::code::Fetcher>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     runs: runs::Runs,
     background: runs::Background,

@@ -83,6 +83,8 @@ pub(crate) struct Writes {
     pub(crate) timers: Vec<crate::store::NewTimer>,
     /// Pending effects removed ([`ThreadState::remove_scheduled_effect`]), cancelled with it.
     pub(crate) cancel: Vec<uuid::Uuid>,
+    /// Custom events ([`ThreadState::emit`]), journaled with it.
+    pub(crate) events: Vec<(String, serde_json::Value)>,
 }
 
 /// A handler's view of its thread during one delivery.
@@ -165,6 +167,12 @@ impl ThreadState<'_> {
     /// Ends the session after this delivery, with `result` (default "Session stopped.").
     pub fn stop_session(&mut self, result: Option<String>) {
         self.writes.stop = Some(result);
+    }
+
+    /// Emits a custom thread event (the spec's `emit(event, data)`): journaled with this
+    /// delivery's commit as an `emitted` record, which the thread's event stream carries.
+    pub fn emit(&mut self, event: impl Into<String>, data: serde_json::Value) {
+        self.writes.events.push((event.into(), data));
     }
 
     /// Sets the thread's free-text status.

@@ -69,12 +69,22 @@ impl std::fmt::Debug for HookContext<'_> {
     }
 }
 
-/// What hooks wrote, to commit with the step they ran in.
+/// What hooks wrote, to commit with the step they ran in — and what a step's `.ts` tools wrote
+/// through their `state` ([`ActiveHooks::absorb`]), committed the same way.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct HookWrites {
     /// `(role, content, silent)`, in order.
     pub(crate) messages: Vec<(Role, String, bool)>,
     pub(crate) values: Vec<(String, Option<serde_json::Value>)>,
+    /// Messages queued for the thread's next step.
+    pub(crate) queued: Vec<crate::types::NewQueued>,
+    /// A new free-text status.
+    pub(crate) status: Option<String>,
+    /// Effects scheduled, and pending ones cancelled.
+    pub(crate) timers: Vec<crate::store::NewTimer>,
+    pub(crate) cancel: Vec<uuid::Uuid>,
+    /// Custom events (`emit`).
+    pub(crate) events: Vec<(String, serde_json::Value)>,
 }
 
 /// The state behind the contexts of one step's hooks: the store (for reads), the side's env,
@@ -368,9 +378,13 @@ pub struct Reminder<'a> {
     pub default_at: Option<i64>,
 }
 
-/// Hook implementations by registered name.
+/// Hook implementations by registered name; and the project's own (`.ts` hooks with an
+/// `execute`), by hook id, which the runtime makes itself.
 #[derive(Clone, Default)]
-pub struct Hooks(BTreeMap<String, Arc<dyn Hook>>);
+pub struct Hooks(
+    BTreeMap<String, Arc<dyn Hook>>,
+    pub(crate) BTreeMap<String, Arc<dyn Hook>>,
+);
 
 impl Hooks {
     /// No hooks.

@@ -187,6 +187,13 @@ pub enum RecordBody {
         /// The roles and principals added.
         to: duet_spec::Approvers,
     },
+    /// Code emitted a custom thread event (the spec's `state.emit(event, data)`).
+    Emitted {
+        /// The event's name.
+        event: String,
+        /// Its data, as the code gave it.
+        data: serde_json::Value,
+    },
     /// A kind this build does not know, kept as stored.
     #[serde(skip)]
     Unknown {
@@ -219,6 +226,7 @@ impl RecordBody {
             RecordBody::EffectFailed { .. } => "effect_failed",
             RecordBody::QuestionReminded { .. } => "question_reminded",
             RecordBody::QuestionEscalated { .. } => "question_escalated",
+            RecordBody::Emitted { .. } => "emitted",
             RecordBody::Unknown { kind, .. } => kind,
         }
     }

@@ -119,6 +119,8 @@ pub struct Tools {
     http: Option<Arc<dyn HttpTools>>,
     servers: BTreeMap<String, Arc<dyn ToolServer>>,
     code: Option<Arc<dyn CodeSchemas>>,
+    /// Runs `.ts` tools' `execute` (and their `fetch`).
+    pub(crate) hosting: crate::code::Hosting,
 }
 
 impl Tools {
@@ -147,6 +149,7 @@ impl Tools {
             http,
             servers,
             code: None,
+            hosting: crate::code::Hosting::default(),
         }
     }
 
@@ -204,8 +207,12 @@ impl Tools {
                 "Tool `{name}` schedules effect `{effect}`, which is written with a step's commit: \
                  it cannot be called from here (a sub-prompt's model)."
             )),
+            Some(ToolImpl::Code(_)) => ToolResult::error(format!(
+                "Tool `{name}` runs the project's code with the thread's state: call it from a \
+                 model step or from code (`state.invokeTool`), not from here."
+            )),
             None => ToolResult::error(format!(
-                "Tool `{name}` has no implementation duet can run (its `execute` is TypeScript)."
+                "Tool `{name}` has no implementation duet can run."
             )),
         }
     }

@@ -23,6 +23,9 @@ pub struct EffectDef {
     pub args: Option<serde_json::Value>,
     /// `builtin`: the id of the Rust effect that runs it; default the file name.
     pub builtin: String,
+    /// `handler`: the effect's own function (a `.ts`/`.js` effect), run by the code host in
+    /// place of a Rust effect.
+    pub code: Option<crate::code::CodeRef>,
     /// `maxAttempts` (a duet extension): how many times a run that fails is tried before the
     /// effect is `failed`; default [`EffectDef::DEFAULT_MAX_ATTEMPTS`], at least 1.
     pub max_attempts: u32,
@@ -35,7 +38,15 @@ impl EffectDef {
     pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
 }
 
-const EFFECT_FIELDS: &[&str] = &["description", "args", "builtin", "maxAttempts", "handler"];
+const EFFECT_FIELDS: &[&str] = &[
+    "description",
+    "args",
+    "builtin",
+    "maxAttempts",
+    "handler",
+    "timeoutMs",
+    "memoryMb",
+];
 
 /// The object a positional `defineEffect(description, argsSchema?, handler)` stands for:
 /// `{ description, args, handler }`. `None` when `args` are not that shape (the caller reports).
@@ -85,41 +96,26 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<Effec
     let args = o
         .take("args")
         .and_then(|n| schema::object_schema(ctx, n, "args"));
-    let builtin = o.name(ctx, "builtin");
-    let explicit = builtin.is_some();
-    let builtin = builtin.unwrap_or_else(|| name.to_owned());
+    let explicit = o.name(ctx, "builtin");
     let max_attempts =
         crate::tool::bounded(ctx, &mut o, "maxAttempts", EffectDef::MAX_ATTEMPTS_LIMIT)
             .unwrap_or(EffectDef::DEFAULT_MAX_ATTEMPTS);
-    if let Some(n) = o.take("handler") {
-        if !matches!(n.value, Value::Dynamic(Dynamic::Function)) {
-            ctx.report(
-                Code::WrongType,
-                format!("`handler` is a TypeScript function, not {}", n.kind()),
-                "handler",
-                n.span,
-            );
-        } else if !explicit {
-            ctx.push(
-                Issue::new(
-                    Code::TsFunctionNotRun,
-                    format!(
-                        "effect `{name}` has a `handler` function; duet does not run a definition's functions yet and runs the Rust effect registered as `{builtin}` instead"
-                    ),
-                )
-                .at(ctx.file, "handler", Some(n.span))
-                .hint(format!(
-                    "say so with `builtin: {builtin}` (or another registered effect, such as `queue_message` or `invoke_tool`) in the object form `defineEffect({{ description, args, builtin }})`"
-                )),
-            );
-        }
-    }
+    let has_code = crate::hook::execute_function(
+        ctx,
+        o.take("handler"),
+        "handler",
+        &format!("effect `{name}`"),
+        explicit.as_deref(),
+    );
+    let code = crate::code::code_ref(ctx, &mut o, &["handler"], has_code);
+    let builtin = explicit.unwrap_or_else(|| name.to_owned());
     o.finish(ctx, EFFECT_FIELDS);
     Some(EffectDef {
         name: name.to_owned(),
         description: description?,
         args,
         builtin,
+        code,
         max_attempts,
     })
 }

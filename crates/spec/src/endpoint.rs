@@ -1,13 +1,118 @@
 //! Thread endpoints (`agents/api/`, `defineThreadEndpoint`): files routed under a thread by their
-//! path (`agents/api/orders/[id].get.ts` is `GET /threads/{key}/api/orders/[id]`). duet reads
-//! and checks them; serving them needs the code host, so each is a warning that it is not
-//! served yet.
+//! path (`agents/api/orders/[id].get.ts` is `GET /threads/{key}/api/orders/[id]`), read and
+//! checked into [`EndpointDef`]s; [`crate::Project::endpoint`] finds the one a request is for
+//! (static segments over `[name]` over `[*]`). The code host serves them.
 
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::code::CodeRef;
 use crate::eval::{EvalError, Evaluated, JsValue};
 use crate::issue::{Code, Issue};
 use crate::node::Span;
 
 const METHODS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "options"];
+
+/// A thread endpoint: its file's route and method, and its handler.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointDef {
+    /// The file (`agents/api/orders/[id].get.ts`).
+    pub file: String,
+    /// `GET`, `POST`…
+    pub method: String,
+    /// The route under `/threads/{key}/api` (`/orders/[id]`).
+    pub route: String,
+    /// The handler `defineThreadEndpoint` was given.
+    pub code: CodeRef,
+}
+
+/// The endpoint a request is for, and what its dynamic segments captured (`[*]` as `*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointMatch<'p> {
+    /// The endpoint.
+    pub def: &'p EndpointDef,
+    /// `params`: each `[name]` segment's value, and `*` for a `[*]` (segments joined by `/`).
+    pub params: BTreeMap<String, String>,
+}
+
+/// How a route segment matches: the precedence order, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Rank {
+    Static,
+    Dynamic,
+    CatchAll,
+}
+
+/// Matches `path` (`/orders/42`, under the api prefix) against `route`: each segment's rank and
+/// the params, or `None`.
+fn matches(route: &str, path: &str) -> Option<(Vec<Rank>, BTreeMap<String, String>)> {
+    let split = |p: &str| -> Vec<String> {
+        p.split('/')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let (pattern, given) = (split(route), split(path));
+    let mut ranks = Vec::new();
+    let mut params = BTreeMap::new();
+    for (i, seg) in pattern.iter().enumerate() {
+        if seg == "[*]" || seg == "[...]" {
+            // A catch-all takes the rest, zero or more segments, and must be last.
+            if i + 1 != pattern.len() {
+                return None;
+            }
+            params.insert("*".to_owned(), given.get(i..).unwrap_or_default().join("/"));
+            ranks.push(Rank::CatchAll);
+            return Some((ranks, params));
+        }
+        let value = given.get(i)?;
+        if let Some(name) = seg.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            params.insert(name.to_owned(), value.clone());
+            ranks.push(Rank::Dynamic);
+        } else if seg == value {
+            ranks.push(Rank::Static);
+        } else {
+            return None;
+        }
+    }
+    (given.len() == pattern.len()).then_some((ranks, params))
+}
+
+impl crate::Project {
+    /// The endpoint for `method` and `path` (under `/threads/{key}/api`): of the routes that
+    /// match, the one whose segments, left to right, are most specific (static over `[name]`
+    /// over `[*]`). `Err` with the methods the path answers when it matches only under others
+    /// (a 405), `Ok(None)` when nothing matches (a 404).
+    pub fn endpoint(&self, method: &str, path: &str) -> Result<Option<EndpointMatch<'_>>, Vec<String>> {
+        let method = method.to_ascii_uppercase();
+        // HEAD is answered by a GET endpoint when there is no HEAD one.
+        let mut best: Option<(Vec<Rank>, EndpointMatch<'_>)> = None;
+        let mut others = Vec::new();
+        for def in &self.endpoints {
+            let Some((ranks, params)) = matches(&def.route, path) else {
+                continue;
+            };
+            if def.method != method {
+                others.push(def.method.clone());
+                continue;
+            }
+            if best.as_ref().is_none_or(|(r, _)| ranks < *r) {
+                best = Some((ranks, EndpointMatch { def, params }));
+            }
+        }
+        match best {
+            Some((_, m)) => Ok(Some(m)),
+            None if others.is_empty() => Ok(None),
+            None => {
+                others.sort();
+                others.dedup();
+                Err(others)
+            }
+        }
+    }
+}
 
 /// Whether `path` is a thread endpoint's file.
 pub(crate) fn is_endpoint(path: &str) -> bool {
@@ -37,21 +142,21 @@ pub(crate) fn route(path: &str) -> (String, String) {
     (method, format!("/{stem}"))
 }
 
-/// The issues of the endpoint file `path` (`text`), evaluated as `evaluation` when an evaluator
-/// ran it.
+/// The endpoint of file `path` (`text`), evaluated as `evaluation` when an evaluator ran it,
+/// and its issues.
 pub(crate) fn check(
     path: &str,
     text: &str,
     evaluation: Option<&Result<Evaluated, EvalError>>,
-) -> Vec<Issue> {
+) -> (Option<EndpointDef>, Vec<Issue>) {
     let (def, mut issues) = crate::ts::parse_source(text, crate::ts_file::is_js(path));
     if issues.iter().any(|i| i.code == Code::TsSyntax) {
-        return located(issues, path);
+        return (None, located(issues, path));
     }
     let at = def.as_ref().map_or(Span::new(1, 1), |d| d.span);
     let (method, route) = route(path);
     let define = match evaluation {
-        Some(Err(e)) => return vec![crate::evaluated::issue(path, e, at)],
+        Some(Err(e)) => return (None, vec![crate::evaluated::issue(path, e, at)]),
         Some(Ok(ev)) => {
             issues.clear();
             match (&ev.define, &ev.value) {
@@ -65,14 +170,16 @@ pub(crate) fn check(
             Some("defineThreadEndpoint".to_owned())
         }
     };
+    let mut endpoint = None;
     match define.as_deref() {
-        Some("defineThreadEndpoint") => issues.push(
-            Issue::new(
-                Code::TsFunctionNotRun,
-                format!("thread endpoint `{method} /threads/{{key}}/api{route}` is read, but duet does not run a definition's functions yet, so it is not served"),
-            )
-            .at(path, "", Some(at)),
-        ),
+        Some("defineThreadEndpoint") => {
+            endpoint = Some(EndpointDef {
+                file: path.to_owned(),
+                method,
+                route,
+                code: CodeRef::at(&["handler"]),
+            });
+        }
         Some(other) => issues.push(
             Issue::new(
                 Code::WrongDefineFunction,
@@ -88,7 +195,7 @@ pub(crate) fn check(
             .at(path, "", Some(at)),
         ),
     }
-    located(issues, path)
+    (endpoint, located(issues, path))
 }
 
 fn located(mut issues: Vec<Issue>, path: &str) -> Vec<Issue> {

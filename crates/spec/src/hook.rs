@@ -62,6 +62,9 @@ pub struct HookDef {
     pub description: Option<String>,
     /// `builtin`: the name of the Rust hook that implements it; default the hook's `id`.
     pub builtin: String,
+    /// `execute`: the hook's own function (a `.ts`/`.js` hook), run by the code host in place of
+    /// a Rust hook.
+    pub code: Option<crate::code::CodeRef>,
 }
 
 impl HookDef {
@@ -80,32 +83,42 @@ pub struct HandlerDef {
     pub description: Option<String>,
     /// `builtin`: the name of the Rust handler that implements it; default the file name.
     pub builtin: String,
+    /// `execute`: the handler's own function (a `.ts`/`.js` handler), run by the code host in
+    /// place of a Rust handler.
+    pub code: Option<crate::code::CodeRef>,
 }
 
-fn execute_function(
+/// Whether `node` (a definition's `execute`) is a function; anything else is reported. A
+/// function beside an explicit `builtin` is reported too: the definition runs one way.
+pub(crate) fn execute_function(
     ctx: &mut Ctx<'_>,
     node: Option<&Node>,
+    field: &str,
     what: &str,
-    builtin: &str,
-    explicit: bool,
-) {
-    let Some(n) = node else { return };
-    if matches!(n.value, Value::Dynamic(Dynamic::Function)) {
-        if !explicit {
-            ctx.push(
-                Issue::new(Code::TsFunctionNotRun, format!("{what} has an `execute` function; duet does not run a definition's functions yet and runs the Rust code registered as `{builtin}` instead"))
-                    .at(ctx.file, "execute", Some(n.span))
-                    .hint(format!("say so with `builtin: {builtin}` (or another registered name) and drop `execute`")),
-            );
-        }
-    } else {
+    builtin: Option<&str>,
+) -> bool {
+    let Some(n) = node else { return false };
+    if !matches!(n.value, Value::Dynamic(Dynamic::Function)) {
         ctx.report(
             Code::WrongType,
-            format!("`execute` is a TypeScript function, not {}", n.kind()),
-            "execute",
+            format!("`{field}` is a TypeScript function, not {}", n.kind()),
+            field,
             n.span,
         );
+        return false;
     }
+    if let Some(builtin) = builtin {
+        ctx.push(
+            Issue::new(
+                Code::CodeAndBuiltin,
+                format!("{what} has its own `{field}` function and names the Rust code `{builtin}` too"),
+            )
+            .at(ctx.file, field, Some(n.span))
+            .hint(format!("keep `{field}` (duet runs it) or `builtin: {builtin}` (a Rust implementation registered under that name), not both")),
+        );
+        return false;
+    }
+    true
 }
 
 pub(crate) fn decode_hook(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<HookDef>) {
@@ -147,11 +160,20 @@ pub(crate) fn decode_hook(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Op
         );
     }
     let description = o.string(ctx, "description");
-    let builtin = o.name(ctx, "builtin");
-    let explicit = builtin.is_some();
-    let builtin = builtin.or_else(|| id.clone()).unwrap_or_default();
-    execute_function(ctx, o.take("execute"), "this hook", &builtin, explicit);
-    o.finish(ctx, &["hook", "id", "description", "builtin", "execute"]);
+    let explicit = o.name(ctx, "builtin");
+    let has_code = execute_function(
+        ctx,
+        o.take("execute"),
+        "execute",
+        "this hook",
+        explicit.as_deref(),
+    );
+    let code = crate::code::code_ref(ctx, &mut o, &["execute"], has_code);
+    let builtin = explicit.or_else(|| id.clone()).unwrap_or_default();
+    o.finish(
+        ctx,
+        &["hook", "id", "description", "builtin", "execute", "timeoutMs", "memoryMb"],
+    );
     if let Some(id) = &id {
         crate::agent::check_name(ctx, id, "id", id_span);
     }
@@ -161,6 +183,7 @@ pub(crate) fn decode_hook(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Op
             hook,
             description,
             builtin,
+            code,
         }),
         _ => None,
     };
@@ -183,14 +206,24 @@ pub(crate) fn decode_handler(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Opti
         o.take("name");
     }
     let description = o.string(ctx, "description");
-    let builtin = o.name(ctx, "builtin");
-    let explicit = builtin.is_some();
-    let builtin = builtin.unwrap_or_else(|| name.to_owned());
-    execute_function(ctx, o.take("execute"), "this handler", &builtin, explicit);
-    o.finish(ctx, &["description", "builtin", "execute"]);
+    let explicit = o.name(ctx, "builtin");
+    let has_code = execute_function(
+        ctx,
+        o.take("execute"),
+        "execute",
+        "this handler",
+        explicit.as_deref(),
+    );
+    let code = crate::code::code_ref(ctx, &mut o, &["execute"], has_code);
+    let builtin = explicit.unwrap_or_else(|| name.to_owned());
+    o.finish(
+        ctx,
+        &["description", "builtin", "execute", "timeoutMs", "memoryMb"],
+    );
     Some(HandlerDef {
         name: name.to_owned(),
         description,
         builtin,
+        code,
     })
 }

@@ -87,8 +87,8 @@ codes! {
         "A package a definition imports (zod) is not installed in the project's `node_modules`.";
     TsSchema = "ts_schema", Error, "files",
         "A zod schema cannot be expressed as the JSON Schema models are sent (a date, a bigint, a custom type...).";
-    TsFunctionNotRun = "ts_function_not_run", Warning, "files",
-        "A `.ts` tool, hook or handler has an `execute` function (an effect a `handler` function, a thread endpoint its handler); duet evaluates definitions but does not run their functions yet, so the definition must say how it runs in Rust or declaratively.";
+    CodeAndBuiltin = "code_and_builtin", Error, "files",
+        "A hook, handler or effect has its own function (`execute`, an effect's `handler`) and names a Rust `builtin` too: it runs one way, so keep one.";
     WrongDefineFunction = "wrong_define_function", Error, "files",
         "A file calls the define function of another kind than its folder holds (`definePrompt` under `agents/agents/`).";
     DuplicateKey = "duplicate_key", Error, "files",

@@ -27,6 +27,7 @@
 mod agent;
 mod approval;
 mod cascade;
+mod code;
 mod compose;
 mod deadline;
 mod decision;
@@ -65,11 +66,13 @@ pub use agent::{
 pub use approval::{Approval, ApprovalWhen, Approvers, Decision, RememberScope};
 pub use cascade::order as order_issues;
 pub use compose::Builtins;
+pub use code::{CONFIG_FILES, CodeConfig, CodeRef, FetchConfig, HostKind};
 pub use deadline::{
     Deadline, DeadlineDefault, Escalation, MAX_DURATION_MS, format_duration, parse_duration,
 };
 pub use decode::nearest;
 pub use effect::EffectDef;
+pub use endpoint::{EndpointDef, EndpointMatch};
 pub use eval::{EvalError, EvalErrorKind, Evaluated, Evaluator, JsValue, ProviderValue};
 pub use fs::LoadError;
 pub use hook::{EXTENSION_HOOKS, HandlerDef, HookDef, NEVER_FIRED, THREAD_HOOKS, USER_HOOKS};

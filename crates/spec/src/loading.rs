@@ -58,7 +58,12 @@ impl Project {
             let evaluation = evaluations.get(&file.path);
             if endpoint::is_endpoint(&file.path) {
                 let text = String::from_utf8_lossy(&file.bytes);
-                issues.extend(endpoint::check(&file.path, &text, evaluation));
+                let (def, found) = endpoint::check(&file.path, &text, evaluation);
+                issues.extend(found);
+                project.endpoints.extend(def);
+            } else if crate::code::is_config(&file.path) {
+                let text = String::from_utf8_lossy(&file.bytes);
+                project.code = crate::code::decode_config(&file.path, &text, &mut issues);
             } else {
                 project.load_file(file, evaluation, &mut issues);
             }

@@ -275,6 +275,10 @@ pub struct Project {
     pub effects: BTreeMap<String, Defined<EffectDef>>,
     /// `agents/notifications/`, by file name (issue #31).
     pub notifications: BTreeMap<String, Defined<NotificationDef>>,
+    /// `agents/api/`'s thread endpoints, in file order (issue #33).
+    pub endpoints: Vec<crate::endpoint::EndpointDef>,
+    /// `agents/code.yaml`: how the project's own code runs (issue #33).
+    pub code: crate::code::CodeConfig,
     /// Every name a file declared, well-formed or not.
     pub(crate) declared: BTreeMap<Kind, BTreeMap<String, String>>,
     /// What could be read of agents whose files leave them incomplete, so their references

@@ -89,6 +89,7 @@ impl RemoteAgentDef {
             name: self.handler_name(),
             description: Some(format!("Speaks A2A to the remote agent `{}`.", self.name)),
             builtin: self.builtin(),
+            code: None,
         }
     }
 }

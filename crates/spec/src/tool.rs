@@ -50,6 +50,8 @@ pub enum ToolImpl {
     Result(String),
     /// `http`: an HTTP request made from templates over the arguments and env.
     Http(HttpCall),
+    /// `execute`: the tool's own function (a `.ts`/`.js` tool), run by the code host.
+    Code(crate::code::CodeRef),
     /// `effect` (a duet extension): a call schedules this effect (`agents/effects/`) with the
     /// call's arguments less [`ToolImpl::DELAY_ARG`] / [`ToolImpl::AT_ARG`], which say when.
     Effect(String),
@@ -126,6 +128,8 @@ const TOOL_FIELDS: &[&str] = &[
     "executionMode",
     "executionProvider",
     "approval",
+    "timeoutMs",
+    "memoryMb",
 ];
 
 pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolDef> {
@@ -202,24 +206,20 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolD
         o.take("executionMode");
         o.take("executionProvider");
     }
+    if let Some(code) = crate::code::code_ref(ctx, &mut o, &["execute"], execute_is_function) {
+        let span = execute.map_or(o.span, |n| n.span);
+        impls.push(("execute", ToolImpl::Code(code), span));
+    }
     let root_span = o.span;
     o.finish(ctx, TOOL_FIELDS);
 
     let implementation = match impls.len() {
         0 => {
-            if execute_is_function {
-                ctx.push(
-                    Issue::new(Code::TsFunctionNotRun, format!("tool `{name}` has an `execute` function; duet does not run a definition's functions yet, so this tool cannot run"))
-                        .at(ctx.file, "execute", Some(execute.map_or(root_span, |n| n.span)))
-                        .hint("add `builtin: NAME` (a tool registered in Rust), `result: TEMPLATE`, `http: { url }` or `effect: NAME`"),
-                );
-            } else {
-                ctx.push(
-                    Issue::new(Code::ToolNoImplementation, format!("tool `{name}` does not say how it runs"))
-                        .at(ctx.file, "", Some(root_span))
-                        .hint("add one of `builtin: NAME`, `result: TEMPLATE`, `http: { method, url, headers }` or `effect: NAME`"),
-                );
-            }
+            ctx.push(
+                Issue::new(Code::ToolNoImplementation, format!("tool `{name}` does not say how it runs"))
+                    .at(ctx.file, "", Some(root_span))
+                    .hint("add one of `execute` (a function, in a `.ts` tool), `builtin: NAME`, `result: TEMPLATE`, `http: { method, url, headers }` or `effect: NAME`"),
+            );
             None
         }
         1 => impls.pop().map(|(_, i, _)| i),
@@ -234,7 +234,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node, name: &str) -> Option<ToolD
                     ),
                 )
                 .at(ctx.file, names[1], Some(impls[1].2))
-                .hint("keep one of `builtin`, `result`, `http` and `effect`"),
+                .hint("keep one of `execute`, `builtin`, `result`, `http` and `effect`"),
             );
             None
         }
@@ -381,7 +381,7 @@ fn check_templates(
                 templates.push((format!("http.headers.{name}"), value, span));
             }
         }
-        ToolImpl::Builtin(_) | ToolImpl::Effect(_) => return,
+        ToolImpl::Builtin(_) | ToolImpl::Effect(_) | ToolImpl::Code(_) => return,
     }
     let known = args.map(schema::property_names).unwrap_or_default();
     for (field, template, span) in templates {

@@ -182,8 +182,13 @@ impl RuntimeBuilder {
 
     /// The runtime.
     pub fn build(self) -> Runtime {
-        let tools = Tools::new(self.project.clone(), self.tools, self.http, self.servers)
+        let mut tools = Tools::new(self.project.clone(), self.tools, self.http, self.servers)
             .with_code_schemas(self.code_schemas);
+        tools.hosting = crate::code::Hosting {
+            host: self.code_host,
+            fetcher: self.fetcher,
+        };
+        let hooks = self.hooks.with_code(&self.project, &tools.hosting);
         Runtime {
             inner: Arc::new(Inner {
                 project: self.project,
@@ -191,7 +196,7 @@ impl RuntimeBuilder {
                 providers: self.providers,
                 handlers: self.handlers,
                 effects: self.effects,
-                hooks: self.hooks,
+                hooks,
                 tools,
                 clock: self.clock,
                 lease_ms: self.lease_ms,
@@ -199,8 +204,6 @@ impl RuntimeBuilder {
                 timer_wakes: crate::store::WakeHub::default(),
                 capture_content: self.capture_content,
                 carrier: self.carrier,
-                code_host: self.code_host,
-                fetcher: self.fetcher,
                 models: Mutex::new(HashMap::new()),
                 runs: Runs::default(),
                 background: Background::default(),

@@ -58,7 +58,29 @@ impl Runtime {
                 timer.name, project.revision
             ));
         };
-        let Some(code) = self.inner.effects.get(&def.builtin).cloned() else {
+        let code: Option<std::sync::Arc<dyn crate::effect::Effect>> = match &def.code {
+            Some(_) if self.inner.effects.get(&def.builtin).is_some() => {
+                return never(format!(
+                    "effect `{}` is defined twice: by its own `handler` function and by the Rust \
+                     effect registered as `{}`; keep one",
+                    timer.name, def.builtin
+                ));
+            }
+            Some(own) => {
+                let file = project
+                    .effects
+                    .get(&timer.name)
+                    .map(|d| d.source.file.clone())
+                    .unwrap_or_default();
+                Some(std::sync::Arc::new(crate::code::run::CodeEffect {
+                    hosting: self.inner.tools.hosting.clone(),
+                    file,
+                    code: own.clone(),
+                }))
+            }
+            None => self.inner.effects.get(&def.builtin).cloned(),
+        };
+        let Some(code) = code else {
             return never(format!(
                 "effect `{}` needs the code registered as `{}`, which this runtime does not \
                  register (`RuntimeBuilder::effect(\"{}\", …)`)",

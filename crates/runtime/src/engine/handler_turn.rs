@@ -30,11 +30,30 @@ impl Runtime {
             cancel,
         } = *turn;
         let project = self.inner.project.clone();
-        let builtin = project
-            .handlers
-            .get(&cfg.handler)
-            .map_or(cfg.handler.as_str(), |h| h.def.builtin.as_str());
-        let Some(handler) = self.inner.handlers.get(builtin).cloned() else {
+        let defined = project.handlers.get(&cfg.handler);
+        let builtin = defined.map_or(cfg.handler.as_str(), |h| h.def.builtin.as_str());
+        let handler: Option<std::sync::Arc<dyn crate::handler::Handler>> =
+            match defined.and_then(|d| d.def.code.as_ref().map(|c| (d, c))) {
+                Some((d, _)) if self.inner.handlers.get(builtin).is_some() => {
+                    return self
+                        .step_error(
+                            t,
+                            &format!(
+                                "handler `{}` is defined twice: by its own `execute` in {} and by \
+                                 the Rust handler registered as `{builtin}`; keep one",
+                                cfg.handler, d.source.file
+                            ),
+                        )
+                        .await;
+                }
+                Some((d, code)) => Some(std::sync::Arc::new(crate::code::run::CodeHandler {
+                    hosting: self.inner.tools.hosting.clone(),
+                    file: d.source.file.clone(),
+                    code: code.clone(),
+                })),
+                None => self.inner.handlers.get(builtin).cloned(),
+            };
+        let Some(handler) = handler else {
             return self
                 .step_error(
                     t,
@@ -217,6 +236,12 @@ pub(super) fn commit_writes(
     commit.values.extend(writes.values);
     commit.timers.extend(writes.timers);
     commit.cancel_timers.extend(writes.cancel);
+    for (event, data) in writes.events {
+        let seq = t.take_seq();
+        commit
+            .records
+            .push(Record::new(seq, RecordBody::Emitted { event, data }, now));
+    }
     if let Some(text) = writes.status {
         t.status_text = Some(text.clone());
         let seq = t.take_seq();

@@ -273,6 +273,12 @@ impl Runtime {
         }
         match route {
             Route::Tool => {
+                if let Some(tool) = project.tools.get(&call.name)
+                    && let Some(duet_spec::ToolImpl::Code(code)) = &tool.def.implementation
+                {
+                    let file = tool.source.file.as_str();
+                    return self.code_tool(turn, call, step, (file, code)).await;
+                }
                 let ctx = ToolContext {
                     thread: step.thread.id,
                     idempotency_key: format!("{}:{}", step.thread.id, call.id),

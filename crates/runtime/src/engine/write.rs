@@ -284,6 +284,22 @@ fn hook_output(t: &mut Thread, hooks: &mut ActiveHooks, now: i64, commit: &mut C
     );
     let writes = hooks.take_writes();
     commit.values.extend(writes.values);
+    commit.enqueue.extend(writes.queued);
+    commit.timers.extend(writes.timers);
+    commit.cancel_timers.extend(writes.cancel);
+    for (event, data) in writes.events {
+        let seq = t.take_seq();
+        commit
+            .records
+            .push(Record::new(seq, RecordBody::Emitted { event, data }, now));
+    }
+    if let Some(text) = writes.status {
+        t.status_text = Some(text.clone());
+        let seq = t.take_seq();
+        commit
+            .records
+            .push(Record::new(seq, RecordBody::Status { text }, now));
+    }
     commit
         .messages
         .extend(writes.messages.into_iter().map(|(role, content, silent)| {

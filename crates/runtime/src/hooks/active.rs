@@ -38,6 +38,24 @@ impl Hooks {
                     .hooks
                     .get(&id)
                     .ok_or_else(|| format!("hook `{id}` is not defined"))?;
+                if def.def.code.is_some() {
+                    if self.0.contains_key(&def.def.builtin) {
+                        return Err(format!(
+                            "hook `{id}` is defined twice: by its own `execute` in {} and by the \
+                             Rust hook registered as `{}`; keep one",
+                            def.source.file, def.def.builtin
+                        ));
+                    }
+                    let hook = self.1.get(&id).cloned().ok_or_else(|| {
+                        format!("hook `{id}`'s code is not loaded in this runtime")
+                    })?;
+                    return Ok(Active {
+                        kind: def.def.hook.clone(),
+                        hook,
+                        id,
+                        source,
+                    });
+                }
                 let hook = self.0.get(&def.def.builtin).cloned().ok_or_else(|| {
                     let builtin = &def.def.builtin;
                     format!(
@@ -92,6 +110,22 @@ impl ActiveHooks {
             writes: Default::default(),
         });
         self
+    }
+
+    /// Adds what a step's `.ts` tool wrote through its `state` to what this step's hooks
+    /// wrote: the step's commit writes it (a tool call that failed wrote nothing).
+    pub(crate) fn absorb(&self, writes: crate::handler::Writes) {
+        if let Ok(mut w) = self.state.writes.lock() {
+            w.messages.extend(writes.injected);
+            w.values.extend(writes.values);
+            w.queued.extend(writes.queued);
+            if writes.status.is_some() {
+                w.status = writes.status;
+            }
+            w.timers.extend(writes.timers);
+            w.cancel.extend(writes.cancel);
+            w.events.extend(writes.events);
+        }
     }
 
     /// What the hooks wrote so far (taken: the next commit writes it).

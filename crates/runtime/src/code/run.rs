@@ -1,0 +1,152 @@
+//! A definition's code called with a [`ThreadState`]: [`CodeHandler`] (a TS handler takes a
+//! side's turns exactly as a Rust one: the same [`Handler`] port), [`CodeEffect`] (an effect's
+//! body, the [`Effect`] port) and [`call_tool`] (a TS tool's `execute`). What the code wrote
+//! is in the state's buffered writes; its failure is the delivery's error, the effect
+//! attempt's, or the tool's error result.
+
+use async_trait::async_trait;
+use duet_spec::{CodeConfig, CodeRef};
+use serde_json::Value;
+
+use super::fetch::Fetches;
+use super::shape;
+use super::state::StateBridge;
+use crate::code::{CodeCall, CodeError, CodeLimits, Hosting};
+use crate::effect::Effect;
+use crate::handler::{Handler, HandlerError, ThreadState};
+use crate::tools::ToolResult;
+use crate::types::Message;
+
+/// The limits a definition's code runs under: the project's, with the definition's own.
+pub(crate) fn limits(config: &CodeConfig, code: &CodeRef) -> CodeLimits {
+    let project = CodeLimits {
+        deadline: std::time::Duration::from_millis(config.timeout_ms),
+        memory: usize::try_from(config.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+    };
+    project.with(code.timeout_ms, code.memory_mb)
+}
+
+/// `call` run by `hosting` with `state` as its ThreadState.
+async fn run_with_state(
+    hosting: &Hosting,
+    what: &str,
+    call: CodeCall,
+    state: &mut ThreadState<'_>,
+    can_stop: bool,
+) -> Result<Value, CodeError> {
+    let host = hosting.host(what)?.clone();
+    let mut bridge = StateBridge {
+        fetches: Fetches::new(hosting.fetcher.clone(), &call.thread, &call.call),
+        state,
+        can_stop,
+    };
+    host.call(call, &mut bridge).await
+}
+
+/// The call of `file`'s function at `code` with `args`, for `state`'s thread.
+fn call_of(
+    state: &ThreadState<'_>,
+    file: &str,
+    code: &CodeRef,
+    args: Vec<Value>,
+    call: String,
+    running: bool,
+) -> CodeCall {
+    let execution = running.then(|| shape::execution(state.thread, state.side));
+    CodeCall {
+        file: file.to_owned(),
+        entry: code.entry.clone(),
+        args,
+        state: shape::state(state.thread, state.arguments, execution),
+        thread: state.thread.key.clone(),
+        call,
+        limits: limits(&state.project.code, code),
+    }
+}
+
+/// A failure in words, for a journal or a model: the message, and the stack when the host has
+/// one.
+pub(crate) fn described(e: &CodeError) -> String {
+    match &e.stack {
+        Some(stack) if !stack.trim().is_empty() => format!("{}\n{}", e.message, stack.trim()),
+        _ => e.message.clone(),
+    }
+}
+
+/// A TS handler (`defineHandler({ execute })`): `execute(state, message)` per delivery.
+pub(crate) struct CodeHandler {
+    pub(crate) hosting: Hosting,
+    pub(crate) file: String,
+    pub(crate) code: CodeRef,
+}
+
+#[async_trait]
+impl Handler for CodeHandler {
+    async fn handle(
+        &self,
+        state: &mut ThreadState<'_>,
+        message: &Message,
+    ) -> Result<(), HandlerError> {
+        let call = call_of(
+            state,
+            &self.file,
+            &self.code,
+            vec![shape::message(message)],
+            format!("handler:{}", message.seq),
+            true,
+        );
+        run_with_state(&self.hosting, "this handler", call, state, true)
+            .await
+            .map(|_| ())
+            .map_err(|e| HandlerError::new(described(&e)))
+    }
+}
+
+/// A TS effect's body (`defineEffect(description, args, handler)`): `handler(state, args)`.
+pub(crate) struct CodeEffect {
+    pub(crate) hosting: Hosting,
+    pub(crate) file: String,
+    pub(crate) code: CodeRef,
+}
+
+#[async_trait]
+impl Effect for CodeEffect {
+    async fn run(&self, state: &mut ThreadState<'_>, args: &Value) -> Result<(), HandlerError> {
+        let call = call_of(
+            state,
+            &self.file,
+            &self.code,
+            vec![args.clone()],
+            format!("effect:{}", state.thread.next_seq),
+            false,
+        );
+        run_with_state(&self.hosting, "this effect", call, state, false)
+            .await
+            .map(|_| ())
+            .map_err(|e| HandlerError::new(described(&e)))
+    }
+}
+
+/// Runs TS tool `name`'s `execute(state, args)` (its file `file`) for call `call_id`: its
+/// result as the spec's shapes allow (a string, `{status, result}`, `{status: 'error', error}`),
+/// a failure as an error result the model sees.
+pub(crate) async fn call_tool(
+    hosting: &Hosting,
+    state: &mut ThreadState<'_>,
+    (name, file, code): (&str, &str, &CodeRef),
+    args: &Value,
+    call_id: &str,
+) -> ToolResult {
+    let call = call_of(
+        state,
+        file,
+        code,
+        vec![args.clone()],
+        format!("tool:{call_id}"),
+        true,
+    );
+    match run_with_state(hosting, &format!("tool `{name}`"), call, state, false).await {
+        Ok(value) => shape::tool_result_of(&value),
+        Err(e) => ToolResult::error(format!("Failed to execute tool `{name}`: {}", e.message)),
+    }
+}
