@@ -15,7 +15,8 @@
 //! - `Idempotency-Key` (the call's key, stable across a redone step) on a method that is not
 //!   GET, HEAD or OPTIONS, unless the code set one; the headers that describe a connection
 //!   (`Host`, `Connection`, `Content-Length`, `Transfer-Encoding`…) are the client's, the
-//!   code's are dropped.
+//!   code's are dropped. Without the code's own, `User-Agent: duet/<version>` and `Accept: */*`
+//!   (as Node's `fetch` sends its own: some APIs refuse a request without `User-Agent`).
 //! - Messages show a URL without its query, which often holds a key.
 
 use std::time::Duration;
@@ -167,11 +168,13 @@ impl CodeFetcher {
                 })
                 .collect();
             let body = read_capped(response, self.policy.max_response_bytes, &hop.url).await?;
+            // A response's URL has no fragment (the Fetch standard's `Response.url`).
+            hop.url.set_fragment(None);
             return Ok(FetchResponse {
                 status,
                 headers,
                 body,
-                url: hop.url.to_string(),
+                url: hop.url.into(),
             });
         }
     }

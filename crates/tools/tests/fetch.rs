@@ -126,7 +126,18 @@ async fn an_exact_loopback_grant_is_reached_with_the_request_as_sent() {
     );
 
     get(&f, &url).await.expect("an answer");
-    assert!(server.next().await.header("idempotency-key").is_none());
+    let sent = server.next().await;
+    assert!(sent.header("idempotency-key").is_none());
+    // What fetch sends when the code does not say, and the code's own when it does.
+    assert!(sent.all("user-agent")[0].starts_with("duet/"), "{sent:?}");
+    assert_eq!(sent.all("accept"), ["*/*"]);
+    let own = [("User-Agent", "lookup/1.0"), ("Accept", "application/json")];
+    f.fetch(request("GET", &url, &own, None))
+        .await
+        .expect("an answer");
+    let sent = server.next().await;
+    assert_eq!(sent.all("user-agent"), ["lookup/1.0"]);
+    assert_eq!(sent.all("accept"), ["application/json"]);
 
     f.fetch(request(
         "DELETE",
@@ -303,6 +314,7 @@ async fn an_entry_that_is_not_a_host_refuses_every_request() {
         "*.10.0.0.1",
         "user@api.example.com",
         "api.example.com/v1",
+        "::1",
         "",
     ] {
         let policy = FetchPolicy {

@@ -108,6 +108,9 @@ impl Entry {
 
 /// `host` and its port from `host[:port]` or `[v6][:port]`.
 fn split_port(t: &str) -> Result<(&str, Option<u16>), String> {
+    if !t.starts_with('[') && t.matches(':').count() > 1 {
+        return Err("write an IPv6 address in brackets, as in `[::1]:9000`".to_owned());
+    }
     let (host, port) = if t.starts_with('[') {
         let end = t.find(']').ok_or("an IPv6 address's `[` is not closed")?;
         let (host, rest) = t.split_at(end + 1);

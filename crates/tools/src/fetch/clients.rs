@@ -8,6 +8,8 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
+use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
+
 /// How many pinned clients are kept.
 const KEPT: usize = 32;
 
@@ -62,9 +64,7 @@ impl Clients {
         kept.push_back((pin, client.clone()));
         Ok(client)
     }
-}
 
-impl Clients {
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(Pin, reqwest::Client)>> {
         // A panic elsewhere while holding it left a list of clients, each still sound.
         self.pinned
@@ -74,13 +74,54 @@ impl Clients {
 }
 
 fn build(pin: Option<(&str, &[SocketAddr])>) -> Result<reqwest::Client, String> {
+    // What `fetch` sends when the code does not say (as Node's does: some APIs refuse a
+    // request without `User-Agent`).
+    let mut defaults = HeaderMap::new();
+    defaults.insert(ACCEPT, HeaderValue::from_static("*/*"));
     let mut builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .no_proxy();
+        .no_proxy()
+        .user_agent(concat!("duet/", env!("CARGO_PKG_VERSION")))
+        .default_headers(defaults);
     if let Some((host, addrs)) = pin {
         builder = builder.resolve_to_addrs(host, addrs);
     }
     builder
         .build()
         .map_err(|e| format!("fetch cannot start its HTTP client: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_resolved_the_same_way_reuses_its_client_and_the_oldest_goes_first() {
+        let clients = Clients::new();
+        let a: SocketAddr = "93.184.215.14:443".parse().expect("an address");
+        let b: SocketAddr = "[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:443"
+            .parse()
+            .expect("an address");
+        clients
+            .pinned("api.example.com", &[a, b])
+            .expect("a client");
+        clients
+            .pinned("api.example.com", &[b, a])
+            .expect("a client");
+        assert_eq!(
+            clients.lock().len(),
+            1,
+            "the same addresses in another order"
+        );
+        clients.pinned("api.example.com", &[a]).expect("a client");
+        assert_eq!(clients.lock().len(), 2, "other addresses, another client");
+        for n in 0..KEPT {
+            clients
+                .pinned(&format!("h{n}.example.com"), &[a])
+                .expect("a client");
+        }
+        let kept = clients.lock();
+        assert_eq!(kept.len(), KEPT);
+        assert!(kept.iter().all(|((host, _), _)| host != "api.example.com"));
+    }
 }

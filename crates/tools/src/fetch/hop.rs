@@ -57,8 +57,11 @@ impl Hop {
         request: &duet_runtime::FetchRequest,
         max_body: u64,
     ) -> Result<Hop, String> {
-        let url = Url::parse(&request.url)
-            .map_err(|e| format!("fetch is refused: `{}` is not a URL: {e}", request.url))?;
+        let url = Url::parse(&request.url).map_err(|e| {
+            // Shown up to its query, which often holds a key.
+            let shown = request.url.split(['?', '#']).next().unwrap_or_default();
+            format!("fetch is refused: `{shown}` is not a URL: {e}")
+        })?;
         let refused = |why: String| format!("fetch to `{}` is refused: {why}", Shown(&url));
         let method = Method::from_bytes(request.method.as_bytes())
             .map_err(|_| refused(format!("`{}` is not an HTTP method", request.method)))?;
@@ -88,11 +91,13 @@ impl Hop {
             headers.append(name, value);
         }
         let own_key = headers.contains_key(IDEMPOTENCY_KEY);
-        let key = HeaderValue::from_str(&request.idempotency_key).ok();
+        let key = HeaderValue::from_str(&request.idempotency_key)
+            .ok()
+            .filter(|k| !k.is_empty());
         if key.is_none() {
             tracing::warn!(
                 target: "duet::code",
-                "the call's idempotency key cannot be a header value; fetch sends none"
+                "the call's idempotency key is empty or cannot be a header value; fetch sends none"
             );
         }
         let mut hop = Hop {
