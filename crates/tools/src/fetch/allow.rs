@@ -213,7 +213,7 @@ impl Allowlist {
             Host::Ipv4(v4) => IpAddr::V4(v4),
             Host::Ipv6(v6) => IpAddr::V6(v6),
         };
-        judge(&authority, &ip.to_string(), &[SocketAddr::new(ip, port)])?;
+        guard(&authority, &ip.to_string(), &[SocketAddr::new(ip, port)])?;
         Ok(Route::Public)
     }
 
@@ -221,7 +221,7 @@ impl Allowlist {
     /// it resolved to: every one public, or refused (a name is never an explicit grant).
     pub fn judge(url: &Url, host: &str, resolved: &[SocketAddr]) -> Result<(), String> {
         let shown = url.host().map(|h| Authority(&h, url.port()).to_string());
-        judge(&shown.as_deref().unwrap_or(host), host, resolved)
+        guard(&shown.as_deref().unwrap_or(host), host, resolved)
     }
 
     /// [`Allowlist::route`], then for a name [`Allowlist::judge`] on `resolved` (standing for
@@ -253,12 +253,13 @@ impl Allowlist {
 }
 
 /// The guard: `addrs` (what `host` is or resolved to) all public, or the refusal.
-fn judge(target: &dyn fmt::Display, host: &str, addrs: &[SocketAddr]) -> Result<(), String> {
-    duet_net::judge(host, addrs).map_err(|why| {
-        format!(
+fn guard(target: &dyn fmt::Display, host: &str, addrs: &[SocketAddr]) -> Result<(), String> {
+    duet_net::judge(host, addrs).map_err(|why| match why {
+        duet_net::TargetError::Refused { .. } => format!(
             "fetch to `{target}` is refused: {why}; only an allow entry that is an IP address \
              with a port, such as `127.0.0.1:8080`, reaches a private address"
-        )
+        ),
+        _ => format!("fetch to `{target}` failed: {why}"),
     })
 }
 
