@@ -1,5 +1,6 @@
 //! Tools for duet that reach out of the process: the project's `http` tools ([`HttpClient`],
-//! on `reqwest`) and the MCP servers it declares in `agents/mcp/` ([`McpServer`], on `rmcp`).
+//! on `reqwest`), code's `fetch` ([`CodeFetcher`], on `reqwest` too) and the MCP servers it
+//! declares in `agents/mcp/` ([`McpServer`], on `rmcp`).
 //! This is the only crate that names `rmcp`; the runtime knows them only through its
 //! [`duet_runtime::HttpTools`] and [`duet_runtime::ToolServer`] ports.
 //!
@@ -11,12 +12,14 @@
 //! # }
 //! ```
 
+mod fetch;
 mod http;
 pub mod mcp;
 pub mod secrets;
 
 use std::path::Path;
 
+pub use fetch::{Allowlist, CodeFetcher, FetchPolicy, Route};
 pub use http::HttpClient;
 pub use mcp::McpServer;
 
