@@ -85,7 +85,11 @@ impl crate::Project {
     /// match, the one whose segments, left to right, are most specific (static over `[name]`
     /// over `[*]`). `Err` with the methods the path answers when it matches only under others
     /// (a 405), `Ok(None)` when nothing matches (a 404).
-    pub fn endpoint(&self, method: &str, path: &str) -> Result<Option<EndpointMatch<'_>>, Vec<String>> {
+    pub fn endpoint(
+        &self,
+        method: &str,
+        path: &str,
+    ) -> Result<Option<EndpointMatch<'_>>, Vec<String>> {
         let method = method.to_ascii_uppercase();
         // HEAD is answered by a GET endpoint when there is no HEAD one.
         let mut best: Option<(Vec<Rank>, EndpointMatch<'_>)> = None;
