@@ -12,14 +12,18 @@ mod describe;
 mod engine;
 mod evaluate;
 mod failure;
+mod host;
 mod options;
 mod resolve;
+mod sandbox;
 mod strip;
+mod thrown;
 
 use std::path::{Path, PathBuf};
 
 pub use args::ZodArgs;
 pub use evaluate::JsEvaluator;
+pub use host::{EmbeddedHost, HostOptions};
 pub use options::EvalOptions;
 
 use duet_spec::{LoadError, Loaded, Project};
