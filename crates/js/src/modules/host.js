@@ -75,23 +75,42 @@
   ];
 
   // The spec's ThreadState for one call: the runtime's snapshot, a fresh `context`, and methods
-  // that ask the runtime. A child's methods name it (`$thread`).
+  // that ask the runtime. The methods live on one shared prototype and are made for a state the
+  // first time it reads them (most calls use few of some forty), bound to it, so
+  // `const { getValue } = state` works too. A child's methods name it (`$thread`).
+  const CALL = Symbol("duet.call");
+  const methods = {};
+  function method(member, make) {
+    Object.defineProperty(methods, member, {
+      get() {
+        const f = make(this[CALL]);
+        Object.defineProperty(this, member, { value: f, writable: true, configurable: true });
+        return f;
+      },
+      set(value) {
+        Object.defineProperty(this, member, { value, writable: true, configurable: true, enumerable: true });
+      },
+    });
+  }
+  for (const [member, params] of Object.entries(PARAMS)) {
+    method(member, ({ token, thread }) => (...a) => later(token, member, params(...a), thread));
+  }
+  for (const [member, params] of Object.entries(SYNC)) {
+    method(member, ({ token, thread }) => (...a) => now(token, member, params(...a), thread));
+  }
+  for (const member of POSITIONAL) {
+    method(member, ({ token, thread }) => (...args) => later(token, member, { args }, thread));
+  }
+  method("getChildThread", ({ token, thread }) => (referenceId) =>
+    later(token, "getChildThread", { referenceId }, thread).then((child) =>
+      child === null || child === undefined ? null : makeState(token, child, String(referenceId))));
+  Object.freeze(methods);
+
   function makeState(token, snapshot, thread) {
-    const state = {};
+    const state = Object.create(methods);
+    Object.defineProperty(state, CALL, { value: Object.freeze({ token, thread }) });
     if (snapshot !== null && typeof snapshot === "object") Object.assign(state, snapshot);
     state.context = {};
-    for (const [member, params] of Object.entries(PARAMS)) {
-      state[member] = (...a) => later(token, member, params(...a), thread);
-    }
-    for (const [member, params] of Object.entries(SYNC)) {
-      state[member] = (...a) => now(token, member, params(...a), thread);
-    }
-    for (const member of POSITIONAL) {
-      state[member] = (...args) => later(token, member, { args }, thread);
-    }
-    state.getChildThread = (referenceId) =>
-      later(token, "getChildThread", { referenceId }, thread).then((child) =>
-        child === null || child === undefined ? null : makeState(token, child, String(referenceId)));
     return state;
   }
 
