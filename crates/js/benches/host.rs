@@ -52,8 +52,15 @@ fn main() {
     std::fs::create_dir_all(dir.join("agents/tools")).expect("scratch");
     std::fs::write(dir.join("agents/tools/count.ts"), TOOL).expect("write");
     let node_modules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/node/node_modules");
-    let host = EmbeddedHost::new(&dir, vec![node_modules], HostOptions { workers: 1 })
-        .expect("a host");
+    let host = EmbeddedHost::new(
+        &dir,
+        vec![node_modules],
+        HostOptions {
+            workers: 1,
+            ..HostOptions::default()
+        },
+    )
+    .expect("a host");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -71,7 +78,10 @@ fn main() {
         let start = Instant::now();
         let out = host.call(call(true), &mut Answers).await.expect("runs");
         assert_eq!(out, json!({ "n": 42, "region": "eu" }));
-        println!("host/cold first call (engine + zod + the tool loaded): {:?}", start.elapsed());
+        println!(
+            "host/cold first call (engine + zod + the tool loaded): {:?}",
+            start.elapsed()
+        );
         for (name, touch) in [("three state calls", true), ("no state call", false)] {
             let mut times = Vec::with_capacity(runs);
             for _ in 0..runs {

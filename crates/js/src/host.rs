@@ -19,6 +19,7 @@ mod worker;
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use duet_runtime::{Bridge, CodeCall, CodeError, CodeErrorKind, CodeHost};
@@ -32,11 +33,18 @@ use pool::{Event, Job, Pool};
 pub struct HostOptions {
     /// Engine threads, each running one call at a time (at least one).
     pub workers: usize,
+    /// The most loading a file and its imports into an engine may take (once per file and
+    /// engine, before the call's own deadline starts; a call's deadline, if longer, applies
+    /// instead). As long as evaluating a definition may take by default.
+    pub load_deadline: Duration,
 }
 
 impl Default for HostOptions {
     fn default() -> Self {
-        HostOptions { workers: 4 }
+        HostOptions {
+            workers: 4,
+            load_deadline: Duration::from_secs(2),
+        }
     }
 }
 
@@ -69,7 +77,7 @@ impl EmbeddedHost {
             ..Modules::default()
         };
         Ok(EmbeddedHost {
-            pool: Pool::new(options.workers.max(1), modules)?,
+            pool: Pool::new(&options, modules)?,
         })
     }
 }

@@ -43,6 +43,11 @@ impl Watch {
         *self.cancelled.borrow_mut() = cancelled;
     }
 
+    /// Moves the deadline to `deadline`, keeping what else is armed.
+    pub(crate) fn extend(&self, deadline: Instant) {
+        self.deadline.set(deadline);
+    }
+
     /// The deadline armed last.
     pub(crate) fn deadline(&self) -> Instant {
         self.deadline.get()

@@ -31,8 +31,6 @@ const GLUE_DEADLINE: Duration = Duration::from_secs(5);
 const GLUE_MEMORY: usize = 64 << 20;
 /// How often (in calls) an engine's heap is measured when no module was loaded.
 const CHECK_EVERY: u32 = 64;
-/// Globals of QuickJS's full context that code gets no use from here.
-const UNWANTED_GLOBALS: &[&str] = &["gc", "os", "std", "print", "scriptArgs", "bjson"];
 
 pub(crate) struct HostEngine {
     // Held values go before the context: they must be released while it lives (see `Drop`).
@@ -44,12 +42,13 @@ pub(crate) struct HostEngine {
     context: Context,
     /// The heap after the last call that loaded modules: what the engine holds for the project.
     resident: usize,
+    load_deadline: Duration,
     calls: u32,
 }
 
 impl HostEngine {
-    /// A new engine resolving modules as `modules` says.
-    pub(crate) fn new(modules: Modules) -> Result<HostEngine, String> {
+    /// A new engine resolving modules as `modules` says, loading a file within `load_deadline`.
+    pub(crate) fn new(modules: Modules, load_deadline: Duration) -> Result<HostEngine, String> {
         let modules = Rc::new(RefCell::new(modules));
         let (context, watch) = sandbox::start(GLUE_MEMORY, modules.clone())?;
         watch.arm(Instant::now() + GLUE_DEADLINE, None);
@@ -76,6 +75,7 @@ impl HostEngine {
             watch,
             context,
             resident,
+            load_deadline,
             calls: 0,
         })
     }
@@ -97,8 +97,9 @@ impl HostEngine {
         let token = f64::from(self.calls);
         *self.current.borrow_mut() = Some(Link::new(token, events.clone(), call));
         let gone = events.clone();
+        let loading = self.load_deadline.max(call.limits.deadline);
         self.watch.arm(
-            Instant::now() + call.limits.deadline,
+            Instant::now() + loading,
             Some(Box::new(move || gone.is_closed())),
         );
         let ceiling = self.resident.saturating_add(call.limits.memory);
@@ -121,6 +122,7 @@ impl HostEngine {
         let facts = Facts {
             file: &call.file,
             limits: call.limits,
+            load_deadline: loading,
             stop,
             waited_for,
             out_of_memory,
@@ -155,8 +157,10 @@ impl HostEngine {
             Ok(n) => n,
             Err(e) => return Raw::Import(Thrown::from(&e)),
         };
-        // What loading the module rejected is the module's, not this call's.
+        // What loading the module rejected is the module's, not this call's; its deadline starts
+        // now.
         self.rejections.clear(ctx);
+        self.watch.extend(Instant::now() + call.limits.deadline);
         let started = self.start(ctx, token, call, namespace).catch(ctx);
         let progress = match started {
             Ok(b) => b,
@@ -221,12 +225,7 @@ fn install<'js>(
         eval(script)?.call::<_, ()>((web.clone(),))?;
     }
     let (bridge, log) = bridge::functions(ctx, current, watch)?;
-    let run = eval(HOST)?.call((web, bridge, log))?;
-    let globals = ctx.globals();
-    for name in UNWANTED_GLOBALS {
-        globals.remove(*name)?;
-    }
-    Ok(run)
+    eval(HOST)?.call((web, bridge, log))
 }
 
 /// What the box held.

@@ -1,6 +1,8 @@
 //! What a call came to, in the contract's terms: the function's result as JSON, or a
 //! [`CodeError`] of the right kind whose message says what happened in the author's terms.
 
+use std::time::Duration;
+
 use duet_runtime::{CodeError, CodeErrorKind, CodeLimits};
 
 use crate::resolve::Modules;
@@ -51,6 +53,8 @@ impl Raw {
 pub(crate) struct Facts<'a> {
     pub(crate) file: &'a str,
     pub(crate) limits: CodeLimits,
+    /// What loading the file was given.
+    pub(crate) load_deadline: Duration,
     pub(crate) stop: Option<Stop>,
     /// The member it was waiting on when its deadline passed.
     pub(crate) waited_for: Option<String>,
@@ -67,6 +71,16 @@ pub(crate) fn settle(
     modules: &Modules,
 ) -> Result<serde_json::Value, CodeError> {
     let whose = whose(facts.file);
+    if let (Raw::Import(_), Some(Stop::Deadline)) = (&raw, facts.stop) {
+        return Err(CodeError::new(
+            CodeErrorKind::Load,
+            format!(
+                "loading {} took longer than {} ms and was stopped: a module's top-level code must finish",
+                facts.file,
+                facts.load_deadline.as_millis()
+            ),
+        ));
+    }
     match facts.stop {
         Some(Stop::Deadline) => {
             let waiting = facts

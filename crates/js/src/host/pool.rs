@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use duet_runtime::{CodeCall, CodeError, CodeErrorKind};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::HostOptions;
 use super::worker::Worker;
 use crate::options::THREAD_STACK;
 use crate::resolve::Modules;
@@ -36,17 +37,17 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    /// `workers` threads, each resolving modules as `modules` says.
-    pub(crate) fn new(workers: usize, modules: Modules) -> io::Result<Pool> {
+    /// `options.workers` threads, each resolving modules as `modules` says.
+    pub(crate) fn new(options: &HostOptions, modules: Modules) -> io::Result<Pool> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
-        for n in 0..workers {
+        for n in 0..options.workers.max(1) {
             let queue = queue.clone();
-            let modules = modules.fresh();
+            let (modules, load_deadline) = (modules.fresh(), options.load_deadline);
             std::thread::Builder::new()
                 .name(format!("duet-js-host-{n}"))
                 .stack_size(THREAD_STACK)
-                .spawn(move || serve(Worker::new(modules), &queue))?;
+                .spawn(move || serve(Worker::new(modules, load_deadline), &queue))?;
         }
         Ok(Pool { jobs })
     }

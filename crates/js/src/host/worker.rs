@@ -2,6 +2,7 @@
 //! that left it unfit, and how a job becomes the caller's outcome.
 
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use duet_runtime::{CodeCall, CodeError, CodeErrorKind};
 use tokio::sync::mpsc::UnboundedSender;
@@ -13,13 +14,15 @@ use crate::resolve::Modules;
 pub(crate) struct Worker {
     /// The project, as each new engine resolves it.
     project: Modules,
+    load_deadline: Duration,
     engine: Option<HostEngine>,
 }
 
 impl Worker {
-    pub(crate) fn new(project: Modules) -> Worker {
+    pub(crate) fn new(project: Modules, load_deadline: Duration) -> Worker {
         Worker {
             project,
+            load_deadline,
             engine: None,
         }
     }
@@ -50,7 +53,7 @@ impl Worker {
     ) -> Result<serde_json::Value, CodeError> {
         let mut engine = match self.engine.take() {
             Some(engine) => engine,
-            None => HostEngine::new(self.project.fresh())
+            None => HostEngine::new(self.project.fresh(), self.load_deadline)
                 .map_err(|message| CodeError::new(CodeErrorKind::Crashed, message))?,
         };
         let (outcome, sound) = engine.call(call, events);

@@ -7,7 +7,9 @@ use std::time::Duration;
 use duet_runtime::{CodeErrorKind, CodeLimits};
 use serde_json::json;
 
-use crate::support::{call, host, run};
+use duet_js::HostOptions;
+
+use crate::support::{call, host, host_with, run};
 
 const BOOM: &str = r#"import { defineTool } from '@standardagents/spec';
 
@@ -229,6 +231,36 @@ async fn a_file_outside_the_project_is_refused() {
         .await
         .expect_err("refused");
     assert_eq!(e.kind, CodeErrorKind::Load);
+}
+
+#[tokio::test]
+async fn a_file_whose_loading_does_not_finish_is_stopped_and_the_next_call_works() {
+    let host = host_with(
+        &[
+            (
+                "agents/tools/forever.ts",
+                "while (true) {}\nexport default { execute: () => 1 };\n",
+            ),
+            (
+                "agents/tools/fine.ts",
+                "export default { execute: () => 'fine' };\n",
+            ),
+        ],
+        HostOptions {
+            workers: 1,
+            load_deadline: Duration::from_millis(300),
+        },
+    );
+    let mut c = call("agents/tools/forever.ts", vec![]);
+    c.limits.deadline = Duration::from_millis(100);
+    let e = run(&host, c).await.expect_err("stopped");
+    assert_eq!(e.kind, CodeErrorKind::Load);
+    assert_eq!(
+        e.message,
+        "loading agents/tools/forever.ts took longer than 300 ms and was stopped: a module's top-level code must finish"
+    );
+    let next = run(&host, call("agents/tools/fine.ts", vec![])).await;
+    assert_eq!(next, Ok(json!("fine")));
 }
 
 #[tokio::test]

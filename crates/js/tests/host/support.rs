@@ -39,12 +39,18 @@ pub(crate) fn project(files: &[(&str, &str)]) -> PathBuf {
 
 /// A host over a scratch project holding `files`, with `workers` engine threads.
 pub(crate) fn host(files: &[(&str, &str)], workers: usize) -> EmbeddedHost {
-    EmbeddedHost::new(
-        &project(files),
-        vec![node_modules()],
-        HostOptions { workers },
+    host_with(
+        files,
+        HostOptions {
+            workers,
+            ..HostOptions::default()
+        },
     )
-    .expect("a host")
+}
+
+/// A host over a scratch project holding `files`, with `options`.
+pub(crate) fn host_with(files: &[(&str, &str)], options: HostOptions) -> EmbeddedHost {
+    EmbeddedHost::new(&project(files), vec![node_modules()], options).expect("a host")
 }
 
 /// A call of `file`'s `execute` with `args`, for thread `t-1`.
