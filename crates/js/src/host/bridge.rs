@@ -45,17 +45,24 @@ impl Link {
 /// The call running now, if any.
 pub(crate) type Current = Rc<RefCell<Option<Link>>>;
 
+/// Told when the call starts (`true`) and stops (`false`) waiting on the bridge.
+pub(crate) type OnWait = Rc<dyn Fn(bool)>;
+
 /// `bridge(token, member, paramsJson) -> answerJson` and `log(level, message)`.
 pub(crate) fn functions<'js>(
     ctx: &Ctx<'js>,
     current: &Current,
     watch: &Rc<Watch>,
+    on_wait: &OnWait,
 ) -> rquickjs::Result<(Function<'js>, Function<'js>)> {
-    let (link, w) = (current.clone(), watch.clone());
+    let (link, w, on_wait) = (current.clone(), watch.clone(), on_wait.clone());
     let bridge = Function::new(
         ctx.clone(),
         move |ctx: Ctx<'js>, token: f64, member: String, params: String| {
-            ask(&link, &w, token, &member, &params).map_err(|m| Exception::throw_message(&ctx, &m))
+            on_wait(true);
+            let answer = ask(&link, &w, token, &member, &params);
+            on_wait(false);
+            answer.map_err(|m| Exception::throw_message(&ctx, &m))
         },
     )?;
     let link = current.clone();

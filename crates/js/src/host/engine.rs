@@ -11,7 +11,7 @@ use rquickjs::context::EvalOptions;
 use rquickjs::{CatchResultExt, Context, Ctx, Function, Module, Object, Persistent};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::bridge::{self, Current, Link};
+use super::bridge::{self, Current, Link, OnWait};
 use super::outcome::{self, Facts, Ran, Raw};
 use super::pool::Event;
 use super::rejections::Rejections;
@@ -48,7 +48,11 @@ pub(crate) struct HostEngine {
 
 impl HostEngine {
     /// A new engine resolving modules as `modules` says, loading a file within `load_deadline`.
-    pub(crate) fn new(modules: Modules, load_deadline: Duration) -> Result<HostEngine, String> {
+    pub(crate) fn new(
+        modules: Modules,
+        load_deadline: Duration,
+        on_wait: &OnWait,
+    ) -> Result<HostEngine, String> {
         let modules = Rc::new(RefCell::new(modules));
         let (context, watch) = sandbox::start(GLUE_MEMORY, modules.clone())?;
         watch.arm(Instant::now() + GLUE_DEADLINE, None);
@@ -61,7 +65,7 @@ impl HostEngine {
             )));
         let current = Current::default();
         let run = context.with(|ctx| {
-            install(&ctx, &current, &watch)
+            install(&ctx, &current, &watch, on_wait)
                 .catch(&ctx)
                 .map(|run| Persistent::save(&ctx, run))
                 .map_err(|e| format!("cannot start the JavaScript engine: {e}"))
@@ -213,6 +217,7 @@ fn install<'js>(
     ctx: &Ctx<'js>,
     current: &Current,
     watch: &Rc<Watch>,
+    on_wait: &OnWait,
 ) -> rquickjs::Result<Function<'js>> {
     let eval = |(name, source): (&str, &str)| {
         let mut options = EvalOptions::default();
@@ -224,7 +229,7 @@ fn install<'js>(
     for script in WEB {
         eval(script)?.call::<_, ()>((web.clone(),))?;
     }
-    let (bridge, log) = bridge::functions(ctx, current, watch)?;
+    let (bridge, log) = bridge::functions(ctx, current, watch, on_wait)?;
     eval(HOST)?.call((web, bridge, log))
 }
 

@@ -2,27 +2,33 @@
 //! that left it unfit, and how a job becomes the caller's outcome.
 
 use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use duet_runtime::{CodeCall, CodeError, CodeErrorKind};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::bridge::OnWait;
 use super::engine::HostEngine;
-use super::pool::{Event, Job};
+use super::pool::{Crew, Event, Job};
 use crate::resolve::Modules;
 
 pub(crate) struct Worker {
     /// The project, as each new engine resolves it.
     project: Modules,
     load_deadline: Duration,
+    /// Told when a call starts and stops waiting on the bridge.
+    on_wait: OnWait,
     engine: Option<HostEngine>,
 }
 
 impl Worker {
-    pub(crate) fn new(project: Modules, load_deadline: Duration) -> Worker {
+    pub(crate) fn new(project: Modules, load_deadline: Duration, crew: Arc<Crew>) -> Worker {
         Worker {
             project,
             load_deadline,
+            on_wait: Rc::new(move |starts| crew.waiting(starts)),
             engine: None,
         }
     }
@@ -53,7 +59,7 @@ impl Worker {
     ) -> Result<serde_json::Value, CodeError> {
         let mut engine = match self.engine.take() {
             Some(engine) => engine,
-            None => HostEngine::new(self.project.fresh(), self.load_deadline)
+            None => HostEngine::new(self.project.fresh(), self.load_deadline, &self.on_wait)
                 .map_err(|message| CodeError::new(CodeErrorKind::Crashed, message))?,
         };
         let (outcome, sound) = engine.call(call, events);

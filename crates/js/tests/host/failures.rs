@@ -249,6 +249,7 @@ async fn a_file_whose_loading_does_not_finish_is_stopped_and_the_next_call_works
         HostOptions {
             workers: 1,
             load_deadline: Duration::from_millis(300),
+            ..HostOptions::default()
         },
     );
     let mut c = call("agents/tools/forever.ts", vec![]);

@@ -9,7 +9,9 @@ use duet_runtime::{Bridge, CodeHost};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::support::{Recorder, call, host, run};
+use duet_js::{EmbeddedHost, HostOptions};
+
+use crate::support::{Recorder, call, host, host_with, run};
 
 const ECHO: &str = r#"
 import { z } from 'zod';
@@ -96,4 +98,62 @@ async fn a_cancelled_call_frees_its_thread() {
         let next = run(&host, call("agents/tools/stuck.js", vec![json!("done")])).await;
         assert_eq!(next, Ok(json!("next")), "after `{how}`");
     }
+}
+
+const OUTER: &str = r#"
+export default {
+  execute: async (state, depth) => {
+    const inner = await state.invokeTool('inner', { depth });
+    return ['outer', depth, inner];
+  },
+};
+"#;
+
+/// Runs `invokeTool` as the runtime would for a TS tool: another call on the same host, this
+/// bridge answering its requests too.
+struct Nested(Arc<EmbeddedHost>);
+
+#[async_trait]
+impl Bridge for Nested {
+    async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        assert_eq!(method, "invokeTool");
+        let depth = params["args"]["depth"].as_i64().unwrap_or_default();
+        let file = if depth > 1 {
+            "agents/tools/outer.js"
+        } else {
+            "agents/tools/leaf.js"
+        };
+        let mut c = call(file, vec![json!(depth - 1)]);
+        c.limits.deadline = Duration::from_secs(20);
+        let host = self.0.clone();
+        Box::pin(async move { host.call(c, &mut Nested(host.clone())).await })
+            .await
+            .map_err(|e| e.message)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_can_wait_on_calls_nested_deeper_than_the_pool() {
+    let host = Arc::new(host_with(
+        &[
+            ("agents/tools/outer.js", OUTER),
+            (
+                "agents/tools/leaf.js",
+                "export default { execute: (state, depth) => ['leaf', depth] };",
+            ),
+        ],
+        HostOptions {
+            workers: 1,
+            max_workers: 4,
+            ..HostOptions::default()
+        },
+    ));
+    let mut c = call("agents/tools/outer.js", vec![json!(3)]);
+    // If the nested calls found no thread, this call would wait until its deadline and fail.
+    c.limits.deadline = Duration::from_secs(20);
+    let out = host.call(c, &mut Nested(host.clone())).await;
+    assert_eq!(
+        out,
+        Ok(json!(["outer", 3, ["outer", 2, ["outer", 1, ["leaf", 0]]]]))
+    );
 }
