@@ -132,7 +132,9 @@ impl HostEngine {
             out_of_memory,
             unhandled,
         };
-        let loaded = !matches!(raw, Raw::Import(_) | Raw::Ran(Ran { load: Some(_), .. }));
+        // A file that did not load, or a glue that could not start the call, leaves the engine
+        // in no state to trust (a module record that failed to link cannot be imported again).
+        let loaded = matches!(raw, Raw::Ran(Ran { load: None, .. }));
         let outcome = outcome::settle(raw, facts, &self.modules.borrow());
         let sound = loaded && stop.is_none() && !out_of_memory && self.fits(call, modules_before);
         (outcome, sound)

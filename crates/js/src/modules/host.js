@@ -9,6 +9,13 @@
 (web, bridge, log) => {
   "use strict";
   const { Request, Response, made, madeRequest, bodyOf, toBase64, fromBase64 } = web;
+  // The builtins the glue uses, as they are now: an engine's context outlives a call, and code
+  // that replaces `JSON.stringify` or `Object.keys` must not change what reaches the runtime.
+  const { parse, stringify } = JSON;
+  const { keys, assign, create, defineProperty, freeze, entries } = Object;
+  const { isArray } = Array;
+  const { apply } = Reflect;
+  const P = Promise;
   // The call running now: `fetch` and `console` are global, so they act for it.
   let current = -1;
 
@@ -16,14 +23,14 @@
 
   // Every `undefined` parameter is sent as null (JSON has no undefined).
   function send(token, member, params, thread) {
-    for (const k of Object.keys(params)) if (params[k] === undefined) params[k] = null;
+    for (const k of keys(params)) if (params[k] === undefined) params[k] = null;
     if (thread !== undefined) params.$thread = thread;
-    return JSON.parse(bridge(token, member, JSON.stringify(params)));
+    return parse(bridge(token, member, stringify(params)));
   }
 
   // A member answered by a promise: rejected with `new Error(message)` when the runtime refuses.
   function later(token, member, params, thread) {
-    return new Promise((resolve, reject) => {
+    return new P((resolve, reject) => {
       let answer;
       try {
         answer = send(token, member, params, thread);
@@ -81,21 +88,21 @@
   const CALL = Symbol("duet.call");
   const methods = {};
   function method(member, make) {
-    Object.defineProperty(methods, member, {
+    defineProperty(methods, member, {
       get() {
         const f = make(this[CALL]);
-        Object.defineProperty(this, member, { value: f, writable: true, configurable: true });
+        defineProperty(this, member, { value: f, writable: true, configurable: true });
         return f;
       },
       set(value) {
-        Object.defineProperty(this, member, { value, writable: true, configurable: true, enumerable: true });
+        defineProperty(this, member, { value, writable: true, configurable: true, enumerable: true });
       },
     });
   }
-  for (const [member, params] of Object.entries(PARAMS)) {
+  for (const [member, params] of entries(PARAMS)) {
     method(member, ({ token, thread }) => (...a) => later(token, member, params(...a), thread));
   }
-  for (const [member, params] of Object.entries(SYNC)) {
+  for (const [member, params] of entries(SYNC)) {
     method(member, ({ token, thread }) => (...a) => now(token, member, params(...a), thread));
   }
   for (const member of POSITIONAL) {
@@ -104,12 +111,12 @@
   method("getChildThread", ({ token, thread }) => (referenceId) =>
     later(token, "getChildThread", { referenceId }, thread).then((child) =>
       child === null || child === undefined ? null : makeState(token, child, String(referenceId))));
-  Object.freeze(methods);
+  freeze(methods);
 
   function makeState(token, snapshot, thread) {
-    const state = Object.create(methods);
-    Object.defineProperty(state, CALL, { value: Object.freeze({ token, thread }) });
-    if (snapshot !== null && typeof snapshot === "object") Object.assign(state, snapshot);
+    const state = create(methods);
+    defineProperty(state, CALL, { value: freeze({ token, thread }) });
+    if (snapshot !== null && typeof snapshot === "object") assign(state, snapshot);
     state.context = {};
     return state;
   }
@@ -122,7 +129,7 @@
     if (body !== null && body.bytes !== undefined) params.bodyBase64 = toBase64(body.bytes);
     let answer;
     try {
-      answer = JSON.parse(bridge(current, "fetch", JSON.stringify(params)));
+      answer = parse(bridge(current, "fetch", stringify(params)));
     } catch (e) {
       throw new TypeError(messageOf(e));
     }
@@ -138,7 +145,7 @@
     if (typeof v === "bigint") return `${v}n`;
     if (typeof v === "symbol" || v === undefined) return String(v);
     try {
-      return JSON.stringify(v) ?? String(v);
+      return stringify(v) ?? String(v);
     } catch {
       return String(v);
     }
@@ -164,23 +171,23 @@
   }
 
   for (const c of [web.Headers, web.Request, web.Response, web.URL, web.URLSearchParams, web.TextEncoder, web.TextDecoder]) {
-    Object.freeze(c.prototype);
-    Object.freeze(c);
+    freeze(c.prototype);
+    freeze(c);
   }
   const globals = {
     fetch, Request, Response, Headers: web.Headers, URL: web.URL, URLSearchParams: web.URLSearchParams,
     TextEncoder: web.TextEncoder, TextDecoder: web.TextDecoder, structuredClone: web.structuredClone,
-    console: Object.freeze(console),
+    console: freeze(console),
   };
-  for (const [name, value] of Object.entries(globals)) {
-    Object.defineProperty(globalThis, name, { value, writable: false, configurable: false, enumerable: false });
+  for (const [name, value] of entries(globals)) {
+    defineProperty(globalThis, name, { value, writable: false, configurable: false, enumerable: false });
   }
   // spec.js records which define function made a value (describe.js's registry, for the loader).
-  Object.defineProperty(globalThis, Symbol.for("duet.defined"), { value: new WeakMap() });
+  defineProperty(globalThis, Symbol.for("duet.defined"), { value: new WeakMap() });
 
   // `{"$request": {...}}` is a Request; anything else is as JSON made it.
   function argument(a) {
-    if (a === null || typeof a !== "object" || Array.isArray(a) || Object.keys(a).length !== 1 || !("$request" in a)) return a;
+    if (a === null || typeof a !== "object" || isArray(a) || keys(a).length !== 1 || !("$request" in a)) return a;
     const r = a.$request ?? {};
     const body = typeof r.bodyBase64 === "string" ? { bytes: fromBase64(r.bodyBase64) }
       : typeof r.body === "string" ? { text: r.body } : null;
@@ -196,13 +203,13 @@
       const out = { status: v.status, headers: [...v.headers] };
       if (body !== null && body.bytes !== undefined) out.bodyBase64 = toBase64(body.bytes);
       else out.body = body === null ? "" : body.text;
-      return JSON.stringify({ $response: out });
+      return stringify({ $response: out });
     }
     const paths = new WeakMap();
     try {
-      return JSON.stringify(v, function (key, value) {
+      return stringify(v, function (key, value) {
         const parent = paths.get(this);
-        const at = parent === undefined ? "the result" : Array.isArray(this) ? `${parent}[${key}]` : `${parent}.${key}`;
+        const at = parent === undefined ? "the result" : isArray(this) ? `${parent}[${key}]` : `${parent}.${key}`;
         if (typeof value === "function") throw new TypeError(`${at} is a function, which JSON cannot hold`);
         if (typeof value === "bigint") throw new TypeError(`${at} is a BigInt, which JSON cannot hold`);
         if (value !== null && typeof value === "object") paths.set(value, at);
@@ -236,7 +243,7 @@
       box.done = true;
     };
     current = token;
-    const entry = JSON.parse(entryJson);
+    const entry = parse(entryJson);
     let holder;
     let fn = ns.default;
     if (fn === undefined) {
@@ -253,11 +260,11 @@
     }
     let result;
     try {
-      const state = makeState(token, JSON.parse(stateJson), undefined);
-      const args = JSON.parse(argsJson).map(argument);
-      result = Promise.resolve(fn.apply(holder, [state, ...args]));
+      const state = makeState(token, parse(stateJson), undefined);
+      const args = parse(argsJson).map(argument);
+      result = P.resolve(apply(fn, holder, [state, ...args]));
     } catch (e) {
-      result = Promise.reject(e);
+      result = P.reject(e);
     }
     result.then(
       (v) => {

@@ -233,3 +233,35 @@ async fn console_is_tracing_with_the_thread_and_the_call() {
     );
     assert_eq!(ours[2].field("message"), Some("[1,2]"));
 }
+
+const PATCH: &str = r#"
+export default {
+  execute: async (state, patch) => {
+    if (patch) {
+      JSON.stringify = () => '"hijacked"';
+      JSON.parse = () => 'hijacked';
+      Object.keys = () => [];
+      globalThis.Promise = function () {};
+      return 'patched';
+    }
+    return await state.getValue('k');
+  },
+};
+"#;
+
+#[tokio::test]
+async fn code_that_replaces_builtins_does_not_change_what_reaches_the_runtime() {
+    let host = host(&[("agents/tools/patch.js", PATCH)], 1);
+    let file = "agents/tools/patch.js";
+    assert_eq!(
+        run(&host, call(file, vec![json!(true)])).await,
+        Ok(json!("patched"))
+    );
+    let mut bridge = Recorder::new(|_, _| Ok(json!({ "v": 1 })));
+    let out = host.call(call(file, vec![json!(false)]), &mut bridge).await;
+    assert_eq!(out, Ok(json!({ "v": 1 })));
+    assert_eq!(
+        bridge.seen,
+        vec![("getValue".to_owned(), json!({ "key": "k" }))]
+    );
+}
