@@ -78,7 +78,12 @@ impl Pool {
         });
         let mut state = crew.lock();
         for _ in 0..workers {
-            crew.spawn(&mut state, false)?;
+            if let Err(e) = crew.spawn(&mut state, false) {
+                // The threads started so far leave.
+                state.closed = true;
+                crew.ready.notify_all();
+                return Err(e);
+            }
         }
         drop(state);
         Ok(Pool { crew })
