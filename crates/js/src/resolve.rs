@@ -125,6 +125,16 @@ type Refusal = (EvalErrorKind, String, Option<String>);
 type Unloadable = (EvalErrorKind, String, Option<(u32, u32)>);
 
 impl Modules {
+    /// The same project's modules for another engine: nothing loaded yet.
+    pub(crate) fn fresh(&self) -> Modules {
+        Modules {
+            root: self.root.clone(),
+            node_path: self.node_path.clone(),
+            files: self.files.clone(),
+            ..Modules::default()
+        }
+    }
+
     fn resolve(&mut self, base: &str, name: &str) -> Result<String, Refusal> {
         if let Some(target) = name.strip_prefix(TARGET) {
             // The host names the file it evaluates so; code could write it too, so it is held
