@@ -6,12 +6,16 @@
 //! imports the project's own files (never outside the project), `@standardagents/spec` and the
 //! provider packages (which duet provides) and zod (from the project's `node_modules`). Each file
 //! has a deadline and the engine a memory ceiling; a file past either is stopped and reported.
+//!
+//! [`NodeHost`] runs a project's functions in a `node` process instead (opt-in, for code that
+//! needs npm packages or Node APIs).
 
 mod args;
 mod describe;
 mod engine;
 mod evaluate;
 mod failure;
+mod node;
 mod options;
 mod resolve;
 mod strip;
@@ -20,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 pub use args::ZodArgs;
 pub use evaluate::JsEvaluator;
+pub use node::{NodeHost, NodeOptions};
 pub use options::EvalOptions;
 
 use duet_spec::{LoadError, Loaded, Project};
