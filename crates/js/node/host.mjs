@@ -90,7 +90,10 @@ function ask(call, method, params) {
   if (call.ended) throw new Error(`state.${method}: the call has ended`);
   const id = `b-${++bridgeIds}`;
   const line = JSON.stringify({ id, method: "bridge", params: { call: call.id, method, params } });
-  const answer = new Promise((resolve, reject) => waiting.set(id, { call, resolve, reject }));
+  // Where the code asked, for the stack of a refusal (formatted only then).
+  const site = {};
+  Error.captureStackTrace(site, ask);
+  const answer = new Promise((resolve, reject) => waiting.set(id, { call, resolve, reject, site }));
   call.waits.add(id);
   write(line + "\n");
   return answer;
@@ -102,7 +105,10 @@ function answered(message) {
   waiting.delete(message.id);
   wait.call.waits.delete(message.id);
   if (message.error !== undefined) {
-    wait.reject(new Error(String(message.error?.message ?? "refused")));
+    const e = new Error(String(message.error?.message ?? "refused"));
+    const frames = String(wait.site.stack ?? "");
+    e.stack = `${e}${frames.slice(frames.indexOf("\n"))}`;
+    wait.reject(e);
   } else {
     wait.resolve(message.result === undefined ? null : message.result);
   }

@@ -13,7 +13,7 @@
 //!
 //! Limits: the call's `deadline` is kept here (wall time, bridge waits included). Past it the
 //! call fails and node is pinged: a process whose event loop does not answer within
-//! [`GRACE`] is stuck (node cannot interrupt a synchronous loop), so it is killed and the other
+//! [`NodeOptions::grace`] is stuck (node cannot interrupt a synchronous loop), so it is killed and the other
 //! calls in flight on it fail [`CodeErrorKind::Crashed`]. The heap ceiling is the first call's
 //! `memory` (`--max-old-space-size`, at least 64 MiB), fixed for the life of the process. A
 //! process that dies fails every call in flight (Crashed, retryable; Memory when its heap ran out
@@ -41,9 +41,6 @@ use tokio::time::Instant;
 use cache::Cache;
 use process::{Event, Process, project_file};
 
-/// How long a process has, once a call ran past its deadline, to show its event loop still
-/// turns before it is killed.
-pub(crate) const GRACE: Duration = Duration::from_millis(500);
 /// The smallest heap node is started with, in MiB.
 const MIN_HEAP_MIB: u64 = 64;
 
@@ -57,6 +54,9 @@ pub struct NodeOptions {
     /// Environment variables the process gets besides `PATH`, `HOME`, `TMPDIR`, the locale and
     /// `TZ` (duet's own environment is not passed on).
     pub env: Vec<(String, String)>,
+    /// How long the process has, once a call ran past its deadline, to show that its event loop
+    /// still turns (it answers a ping) before it is killed as stuck: 1 s unless set.
+    pub grace: Duration,
 }
 
 impl Default for NodeOptions {
@@ -65,6 +65,7 @@ impl Default for NodeOptions {
             node: PathBuf::from("node"),
             node_path: Vec::new(),
             env: Vec::new(),
+            grace: Duration::from_secs(1),
         }
     }
 }
@@ -85,8 +86,8 @@ pub struct NodeHost {
 }
 
 impl NodeHost {
-    /// The host for the project at `root` (its root folder, holding `agents/`). Nothing starts
-    /// until the first call.
+    /// The host for the project at `root` (its root folder, holding `agents/`, or that
+    /// `agents/` folder). Nothing starts until the first call.
     pub fn new(root: &Path, options: NodeOptions) -> NodeHost {
         NodeHost {
             root: root.to_path_buf(),
@@ -152,7 +153,7 @@ impl NodeHost {
     /// After a call ran past its deadline on `process`: kept if its event loop still turns,
     /// killed if it is stuck.
     async fn overran(&self, process: &Process, file: &str) {
-        if !process.responsive(GRACE).await {
+        if !process.responsive(self.options.grace).await {
             process.kill(&format!(
                 "a call of `{file}` ran past its deadline without yielding, and node cannot interrupt a synchronous loop"
             ));

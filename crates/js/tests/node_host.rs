@@ -539,3 +539,145 @@ async fn a_heap_exhausted_is_memory_and_the_next_call_works() {
         .expect("the next call runs");
     assert_eq!(out, json!({ "got": 40 }));
 }
+
+#[tokio::test]
+async fn packages_come_from_node_path_after_the_projects_own() {
+    if !node_here() {
+        return;
+    }
+    let modules =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/node/node_modules");
+    assert!(
+        modules.join("zod/package.json").is_file(),
+        "zod is not installed in .ci/node: run scripts/test-servers"
+    );
+    let dir = project(&[
+        (
+            "agents/lib/schema.ts",
+            "import { z } from 'zod';\nexport const Args = z.object({ n: z.coerce.number().default(1) });\n",
+        ),
+        (
+            "agents/tools/zod.ts",
+            "import { Args } from '../lib/schema';\nexport default { execute: (state, args) => Args.parse(args) };\n",
+        ),
+    ]);
+    let host = NodeHost::new(
+        dir.path(),
+        NodeOptions {
+            node_path: vec![modules],
+            ..NodeOptions::default()
+        },
+    );
+    let out = host
+        .call(
+            call("agents/tools/zod.ts", vec![json!({ "n": "7" })]),
+            &mut Recorder::default(),
+        )
+        .await
+        .expect("zod from NODE_PATH");
+    assert_eq!(out, json!({ "n": 7 }));
+}
+
+/// Says it was asked, then never answers.
+struct Silent(Option<tokio::sync::oneshot::Sender<()>>);
+
+#[async_trait]
+impl Bridge for Silent {
+    async fn call(&mut self, _: &str, _: Value) -> Result<Value, String> {
+        if let Some(asked) = self.0.take() {
+            let _ = asked.send(());
+        }
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_call_waiting_on_the_bridge_past_its_deadline_keeps_the_process() {
+    if !node_here() {
+        return;
+    }
+    let dir = project(&[("agents/tools/waits.ts", WAITS)]);
+    // However loaded the machine, a process that answers is not taken for a stuck one.
+    let host = NodeHost::new(
+        dir.path(),
+        NodeOptions {
+            grace: Duration::from_secs(60),
+            ..NodeOptions::default()
+        },
+    );
+    let mut waits = call("agents/tools/waits.ts", vec![]);
+    waits.limits.deadline = Duration::from_millis(300);
+    let e = host
+        .call(waits, &mut Silent(None))
+        .await
+        .expect_err("past its deadline");
+    assert_eq!(e.kind, CodeErrorKind::Deadline);
+    let pid = host.pid();
+    assert!(pid.is_some(), "a process runs");
+    // A caller that stops waiting (its step was cancelled) does not stop the process either.
+    let (asked, heard) = tokio::sync::oneshot::channel();
+    let mut silent = Silent(Some(asked));
+    tokio::select! {
+        r = host.call(call("agents/tools/waits.ts", vec![]), &mut silent) => panic!("answered: {r:?}"),
+        _ = heard => {}
+    }
+    let out = host
+        .call(
+            call("agents/tools/waits.ts", vec![]),
+            &mut Recorder::default(),
+        )
+        .await
+        .expect("the next call runs");
+    assert_eq!(out, json!({ "got": 40 }));
+    assert_eq!(host.pid(), pid, "the same process");
+}
+
+#[tokio::test]
+async fn a_node_that_cannot_start_is_a_load_failure_saying_why() {
+    // No `node` needed: the executable is missing, or is not node at all.
+    let dir = project(&[("agents/tools/waits.ts", WAITS)]);
+    let missing = NodeHost::new(
+        dir.path(),
+        NodeOptions {
+            node: "/nonexistent/bin/node".into(),
+            ..NodeOptions::default()
+        },
+    );
+    let e = missing
+        .call(
+            call("agents/tools/waits.ts", vec![]),
+            &mut Recorder::default(),
+        )
+        .await
+        .expect_err("no node");
+    assert_eq!(e.kind, CodeErrorKind::Load);
+    assert!(
+        e.message.contains("cannot start `/nonexistent/bin/node`"),
+        "{}",
+        e.message
+    );
+    if !std::path::Path::new("/bin/false").is_file() {
+        return;
+    }
+    let not_node = NodeHost::new(
+        dir.path(),
+        NodeOptions {
+            node: "/bin/false".into(),
+            ..NodeOptions::default()
+        },
+    );
+    let e = not_node
+        .call(
+            call("agents/tools/waits.ts", vec![]),
+            &mut Recorder::default(),
+        )
+        .await
+        .expect_err("not node");
+    assert_eq!(e.kind, CodeErrorKind::Load);
+    assert!(
+        e.message
+            .contains("exited before duet's host started (exit code 1)"),
+        "{}",
+        e.message
+    );
+}

@@ -37,9 +37,11 @@ pub(crate) struct Cache {
 }
 
 impl Cache {
-    /// Strips the project at `root` into a new cache; `node_path` are the folders searched for
-    /// packages after the project's own `node_modules`.
-    pub(crate) fn build(root: &Path, node_path: &[PathBuf]) -> io::Result<Cache> {
+    /// Strips the project at `dir` (its root, or its `agents/` folder) into a new cache;
+    /// `node_path` are the folders searched for packages after the project's own
+    /// `node_modules`.
+    pub(crate) fn build(dir: &Path, node_path: &[PathBuf]) -> io::Result<Cache> {
+        let root = duet_spec::fs::project_root(dir).unwrap_or_else(|_| dir.to_path_buf());
         let root = std::fs::canonicalize(root)?;
         let dir = tempfile::Builder::new().prefix("duet-node-").tempdir()?;
         let path = std::fs::canonicalize(dir.path())?;
@@ -117,13 +119,16 @@ impl Cache {
         self.rewrite(&once, &root_path, false)
     }
 
-    /// A stack from node as [`Cache::map`] gives it, without the frames of duet's own host.
+    /// A stack from node as [`Cache::map`] gives it, without the frames of duet's own host or
+    /// node's internals (its module loader's, for a failed import).
     pub(crate) fn stack(&self, text: &str) -> String {
         let own = self.path.to_string_lossy();
         let own_url = url_path(&own);
         self.map(text)
             .lines()
-            .filter(|l| !l.contains(&*own) && !l.contains(&own_url))
+            .filter(|l| {
+                !l.contains(&*own) && !l.contains(&own_url) && !l.contains("node:internal/")
+            })
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -238,9 +243,9 @@ fn walk(root: &Path, rel: &str, out: &mut Vec<String>) -> io::Result<()> {
 /// For each `NODE_PATH` folder, a folder of the cache whose `node_modules` links to it: node
 /// resolves a package from a file there as from a file beside that folder. (Node's ES module
 /// resolution does not read `NODE_PATH`.) Unix only; elsewhere the list is empty.
+#[cfg(unix)]
 fn link_node_path(cache: &Path, node_path: &[PathBuf]) -> io::Result<Vec<String>> {
     let mut out = Vec::new();
-    #[cfg(unix)]
     for (i, dir) in node_path.iter().enumerate() {
         let Ok(target) = std::fs::canonicalize(dir) else {
             continue;
@@ -250,9 +255,12 @@ fn link_node_path(cache: &Path, node_path: &[PathBuf]) -> io::Result<Vec<String>
         std::os::unix::fs::symlink(target, parent.join("node_modules"))?;
         out.push(parent.to_string_lossy().into_owned());
     }
-    #[cfg(not(unix))]
-    let _ = (cache, node_path);
     Ok(out)
+}
+
+#[cfg(not(unix))]
+fn link_node_path(_: &Path, _: &[PathBuf]) -> io::Result<Vec<String>> {
+    Ok(Vec::new())
 }
 
 /// `:LINE:COLUMN` at the start of `text`: the numbers and the length it takes.
@@ -343,6 +351,7 @@ mod tests {
 
     fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().expect("scratch");
+        std::fs::create_dir_all(dir.path().join("agents")).expect("scratch");
         for (rel, text) in files {
             let path = dir.path().join(rel);
             std::fs::create_dir_all(path.parent().expect("a parent")).expect("scratch");

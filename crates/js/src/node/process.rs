@@ -84,6 +84,8 @@ pub(crate) struct Process {
     stderr: Arc<Stderr>,
     /// The host's record of its running process's id, cleared when this one ends.
     pid_slot: Arc<AtomicU32>,
+    /// How it exited (`signal 9`), once reaped.
+    exit: Mutex<Option<String>>,
     /// Set once the process is reaped and its calls ended.
     ended: tokio::sync::watch::Sender<bool>,
 }
@@ -153,24 +155,25 @@ impl Process {
             pings: AtomicU64::new(0),
             stderr: errors,
             pid_slot,
+            exit: Mutex::new(None),
             ended: tokio::sync::watch::Sender::new(false),
         });
+        // Cleared by the reader when the process ends (if it is still this one's).
+        process.pid_slot.store(pid, Ordering::Relaxed);
         let (ready, started) = oneshot::channel();
         tokio::spawn(process.clone().read(stdout, reading, ready));
         match tokio::time::timeout(START_TIMEOUT, started).await {
             Ok(Ok(version)) => {
-                process.pid_slot.store(pid, Ordering::Relaxed);
                 tracing::info!(target: "duet::code", pid, node = %version, heap_mib, "node host started");
                 Ok(process)
             }
             Ok(Err(_)) => {
-                let why = lock(&process.routes)
-                    .exited
-                    .as_ref()
-                    .map_or_else(String::new, |e| e.message.clone());
+                let how = lock(&process.exit)
+                    .clone()
+                    .unwrap_or_else(|| "its status is unknown".into());
                 let said = process.stderr.tail().join("\n");
                 Err(format!(
-                    "`{shown}` did not start duet's host: {why}{}",
+                    "`{shown}` exited before duet's host started ({how}){}",
                     if said.is_empty() {
                         String::new()
                     } else {
@@ -299,6 +302,7 @@ impl Process {
         }
         self.retired.store(true, Ordering::Relaxed);
         let status = self.reap().await;
+        *lock(&self.exit) = Some(describe(status));
         let _ = tokio::time::timeout(EXIT_WAIT, stderr).await;
         let (calls, pings, gone) = {
             let mut routes = lock(&self.routes);
