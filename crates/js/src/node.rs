@@ -3,21 +3,24 @@
 //! call and again after it died.
 //!
 //! On its first start the host strips every code file of the project into a private cache
-//! folder ([`cache`]); node loads them through loader hooks (`node/hooks.mjs`) that resolve
-//! imports as duet-js does — project-relative (`./x.js` written for `./x.ts`, extensionless),
-//! `@standardagents/spec` and the provider packages from duet — and everything else with node's
-//! own resolution from the project's folder (its `node_modules`), then the `NODE_PATH` folders.
+//! folder ([`cache`]), once for its life (a restarted process reads the same); node loads them
+//! through loader hooks (`node/hooks.mjs`) that resolve imports as duet-js does —
+//! project-relative (`./x.js` written for `./x.ts`, extensionless), `@standardagents/spec` and
+//! the provider packages from duet — and everything else with node's own resolution from the
+//! project's folder (its `node_modules`), then the `NODE_PATH` folders. Modules are loaded once
+//! per process: what a module keeps at its top level lives from call to call.
 //! Calls travel as newline-delimited JSON over the process's stdin/stdout ([`wire`],
 //! `node/host.mjs`); several may be in flight at once, and each call's `state` methods come back
 //! as bridge requests that the call's own future answers with its [`Bridge`].
 //!
-//! Limits: the call's `deadline` is kept here (wall time, bridge waits included). Past it the
-//! call fails and node is pinged: a process whose event loop does not answer within
-//! [`NodeOptions::grace`] is stuck (node cannot interrupt a synchronous loop), so it is killed and the other
-//! calls in flight on it fail [`CodeErrorKind::Crashed`]. The heap ceiling is the first call's
-//! `memory` (`--max-old-space-size`, at least 64 MiB), fixed for the life of the process. A
-//! process that dies fails every call in flight (Crashed, retryable; Memory when its heap ran out
-//! under a single call) and the next call starts a new one.
+//! Limits: the call's `deadline` is kept here (wall time, bridge waits included; starting node
+//! is not). Past it the call fails and node is pinged: a process whose event loop does not
+//! answer within [`NodeOptions::grace`] is stuck (node cannot interrupt a synchronous loop), so
+//! it is killed and the other calls in flight on it fail [`CodeErrorKind::Crashed`]. The heap
+//! ceiling is the `memory` of the call that starts the process (`--max-old-space-size`, at
+//! least 64 MiB), fixed for the life of the process. A process that dies fails every call in
+//! flight (Crashed, retryable; Memory when its heap ran out under a single call) and the next
+//! call starts a new one.
 //!
 //! The process gets no secrets from duet's environment (only `PATH`, `HOME`, locale and the
 //! like, plus [`NodeOptions::env`]): code reads configuration with `state.env`. It has node's
