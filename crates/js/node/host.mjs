@@ -1,6 +1,6 @@
 // duet's node code host (crates/js/src/node.rs starts it): runs a Standard Agents project's
-// functions for duet. It speaks newline-delimited JSON on stdin/stdout (/work/notes/bridge.md,
-// "Node host JSON-RPC"):
+// functions for duet. It speaks newline-delimited JSON on stdin/stdout (the code-host contract's
+// node JSON-RPC; crates/js/src/node/wire.rs is duet's side):
 //
 //   duet -> node  {"id": N, "method": "call", "params": {file, entry, args, state, thread, call, deadlineMs}}
 //   node -> duet  {"id": "b-M", "method": "bridge", "params": {"call": N, "method", "params"}}
