@@ -8,6 +8,10 @@
 //! (never outside the project), `@standardagents/spec` and the provider packages (which duet
 //! provides) and zod (from the project's `node_modules`). Each file or call has a deadline and a
 //! memory ceiling; code past either is stopped and reported.
+//!
+//! [`EmbeddedHost`] runs a project's functions in the same engine (the default);
+//! [`NodeHost`] in a `node` process instead (opt-in, for code that needs npm packages or Node
+//! APIs).
 
 mod args;
 mod describe;
@@ -15,6 +19,7 @@ mod engine;
 mod evaluate;
 mod failure;
 mod host;
+mod node;
 mod options;
 mod resolve;
 mod sandbox;
@@ -26,6 +31,7 @@ use std::path::{Path, PathBuf};
 pub use args::ZodArgs;
 pub use evaluate::JsEvaluator;
 pub use host::{EmbeddedHost, HostOptions};
+pub use node::{NodeHost, NodeOptions};
 pub use options::EvalOptions;
 
 use duet_spec::{LoadError, Loaded, Project};

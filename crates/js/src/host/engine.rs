@@ -250,9 +250,15 @@ fn read(progress: &Object<'_>) -> Ran {
             };
             (text("message"), text("stack"))
         });
+    let details = progress
+        .get::<_, Option<Object>>("thrown")
+        .ok()
+        .flatten()
+        .and_then(|t| t.get::<_, Option<String>>("details").ok().flatten());
     Ran {
         ok: progress.get("ok").ok().flatten(),
         thrown,
+        details,
         load: progress.get("load").ok().flatten(),
     }
 }

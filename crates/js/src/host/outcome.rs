@@ -25,6 +25,8 @@ pub(crate) enum Raw {
 pub(crate) struct Ran {
     pub(crate) ok: Option<String>,
     pub(crate) thrown: Option<(String, String)>,
+    /// A thrown object's own properties, as JSON text.
+    pub(crate) details: Option<String>,
     pub(crate) load: Option<String>,
 }
 
@@ -131,6 +133,7 @@ pub(crate) fn settle(
             kind: CodeErrorKind::Thrown,
             message,
             stack: (!stack.is_empty()).then_some(stack),
+            details: ran.details.and_then(|d| serde_json::from_str(&d).ok()),
         });
     }
     let Some(ok) = ran.ok else {

@@ -231,7 +231,19 @@
       message = "a value that cannot be shown";
     }
     const stack = e !== null && typeof e === "object" && typeof e.stack === "string" ? e.stack : "";
-    return { message, stack };
+    // A thrown object's own properties (a prefilter hook blocks with `{ block: true }`).
+    let details = null;
+    if (e !== null && typeof e === "object") {
+      try {
+        const own = {};
+        for (const k of Object.keys(e)) own[k] = e[k];
+        const text = JSON.stringify(own);
+        if (text !== "{}") details = text;
+      } catch {
+        details = null;
+      }
+    }
+    return { message, stack, details };
   }
 
   // Calls `entry` of module `ns`'s default export as `fn(state, ...args)`; what it comes to is
