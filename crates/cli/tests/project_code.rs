@@ -1,0 +1,15 @@
+//! A project's own code (#33) through real `duet` processes: the docs-shaped TypeScript example
+//! over `duet serve` on SQLite and Postgres and on both code hosts (`example.rs`), the embedded
+//! sandbox's refusals and limits, each followed by a call that works in the same process
+//! (`sandbox.rs`), and a process killed mid-`fetch` whose step is redone with the same
+//! `Idempotency-Key` (`crash.rs`). The shop the code fetches from is a loopback origin this
+//! process runs (`origin.rs`).
+
+mod support;
+
+#[path = "project_code/example.rs"]
+mod example;
+#[path = "project_code/origin.rs"]
+mod origin;
+#[path = "project_code/process.rs"]
+mod process;

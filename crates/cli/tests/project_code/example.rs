@@ -1,0 +1,225 @@
+//! `examples/typescript` over `duet serve`, on SQLite and Postgres: `lookup_order`'s `execute`
+//! reads `ORDERS_URL` with `state.env`, `fetch`es the order from a shop on 127.0.0.1 (granted in
+//! `agents/code.yaml`) and keeps `last_order` with `state.setValue`; the `filter_messages` hook
+//! runs on every model call and the `after_create_message` hook logs each message through
+//! `console.log`; the `front_desk` handler side answers with a ticket numbered from a value it
+//! keeps and sets the thread's status. The same project on the node host gives the same journal.
+
+use serde_json::{Value, json};
+
+use super::origin::Origin;
+use super::process::{Served, db_arg, example_copy, replaced};
+use crate::support::{self, Backend, Scratch};
+
+/// One journal entry as the runs are compared: a message's kind, role and content (tool calls
+/// by name and arguments), a record's kind and, for a status, its text.
+type Entry = (String, String, Value);
+
+/// What one run of the example left.
+#[derive(Debug, PartialEq)]
+struct Journals {
+    order: Vec<Entry>,
+    desk: Vec<Entry>,
+}
+
+/// The example, its `fetch` granted the origin's address and its code on `host`; its
+/// `filter_messages` hook logs how many messages it was handed.
+fn project(origin: &Origin, host: &str) -> Scratch {
+    example_copy("ts-serve", |rel, text| match rel {
+        "agents/code.yaml" => {
+            let text = replaced(&text, "orders.example.com", &origin.addr);
+            replaced(&text, "host: embedded", &format!("host: {host}"))
+        }
+        // The hook says what it was handed, so that the test sees it run.
+        "agents/hooks/trim_history.ts" => replaced(
+            &text,
+            "async (state, messages) => messages.slice(-12)",
+            "async (state, messages) => {\n    console.log('trim_history', messages.length);\n    return messages.slice(-12);\n  }",
+        ),
+        _ => text,
+    })
+}
+
+/// The thread's journal, read from its event stream (every entry, then the status).
+async fn journal(served: &Served, key: &str) -> Vec<Entry> {
+    use futures::StreamExt;
+    let resp = served
+        .req(reqwest::Method::GET, &format!("/threads/{key}/events"))
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.bytes_stream();
+    let mut buffer = String::new();
+    let mut entries = Vec::new();
+    let read = async {
+        loop {
+            while let Some(end) = buffer.find("\n\n") {
+                let block: String = buffer.drain(..end + 2).collect();
+                let event = block.lines().find_map(|l| l.strip_prefix("event: "));
+                let data = block.lines().find_map(|l| l.strip_prefix("data: "));
+                let (Some(event), Some(data)) = (event, data) else {
+                    continue;
+                };
+                // The thread's status (no id: a `status` record has one) ends the catch-up.
+                if event == "status" && !block.lines().any(|l| l.starts_with("id: ")) {
+                    return;
+                }
+                let view: Value = serde_json::from_str(data).expect("JSON data");
+                let d = &view["data"];
+                let shown = match event {
+                    "message" => json!({
+                        "role": d["role"],
+                        "content": d["content"],
+                        "toolCalls": d["toolCalls"].as_array().map(|calls| calls
+                            .iter()
+                            .map(|c| json!([c["name"], c["arguments"]]))
+                            .collect::<Vec<_>>()),
+                    }),
+                    "status" => d["text"].clone(),
+                    _ => Value::Null,
+                };
+                entries.push((
+                    event.to_owned(),
+                    d["role"].as_str().unwrap_or("").to_owned(),
+                    shown,
+                ));
+            }
+            match body.next().await {
+                Some(Ok(chunk)) => buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => panic!("the events of {key} ended before its status: {entries:#?}"),
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), read)
+        .await
+        .expect("the journal is read");
+    entries
+}
+
+/// Runs the example on `backend` with its code on `host` and checks what it did; its journals.
+async fn run(backend: &Backend, host: &str) -> Journals {
+    let mut origin = Origin::start().await;
+    let copy = project(&origin, host);
+    let db = db_arg(backend);
+    let mut served = Served::start(copy.root(), &db, &[("ORDERS_URL", &origin.url())]).await;
+
+    // The support agent: zod refuses the first call, the second runs `execute`, which fetches.
+    let (status, thread) = served
+        .post(
+            "/threads?wait=true",
+            json!({"agent": "support_agent", "key": "order-1", "text": "Where is my order A-1001?"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{thread}");
+    assert_eq!(thread["status"], "awaiting_human", "{host}: {thread}");
+    let hits = origin.seen();
+    let asked: Vec<(&str, &str)> = hits
+        .iter()
+        .map(|h| (h.method.as_str(), h.path.as_str()))
+        .collect();
+    assert_eq!(asked, [("GET", "/orders/A-1001")], "{host}: one fetch");
+    let order = journal(&served, "order-1").await;
+    let tools: Vec<&Value> = order
+        .iter()
+        .filter(|(kind, role, _)| kind == "message" && role == "tool")
+        .map(|(_, _, shown)| &shown["content"])
+        .collect();
+    assert_eq!(
+        tools.get(1).copied(),
+        Some(&json!("Order A-1001 is shipped.")),
+        "{host}: the tool's result says what the shop answered: {order:#?}"
+    );
+    for (kind, _, shown) in &order {
+        assert!(
+            !["hook_failed", "step_error", "handler_error"].contains(&kind.as_str()),
+            "{host}: {kind} {shown}"
+        );
+    }
+    // `state.setValue` was committed with the step.
+    let stores = duet_store::open(&db).await.expect("the database");
+    let id: uuid::Uuid = thread["id"].as_str().expect("id").parse().expect("a uuid");
+    let last = stores.engine.value(id, "last_order").await.expect("read");
+    assert_eq!(last, Some(json!("A-1001")), "{host}");
+    // The `filter_messages` hook ran before each model call: before the first, on the user's
+    // message alone; and the `after_create_message` hook's `console.log` for the answer. Each
+    // in the server's log with the thread.
+    let trimmed = served
+        .log_until(|l| l["target"] == "duet::code" && l["fields"]["message"] == "trim_history 1")
+        .await;
+    assert!(trimmed.to_string().contains("order-1"), "{host}: {trimmed}");
+    let logged = served
+        .log_until(|l| {
+            l["target"] == "duet::code"
+                && l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("message ") && m.ends_with(" assistant"))
+        })
+        .await;
+    assert!(
+        logged.to_string().contains("order-1"),
+        "{host}: the log names the thread: {logged}"
+    );
+
+    // The TS handler side: a ticket a message, numbered from a value it keeps, and a status.
+    let (status, desk) = served
+        .post(
+            "/threads?wait=true",
+            json!({"agent": "front_desk", "key": "desk-1", "text": "My parcel is late."}),
+        )
+        .await;
+    assert_eq!(status, 200, "{desk}");
+    let (status, again) = served
+        .post(
+            "/threads/desk-1/messages?wait=true",
+            json!({"text": "Still nothing."}),
+        )
+        .await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["status"], "awaiting_human", "{host}: {again}");
+    let desk = journal(&served, "desk-1").await;
+    let said: Vec<&Value> = desk
+        .iter()
+        .filter(|(kind, role, _)| kind == "message" && role == "assistant")
+        .map(|(_, _, shown)| &shown["content"])
+        .collect();
+    assert_eq!(
+        said,
+        [
+            &json!("Ticket 1 opened: \"My parcel is late.\". We answer within a day."),
+            &json!("Ticket 2 opened: \"Still nothing.\". We answer within a day."),
+        ],
+        "{host}: {desk:#?}"
+    );
+    let statuses: Vec<&Value> = desk
+        .iter()
+        .filter(|(kind, _, _)| kind == "status")
+        .map(|(_, _, shown)| shown)
+        .collect();
+    assert_eq!(
+        statuses.last().copied(),
+        Some(&json!("2 ticket(s) open")),
+        "{host}: {desk:#?}"
+    );
+    Journals { order, desk }
+}
+
+#[tokio::test]
+async fn the_example_runs_its_code_over_serve_on_each_backend() {
+    for backend in support::backends().await {
+        run(&backend, "embedded").await;
+    }
+}
+
+#[tokio::test]
+async fn the_node_host_gives_the_same_journal() {
+    let sqlite = |tag: &str| {
+        Backend::Sqlite(std::env::temp_dir().join(format!(
+            "duet-tests/ts-{tag}-{}.db",
+            uuid::Uuid::now_v7().simple()
+        )))
+    };
+    let embedded = run(&sqlite("embedded"), "embedded").await;
+    let node = run(&sqlite("node"), "node").await;
+    assert_eq!(node, embedded);
+}
