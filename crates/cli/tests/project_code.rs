@@ -7,9 +7,13 @@
 
 mod support;
 
+#[path = "project_code/crash.rs"]
+mod crash;
 #[path = "project_code/example.rs"]
 mod example;
 #[path = "project_code/origin.rs"]
 mod origin;
 #[path = "project_code/process.rs"]
 mod process;
+#[path = "project_code/sandbox.rs"]
+mod sandbox;

@@ -40,61 +40,29 @@ fn project(origin: &Origin, host: &str) -> Scratch {
     })
 }
 
-/// The thread's journal, read from its event stream (every entry, then the status).
+/// Thread `key`'s journal as the runs are compared.
 async fn journal(served: &Served, key: &str) -> Vec<Entry> {
-    use futures::StreamExt;
-    let resp = served
-        .req(reqwest::Method::GET, &format!("/threads/{key}/events"))
-        .send()
+    served
+        .journal(key)
         .await
-        .expect("events");
-    assert_eq!(resp.status(), 200);
-    let mut body = resp.bytes_stream();
-    let mut buffer = String::new();
-    let mut entries = Vec::new();
-    let read = async {
-        loop {
-            while let Some(end) = buffer.find("\n\n") {
-                let block: String = buffer.drain(..end + 2).collect();
-                let event = block.lines().find_map(|l| l.strip_prefix("event: "));
-                let data = block.lines().find_map(|l| l.strip_prefix("data: "));
-                let (Some(event), Some(data)) = (event, data) else {
-                    continue;
-                };
-                // The thread's status (no id: a `status` record has one) ends the catch-up.
-                if event == "status" && !block.lines().any(|l| l.starts_with("id: ")) {
-                    return;
-                }
-                let view: Value = serde_json::from_str(data).expect("JSON data");
-                let d = &view["data"];
-                let shown = match event {
-                    "message" => json!({
-                        "role": d["role"],
-                        "content": d["content"],
-                        "toolCalls": d["toolCalls"].as_array().map(|calls| calls
-                            .iter()
-                            .map(|c| json!([c["name"], c["arguments"]]))
-                            .collect::<Vec<_>>()),
-                    }),
-                    "status" => d["text"].clone(),
-                    _ => Value::Null,
-                };
-                entries.push((
-                    event.to_owned(),
-                    d["role"].as_str().unwrap_or("").to_owned(),
-                    shown,
-                ));
-            }
-            match body.next().await {
-                Some(Ok(chunk)) => buffer.push_str(&String::from_utf8_lossy(&chunk)),
-                _ => panic!("the events of {key} ended before its status: {entries:#?}"),
-            }
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(20), read)
-        .await
-        .expect("the journal is read");
-    entries
+        .into_iter()
+        .map(|(kind, d)| {
+            let shown = match kind.as_str() {
+                "message" => json!({
+                    "role": d["role"],
+                    "content": d["content"],
+                    "toolCalls": d["toolCalls"].as_array().map(|calls| calls
+                        .iter()
+                        .map(|c| json!([c["name"], c["arguments"]]))
+                        .collect::<Vec<_>>()),
+                }),
+                "status" => d["text"].clone(),
+                _ => Value::Null,
+            };
+            let role = d["role"].as_str().unwrap_or("").to_owned();
+            (kind, role, shown)
+        })
+        .collect()
 }
 
 /// Runs the example on `backend` with its code on `host` and checks what it did; its journals.

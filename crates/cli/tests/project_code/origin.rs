@@ -14,17 +14,17 @@ use tokio::sync::{Mutex, mpsc};
 
 /// One request the origin read.
 #[derive(Clone, Debug)]
-pub struct Hit {
-    pub method: String,
-    pub path: String,
+pub(crate) struct Hit {
+    pub(crate) method: String,
+    pub(crate) path: String,
     /// Header names lower-cased, in the order sent.
-    pub headers: Vec<(String, String)>,
-    pub body: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: String,
 }
 
 impl Hit {
     /// Header `name` (lower case), if sent.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -33,9 +33,9 @@ impl Hit {
 }
 
 /// The running origin.
-pub struct Origin {
+pub(crate) struct Origin {
     /// `127.0.0.1:PORT`.
-    pub addr: String,
+    pub(crate) addr: String,
     connections: Arc<AtomicUsize>,
     hits: mpsc::UnboundedReceiver<Hit>,
     /// Held requests' connections, kept open until the origin is dropped.
@@ -50,7 +50,7 @@ impl Drop for Origin {
 }
 
 impl Origin {
-    pub async fn start() -> Origin {
+    pub(crate) async fn start() -> Origin {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -77,17 +77,17 @@ impl Origin {
     }
 
     /// `http://127.0.0.1:PORT`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// The connections accepted so far.
-    pub fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
     }
 
     /// The next request (panics after 20 s: a hung test, not a timing assertion).
-    pub async fn next(&mut self) -> Hit {
+    pub(crate) async fn next(&mut self) -> Hit {
         tokio::time::timeout(Duration::from_secs(20), self.hits.recv())
             .await
             .expect("a request reaches the origin")
@@ -95,7 +95,7 @@ impl Origin {
     }
 
     /// The requests already reported, without waiting.
-    pub fn seen(&mut self) -> Vec<Hit> {
+    pub(crate) fn seen(&mut self) -> Vec<Hit> {
         std::iter::from_fn(|| self.hits.try_recv().ok()).collect()
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use crate::support::{self, Backend, Scratch};
 
 /// The folder `NODE_PATH` names: it must hold zod (`scripts/test-servers` installs it).
-pub fn node_modules() -> PathBuf {
+pub(crate) fn node_modules() -> PathBuf {
     let dir = support::repo().join(".ci/node/node_modules");
     assert!(
         dir.join("zod/package.json").is_file(),
@@ -25,7 +25,7 @@ pub fn node_modules() -> PathBuf {
 }
 
 /// The `--db` a `duet` process opens to reach `backend`'s database.
-pub fn db_arg(backend: &Backend) -> String {
+pub(crate) fn db_arg(backend: &Backend) -> String {
     match backend {
         Backend::Sqlite(p) => p.display().to_string(),
         Backend::Postgres(url) => url.clone(),
@@ -35,7 +35,7 @@ pub fn db_arg(backend: &Backend) -> String {
 
 /// `duet ARGS --project PROJECT --db DB`, killed when dropped; short leases, so that a killed
 /// process's thread is another's soon.
-pub fn duet(project: &Path, db: &str, args: &[&str]) -> Command {
+pub(crate) fn duet(project: &Path, db: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_duet"));
     cmd.args(args)
         .arg("--project")
@@ -56,7 +56,7 @@ pub fn duet(project: &Path, db: &str, args: &[&str]) -> Command {
 }
 
 /// Runs `cmd` to its end: (exit code, stdout, stderr).
-pub async fn output(mut cmd: Command) -> (i32, String, String) {
+pub(crate) async fn output(mut cmd: Command) -> (i32, String, String) {
     let out = cmd.output().await.expect("duet runs");
     (
         out.status.code().unwrap_or(-1),
@@ -66,7 +66,7 @@ pub async fn output(mut cmd: Command) -> (i32, String, String) {
 }
 
 /// A new API key for `ops`: its bearer token.
-pub async fn key(project: &Path, db: &str) -> String {
+pub(crate) async fn key(project: &Path, db: &str) -> String {
     let (code, stdout, stderr) =
         output(duet(project, db, &["keys", "create", "--principal", "ops"])).await;
     assert_eq!(code, 0, "{stderr}");
@@ -75,9 +75,9 @@ pub async fn key(project: &Path, db: &str) -> String {
 
 /// A `duet serve` process: its address, an HTTP client under one key, and its log lines (JSON,
 /// `duet::code` at info: the project's `console`).
-pub struct Served {
-    _child: Child,
-    pub base: String,
+pub(crate) struct Served {
+    child: Child,
+    pub(crate) base: String,
     token: String,
     http: reqwest::Client,
     logs: mpsc::UnboundedReceiver<Value>,
@@ -85,7 +85,7 @@ pub struct Served {
 
 impl Served {
     /// Starts `duet serve` for `project` on `db` with `env` set.
-    pub async fn start(project: &Path, db: &str, env: &[(&str, &str)]) -> Served {
+    pub(crate) async fn start(project: &Path, db: &str, env: &[(&str, &str)]) -> Served {
         let token = key(project, db).await;
         let mut cmd = duet(
             project,
@@ -118,7 +118,7 @@ impl Served {
             }
         });
         Served {
-            _child: child,
+            child,
             base,
             token,
             http: reqwest::Client::new(),
@@ -127,24 +127,81 @@ impl Served {
     }
 
     /// A request to `path` under the key.
-    pub fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(&self.token)
     }
 
-    /// `GET path`: (status, body as JSON, or the text as a JSON string).
-    pub async fn get(&self, path: &str) -> (u16, Value) {
-        send(self.req(reqwest::Method::GET, path)).await
-    }
-
     /// `POST path` with a JSON body: (status, body).
-    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         send(self.req(reqwest::Method::POST, path).json(&body)).await
     }
 
+    /// Thread `key`'s journal from its event stream: each entry's kind and its data (a message's
+    /// fields, a record's), read until a status of the thread (the SSE `status` event without
+    /// an id: a `status` record has one) satisfies `done` — the entries up to it. Panics after
+    /// 20 s (a hung test).
+    pub(crate) async fn journal_until(
+        &self,
+        key: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Vec<(String, Value)> {
+        use futures::StreamExt;
+        let resp = self
+            .req(reqwest::Method::GET, &format!("/threads/{key}/events"))
+            .send()
+            .await
+            .expect("events");
+        assert_eq!(resp.status(), 200, "{key}");
+        let mut body = resp.bytes_stream();
+        let mut buffer = String::new();
+        let mut entries = Vec::new();
+        let read = async {
+            loop {
+                while let Some(end) = buffer.find("\n\n") {
+                    let block: String = buffer.drain(..end + 2).collect();
+                    let field = |name: &str| {
+                        block
+                            .lines()
+                            .find_map(|l| l.strip_prefix(name)?.strip_prefix(": "))
+                    };
+                    let (Some(event), Some(data)) = (field("event"), field("data")) else {
+                        continue;
+                    };
+                    let data: Value = serde_json::from_str(data).expect("JSON data");
+                    if event == "status" && field("id").is_none() {
+                        if done(&data) {
+                            return;
+                        }
+                        continue;
+                    }
+                    entries.push((event.to_owned(), data["data"].clone()));
+                }
+                match body.next().await {
+                    Some(Ok(chunk)) => buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                    _ => panic!("the events of {key} ended first: {entries:#?}"),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), read)
+            .await
+            .unwrap_or_else(|_| panic!("the journal of {key} was not read"));
+        entries
+    }
+
+    /// Thread `key`'s journal as it is (up to the status the stream starts with).
+    pub(crate) async fn journal(&self, key: &str) -> Vec<(String, Value)> {
+        self.journal_until(key, |_| true).await
+    }
+
+    /// Kills the process (SIGKILL) and waits until it is gone.
+    pub(crate) async fn kill(mut self) {
+        self.child.kill().await.expect("SIGKILL");
+    }
+
     /// Log lines until one satisfies `done` (panics after 20 s: a hung test).
-    pub async fn log_until(&mut self, done: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn log_until(&mut self, done: impl Fn(&Value) -> bool) -> Value {
         let wait = tokio::time::timeout(Duration::from_secs(20), async {
             while let Some(line) = self.logs.recv().await {
                 if done(&line) {
@@ -161,7 +218,7 @@ impl Served {
 }
 
 /// Sends `req`: (status, body as JSON, or the text as a JSON string).
-pub async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
+pub(crate) async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
     let resp = req.send().await.expect("request");
     let status = resp.status().as_u16();
     let text = resp.text().await.expect("body");
@@ -171,7 +228,7 @@ pub async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
 
 /// A copy of `examples/typescript` in a scratch folder, with `edit` applied to each file's
 /// text (by its path from the project's root).
-pub fn example_copy(tag: &str, edit: impl Fn(&str, String) -> String) -> Scratch {
+pub(crate) fn example_copy(tag: &str, edit: impl Fn(&str, String) -> String) -> Scratch {
     let copy = Scratch::new(tag);
     let from = support::repo().join("examples/typescript");
     let mut stack = vec![from.clone()];
@@ -199,7 +256,7 @@ pub fn example_copy(tag: &str, edit: impl Fn(&str, String) -> String) -> Scratch
 }
 
 /// `old` replaced by `new` in `text`, which must hold it.
-pub fn replaced(text: &str, old: &str, new: &str) -> String {
+pub(crate) fn replaced(text: &str, old: &str, new: &str) -> String {
     assert!(text.contains(old), "`{old}` is not in {text}");
     text.replace(old, new)
 }
