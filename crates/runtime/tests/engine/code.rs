@@ -30,12 +30,15 @@ enum Act {
     Fail(CodeErrorKind, &'static str),
 }
 
+/// A bridge call's method and its answer.
+type Answer = (String, Result<Value, String>);
+
 /// Plays each file's script; logs every call and every bridge answer.
 #[derive(Clone, Default)]
 struct ScriptHost {
     scripts: Arc<BTreeMap<&'static str, Vec<Act>>>,
     calls: Arc<Mutex<Vec<CodeCall>>>,
-    answers: Arc<Mutex<Vec<(String, Result<Value, String>)>>>,
+    answers: Arc<Mutex<Vec<Answer>>>,
 }
 
 impl ScriptHost {
