@@ -19,8 +19,8 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::NodeOptions;
 use super::cache::Cache;
+use super::options::NodeOptions;
 use super::stderr::Stderr;
 use super::wire::{self, Inbound};
 
