@@ -6,7 +6,8 @@ use std::time::Duration;
 /// How the node host starts node.
 #[derive(Clone, Debug)]
 pub struct NodeOptions {
-    /// The `node` executable (Node.js 20.6 or later): `node`, found on `PATH`, unless set.
+    /// The `node` executable (Node.js 18.19 or later: `module.register`): by default the
+    /// environment's `DUET_NODE`, else `node`, found on `PATH`.
     pub node: PathBuf,
     /// Folders searched for packages after the project's own `node_modules` (`NODE_PATH`).
     pub node_path: Vec<PathBuf>,
@@ -21,7 +22,9 @@ pub struct NodeOptions {
 impl Default for NodeOptions {
     fn default() -> Self {
         NodeOptions {
-            node: PathBuf::from("node"),
+            node: std::env::var_os("DUET_NODE")
+                .filter(|v| !v.is_empty())
+                .map_or_else(|| PathBuf::from("node"), PathBuf::from),
             node_path: Vec::new(),
             env: Vec::new(),
             grace: Duration::from_secs(1),

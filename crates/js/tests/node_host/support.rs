@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
-/// Whether `node` is on `PATH`: when it is not, the test prints why it is skipped, unless
-/// `DUET_REQUIRE_NODE=1`, which makes it fail.
+/// Whether `node` is on `PATH` (or `DUET_NODE` names one: the node the host starts): when it is
+/// not, the test prints why it is skipped, unless `DUET_REQUIRE_NODE=1`, which makes it fail.
 pub(crate) fn node_here() -> bool {
-    let found = std::process::Command::new("node")
+    let found = std::process::Command::new(duet_js::NodeOptions::default().node)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
