@@ -133,6 +133,22 @@ fn project() -> Arc<duet_spec::Project> {
         "agents/handlers/counter.ts",
         "import { defineHandler } from '@standardagents/spec';\nexport default defineHandler({ execute: async (state, message) => {} });\n",
     );
+    write(
+        "agents/agents/relay_desk.yaml",
+        "name: relay_desk\nsideA:\n  handler: relayer\n  subagents: [{ agent: echoer, as: helper }]\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/handlers/relayer.ts",
+        "import { defineHandler } from '@standardagents/spec';\nexport default defineHandler({ execute: async (state, message) => {} });\n",
+    );
+    write(
+        "agents/agents/echoer.yaml",
+        "name: echoer\nexposeAsTool: true\ntoolDescription: Echoes.\nsideA: { handler: echo }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/handlers/echo.yaml",
+        "description: Replies with the text it was sent.\n",
+    );
     dir.project()
 }
 
@@ -154,6 +170,19 @@ fn host() -> ScriptHost {
             vec![
                 Act::Ask("setValue", json!({ "key": "broken", "value": true })),
                 Act::Fail(CodeErrorKind::Thrown, "Error: boom"),
+            ],
+        ),
+        (
+            "agents/handlers/relayer.ts",
+            vec![
+                Act::Ask(
+                    "invokeTool",
+                    json!({ "name": "subagent_create", "args": { "agent": "helper", "message": "ping" } }),
+                ),
+                Act::Ask(
+                    "invokeTool",
+                    json!({ "name": "subagent_create", "args": { "agent": "nobody", "message": "x" } }),
+                ),
             ],
         ),
         ("agents/hooks/trim.ts", vec![Act::First(1)]),
@@ -393,5 +422,40 @@ async fn without_a_code_host_a_ts_tool_says_so() {
                 .any(|(_, _, t)| t.contains("no code host to run it")),
             "{texts:?}"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ts_handler_starts_a_child_with_subagent_create() {
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let host = host();
+        let rt = runtime(store.clone(), &host);
+        support::send(&rt, "r1", Some("relay_desk"), "relay this").await;
+        rt.quiesce().await;
+        let answers = host.answers.lock().expect("answers").clone();
+        let results: Vec<&Value> = answers
+            .iter()
+            .filter(|(m, _)| m == "invokeTool")
+            .filter_map(|(_, a)| a.as_ref().ok())
+            .collect();
+        assert_eq!(results.len(), 2, "{answers:?}");
+        assert_eq!(results[0]["status"], json!("success"), "{results:?}");
+        assert!(
+            results[0]["result"]
+                .as_str()
+                .is_some_and(|r| r.contains("Reference: r1/helper-1")),
+            "{results:?}"
+        );
+        assert_eq!(results[1]["status"], json!("error"));
+        assert!(
+            results[1]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("`nobody`"))
+        );
+        let t = store.thread("r1").await.expect("read").expect("thread");
+        let children = store.children(t.id).await.expect("children");
+        assert_eq!(children.len(), 1);
+        assert_eq!(children[0].agent, "echoer");
     }
 }
