@@ -146,6 +146,18 @@ fn project() -> Arc<duet_spec::Project> {
         "name: echoer\nexposeAsTool: true\ntoolDescription: Echoes.\nsideA: { handler: echo }\nsideB: { human: true }\n",
     );
     write(
+        "agents/agents/planner.yaml",
+        "name: planner\nsideA: { handler: planner }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/handlers/planner.ts",
+        "import { defineHandler } from '@standardagents/spec';\nexport default defineHandler({ execute: async (state, message) => {} });\n",
+    );
+    write(
+        "agents/effects/nudge.ts",
+        "import { defineEffect } from '@standardagents/spec';\nexport default defineEffect('Nudges.', { type: 'object', properties: { n: { type: 'integer' } } }, async (state, args) => {});\n",
+    );
+    write(
         "agents/handlers/echo.yaml",
         "description: Replies with the text it was sent.\n",
     );
@@ -183,6 +195,20 @@ fn host() -> ScriptHost {
                     "invokeTool",
                     json!({ "name": "subagent_create", "args": { "agent": "nobody", "message": "x" } }),
                 ),
+            ],
+        ),
+        (
+            "agents/handlers/planner.ts",
+            vec![Act::Ask(
+                "scheduleEffect",
+                json!({ "name": "nudge", "args": { "n": 3 }, "delayMs": 0 }),
+            )],
+        ),
+        (
+            "agents/effects/nudge.ts",
+            vec![
+                Act::Ask("setValue", json!({ "key": "nudged", "value": 3 })),
+                Act::Ask("stopSession", json!({ "options": {} })),
             ],
         ),
         ("agents/hooks/trim.ts", vec![Act::First(1)]),
@@ -457,5 +483,28 @@ async fn a_ts_handler_starts_a_child_with_subagent_create() {
         let children = store.children(t.id).await.expect("children");
         assert_eq!(children.len(), 1);
         assert_eq!(children[0].agent, "echoer");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ts_effect_runs_at_rest_when_due_and_its_writes_are_committed() {
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let host = host();
+        let rt = runtime(store.clone(), &host);
+        support::send(&rt, "p1", Some("planner"), "plan").await;
+        let scheduled = host.answer("scheduleEffect").expect("asked");
+        assert!(scheduled.is_ok(), "{scheduled:?}");
+        assert_eq!(rt.run_due_timers().await.expect("timers"), 1);
+        rt.quiesce().await;
+        let calls = host.calls_of("agents/effects/nudge.ts");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].entry, vec!["handler".to_owned()]);
+        assert_eq!(calls[0].args, vec![json!({ "n": 3 })]);
+        // At rest: no execution, and no session to stop.
+        assert_eq!(calls[0].state["execution"], Value::Null);
+        let stop = host.answer("stopSession").expect("asked");
+        assert!(stop.is_err(), "{stop:?}");
+        assert_eq!(value(&store, "p1", "nudged").await, Some(json!(3)));
     }
 }
