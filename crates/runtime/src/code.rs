@@ -36,10 +36,14 @@ pub struct CodeCall {
     /// The path to the function in the default export: `["execute"]` for a tool, hook or
     /// handler, `["handler"]` for an effect or a thread endpoint.
     pub entry: Vec<String>,
-    /// The arguments after `state`, as JSON. A thread endpoint's request is
+    /// The arguments besides `state`, as JSON. A thread endpoint's request is
     /// `{"$request": {method, url, headers: [[name, value]…], body}}` (body text, or base64 under
     /// `bodyBase64`), which the host makes a `Request`.
     pub args: Vec<serde_json::Value>,
+    /// Where `state` goes among the arguments: the function is called with `args` and `state`
+    /// inserted at this index. `0` (`fn(state, ...args)`) for a tool, hook, handler or effect;
+    /// `1` for a thread endpoint, whose spec signature is `(req, state, params)`.
+    pub state_at: usize,
     /// What `state` shows without asking: `threadId`, `agentId`, `arguments`, `execution`
     /// (`null` at rest)…, an object.
     pub state: serde_json::Value,

@@ -211,9 +211,7 @@ impl Tools {
                 "Tool `{name}` runs the project's code with the thread's state: call it from a \
                  model step or from code (`state.invokeTool`), not from here."
             )),
-            None => ToolResult::error(format!(
-                "Tool `{name}` has no implementation duet can run."
-            )),
+            None => ToolResult::error(format!("Tool `{name}` has no implementation duet can run.")),
         }
     }
 

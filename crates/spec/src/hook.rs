@@ -172,7 +172,15 @@ pub(crate) fn decode_hook(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Op
     let builtin = explicit.or_else(|| id.clone()).unwrap_or_default();
     o.finish(
         ctx,
-        &["hook", "id", "description", "builtin", "execute", "timeoutMs", "memoryMb"],
+        &[
+            "hook",
+            "id",
+            "description",
+            "builtin",
+            "execute",
+            "timeoutMs",
+            "memoryMb",
+        ],
     );
     if let Some(id) = &id {
         crate::agent::check_name(ctx, id, "id", id_span);

@@ -65,8 +65,8 @@ pub use agent::{
 };
 pub use approval::{Approval, ApprovalWhen, Approvers, Decision, RememberScope};
 pub use cascade::order as order_issues;
-pub use compose::Builtins;
 pub use code::{CONFIG_FILES, CodeConfig, CodeRef, FetchConfig, HostKind};
+pub use compose::Builtins;
 pub use deadline::{
     Deadline, DeadlineDefault, Escalation, MAX_DURATION_MS, format_duration, parse_duration,
 };

@@ -87,7 +87,10 @@ impl Bridge for HookBridge<'_, '_> {
                 self.ctx.set_value(key("key")?, value).map_err(|e| e.0)?;
                 Ok(Value::Null)
             }
-            "env" => Ok(self.ctx.env(&key("name")?).map_or(Value::Null, Value::String)),
+            "env" => Ok(self
+                .ctx
+                .env(&key("name")?)
+                .map_or(Value::Null, Value::String)),
             "injectMessage" => {
                 let input = params.get("input").cloned().unwrap_or(Value::Null);
                 let content = input
@@ -99,11 +102,16 @@ impl Bridge for HookBridge<'_, '_> {
                     .get("role")
                     .and_then(shape::role_of)
                     .unwrap_or(Role::System);
-                let silent = input.get("silent").and_then(Value::as_bool).unwrap_or(false);
+                let silent = input
+                    .get("silent")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
                 self.ctx
                     .inject_message(role, content.clone(), silent)
                     .map_err(|e| e.0)?;
-                Ok(json!({ "id": null, "role": role.as_str(), "content": content, "silent": silent }))
+                Ok(
+                    json!({ "id": null, "role": role.as_str(), "content": content, "silent": silent }),
+                )
             }
             other => match unavailable(other) {
                 e if e.contains("not a ThreadState member") => Err(e),
@@ -124,6 +132,7 @@ impl CodeHook {
             file: self.file.clone(),
             entry: self.code.entry.clone(),
             args,
+            state_at: 0,
             state: shape::state(thread, &json!({}), None),
             thread: thread.key.clone(),
             call: format!("hook:{}:{}", ctx.id, thread.next_seq),
@@ -229,7 +238,9 @@ impl Hook for CodeHook {
         ctx: &HookContext<'_>,
         message: &Message,
     ) -> Result<(), HookError> {
-        self.value(ctx, vec![shape::message(message)]).await.map(|_| ())
+        self.value(ctx, vec![shape::message(message)])
+            .await
+            .map(|_| ())
     }
 
     async fn tool_call_started(

@@ -57,6 +57,7 @@ fn call_of(
         file: file.to_owned(),
         entry: code.entry.clone(),
         args,
+        state_at: 0,
         state: shape::state(state.thread, state.arguments, execution),
         thread: state.thread.key.clone(),
         call,

@@ -191,7 +191,9 @@ fn calls_of(v: &Value) -> Result<Vec<ToolCall>, String> {
                 return Err("a tool call needs `id` and `function.name`".to_owned());
             };
             let arguments = match f.and_then(|f| f.get("arguments")) {
-                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
+                Some(Value::String(s)) => {
+                    serde_json::from_str(s).unwrap_or(Value::String(s.clone()))
+                }
                 Some(other) => other.clone(),
                 None => json!({}),
             };

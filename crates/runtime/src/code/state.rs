@@ -14,12 +14,18 @@ use crate::types::Role;
 
 /// Members of the spec's ThreadState that duet does not offer yet, and why.
 const NOT_YET: &[(&str, &str)] = &[
-    ("queueTool", "use `invokeTool`, which runs the tool and returns its result"),
+    (
+        "queueTool",
+        "use `invokeTool`, which runs the tool and returns its result",
+    ),
     ("updateMessage", "duet's journal is append-only"),
     ("deleteMessage", "duet's journal is append-only"),
     ("setEnv", "env comes from the definitions and the process"),
     ("getLogs", "duet's journal is read with `getMessages`"),
-    ("getParentThread", "a child reaches its parent with `notifyParent`"),
+    (
+        "getParentThread",
+        "a child reaches its parent with `notifyParent`",
+    ),
     ("runCode", "code runs in the project's own files"),
     ("writeFile", "the thread filesystem is not built yet"),
     ("readFile", "the thread filesystem is not built yet"),
@@ -215,14 +221,14 @@ impl Bridge for StateBridge<'_, '_> {
 /// `limit` (default 100), `offset`; silent messages only with `includeSilent: true`.
 fn messages(all: &[crate::types::Message], options: Option<&Value>) -> Value {
     let opt = |k: &str| options.and_then(|o| o.get(k));
-    let include_silent = opt("includeSilent").and_then(Value::as_bool).unwrap_or(false);
+    let include_silent = opt("includeSilent")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let desc = opt("order").and_then(Value::as_str) == Some("desc");
     let limit = opt("limit").and_then(Value::as_u64).unwrap_or(100) as usize;
     let offset = opt("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
-    let mut listed: Vec<&crate::types::Message> = all
-        .iter()
-        .filter(|m| include_silent || !m.silent)
-        .collect();
+    let mut listed: Vec<&crate::types::Message> =
+        all.iter().filter(|m| include_silent || !m.silent).collect();
     if desc {
         listed.reverse();
     }
