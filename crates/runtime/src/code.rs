@@ -23,6 +23,7 @@ use async_trait::async_trait;
 
 mod fetch;
 pub(crate) mod hook;
+mod read_only;
 pub(crate) mod run;
 mod shape;
 pub(crate) mod state;
@@ -208,6 +209,8 @@ pub(crate) struct Hosting {
 
 impl Hosting {
     /// The host, or the error of a runtime that has none.
+    // Once per call, never in a loop: the error's size costs nothing worth boxing it for.
+    #[allow(clippy::result_large_err)]
     pub(crate) fn host(&self, what: &str) -> Result<&Arc<dyn CodeHost>, CodeError> {
         self.host.as_ref().ok_or_else(|| {
             CodeError::new(
