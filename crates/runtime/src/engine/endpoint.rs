@@ -9,7 +9,8 @@
 //!   A call that failed keeps nothing.
 //! - A thread that runs (another holds its lease) or is terminated is read, not held: the
 //!   endpoint answers from what is committed, and each `state` member that writes throws
-//!   (an endpoint that lets it escape is `Busy` or `Terminated`: nothing was written).
+//!   (an endpoint that lets it escape is `Busy` or `Terminated`: nothing was written). A lease
+//!   taken away mid-call (the thread terminated) is the same: nothing is committed.
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -23,7 +24,7 @@ use crate::endpoint::{EndpointError, EndpointRequest, EndpointResponse};
 use crate::error::RunError;
 use crate::handler::{ThreadState, Writes};
 use crate::hooks::ActiveHooks;
-use crate::store::{Commit, CommitOutcome, RunStart};
+use crate::store::{Commit, CommitOutcome, RunStart, StoreError};
 use crate::types::{Message, SideId, Thread, ThreadId, ThreadStatus};
 
 /// What is called: the endpoint's file and handler, its `$request` and `params`, the call's id.
@@ -120,6 +121,17 @@ impl Runtime {
                 }
                 answer
             }
+            Err(RunError::Store(StoreError::LeaseLost(_))) => {
+                // Taken away mid-call (the thread was terminated, or another process took it
+                // over): nothing was committed, as for a write to a thread held elsewhere.
+                let now = self.inner.store.thread(key).await?;
+                Err(match now {
+                    Some(t) if t.status == ThreadStatus::Terminated => {
+                        EndpointError::Terminated(key.to_owned())
+                    }
+                    _ => EndpointError::Busy(key.to_owned()),
+                })
+            }
             Err(e) => {
                 // Nothing was committed: give the lease back so the thread is free at once.
                 if let Err(e) = self.inner.store.release(thread.id, run).await {
@@ -140,7 +152,7 @@ impl Runtime {
     ) -> Result<(Result<EndpointResponse, EndpointError>, CommitOutcome), RunError> {
         let ran = tokio::select! {
             () = guard.lost.cancelled() => {
-                return Err(crate::store::StoreError::LeaseLost(id).into());
+                return Err(StoreError::LeaseLost(id).into());
             }
             ran = self.run_endpoint(id, call, None) => ran?,
         };

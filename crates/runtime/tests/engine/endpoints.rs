@@ -35,6 +35,7 @@ fn project() -> Arc<duet_spec::Project> {
         "bad.get.ts",
         "careful.post.ts",
         "queue.post.ts",
+        "terminating.post.ts",
     ] {
         write(&format!("agents/api/{file}"), endpoint);
     }
@@ -135,6 +136,19 @@ impl CodeHost for Desk {
                         .await;
                     assert!(matches!(sent, Ok(Delivered::Queued { .. })), "{sent:?}");
                 }
+                Ok(Value::Null)
+            }
+            "terminating.post.ts" => {
+                let value = json!({ "key": "late", "value": true });
+                bridge.call("setValue", value).await.map_err(thrown)?;
+                // The thread is terminated while the endpoint holds it: its lease is gone.
+                let rt = self.rt.get().expect("the runtime");
+                let t = rt.store().thread(&call.thread).await.expect("read");
+                let t = t.expect("thread");
+                rt.store()
+                    .terminate(t.id, rt.now_ms())
+                    .await
+                    .expect("terminate");
                 Ok(Value::Null)
             }
             other => Err(CodeError::new(CodeErrorKind::Load, format!("no {other}"))),
@@ -401,6 +415,26 @@ async fn a_terminated_thread_is_read_and_not_written() {
         );
         assert_eq!(value(&store, "note:2").await, None);
         assert!(lease_free(&store).await);
+    }
+}
+
+#[tokio::test]
+async fn a_thread_terminated_during_the_call_keeps_nothing_it_wrote() {
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let rt = desk(store.clone(), Some(Arc::default())).await;
+        let e = rt
+            .call_endpoint("t", request("POST", "/terminating", ""))
+            .await;
+        assert!(
+            matches!(e, Err(EndpointError::Terminated(ref k)) if k == "t"),
+            "{}: {e:?}",
+            backend.name()
+        );
+        assert_eq!(value(&store, "late").await, None);
+        let t = store.thread("t").await.expect("read").expect("thread");
+        assert_eq!(t.status, duet_runtime::ThreadStatus::Terminated);
+        assert!(t.lease_owner.is_none());
     }
 }
 
