@@ -197,6 +197,8 @@ impl HostEngine {
             json(&call.entry),
             json(&call.args),
             json(&call.state),
+            // At most the arguments' length: `state` goes there among them.
+            call.state_at.min(call.args.len()) as f64,
         ))
     }
 }

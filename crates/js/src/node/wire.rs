@@ -84,6 +84,7 @@ pub(crate) fn call(id: u64, call: &duet_runtime::CodeCall) -> String {
             "state": call.state,
             "thread": call.thread,
             "call": call.call,
+            "stateAt": call.state_at,
             "deadlineMs": deadline,
         },
     }))

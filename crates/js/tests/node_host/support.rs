@@ -43,6 +43,7 @@ pub(crate) fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
 /// A call of `file`'s `execute` with `args` after `state`.
 pub(crate) fn call(file: &str, args: Vec<Value>) -> CodeCall {
     CodeCall {
+        state_at: 0,
         file: file.into(),
         entry: vec!["execute".into()],
         args,
