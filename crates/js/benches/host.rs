@@ -66,6 +66,7 @@ fn main() {
         .build()
         .expect("a runtime");
     let call = |touch: bool| CodeCall {
+        state_at: 0,
         file: "agents/tools/count.ts".into(),
         entry: vec!["execute".into()],
         args: vec![json!({ "key": "n", "touch": touch })],

@@ -65,6 +65,7 @@ fn main() {
     runtime.block_on(async {
         let host = NodeHost::new(dir.path(), NodeOptions::default());
         let call = CodeCall {
+            state_at: 0,
             file: "agents/tools/count.ts".into(),
             entry: vec!["execute".into()],
             args: vec![json!({ "add": 2 })],

@@ -329,7 +329,11 @@ async function settle(call, params) {
   try {
     const state = makeState(call, params.state, null);
     const args = (Array.isArray(params.args) ? params.args : []).map(argument);
-    const returned = (async () => entry.fn.call(entry.self, state, ...args))();
+    // `state` at `stateAt` among the arguments (a thread endpoint's `(req, state, params)`).
+    const at = Number.isInteger(params.stateAt) && params.stateAt > 0 && params.stateAt <= args.length
+      ? params.stateAt : 0;
+    const all = [...args.slice(0, at), state, ...args.slice(at)];
+    const returned = (async () => entry.fn.call(entry.self, ...all))();
     const value = await Promise.race([returned, call.failed]);
     await Promise.race([Promise.all(call.sent), call.failed]);
     // A promise rejected during this turn and never handled is reported before the next.

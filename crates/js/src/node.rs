@@ -28,6 +28,7 @@
 //! for projects that trust their code.
 
 mod cache;
+mod options;
 mod process;
 mod stderr;
 mod wire;
@@ -35,43 +36,17 @@ mod wire;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use duet_runtime::{Bridge, CodeCall, CodeError, CodeErrorKind, CodeHost};
 use tokio::time::Instant;
 
 use cache::Cache;
+pub use options::NodeOptions;
 use process::{Event, Process, project_file};
 
 /// The smallest heap node is started with, in MiB.
 const MIN_HEAP_MIB: u64 = 64;
-
-/// How the node host starts node.
-#[derive(Clone, Debug)]
-pub struct NodeOptions {
-    /// The `node` executable (Node.js 20.6 or later): `node`, found on `PATH`, unless set.
-    pub node: PathBuf,
-    /// Folders searched for packages after the project's own `node_modules` (`NODE_PATH`).
-    pub node_path: Vec<PathBuf>,
-    /// Environment variables the process gets besides `PATH`, `HOME`, `TMPDIR`, the locale and
-    /// `TZ` (duet's own environment is not passed on).
-    pub env: Vec<(String, String)>,
-    /// How long the process has, once a call ran past its deadline, to show that its event loop
-    /// still turns (it answers a ping) before it is killed as stuck: 1 s unless set.
-    pub grace: Duration,
-}
-
-impl Default for NodeOptions {
-    fn default() -> Self {
-        NodeOptions {
-            node: PathBuf::from("node"),
-            node_path: Vec::new(),
-            env: Vec::new(),
-            grace: Duration::from_secs(1),
-        }
-    }
-}
 
 #[derive(Default)]
 struct Slot {

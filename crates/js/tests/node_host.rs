@@ -263,11 +263,11 @@ async fn an_endpoint_takes_a_request_and_returns_a_response() {
     }
     let endpoint = r#"
 import { defineThreadEndpoint } from '@standardagents/spec';
-export default defineThreadEndpoint(async (state, req: Request) => {
+export default defineThreadEndpoint(async (req: Request, state, params) => {
   const body = await req.json();
   const q = new URL(req.url).searchParams.get('q');
   return Response.json(
-    { method: req.method, q, name: body.name, auth: req.headers.get('x-test'), thread: state.threadId },
+    { method: req.method, q, name: body.name, auth: req.headers.get('x-test'), thread: state.threadId, id: params.id },
     { status: 201 },
   );
 });
@@ -275,14 +275,19 @@ export default defineThreadEndpoint(async (state, req: Request) => {
     let dir = project(&[("agents/api/hello.post.ts", endpoint)]);
     let mut c = call(
         "agents/api/hello.post.ts",
-        vec![json!({ "$request": {
-            "method": "POST",
-            "url": "http://127.0.0.1/threads/t-1/api/hello?q=yes",
-            "headers": [["content-type", "application/json"], ["x-test", "on"]],
-            "body": "{\"name\":\"duet\"}",
-        }})],
+        vec![
+            json!({ "$request": {
+                "method": "POST",
+                "url": "http://127.0.0.1/threads/t-1/api/hello?q=yes",
+                "headers": [["content-type", "application/json"], ["x-test", "on"]],
+                "body": "{\"name\":\"duet\"}",
+            }}),
+            json!({ "id": "7" }),
+        ],
     );
     c.entry = vec!["handler".into()];
+    // The spec's `(req, state, params)`: `state` second.
+    c.state_at = 1;
     let out = host(&dir)
         .call(c, &mut Recorder::default())
         .await
@@ -298,7 +303,7 @@ export default defineThreadEndpoint(async (state, req: Request) => {
         serde_json::from_str(response["body"].as_str().expect("a text body")).expect("JSON");
     assert_eq!(
         body,
-        json!({ "method": "POST", "q": "yes", "name": "duet", "auth": "on", "thread": "t-1" })
+        json!({ "method": "POST", "q": "yes", "name": "duet", "auth": "on", "thread": "t-1", "id": "7" })
     );
 }
 

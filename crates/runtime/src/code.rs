@@ -23,6 +23,7 @@ use async_trait::async_trait;
 
 mod fetch;
 pub(crate) mod hook;
+mod read_only;
 pub(crate) mod run;
 mod shape;
 pub(crate) mod state;
@@ -36,10 +37,14 @@ pub struct CodeCall {
     /// The path to the function in the default export: `["execute"]` for a tool, hook or
     /// handler, `["handler"]` for an effect or a thread endpoint.
     pub entry: Vec<String>,
-    /// The arguments after `state`, as JSON. A thread endpoint's request is
+    /// The arguments besides `state`, as JSON. A thread endpoint's request is
     /// `{"$request": {method, url, headers: [[name, value]…], body}}` (body text, or base64 under
     /// `bodyBase64`), which the host makes a `Request`.
     pub args: Vec<serde_json::Value>,
+    /// Where `state` goes among the arguments: the function is called with `args` and `state`
+    /// inserted at this index. `0` (`fn(state, ...args)`) for a tool, hook, handler or effect;
+    /// `1` for a thread endpoint, whose spec signature is `(req, state, params)`.
+    pub state_at: usize,
     /// What `state` shows without asking: `threadId`, `agentId`, `arguments`, `execution`
     /// (`null` at rest)…, an object.
     pub state: serde_json::Value,
@@ -111,7 +116,7 @@ pub struct CodeError {
     pub stack: Option<String>,
     /// What was thrown, when it was an object: its own enumerable properties as JSON (a
     /// `prefilter_llm_history` hook blocks with `{block: true}`).
-    pub details: Option<serde_json::Value>,
+    pub details: Option<Box<serde_json::Value>>,
 }
 
 impl CodeError {
@@ -204,6 +209,8 @@ pub(crate) struct Hosting {
 
 impl Hosting {
     /// The host, or the error of a runtime that has none.
+    // Once per call, never in a loop: the error's size costs nothing worth boxing it for.
+    #[allow(clippy::result_large_err)]
     pub(crate) fn host(&self, what: &str) -> Result<&Arc<dyn CodeHost>, CodeError> {
         self.host.as_ref().ok_or_else(|| {
             CodeError::new(

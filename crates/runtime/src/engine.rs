@@ -9,6 +9,8 @@
 //! - `run`: the run loop — drain → decide → do → commit → emit.
 //! - `step`: one model step; `router`: what each tool call is and where it goes.
 //! - `handler_turn`: a handler's turn; `immediate`: `immediate` children at activation.
+//! - `endpoint`: [`Runtime::call_endpoint`], a thread endpoint's call (its writes committed
+//!   under the lease when the thread is free; read-only while it runs or once terminated).
 //! - `spawn`: the [`Children`](crate::children::Children) port on this runtime (spawn,
 //!   message, report).
 //! - `awaits`: a blocking child's result reaching the parent's open tool call.
@@ -26,6 +28,7 @@ mod deadline;
 mod deliver;
 mod effect_run;
 mod emit;
+mod endpoint;
 mod fire;
 mod handler_turn;
 mod immediate;

@@ -30,6 +30,7 @@ pub mod deadline;
 mod decide;
 mod delivery;
 mod effect;
+mod endpoint;
 mod engine;
 mod error;
 mod event;
@@ -64,6 +65,7 @@ pub use delivery::{Accepted, Addressed, Claim, Delivered, Delivery, Origin, Sett
 /// that name no spec crate of their own (the store's URL schemes).
 pub use duet_spec::nearest;
 pub use effect::{Effect, EffectImpls};
+pub use endpoint::{EndpointError, EndpointRequest, EndpointResponse};
 pub use engine::{
     AcceptedDecision, DecisionInput, DecisionLanded, Runtime, RuntimeBuilder, retry_delay_ms,
 };

@@ -118,6 +118,24 @@ where
     }
 }
 
+/// A body of any type as bytes, within the body limit (413 past it, as a problem): what a
+/// thread endpoint's code reads as it likes.
+pub(crate) struct RawBody(pub(crate) Bytes);
+
+impl<S> FromRequest<S> for RawBody
+where
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(req, state)
+            .await
+            .map(RawBody)
+            .map_err(bytes_rejection)
+    }
+}
+
 /// The request's declared `Content-Type` (empty when absent or not text).
 fn content_type(req: &Request) -> String {
     req.headers()

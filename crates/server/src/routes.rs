@@ -10,6 +10,7 @@ pub(crate) mod approvals;
 mod control;
 pub(crate) mod deliver;
 mod effects;
+mod endpoints;
 mod events;
 mod health;
 mod invoke;
@@ -30,6 +31,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(threads::terminate))
         .routes(routes!(effects::list))
         .routes(routes!(effects::cancel))
+        .merge(endpoint_routes())
         .routes(routes!(messages::list, messages::post))
         .routes(routes!(events::follow))
         .routes(routes!(approvals::list))
@@ -56,4 +58,15 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(control::agent_events))
         .routes(routes!(control::invoke))
         .routes(routes!(control::agent_invoke))
+}
+
+/// A thread's endpoints, for every method (the project's files say which answer): registered
+/// by hand, since a wildcard is no OpenAPI path; their document is `endpoints::Doc`.
+fn endpoint_routes() -> OpenApiRouter<AppState> {
+    use axum::routing::any;
+    use utoipa::OpenApi as _;
+    OpenApiRouter::with_openapi(endpoints::Doc::openapi())
+        .route("/threads/{key}/api", any(endpoints::root))
+        .route("/threads/{key}/api/", any(endpoints::root))
+        .route("/threads/{key}/api/{*path}", any(endpoints::nested))
 }

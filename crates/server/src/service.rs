@@ -12,6 +12,7 @@
 //! - `threads`: a thread by its key as the caller sees it (the one visibility check), listings,
 //!   a thread with its parent, termination.
 //! - `messages`: a thread's journal a page at a time; whether a message id was delivered.
+//! - `endpoints`: a request to a thread's endpoint (`agents/api/`), served by the runtime.
 //! - `events`: what a follower (an SSE stream, A2A's, the inbox's) reads as it wakes.
 //! - `tasks`: a thread's sessions as A2A tasks read them.
 //! - `timers`: a thread's timers (its scheduled effects, its deadlines), cancelling one, and
@@ -23,6 +24,7 @@
 pub(crate) mod approvals;
 pub(crate) mod approvers;
 pub(crate) mod deliveries;
+pub(crate) mod endpoints;
 pub(crate) mod events;
 pub(crate) mod health;
 pub(crate) mod keys;

@@ -45,20 +45,49 @@ enum Rank {
     CatchAll,
 }
 
-/// Matches `path` (`/orders/42`, under the api prefix) against `route`: each segment's rank and
-/// the params, or `None`.
-fn matches(route: &str, path: &str) -> Option<(Vec<Rank>, BTreeMap<String, String>)> {
-    let split = |p: &str| -> Vec<String> {
-        p.split('/')
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect()
+/// `%XX` escapes of one path segment decoded (a `%` not followed by two hex digits is kept as
+/// it is; bytes that are not UTF-8 become U+FFFD).
+fn decoded(segment: &str) -> String {
+    let hex = |b: u8| {
+        char::from(b)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
     };
-    let (pattern, given) = (split(route), split(path));
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let escaped = (b == b'%')
+            .then(|| Some((hex(*bytes.get(i + 1)?)?, hex(*bytes.get(i + 2)?)?)))
+            .flatten();
+        match escaped {
+            Some((hi, lo)) => {
+                out.push((hi << 4) | lo);
+                i += 3;
+            }
+            None => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Matches `path` (`/orders/42`, under the api prefix, as sent: each segment is
+/// percent-decoded after the path is split at its `/`s, so an encoded `%2F` stays inside its
+/// segment) against `route`: each segment's rank and the params, or `None`.
+fn matches(route: &str, path: &str) -> Option<(Vec<Rank>, BTreeMap<String, String>)> {
+    let pattern: Vec<&str> = route.split('/').filter(|s| !s.is_empty()).collect();
+    let given: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(decoded)
+        .collect();
     let mut ranks = Vec::new();
     let mut params = BTreeMap::new();
     for (i, seg) in pattern.iter().enumerate() {
-        if seg == "[*]" || seg == "[...]" {
+        if *seg == "[*]" || *seg == "[...]" {
             // A catch-all takes the rest, zero or more segments, and must be last.
             if i + 1 != pattern.len() {
                 return None;
@@ -71,7 +100,7 @@ fn matches(route: &str, path: &str) -> Option<(Vec<Rank>, BTreeMap<String, Strin
         if let Some(name) = seg.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
             params.insert(name.to_owned(), value.clone());
             ranks.push(Rank::Dynamic);
-        } else if seg == value {
+        } else if *seg == value {
             ranks.push(Rank::Static);
         } else {
             return None;
@@ -81,40 +110,55 @@ fn matches(route: &str, path: &str) -> Option<(Vec<Rank>, BTreeMap<String, Strin
 }
 
 impl crate::Project {
-    /// The endpoint for `method` and `path` (under `/threads/{key}/api`): of the routes that
-    /// match, the one whose segments, left to right, are most specific (static over `[name]`
-    /// over `[*]`). `Err` with the methods the path answers when it matches only under others
-    /// (a 405), `Ok(None)` when nothing matches (a 404).
+    /// The endpoint for `method` (any case) and `path` (under `/threads/{key}/api`, as sent):
+    /// of the routes that match, the one whose segments, left to right, are most specific
+    /// (static over `[name]` over `[*]`). A `HEAD` with no `HEAD` endpoint is answered by the
+    /// `GET` one (the server sends its headers alone). `Err` with the methods the path answers
+    /// (sorted; `HEAD` wherever `GET` is) when it matches only under others (a 405, their
+    /// `Allow`), `Ok(None)` when nothing matches (a 404).
     pub fn endpoint(
         &self,
         method: &str,
         path: &str,
     ) -> Result<Option<EndpointMatch<'_>>, Vec<String>> {
         let method = method.to_ascii_uppercase();
-        // HEAD is answered by a GET endpoint when there is no HEAD one.
+        let mut found = self.best(&method, path);
+        if found.is_none() && method == "HEAD" {
+            found = self.best("GET", path);
+        }
+        if let Some(m) = found {
+            return Ok(Some(m));
+        }
+        let mut allowed: Vec<String> = self
+            .endpoints
+            .iter()
+            .filter(|def| matches(&def.route, path).is_some())
+            .map(|def| def.method.clone())
+            .collect();
+        if allowed.is_empty() {
+            return Ok(None);
+        }
+        if allowed.iter().any(|m| m == "GET") {
+            allowed.push("HEAD".to_owned());
+        }
+        allowed.sort();
+        allowed.dedup();
+        Err(allowed)
+    }
+
+    /// Of the endpoints for `method` (upper case) whose route matches `path`, the most
+    /// specific.
+    fn best(&self, method: &str, path: &str) -> Option<EndpointMatch<'_>> {
         let mut best: Option<(Vec<Rank>, EndpointMatch<'_>)> = None;
-        let mut others = Vec::new();
-        for def in &self.endpoints {
+        for def in self.endpoints.iter().filter(|d| d.method == method) {
             let Some((ranks, params)) = matches(&def.route, path) else {
                 continue;
             };
-            if def.method != method {
-                others.push(def.method.clone());
-                continue;
-            }
             if best.as_ref().is_none_or(|(r, _)| ranks < *r) {
                 best = Some((ranks, EndpointMatch { def, params }));
             }
         }
-        match best {
-            Some((_, m)) => Ok(Some(m)),
-            None if others.is_empty() => Ok(None),
-            None => {
-                others.sort();
-                others.dedup();
-                Err(others)
-            }
-        }
+        best.map(|(_, m)| m)
     }
 }
 
@@ -238,5 +282,246 @@ mod tests {
         assert!(is_endpoint("agents/api/a/b.ts"));
         assert!(!is_endpoint("agents/api/types.d.ts"));
         assert!(!is_endpoint("agents/tools/a.ts"));
+    }
+
+    /// A project whose endpoints are these files, in this order.
+    fn project(files: &[&str]) -> crate::Project {
+        crate::Project {
+            endpoints: files
+                .iter()
+                .map(|file| {
+                    let (method, route) = route(file);
+                    EndpointDef {
+                        file: (*file).to_owned(),
+                        method,
+                        route,
+                        code: CodeRef::at(&["handler"]),
+                    }
+                })
+                .collect(),
+            ..crate::Project::default()
+        }
+    }
+
+    /// The file answering `method path`, and its params as `name=value` pairs.
+    fn answer(p: &crate::Project, method: &str, path: &str) -> Option<(String, Vec<String>)> {
+        let found = p.endpoint(method, path).expect("not a 405")?;
+        let params = found
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        Some((found.def.file.clone(), params))
+    }
+
+    fn file(p: &crate::Project, method: &str, path: &str) -> Option<String> {
+        answer(p, method, path).map(|(f, _)| f)
+    }
+
+    #[test]
+    fn static_beats_dynamic_beats_catch_all_whatever_the_file_order() {
+        let p = project(&[
+            "agents/api/orders/[*].get.ts",
+            "agents/api/orders/[id].get.ts",
+            "agents/api/orders/latest.get.ts",
+        ]);
+        assert_eq!(
+            answer(&p, "GET", "/orders/latest"),
+            Some(("agents/api/orders/latest.get.ts".to_owned(), vec![]))
+        );
+        assert_eq!(
+            answer(&p, "GET", "/orders/42"),
+            Some((
+                "agents/api/orders/[id].get.ts".to_owned(),
+                vec!["id=42".to_owned()]
+            ))
+        );
+        assert_eq!(
+            answer(&p, "GET", "/orders/42/lines/7"),
+            Some((
+                "agents/api/orders/[*].get.ts".to_owned(),
+                vec!["*=42/lines/7".to_owned()]
+            ))
+        );
+    }
+
+    #[test]
+    fn segments_are_ranked_left_to_right() {
+        // The first segment decides: a static one over a dynamic one, however the rest reads.
+        let p = project(&[
+            "agents/api/[kind]/list.get.ts",
+            "agents/api/users/[*].get.ts",
+        ]);
+        assert_eq!(
+            answer(&p, "GET", "/users/list"),
+            Some((
+                "agents/api/users/[*].get.ts".to_owned(),
+                vec!["*=list".to_owned()]
+            ))
+        );
+        assert_eq!(
+            answer(&p, "GET", "/teams/list"),
+            Some((
+                "agents/api/[kind]/list.get.ts".to_owned(),
+                vec!["kind=teams".to_owned()]
+            ))
+        );
+        let p = project(&["agents/api/a/[x]/c.get.ts", "agents/api/a/b/[y].get.ts"]);
+        assert_eq!(
+            file(&p, "GET", "/a/b/c").as_deref(),
+            Some("agents/api/a/b/[y].get.ts")
+        );
+    }
+
+    #[test]
+    fn a_catch_all_takes_zero_or_more_segments() {
+        let p = project(&["agents/api/files/[*].ts"]);
+        assert_eq!(
+            answer(&p, "GET", "/files"),
+            Some(("agents/api/files/[*].ts".to_owned(), vec!["*=".to_owned()]))
+        );
+        assert_eq!(
+            answer(&p, "GET", "/files/"),
+            Some(("agents/api/files/[*].ts".to_owned(), vec!["*=".to_owned()]))
+        );
+        assert_eq!(
+            answer(&p, "GET", "/files/a/b.txt"),
+            Some((
+                "agents/api/files/[*].ts".to_owned(),
+                vec!["*=a/b.txt".to_owned()]
+            ))
+        );
+        assert_eq!(file(&p, "GET", "/other"), None);
+        // The folder's own route is more specific than its catch-all's empty match.
+        let p = project(&["agents/api/files/[*].ts", "agents/api/files/index.ts"]);
+        assert_eq!(
+            file(&p, "GET", "/files").as_deref(),
+            Some("agents/api/files/index.ts")
+        );
+        assert_eq!(
+            file(&p, "GET", "/files/x").as_deref(),
+            Some("agents/api/files/[*].ts")
+        );
+    }
+
+    #[test]
+    fn a_dynamic_segment_takes_exactly_one() {
+        let p = project(&["agents/api/orders/[id].get.ts"]);
+        assert_eq!(file(&p, "GET", "/orders"), None);
+        assert_eq!(file(&p, "GET", "/orders/1/2"), None);
+        // Empty segments do not count: `//` and a trailing `/` are the same path.
+        assert_eq!(
+            answer(&p, "GET", "//orders//9/"),
+            Some((
+                "agents/api/orders/[id].get.ts".to_owned(),
+                vec!["id=9".to_owned()]
+            ))
+        );
+    }
+
+    #[test]
+    fn segments_are_decoded_after_the_split() {
+        let p = project(&["agents/api/notes/[name].get.ts", "agents/api/a b.get.ts"]);
+        // `%2F` is a slash inside one segment, not a separator.
+        assert_eq!(
+            answer(&p, "GET", "/notes/a%2Fb%20c"),
+            Some((
+                "agents/api/notes/[name].get.ts".to_owned(),
+                vec!["name=a/b c".to_owned()]
+            ))
+        );
+        assert_eq!(
+            file(&p, "GET", "/a%20b").as_deref(),
+            Some("agents/api/a b.get.ts")
+        );
+        // A `%` that starts no escape is itself; bytes that are not UTF-8 are replaced.
+        assert_eq!(
+            answer(&p, "GET", "/notes/100%").map(|(_, p)| p),
+            Some(vec!["name=100%".to_owned()])
+        );
+        assert_eq!(
+            answer(&p, "GET", "/notes/%zz%ff").map(|(_, p)| p),
+            Some(vec!["name=%zz\u{fffd}".to_owned()])
+        );
+    }
+
+    #[test]
+    fn index_files_are_their_folders() {
+        let p = project(&[
+            "agents/api/index.get.ts",
+            "agents/api/orders/index.ts",
+            "agents/api/orders/index.post.ts",
+        ]);
+        assert_eq!(
+            file(&p, "GET", "/").as_deref(),
+            Some("agents/api/index.get.ts")
+        );
+        assert_eq!(
+            file(&p, "GET", "").as_deref(),
+            Some("agents/api/index.get.ts")
+        );
+        assert_eq!(
+            file(&p, "GET", "/orders").as_deref(),
+            Some("agents/api/orders/index.ts")
+        );
+        assert_eq!(
+            file(&p, "POST", "/orders/").as_deref(),
+            Some("agents/api/orders/index.post.ts")
+        );
+        assert_eq!(file(&p, "GET", "/orders/index"), None);
+    }
+
+    #[test]
+    fn methods_match_in_any_case() {
+        let p = project(&["agents/api/status.Post.ts", "agents/api/status.get.ts"]);
+        assert_eq!(
+            file(&p, "post", "/status").as_deref(),
+            Some("agents/api/status.Post.ts")
+        );
+        assert_eq!(
+            file(&p, "Get", "/status").as_deref(),
+            Some("agents/api/status.get.ts")
+        );
+    }
+
+    #[test]
+    fn head_falls_back_to_get_unless_it_has_its_own() {
+        let p = project(&["agents/api/report.get.ts"]);
+        assert_eq!(
+            file(&p, "HEAD", "/report").as_deref(),
+            Some("agents/api/report.get.ts")
+        );
+        let p = project(&["agents/api/report.get.ts", "agents/api/report.head.ts"]);
+        assert_eq!(
+            file(&p, "HEAD", "/report").as_deref(),
+            Some("agents/api/report.head.ts")
+        );
+    }
+
+    #[test]
+    fn a_path_served_under_other_methods_is_a_405_with_them_and_nothing_is_a_404() {
+        let p = project(&[
+            "agents/api/orders/[id].get.ts",
+            "agents/api/orders/[id].delete.ts",
+            "agents/api/orders/[*].put.ts",
+            "agents/api/status.post.ts",
+        ]);
+        assert_eq!(
+            p.endpoint("PATCH", "/orders/1"),
+            Err(vec![
+                "DELETE".to_owned(),
+                "GET".to_owned(),
+                "HEAD".to_owned(),
+                "PUT".to_owned()
+            ])
+        );
+        // Only a route that matches the path counts: `[id]` takes no second segment.
+        assert_eq!(
+            p.endpoint("GET", "/orders/1/2"),
+            Err(vec!["PUT".to_owned()])
+        );
+        assert_eq!(p.endpoint("GET", "/status"), Err(vec!["POST".to_owned()]));
+        assert_eq!(p.endpoint("GET", "/nothing"), Ok(None));
+        assert_eq!(project(&[]).endpoint("GET", "/"), Ok(None));
     }
 }

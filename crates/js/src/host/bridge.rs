@@ -13,7 +13,7 @@ use duet_runtime::CodeCall;
 use rquickjs::{Ctx, Exception, Function};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::pool::Event;
+use super::job::Event;
 use crate::sandbox::{Stop, Watch};
 
 /// A console message longer than this is cut (a log line is not a data channel).

@@ -12,8 +12,8 @@ use rquickjs::{CatchResultExt, Context, Ctx, Function, Module, Object, Persisten
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::bridge::{self, Current, Link, OnWait};
+use super::job::Event;
 use super::outcome::{self, Facts, Ran, Raw};
-use super::pool::Event;
 use super::rejections::Rejections;
 use crate::resolve::{Modules, Shared, TARGET};
 use crate::sandbox::{self, Watch};
@@ -197,6 +197,8 @@ impl HostEngine {
             json(&call.entry),
             json(&call.args),
             json(&call.state),
+            // At most the arguments' length: `state` goes there among them.
+            call.state_at.min(call.args.len()) as f64,
         ))
     }
 }

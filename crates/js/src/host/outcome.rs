@@ -133,7 +133,10 @@ pub(crate) fn settle(
             kind: CodeErrorKind::Thrown,
             message,
             stack: (!stack.is_empty()).then_some(stack),
-            details: ran.details.and_then(|d| serde_json::from_str(&d).ok()),
+            details: ran
+                .details
+                .and_then(|d| serde_json::from_str(&d).ok())
+                .map(Box::new),
         });
     }
     let Some(ok) = ran.ok else {

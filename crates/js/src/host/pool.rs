@@ -6,38 +6,19 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use duet_runtime::{CodeCall, CodeError, CodeErrorKind};
-use tokio::sync::mpsc::UnboundedSender;
+use duet_runtime::{CodeError, CodeErrorKind};
 
-use super::HostOptions;
+use super::job::Job;
+use super::options::HostOptions;
 use super::worker::Worker;
 use crate::options::THREAD_STACK;
 use crate::resolve::Modules;
 
 /// How long an extra thread waits for a call before it leaves.
 const EXTRA_IDLE: Duration = Duration::from_secs(10);
-
-/// One call for an engine thread, and where it reports.
-pub(crate) struct Job {
-    pub(crate) call: CodeCall,
-    pub(crate) events: UnboundedSender<Event>,
-}
-
-/// What an engine thread tells the caller during a call.
-pub(crate) enum Event {
-    /// The code asks `method` of the bridge; the thread waits for the answer on `reply`.
-    Bridge {
-        method: String,
-        params: serde_json::Value,
-        reply: SyncSender<Result<serde_json::Value, String>>,
-    },
-    /// The call is over.
-    Done(Result<serde_json::Value, CodeError>),
-}
 
 /// The host's handle on its threads: dropping it lets them finish and leave.
 pub(crate) struct Pool {
@@ -150,7 +131,10 @@ impl Crew {
             .name(format!("duet-js-host-{n}"))
             .stack_size(THREAD_STACK)
             .spawn(move || {
-                let worker = Worker::new(modules, crew.load_deadline, crew.clone());
+                let waits = crew.clone();
+                let on_wait: super::bridge::OnWait =
+                    std::rc::Rc::new(move |starts| waits.waiting(starts));
+                let worker = Worker::new(modules, crew.load_deadline, on_wait);
                 serve(&crew, worker, extra);
             })?;
         state.threads += 1;

@@ -2,8 +2,6 @@
 //! that left it unfit, and how a job becomes the caller's outcome.
 
 use std::panic::AssertUnwindSafe;
-use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use duet_runtime::{CodeCall, CodeError, CodeErrorKind};
@@ -11,7 +9,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::bridge::OnWait;
 use super::engine::HostEngine;
-use super::pool::{Crew, Event, Job};
+use super::job::{Event, Job};
 use crate::resolve::Modules;
 
 pub(crate) struct Worker {
@@ -24,11 +22,11 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(project: Modules, load_deadline: Duration, crew: Arc<Crew>) -> Worker {
+    pub(crate) fn new(project: Modules, load_deadline: Duration, on_wait: OnWait) -> Worker {
         Worker {
             project,
             load_deadline,
-            on_wait: Rc::new(move |starts| crew.waiting(starts)),
+            on_wait,
             engine: None,
         }
     }

@@ -246,9 +246,10 @@
     return { message, stack, details };
   }
 
-  // Calls `entry` of module `ns`'s default export as `fn(state, ...args)`; what it comes to is
+  // Calls `entry` of module `ns`'s default export with `state` at `stateAt` among the arguments
+  // (`fn(state, ...args)`; a thread endpoint's `(req, state, params)`); what it comes to is
   // put on the box this returns: `ok` (JSON text), `thrown` ({ message, stack }) or `load`.
-  return function run(token, ns, file, entryJson, argsJson, stateJson) {
+  return function run(token, ns, file, entryJson, argsJson, stateJson, stateAt) {
     const box = { done: false };
     const settle = (key, value) => {
       box[key] = value;
@@ -274,7 +275,14 @@
     try {
       const state = makeState(token, parse(stateJson), undefined);
       const args = parse(argsJson).map(argument);
-      result = P.resolve(apply(fn, holder, [state, ...args]));
+      const at = stateAt > 0 && stateAt <= args.length ? stateAt : 0;
+      // Indexed, not `slice`: code may have patched the prototypes in this warm context.
+      const all = [];
+      for (let i = 0; i <= args.length; i++) {
+        if (i === at) all[all.length] = state;
+        if (i < args.length) all[all.length] = args[i];
+      }
+      result = P.resolve(apply(fn, holder, all));
     } catch (e) {
       result = P.reject(e);
     }

@@ -19,8 +19,8 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::NodeOptions;
 use super::cache::Cache;
+use super::options::NodeOptions;
 use super::stderr::Stderr;
 use super::wire::{self, Inbound};
 
@@ -126,7 +126,7 @@ impl Process {
         wrap.wrap(KillOnDrop);
         let shown = options.node.display();
         let mut child = wrap.spawn().map_err(|e| {
-            format!("cannot start `{shown}`: {e} (the node host needs Node.js 20.6 or later)")
+            format!("cannot start `{shown}`: {e} (the node host needs Node.js 18.19 or later)")
         })?;
         let pid = child.id().unwrap_or(0);
         let (Some(stdin), Some(stdout), Some(stderr)) = (

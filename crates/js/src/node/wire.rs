@@ -61,7 +61,9 @@ pub(crate) fn parse(line: &[u8]) -> Option<Inbound> {
                     kind,
                     message: text(&error["message"]).unwrap_or_else(|| "the code failed".into()),
                     stack: text(&error["stack"]),
-                    details: Some(error["details"].clone()).filter(|d| d.is_object()),
+                    details: Some(error["details"].clone())
+                        .filter(serde_json::Value::is_object)
+                        .map(Box::new),
                 }),
             ))
         }
@@ -82,6 +84,7 @@ pub(crate) fn call(id: u64, call: &duet_runtime::CodeCall) -> String {
             "state": call.state,
             "thread": call.thread,
             "call": call.call,
+            "stateAt": call.state_at,
             "deadlineMs": deadline,
         },
     }))

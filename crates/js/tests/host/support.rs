@@ -56,6 +56,7 @@ pub(crate) fn host_with(files: &[(&str, &str)], options: HostOptions) -> Embedde
 /// A call of `file`'s `execute` with `args`, for thread `t-1`.
 pub(crate) fn call(file: &str, args: Vec<Value>) -> CodeCall {
     CodeCall {
+        state_at: 0,
         file: file.to_owned(),
         entry: vec!["execute".to_owned()],
         args,

@@ -10,11 +10,11 @@ use crate::support::{Recorder, call, host, run};
 const ENDPOINT: &str = r#"
 import { defineThreadEndpoint } from '@standardagents/spec';
 
-export default defineThreadEndpoint(async (state, req: Request) => {
+export default defineThreadEndpoint(async (req: Request, state, params) => {
   const body = await req.json();
   const url = new URL(req.url);
   return Response.json(
-    { got: body, q: url.searchParams.get('q'), method: req.method, agent: req.headers.get('X-Agent'), thread: state.threadId },
+    { got: body, q: url.searchParams.get('q'), method: req.method, agent: req.headers.get('X-Agent'), thread: state.threadId, id: params.id },
     { status: 201, headers: { 'x-made-by': 'duet' } },
   );
 });
@@ -23,9 +23,11 @@ export default defineThreadEndpoint(async (state, req: Request) => {
 fn endpoint_call(request: Value) -> CodeCall {
     let mut c = call(
         "agents/api/items.post.ts",
-        vec![json!({ "$request": request })],
+        vec![json!({ "$request": request }), json!({ "id": "7" })],
     );
     c.entry = vec!["handler".to_owned()];
+    // The spec's `(req, state, params)`: `state` second.
+    c.state_at = 1;
     c
 }
 
@@ -52,7 +54,7 @@ async fn an_endpoint_takes_a_request_and_its_response_is_json() {
     let body: Value = serde_json::from_str(response["body"].as_str().expect("text")).expect("json");
     assert_eq!(
         body,
-        json!({ "got": { "name": "shoe" }, "q": "blue shoes", "method": "POST", "agent": "a1", "thread": "t-1" })
+        json!({ "got": { "name": "shoe" }, "q": "blue shoes", "method": "POST", "agent": "a1", "thread": "t-1", "id": "7" })
     );
 }
 

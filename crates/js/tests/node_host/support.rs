@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
-/// Whether `node` is on `PATH`: when it is not, the test prints why it is skipped, unless
-/// `DUET_REQUIRE_NODE=1`, which makes it fail.
+/// Whether `node` is on `PATH` (or `DUET_NODE` names one: the node the host starts): when it is
+/// not, the test prints why it is skipped, unless `DUET_REQUIRE_NODE=1`, which makes it fail.
 pub(crate) fn node_here() -> bool {
-    let found = std::process::Command::new("node")
+    let found = std::process::Command::new(duet_js::NodeOptions::default().node)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
@@ -43,6 +43,7 @@ pub(crate) fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
 /// A call of `file`'s `execute` with `args` after `state`.
 pub(crate) fn call(file: &str, args: Vec<Value>) -> CodeCall {
     CodeCall {
+        state_at: 0,
         file: file.into(),
         entry: vec!["execute".into()],
         args,

@@ -132,6 +132,7 @@ impl CodeHook {
             file: self.file.clone(),
             entry: self.code.entry.clone(),
             args,
+            state_at: 0,
             state: shape::state(thread, &json!({}), None),
             thread: thread.key.clone(),
             call: format!("hook:{}:{}", ctx.id, thread.next_seq),

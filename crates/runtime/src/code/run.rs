@@ -1,14 +1,16 @@
 //! A definition's code called with a [`ThreadState`]: [`CodeHandler`] (a TS handler takes a
 //! side's turns exactly as a Rust one: the same [`Handler`] port), [`CodeEffect`] (an effect's
-//! body, the [`Effect`] port) and [`call_tool`] (a TS tool's `execute`). What the code wrote
-//! is in the state's buffered writes; its failure is the delivery's error, the effect
-//! attempt's, or the tool's error result.
+//! body, the [`Effect`] port), [`call_tool`] (a TS tool's `execute`) and [`call_endpoint`] (a
+//! thread endpoint's handler). What the code wrote is in the state's buffered writes; its
+//! failure is the delivery's error, the effect attempt's, the tool's error result or the
+//! endpoint's 500.
 
 use async_trait::async_trait;
 use duet_spec::{CodeConfig, CodeRef};
 use serde_json::Value;
 
 use super::fetch::Fetches;
+use super::read_only::ReadOnly;
 use super::shape;
 use super::state::StateBridge;
 use crate::code::{CodeCall, CodeError, CodeLimits, Hosting};
@@ -57,6 +59,7 @@ fn call_of(
         file: file.to_owned(),
         entry: code.entry.clone(),
         args,
+        state_at: 0,
         state: shape::state(state.thread, state.arguments, execution),
         thread: state.thread.key.clone(),
         call,
@@ -148,5 +151,39 @@ pub(crate) async fn call_tool(
     match run_with_state(hosting, &format!("tool `{name}`"), call, state, false).await {
         Ok(value) => shape::tool_result_of(&value),
         Err(e) => ToolResult::error(format!("Failed to execute tool `{name}`: {}", e.message)),
+    }
+}
+
+/// Runs thread endpoint `file`'s `handler(req, state, params)` (`state` second, as the spec
+/// has it) for `request` (its `$request`) with the route's `params`, as call `call_id`: what
+/// it returned (a `$response`, or any JSON), and whether the code tried a write `read_only`
+/// refused. The state is at rest (`execution` is `null`), and `stopSession` is refused: an
+/// endpoint runs outside any turn. With `read_only` (why the thread may not be written), every
+/// `state` member that writes throws that instead.
+pub(crate) async fn call_endpoint(
+    hosting: &Hosting,
+    state: &mut ThreadState<'_>,
+    (file, code): (&str, &CodeRef),
+    (request, params): (Value, Value),
+    (call_id, read_only): (String, Option<&str>),
+) -> (Result<Value, CodeError>, bool) {
+    let mut call = call_of(state, file, code, vec![request, params], call_id, false);
+    call.state_at = 1;
+    let host = match hosting.host("this thread endpoint") {
+        Ok(host) => host.clone(),
+        Err(e) => return (Err(e), false),
+    };
+    let mut bridge = StateBridge {
+        fetches: Fetches::new(hosting.fetcher.clone(), &call.thread, &call.call),
+        state,
+        can_stop: false,
+    };
+    match read_only {
+        None => (host.call(call, &mut bridge).await, false),
+        Some(why) => {
+            let mut reads = ReadOnly::new(&mut bridge, why);
+            let result = host.call(call, &mut reads).await;
+            (result, reads.refused)
+        }
     }
 }

@@ -30,12 +30,15 @@ enum Act {
     Fail(CodeErrorKind, &'static str),
 }
 
+/// A bridge call's method and its answer.
+type Answer = (String, Result<Value, String>);
+
 /// Plays each file's script; logs every call and every bridge answer.
 #[derive(Clone, Default)]
 struct ScriptHost {
     scripts: Arc<BTreeMap<&'static str, Vec<Act>>>,
     calls: Arc<Mutex<Vec<CodeCall>>>,
-    answers: Arc<Mutex<Vec<(String, Result<Value, String>)>>>,
+    answers: Arc<Mutex<Vec<Answer>>>,
 }
 
 impl ScriptHost {
@@ -130,6 +133,34 @@ fn project() -> Arc<duet_spec::Project> {
         "agents/handlers/counter.ts",
         "import { defineHandler } from '@standardagents/spec';\nexport default defineHandler({ execute: async (state, message) => {} });\n",
     );
+    write(
+        "agents/agents/relay_desk.yaml",
+        "name: relay_desk\nsideA:\n  handler: relayer\n  subagents: [{ agent: echoer, as: helper }]\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/handlers/relayer.ts",
+        "import { defineHandler } from '@standardagents/spec';\nexport default defineHandler({ execute: async (state, message) => {} });\n",
+    );
+    write(
+        "agents/agents/echoer.yaml",
+        "name: echoer\nexposeAsTool: true\ntoolDescription: Echoes.\nsideA: { handler: echo }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/agents/planner.yaml",
+        "name: planner\nsideA: { handler: planner }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/handlers/planner.ts",
+        "import { defineHandler } from '@standardagents/spec';\nexport default defineHandler({ execute: async (state, message) => {} });\n",
+    );
+    write(
+        "agents/effects/nudge.ts",
+        "import { defineEffect } from '@standardagents/spec';\nexport default defineEffect('Nudges.', { type: 'object', properties: { n: { type: 'integer' } } }, async (state, args) => {});\n",
+    );
+    write(
+        "agents/handlers/echo.yaml",
+        "description: Replies with the text it was sent.\n",
+    );
     dir.project()
 }
 
@@ -151,6 +182,33 @@ fn host() -> ScriptHost {
             vec![
                 Act::Ask("setValue", json!({ "key": "broken", "value": true })),
                 Act::Fail(CodeErrorKind::Thrown, "Error: boom"),
+            ],
+        ),
+        (
+            "agents/handlers/relayer.ts",
+            vec![
+                Act::Ask(
+                    "invokeTool",
+                    json!({ "name": "subagent_create", "args": { "agent": "helper", "message": "ping" } }),
+                ),
+                Act::Ask(
+                    "invokeTool",
+                    json!({ "name": "subagent_create", "args": { "agent": "nobody", "message": "x" } }),
+                ),
+            ],
+        ),
+        (
+            "agents/handlers/planner.ts",
+            vec![Act::Ask(
+                "scheduleEffect",
+                json!({ "name": "nudge", "args": { "n": 3 }, "delayMs": 0 }),
+            )],
+        ),
+        (
+            "agents/effects/nudge.ts",
+            vec![
+                Act::Ask("setValue", json!({ "key": "nudged", "value": 3 })),
+                Act::Ask("stopSession", json!({ "options": {} })),
             ],
         ),
         ("agents/hooks/trim.ts", vec![Act::First(1)]),
@@ -390,5 +448,63 @@ async fn without_a_code_host_a_ts_tool_says_so() {
                 .any(|(_, _, t)| t.contains("no code host to run it")),
             "{texts:?}"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ts_handler_starts_a_child_with_subagent_create() {
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let host = host();
+        let rt = runtime(store.clone(), &host);
+        support::send(&rt, "r1", Some("relay_desk"), "relay this").await;
+        rt.quiesce().await;
+        let answers = host.answers.lock().expect("answers").clone();
+        let results: Vec<&Value> = answers
+            .iter()
+            .filter(|(m, _)| m == "invokeTool")
+            .filter_map(|(_, a)| a.as_ref().ok())
+            .collect();
+        assert_eq!(results.len(), 2, "{answers:?}");
+        assert_eq!(results[0]["status"], json!("success"), "{results:?}");
+        assert!(
+            results[0]["result"]
+                .as_str()
+                .is_some_and(|r| r.contains("Reference: r1/helper-1")),
+            "{results:?}"
+        );
+        assert_eq!(results[1]["status"], json!("error"));
+        assert!(
+            results[1]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("`nobody`"))
+        );
+        let t = store.thread("r1").await.expect("read").expect("thread");
+        let children = store.children(t.id).await.expect("children");
+        assert_eq!(children.len(), 1);
+        assert_eq!(children[0].agent, "echoer");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ts_effect_runs_at_rest_when_due_and_its_writes_are_committed() {
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let host = host();
+        let rt = runtime(store.clone(), &host);
+        support::send(&rt, "p1", Some("planner"), "plan").await;
+        let scheduled = host.answer("scheduleEffect").expect("asked");
+        assert!(scheduled.is_ok(), "{scheduled:?}");
+        assert_eq!(rt.run_due_timers().await.expect("timers"), 1);
+        rt.quiesce().await;
+        let calls = host.calls_of("agents/effects/nudge.ts");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].entry, vec!["handler".to_owned()]);
+        assert_eq!(calls[0].args, vec![json!({ "n": 3 })]);
+        // At rest: no execution, and no session to stop.
+        assert_eq!(calls[0].state["execution"], Value::Null);
+        let stop = host.answer("stopSession").expect("asked");
+        assert!(stop.is_err(), "{stop:?}");
+        assert_eq!(value(&store, "p1", "nudged").await, Some(json!(3)));
     }
 }

@@ -8,7 +8,8 @@
 //! - `deadlines` (a question's and a pending call's deadline: reminders, escalation, the default, races),
 //!   `hooks`, `policy` (a `tool_call_policy` hook deciding per call), `subagents`, `awaits` (durable waits on blocking children), `follow_ups`,
 //!   `streaming`, `durability` (racing runners, a run killed mid-step), `control_plane`,
-//!   `effects` (scheduled effects with a test clock),
+//!   `effects` (scheduled effects with a test clock), `endpoints` (thread endpoints, with a code
+//!   host played by the test),
 //!   `timers` (the timer loop on a manual clock: due, re-armed, taken over, retried).
 
 mod support;
@@ -22,6 +23,7 @@ mod deadline_code;
 mod deadlines;
 mod durability;
 mod effects;
+mod endpoints;
 mod follow_ups;
 mod hooks;
 mod invoke_decisions;
