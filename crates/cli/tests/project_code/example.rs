@@ -3,7 +3,9 @@
 //! `agents/code.yaml`) and keeps `last_order` with `state.setValue`; the `filter_messages` hook
 //! runs on every model call and the `after_create_message` hook logs each message through
 //! `console.log`; the `front_desk` handler side answers with a ticket numbered from a value it
-//! keeps and sets the thread's status. The same project on the node host gives the same journal.
+//! keeps and sets the thread's status; the thread endpoint `GET /threads/{key}/api/summary`
+//! answers what the thread holds. The same project on the node host gives the same journals and
+//! the same summary.
 
 use serde_json::{Value, json};
 
@@ -20,6 +22,8 @@ type Entry = (String, String, Value);
 struct Journals {
     order: Vec<Entry>,
     desk: Vec<Entry>,
+    /// What the thread endpoint answered for `order-1`.
+    summary: Value,
 }
 
 /// The example, its `fetch` granted the origin's address and its code on `host`; its
@@ -104,11 +108,12 @@ async fn run(backend: &Backend, host: &str) -> Journals {
             "{host}: {kind} {shown}"
         );
     }
-    // `state.setValue` was committed with the step.
-    let stores = duet_store::open(&db).await.expect("the database");
-    let id: uuid::Uuid = thread["id"].as_str().expect("id").parse().expect("a uuid");
-    let last = stores.engine.value(id, "last_order").await.expect("read");
-    assert_eq!(last, Some(json!("A-1001")), "{host}");
+    // `state.setValue` was committed with the step: the thread endpoint reads it back.
+    let (status, summary) = served.get("/threads/order-1/api/summary").await;
+    assert_eq!(status, 200, "{host}: {summary}");
+    assert_eq!(summary["lastOrder"], "A-1001", "{host}: {summary}");
+    assert_eq!(summary["agent"], "support_agent", "{host}: {summary}");
+    assert_eq!(summary["messages"], 8, "{host}: {summary}");
     // The `filter_messages` hook ran before each model call: before the first, on the user's
     // message alone; and the `after_create_message` hook's `console.log` for the answer. Each
     // in the server's log with the thread.
@@ -169,7 +174,11 @@ async fn run(backend: &Backend, host: &str) -> Journals {
         Some(&json!("2 ticket(s) open")),
         "{host}: {desk:#?}"
     );
-    Journals { order, desk }
+    Journals {
+        order,
+        desk,
+        summary,
+    }
 }
 
 #[tokio::test]

@@ -133,6 +133,11 @@ impl Served {
             .bearer_auth(&self.token)
     }
 
+    /// `GET path`: (status, body as JSON, or the text as a JSON string).
+    pub(crate) async fn get(&self, path: &str) -> (u16, Value) {
+        send(self.req(reqwest::Method::GET, path)).await
+    }
+
     /// `POST path` with a JSON body: (status, body).
     pub(crate) async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         send(self.req(reqwest::Method::POST, path).json(&body)).await
