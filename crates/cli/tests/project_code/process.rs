@@ -24,6 +24,23 @@ pub(crate) fn node_modules() -> PathBuf {
     dir
 }
 
+/// Whether the node the node host starts is there (`DUET_NODE`, else `node` on `PATH`): when it
+/// is not, the test says it is skipped, unless `DUET_REQUIRE_NODE=1` makes that a failure.
+pub(crate) fn node_here() -> bool {
+    let found = std::process::Command::new(duet_js::NodeOptions::default().node)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("DUET_REQUIRE_NODE").as_deref() != Ok("1"),
+            "DUET_REQUIRE_NODE=1 and there is no `node` on PATH"
+        );
+        eprintln!("skipped: no `node` on PATH (set DUET_REQUIRE_NODE=1 to make this a failure)");
+    }
+    found
+}
+
 /// The `--db` a `duet` process opens to reach `backend`'s database.
 pub(crate) fn db_arg(backend: &Backend) -> String {
     match backend {
