@@ -4,7 +4,7 @@
 //! warning the README lists, `duet run` on its scripted model has zod check the tools' arguments
 //! (its messages reach the model; defaults and coercions apply) and runs `lookup_order`'s
 //! `execute` in the embedded code host, and without zod installed validation stops at each
-//! import with `npm install zod`. (`typescript_serve.rs` runs it over `duet serve`.)
+//! import with `npm install zod`. (`project_code.rs` runs it over `duet serve`.)
 //!
 //! zod comes from `.ci/node/node_modules` (`scripts/test-servers` installs it) through
 //! `NODE_PATH`, as a user without a `node_modules` of their own would run it.
