@@ -48,6 +48,37 @@ pub fn load(dir: &Path) -> Result<Loaded, duet_spec::LoadError> {
 }
 pub use duet_store::{Stores, connect, open};
 
+/// The code host for `project`'s own functions, as its `agents/code.yaml` says: the embedded
+/// engine (default) or a `node` process; `None` when the project has no code (or the engine's
+/// snapshot of the project could not be read: its calls then say there is no host).
+pub fn code_host(project: &Project, root: &Path) -> Option<Arc<dyn duet_runtime::CodeHost>> {
+    if !project.has_code() {
+        return None;
+    }
+    let node_path = duet_js::node_path_from_env();
+    match project.code.host {
+        duet_spec::HostKind::Embedded => {
+            match duet_js::EmbeddedHost::new(root, node_path, duet_js::HostOptions::default()) {
+                Ok(host) => Some(Arc::new(host)),
+                Err(e) => {
+                    // The folder was read a moment ago to load the project: this is rare.
+                    eprintln!(
+                        "duet: the project's code cannot be read into the embedded engine: {e}"
+                    );
+                    None
+                }
+            }
+        }
+        duet_spec::HostKind::Node => Some(Arc::new(duet_js::NodeHost::new(
+            root,
+            duet_js::NodeOptions {
+                node_path,
+                ..duet_js::NodeOptions::default()
+            },
+        ))),
+    }
+}
+
 /// The runtime `duet run` and `duet serve` compose for `project` (loaded from the folder `root`,
 /// which holds `agents/`) on `store`: the built-in model providers and the project's own
 /// (`agents/providers/`, keys from the variables they name), the built-in handlers and one for
@@ -80,6 +111,9 @@ pub fn compose(project: Arc<Project>, root: &Path, store: Arc<dyn Store>) -> Run
     );
     if let Some(zod) = zod {
         builder = builder.code_schemas(Arc::new(zod));
+    }
+    if let Some(host) = code_host(&project, root) {
+        builder = builder.code_host(host);
     }
     let private = std::env::var("DUET_ALLOW_PRIVATE_TARGETS")
         .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));

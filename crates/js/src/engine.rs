@@ -2,46 +2,41 @@
 //! a context with no ambient authority, and the project's module loader. What it throws becomes
 //! an [`EvalError`] at the line the author wrote.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
 use duet_spec::{EvalError, EvalErrorKind, SourceFile};
-use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Module, Object, Runtime, Value};
+use rquickjs::{CatchResultExt, Context, Ctx, Module, Object, Value};
 
 use crate::failure::error;
-use crate::options::{EvalOptions, JS_STACK};
-use crate::resolve::{Failure, Load, Modules, Resolve, Shared, TARGET};
+use crate::options::EvalOptions;
+use crate::resolve::{Failure, Modules, Shared, TARGET};
+use crate::sandbox::{self, Watch};
+use crate::thrown::{Thrown, first_project_frame};
 
 /// At most this many jobs a failed file left queued are run (and stopped) before the next file.
 const MAX_LEFTOVER_JOBS: usize = 10_000;
 
 struct Engine {
     context: Context,
-    deadline: Rc<Cell<Instant>>,
+    watch: Rc<Watch>,
     options: EvalOptions,
 }
 
 impl Engine {
     fn new(options: &EvalOptions, modules: Shared) -> Result<Engine, String> {
-        let start = |e: rquickjs::Error| format!("cannot start the JavaScript engine: {e}");
-        let runtime = Runtime::new().map_err(start)?;
-        runtime.set_memory_limit(options.memory_limit);
-        runtime.set_max_stack_size(JS_STACK);
-        let deadline = Rc::new(Cell::new(Instant::now() + options.deadline));
-        let until = deadline.clone();
-        runtime.set_interrupt_handler(Some(Box::new(move || Instant::now() > until.get())));
-        runtime.set_loader(Resolve(modules.clone()), Load(modules));
-        let context = Context::full(&runtime).map_err(start)?;
+        let (context, watch) = sandbox::start(options.memory_limit, modules)?;
+        watch.arm(Instant::now() + options.deadline, None);
         context
             .with(|ctx| {
                 ctx.eval::<(), _>(include_str!("modules/describe.js"))?;
                 ctx.eval::<(), _>(include_str!("modules/parse.js"))
             })
-            .map_err(start)?;
+            .map_err(|e| format!("cannot start the JavaScript engine: {e}"))?;
         Ok(Engine {
             context,
-            deadline,
+            watch,
             options: options.clone(),
         })
     }
@@ -56,7 +51,7 @@ impl Engine {
     ) -> Result<(R, Vec<String>), EvalError> {
         // Jobs a failed file left queued are dropped: with the deadline already past, each is
         // stopped at its first step.
-        self.deadline.set(Instant::now());
+        self.watch.arm(Instant::now(), None);
         self.context.with(|ctx| {
             for _ in 0..MAX_LEFTOVER_JOBS {
                 if !ctx.execute_pending_job() {
@@ -64,7 +59,7 @@ impl Engine {
                 }
             }
         });
-        self.deadline.set(Instant::now() + self.options.deadline);
+        self.watch.arm(Instant::now() + self.options.deadline, None);
         modules.borrow_mut().failures.clear();
         let before: Vec<String> = modules.borrow().loaded.iter().cloned().collect();
         let out = self.context.with(|ctx| {
@@ -74,7 +69,7 @@ impl Engine {
                 let default: Value = namespace.get("default")?;
                 let out = f(&ctx, default)?;
                 // What the file left queued runs now, under its own deadline, not the next's.
-                while Instant::now() <= self.deadline.get() && ctx.execute_pending_job() {}
+                while Instant::now() <= self.watch.deadline() && ctx.execute_pending_job() {}
                 Ok(out)
             })()
             .catch(&ctx);
@@ -83,7 +78,7 @@ impl Engine {
         // Decided outside `with`: the runtime is in use inside it, and its memory usage tells
         // an allocation that failed (which may surface as a promise that never settles).
         let out = out.map_err(|thrown| self.failure(target, &thrown, modules))?;
-        if Instant::now() > self.deadline.get() {
+        if Instant::now() > self.watch.deadline() {
             let mut e = error(
                 EvalErrorKind::Limit,
                 format!(
@@ -107,16 +102,18 @@ impl Engine {
     /// What went wrong, from what the engine threw.
     fn failure(&self, target: &str, thrown: &Thrown, modules: &Shared) -> EvalError {
         let m = modules.borrow();
-        let past_deadline = Instant::now() > self.deadline.get();
+        let past_deadline = Instant::now() > self.watch.deadline();
         let Thrown {
             message,
             stack,
             allocation,
         } = thrown;
-        let used = self.context.runtime().memory_usage().malloc_size;
-        let ceiling = i64::try_from(self.options.memory_limit).unwrap_or(i64::MAX);
-        let out_of_memory =
-            message.contains("out of memory") || *allocation || used >= ceiling - (1 << 20);
+        let out_of_memory = sandbox::out_of_memory(
+            &self.context,
+            message,
+            *allocation,
+            self.options.memory_limit,
+        );
         let stopped = if past_deadline || message == "interrupted" {
             Some((
                 EvalErrorKind::Limit,
@@ -248,34 +245,8 @@ impl Engines {
     }
 }
 
-/// What the engine threw, read while the context was held.
-struct Thrown {
-    message: String,
-    stack: String,
-    /// The engine could not allocate.
-    allocation: bool,
-}
-
-impl Thrown {
-    fn from(caught: &CaughtError<'_>) -> Thrown {
-        let (message, stack) = match caught {
-            CaughtError::Exception(e) => (
-                e.message().unwrap_or_default(),
-                e.stack().unwrap_or_default(),
-            ),
-            CaughtError::Value(v) => (thrown_value(v), String::new()),
-            CaughtError::Error(e) => (e.to_string(), String::new()),
-        };
-        Thrown {
-            message,
-            stack,
-            allocation: matches!(caught, CaughtError::Error(rquickjs::Error::Allocation)),
-        }
-    }
-}
-
 /// An import refused, reported at the line that wrote it.
-fn import_failure(target: &str, f: &Failure, m: &Modules) -> EvalError {
+pub(crate) fn import_failure(target: &str, f: &Failure, m: &Modules) -> EvalError {
     let mut e = error(f.kind, f.message.clone());
     e.hint = f.hint.clone();
     let from = f.from.strip_prefix(TARGET).unwrap_or(&f.from);
@@ -306,39 +277,4 @@ fn locate(e: &mut EvalError, target: &str, stack: &str, m: &Modules) {
             e.file = Some(file);
         }
     }
-}
-
-/// The first stack frame in a project file, its position mapped to the file as written.
-fn first_project_frame(stack: &str, m: &Modules) -> Option<(String, u32, u32)> {
-    stack.lines().find_map(|line| {
-        let frame = line.trim().strip_prefix("at ")?;
-        let place = match (frame.rfind('('), frame.ends_with(')')) {
-            (Some(i), true) => &frame[i + 1..frame.len() - 1],
-            _ => frame,
-        };
-        let mut parts = place.rsplitn(3, ':');
-        let (column, line, file) = (parts.next()?, parts.next()?, parts.next()?);
-        let (line, column): (u32, u32) = (line.parse().ok()?, column.parse().ok()?);
-        // A module's own code stopped from outside (the deadline) is placed at its start, 1:1,
-        // which says nothing: the definition's position says more.
-        if (line, column) == (1, 1) {
-            return None;
-        }
-        let stripped = m.stripped.get(file)?;
-        let written = m.files.get(file).map(String::as_str);
-        let (line, column) = stripped.original_of_engine(line, column, written);
-        Some((file.to_owned(), line, column))
-    })
-}
-
-fn thrown_value(v: &Value<'_>) -> String {
-    if let Some(s) = v.as_string().and_then(|s| s.to_string().ok()) {
-        return s;
-    }
-    v.ctx()
-        .json_stringify(v.clone())
-        .ok()
-        .flatten()
-        .and_then(|s| s.to_string().ok())
-        .unwrap_or_else(|| format!("a {}", v.type_name()))
 }

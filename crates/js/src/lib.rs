@@ -1,25 +1,37 @@
 //! duet's embedded JavaScript engine (QuickJS-NG through `rquickjs`), for the project's own
-//! TypeScript: [`JsEvaluator`] evaluates `.ts`/`.js` definitions for duet-spec's loader, and
-//! [`load`] reads a project folder with it.
+//! TypeScript: [`JsEvaluator`] evaluates `.ts`/`.js` definitions for duet-spec's loader, [`load`]
+//! reads a project folder with it, [`ZodArgs`] checks a TS tool's arguments with its zod schema
+//! and [`EmbeddedHost`] runs the project's functions (the runtime's `CodeHost`).
 //!
-//! The code gets no ambient authority: no `fetch`, `process`, timers or file system. A definition
-//! imports the project's own files (never outside the project), `@standardagents/spec` and the
-//! provider packages (which duet provides) and zod (from the project's `node_modules`). Each file
-//! has a deadline and the engine a memory ceiling; a file past either is stopped and reported.
+//! The code gets no ambient authority: no `process`, timers or file system, and no network but
+//! the `fetch` a code host forwards to the runtime. A definition imports the project's own files
+//! (never outside the project), `@standardagents/spec` and the provider packages (which duet
+//! provides) and zod (from the project's `node_modules`). Each file or call has a deadline and a
+//! memory ceiling; code past either is stopped and reported.
+//!
+//! [`EmbeddedHost`] runs a project's functions in the same engine (the default);
+//! [`NodeHost`] in a `node` process instead (opt-in, for code that needs npm packages or Node
+//! APIs).
 
 mod args;
 mod describe;
 mod engine;
 mod evaluate;
 mod failure;
+mod host;
+mod node;
 mod options;
 mod resolve;
+mod sandbox;
 mod strip;
+mod thrown;
 
 use std::path::{Path, PathBuf};
 
 pub use args::ZodArgs;
 pub use evaluate::JsEvaluator;
+pub use host::{EmbeddedHost, HostOptions};
+pub use node::{NodeHost, NodeOptions};
 pub use options::EvalOptions;
 
 use duet_spec::{LoadError, Loaded, Project};

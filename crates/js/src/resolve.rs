@@ -125,6 +125,16 @@ type Refusal = (EvalErrorKind, String, Option<String>);
 type Unloadable = (EvalErrorKind, String, Option<(u32, u32)>);
 
 impl Modules {
+    /// The same project's modules for another engine: nothing loaded yet.
+    pub(crate) fn fresh(&self) -> Modules {
+        Modules {
+            root: self.root.clone(),
+            node_path: self.node_path.clone(),
+            files: self.files.clone(),
+            ..Modules::default()
+        }
+    }
+
     fn resolve(&mut self, base: &str, name: &str) -> Result<String, Refusal> {
         if let Some(target) = name.strip_prefix(TARGET) {
             // The host names the file it evaluates so; code could write it too, so it is held
@@ -295,14 +305,8 @@ impl Modules {
 
     /// The code of module `id`.
     fn code(&mut self, id: &str) -> Result<String, Unloadable> {
-        if id == SPEC {
-            return Ok(include_str!("modules/spec.js").to_owned());
-        }
-        if let Some((_, name, cap)) = PROVIDERS.iter().find(|p| p.0 == id) {
-            return Ok(include_str!("modules/provider.js")
-                .replace("__NAME__", name)
-                .replace("__TYPE__", name)
-                .replace("__CAP__", cap));
+        if let Some(code) = provided_code(id) {
+            return Ok(code);
         }
         if Path::new(id).is_absolute() {
             // Only a package's own files are named by an absolute path (see `resolve`); checked
@@ -343,6 +347,29 @@ impl Modules {
         self.stripped.insert(id.to_owned(), stripped);
         Ok(code)
     }
+}
+
+/// The code of the module duet provides as `id` (`@standardagents/spec`, a provider package).
+fn provided_code(id: &str) -> Option<String> {
+    if id == SPEC {
+        return Some(include_str!("modules/spec.js").to_owned());
+    }
+    let (_, name, cap) = PROVIDERS.iter().find(|p| p.0 == id)?;
+    Some(
+        include_str!("modules/provider.js")
+            .replace("__NAME__", name)
+            .replace("__TYPE__", name)
+            .replace("__CAP__", cap),
+    )
+}
+
+/// Every module duet provides, by the name code imports it by, with its code (the node host
+/// writes them into its cache).
+pub(crate) fn provided() -> Vec<(&'static str, String)> {
+    std::iter::once(SPEC)
+        .chain(PROVIDERS.iter().map(|p| p.0))
+        .filter_map(|id| provided_code(id).map(|code| (id, code)))
+        .collect()
 }
 
 /// `zod` of `zod/v4/core`, `@scope/pkg` of `@scope/pkg/x`.

@@ -117,7 +117,7 @@ pub struct CodeError {
     pub stack: Option<String>,
     /// What was thrown, when it was an object: its own enumerable properties as JSON (a
     /// `prefilter_llm_history` hook blocks with `{block: true}`).
-    pub details: Option<serde_json::Value>,
+    pub details: Option<Box<serde_json::Value>>,
 }
 
 impl CodeError {

@@ -273,6 +273,39 @@ impl ThreadState<'_> {
             })
     }
 
+    /// `subagent_create` called from code (the spec's relay pattern): `{agent, message, name?,
+    /// arguments?}` on a relationship of this side or its sibling's, started in the background
+    /// (a code-issued spawn is never awaited by a step); its outcome comes back as an inbound
+    /// message.
+    async fn lifecycle_create(&mut self, args: &serde_json::Value) -> ToolResult {
+        let request = crate::lifecycle::create_request(args);
+        let own = self
+            .relationships
+            .iter()
+            .find(|r| r.name() == request.relationship)
+            .map(|r| (r.clone(), self.side));
+        let sibling = self
+            .sibling_relationships
+            .iter()
+            .find(|r| r.name() == request.relationship)
+            .map(|r| (r.clone(), self.side.sibling()));
+        let Some((rel, owner)) = own.or(sibling) else {
+            return ToolResult::error(format!(
+                "No subagent relationship `{}` on this side.",
+                request.relationship
+            ));
+        };
+        let mut spawn = request.spawn(&rel, String::new());
+        spawn.mode = SpawnMode::Background;
+        if spawn.message.trim().is_empty() {
+            return ToolResult::error("`subagent_create` needs a message.");
+        }
+        match self.start(&rel, owner, spawn).await {
+            Ok(run) => run.tool_result(self.project_agent(&rel.agent)),
+            Err(refused) => refused,
+        }
+    }
+
     /// Sends `message` to a live child of this thread, by key; its answer comes back as an
     /// inbound message.
     pub async fn message_child(&self, key: &str, message: &str) -> Result<(), HandlerError> {
@@ -332,6 +365,19 @@ impl ThreadState<'_> {
     /// side A `requiredSchema`. A blocking relationship returns the child's result; otherwise the
     /// result says it started, and its outcome comes back as an inbound message.
     pub async fn invoke_tool(&mut self, name: &str, args: serde_json::Value) -> ToolResult {
+        match crate::lifecycle::canonical(name) {
+            crate::lifecycle::CREATE => return self.lifecycle_create(&args).await,
+            crate::lifecycle::MESSAGE => {
+                let (reference, message) = crate::lifecycle::message_request(&args);
+                return match self.message_child(reference, message).await {
+                    Ok(()) => ToolResult::ok(format!(
+                        "Message sent to the subagent. Reference: {reference}"
+                    )),
+                    Err(e) => ToolResult::error(e.0),
+                };
+            }
+            _ => {}
+        }
         let own = self.relationships.iter().find(|r| r.name() == name);
         let sibling = self.sibling_relationships.iter().find(|r| r.name() == name);
         if let Some((rel, owner)) = own

@@ -95,6 +95,20 @@ impl Default for FetchConfig {
     }
 }
 
+impl crate::Project {
+    /// Whether any definition runs the project's own code (a tool's `execute`, a hook's, a
+    /// handler's, an effect's `handler`, a thread endpoint): what needs a code host.
+    pub fn has_code(&self) -> bool {
+        self.tools
+            .values()
+            .any(|t| matches!(t.def.implementation, Some(crate::ToolImpl::Code(_))))
+            || self.hooks.values().any(|h| h.def.code.is_some())
+            || self.handlers.values().any(|h| h.def.code.is_some())
+            || self.effects.values().any(|e| e.def.code.is_some())
+            || !self.endpoints.is_empty()
+    }
+}
+
 /// The fields a definition with code may set to override the project's limits.
 pub(crate) const LIMIT_FIELDS: &[&str] = &["timeoutMs", "memoryMb"];
 

@@ -79,13 +79,14 @@ impl Project {
                 out.tools.insert(b.clone());
             }
         }
+        // A handler or hook with its own `execute` needs no Rust code.
         for h in &reach.handlers {
-            if let Some(d) = self.handlers.get(*h) {
+            if let Some(d) = self.handlers.get(*h).filter(|d| d.def.code.is_none()) {
                 out.handlers.insert(d.def.builtin.clone());
             }
         }
         for h in &reach.hooks {
-            if let Some(d) = self.hooks.get(*h) {
+            if let Some(d) = self.hooks.get(*h).filter(|d| d.def.code.is_none()) {
                 out.hooks.insert(d.def.builtin.clone());
             }
         }
@@ -113,6 +114,42 @@ impl Project {
 
     fn builtin_issues(&self, registered: &Builtins, only: Option<&Reach<'_>>) -> Vec<Issue> {
         let mut issues = Vec::new();
+        // A definition with its own function whose name a build registers Rust code under too
+        // is defined twice.
+        let mut twice = |source: &Source, kind: &str, name: &str, field: &str| {
+            issues.push(
+                Issue::new(
+                    Code::CodeAndBuiltin,
+                    format!("{kind} `{name}` has its own `{field}` function, and this build of duet registers a Rust {kind} `{name}` too"),
+                )
+                .at(&source.file, field, Some(source.span(field)))
+                .hint("rename one of them: a definition runs one way"),
+            );
+        };
+        let wanted =
+            |set: Option<&BTreeSet<&str>>, name: &str| set.is_none_or(|s| s.contains(name));
+        for (name, d) in &self.handlers {
+            if d.def.code.is_some()
+                && wanted(only.map(|r| &r.handlers), name)
+                && registered.handlers.contains(&d.def.builtin)
+            {
+                twice(&d.source, "handler", &d.def.builtin, "execute");
+            }
+        }
+        for (id, d) in &self.hooks {
+            if d.def.code.is_some()
+                && wanted(only.map(|r| &r.hooks), id)
+                && registered.hooks.contains(&d.def.builtin)
+            {
+                twice(&d.source, "hook", &d.def.builtin, "execute");
+            }
+        }
+        for d in self.effects.values() {
+            if d.def.code.is_some() && only.is_none() && registered.effects.contains(&d.def.builtin)
+            {
+                twice(&d.source, "effect", &d.def.builtin, "handler");
+            }
+        }
         let mut missing = |source: &Source, kind: &str, name: &str, known: &BTreeSet<String>| {
             let listed: Vec<&str> = known.iter().map(String::as_str).collect();
             let hint = match nearest(name, &listed) {
@@ -133,8 +170,6 @@ impl Project {
             .hint(hint);
             issues.push(issue.at(&source.file, "builtin", Some(source.span("builtin"))));
         };
-        let wanted =
-            |set: Option<&BTreeSet<&str>>, name: &str| set.is_none_or(|s| s.contains(name));
         for (name, d) in &self.tools {
             if let Some(ToolImpl::Builtin(b)) = &d.def.implementation
                 && wanted(only.map(|r| &r.tools), name)
@@ -144,20 +179,24 @@ impl Project {
             }
         }
         for (name, d) in &self.handlers {
-            if wanted(only.map(|r| &r.handlers), name)
+            if d.def.code.is_none()
+                && wanted(only.map(|r| &r.handlers), name)
                 && !registered.handlers.contains(&d.def.builtin)
             {
                 missing(&d.source, "handler", &d.def.builtin, &registered.handlers);
             }
         }
         for (id, d) in &self.hooks {
-            if wanted(only.map(|r| &r.hooks), id) && !registered.hooks.contains(&d.def.builtin) {
+            if d.def.code.is_none()
+                && wanted(only.map(|r| &r.hooks), id)
+                && !registered.hooks.contains(&d.def.builtin)
+            {
                 missing(&d.source, "hook", &d.def.builtin, &registered.hooks);
             }
         }
         if only.is_none() {
             for d in self.effects.values() {
-                if !registered.effects.contains(&d.def.builtin) {
+                if d.def.code.is_none() && !registered.effects.contains(&d.def.builtin) {
                     missing(&d.source, "effect", &d.def.builtin, &registered.effects);
                 }
             }

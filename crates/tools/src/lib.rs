@@ -23,7 +23,18 @@ pub use fetch::{Allowlist, CodeFetcher, FetchPolicy, Route};
 pub use http::HttpClient;
 pub use mcp::McpServer;
 
-/// `builder` with the http client and one [`McpServer`] per server `project` declares (stdio
+/// The [`FetchPolicy`] of a project's `agents/code.yaml` `fetch`.
+pub fn policy_of(config: &duet_spec::FetchConfig) -> FetchPolicy {
+    FetchPolicy {
+        allow: config.allow.clone(),
+        timeout: std::time::Duration::from_millis(config.timeout_ms),
+        max_response_bytes: config.max_response_bytes,
+        ..FetchPolicy::default()
+    }
+}
+
+/// `builder` with the http client, code's `fetch` (the project's `agents/code.yaml` allowlist)
+/// and one [`McpServer`] per server `project` declares (stdio
 /// servers run in `root`, the project root). Nothing starts until a step needs it.
 pub fn register(
     builder: duet_runtime::RuntimeBuilder,
@@ -40,7 +51,11 @@ pub fn register_with(
     root: &Path,
     http: HttpClient,
 ) -> duet_runtime::RuntimeBuilder {
-    builder = builder.http_tools(http);
+    builder = builder
+        .http_tools(http)
+        .fetcher(std::sync::Arc::new(CodeFetcher::new(policy_of(
+            &project.code.fetch,
+        ))));
     for (name, server) in mcp::servers(&project.mcp, root) {
         builder = builder.tool_server(&name, server);
     }

@@ -17,6 +17,7 @@ mod wire;
 
 mod approvals;
 mod awaits;
+mod code;
 mod control_plane;
 mod deadline_code;
 mod deadlines;

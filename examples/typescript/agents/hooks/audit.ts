@@ -4,6 +4,6 @@ export default defineHook({
   hook: 'after_create_message',
   id: 'audit',
   execute: async (state, message) => {
-    console.log('message', message.id);
+    console.log('message', message.id, message.role);
   },
 });

@@ -11,4 +11,5 @@ export default definePrompt({
     customer: z.string().describe('The customer to help'),
   }),
   tools: ['lookup_order', 'estimate_delivery'],
+  hooks: ['trim_history', 'audit'],
 });

@@ -8,6 +8,18 @@ export default defineTool({
     includeItems: z.boolean().default(false).describe('List the items too'),
   }),
   execute: async (state, args) => {
-    return { status: 'success', result: `Order ${args.orderId} is packed.` };
+    // ThreadState first: remember what was looked up, read the shop's address from env.
+    await state.setValue('last_order', args.orderId);
+    const shop = await state.env('ORDERS_URL');
+    if (!shop) {
+      return { status: 'success', result: `Order ${args.orderId} is packed.` };
+    }
+    // The shop's API, through duet's fetch (its host is on agents/code.yaml's allowlist).
+    const res = await fetch(`${shop}/orders/${encodeURIComponent(args.orderId)}`);
+    if (!res.ok) {
+      return { status: 'error', error: `The shop answered ${res.status} for ${args.orderId}.` };
+    }
+    const order = await res.json();
+    return { status: 'success', result: `Order ${args.orderId} is ${order.status}.` };
   },
 });

@@ -1,7 +1,8 @@
 import { defineTool } from '@standardagents/spec';
 import { z } from 'zod';
 
-// Docs-shaped: the arguments are read; the `execute` body cannot run yet (a warning).
+// Docs-shaped: the arguments are read and `execute` runs in the code host; a memory ceiling
+// of 0 MiB is refused.
 export default defineTool({
   description: 'Refunds an order.',
   args: z.object({
@@ -11,5 +12,6 @@ export default defineTool({
       z.object({ kind: z.literal('late'), days: z.number() }),
     ]),
   }),
+  memoryMb: 0,
   execute: async (state, args) => ({ status: 'success', result: `refunded ${args.orderId}` }),
 });
