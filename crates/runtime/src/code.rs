@@ -5,7 +5,8 @@
 //! ([`crate::RuntimeBuilder::code_host`]).
 //!
 //! A call names the project file whose default export holds the function and the path to it in
-//! that export; its arguments after `state` are JSON. The code's `state` (the spec's
+//! that export; its arguments besides `state` are JSON (`state` first, but for a thread
+//! endpoint's `(req, state, params)`: [`CodeCall::state_at`]). The code's `state` (the spec's
 //! ThreadState) is the host's: what it shows without asking is [`CodeCall::state`], and every
 //! method the code calls on it (and `fetch`, and `console`) comes back to the runtime through the
 //! [`Bridge`] the caller hands in, by the spec's member name (`getValue`, `setValue`,
