@@ -339,7 +339,10 @@ async function settle(call, params) {
     // A promise rejected during this turn and never handled is reported before the next.
     await new Promise((resolve) => setImmediate(resolve));
     if (call.failure !== null) return error(call, "thrown", call.failure);
-    return `{"id":${call.id},"result":${json(await outcome(value))}}`;
+    // `undefined` is `{"$undefined":true}`: a hook that returns nothing keeps what it was given,
+    // where `null` means something.
+    const result = value === undefined ? '{"$undefined":true}' : json(await outcome(value));
+    return `{"id":${call.id},"result":${result}}`;
   } catch (e) {
     return error(call, "thrown", call.failure ?? e);
   }

@@ -154,7 +154,8 @@ pub trait Bridge: Send {
 #[async_trait]
 pub trait CodeHost: Send + Sync + 'static {
     /// Runs `call`, answering what its code asks through `bridge`; the function's return value as
-    /// JSON (`undefined` is `null`; a `Response` is `{"$response": {status, headers, body}}`).
+    /// JSON (`undefined` is `{"$undefined": true}`, told from `null`; a `Response` is
+    /// `{"$response": {status, headers, body}}`).
     async fn call(
         &self,
         call: CodeCall,

@@ -185,6 +185,10 @@ impl ThreadState<'_> {
         if let Some((_, v)) = self.writes.values.iter().rev().find(|(k, _)| k == key) {
             return Ok(v.clone());
         }
+        // An earlier `.ts` tool of the same step (or a hook) set it: not committed yet.
+        if let Some(v) = self.hooks.pending_value(key) {
+            return Ok(v);
+        }
         Ok(self.store.value(self.thread.id, key).await?)
     }
 
@@ -405,6 +409,27 @@ impl ThreadState<'_> {
                 Ok(run) => run.tool_result(self.project_agent(&rel.agent)),
                 Err(refused) => refused,
             };
+        }
+        let project = self.project;
+        if let Some(tool) = project.tools.get(name)
+            && let Some(duet_spec::ToolImpl::Code(code)) = &tool.def.implementation
+        {
+            // A `.ts` tool runs with this same state: what it writes is this delivery's (or the
+            // calling code's), and nothing when it fails.
+            let args = match self.tools.check(name, &tool.def, &args).await {
+                Ok(args) => args.into_owned(),
+                Err(refused) => return refused,
+            };
+            let hosting = self.tools.hosting.clone();
+            let call_id = format!("invoke:{}:{name}", self.thread.next_seq);
+            let before = self.writes.clone();
+            let file = tool.source.file.as_str();
+            let run = crate::call_code_tool(&hosting, self, (name, file, code), &args, &call_id);
+            let result = Box::pin(run).await;
+            if !result.is_ok() {
+                self.writes = before;
+            }
+            return result;
         }
         let ctx = ToolContext {
             thread: self.thread.id,

@@ -56,6 +56,9 @@ pub use agent::{
     Agent, AgentFailure, Collected, Principal, Prompt, PromptDecision, RuntimeAgent, Scope, collect,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
+// For `ThreadState::invoke_tool` of a `.ts` tool (a root path: `handler` names no `code`
+// module, which names `handler`).
+pub(crate) use code::run::call_tool as call_code_tool;
 pub use code::{
     Bridge, CodeCall, CodeError, CodeErrorKind, CodeHost, CodeLimits, FetchRequest, FetchResponse,
     Fetcher,

@@ -194,10 +194,12 @@
     return madeRequest(r.method ?? "GET", String(r.url), r.headers ?? [], body);
   }
 
-  // The result as JSON text: `undefined` is null, a Response is `{"$response": ...}`, and what
-  // JSON cannot hold (a function, a BigInt, a cycle) is an error saying where.
+  // The result as JSON text: `undefined` is `{"$undefined":true}` (a hook that returns nothing
+  // keeps what it was given, where `null` means something), a Response is
+  // `{"$response": ...}`, and what JSON cannot hold (a function, a BigInt, a cycle) is an error
+  // saying where.
   function resultJson(v) {
-    if (v === undefined) return "null";
+    if (v === undefined) return '{"$undefined":true}';
     if (v instanceof Response) {
       const body = bodyOf(v);
       const out = { status: v.status, headers: [...v.headers] };

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::fetch::Fetches;
 use super::run::{described, limits};
 use super::shape;
-use super::state::unavailable;
+use super::state::{code_env, unavailable};
 use crate::code::{Bridge, CodeCall, CodeError, Hosting};
 use crate::hooks::{
     Hook, HookContext, HookError, HookSource, Policy, PolicyCall, Prefiltered, Reminder,
@@ -25,11 +25,17 @@ pub(crate) struct CodeHook {
     pub(crate) file: String,
     pub(crate) code: CodeRef,
     pub(crate) config: duet_spec::CodeConfig,
+    /// The project, for the variables code may read from the environment.
+    pub(crate) project: std::sync::Arc<duet_spec::Project>,
 }
 
 impl crate::hooks::Hooks {
     /// These hooks and the project's own: a [`CodeHook`] for each hook whose `execute` is code.
-    pub(crate) fn with_code(mut self, project: &duet_spec::Project, hosting: &Hosting) -> Self {
+    pub(crate) fn with_code(
+        mut self,
+        project: &std::sync::Arc<duet_spec::Project>,
+        hosting: &Hosting,
+    ) -> Self {
         for (id, d) in &project.hooks {
             if let Some(code) = &d.def.code {
                 let hook = CodeHook {
@@ -37,6 +43,7 @@ impl crate::hooks::Hooks {
                     file: d.source.file.clone(),
                     code: code.clone(),
                     config: project.code.clone(),
+                    project: project.clone(),
                 };
                 self.1.insert(id.clone(), std::sync::Arc::new(hook));
             }
@@ -62,6 +69,7 @@ fn context(source: &HookSource) -> Value {
 struct HookBridge<'c, 'a> {
     ctx: &'c HookContext<'a>,
     fetches: Fetches,
+    project: std::sync::Arc<duet_spec::Project>,
 }
 
 #[async_trait]
@@ -87,9 +95,7 @@ impl Bridge for HookBridge<'_, '_> {
                 self.ctx.set_value(key("key")?, value).map_err(|e| e.0)?;
                 Ok(Value::Null)
             }
-            "env" => Ok(self
-                .ctx
-                .env(&key("name")?)
+            "env" => Ok(code_env(&self.project, &self.ctx.state.env, &key("name")?)
                 .map_or(Value::Null, Value::String)),
             "injectMessage" => {
                 let input = params.get("input").cloned().unwrap_or(Value::Null);
@@ -125,7 +131,15 @@ impl Bridge for HookBridge<'_, '_> {
 
 impl CodeHook {
     /// Runs the hook with `args` after `state` (the execution context appended).
-    async fn run(&self, ctx: &HookContext<'_>, mut args: Vec<Value>) -> Result<Value, CodeError> {
+    /// Runs the hook about `subject` (what this firing is for: a message's seq, a tool call's
+    /// id…, so two firings in one commit never share a call id, nor their `fetch`es' keys)
+    /// with `args` after `state` (the execution context appended).
+    async fn run(
+        &self,
+        ctx: &HookContext<'_>,
+        subject: &str,
+        mut args: Vec<Value>,
+    ) -> Result<Value, CodeError> {
         args.push(context(&ctx.source));
         let thread = ctx.thread;
         let call = CodeCall {
@@ -135,20 +149,27 @@ impl CodeHook {
             state_at: 0,
             state: shape::state(thread, &json!({}), None),
             thread: thread.key.clone(),
-            call: format!("hook:{}:{}", ctx.id, thread.next_seq),
+            call: format!("hook:{}:{}:{subject}", ctx.id, thread.next_seq),
             limits: limits(&self.config, &self.code),
         };
         let host = self.hosting.host(&format!("hook `{}`", ctx.id))?.clone();
         let mut bridge = HookBridge {
             ctx,
+            project: self.project.clone(),
             fetches: Fetches::new(self.hosting.fetcher.clone(), &call.thread, &call.call),
         };
         host.call(call, &mut bridge).await
     }
 
-    async fn value(&self, ctx: &HookContext<'_>, args: Vec<Value>) -> Result<Value, HookError> {
-        self.run(ctx, args)
+    async fn value(
+        &self,
+        ctx: &HookContext<'_>,
+        subject: &str,
+        args: Vec<Value>,
+    ) -> Result<Value, HookError> {
+        self.run(ctx, subject, args)
             .await
+            .map(shape::settled)
             .map_err(|e| HookError::new(described(&e)))
     }
 }
@@ -158,10 +179,20 @@ fn result_of(value: &Value) -> Option<ToolResult> {
     (!value.is_null()).then(|| shape::tool_result_of(value))
 }
 
+/// What an `after_tool_call_*` hook made of `result`: returning nothing keeps it, `null` drops
+/// the call from the history (the spec's), anything else replaces it.
+fn kept(value: &Value, result: ToolResult) -> Option<ToolResult> {
+    if shape::is_undefined(value) {
+        Some(result)
+    } else {
+        result_of(value)
+    }
+}
+
 #[async_trait]
 impl Hook for CodeHook {
     async fn after_thread_created(&self, ctx: &HookContext<'_>) -> Result<(), HookError> {
-        self.value(ctx, vec![]).await.map(|_| ())
+        self.value(ctx, "thread", vec![]).await.map(|_| ())
     }
 
     async fn after_subagent_created(
@@ -169,8 +200,9 @@ impl Hook for CodeHook {
         ctx: &HookContext<'_>,
         child: &Thread,
     ) -> Result<(), HookError> {
+        let key = child.key.clone();
         let child = shape::state(child, &json!({}), None);
-        self.value(ctx, vec![child]).await.map(|_| ())
+        self.value(ctx, &key, vec![child]).await.map(|_| ())
     }
 
     async fn after_system_message(
@@ -178,7 +210,10 @@ impl Hook for CodeHook {
         ctx: &HookContext<'_>,
         text: String,
     ) -> Result<String, HookError> {
-        match self.value(ctx, vec![Value::String(text.clone())]).await? {
+        match self
+            .value(ctx, "system", vec![Value::String(text.clone())])
+            .await?
+        {
             Value::Null => Ok(text),
             Value::String(s) => Ok(s),
             other => Err(HookError::new(format!(
@@ -193,7 +228,9 @@ impl Hook for CodeHook {
         ctx: &HookContext<'_>,
         messages: Vec<ChatMessage>,
     ) -> Result<Vec<ChatMessage>, HookError> {
-        let out = self.value(ctx, vec![shape::chat(&messages)]).await?;
+        let out = self
+            .value(ctx, "messages", vec![shape::chat(&messages)])
+            .await?;
         if out.is_null() {
             return Ok(messages);
         }
@@ -205,7 +242,7 @@ impl Hook for CodeHook {
         ctx: &HookContext<'_>,
         messages: Vec<ChatMessage>,
     ) -> Result<Prefiltered, HookError> {
-        match self.run(ctx, vec![shape::chat(&messages)]).await {
+        match self.run(ctx, "history", vec![shape::chat(&messages)]).await {
             Ok(Value::Null) => Ok(Prefiltered::Messages(messages)),
             Ok(out) => shape::chat_of(&messages, &out)
                 .map(Prefiltered::Messages)
@@ -229,7 +266,10 @@ impl Hook for CodeHook {
         ctx: &HookContext<'_>,
         message: Message,
     ) -> Result<Message, HookError> {
-        let out = self.value(ctx, vec![shape::message(&message)]).await?;
+        let subject = format!("message:{}", message.seq);
+        let out = self
+            .value(ctx, &subject, vec![shape::message(&message)])
+            .await?;
         shape::message_of(message, &out).map_err(HookError::new)
     }
 
@@ -238,7 +278,8 @@ impl Hook for CodeHook {
         ctx: &HookContext<'_>,
         message: &Message,
     ) -> Result<(), HookError> {
-        self.value(ctx, vec![shape::message(message)])
+        let subject = format!("message:{}", message.seq);
+        self.value(ctx, &subject, vec![shape::message(message)])
             .await
             .map(|_| ())
     }
@@ -248,7 +289,7 @@ impl Hook for CodeHook {
         ctx: &HookContext<'_>,
         call: &ToolCall,
     ) -> Result<(), HookError> {
-        self.value(ctx, vec![shape::tool_call(call), Value::Null])
+        self.value(ctx, &call.id, vec![shape::tool_call(call), Value::Null])
             .await
             .map(|_| ())
     }
@@ -260,7 +301,7 @@ impl Hook for CodeHook {
         result: &ToolResult,
     ) -> Result<(), HookError> {
         let args = vec![shape::tool_call(call), shape::tool_result(result)];
-        self.value(ctx, args).await.map(|_| ())
+        self.value(ctx, &call.id, args).await.map(|_| ())
     }
 
     async fn after_tool_call_success(
@@ -270,7 +311,11 @@ impl Hook for CodeHook {
         result: ToolResult,
     ) -> Result<Option<ToolResult>, HookError> {
         let args = vec![shape::tool_call(call), shape::tool_result(&result)];
-        Ok(result_of(&self.value(ctx, args).await?))
+        let out = self
+            .run(ctx, &call.id, args)
+            .await
+            .map_err(|e| HookError::new(described(&e)))?;
+        Ok(kept(&out, result))
     }
 
     async fn after_tool_call_failure(
@@ -280,7 +325,11 @@ impl Hook for CodeHook {
         result: ToolResult,
     ) -> Result<Option<ToolResult>, HookError> {
         let args = vec![shape::tool_call(call), shape::tool_result(&result)];
-        Ok(result_of(&self.value(ctx, args).await?))
+        let out = self
+            .run(ctx, &call.id, args)
+            .await
+            .map_err(|e| HookError::new(described(&e)))?;
+        Ok(kept(&out, result))
     }
 
     async fn tool_call_policy(
@@ -293,7 +342,7 @@ impl Hook for CodeHook {
             "approval": call.approval.map(|a| serde_json::to_value(a).unwrap_or(Value::Null)),
             "applies": call.applies,
         });
-        let out = self.value(ctx, vec![asked]).await?;
+        let out = self.value(ctx, &call.call.id, vec![asked]).await?;
         policy_of(&out).map_err(HookError::new)
     }
 
@@ -308,7 +357,8 @@ impl Hook for CodeHook {
             "question": reminder.question,
             "defaultAt": reminder.default_at,
         });
-        self.value(ctx, vec![r]).await.map(|_| ())
+        let subject = format!("{}:{}", reminder.subject, reminder.n);
+        self.value(ctx, &subject, vec![r]).await.map(|_| ())
     }
 
     async fn before_store_tool_result(
@@ -318,7 +368,7 @@ impl Hook for CodeHook {
         result: ToolResult,
     ) -> Result<ToolResult, HookError> {
         let args = vec![shape::tool_call(call), shape::tool_result(&result)];
-        Ok(result_of(&self.value(ctx, args).await?).unwrap_or(result))
+        Ok(result_of(&self.value(ctx, &call.id, args).await?).unwrap_or(result))
     }
 }
 

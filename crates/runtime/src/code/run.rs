@@ -37,12 +37,29 @@ async fn run_with_state(
     can_stop: bool,
 ) -> Result<Value, CodeError> {
     let host = hosting.host(what)?.clone();
+    let before = state.writes.clone();
     let mut bridge = StateBridge {
         fetches: Fetches::new(hosting.fetcher.clone(), &call.thread, &call.call),
-        state,
+        state: &mut *state,
         can_stop,
     };
-    host.call(call, &mut bridge).await
+    let first = host.call(call.clone(), &mut bridge).await;
+    let outcome = match first {
+        // The host died under the call (a `node` process killed): it is restarted, and the
+        // call made once more, from what was written before it.
+        Err(e) if e.retryable() => {
+            tracing::warn!(thread = %call.thread, call = %call.call, error = %e.message, "the code host died during a call; it is made again");
+            state.writes = before;
+            let mut bridge = StateBridge {
+                fetches: Fetches::new(hosting.fetcher.clone(), &call.thread, &call.call),
+                state,
+                can_stop,
+            };
+            host.call(call, &mut bridge).await
+        }
+        other => other,
+    };
+    outcome.map(shape::settled)
 }
 
 /// The call of `file`'s function at `code` with `args`, for `state`'s thread.
@@ -110,6 +127,9 @@ pub(crate) struct CodeEffect {
     pub(crate) hosting: Hosting,
     pub(crate) file: String,
     pub(crate) code: CodeRef,
+    /// The timer that fired it: every attempt of one scheduled run is one call id (so a retry's
+    /// `fetch`es carry the same idempotency keys).
+    pub(crate) timer: String,
 }
 
 #[async_trait]
@@ -120,7 +140,7 @@ impl Effect for CodeEffect {
             &self.file,
             &self.code,
             vec![args.clone()],
-            format!("effect:{}", state.thread.next_seq),
+            format!("effect:{}", self.timer),
             false,
         );
         run_with_state(&self.hosting, "this effect", call, state, false)
@@ -179,10 +199,13 @@ pub(crate) async fn call_endpoint(
         can_stop: false,
     };
     match read_only {
-        None => (host.call(call, &mut bridge).await, false),
+        None => (
+            host.call(call, &mut bridge).await.map(shape::settled),
+            false,
+        ),
         Some(why) => {
             let mut reads = ReadOnly::new(&mut bridge, why);
-            let result = host.call(call, &mut reads).await;
+            let result = host.call(call, &mut reads).await.map(shape::settled);
             (result, reads.refused)
         }
     }

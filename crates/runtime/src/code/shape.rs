@@ -270,6 +270,18 @@ pub(crate) fn execution(thread: &Thread, side: crate::types::SideId) -> Value {
     })
 }
 
+/// Whether a host's answer is `undefined` (`{"$undefined": true}`: the function returned
+/// nothing), which only hooks whose `null` means something tell from `null`.
+pub(crate) fn is_undefined(v: &Value) -> bool {
+    v.as_object()
+        .is_some_and(|o| o.len() == 1 && o.get("$undefined") == Some(&Value::Bool(true)))
+}
+
+/// A host's answer with `undefined` read as `null`.
+pub(crate) fn settled(v: Value) -> Value {
+    if is_undefined(&v) { Value::Null } else { v }
+}
+
 /// A JSON value's kind, for messages.
 pub(crate) fn kind(v: &Value) -> &'static str {
     match v {

@@ -44,6 +44,29 @@ const NOT_YET: &[(&str, &str)] = &[
     ("loadAgent", "definitions are read by duet, not by code"),
 ];
 
+/// `state.env(name)` for code: the side's own env (prompt, agent, scoped), else the process
+/// environment only for a name the project declares as a variable (a tool's or a prompt's
+/// `variables`). Rust code reads the whole environment; code does not: duet's own secrets (a
+/// database URL, model keys) are not the project's to read.
+pub(crate) fn code_env(
+    project: &duet_spec::Project,
+    env: &std::collections::BTreeMap<String, String>,
+    name: &str,
+) -> Option<String> {
+    if let Some(v) = env.get(name) {
+        return Some(v.clone());
+    }
+    let declared = project
+        .tools
+        .values()
+        .any(|t| t.def.variables.iter().any(|v| v.name == name))
+        || project
+            .prompts
+            .values()
+            .any(|p| p.def.variables.iter().any(|v| v.name == name));
+    declared.then(|| std::env::var(name).ok()).flatten()
+}
+
 /// The error for a member duet does not offer (or does not know).
 pub(crate) fn unavailable(member: &str) -> String {
     match NOT_YET.iter().find(|(m, _)| *m == member) {
@@ -94,8 +117,7 @@ impl Bridge for StateBridge<'_, '_> {
                 state.set_value(key, value);
                 Ok(Value::Null)
             }
-            "env" => Ok(state
-                .env(&text(&params, "name")?)
+            "env" => Ok(code_env(state.project, state.env, &text(&params, "name")?)
                 .map_or(Value::Null, Value::String)),
             "envType" => {
                 let name = text(&params, "name")?;

@@ -393,7 +393,7 @@ impl Runtime {
         let lookup = |k: &str| crate::context::env_value(&env, k);
         // The side's `tool_result` hooks see an approved call's result as any other; should
         // they not resolve, the result is kept as the tool gave it.
-        let mut hooks = self.side_hooks(agent, side, scope).ok();
+        let mut hooks = Some(self.side_hooks(agent, side, scope).unwrap_or_default());
         let now = self.now();
         let mut commit = Commit::default();
         for (queued, call, d) in decided {
@@ -403,11 +403,27 @@ impl Runtime {
             };
             let args = d.arguments(&call.arguments);
             let span = crate::telemetry::execute_tool(&call.name, &call.id);
-            let (result, timer) = tracing::Instrument::instrument(
-                self.inner.tools.call(ctx, &call.name, args, &lookup, now),
-                span,
-            )
-            .await;
+            let (result, timer) = if self.is_code_tool(&call.name) {
+                // A `.ts` tool runs with the thread's state; its writes go with this commit
+                // through the hooks' buffer.
+                let site = super::code_tool::CodeCallSite {
+                    thread: t,
+                    history: msgs,
+                    agent,
+                    side,
+                    env: &env,
+                    arguments: &scope.arguments,
+                    hooks: hooks.get_or_insert_with(Default::default),
+                };
+                let run = self.run_code_tool(&site, &call.name, args, &call.id);
+                (tracing::Instrument::instrument(run, span).await, None)
+            } else {
+                tracing::Instrument::instrument(
+                    self.inner.tools.call(ctx, &call.name, args, &lookup, now),
+                    span,
+                )
+                .await
+            };
             // A call whose decision is committed stays in the history: a hook's `None` keeps the
             // result as it was.
             let result = match hooks.as_mut() {

@@ -1,65 +1,129 @@
-//! A step's call of a `.ts` tool: its arguments checked (zod's `safeParse` where the tool's
-//! `args` are zod), its `execute(state, args)` run by the code host with a [`ThreadState`] of
-//! the acting side, and what the code wrote through `state` committed with the step (a call
-//! that failed writes nothing).
+//! A `.ts` tool's call, wherever a tool is called from — a step, an approved call, a
+//! sub-prompt's model: its arguments checked (zod's `safeParse` where the tool's `args` are
+//! zod), its `execute(state, args)` run by the code host with a [`ThreadState`] of the acting
+//! side, the messages it wrote through `before_create_message`, and what it wrote added to the
+//! hooks' buffer, which the caller's commit writes (a call that failed writes nothing).
 
-use duet_spec::CodeRef;
+use std::collections::BTreeMap;
+
+use duet_spec::{AgentDef, ToolImpl};
 
 use super::router::{Dispatched, StepCalls};
 use super::{Runtime, Turn};
 use crate::handler::{ThreadState, Writes};
+use crate::hooks::ActiveHooks;
 use crate::tools::ToolResult;
-use crate::types::ToolCall;
+use crate::types::{Message, SideId, Thread, ToolCall};
+
+/// Where a `.ts` tool is called: the thread as the caller has it, the acting side and its env,
+/// and the hooks whose buffer the caller's commit writes.
+pub(super) struct CodeCallSite<'a> {
+    pub(super) thread: &'a Thread,
+    pub(super) history: &'a [Message],
+    pub(super) agent: &'a AgentDef,
+    pub(super) side: SideId,
+    pub(super) env: &'a BTreeMap<String, String>,
+    pub(super) arguments: &'a serde_json::Value,
+    pub(super) hooks: &'a ActiveHooks,
+}
 
 impl Runtime {
-    /// Runs `call` of the tool whose `execute` is `code` in `file`.
+    /// Whether `name` is a `.ts` tool (its `execute` is the project's code).
+    pub(super) fn is_code_tool(&self, name: &str) -> bool {
+        self.inner
+            .project
+            .tools
+            .get(name)
+            .is_some_and(|t| matches!(t.def.implementation, Some(ToolImpl::Code(_))))
+    }
+
+    /// Runs a step's `call` of a `.ts` tool.
     pub(super) async fn code_tool(
         &self,
         turn: &Turn<'_>,
         call: &ToolCall,
         step: &mut StepCalls<'_>,
-        (file, code): (&str, &CodeRef),
     ) -> Dispatched {
-        let project = &self.inner.project;
-        let tools = &self.inner.tools;
-        let Some(tool) = project.tools.get(&call.name) else {
-            return Dispatched::Done(ToolResult::error(format!("Unknown tool `{}`.", call.name)));
-        };
-        let args = match tools.check(&call.name, &tool.def, &call.arguments).await {
-            Ok(args) => args.into_owned(),
-            Err(refused) => return Dispatched::Done(refused),
-        };
-        let agent = turn.agent;
-        let mut state = ThreadState {
+        let site = CodeCallSite {
             thread: step.thread,
-            messages: step.history,
+            history: step.history,
+            agent: turn.agent,
             side: turn.side,
             env: step.env,
+            arguments: &turn.scope.arguments,
+            hooks: step.hooks,
+        };
+        Dispatched::Done(
+            self.run_code_tool(&site, &call.name, &call.arguments, &call.id)
+                .await,
+        )
+    }
+
+    /// Runs `.ts` tool `name` with `args` (checked here) as call `call_id` at `site`.
+    pub(super) async fn run_code_tool(
+        &self,
+        site: &CodeCallSite<'_>,
+        name: &str,
+        args: &serde_json::Value,
+        call_id: &str,
+    ) -> ToolResult {
+        let project = &self.inner.project;
+        let tools = &self.inner.tools;
+        let Some(tool) = project.tools.get(name) else {
+            return ToolResult::error(format!("Unknown tool `{name}`."));
+        };
+        let Some(ToolImpl::Code(code)) = &tool.def.implementation else {
+            return ToolResult::error(format!("Tool `{name}` is not the project's code."));
+        };
+        let args = match tools.check(name, &tool.def, args).await {
+            Ok(args) => args.into_owned(),
+            Err(refused) => return refused,
+        };
+        let mut state = ThreadState {
+            thread: site.thread,
+            messages: site.history,
+            side: site.side,
+            env: site.env,
             store: self.inner.store.as_ref(),
             tools,
             children: self,
             project,
-            relationships: agent.side(turn.side).subagents(),
-            sibling_relationships: agent.side(turn.side.sibling()).subagents(),
-            arguments: &turn.scope.arguments,
-            hooks: step.hooks.clone(),
+            relationships: site.agent.side(site.side).subagents(),
+            sibling_relationships: site.agent.side(site.side.sibling()).subagents(),
+            arguments: site.arguments,
+            hooks: site.hooks.clone(),
             writes: Writes::default(),
             now: self.now(),
         };
         let hosting = tools.hosting.clone();
-        let result = crate::code::run::call_tool(
-            &hosting,
-            &mut state,
-            (&call.name, file, code),
-            &args,
-            &call.id,
-        )
-        .await;
-        let writes = std::mem::take(&mut state.writes);
+        let file = tool.source.file.as_str();
+        let result =
+            crate::code::run::call_tool(&hosting, &mut state, (name, file, code), &args, call_id)
+                .await;
+        let mut writes = std::mem::take(&mut state.writes);
         drop(state);
-        if result.is_ok() {
-            step.hooks.absorb(writes);
+        if !result.is_ok() {
+            return result;
         }
-        Dispatched::Done(result)
+        // The messages it wrote pass `before_create_message` as a handler's do; a hook that
+        // fails them fails the call, and nothing it wrote is kept.
+        let now = self.now();
+        match super::handler_turn::checked_messages(site.hooks, site.thread, &writes.injected, now)
+            .await
+        {
+            Ok(checked) => {
+                writes.injected = checked
+                    .into_iter()
+                    .map(|m| (m.role, m.content.unwrap_or_default(), m.silent))
+                    .collect();
+            }
+            Err(e) => {
+                return ToolResult::error(format!(
+                    "Failed to execute tool `{name}`: a message it wrote was refused: {e}"
+                ));
+            }
+        }
+        site.hooks.absorb(writes);
+        result
     }
 }

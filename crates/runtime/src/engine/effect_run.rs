@@ -76,6 +76,7 @@ impl Runtime {
                     hosting: self.inner.tools.hosting.clone(),
                     file,
                     code: own.clone(),
+                    timer: timer.id.to_string(),
                 }))
             }
             None => self.inner.effects.get(&def.builtin).cloned(),

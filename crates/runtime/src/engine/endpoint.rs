@@ -290,8 +290,14 @@ impl Runtime {
         let writes = std::mem::take(&mut state.writes);
         let hooks = std::mem::take(&mut state.hooks);
         drop(state);
+        // The caller gets the code's message; its stack (file paths and lines) goes to the log.
         let answer = result
-            .map_err(|e| crate::code::run::described(&e))
+            .map_err(|e| {
+                if let Some(stack) = &e.stack {
+                    tracing::warn!(target: "duet::code", thread = %t.key, error = %e.message, stack = %stack, "a thread endpoint's code failed");
+                }
+                e.message
+            })
             .and_then(EndpointResponse::of);
         Ok(Ran {
             t,

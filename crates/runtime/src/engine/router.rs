@@ -273,11 +273,8 @@ impl Runtime {
         }
         match route {
             Route::Tool => {
-                if let Some(tool) = project.tools.get(&call.name)
-                    && let Some(duet_spec::ToolImpl::Code(code)) = &tool.def.implementation
-                {
-                    let file = tool.source.file.as_str();
-                    return self.code_tool(turn, call, step, (file, code)).await;
+                if self.is_code_tool(&call.name) {
+                    return self.code_tool(turn, call, step).await;
                 }
                 let ctx = ToolContext {
                     thread: step.thread.id,
@@ -306,6 +303,9 @@ impl Runtime {
                     history: step.history,
                     env: step.env,
                     cancel: turn.cancel,
+                    agent: turn.agent,
+                    arguments: &turn.scope.arguments,
+                    hooks: step.hooks,
                 })
                 .await,
             ),

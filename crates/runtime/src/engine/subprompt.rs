@@ -42,6 +42,11 @@ pub(super) struct SubCall<'a> {
     pub(super) cancel: &'a tokio_util::sync::CancellationToken,
     /// Where the nested call's usage is added.
     pub(super) usage: &'a mut Option<crate::model::Usage>,
+    /// The acting agent, the thread's spawn arguments and the step's hooks: a `.ts` tool the
+    /// nested model calls runs with the step's `state`, its writes committed with the step.
+    pub(super) agent: &'a duet_spec::AgentDef,
+    pub(super) arguments: &'a serde_json::Value,
+    pub(super) hooks: &'a crate::hooks::ActiveHooks,
 }
 
 impl Runtime {
@@ -144,8 +149,22 @@ impl Runtime {
                         id.unwrap_or_else(|| i.to_string())
                     ),
                 };
-                let env = |k: &str| crate::context::env_value(sub.env, k);
-                self.inner.tools.run(ctx, &name, &arguments, &env).await
+                if self.is_code_tool(&name) {
+                    let site = super::code_tool::CodeCallSite {
+                        thread: sub.thread,
+                        history: sub.history,
+                        agent: sub.agent,
+                        side: sub.side,
+                        env: sub.env,
+                        arguments: sub.arguments,
+                        hooks: sub.hooks,
+                    };
+                    self.run_code_tool(&site, &name, &arguments, &ctx.idempotency_key)
+                        .await
+                } else {
+                    let env = |k: &str| crate::context::env_value(sub.env, k);
+                    self.inner.tools.run(ctx, &name, &arguments, &env).await
+                }
             };
             let show = if result.is_ok() {
                 entry.include_tool_calls

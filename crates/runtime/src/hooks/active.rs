@@ -128,6 +128,18 @@ impl ActiveHooks {
         }
     }
 
+    /// A durable value this step's hooks (or `.ts` tools) set and the commit has not written yet:
+    /// `Some(None)` for one they deleted.
+    pub(crate) fn pending_value(&self, key: &str) -> Option<Option<serde_json::Value>> {
+        let writes = self.state.writes.lock().ok()?;
+        writes
+            .values
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    }
+
     /// What the hooks wrote so far (taken: the next commit writes it).
     pub(crate) fn take_writes(&self) -> HookWrites {
         self.state

@@ -103,7 +103,7 @@ fn project() -> Arc<duet_spec::Project> {
     );
     write(
         "agents/prompts/desk.yaml",
-        "name: desk\ntoolDescription: Helps.\nmodel: scripted\nprompt: Help.\ntools: [remember, broken]\nhooks: [trim, count_seen]\nenv: { GREETING: hello }\n",
+        "name: desk\ntoolDescription: Helps.\nmodel: scripted\nprompt: Help.\ntools: [remember, broken]\nhooks: [trim, count_seen, after_ok]\nenv: { GREETING: hello }\n",
     );
     write(
         "agents/models/scripted.yaml",
@@ -120,6 +120,10 @@ fn project() -> Arc<duet_spec::Project> {
     write(
         "agents/hooks/trim.ts",
         "import { defineHook } from '@standardagents/spec';\nexport default defineHook({ hook: 'filter_messages', id: 'trim', execute: async (state, messages) => messages.slice(-1) });\n",
+    );
+    write(
+        "agents/hooks/after_ok.ts",
+        "import { defineHook } from '@standardagents/spec';\nexport default defineHook({ hook: 'after_tool_call_success', id: 'after_ok', execute: async (state, call, result) => { console.log(result); } });\n",
     );
     write(
         "agents/hooks/count_seen.ts",
@@ -171,6 +175,8 @@ fn host() -> ScriptHost {
             vec![
                 Act::Ask("setValue", json!({ "key": "remembered", "value": "tea" })),
                 Act::Ask("env", json!({ "name": "GREETING" })),
+                // Not the project's: duet's own environment is not code's to read.
+                Act::Ask("env", json!({ "name": "PATH" })),
                 Act::Ask("setStatus", json!({ "status": "remembering" })),
                 Act::Ask("stopSession", json!({ "options": {} })),
                 Act::Ask("writeFile", json!({ "args": ["/a.txt", "x"] })),
@@ -180,6 +186,8 @@ fn host() -> ScriptHost {
         (
             "agents/tools/broken.ts",
             vec![
+                // The first tool's write, not committed yet, is seen by the next.
+                Act::Ask("getValue", json!({ "key": "remembered" })),
                 Act::Ask("setValue", json!({ "key": "broken", "value": true })),
                 Act::Fail(CodeErrorKind::Thrown, "Error: boom"),
             ],
@@ -194,6 +202,11 @@ fn host() -> ScriptHost {
                 Act::Ask(
                     "invokeTool",
                     json!({ "name": "subagent_create", "args": { "agent": "nobody", "message": "x" } }),
+                ),
+                // A `.ts` tool, from code: it runs with this delivery's state.
+                Act::Ask(
+                    "invokeTool",
+                    json!({ "name": "remember", "args": { "what": "coffee" } }),
                 ),
             ],
         ),
@@ -213,6 +226,11 @@ fn host() -> ScriptHost {
         ),
         ("agents/hooks/trim.ts", vec![Act::First(1)]),
         ("agents/hooks/count_seen.ts", vec![Act::Return(Value::Null)]),
+        // Returns nothing: the call and its result stay (a `null` would drop them).
+        (
+            "agents/hooks/after_ok.ts",
+            vec![Act::Return(json!({ "$undefined": true }))],
+        ),
         (
             "agents/handlers/counter.ts",
             vec![
@@ -263,8 +281,19 @@ async fn a_ts_tool_runs_with_the_threads_state_and_its_writes_land_with_the_step
         assert_eq!(calls[0].state["threadId"], json!("d1"));
         assert_eq!(calls[0].state["agentId"], json!("desk"));
         assert!(calls[0].call.starts_with("tool:"), "{}", calls[0].call);
-        // env answers from the prompt's env; what a tool may not do is refused, naming it.
-        assert_eq!(host.answer("env"), Some(Ok(json!("hello"))));
+        // env answers from the prompt's env, and never from duet's own environment; what a
+        // tool may not do is refused, naming it.
+        let envs: Vec<Result<Value, String>> = host
+            .answers
+            .lock()
+            .expect("answers")
+            .iter()
+            .filter(|(m, _)| m == "env")
+            .map(|(_, a)| a.clone())
+            .collect();
+        assert_eq!(envs, vec![Ok(json!("hello")), Ok(Value::Null)]);
+        assert_eq!(host.answer("getValue"), Some(Ok(json!("tea"))));
+        assert_eq!(host.calls_of("agents/hooks/after_ok.ts").len(), 1);
         let stop = host.answer("stopSession").expect("asked");
         assert!(
             stop.as_ref().is_err_and(|e| e.contains("stopSession")),
@@ -465,7 +494,15 @@ async fn a_ts_handler_starts_a_child_with_subagent_create() {
             .filter(|(m, _)| m == "invokeTool")
             .filter_map(|(_, a)| a.as_ref().ok())
             .collect();
-        assert_eq!(results.len(), 2, "{answers:?}");
+        assert_eq!(results.len(), 3, "{answers:?}");
+        assert_eq!(
+            results[2],
+            &json!({ "status": "success", "result": "remembered tea" })
+        );
+        let calls = host.calls_of("agents/tools/remember.ts");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].args, vec![json!({ "what": "coffee" })]);
+        assert_eq!(value(&store, "r1", "remembered").await, Some(json!("tea")));
         assert_eq!(results[0]["status"], json!("success"), "{results:?}");
         assert!(
             results[0]["result"]

@@ -94,7 +94,8 @@ impl Hop {
         let key = HeaderValue::from_str(&request.idempotency_key)
             .ok()
             .filter(|k| !k.is_empty());
-        if key.is_none() {
+        // A read sends no key (the runtime hands it an empty one): nothing to warn about.
+        if key.is_none() && !request.idempotency_key.is_empty() {
             tracing::warn!(
                 target: "duet::code",
                 "the call's idempotency key is empty or cannot be a header value; fetch sends none"

@@ -7,6 +7,10 @@ export default defineTool({
     orderId: z.string().describe('The order id, as printed on the receipt'),
     includeItems: z.boolean().default(false).describe('List the items too'),
   }),
+  // What the code may read from the environment: only what a definition declares.
+  variables: [
+    { name: 'ORDERS_URL', type: 'text', required: false, description: "The shop's API, e.g. https://orders.example.com" },
+  ],
   execute: async (state, args) => {
     // ThreadState first: remember what was looked up, read the shop's address from env.
     await state.setValue('last_order', args.orderId);
