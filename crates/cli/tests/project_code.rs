@@ -2,7 +2,8 @@
 //! over `duet serve` on SQLite and Postgres and on both code hosts (`example.rs`), the embedded
 //! sandbox's refusals and limits, each followed by a call that works in the same process
 //! (`sandbox.rs`), and a process killed mid-`fetch` whose step is redone with the same
-//! `Idempotency-Key` (`crash.rs`). The shop the code fetches from is a loopback origin this
+//! `Idempotency-Key` (`crash.rs`), and a `host: node` project importing a package and a `node:`
+//! builtin at the top of a tool's file (`node_packages.rs`). The shop the code fetches from is a loopback origin this
 //! process runs (`origin.rs`).
 
 mod support;
@@ -11,6 +12,8 @@ mod support;
 mod crash;
 #[path = "project_code/example.rs"]
 mod example;
+#[path = "project_code/node_packages.rs"]
+mod node_packages;
 #[path = "project_code/origin.rs"]
 mod origin;
 #[path = "project_code/process.rs"]

@@ -106,6 +106,7 @@ pub fn compose(project: Arc<Project>, root: &Path, store: Arc<dyn Store>) -> Run
         duet_js::EvalOptions {
             root: Some(root.to_path_buf()),
             node_path: duet_js::node_path_from_env(),
+            stub_packages: project.code.host == duet_spec::HostKind::Node,
             ..duet_js::EvalOptions::default()
         },
     );

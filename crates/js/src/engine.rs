@@ -204,6 +204,7 @@ impl Engines {
                 .and_then(|r| std::fs::canonicalize(r).ok()),
             node_path: options.node_path.clone(),
             files,
+            stub_packages: options.stub_packages,
             ..Modules::default()
         }));
         Engines {

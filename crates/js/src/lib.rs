@@ -41,12 +41,15 @@ use duet_spec::{LoadError, Loaded, Project};
 /// Packages are found in `node_modules` from the project's folder up, then in `node_path`.
 pub fn load(dir: &Path, node_path: &[PathBuf]) -> Result<Loaded, LoadError> {
     let root = duet_spec::fs::project_root(dir)?;
+    let listing = duet_spec::fs::read_project(&root)?;
+    // A `host: node` project's packages are node's: its definitions are read with stand-ins.
+    let stub_packages = duet_spec::host_of(&listing.files) == duet_spec::HostKind::Node;
     let evaluator = JsEvaluator::new(EvalOptions {
         root: Some(root.clone()),
         node_path: node_path.to_vec(),
+        stub_packages,
         ..EvalOptions::default()
     });
-    let listing = duet_spec::fs::read_project(&root)?;
     Ok(Project::from_listing_with(listing, Some(&evaluator)))
 }
 

@@ -21,6 +21,10 @@ pub struct EvalOptions {
     pub deadline: Duration,
     /// The engine's memory ceiling, in bytes.
     pub memory_limit: usize,
+    /// A `host: node` project's: a package other than zod (or a `node:` builtin) a definition
+    /// imports is a stand-in, not refused — node loads the real one when the code runs, and
+    /// what a definition declares must not need it.
+    pub stub_packages: bool,
 }
 
 impl Default for EvalOptions {
@@ -30,6 +34,7 @@ impl Default for EvalOptions {
             node_path: Vec::new(),
             deadline: Duration::from_secs(2),
             memory_limit: 64 << 20,
+            stub_packages: false,
         }
     }
 }

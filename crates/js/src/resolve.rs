@@ -60,6 +60,8 @@ pub(crate) struct Modules {
     pub(crate) failures: Vec<Failure>,
     /// See [`Modules::packages`].
     pub(crate) packages: OnceCell<Vec<(&'static str, Option<PathBuf>)>>,
+    /// A package other than zod is a stand-in ([`crate::EvalOptions::stub_packages`]).
+    pub(crate) stub_packages: bool,
 }
 
 pub(crate) type Shared = Rc<RefCell<Modules>>;
@@ -131,6 +133,7 @@ impl Modules {
             root: self.root.clone(),
             node_path: self.node_path.clone(),
             files: self.files.clone(),
+            stub_packages: self.stub_packages,
             ..Modules::default()
         }
     }
@@ -162,6 +165,9 @@ impl Modules {
             return self.resolve_in_project(base, name);
         }
         let package = package_name(name);
+        if !PACKAGES.contains(&package) && self.stub_packages {
+            return Ok(format!("{STUB}{name}"));
+        }
         if !PACKAGES.contains(&package) {
             return Err((
                 EvalErrorKind::Import,
@@ -308,6 +314,9 @@ impl Modules {
         if let Some(code) = provided_code(id) {
             return Ok(code);
         }
+        if let Some(name) = id.strip_prefix(STUB) {
+            return Ok(stub_module(name, &self.files));
+        }
         if Path::new(id).is_absolute() {
             // Only a package's own files are named by an absolute path (see `resolve`); checked
             // again here, and read only when a regular file of sane size.
@@ -347,6 +356,67 @@ impl Modules {
         self.stripped.insert(id.to_owned(), stripped);
         Ok(code)
     }
+}
+
+/// How a stand-in package is named to the engine.
+const STUB: &str = "duet:stub:";
+
+/// A stand-in for package `name` in a `host: node` project, read by duet's engine: every name
+/// the project's files import from it (and its default) is one value that answers anything —
+/// called, constructed or read, it gives itself — so a definition that imports the package
+/// evaluates, and node runs the real one.
+fn stub_module(name: &str, files: &HashMap<String, String>) -> String {
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    for text in files.values() {
+        names.extend(imported_names(text, name));
+    }
+    let mut code = String::from(
+        "const stub = new Proxy(function () {}, {\n  get(_, key) {\n    if (key === Symbol.toPrimitive) return () => '';\n    if (key === 'then' || typeof key === 'symbol') return undefined;\n    return stub;\n  },\n  apply() { return stub; },\n  construct() { return stub; },\n});\nexport default stub;\n",
+    );
+    for n in names.iter().filter(|n| n.as_str() != "default") {
+        code.push_str(&format!("export {{ stub as {n} }};\n"));
+    }
+    code
+}
+
+/// The names `text` imports (or re-exports) from module `module` by name: `{ a, b as c }`
+/// gives `a` and `b`. A default or namespace import needs none.
+fn imported_names(text: &str, module: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for quote in ['\'', '"'] {
+        let needle = format!("{quote}{module}{quote}");
+        let mut from = 0;
+        while let Some(at) = text[from..].find(&needle).map(|i| i + from) {
+            from = at + needle.len();
+            // The statement's clause: back to its `import`/`export` keyword.
+            let head = &text[..at];
+            let start = head
+                .rfind("import")
+                .into_iter()
+                .chain(head.rfind("export"))
+                .max()
+                .unwrap_or(0);
+            let clause = &head[start..];
+            let (Some(open), Some(close)) = (clause.find('{'), clause.rfind('}')) else {
+                continue;
+            };
+            if close < open {
+                continue;
+            }
+            for part in clause[open + 1..close].split(',') {
+                let part = part.trim().trim_start_matches("type ").trim();
+                let imported = part.split(" as ").next().unwrap_or("").trim();
+                let valid = !imported.is_empty()
+                    && imported
+                        .chars()
+                        .all(|c| c.is_alphanumeric() || c == '_' || c == '$');
+                if valid {
+                    out.push(imported.to_owned());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The code of the module duet provides as `id` (`@standardagents/spec`, a provider package).
@@ -455,6 +525,24 @@ fn absolute_normal(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stand_in_exports_every_name_the_project_imports_from_it() {
+        let text = "import shout, { exclaim, type Loud, whisper as w } from 'shouty';\n\
+                    import { createHash } from \"node:crypto\";\n\
+                    export { hush } from 'shouty';\nimport * as all from 'shouty';\n";
+        let mut names = imported_names(text, "shouty");
+        names.sort();
+        assert_eq!(
+            names,
+            ["Loud", "exclaim", "hush", "whisper"].map(String::from)
+        );
+        assert_eq!(imported_names(text, "node:crypto"), ["createHash"]);
+        let files = HashMap::from([("agents/tools/a.ts".to_owned(), text.to_owned())]);
+        let code = stub_module("shouty", &files);
+        assert!(code.contains("export default stub;"), "{code}");
+        assert!(code.contains("export { stub as exclaim };"), "{code}");
+    }
 
     #[test]
     fn relative_imports_stay_in_the_project() {

@@ -170,6 +170,18 @@ fn positive(ctx: &mut Ctx<'_>, n: &Node, field: &str, max: u64, unit: &str) -> O
     Some(v as u64)
 }
 
+/// The host `files` (a project's listing) ask for in their `agents/code.yaml`: what a loader
+/// must know before it evaluates the definitions (a `node` project's packages are node's).
+pub fn host_of(files: &[crate::SourceFile]) -> HostKind {
+    files
+        .iter()
+        .find(|f| is_config(&f.path))
+        .map_or(HostKind::Embedded, |f| {
+            let text = String::from_utf8_lossy(&f.bytes);
+            decode_config(&f.path, &text, &mut Vec::new()).host
+        })
+}
+
 /// Whether `path` is the project's code settings file.
 pub(crate) fn is_config(path: &str) -> bool {
     CONFIG_FILES.contains(&path)

@@ -65,7 +65,7 @@ pub use agent::{
 };
 pub use approval::{Approval, ApprovalWhen, Approvers, Decision, RememberScope};
 pub use cascade::order as order_issues;
-pub use code::{CONFIG_FILES, CodeConfig, CodeRef, FetchConfig, HostKind};
+pub use code::{CONFIG_FILES, CodeConfig, CodeRef, FetchConfig, HostKind, host_of};
 pub use compose::Builtins;
 pub use deadline::{
     Deadline, DeadlineDefault, Escalation, MAX_DURATION_MS, format_duration, parse_duration,

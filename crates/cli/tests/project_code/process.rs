@@ -260,7 +260,10 @@ pub(crate) fn example_copy(tag: &str, edit: impl Fn(&str, String) -> String) -> 
             if path.is_dir() {
                 // A `node_modules` installed in the example (as its README suggests for a
                 // project of your own) is not the example: zod comes from `NODE_PATH`.
-                if entry.file_name() != "node_modules" {
+                // Nor is a dot folder (a `duet run` of the example leaves its database in `.duet`).
+                if entry.file_name() != "node_modules"
+                    && !entry.file_name().to_string_lossy().starts_with('.')
+                {
                     stack.push(path);
                 }
                 continue;
