@@ -35,6 +35,8 @@ use pool::Pool;
 /// system, process, timers or network reach the code except what the [`Bridge`] answers.
 pub struct EmbeddedHost {
     pool: Pool,
+    /// How long loading a file may take (part of the bound on a call's whole wait).
+    load_deadline: std::time::Duration,
 }
 
 impl EmbeddedHost {
@@ -61,6 +63,7 @@ impl EmbeddedHost {
         };
         Ok(EmbeddedHost {
             pool: Pool::new(&options, modules)?,
+            load_deadline: options.load_deadline,
         })
     }
 }
@@ -68,6 +71,30 @@ impl EmbeddedHost {
 #[async_trait]
 impl CodeHost for EmbeddedHost {
     async fn call(
+        &self,
+        call: CodeCall,
+        bridge: &mut dyn Bridge,
+    ) -> Result<serde_json::Value, CodeError> {
+        // The whole wait is bounded, time queued for a free engine included: loading the file,
+        // then the call's own deadline, and a second's slack. Past it the call is given up (the
+        // worker sees the channel close and stops it, or drops it still queued).
+        let bound = call.limits.deadline + self.load_deadline + std::time::Duration::from_secs(1);
+        let deadline_ms = call.limits.deadline.as_millis();
+        tokio::time::timeout(bound, self.run(call, bridge))
+            .await
+            .unwrap_or_else(|_| {
+                Err(CodeError::new(
+                    CodeErrorKind::Deadline,
+                    format!(
+                        "the call waited for a free JavaScript engine and ran past its deadline of {deadline_ms} ms: the project's other calls keep every engine busy"
+                    ),
+                ))
+            })
+    }
+}
+
+impl EmbeddedHost {
+    async fn run(
         &self,
         call: CodeCall,
         bridge: &mut dyn Bridge,

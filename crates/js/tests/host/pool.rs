@@ -100,6 +100,40 @@ async fn a_cancelled_call_frees_its_thread() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_queued_behind_a_busy_engine_is_given_up_at_its_own_deadline() {
+    // One engine thread, never grown (the busy call spins, it does not wait on the runtime).
+    let host = Arc::new(host_with(
+        &[("agents/tools/stuck.js", STUCK)],
+        HostOptions {
+            workers: 1,
+            max_workers: 1,
+            load_deadline: Duration::from_millis(100),
+        },
+    ));
+    let (tx, mut asked) = mpsc::unbounded_channel();
+    let h = host.clone();
+    let busy = tokio::spawn(async move {
+        let mut c = call("agents/tools/stuck.js", vec![json!("loop")]);
+        c.limits.deadline = Duration::from_secs(3600);
+        h.call(c, &mut Signal(tx)).await
+    });
+    asked.recv().await.expect("spinning");
+    // Queued behind it: its wait is bounded by its own deadline (plus loading and a second),
+    // not by the spinning call's hour.
+    let mut queued = call("agents/tools/stuck.js", vec![json!("done")]);
+    queued.limits.deadline = Duration::from_millis(200);
+    let outcome = run(&host, queued).await;
+    let e = outcome.expect_err("given up");
+    assert_eq!(e.kind, duet_runtime::CodeErrorKind::Deadline, "{e:?}");
+    assert!(
+        e.message.contains("waited for a free JavaScript engine"),
+        "{e:?}"
+    );
+    busy.abort();
+    let _ = busy.await;
+}
+
 const OUTER: &str = r#"
 export default {
   execute: async (state, depth) => {
