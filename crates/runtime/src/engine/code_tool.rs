@@ -8,12 +8,11 @@ use std::collections::BTreeMap;
 
 use duet_spec::{AgentDef, ToolImpl};
 
-use super::router::{Dispatched, StepCalls};
-use super::{Runtime, Turn};
+use super::Runtime;
 use crate::handler::{ThreadState, Writes};
 use crate::hooks::ActiveHooks;
 use crate::tools::ToolResult;
-use crate::types::{Message, SideId, Thread, ToolCall};
+use crate::types::{Message, SideId, Thread};
 
 /// Where a `.ts` tool is called: the thread as the caller has it, the acting side and its env,
 /// and the hooks whose buffer the caller's commit writes.
@@ -35,28 +34,6 @@ impl Runtime {
             .tools
             .get(name)
             .is_some_and(|t| matches!(t.def.implementation, Some(ToolImpl::Code(_))))
-    }
-
-    /// Runs a step's `call` of a `.ts` tool.
-    pub(super) async fn code_tool(
-        &self,
-        turn: &Turn<'_>,
-        call: &ToolCall,
-        step: &mut StepCalls<'_>,
-    ) -> Dispatched {
-        let site = CodeCallSite {
-            thread: step.thread,
-            history: step.history,
-            agent: turn.agent,
-            side: turn.side,
-            env: step.env,
-            arguments: &turn.scope.arguments,
-            hooks: step.hooks,
-        };
-        Dispatched::Done(
-            self.run_code_tool(&site, &call.name, &call.arguments, &call.id)
-                .await,
-        )
     }
 
     /// Runs `.ts` tool `name` with `args` (checked here) as call `call_id` at `site`.

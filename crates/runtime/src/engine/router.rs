@@ -274,7 +274,19 @@ impl Runtime {
         match route {
             Route::Tool => {
                 if self.is_code_tool(&call.name) {
-                    return self.code_tool(turn, call, step).await;
+                    let site = super::code_tool::CodeCallSite {
+                        thread: step.thread,
+                        history: step.history,
+                        agent: turn.agent,
+                        side: turn.side,
+                        env: step.env,
+                        arguments: &turn.scope.arguments,
+                        hooks: step.hooks,
+                    };
+                    let result = self
+                        .run_code_tool(&site, &call.name, &call.arguments, &call.id)
+                        .await;
+                    return Dispatched::Done(result);
                 }
                 let ctx = ToolContext {
                     thread: step.thread.id,
