@@ -350,31 +350,18 @@ async fn what_cannot_be_loaded_is_a_load_failure() {
             .await
             .expect_err("not loaded")
     };
-    let e = run("agents/tools/none.ts").await;
-    assert_eq!(e.kind, CodeErrorKind::Load);
-    assert!(
-        e.message.contains("`execute` is not a function"),
-        "{}",
-        e.message
-    );
-    let e = run("agents/tools/missing.ts").await;
-    assert_eq!(e.kind, CodeErrorKind::Load);
-    assert!(
-        e.message.contains("not-installed-anywhere"),
-        "{}",
-        e.message
-    );
-    let e = run("agents/tools/broken.ts").await;
-    assert_eq!(e.kind, CodeErrorKind::Load);
-    assert!(
-        e.message.contains("agents/tools/broken.ts:1:"),
-        "{}",
-        e.message
-    );
-    let e = run("agents/tools/absent.ts").await;
-    assert_eq!(e.kind, CodeErrorKind::Load);
-    let e = run("../outside.ts").await;
-    assert_eq!(e.kind, CodeErrorKind::Load);
+    // Each file, and what its Load failure's message says.
+    for (file, says) in [
+        ("agents/tools/none.ts", "`execute` is not a function"),
+        ("agents/tools/missing.ts", "not-installed-anywhere"),
+        ("agents/tools/broken.ts", "agents/tools/broken.ts:1:"),
+        ("agents/tools/absent.ts", ""),
+        ("../outside.ts", ""),
+    ] {
+        let e = run(file).await;
+        assert_eq!(e.kind, CodeErrorKind::Load, "{file}: {e:?}");
+        assert!(e.message.contains(says), "{file}: {}", e.message);
+    }
 }
 
 #[tokio::test]

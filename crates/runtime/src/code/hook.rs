@@ -161,6 +161,21 @@ impl CodeHook {
         host.call(call, &mut bridge).await
     }
 
+    /// An `after_tool_call_*` hook: what it made of `result` ([`kept`]).
+    async fn after_call(
+        &self,
+        ctx: &HookContext<'_>,
+        call: &ToolCall,
+        result: ToolResult,
+    ) -> Result<Option<ToolResult>, HookError> {
+        let args = vec![shape::tool_call(call), shape::tool_result(&result)];
+        let out = self
+            .run(ctx, &call.id, args)
+            .await
+            .map_err(|e| HookError::new(described(&e)))?;
+        Ok(kept(&out, result))
+    }
+
     async fn value(
         &self,
         ctx: &HookContext<'_>,
@@ -310,12 +325,7 @@ impl Hook for CodeHook {
         call: &ToolCall,
         result: ToolResult,
     ) -> Result<Option<ToolResult>, HookError> {
-        let args = vec![shape::tool_call(call), shape::tool_result(&result)];
-        let out = self
-            .run(ctx, &call.id, args)
-            .await
-            .map_err(|e| HookError::new(described(&e)))?;
-        Ok(kept(&out, result))
+        self.after_call(ctx, call, result).await
     }
 
     async fn after_tool_call_failure(
@@ -324,12 +334,7 @@ impl Hook for CodeHook {
         call: &ToolCall,
         result: ToolResult,
     ) -> Result<Option<ToolResult>, HookError> {
-        let args = vec![shape::tool_call(call), shape::tool_result(&result)];
-        let out = self
-            .run(ctx, &call.id, args)
-            .await
-            .map_err(|e| HookError::new(described(&e)))?;
-        Ok(kept(&out, result))
+        self.after_call(ctx, call, result).await
     }
 
     async fn tool_call_policy(
