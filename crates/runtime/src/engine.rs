@@ -40,6 +40,7 @@ mod runs;
 mod spawn;
 mod step;
 mod subprompt;
+mod thread_state;
 mod timers;
 mod trace;
 mod write;

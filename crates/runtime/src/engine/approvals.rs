@@ -406,7 +406,7 @@ impl Runtime {
             let (result, timer) = if self.is_code_tool(&call.name) {
                 // A `.ts` tool runs with the thread's state; its writes go with this commit
                 // through the hooks' buffer.
-                let site = super::code_tool::CodeCallSite {
+                let site = super::thread_state::Site {
                     thread: t,
                     history: msgs,
                     agent,

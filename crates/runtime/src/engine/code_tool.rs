@@ -4,27 +4,11 @@
 //! side, the messages it wrote through `before_create_message`, and what it wrote added to the
 //! hooks' buffer, which the caller's commit writes (a call that failed writes nothing).
 
-use std::collections::BTreeMap;
-
-use duet_spec::{AgentDef, ToolImpl};
+use duet_spec::ToolImpl;
 
 use super::Runtime;
-use crate::handler::{ThreadState, Writes};
-use crate::hooks::ActiveHooks;
+use super::thread_state::Site;
 use crate::tools::ToolResult;
-use crate::types::{Message, SideId, Thread};
-
-/// Where a `.ts` tool is called: the thread as the caller has it, the acting side and its env,
-/// and the hooks whose buffer the caller's commit writes.
-pub(super) struct CodeCallSite<'a> {
-    pub(super) thread: &'a Thread,
-    pub(super) history: &'a [Message],
-    pub(super) agent: &'a AgentDef,
-    pub(super) side: SideId,
-    pub(super) env: &'a BTreeMap<String, String>,
-    pub(super) arguments: &'a serde_json::Value,
-    pub(super) hooks: &'a ActiveHooks,
-}
 
 impl Runtime {
     /// Whether `name` is a `.ts` tool (its `execute` is the project's code).
@@ -39,7 +23,7 @@ impl Runtime {
     /// Runs `.ts` tool `name` with `args` (checked here) as call `call_id` at `site`.
     pub(super) async fn run_code_tool(
         &self,
-        site: &CodeCallSite<'_>,
+        site: &Site<'_>,
         name: &str,
         args: &serde_json::Value,
         call_id: &str,
@@ -56,22 +40,7 @@ impl Runtime {
             Ok(args) => args.into_owned(),
             Err(refused) => return refused,
         };
-        let mut state = ThreadState {
-            thread: site.thread,
-            messages: site.history,
-            side: site.side,
-            env: site.env,
-            store: self.inner.store.as_ref(),
-            tools,
-            children: self,
-            project,
-            relationships: site.agent.side(site.side).subagents(),
-            sibling_relationships: site.agent.side(site.side.sibling()).subagents(),
-            arguments: site.arguments,
-            hooks: site.hooks.clone(),
-            writes: Writes::default(),
-            now: self.now(),
-        };
+        let mut state = self.thread_state(site);
         let hosting = tools.hosting.clone();
         let file = tool.source.file.as_str();
         let result =

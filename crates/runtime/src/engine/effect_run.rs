@@ -15,10 +15,10 @@ use super::Runtime;
 use super::fire::Fired;
 use super::handler_turn::{checked_messages, commit_writes};
 use super::lease::LeaseGuard;
+use super::thread_state::Site;
 use super::write::{Around, Write};
 use crate::effect::Effect;
 use crate::error::RunError;
-use crate::handler::{ThreadState, Writes};
 use crate::record::{Record, RecordBody};
 use crate::store::{Commit, CommitOutcome, RunStart, Timer, TimerOutcome};
 use crate::types::{SideId, Thread, ThreadStatus};
@@ -168,23 +168,15 @@ impl Runtime {
                 return Ok((Attempt::Failed(error), outcome));
             }
         };
-        let side = SideId::A;
-        let mut state = ThreadState {
+        let mut state = self.thread_state(&Site {
             thread: &t,
-            messages: &msgs,
-            side,
+            history: &msgs,
+            agent,
+            side: SideId::A,
             env: &env,
-            store: self.inner.store.as_ref(),
-            tools: &self.inner.tools,
-            children: self,
-            project: &project,
-            relationships: agent.side(side).subagents(),
-            sibling_relationships: agent.side(side.sibling()).subagents(),
             arguments: &scope.arguments,
-            hooks,
-            writes: Writes::default(),
-            now: self.now(),
-        };
+            hooks: &hooks,
+        });
         let result = tokio::select! {
             () = guard.lost.cancelled() => {
                 return Err(crate::store::StoreError::LeaseLost(t.id).into());

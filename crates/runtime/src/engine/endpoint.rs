@@ -19,10 +19,11 @@ use uuid::Uuid;
 use super::Runtime;
 use super::handler_turn::{checked_messages, commit_writes};
 use super::lease::LeaseGuard;
+use super::thread_state::Site;
 use super::write::{Around, Write};
 use crate::endpoint::{EndpointError, EndpointRequest, EndpointResponse};
 use crate::error::RunError;
-use crate::handler::{ThreadState, Writes};
+use crate::handler::Writes;
 use crate::hooks::ActiveHooks;
 use crate::store::{Commit, CommitOutcome, RunStart, StoreError};
 use crate::types::{Message, SideId, Thread, ThreadId, ThreadStatus};
@@ -261,23 +262,15 @@ impl Runtime {
             Ok(active) => active,
             Err(e) => return Ok(fail(t, messages, format!("hooks fail closed: {e}"))),
         };
-        let side = SideId::A;
-        let mut state = ThreadState {
+        let mut state = self.thread_state(&Site {
             thread: &t,
-            messages: &messages,
-            side,
+            history: &messages,
+            agent,
+            side: SideId::A,
             env: &env,
-            store: self.inner.store.as_ref(),
-            tools: &self.inner.tools,
-            children: self,
-            project: &project,
-            relationships: agent.side(side).subagents(),
-            sibling_relationships: agent.side(side.sibling()).subagents(),
             arguments: &scope.arguments,
-            hooks,
-            writes: Writes::default(),
-            now: self.now(),
-        };
+            hooks: &hooks,
+        });
         let hosting = self.inner.tools.hosting.clone();
         let (result, refused) = crate::code::run::call_endpoint(
             &hosting,

@@ -4,11 +4,12 @@
 
 use duet_spec::HandlerSide;
 
+use super::thread_state::Site;
 use super::write::{Around, Emit, Write};
 use super::{Flow, Runtime, Turn};
 use crate::decide;
 use crate::error::RunError;
-use crate::handler::{HandlerError, ThreadState, Writes};
+use crate::handler::{HandlerError, Writes};
 use crate::record::{Record, RecordBody};
 use crate::store::{Commit, CommitOutcome};
 use crate::transition;
@@ -71,7 +72,6 @@ impl Runtime {
             Ok(active) => active,
             Err(e) => return self.step_error(t, &format!("hooks fail closed: {e}")).await,
         };
-        let sibling = agent.side(side.sibling()).subagents();
         let inbound: Vec<Message> = msgs
             .iter()
             .filter(|m| {
@@ -87,22 +87,15 @@ impl Runtime {
             if cancel.is_cancelled() {
                 return self.abort(t, msgs).await.map(Flow::Done);
             }
-            let mut state = ThreadState {
+            let mut state = self.thread_state(&Site {
                 thread: t,
-                messages: msgs,
+                history: msgs,
+                agent,
                 side,
                 env: &env,
-                store: self.inner.store.as_ref(),
-                tools: &self.inner.tools,
-                children: self,
-                project: &project,
-                relationships: &cfg.subagents,
-                sibling_relationships: sibling,
                 arguments: &scope.arguments,
-                hooks: hooks.clone(),
-                writes: Writes::default(),
-                now: self.now(),
-            };
+                hooks: &hooks,
+            });
             let result = tokio::select! {
                 () = cancel.cancelled() => return self.abort(t, msgs).await.map(Flow::Done),
                 r = handler.handle(&mut state, m) => r,

@@ -274,7 +274,7 @@ impl Runtime {
         match route {
             Route::Tool => {
                 if self.is_code_tool(&call.name) {
-                    let site = super::code_tool::CodeCallSite {
+                    let site = super::thread_state::Site {
                         thread: step.thread,
                         history: step.history,
                         agent: turn.agent,

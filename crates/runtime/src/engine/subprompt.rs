@@ -150,7 +150,7 @@ impl Runtime {
                     ),
                 };
                 if self.is_code_tool(&name) {
-                    let site = super::code_tool::CodeCallSite {
+                    let site = super::thread_state::Site {
                         thread: sub.thread,
                         history: sub.history,
                         agent: sub.agent,

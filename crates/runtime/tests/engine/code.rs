@@ -28,6 +28,8 @@ enum Act {
     First(usize),
     /// Fails so.
     Fail(CodeErrorKind, &'static str),
+    /// Throws an object `{ block: true }` with this message (a prefilter hook that blocks).
+    Block(&'static str),
 }
 
 /// A bridge call's method and its answer.
@@ -86,6 +88,11 @@ impl CodeHost for ScriptHost {
                     return Ok(Value::Array(all.into_iter().take(n).collect()));
                 }
                 Act::Fail(kind, message) => return Err(CodeError::new(kind, message)),
+                Act::Block(message) => {
+                    let mut e = CodeError::new(CodeErrorKind::Thrown, message);
+                    e.details = Some(Box::new(json!({ "block": true })));
+                    return Err(e);
+                }
             }
         }
         Ok(Value::Null)
@@ -543,5 +550,31 @@ async fn a_ts_effect_runs_at_rest_when_due_and_its_writes_are_committed() {
         let stop = host.answer("stopSession").expect("asked");
         assert!(stop.is_err(), "{stop:?}");
         assert_eq!(value(&store, "p1", "nudged").await, Some(json!(3)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefilter_hook_that_throws_block_ends_the_session_without_the_model() {
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let host = ScriptHost::new(vec![
+            ("agents/hooks/trim.ts", vec![Act::First(5)]),
+            (
+                "agents/hooks/count_seen.ts",
+                vec![Act::Block("Error: Not today.")],
+            ),
+        ]);
+        let rt = runtime(store.clone(), &host);
+        support::send(&rt, "b1", Some("desk"), "please").await;
+        let t = store.thread("b1").await.expect("read").expect("thread");
+        assert_eq!(t.stop_reason, Some(duet_runtime::StopReason::HookBlocked));
+        let texts = support::texts(&store, "b1").await;
+        assert_eq!(
+            texts.last().map(|(_, _, t)| t.as_str()),
+            Some("Not today."),
+            "{texts:?}"
+        );
+        // The model was never asked: its tools never ran.
+        assert!(host.calls_of("agents/tools/remember.ts").is_empty());
     }
 }
