@@ -35,6 +35,7 @@ mod engine;
 mod error;
 mod event;
 mod fallback;
+pub mod files;
 mod handler;
 pub mod hooks;
 mod lifecycle;
@@ -74,6 +75,9 @@ pub use engine::{
 };
 pub use error::RunError;
 pub use event::{AgentEvent, EventSink, USAGE_EVENT};
+pub use files::{
+    AttachmentRef, FileError, FileKind, FileLimits, FileQuery, FileRecord, FileStats, FileWrite,
+};
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
     ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
@@ -86,6 +90,7 @@ pub use store::{
     Lease, LeaseStore, NewThread, ParentFilter, QueueStore, RegistryStore, Renewal, RunStart,
     StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
 };
+pub use store::{BlobStore, FileStore};
 pub use store::{
     CancelOutcome, NewTimer, Timer, TimerCounts, TimerKind, TimerOutcome, TimerQuery, TimerStatus,
     TimerStore, TimerWake, WakeHub,

@@ -77,6 +77,7 @@ pub fn model_message(
         usage: answer.usage,
         provider_data: answer.provider_data,
         images: Vec::new(),
+        attachments: Vec::new(),
         message_id: None,
         created_at: now,
     }
@@ -280,6 +281,7 @@ fn tool_message(
         usage: None,
         provider_data: None,
         images: Vec::new(),
+        attachments: Vec::new(),
         message_id: None,
         created_at: now,
     }

@@ -13,6 +13,7 @@ use crate::types::{Message, Queued, Thread, ThreadId};
 
 mod commits;
 mod feed;
+mod files;
 mod journal;
 mod leases;
 mod queue;
@@ -22,6 +23,7 @@ mod timers;
 
 pub use commits::{Commit, CommitOutcome, CommitStore};
 pub use feed::{Change, ChangeFeed, ChangeHub, FeedEvent};
+pub use files::{BlobStore, FileStore};
 pub use journal::{JournalEntry, JournalStore};
 pub use leases::{Lease, LeaseStore, Renewal};
 pub use queue::{
@@ -112,6 +114,8 @@ pub trait Store:
     + RegistryStore
     + CommitStore
     + TimerStore
+    + FileStore
+    + BlobStore
     + ChangeFeed
     + 'static
 {

@@ -10,6 +10,7 @@ use futures::stream::BoxStream;
 use uuid::Uuid;
 
 mod answers;
+mod files;
 mod kit;
 mod reads;
 mod timers;
@@ -51,6 +52,8 @@ struct State {
     answers: HashMap<(ThreadId, Park), FirstAnswer>,
     /// The timer table, by id.
     timers: BTreeMap<Uuid, crate::store::Timer>,
+    /// The thread filesystem: file rows and chunks.
+    files: files::Files,
 }
 
 /// A thread and everything that belongs to it.
@@ -115,6 +118,7 @@ impl State {
             tool: q.tool,
             decision: None,
             images: q.images,
+            attachments: q.attachments,
             trace: q.trace,
             message_id: q.message_id,
             created_at: now,
@@ -664,6 +668,7 @@ impl CommitStore for MemoryStore {
             .map(|q| state.queued(q, t.updated_at))
             .collect();
         let due = timers.apply(&mut state, t.id, t.updated_at);
+        state.files.apply(t.id, std::mem::take(&mut commit.files));
         let row = state.existing(t.id)?;
         row.journal.append(&mut journal);
         for id in &commit.drained {

@@ -19,6 +19,10 @@ pub struct ToolResult {
     pub status: ToolStatus,
     /// The result text the model sees (on failure, what went wrong).
     pub content: String,
+    /// Thread files the call returns (written by the tool, or copied back from a child): their
+    /// paths are listed in the stored tool message, and a sub-prompt's or a child's caller
+    /// gets them.
+    pub attachments: Vec<crate::files::AttachmentRef>,
 }
 
 impl ToolResult {
@@ -27,6 +31,7 @@ impl ToolResult {
         ToolResult {
             status: ToolStatus::Success,
             content: content.into(),
+            attachments: Vec::new(),
         }
     }
 
@@ -35,6 +40,7 @@ impl ToolResult {
         ToolResult {
             status: ToolStatus::Error,
             content: content.into(),
+            attachments: Vec::new(),
         }
     }
 

@@ -190,6 +190,7 @@ pub fn drain(t: &mut Thread, queue: &[Queued], arguments: &serde_json::Value, no
         );
         m.silent = q.silent;
         m.images = q.images.clone();
+        m.attachments = q.attachments.clone();
         m.message_id.clone_from(&q.message_id);
         if let Some(reply) = &q.tool {
             m.role = Role::Tool;

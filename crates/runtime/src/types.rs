@@ -187,6 +187,10 @@ pub struct Message {
     pub provider_data: Option<serde_json::Value>,
     /// Images that came with it (an inbound prompt's), passed to models that take images.
     pub images: Vec<ImageRef>,
+    /// Thread files that came with it (paths in this thread's filesystem), passed to models as
+    /// their types allow.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::files::AttachmentRef>,
     /// The id its sender chose for it (an inbound delivery's `message_id`), kept so a protocol
     /// can show the sender its own id; `None` for what duet wrote itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,6 +225,7 @@ impl Message {
             usage: None,
             provider_data: None,
             images: Vec::new(),
+            attachments: Vec::new(),
             message_id: None,
             created_at: now,
         }
@@ -483,6 +488,8 @@ pub struct Queued {
     pub decision: Option<crate::approval::Decided>,
     /// Images that came with it.
     pub images: Vec<ImageRef>,
+    /// Thread files that came with it (paths in this thread's filesystem).
+    pub attachments: Vec<crate::files::AttachmentRef>,
     /// The trace context it was queued in, if one was saved.
     pub trace: Option<String>,
     /// The id its sender chose (the delivery's `message_id`), written with the message.
@@ -528,6 +535,9 @@ pub struct NewQueued {
     pub author: Option<String>,
     /// Images that come with it.
     pub images: Vec<ImageRef>,
+    /// Thread files that come with it (paths in the receiving thread's filesystem, written
+    /// there before it is queued).
+    pub attachments: Vec<crate::files::AttachmentRef>,
     /// The trace context of whatever queued it (see [`crate::telemetry::TraceCarrier`]): the
     /// run that drains it continues that trace.
     pub trace: Option<String>,
@@ -547,6 +557,7 @@ impl NewQueued {
             message_id: None,
             author: None,
             images: Vec::new(),
+            attachments: Vec::new(),
             trace: None,
         }
     }

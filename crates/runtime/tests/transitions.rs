@@ -195,6 +195,7 @@ fn queued(v: &Value) -> Vec<Queued> {
         .expect("a queue")
         .iter()
         .map(|q| Queued {
+            attachments: Vec::new(),
             id: q["id"].as_i64().expect("id"),
             role: Role::parse(q["role"].as_str().expect("role")).expect("a role"),
             side: side(&q["side"]),
@@ -315,6 +316,7 @@ fn step(
         provider_data: None,
     };
     let result = |v: &Value| duet_runtime::ToolResult {
+        attachments: Vec::new(),
         status: ToolStatus::parse(v["status"].as_str().unwrap_or("success")).expect("a status"),
         content: v["content"].as_str().unwrap_or_default().to_owned(),
     };

@@ -130,6 +130,9 @@ fn message_data(m: &Message) -> Option<String> {
     if !m.images.is_empty() {
         data.insert("images".into(), serde_json::json!(m.images));
     }
+    if !m.attachments.is_empty() {
+        data.insert("attachments".into(), serde_json::json!(m.attachments));
+    }
     if let Some(id) = &m.message_id {
         data.insert("messageId".into(), serde_json::json!(id));
     }

@@ -21,6 +21,8 @@ macro_rules! decoders {
                 follow_up: row.try_get("follow_up").map_err(db_error)?,
                 trace: row.try_get("trace").map_err(db_error)?,
                 message_id: row.try_get("message_id").map_err(db_error)?,
+                // Until the queue has an attachments column (the store slice of #34).
+                attachments: Vec::new(),
                 images: match row
                     .try_get::<Option<String>, _>("images")
                     .map_err(db_error)?
@@ -161,6 +163,11 @@ macro_rules! decoders {
                 images: match extra.as_ref().and_then(|e| e.get("images")) {
                     Some(v) => serde_json::from_value(v.clone())
                         .map_err(|_| corrupt("message images", &v.to_string()))?,
+                    None => Vec::new(),
+                },
+                attachments: match extra.as_ref().and_then(|e| e.get("attachments")) {
+                    Some(v) => serde_json::from_value(v.clone())
+                        .map_err(|_| corrupt("message attachments", &v.to_string()))?,
                     None => Vec::new(),
                 },
                 message_id: extra

@@ -374,6 +374,22 @@ macro_rules! store_impl {
             }
         }
 
+        // Placeholder until the store slice of #34 lands the file tables (never merged as is).
+        #[async_trait]
+        impl duet_runtime::FileStore for $store {
+            async fn file(&self, _: ThreadId, _: &str) -> Result<Option<duet_runtime::FileRecord>, StoreError> { todo!("files") }
+            async fn files(&self, _: ThreadId, _: &duet_runtime::FileQuery) -> Result<Vec<duet_runtime::FileRecord>, StoreError> { todo!("files") }
+            async fn file_stats(&self, _: ThreadId) -> Result<duet_runtime::FileStats, StoreError> { todo!("files") }
+            async fn write_files(&self, _: ThreadId, _: Vec<duet_runtime::FileWrite>) -> Result<(), StoreError> { todo!("files") }
+            async fn blobs_named(&self, _: &[String]) -> Result<Vec<String>, StoreError> { todo!("files") }
+            async fn sweep_blobs(&self, _: i64) -> Result<u64, StoreError> { todo!("files") }
+        }
+        #[async_trait]
+        impl duet_runtime::BlobStore for $store {
+            async fn put_blob(&self, _: &str, _: Vec<u8>) -> Result<(), StoreError> { todo!("files") }
+            async fn blob(&self, _: &str) -> Result<Option<Vec<u8>>, StoreError> { todo!("files") }
+            async fn has_blob(&self, _: &str) -> Result<bool, StoreError> { todo!("files") }
+        }
         impl ChangeFeed for $store {
             fn changes(&self) -> futures::stream::BoxStream<'static, FeedEvent> {
                 self.subscribe()

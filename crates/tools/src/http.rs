@@ -310,6 +310,7 @@ impl HttpTools for HttpClient {
         };
         tracing::debug!(tool = name, request = %secrets.redact(&target), ok = result.is_ok(), "http tool");
         ToolResult {
+            attachments: Vec::new(),
             status: result.status,
             content: secrets.redact(&result.content),
         }

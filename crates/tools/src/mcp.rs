@@ -388,6 +388,7 @@ impl ToolServer for McpServer {
             match self.call_on(&conn, &name, Some(object.clone())).await {
                 Ok(result) => {
                     return ToolResult {
+                        attachments: Vec::new(),
                         status: result.status,
                         content: self.secrets.redact(&result.content),
                     };

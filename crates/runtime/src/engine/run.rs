@@ -330,6 +330,7 @@ impl Runtime {
                     let result = crate::tools::ToolResult {
                         status: m.tool_status.unwrap_or(ToolStatus::Success),
                         content: m.content.clone().unwrap_or_default(),
+                        attachments: m.attachments.clone(),
                     };
                     // A late result cannot leave the history (its call is committed): a hook's
                     // `None` keeps it as it was.

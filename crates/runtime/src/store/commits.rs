@@ -37,6 +37,9 @@ pub struct Commit {
     pub cancel_subjects: Vec<String>,
     /// Timers this commit finishes as `completed` (an effect's run, written with its writes).
     pub timers_done: Vec<Uuid>,
+    /// Changes to this thread's files (a step's `writeFile`s, a tool's attachments), applied in
+    /// order with the rest: a commit that fails writes no file.
+    pub files: Vec<crate::files::FileWrite>,
 }
 
 /// What a commit did.

@@ -460,6 +460,7 @@ mod tests {
             }],
             cancel_timers: vec![Uuid::now_v7()],
             cancel_subjects: vec!["park:1:4".into()],
+            files: Vec::new(),
             timers_done: vec![Uuid::now_v7()],
         }
     }

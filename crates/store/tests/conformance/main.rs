@@ -57,6 +57,7 @@ pub(crate) fn lease(owner: Uuid, now: i64) -> Lease {
 
 pub(crate) fn human(text: &str) -> NewQueued {
     NewQueued {
+        attachments: Vec::new(),
         role: Role::User,
         side: SideId::B,
         content: text.into(),
