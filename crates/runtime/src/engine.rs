@@ -84,6 +84,8 @@ struct Inner {
     hooks: Hooks,
     tools: Tools,
     clock: Arc<dyn Clock>,
+    /// The thread filesystem ([`RuntimeBuilder::blobs`], [`RuntimeBuilder::file_limits`]).
+    files: crate::thread_files::ThreadFiles,
     lease_ms: i64,
     /// How long a claim on a timer lasts ([`RuntimeBuilder::timer_claim_ms`]).
     timer_claim_ms: i64,
@@ -188,6 +190,12 @@ impl Runtime {
     /// The store that holds this runtime's threads, journals and queues.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
+    }
+
+    /// The thread filesystem: its files' rows in this runtime's store, their chunks in its blob
+    /// store, within its limits.
+    pub fn files(&self) -> &crate::thread_files::ThreadFiles {
+        &self.inner.files
     }
 
     /// The names this runtime registers, for `Project::check_builtins`.

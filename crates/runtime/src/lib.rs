@@ -49,6 +49,7 @@ mod store;
 pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
+mod thread_files;
 mod tools;
 pub mod transition;
 mod types;
@@ -95,6 +96,7 @@ pub use store::{
     CancelOutcome, NewTimer, Timer, TimerCounts, TimerKind, TimerOutcome, TimerQuery, TimerStatus,
     TimerStore, TimerWake, WakeHub,
 };
+pub use thread_files::{GrepMatch, StreamError, ThreadFiles};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{
     CodeSchemas, HttpTools, Placeholder, Tool, ToolContext, ToolResult, ToolServer, Tools, render,

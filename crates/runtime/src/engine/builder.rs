@@ -37,6 +37,8 @@ pub struct RuntimeBuilder {
     timer_claim_ms: i64,
     capture_content: bool,
     carrier: Option<Arc<dyn TraceCarrier>>,
+    blobs: Option<Arc<dyn crate::store::BlobStore>>,
+    file_limits: crate::files::FileLimits,
 }
 
 impl Runtime {
@@ -61,6 +63,8 @@ impl Runtime {
             timer_claim_ms: 300_000,
             capture_content: false,
             carrier: None,
+            blobs: None,
+            file_limits: crate::files::FileLimits::default(),
         }
     }
 }
@@ -143,6 +147,19 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Keeps thread files' chunks in `blobs` (a directory: `duet_store::DirBlobs`) instead of
+    /// the store's own table. The file rows stay in the store either way.
+    pub fn blobs(mut self, blobs: Arc<dyn crate::store::BlobStore>) -> Self {
+        self.blobs = Some(blobs);
+        self
+    }
+
+    /// The limits threads' files keep (default [`crate::files::FileLimits::default`]).
+    pub fn file_limits(mut self, limits: crate::files::FileLimits) -> Self {
+        self.file_limits = limits;
+        self
+    }
+
     /// Uses `clock` for time (tests use a [`crate::ManualClock`]).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -192,6 +209,14 @@ impl RuntimeBuilder {
         Runtime {
             inner: Arc::new(Inner {
                 project: self.project,
+                files: crate::thread_files::ThreadFiles::new(
+                    self.store.clone(),
+                    self.blobs.unwrap_or_else(|| {
+                        let store: Arc<dyn crate::store::BlobStore> = self.store.clone();
+                        store
+                    }),
+                    self.file_limits,
+                ),
                 store: self.store,
                 providers: self.providers,
                 handlers: self.handlers,
