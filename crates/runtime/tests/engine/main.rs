@@ -24,6 +24,7 @@ mod deadlines;
 mod durability;
 mod effects;
 mod endpoints;
+mod files;
 mod follow_ups;
 mod hooks;
 mod invoke_decisions;
