@@ -15,8 +15,8 @@ use crate::children::{ChildRun, Children, Spawn, SpawnMode, Spawner};
 use crate::delivery::{Delivered, Delivery, Origin, Settled, WhenBusy};
 use crate::error::RunError;
 use crate::event::EventSink;
-use crate::lifecycle::{self, instance_name, schema_errors};
 use crate::files::AttachmentRef;
+use crate::lifecycle::{self, instance_name, schema_errors};
 use crate::tools::ToolResult;
 use crate::types::{Child, ChildStatus, NewQueued, Role, SideId, Thread, ThreadId};
 

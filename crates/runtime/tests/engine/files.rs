@@ -84,8 +84,12 @@ impl Handler for Filer {
         let text = m.content.clone().unwrap_or_default();
         match text.as_str() {
             "write" => {
-                state.write_file("/notes/a.txt", b"alpha\nneedle in a\n", None).await?;
-                state.write_file("notes/b.md", b"# b\nno match\n", Some("text/markdown")).await?;
+                state
+                    .write_file("/notes/a.txt", b"alpha\nneedle in a\n", None)
+                    .await?;
+                state
+                    .write_file("notes/b.md", b"# b\nno match\n", Some("text/markdown"))
+                    .await?;
                 state.mkdir_file("/empty/dir").await?;
                 state.write_file("/gone.txt", b"bye", None).await?;
                 state.unlink_file("/gone.txt").await?;
@@ -121,10 +125,19 @@ impl Handler for Filer {
                 let big = vec![b'x'; 101];
                 for r in [
                     state.write_file("/big.bin", &big, None).await.map(|_| ()),
-                    state.write_file("/ok1.bin", &[1; 60], None).await.map(|_| ()),
-                    state.write_file("/ok2.bin", &[2; 60], None).await.map(|_| ()),
+                    state
+                        .write_file("/ok1.bin", &[1; 60], None)
+                        .await
+                        .map(|_| ()),
+                    state
+                        .write_file("/ok2.bin", &[2; 60], None)
+                        .await
+                        .map(|_| ()),
                     state.mkdir_file("/d1/d2/d3/d4").await,
-                    state.write_file("/ok1.bin/under", b"x", None).await.map(|_| ()),
+                    state
+                        .write_file("/ok1.bin/under", b"x", None)
+                        .await
+                        .map(|_| ()),
                     state.rmdir_file("/").await,
                     state.unlink_file("/nothing").await,
                     state.grep_files("(").await.map(|_| ()),
@@ -202,14 +215,25 @@ async fn a_handler_writes_reads_its_own_writes_lists_and_greps() {
         let t = store.thread("f1").await.expect("read").expect("thread");
         let files = rt.files();
         let a = files.file(t.id, "/notes/a.txt").await.expect("a");
-        assert_eq!(a.mime_type.as_deref(), Some("text/plain"), "{}", backend.name());
+        assert_eq!(
+            a.mime_type.as_deref(),
+            Some("text/plain"),
+            "{}",
+            backend.name()
+        );
         let b = files.file(t.id, "/notes/b.md").await.expect("b");
         assert_eq!(b.declared_type.as_deref(), Some("text/markdown"));
         assert_eq!(
             files.content(&a).await.expect("content"),
             b"alpha\nneedle in a\n"
         );
-        assert!(files.stat(t.id, "/empty/dir").await.expect("stat").is_some());
+        assert!(
+            files
+                .stat(t.id, "/empty/dir")
+                .await
+                .expect("stat")
+                .is_some()
+        );
         assert!(files.stat(t.id, "/gone.txt").await.expect("stat").is_none());
     }
 }
@@ -263,7 +287,11 @@ async fn limits_give_clear_errors() {
         ];
         assert_eq!(codes.len(), expected.len(), "{}: {codes:?}", backend.name());
         for (got, want) in codes.iter().zip(expected) {
-            assert!(got.starts_with(want), "{}: {got} is not {want}", backend.name());
+            assert!(
+                got.starts_with(want),
+                "{}: {got} is not {want}",
+                backend.name()
+            );
         }
         let t = store.thread("f3").await.expect("read").expect("thread");
         let stats = rt.files().stats(t.id).await.expect("stats");

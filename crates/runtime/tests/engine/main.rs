@@ -16,6 +16,7 @@ mod support;
 mod wire;
 
 mod approvals;
+mod attachments;
 mod awaits;
 mod code;
 mod control_plane;
