@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+mod files;
+
 use crate::children::{ChildRun, Children, Spawn, SpawnMode, Spawner};
 use crate::store::{Store, StoreError};
 use crate::tools::{ToolContext, ToolResult, Tools};
@@ -85,6 +87,9 @@ pub(crate) struct Writes {
     pub(crate) cancel: Vec<uuid::Uuid>,
     /// Custom events ([`ThreadState::emit`]), journaled with it.
     pub(crate) events: Vec<(String, serde_json::Value)>,
+    /// File rows written ([`ThreadState::write_file`] and the rest), in order; their chunks are
+    /// stored already.
+    pub(crate) files: Vec<crate::files::FileWrite>,
 }
 
 /// A handler's view of its thread during one delivery.
@@ -94,6 +99,8 @@ pub struct ThreadState<'a> {
     pub(crate) side: SideId,
     pub(crate) env: &'a BTreeMap<String, String>,
     pub(crate) store: &'a dyn Store,
+    /// The thread filesystem (its writes are buffered in `writes.files`).
+    pub(crate) files: &'a crate::thread_files::ThreadFiles,
     pub(crate) tools: &'a Tools,
     /// What this delivery may do with subagents.
     pub(crate) children: &'a dyn Children,
@@ -241,6 +248,8 @@ impl ThreadState<'_> {
             check_arguments: false,
             mode: SpawnMode::Background,
             scoped: Vec::new(),
+            attachments: Vec::new(),
+            lenient_attachments: false,
         };
         let side = self.side;
         self.start(&rel, side, spawn)
@@ -315,7 +324,7 @@ impl ThreadState<'_> {
     pub async fn message_child(&self, key: &str, message: &str) -> Result<(), HandlerError> {
         let result = self
             .children
-            .message(self.thread, key, message)
+            .message(self.thread, key, message, &[])
             .await
             .map_err(|e| HandlerError::new(format!("The subagent call failed inside duet: {e}")))?;
         if result.is_ok() {
@@ -373,11 +382,19 @@ impl ThreadState<'_> {
             crate::lifecycle::CREATE => return self.lifecycle_create(&args).await,
             crate::lifecycle::MESSAGE => {
                 let (reference, message) = crate::lifecycle::message_request(&args);
-                return match self.message_child(reference, message).await {
-                    Ok(()) => ToolResult::ok(format!(
+                let attachments = crate::lifecycle::message_attachments(&args);
+                return match self
+                    .children
+                    .message(self.thread, reference, message, &attachments)
+                    .await
+                {
+                    Ok(sent) if sent.is_ok() => ToolResult::ok(format!(
                         "Message sent to the subagent. Reference: {reference}"
                     )),
-                    Err(e) => ToolResult::error(e.0),
+                    Ok(refused) => refused,
+                    Err(e) => {
+                        ToolResult::error(format!("The subagent call failed inside duet: {e}"))
+                    }
                 };
             }
             _ => {}
