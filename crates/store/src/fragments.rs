@@ -20,7 +20,7 @@ macro_rules! bind_new_thread {
 pub(crate) use bind_new_thread;
 
 /// Binds queued message `$message`'s columns (a reference) to `$query` in `queue`'s order, role
-/// through trace with `created_at` apart: the next eleven placeholders.
+/// through trace with `created_at` apart, then its attachments: the next twelve placeholders.
 macro_rules! bind_message {
     ($query:expr, $message:expr) => {
         $query
@@ -39,12 +39,13 @@ macro_rules! bind_message {
                 Some(serde_json::json!($message.images).to_string())
             })
             .bind($message.trace.as_deref())
+            .bind(crate::batch::attachments_json(&$message.attachments))
     };
 }
 pub(crate) use bind_message;
 
 /// Binds `enqueue`'s parameters as both backends' texts number them: `$1` thread id, `$2`
-/// message id, `$3` now, `$4`–`$14` the message, `$15`–`$17` the claim (owner, until, now;
+/// message id, `$3` now, `$4`–`$15` the message, `$16`–`$18` the claim (owner, until, now;
 /// all NULL without one).
 macro_rules! bind_enqueue {
     ($query:expr, $id:expr, $message:expr, $claim:expr, $now:expr) => {
