@@ -1,9 +1,7 @@
 //! A write as data: SQL text with numbered arguments (`Batch`, `Arg`), and the journal rows of a
 //! commit in the column order both backends insert.
 
-use duet_runtime::{
-    AttachmentRef, Commit, Message, NewQueued, Record, StopReason, StoreError, Thread, side_str,
-};
+use duet_runtime::{Commit, Message, NewQueued, Record, StopReason, StoreError, Thread, side_str};
 use uuid::Uuid;
 
 /// A bind value of a batch.
@@ -174,13 +172,8 @@ pub(crate) fn queued_row(q: &NewQueued, now: i64) -> Vec<Arg> {
         Arg::Text(q.tool.as_ref().map(|r| r.status.as_str().to_owned())),
         Arg::Text((!q.images.is_empty()).then(|| serde_json::json!(q.images).to_string())),
         Arg::Text(q.trace.clone()),
-        Arg::Text(attachments_json(&q.attachments)),
+        Arg::Text(crate::fragments::attachments_json(&q.attachments)),
     ]
-}
-
-/// A queued message's attachments as `queue.attachments` keeps them: JSON, `NULL` for none.
-pub(crate) fn attachments_json(attachments: &[AttachmentRef]) -> Option<String> {
-    (!attachments.is_empty()).then(|| serde_json::json!(attachments).to_string())
 }
 
 /// `queue`'s columns after `thread`, as a commit writes them (`message_id` is not among them:

@@ -1,8 +1,9 @@
 //! The thread filesystem on both backends: `FileStore` (a thread's file rows: one entry, a
 //! listing, stats, writes outside a run, which chunks rows name, the sweep of chunks none names)
-//! and `BlobStore` on the database's own `blobs` table, stamped out per backend by
-//! `files_impl!` inside `store_impl!` (`sql.rs`). A commit's file writes are the commit's own
-//! (`file_rows.rs`; SQLite's batch, Postgres's `duet_commit_files`).
+//! and `BlobStore` on the database's own `blobs` table, stamped out by `files_impl!` in each
+//! backend's module beside `store_impl!` (`sql.rs`), whose imports and decoders it uses. A
+//! commit's file writes are the commit's own (`file_rows.rs`; SQLite's batch, Postgres's
+//! `duet_commit_files`).
 
 /// The statements that differ between the backends: which chunks file rows name, and the sweep.
 /// `$named` reads the distinct hashes of every row's `chunks` that are among `$1` (a JSON array

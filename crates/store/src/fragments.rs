@@ -1,6 +1,6 @@
 //! The SQL fragments and binds that both backends and every half of `store_impl!` (`sql.rs`)
 //! share: the thread columns, the condition that a queued row is runnable, and the binds of a
-//! new thread, a queued message and `enqueue`'s parameters. A leaf: the modules that build
+//! new thread, a queued message (its attachments as JSON text) and `enqueue`'s parameters. A leaf: the modules that build
 //! statements name it, it names none of them.
 
 /// Binds a new thread's columns to `$query` as every insert of a thread numbers them: `$1` id,
@@ -18,6 +18,11 @@ macro_rules! bind_new_thread {
     };
 }
 pub(crate) use bind_new_thread;
+
+/// A queued message's attachments as `queue.attachments` keeps them: JSON, `NULL` for none.
+pub(crate) fn attachments_json(attachments: &[duet_runtime::AttachmentRef]) -> Option<String> {
+    (!attachments.is_empty()).then(|| serde_json::json!(attachments).to_string())
+}
 
 /// Binds queued message `$message`'s columns (a reference) to `$query` in `queue`'s order, role
 /// through trace with `created_at` apart, then its attachments: the next twelve placeholders.
@@ -39,7 +44,7 @@ macro_rules! bind_message {
                 Some(serde_json::json!($message.images).to_string())
             })
             .bind($message.trace.as_deref())
-            .bind(crate::batch::attachments_json(&$message.attachments))
+            .bind(crate::fragments::attachments_json(&$message.attachments))
     };
 }
 pub(crate) use bind_message;

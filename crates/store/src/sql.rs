@@ -447,7 +447,7 @@ macro_rules! store_impl {
             .bind(if q.images.is_empty() { None } else { Some(serde_json::json!(q.images).to_string()) })
             .bind(q.trace.as_deref())
             .bind(q.message_id.as_deref())
-            .bind(crate::batch::attachments_json(&q.attachments))
+            .bind(crate::fragments::attachments_json(&q.attachments))
             .execute(&mut **tx)
             .await
             .map_err(db_error)?;

@@ -515,7 +515,7 @@ async fn blobs_and_their_sweep(
             .blobs_named(&[loose.clone(), named.clone(), big.clone()])
             .await
             .expect("named"),
-        [named.clone()],
+        vec![named.clone()],
         "{name}"
     );
     assert_eq!(
