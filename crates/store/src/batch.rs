@@ -172,10 +172,11 @@ pub(crate) fn queued_row(q: &NewQueued, now: i64) -> Vec<Arg> {
         Arg::Text(q.tool.as_ref().map(|r| r.status.as_str().to_owned())),
         Arg::Text((!q.images.is_empty()).then(|| serde_json::json!(q.images).to_string())),
         Arg::Text(q.trace.clone()),
+        Arg::Text(crate::fragments::attachments_json(&q.attachments)),
     ]
 }
 
 /// `queue`'s columns after `thread`, as a commit writes them (`message_id` is not among them:
 /// only a delivery carries a sender's id, and deliveries are queued outside commits).
 pub(crate) const QUEUED_COLUMNS: &str = "role, side, content, human, silent, follow_up, created_at, \
-     tool_call_id, tool_name, tool_status, images, trace";
+     tool_call_id, tool_name, tool_status, images, trace, attachments";

@@ -1,6 +1,6 @@
 //! The SQL fragments and binds that both backends and every half of `store_impl!` (`sql.rs`)
 //! share: the thread columns, the condition that a queued row is runnable, and the binds of a
-//! new thread, a queued message and `enqueue`'s parameters. A leaf: the modules that build
+//! new thread, a queued message (its attachments as JSON text) and `enqueue`'s parameters. A leaf: the modules that build
 //! statements name it, it names none of them.
 
 /// Binds a new thread's columns to `$query` as every insert of a thread numbers them: `$1` id,
@@ -19,8 +19,13 @@ macro_rules! bind_new_thread {
 }
 pub(crate) use bind_new_thread;
 
+/// A queued message's attachments as `queue.attachments` keeps them: JSON, `NULL` for none.
+pub(crate) fn attachments_json(attachments: &[duet_runtime::AttachmentRef]) -> Option<String> {
+    (!attachments.is_empty()).then(|| serde_json::json!(attachments).to_string())
+}
+
 /// Binds queued message `$message`'s columns (a reference) to `$query` in `queue`'s order, role
-/// through trace with `created_at` apart: the next eleven placeholders.
+/// through trace with `created_at` apart, then its attachments: the next twelve placeholders.
 macro_rules! bind_message {
     ($query:expr, $message:expr) => {
         $query
@@ -39,12 +44,13 @@ macro_rules! bind_message {
                 Some(serde_json::json!($message.images).to_string())
             })
             .bind($message.trace.as_deref())
+            .bind(crate::fragments::attachments_json(&$message.attachments))
     };
 }
 pub(crate) use bind_message;
 
 /// Binds `enqueue`'s parameters as both backends' texts number them: `$1` thread id, `$2`
-/// message id, `$3` now, `$4`–`$14` the message, `$15`–`$17` the claim (owner, until, now;
+/// message id, `$3` now, `$4`–`$15` the message, `$16`–`$18` the claim (owner, until, now;
 /// all NULL without one).
 macro_rules! bind_enqueue {
     ($query:expr, $id:expr, $message:expr, $claim:expr, $now:expr) => {

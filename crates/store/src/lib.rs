@@ -13,6 +13,9 @@ use duet_server_store::ServerStore;
 
 mod answers_sql;
 mod batch;
+mod dir_blobs;
+mod file_rows;
+mod files_sql;
 mod fragments;
 mod group;
 mod health_sql;
@@ -31,6 +34,7 @@ mod sqlite;
 pub mod testing;
 mod timers_sql;
 
+pub use dir_blobs::DirBlobs;
 pub use postgres::PgStore;
 pub use sqlite::{BackupError, SqliteBackup, SqliteOptions, SqliteStore, sqlite_backup};
 

@@ -222,12 +222,12 @@ impl PgStore {
             "WITH t AS (SELECT num, id, next_seq, status, lease_owner, lease_expires FROM threads WHERE id = $1 FOR UPDATE), \
              d AS (INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM t WHERE $2::text IS NOT NULL \
                ON CONFLICT (thread, message_id) DO NOTHING RETURNING thread), \
-             q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
-               SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14, $2 FROM t WHERE $2::text IS NULL OR EXISTS (SELECT 1 FROM d) \
+             q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
+               SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14, $15, $2 FROM t WHERE $2::text IS NULL OR EXISTS (SELECT 1 FROM d) \
                RETURNING thread), \
-             l AS (UPDATE threads SET lease_owner = $15, lease_expires = $16, abort_requested = FALSE FROM t \
-               WHERE threads.num = t.num AND $15::text IS NOT NULL AND EXISTS (SELECT 1 FROM q) \
-                 AND (t.lease_owner IS NULL OR t.lease_expires < $17 OR t.lease_owner = $15) \
+             l AS (UPDATE threads SET lease_owner = $16, lease_expires = $17, abort_requested = FALSE FROM t \
+               WHERE threads.num = t.num AND $16::text IS NOT NULL AND EXISTS (SELECT 1 FROM q) \
+                 AND (t.lease_owner IS NULL OR t.lease_expires < $18 OR t.lease_owner = $16) \
                RETURNING threads.num) \
              SELECT (SELECT count(*) FROM l) AS claimed, ",
             notify!(),
@@ -412,8 +412,8 @@ impl PgStore {
             thread_cols!(),
             "), d AS (INSERT INTO deliveries (thread, message_id, created_at) \
                SELECT num, $10, $11 FROM t WHERE $10::text IS NOT NULL), \
-             q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
-               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22, $10 FROM t) \
+             q AS (INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
+               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22, $23, $10 FROM t) \
              SELECT t.*, ",
             notify!(),
             " FROM t"
@@ -440,4 +440,15 @@ crate::sql::store_impl!(
     notify!(),
     wake!(),
     "SELECT pg_database_size(current_database())"
+);
+
+crate::files_sql::files_impl!(
+    PgStore,
+    sqlx::Postgres,
+    "BEGIN",
+    "SELECT DISTINCT c.hash FROM files f \
+     CROSS JOIN LATERAL jsonb_array_elements_text(f.chunks::jsonb) AS c (hash) \
+     WHERE c.hash IN (SELECT jsonb_array_elements_text($1::jsonb))",
+    "DELETE FROM blobs WHERE created_at < $1 \
+     AND hash NOT IN (SELECT jsonb_array_elements_text(f.chunks::jsonb) FROM files f)"
 );

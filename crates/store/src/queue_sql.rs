@@ -167,7 +167,7 @@ macro_rules! queue_impl {
 
             async fn queue(&self, id: ThreadId) -> Result<Vec<Queued>, StoreError> {
                 let rows = sqlx::query(
-                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, q.tool_name, q.tool_status, q.images, q.trace, q.message_id, q.decision, q.created_at FROM queue q \
+                    "SELECT q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, q.tool_name, q.tool_status, q.images, q.attachments, q.trace, q.message_id, q.decision, q.created_at FROM queue q \
                      JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id",
                 )
                 .bind(id.to_string())

@@ -21,8 +21,15 @@ macro_rules! decoders {
                 follow_up: row.try_get("follow_up").map_err(db_error)?,
                 trace: row.try_get("trace").map_err(db_error)?,
                 message_id: row.try_get("message_id").map_err(db_error)?,
-                // Until the queue has an attachments column (the store slice of #34).
-                attachments: Vec::new(),
+                attachments: match row
+                    .try_get::<Option<String>, _>("attachments")
+                    .map_err(db_error)?
+                {
+                    Some(s) => {
+                        serde_json::from_str(&s).map_err(|_| corrupt("queued attachments", &s))?
+                    }
+                    None => Vec::new(),
+                },
                 images: match row
                     .try_get::<Option<String>, _>("images")
                     .map_err(db_error)?

@@ -374,22 +374,6 @@ macro_rules! store_impl {
             }
         }
 
-        // Placeholder until the store slice of #34 lands the file tables (never merged as is).
-        #[async_trait]
-        impl duet_runtime::FileStore for $store {
-            async fn file(&self, _: ThreadId, _: &str) -> Result<Option<duet_runtime::FileRecord>, StoreError> { todo!("files") }
-            async fn files(&self, _: ThreadId, _: &duet_runtime::FileQuery) -> Result<Vec<duet_runtime::FileRecord>, StoreError> { todo!("files") }
-            async fn file_stats(&self, _: ThreadId) -> Result<duet_runtime::FileStats, StoreError> { todo!("files") }
-            async fn write_files(&self, _: ThreadId, _: Vec<duet_runtime::FileWrite>) -> Result<(), StoreError> { todo!("files") }
-            async fn blobs_named(&self, _: &[String]) -> Result<Vec<String>, StoreError> { todo!("files") }
-            async fn sweep_blobs(&self, _: i64) -> Result<u64, StoreError> { todo!("files") }
-        }
-        #[async_trait]
-        impl duet_runtime::BlobStore for $store {
-            async fn put_blob(&self, _: &str, _: Vec<u8>) -> Result<(), StoreError> { todo!("files") }
-            async fn blob(&self, _: &str) -> Result<Option<Vec<u8>>, StoreError> { todo!("files") }
-            async fn has_blob(&self, _: &str) -> Result<bool, StoreError> { todo!("files") }
-        }
         impl ChangeFeed for $store {
             fn changes(&self) -> futures::stream::BoxStream<'static, FeedEvent> {
                 self.subscribe()
@@ -440,11 +424,11 @@ macro_rules! store_impl {
                     });
                 }
             }
-            const INSERT: &str = "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
+            const INSERT: &str = "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id, attachments) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
             const ANNOUNCED: &str = concat!(
-                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING (SELECT ",
+                "INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id, attachments) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING (SELECT ",
                 $notify,
                 " FROM threads WHERE num = $1)"
             );
@@ -463,6 +447,7 @@ macro_rules! store_impl {
             .bind(if q.images.is_empty() { None } else { Some(serde_json::json!(q.images).to_string()) })
             .bind(q.trace.as_deref())
             .bind(q.message_id.as_deref())
+            .bind(crate::fragments::attachments_json(&q.attachments))
             .execute(&mut **tx)
             .await
             .map_err(db_error)?;

@@ -267,6 +267,16 @@ crate::sql::store_impl!(
     "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
 );
 
+crate::files_sql::files_impl!(
+    SqliteStore,
+    sqlx::Sqlite,
+    "BEGIN IMMEDIATE",
+    "SELECT DISTINCT c.value AS hash FROM files f, json_each(f.chunks) c \
+     WHERE c.value IN (SELECT value FROM json_each($1))",
+    "DELETE FROM blobs WHERE created_at < $1 \
+     AND hash NOT IN (SELECT c.value FROM files f, json_each(f.chunks) c)"
+);
+
 impl SqliteStore {
     /// `run_start` in one call on a read connection: the thread, its messages and its queue,
     /// each statement's rows told apart by the `part` it returns (a crossing to the driver's
@@ -279,7 +289,7 @@ impl SqliteStore {
              SELECT 1 AS part, j.* FROM journal j JOIN threads t ON t.num = j.thread \
                WHERE t.id = $1 AND j.kind = 'message' ORDER BY j.seq;\n\
              SELECT 2 AS part, q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, \
-               q.tool_name, q.tool_status, q.images, q.trace, q.message_id, q.decision, q.created_at FROM queue q \
+               q.tool_name, q.tool_status, q.images, q.attachments, q.trace, q.message_id, q.decision, q.created_at FROM queue q \
                JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id;"
         );
         let rows = sqlx::query(SQL)
@@ -352,6 +362,7 @@ impl SqliteStore {
             }
         }
         let due = commit::timer_statements(&mut batch, &commit);
+        crate::file_rows::file_statements(&mut batch, &commit);
         let settle = commit.settle && commit.enqueue.is_empty();
         // The thread's new status and stop reason are `$4` and `$8`.
         let release = if !settle {

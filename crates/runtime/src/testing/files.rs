@@ -162,12 +162,15 @@ impl FileStore for MemoryStore {
 
 #[async_trait]
 impl BlobStore for MemoryStore {
+    /// A chunk stored already is kept, its time made now (a sweep's grace), as on SQL.
     async fn put_blob(&self, hash: &str, data: Vec<u8>) -> Result<(), StoreError> {
+        let now = now_ms();
         self.state()
             .files
             .blobs
             .entry(hash.to_owned())
-            .or_insert_with(|| (data, now_ms()));
+            .and_modify(|(_, at)| *at = now)
+            .or_insert_with(|| (data, now));
         Ok(())
     }
 

@@ -1,6 +1,7 @@
-//! How Postgres writes a group of commits: one call of the `duet_commit` function
-//! (`migrations/postgres/0010_commit_function.sql`), so a commit is one round trip and a group
-//! one transaction with one WAL flush. Its arguments are columns: the threads' new states, one
+//! How Postgres writes a group of commits: one call of the `duet_commit_files` function
+//! (`migrations/postgres/0019_files.sql`: `duet_commit` of 0010 with the queued messages'
+//! attachments and the commits' file writes), so a commit is one round trip and a group one
+//! transaction with one WAL flush. Its arguments are columns: the threads' new states, one
 //! element per commit, and the rows of each table, each row naming its commit by index. The
 //! change feed needs nothing here: the function's `pg_notify` reaches every listener.
 //!
@@ -9,7 +10,7 @@
 //! whose lease held): still one round trip and one transaction, and a failing timer write (an
 //! id taken) fails the group like any other statement, so each commit goes again alone.
 
-use duet_runtime::{Commit, StoreError, Thread};
+use duet_runtime::{Commit, FileWrite, StoreError, Thread};
 use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgPool, Postgres};
 use uuid::Uuid;
@@ -41,10 +42,15 @@ const JOURNAL: &[Kind] = &[
 ];
 /// A queued message (`queued_row`).
 const QUEUED: &[Kind] = &[
-    Text, Text, Text, Bool, Bool, Bool, Int, Text, Text, Text, Text, Text,
+    Text, Text, Text, Bool, Bool, Bool, Int, Text, Text, Text, Text, Text, Text,
 ];
 /// A durable value: its key and JSON text (`NULL` deletes).
 const VALUES: &[Kind] = &[Text, Text];
+/// A file write (`put`, `mkdir`, `remove`), then a row of `files` (`file_rows::file_row`; a
+/// removal's are placeholders).
+const FILES: &[Kind] = &[
+    Text, Text, Text, Text, Int, Text, Text, Text, Text, Int, Int,
+];
 /// A timer named by id (to cancel, or done).
 const IDS: &[Kind] = &[Text];
 /// A subject whose pending timers are cancelled.
@@ -52,11 +58,12 @@ const SUBJECTS: &[Kind] = &[Text];
 /// A new timer: id, kind, name, args, subject, due time, attempts allowed.
 const TIMERS: &[Kind] = &[Text, Text, Text, Text, Text, Int, Int];
 
-/// The call; its placeholders are every column below, in order (22 + 2 + 16 + 13 + 3).
-const CALL: &str = "SELECT r_at, r_owner, r_waiting FROM duet_commit(\
+/// The call; its placeholders are every column below, in order (22 + 2 + 16 + 14 + 3 + 12).
+const CALL: &str = "SELECT r_at, r_owner, r_waiting FROM duet_commit_files(\
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
     $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, \
-    $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56)";
+    $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56, \
+    $57, $58, $59, $60, $61, $62, $63, $64, $65, $66, $67, $68, $69)";
 
 /// [`CALL`] with the group's timer writes (4 more tables: 2 + 2 + 2 + 8 placeholders), for the
 /// commits the function wrote (`w`: each one's thread row and time, `$1` and `$19` being the
@@ -68,31 +75,32 @@ const CALL: &str = "SELECT r_at, r_owner, r_waiting FROM duet_commit(\
 /// them is missed; a timer claimed or cancelled meanwhile is seen as it is now (an update
 /// re-reads a row another transaction changed) and left alone. A commit's cancellations never
 /// reach the timers it inserts (CTEs do not see one another's rows), as on SQLite.
-const CALL_TIMERS: &str = "WITH r AS MATERIALIZED (SELECT r_at, r_owner, r_waiting FROM duet_commit(\
+const CALL_TIMERS: &str = "WITH r AS MATERIALIZED (SELECT r_at, r_owner, r_waiting FROM duet_commit_files(\
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
     $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, \
-    $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56)), \
+    $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56, \
+    $57, $58, $59, $60, $61, $62, $63, $64, $65, $66, $67, $68, $69)), \
   w AS MATERIALIZED (SELECT r.r_at AS at, th.num, x.now FROM r \
     JOIN unnest($1::text[], $19::bigint[]) WITH ORDINALITY AS x (id, now, i) ON x.i = r.r_at \
     JOIN threads th ON th.id = x.id), \
   named AS (SELECT tm.id, w.now FROM w \
-      JOIN unnest($57::bigint[], $58::text[]) AS c (at, id) ON c.at = w.at \
+      JOIN unnest($70::bigint[], $71::text[]) AS c (at, id) ON c.at = w.at \
       JOIN timers tm ON tm.id = c.id AND tm.thread = w.num \
     UNION ALL SELECT tm.id, w.now FROM w \
-      JOIN unnest($59::bigint[], $60::text[]) AS s (at, subject) ON s.at = w.at \
+      JOIN unnest($72::bigint[], $73::text[]) AS s (at, subject) ON s.at = w.at \
       JOIN timers tm ON tm.thread = w.num AND tm.subject = s.subject AND tm.status = 'pending'), \
   cancelled AS (UPDATE timers tm SET status = 'cancelled', updated_at = n.now FROM named n \
     WHERE tm.id = n.id AND tm.status = 'pending'), \
   done AS (UPDATE timers tm SET status = 'completed', updated_at = w.now, claimed_by = NULL, \
       claimed_until = NULL \
-    FROM w JOIN unnest($61::bigint[], $62::text[]) AS f (at, id) ON f.at = w.at \
+    FROM w JOIN unnest($74::bigint[], $75::text[]) AS f (at, id) ON f.at = w.at \
     WHERE tm.id = f.id AND tm.thread = w.num AND tm.status = 'processing'), \
   added AS (INSERT INTO timers (id, thread, kind, name, args, subject, due_at, created_at, \
       status, attempts, max_attempts, updated_at) \
     SELECT n.id, w.num, n.kind, n.name, n.args, n.subject, n.due_at, w.now, 'pending', 0, \
       n.max_attempts, w.now \
-    FROM unnest($63::bigint[], $64::text[], $65::text[], $66::text[], $67::text[], $68::text[], \
-      $69::bigint[], $70::bigint[]) AS n (at, id, kind, name, args, subject, due_at, max_attempts) \
+    FROM unnest($76::bigint[], $77::text[], $78::text[], $79::text[], $80::text[], $81::text[], \
+      $82::bigint[], $83::bigint[]) AS n (at, id, kind, name, args, subject, due_at, max_attempts) \
     JOIN w ON w.at = n.at \
     RETURNING due_at) \
 SELECT r.r_at, r.r_owner, r.r_waiting, (SELECT count(*) FROM (SELECT pg_notify('duet_timers', \
@@ -214,6 +222,7 @@ pub(crate) struct Job {
     journal: Rows,
     queued: Rows,
     values: Rows,
+    files: Rows,
     cancel: Rows,
     subjects: Rows,
     done: Rows,
@@ -228,6 +237,7 @@ impl Job {
             journal: Rows::new(JOURNAL),
             queued: Rows::new(QUEUED),
             values: Rows::new(VALUES),
+            files: Rows::new(FILES),
             cancel: Rows::new(IDS),
             subjects: Rows::new(SUBJECTS),
             done: Rows::new(IDS),
@@ -236,13 +246,14 @@ impl Job {
     }
 
     /// Its tables, in the order they are bound.
-    fn tables(&self) -> [&Rows; 9] {
+    fn tables(&self) -> [&Rows; 10] {
         [
             &self.thread,
             &self.drained,
             &self.journal,
             &self.queued,
             &self.values,
+            &self.files,
             &self.cancel,
             &self.subjects,
             &self.done,
@@ -294,6 +305,30 @@ impl Job {
             job.values
                 .push(1, vec![Arg::Text(Some(key.clone())), Arg::Text(value)])?;
         }
+        for w in crate::file_rows::fold(commit.files.clone()) {
+            let (op, row) = match &w {
+                FileWrite::Put(r) => ("put", crate::file_rows::file_row(r)),
+                FileWrite::Mkdir(r) => ("mkdir", crate::file_rows::file_row(r)),
+                FileWrite::Remove(path) => {
+                    let mut row = vec![Arg::Text(Some(path.clone()))];
+                    row.extend([
+                        Arg::Text(Some(String::new())),
+                        Arg::Text(Some(String::new())),
+                        Arg::Int(0),
+                        Arg::Text(None),
+                        Arg::Text(None),
+                        Arg::Text(Some("[]".into())),
+                        Arg::Text(Some("null".into())),
+                        Arg::Int(0),
+                        Arg::Int(0),
+                    ]);
+                    ("remove", row)
+                }
+            };
+            let mut args = vec![Arg::Text(Some(op.to_owned()))];
+            args.extend(row);
+            job.files.push(1, args)?;
+        }
         let id = |id: &Uuid| vec![Arg::Text(Some(id.to_string()))];
         for t in &commit.cancel_timers {
             job.cancel.push(1, id(t))?;
@@ -331,6 +366,7 @@ impl Job {
             group.journal.append(&job.journal, at);
             group.queued.append(&job.queued, at);
             group.values.append(&job.values, at);
+            group.files.append(&job.files, at);
             group.cancel.append(&job.cancel, at);
             group.subjects.append(&job.subjects, at);
             group.done.append(&job.done, at);
@@ -346,7 +382,7 @@ impl Job {
         let (sql, tables) = if self.has_timers() {
             (CALL_TIMERS, &all[1..])
         } else {
-            (CALL, &all[1..5])
+            (CALL, &all[1..6])
         };
         let mut query = sqlx::query(sql);
         for col in &self.thread.cols {
@@ -410,16 +446,25 @@ impl Writer for PgWriter {
 #[cfg(test)]
 mod tests {
     use duet_runtime::{
-        Commit, Message, NewQueued, Record, RecordBody, Role, SideId, Thread, ToolReply, ToolStatus,
+        Commit, FileKind, FileRecord, FileWrite, Message, NewQueued, Record, RecordBody, Role,
+        SideId, Thread, ToolReply, ToolStatus,
     };
     use uuid::Uuid;
 
     use super::{CALL, CALL_TIMERS, Job};
 
     /// A commit with something of every kind: drained rows, a message and a record, a queued
-    /// late tool result with an image and a trace, a value set and one deleted, a timer, one
-    /// cancelled by id and one by subject, one done.
+    /// late tool result with an image, an attachment and a trace, a value set and one deleted,
+    /// a file written, a directory made and a path removed, a timer, one cancelled by id and one
+    /// by subject, one done.
     fn commit() -> Commit {
+        let file = FileRecord {
+            kind: FileKind::File,
+            size: 3,
+            mime_type: Some("text/plain".into()),
+            chunks: vec!["ab".repeat(32)],
+            ..FileRecord::directory("/d/a.txt".into(), 1)
+        };
         let mut queued = NewQueued::new(Role::User, SideId::B, "late");
         queued.tool = Some(ToolReply {
             call_id: "call-1".into(),
@@ -431,6 +476,7 @@ mod tests {
             data: "AAAA".into(),
         }];
         queued.trace = Some("{}".into());
+        queued.attachments = vec![file.attachment()];
         Commit {
             drained: vec![7, 8],
             messages: vec![Message::text(
@@ -460,7 +506,11 @@ mod tests {
             }],
             cancel_timers: vec![Uuid::now_v7()],
             cancel_subjects: vec!["park:1:4".into()],
-            files: Vec::new(),
+            files: vec![
+                FileWrite::Put(file),
+                FileWrite::Mkdir(FileRecord::directory("/d".into(), 1)),
+                FileWrite::Remove("/gone".into()),
+            ],
             timers_done: vec![Uuid::now_v7()],
         }
     }
@@ -490,6 +540,7 @@ mod tests {
         assert_eq!(group.journal.at, [1, 1, 2, 2, 3, 3]);
         assert_eq!(group.queued.at, [1, 2, 3]);
         assert_eq!(group.values.at, [1, 1, 2, 2, 3, 3]);
+        assert_eq!(group.files.at, [1, 1, 1, 2, 2, 2, 3, 3, 3]);
         for timers in [&group.cancel, &group.subjects, &group.done, &group.timers] {
             assert_eq!(timers.at, [1, 2, 3]);
         }
@@ -504,7 +555,7 @@ mod tests {
         let bound = |tables: &[&super::Rows]| {
             group.thread.cols.len() + tables.iter().map(|r| 1 + r.cols.len()).sum::<usize>()
         };
-        assert_eq!(bound(&tables[1..5]), CALL.matches('$').count());
+        assert_eq!(bound(&tables[1..6]), CALL.matches('$').count());
         assert_eq!(bound(&tables[1..]), placeholders(CALL_TIMERS));
         assert!(group.has_timers());
         let plain = Commit {

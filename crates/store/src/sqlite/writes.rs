@@ -20,12 +20,12 @@ impl SqliteStore {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "BEGIN IMMEDIATE;\n\
              INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM threads WHERE id = $1 AND $2 IS NOT NULL;\n\
-             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
-               SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14, $2 FROM threads WHERE id = $1 \
+             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
+               SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14, $15, $2 FROM threads WHERE id = $1 \
                RETURNING (SELECT next_seq - 1 FROM threads WHERE num = queue.thread) AS seq, \
                  (SELECT status FROM threads WHERE num = queue.thread) AS status;\n\
-             UPDATE threads SET lease_owner = $15, lease_expires = $16, abort_requested = FALSE \
-               WHERE id = $1 AND $15 IS NOT NULL AND (lease_owner IS NULL OR lease_expires < $17 OR lease_owner = $15) \
+             UPDATE threads SET lease_owner = $16, lease_expires = $17, abort_requested = FALSE \
+               WHERE id = $1 AND $16 IS NOT NULL AND (lease_owner IS NULL OR lease_expires < $18 OR lease_owner = $16) \
                RETURNING 1 AS claimed;\n\
              COMMIT;";
         let hub = self.hub.clone();
@@ -71,8 +71,8 @@ impl SqliteStore {
                VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING ",
             thread_cols!(),
             ";\n\
-             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
-               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22, $10 FROM threads WHERE id = $1 AND changes() = 1;\n\
+             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
+               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22, $23, $10 FROM threads WHERE id = $1 AND changes() = 1;\n\
              INSERT INTO deliveries (thread, message_id, created_at) \
                SELECT num, $10, $11 FROM threads WHERE id = $1 AND $10 IS NOT NULL AND changes() = 1;\n\
              COMMIT;"
@@ -149,8 +149,8 @@ impl SqliteStore {
                WHERE t.id = $1 AND (t.lease_owner IS NULL OR t.lease_expires < $7 OR t.lease_owner = $8) AND ",
             open!(),
             " RETURNING 1 AS claimed;\n\
-             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, message_id) \
-               SELECT t.num, $10, $11, $12, $13, $14, $15, $7, $16, $17, $18, $19, $20, $2 FROM threads t WHERE t.id = $1 AND ",
+             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
+               SELECT t.num, $10, $11, $12, $13, $14, $15, $7, $16, $17, $18, $19, $20, $21, $2 FROM threads t WHERE t.id = $1 AND ",
             open!(),
             ";\n\
              INSERT INTO deliveries (thread, message_id, created_at) \

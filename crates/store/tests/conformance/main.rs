@@ -8,7 +8,9 @@
 //! upgrades (a newer schema, additive or not); `timers.rs`: the timer table as commits write it
 //! (and cancel_timer, the listing); `timer_claims.rs`: claiming, finishing, counting, wakeups;
 //! `notify.rs`: notices as commits write them, routing, the push outbox's migration;
-//! `notify_outbox.rs`: the outbox, one-time links, subscriptions, shared secrets.
+//! `notify_outbox.rs`: the outbox, one-time links, subscriptions, shared secrets; `files.rs`: the
+//! thread filesystem (file rows, listings, commits' files, queued attachments, chunks in the
+//! database and in a directory).
 
 use duet_store::testing as support;
 
@@ -19,6 +21,7 @@ mod backup;
 mod claims;
 mod commits;
 mod feed;
+mod files;
 mod keys;
 mod listing;
 mod notify;
