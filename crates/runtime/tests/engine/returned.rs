@@ -244,3 +244,106 @@ async fn a_child_returns_its_report_to_its_parent() {
         }
     }
 }
+
+/// A code host whose every call returns `value`.
+struct Returns(serde_json::Value);
+
+#[async_trait]
+impl duet_runtime::CodeHost for Returns {
+    async fn call(
+        &self,
+        _: duet_runtime::CodeCall,
+        _: &mut dyn duet_runtime::Bridge,
+    ) -> Result<serde_json::Value, duet_runtime::CodeError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// A `.ts` tool returns a file (`ToolAttachment`, base64): it is stored under `/attachments`
+/// with the step, and its stored tool message carries it and lists its path. A step that dies
+/// after it (its next call never returns) leaves no file; the next runner's redo writes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ts_tools_returned_file_is_written_with_its_step() {
+    let dir = support::Scratch::new("returned-ts");
+    let write = |path: &str, text: &str| dir.write(path, text);
+    write(
+        "agents/agents/drawer.yaml",
+        "name: drawer\nsideA: { prompt: drawer }\nsideB: { human: true }\n",
+    );
+    write(
+        "agents/prompts/drawer.yaml",
+        "name: drawer\ntoolDescription: d\nmodel: m\nprompt: p\ntools: [chart, slow]\n",
+    );
+    write(
+        "agents/tools/slow.yaml",
+        "description: Takes its time.\nbuiltin: slow\n",
+    );
+    write(
+        "agents/tools/chart.ts",
+        "import { defineTool } from '@standardagents/spec';\nexport default defineTool({\n  description: 'Draws.',\n  execute: async (state) => ({ status: 'success', result: 'drawn' }),\n});\n",
+    );
+    write(
+        "agents/models/m.yaml",
+        "name: m\nprovider: scripted\nmodel: demo\nscript:\n  - tool_calls: [{ name: chart }, { name: slow }]\n  - text: Here it is.\n",
+    );
+    let project = dir.project();
+    // base64 of "CHART"
+    let host = Arc::new(Returns(serde_json::json!({
+        "status": "success", "result": "drawn",
+        "attachments": [{ "name": "chart.txt", "mimeType": "text/plain", "data": "Q0hBUlQ=" }],
+    })));
+    for backend in file_backends().await {
+        let name = backend.name();
+        let store = backend.open().await;
+        let build = |now: i64, blocks: bool| {
+            let entered = Arc::new(Notify::new());
+            let slow = Slow {
+                first: AtomicBool::new(blocks),
+                entered: entered.clone(),
+            };
+            let rt = support::runtime(project.clone(), store.clone())
+                .clock(Arc::new(ManualClock::new(now)))
+                .lease_ms(60_000)
+                .tool("slow", slow)
+                .code_host(host.clone())
+                .build();
+            (rt, entered)
+        };
+        let (victim, entered) = build(0, true);
+        support::kill_mid_step(victim, "t", "drawer", &entered).await;
+        let t = store.thread("t").await.expect("read").expect("thread");
+        let (heir, _) = build(60_001, false);
+        assert!(
+            heir.files()
+                .file(t.id, "/attachments/chart.txt")
+                .await
+                .is_err(),
+            "{name}: the step died: no file"
+        );
+        heir.recover(&CancellationToken::new())
+            .await
+            .expect("recover");
+        heir.quiesce().await;
+        let chart = heir
+            .files()
+            .file(t.id, "/attachments/chart.txt")
+            .await
+            .expect("the chart, written with the redone step");
+        assert_eq!(
+            heir.files().content(&chart).await.expect("content"),
+            b"CHART"
+        );
+        let msgs = store.messages(t.id).await.expect("messages");
+        let drawn = msgs
+            .iter()
+            .find(|m| m.tool_name.as_deref() == Some("chart"))
+            .unwrap_or_else(|| panic!("{name}: {msgs:#?}"));
+        assert_eq!(
+            drawn.content.as_deref(),
+            Some("drawn\n\nAttachments:\n- /attachments/chart.txt"),
+            "{name}"
+        );
+        assert_eq!(drawn.attachments.len(), 1, "{name}");
+        assert_eq!(drawn.attachments[0].mime_type, "text/plain", "{name}");
+    }
+}
