@@ -51,6 +51,8 @@ pub(crate) struct Spawn {
 pub(crate) struct Spawner<'a> {
     pub(crate) env: &'a BTreeMap<String, String>,
     pub(crate) hooks: &'a mut ActiveHooks,
+    /// The caller's own file writes not committed yet (a handler's): attachments may name them.
+    pub(crate) files: Vec<crate::files::FileWrite>,
 }
 
 impl Spawner<'_> {
@@ -58,6 +60,22 @@ impl Spawner<'_> {
     pub(crate) fn env(&self, name: &str) -> Option<String> {
         crate::context::env_value(self.env, name)
     }
+
+    /// The file writes of the caller not committed yet: its step's `.ts` tools', then its own.
+    pub(crate) fn pending_files(&self) -> Vec<crate::files::FileWrite> {
+        let mut pending = self.hooks.pending_files();
+        pending.extend(self.files.iter().cloned());
+        pending
+    }
+}
+
+/// The files a child's session returned to its parent (its `sessionStop`/`sessionFail` call's
+/// attachments), as copied into the parent, and the text that lists them (with any that could
+/// not be copied) for the parent's tool result or message.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Returned {
+    pub(crate) attachments: Vec<crate::files::AttachmentRef>,
+    pub(crate) text: String,
 }
 
 /// How a child's run went, for its parent.
@@ -67,8 +85,9 @@ pub(crate) enum ChildRun {
     Started(String),
     /// Another runner holds it; the message is queued.
     Queued(String),
-    /// An inline run came back (finished, failed, stopped or waiting for a person).
-    Settled(String, Settled),
+    /// An inline run came back (finished, failed, stopped or waiting for a person), with the
+    /// files its session returned, copied into the parent.
+    Settled(String, Settled, Returned),
     /// Started (or continued) for a durable await: its result comes as the call's tool result.
     Awaiting { child: ThreadId, key: String },
 }
@@ -79,7 +98,7 @@ impl ChildRun {
         match self {
             ChildRun::Started(key)
             | ChildRun::Queued(key)
-            | ChildRun::Settled(key, _)
+            | ChildRun::Settled(key, ..)
             | ChildRun::Awaiting { key, .. } => key,
         }
     }
@@ -100,13 +119,14 @@ pub(crate) trait Children: Send + Sync {
         cancel: &CancellationToken,
     ) -> Result<Result<ChildRun, ToolResult>, RunError>;
 
-    /// Sends `message` to `parent`'s live child `reference` (its key), in the background.
+    /// Sends `message` to `parent`'s live child `reference` (its key), in the background, with
+    /// the parent's files at `attachments.0` (`attachments.1`: its writes not committed yet).
     async fn message(
         &self,
         parent: &Thread,
         reference: &str,
         message: &str,
-        attachments: &[String],
+        attachments: (&[String], &[crate::files::FileWrite]),
     ) -> Result<ToolResult, RunError>;
 
     /// Sends `content` to `child`'s parent: a silent message on the owning side's perspective,

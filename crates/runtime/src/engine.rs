@@ -35,6 +35,7 @@ mod handler_turn;
 mod immediate;
 mod lease;
 mod model_call;
+mod returned;
 mod router;
 mod run;
 mod runs;

@@ -31,6 +31,38 @@ pub fn attachment_paths(value: Option<&serde_json::Value>) -> Vec<String> {
     }
 }
 
+/// The lines a message's or tool result's text ends with to name its attachments (empty for
+/// none): `\n\nAttachments:` then `- PATH` each.
+pub fn attachment_list(attachments: &[AttachmentRef]) -> String {
+    if attachments.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n\nAttachments:");
+    for a in attachments {
+        out.push_str("\n- ");
+        out.push_str(&a.path);
+    }
+    out
+}
+
+/// A file a tool's result returns (spec §8 `ToolResult.attachments`): a file of the thread
+/// (an `AttachmentRef`, by its path), or new content (a `ToolAttachment`, its `data` decoded),
+/// stored under `/attachments/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReturnedFile {
+    /// A file the thread has (the tool wrote it, or it was there).
+    Path(String),
+    /// Content to store as `/attachments/<name>`.
+    Data {
+        /// The file's name (made safe when stored).
+        name: String,
+        /// The type the tool declared.
+        mime: Option<String>,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+}
+
 /// Whether an entry is a file or a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

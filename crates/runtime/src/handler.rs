@@ -265,9 +265,12 @@ impl ThreadState<'_> {
         owner: SideId,
         spawn: Spawn,
     ) -> Result<ChildRun, ToolResult> {
+        // What this delivery wrote so far can be sent: the copy reads the pending records.
+        let files = self.writes.files.clone();
         let caller = Spawner {
             env: self.env,
             hooks: &mut self.hooks,
+            files,
         };
         self.children
             .spawn(
@@ -324,7 +327,7 @@ impl ThreadState<'_> {
     pub async fn message_child(&self, key: &str, message: &str) -> Result<(), HandlerError> {
         let result = self
             .children
-            .message(self.thread, key, message, &[])
+            .message(self.thread, key, message, (&[], &[]))
             .await
             .map_err(|e| HandlerError::new(format!("The subagent call failed inside duet: {e}")))?;
         if result.is_ok() {
@@ -383,9 +386,10 @@ impl ThreadState<'_> {
             crate::lifecycle::MESSAGE => {
                 let (reference, message) = crate::lifecycle::message_request(&args);
                 let attachments = crate::lifecycle::message_attachments(&args);
+                let pending = self.pending_files();
                 return match self
                     .children
-                    .message(self.thread, reference, message, &attachments)
+                    .message(self.thread, reference, message, (&attachments, &pending))
                     .await
                 {
                     Ok(sent) if sent.is_ok() => ToolResult::ok(format!(

@@ -139,6 +139,37 @@ fn has_terminal_tools(agent: &AgentDef) -> bool {
     })
 }
 
+/// The tools bound as `sessionStop` (or `sessionFail`, by `reason`) on `agent`'s prompt sides:
+/// the session's returned files are its newest successful call's attachments.
+pub(crate) fn terminal_tools(agent: &AgentDef, reason: StopReason) -> Vec<&str> {
+    agent
+        .sides
+        .iter()
+        .filter_map(|(_, s)| match s {
+            Side::Prompt(p) => match reason {
+                StopReason::SessionStop => p.session_stop.as_ref(),
+                StopReason::SessionFail => p.session_fail.as_ref(),
+                _ => None,
+            },
+            _ => None,
+        })
+        .map(|b| b.name.as_str())
+        .collect()
+}
+
+/// Whether `name` is `side`'s `sessionStop` or `sessionFail` tool: its stored result lists no
+/// attachment paths (child-local paths do not leak), and `attachmentsProperty` is its
+/// binding's.
+pub(crate) fn terminal_binding<'s>(
+    side: &'s PromptSide,
+    name: &str,
+) -> Option<&'s duet_spec::SessionToolBinding> {
+    [&side.session_stop, &side.session_fail]
+        .into_iter()
+        .flatten()
+        .find(|b| b.name == name)
+}
+
 /// What a child's settled run means for its parent: `Some((text, ok))` when its session ended or
 /// its run stopped for good; `None` while it is still on its way (parked for a person, waiting
 /// for a child of its own) or was aborted with nothing to say. `agent` is the child's definition.
@@ -182,27 +213,37 @@ pub(crate) fn outcome(settled: &Settled, agent: Option<&AgentDef>) -> Option<(St
     }
 }
 
-/// The message that reports a child's outcome to its parent (implicit communication).
-pub(crate) fn report_text(reference: &str, outcome: &(String, bool)) -> String {
+/// The message that reports a child's outcome to its parent (implicit communication);
+/// `returned` (the files it returned, as the parent has them: see `engine/returned.rs`) is
+/// appended to the result.
+pub(crate) fn report_text(reference: &str, outcome: &(String, bool), returned: &str) -> String {
     match outcome {
         (result, true) => format!(
-            "Subagent (reference: {reference}) has returned the following result:\n\n{result}"
+            "Subagent (reference: {reference}) has returned the following result:\n\n{result}{returned}"
         ),
         (why, false) => {
-            format!("Subagent (reference: {reference}) has reported a failure:\n\n{why}")
+            format!("Subagent (reference: {reference}) has reported a failure:\n\n{why}{returned}")
         }
     }
 }
 
-/// A blocking call's tool result for a child's settled run, and whether it succeeded.
-pub(crate) fn call_result(settled: &Settled, agent: Option<&AgentDef>) -> (String, bool) {
+/// A blocking call's tool result for a child's settled run, and whether it succeeded;
+/// `returned` as in [`report_text`].
+pub(crate) fn call_result(
+    settled: &Settled,
+    agent: Option<&AgentDef>,
+    returned: &str,
+) -> (String, bool) {
     let reference = &settled.key;
     match outcome(settled, agent) {
-        Some((result, true)) => (format!("{result}\n\nReference: {reference}"), true),
+        Some((result, true)) => (
+            format!("{result}{returned}\n\nReference: {reference}"),
+            true,
+        ),
         Some(failure) => (
             format!(
                 "{}\n\nReference: {reference}",
-                report_text(reference, &failure)
+                report_text(reference, &failure, returned)
             ),
             false,
         ),
@@ -380,18 +421,20 @@ impl crate::children::ChildRun {
             ChildRun::Awaiting { key, .. } => ToolResult::ok(format!(
                 "The subagent is running; its result will come when its session ends. Reference: {key}"
             )),
-            ChildRun::Settled(key, s) if s.status == ThreadStatus::AwaitingHuman => {
+            ChildRun::Settled(key, s, _) if s.status == ThreadStatus::AwaitingHuman => {
                 ToolResult::ok(format!(
                     "The subagent is waiting for a person to answer. Its result will be sent to you when it finishes.\n\nReference: {key}"
                 ))
             }
-            ChildRun::Settled(_, s) => {
-                let (content, ok) = call_result(&s, agent);
-                if ok {
+            ChildRun::Settled(_, s, returned) => {
+                let (content, ok) = call_result(&s, agent, &returned.text);
+                let mut result = if ok {
                     ToolResult::ok(content)
                 } else {
                     ToolResult::error(content)
-                }
+                };
+                result.attachments = returned.attachments;
+                result
             }
         }
     }

@@ -174,7 +174,11 @@ pub fn step(t: &mut Thread, of: StepOf<'_>, mut message: Message, done: CallsDon
         .iter()
         .zip(&done.calls)
         .filter_map(|(call, d)| Some((call, d.stored.as_ref()?)))
-        .map(|(call, r)| tool_message(t, side, call, r, now))
+        .map(|(call, r)| {
+            // A terminal tool's message lists no paths: child-local paths do not leak.
+            let listed = crate::lifecycle::terminal_binding(cfg, &call.name).is_none();
+            tool_message(t, (side, listed), call, r, now)
+        })
         .collect();
     // A call a hook dropped leaves the history with its result; it still counts below. A call
     // that waits for its child stays.
@@ -257,20 +261,25 @@ pub fn step(t: &mut Thread, of: StepOf<'_>, mut message: Message, done: CallsDon
     }
 }
 
-/// The stored result of `call`.
+/// The stored result of `call`: it carries the result's attachments, and (when `listed`) its
+/// text ends with their paths.
 fn tool_message(
     t: &mut Thread,
-    side: SideId,
+    (side, listed): (SideId, bool),
     call: &ToolCall,
     r: &ToolResult,
     now: i64,
 ) -> Message {
+    let mut content = r.content.clone();
+    if listed {
+        content.push_str(&crate::files::attachment_list(&r.attachments));
+    }
     Message {
         seq: t.take_seq(),
         session: t.session,
         role: Role::Tool,
         side: Some(side),
-        content: Some(r.content.clone()),
+        content: Some(content),
         thinking: None,
         tool_calls: Vec::new(),
         tool_call_id: Some(call.id.clone()),
@@ -281,7 +290,7 @@ fn tool_message(
         usage: None,
         provider_data: None,
         images: Vec::new(),
-        attachments: Vec::new(),
+        attachments: r.attachments.clone(),
         message_id: None,
         created_at: now,
     }

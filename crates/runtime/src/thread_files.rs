@@ -16,6 +16,7 @@ use crate::files::{
 use crate::store::{BlobStore, Store};
 use crate::types::ThreadId;
 
+mod copy;
 mod view;
 use view::View;
 
@@ -406,22 +407,7 @@ impl ThreadFiles {
         to_path: &str,
     ) -> Result<FileRecord, FileError> {
         let src = self.file(from, from_path).await?;
-        let now = now_ms();
-        let mut meta = match src.meta {
-            serde_json::Value::Object(m) => m,
-            _ => serde_json::Map::new(),
-        };
-        meta.insert(
-            "copiedFrom".into(),
-            serde_json::json!({"thread": from.to_string(), "path": src.path}),
-        );
-        Ok(FileRecord {
-            path: path::normalize(to_path)?,
-            meta: serde_json::Value::Object(meta),
-            created_at: now,
-            updated_at: now,
-            ..src
-        })
+        Self::copy_of(from, &src, to_path)
     }
 
     /// The file at `raw`: `NotFound` when nothing is there, `WrongKind` for a directory.

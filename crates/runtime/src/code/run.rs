@@ -169,7 +169,12 @@ pub(crate) async fn call_tool(
         true,
     );
     match run_with_state(hosting, &format!("tool `{name}`"), call, state, false).await {
-        Ok(value) => shape::tool_result_of(&value),
+        Ok(value) => {
+            let result = shape::tool_result_of(&value);
+            state
+                .returned_files(result, shape::returned_files(&value))
+                .await
+        }
         Err(e) => ToolResult::error(format!("Failed to execute tool `{name}`: {}", e.message)),
     }
 }

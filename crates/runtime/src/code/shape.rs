@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::files::ReturnedFile;
 use crate::model::ChatMessage;
 use crate::tools::ToolResult;
 use crate::types::{Message, Role, Thread, ToolCall, ToolStatus};
@@ -74,6 +75,40 @@ pub(crate) fn tool_result_of(value: &Value) -> ToolResult {
         }
         other => ToolResult::ok(other.to_string()),
     }
+}
+
+/// The files in the `attachments` of what a tool's `execute` returned (an object's; spec §8:
+/// an `AttachmentRef` by its `path`, a `ToolAttachment` by its base64 `data`), or what is wrong
+/// with one.
+pub(crate) fn returned_files(value: &Value) -> Result<Vec<ReturnedFile>, String> {
+    use base64::Engine as _;
+    let Some(items) = value.get("attachments").filter(|a| !a.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let Some(items) = items.as_array() else {
+        return Err("`attachments` must be an array".to_owned());
+    };
+    let text = |o: &Value, k: &str| o.get(k).and_then(Value::as_str).map(str::to_owned);
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match (text(a, "data"), text(a, "path")) {
+            (Some(data), _) => {
+                let data = base64::engine::general_purpose::STANDARD
+                    .decode(data.trim())
+                    .map_err(|e| format!("attachments[{i}].data is not base64: {e}"))?;
+                Ok(ReturnedFile::Data {
+                    name: text(a, "name").unwrap_or_else(|| "attachment".to_owned()),
+                    mime: text(a, "mimeType"),
+                    data,
+                })
+            }
+            (None, Some(path)) => Ok(ReturnedFile::Path(path)),
+            (None, None) => Err(format!(
+                "attachments[{i}] has neither `path` (a file of the thread) nor `data`"
+            )),
+        })
+        .collect()
 }
 
 fn text_of(v: &Value) -> String {

@@ -3,11 +3,14 @@
 //! `initAttachmentsProperty`) names are checked against the parent's files, copied into the
 //! child under `/attachments/<name>` (rows only: the chunks are shared), and announced to the
 //! child by a silent `user` message each ("Initial asset attachment path: …") before the
-//! visible message, which carries them as `attachments`.
+//! visible message, which carries them as `attachments`. A name the child has already, for
+//! other content, is numbered (`report-2.pdf`); the parent's writes not yet committed (a
+//! handler's, a `.ts` tool's earlier in the step) can be sent.
 
 use super::Runtime;
+use crate::ThreadFiles;
 use crate::error::RunError;
-use crate::files::{ATTACHMENTS, AttachmentRef, FileError, FileRecord, path};
+use crate::files::{ATTACHMENTS, AttachmentRef, FileError, FileKind, FileRecord, FileWrite, path};
 use crate::tools::ToolResult;
 use crate::types::{NewQueued, Role, SideId, ThreadId};
 
@@ -16,8 +19,18 @@ pub(super) fn note(path: &str) -> String {
     format!("Initial asset attachment path: {path}")
 }
 
+/// Why an attachment could not be copied, as the tool error the caller reports.
+pub(super) fn refused(path: &str, e: &FileError) -> ToolResult {
+    ToolResult::error(format!(
+        "Attachment `{}` cannot be sent: {e}. Each attachment must be a file of this thread \
+         (see its files under /attachments), within the receiving thread's file limits.",
+        path.chars().take(200).collect::<String>()
+    ))
+}
+
 impl Runtime {
-    /// The files of thread `from` at `paths`. Strict: a path that is not a file of `from`
+    /// The files of thread `from` at `paths`, with `pending` (the caller's writes not yet
+    /// committed) laid over the stored ones. Strict: a path that is not a file of `from`
     /// (missing, a directory, or outside the thread) is a tool error naming it. Lenient (a
     /// code-issued spawn's `initAttachmentsProperty`): only `/attachments/...` files that exist
     /// are taken.
@@ -25,11 +38,20 @@ impl Runtime {
         &self,
         from: ThreadId,
         paths: &[String],
-        lenient: bool,
+        (pending, lenient): (&[FileWrite], bool),
     ) -> Result<Result<Vec<FileRecord>, ToolResult>, RunError> {
         let mut out: Vec<FileRecord> = Vec::new();
         for raw in paths {
-            match self.inner.files.file(from, raw).await {
+            let found = match self.inner.files.stat_in(from, raw, pending).await {
+                Ok(Some(r)) if r.kind == FileKind::File => Ok(r),
+                Ok(Some(r)) => Err(FileError::WrongKind {
+                    path: r.path,
+                    found: "directory",
+                }),
+                Ok(None) => Err(FileError::NotFound(raw.clone())),
+                Err(e) => Err(e),
+            };
+            match found {
                 Ok(r) if lenient && !path::is_within(&r.path, ATTACHMENTS) => {}
                 Ok(r) => {
                     if !out.iter().any(|o| o.path == r.path) {
@@ -38,64 +60,67 @@ impl Runtime {
                 }
                 Err(FileError::Store(e)) => return Err(e.into()),
                 Err(_) if lenient => {}
-                Err(e) => {
-                    return Ok(Err(ToolResult::error(format!(
-                        "Attachment `{}` cannot be sent: {e}. Each attachment must be a file of \
-                         this thread (see its files under /attachments).",
-                        raw.chars().take(200).collect::<String>()
-                    ))));
-                }
+                Err(e) => return Ok(Err(refused(raw, &e))),
             }
         }
         Ok(Ok(out))
     }
 
-    /// Copies `files` of thread `from` into thread `to` under `dir` (each by its name; a name
-    /// taken already gets a number), at once; what was written.
+    /// Copies `files` of thread `from` into thread `to` under `dir`, at once: each under its
+    /// name, numbered when a file with other content has it (`report-2.pdf`). What was written,
+    /// or a tool error naming the file a limit of `to` refused.
     pub(super) async fn copy_attachments(
         &self,
         from: ThreadId,
         files: &[FileRecord],
         to: ThreadId,
         dir: &str,
-    ) -> Result<Vec<AttachmentRef>, RunError> {
+    ) -> Result<Result<Vec<AttachmentRef>, ToolResult>, RunError> {
+        let tf = &self.inner.files;
         let mut out: Vec<AttachmentRef> = Vec::new();
+        let mut taken: Vec<String> = Vec::new();
         for f in files {
-            let name = path::safe_name(f.name());
-            let mut target = format!("{dir}/{name}");
-            let mut n = 1;
-            while out.iter().any(|a| a.path == target) {
-                n += 1;
-                target = format!("{dir}/{n}-{name}");
-            }
-            let copied = self
-                .inner
-                .files
-                .copy(from, &f.path, to, &target)
+            let copied = match tf
+                .free_path(to, (dir, f.name()), &f.chunks, &[], &taken)
                 .await
-                .map_err(|e| match e {
-                    FileError::Store(e) => RunError::from(e),
-                    other => RunError::from(crate::store::StoreError::Corrupt(other.to_string())),
-                })?;
-            out.push(copied.attachment());
+            {
+                Ok(target) => match ThreadFiles::copy_of(from, f, &target) {
+                    Ok(record) => tf.put(to, record).await,
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            match copied {
+                Ok(r) => {
+                    taken.push(r.path.clone());
+                    out.push(r.attachment());
+                }
+                Err(FileError::Store(e)) => return Err(e.into()),
+                Err(e) => return Ok(Err(refused(&f.path, &e))),
+            }
         }
-        Ok(out)
+        Ok(Ok(out))
     }
 
     /// Copies `files` of `parent` into `child` under `/attachments` and queues the child's
-    /// silent note for each; the attachments the visible message carries.
+    /// silent note for each; the attachments the visible message carries, or a tool error when
+    /// the child's limits refused one.
     pub(super) async fn send_attachments(
         &self,
         parent: ThreadId,
         files: &[FileRecord],
         child: ThreadId,
-    ) -> Result<Vec<AttachmentRef>, RunError> {
+    ) -> Result<Result<Vec<AttachmentRef>, ToolResult>, RunError> {
         if files.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Ok(Vec::new()));
         }
-        let copied = self
+        let copied = match self
             .copy_attachments(parent, files, child, ATTACHMENTS)
-            .await?;
+            .await?
+        {
+            Ok(copied) => copied,
+            Err(refused) => return Ok(Err(refused)),
+        };
         for a in &copied {
             let message = NewQueued {
                 silent: true,
@@ -106,6 +131,6 @@ impl Runtime {
                 .enqueue(child, message, None, self.now())
                 .await?;
         }
-        Ok(copied)
+        Ok(Ok(copied))
     }
 }

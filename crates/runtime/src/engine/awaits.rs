@@ -143,7 +143,8 @@ impl Runtime {
             return Ok(false);
         }
         let agent = self.inner.project.agents.get(&entry.agent).map(|d| &d.def);
-        let (content, ok) = lifecycle::call_result(settled, agent);
+        let returned = self.returned_files(settled, agent).await?;
+        let (content, ok) = lifecycle::call_result(settled, agent, &returned.text);
         let Some(parent) = self.inner.store.thread_by_id(parent_id).await? else {
             return Ok(false);
         };
@@ -159,6 +160,7 @@ impl Runtime {
                 },
             }),
             trace: trace.map(str::to_owned),
+            attachments: returned.attachments,
             ..NewQueued::new(Role::Tool, entry.owner, content)
         };
         let run = Uuid::now_v7();

@@ -41,7 +41,11 @@ impl Runtime {
         if self.inner.store.value(t.id, &mark).await?.is_some() {
             return Ok(None);
         }
-        let caller = Spawner { env, hooks };
+        let caller = Spawner {
+            env,
+            hooks,
+            files: Vec::new(),
+        };
         let notes = self
             .immediate_spawns(agent, cfg, side, t, msgs, caller, cancel)
             .await?;
@@ -126,8 +130,10 @@ impl Runtime {
                 if rel.blocking
                     && let Some(child) = self.inner.store.thread_by_id(live.child).await?
                     && child.status != ThreadStatus::Running
-                    && let Some(outcome) = lifecycle::outcome(&Settled::of(&child), child_def)
-                    && let text = lifecycle::report_text(&child.key, &outcome)
+                    && let settled = Settled::of(&child)
+                    && let Some(outcome) = lifecycle::outcome(&settled, child_def)
+                    && let returned = self.returned_files(&settled, child_def).await?
+                    && let text = lifecycle::report_text(&child.key, &outcome, &returned.text)
                     && !msgs
                         .iter()
                         .any(|m| m.content.as_deref() == Some(text.as_str()))
@@ -173,6 +179,7 @@ impl Runtime {
             let caller = Spawner {
                 env,
                 hooks: &mut *hooks,
+                files: Vec::new(),
             };
             let run: futures::future::BoxFuture<'_, _> =
                 Box::pin(self.spawn_child(parent, side, rel, spawn, caller, cancel));
@@ -182,10 +189,10 @@ impl Runtime {
                     rel.name(),
                     refused.content
                 )),
-                Ok(ChildRun::Settled(key, settled)) => {
+                Ok(ChildRun::Settled(key, settled, returned)) => {
                     let child_def = self.inner.project.agents.get(&rel.agent).map(|d| &d.def);
                     if let Some(outcome) = lifecycle::outcome(&settled, child_def) {
-                        notes.push(lifecycle::report_text(&key, &outcome));
+                        notes.push(lifecycle::report_text(&key, &outcome, &returned.text));
                     }
                 }
                 Ok(ChildRun::Started(_) | ChildRun::Queued(_) | ChildRun::Awaiting { .. }) => {}

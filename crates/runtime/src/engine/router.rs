@@ -368,6 +368,7 @@ impl Runtime {
                 let caller = Spawner {
                     env: step.env,
                     hooks: step.hooks,
+                    files: Vec::new(),
                 };
                 let result = match name {
                     lifecycle::CREATE => {
@@ -406,8 +407,14 @@ impl Runtime {
                     lifecycle::MESSAGE => {
                         let (reference, message) = lifecycle::message_request(&call.arguments);
                         let attachments = lifecycle::message_attachments(&call.arguments);
-                        self.message_child(step.thread, reference, message, &attachments)
-                            .await
+                        let pending = caller.pending_files();
+                        self.message_child(
+                            step.thread,
+                            reference,
+                            message,
+                            (&attachments, &pending),
+                        )
+                        .await
                     }
                     _ => self.list_children(step.thread, &offer.relationships).await,
                 };

@@ -64,8 +64,13 @@ impl Runtime {
                 ))));
             }
         }
+        let pending = caller.pending_files();
         let files = match self
-            .attachment_files(parent.id, &spawn.attachments, spawn.lenient_attachments)
+            .attachment_files(
+                parent.id,
+                &spawn.attachments,
+                (&pending, spawn.lenient_attachments),
+            )
             .await?
         {
             Ok(files) => files,
@@ -88,7 +93,10 @@ impl Runtime {
                 let Some(thread) = store.thread_by_id(child.child).await? else {
                     return Ok(Err(ToolResult::error("The subagent instance is gone.")));
                 };
-                let attached = self.send_attachments(parent.id, &files, thread.id).await?;
+                let attached = match self.send_attachments(parent.id, &files, thread.id).await? {
+                    Ok(attached) => attached,
+                    Err(refused) => return Ok(Err(refused)),
+                };
                 return self
                     .run_child(
                         parent,
@@ -130,6 +138,11 @@ impl Runtime {
                 missing.join(", ")
             ))));
         }
+        // A new child has no files: what would not fit it is refused before it exists.
+        if let Err(e) = self.inner.files.fits_new(&files) {
+            let first = files.first().map_or("", |f| f.path.as_str());
+            return Ok(Err(super::attach::refused(first, &e)));
+        }
         let key = format!("{}/{}-{}", parent.key, relationship, siblings.len() + 1);
         let child_id = uuid::Uuid::now_v7();
         let thread = store
@@ -168,7 +181,14 @@ impl Runtime {
             .await?;
         caller.hooks.after_subagent_created(parent, &thread).await;
         // The child exists: its attachments are copied in before its message is delivered.
-        let attached = self.send_attachments(parent.id, &files, thread.id).await?;
+        let attached = match self.send_attachments(parent.id, &files, thread.id).await? {
+            Ok(attached) => attached,
+            Err(refused) => {
+                // Its limits refused a copy after all: it is left idle, with no message.
+                store.set_child_status(thread.id, ChildStatus::Idle).await?;
+                return Ok(Err(refused));
+            }
+        };
         self.run_child(
             parent,
             &key,
@@ -300,7 +320,9 @@ impl Runtime {
                 Ok(match delivered {
                     Delivered::Queued { .. } => ChildRun::Queued(key.to_owned()),
                     Delivered::Settled(s) | Delivered::Duplicate(s) => {
-                        ChildRun::Settled(key.to_owned(), s)
+                        let agent = self.inner.project.agents.get(agent).map(|d| &d.def);
+                        let returned = self.returned_files(&s, agent).await?;
+                        ChildRun::Settled(key.to_owned(), s, returned)
                     }
                 })
             }
@@ -314,9 +336,12 @@ impl Runtime {
         parent: &Thread,
         reference: &str,
         message: &str,
-        attachments: &[String],
+        (attachments, pending): (&[String], &[crate::files::FileWrite]),
     ) -> Result<ToolResult, RunError> {
-        let files = match self.attachment_files(parent.id, attachments, false).await? {
+        let files = match self
+            .attachment_files(parent.id, attachments, (pending, false))
+            .await?
+        {
             Ok(files) => files,
             Err(refused) => return Ok(refused),
         };
@@ -334,7 +359,10 @@ impl Runtime {
         }
         // Follow-ups always go in the background: the answer comes back as a message.
         let cancel = CancellationToken::new();
-        let attached = self.send_attachments(parent.id, &files, thread.id).await?;
+        let attached = match self.send_attachments(parent.id, &files, thread.id).await? {
+            Ok(attached) => attached,
+            Err(refused) => return Ok(refused),
+        };
         self.run_child(
             parent,
             &thread.key,
@@ -467,7 +495,14 @@ impl Runtime {
         }
         let agent = self.inner.project.agents.get(&entry.agent).map(|d| &d.def);
         let outcome = lifecycle::outcome(settled, agent)?;
-        let content = lifecycle::report_text(&settled.key, &outcome);
+        let returned = match self.returned_files(settled, agent).await {
+            Ok(returned) => returned,
+            Err(e) => {
+                tracing::warn!(child = %settled.key, error = %e, "could not copy the child's returned files to its parent");
+                crate::children::Returned::default()
+            }
+        };
+        let content = lifecycle::report_text(&settled.key, &outcome, &returned.text);
         let parent = match self.inner.store.thread_by_id(parent_id).await {
             Ok(parent) => parent?,
             Err(e) => {
@@ -478,6 +513,7 @@ impl Runtime {
         let side = entry.owner.sibling();
         let message = NewQueued {
             silent: true,
+            attachments: returned.attachments,
             ..NewQueued::new(Role::authored_by(side), side, content)
         };
         Some((parent, message))
@@ -504,7 +540,7 @@ impl Children for Runtime {
         parent: &Thread,
         reference: &str,
         message: &str,
-        attachments: &[String],
+        attachments: (&[String], &[crate::files::FileWrite]),
     ) -> Result<ToolResult, RunError> {
         self.message_child(parent, reference, message, attachments)
             .await

@@ -187,9 +187,37 @@ pub fn safe_name(name: &str) -> String {
     }
 }
 
+/// `name` with `-n` before its extension (`report.pdf`, 2 → `report-2.pdf`; a leading dot is
+/// no extension: `.env` → `.env-2`), for a name already taken; kept within a segment's length.
+pub fn numbered(name: &str, n: u32) -> String {
+    let suffix = format!("-{n}");
+    let (stem, ext) = match name.rfind('.') {
+        Some(i) if i > 0 => name.split_at(i),
+        _ => (name, ""),
+    };
+    let mut stem = stem.to_owned();
+    while stem.len() + suffix.len() + ext.len() > MAX_SEGMENT_BYTES && !stem.is_empty() {
+        stem.pop();
+    }
+    format!("{stem}{suffix}{ext}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbered_names() {
+        for (name, n, want) in [
+            ("report.pdf", 2, "report-2.pdf"),
+            ("a.tar.gz", 3, "a.tar-3.gz"),
+            (".env", 2, ".env-2"),
+            ("plain", 10, "plain-10"),
+        ] {
+            assert_eq!(numbered(name, n), want);
+        }
+        assert!(numbered(&"x".repeat(255), 2).len() <= MAX_SEGMENT_BYTES);
+    }
 
     #[test]
     fn normal_forms() {

@@ -5,9 +5,12 @@
 //! with the delivery's (or the step's) commit, so a delivery or tool call that fails writes no
 //! file. Reads see the delivery's own writes, and those of the step's earlier `.ts` tools.
 
-use crate::files::{FileError, FileKind, FileRecord, FileStats, FileWrite};
+use crate::files::{
+    ATTACHMENTS, FileError, FileKind, FileRecord, FileStats, FileWrite, ReturnedFile,
+};
 use crate::handler::{HandlerError, ThreadState};
 use crate::thread_files::GrepMatch;
+use crate::tools::ToolResult;
 
 impl From<FileError> for HandlerError {
     fn from(e: FileError) -> Self {
@@ -17,7 +20,7 @@ impl From<FileError> for HandlerError {
 
 impl ThreadState<'_> {
     /// The file writes not committed yet: the step's earlier `.ts` tools', then this state's.
-    fn pending_files(&self) -> Vec<FileWrite> {
+    pub(crate) fn pending_files(&self) -> Vec<FileWrite> {
         let mut pending = self.hooks.pending_files();
         pending.extend(self.writes.files.iter().cloned());
         pending
@@ -115,6 +118,67 @@ impl ThreadState<'_> {
     pub async fn grep_files(&self, pattern: &str) -> Result<(Vec<GrepMatch>, bool), FileError> {
         let pending = self.pending_files();
         self.files.grep_in(self.thread.id, pattern, &pending).await
+    }
+
+    /// `result` with the files a tool returned (`returned`, read from its result) as its
+    /// attachments: new content stored under `/attachments/` (numbered when the name holds
+    /// other content), a path checked to be a file of the thread. A bad one fails the call.
+    pub(crate) async fn returned_files(
+        &mut self,
+        mut result: ToolResult,
+        returned: Result<Vec<ReturnedFile>, String>,
+    ) -> ToolResult {
+        if !result.is_ok() {
+            return result;
+        }
+        let returned = match returned {
+            Ok(returned) => returned,
+            Err(why) => return ToolResult::error(format!("The tool's result is invalid: {why}.")),
+        };
+        for file in returned {
+            let record = match file {
+                ReturnedFile::Path(p) => match self.stat_file(&p).await {
+                    Ok(Some(r)) if r.kind == FileKind::File => Ok(r),
+                    Ok(_) => Err(FileError::NotFound(p)),
+                    Err(e) => Err(e),
+                },
+                ReturnedFile::Data { name, mime, data } => {
+                    self.store_returned(&name, mime.as_deref(), &data).await
+                }
+            };
+            match record {
+                Ok(r) => {
+                    if !result.attachments.iter().any(|a| a.path == r.path) {
+                        result.attachments.push(r.attachment());
+                    }
+                }
+                Err(e) => {
+                    return ToolResult::error(format!(
+                        "The tool's result names an attachment that cannot be kept: {e}."
+                    ));
+                }
+            }
+        }
+        result
+    }
+
+    /// Stores a returned file's `data` under `/attachments/` by `name`.
+    async fn store_returned(
+        &mut self,
+        name: &str,
+        mime: Option<&str>,
+        data: &[u8],
+    ) -> Result<FileRecord, FileError> {
+        let chunks: Vec<String> = data
+            .chunks(crate::files::chunk::CHUNK_BYTES)
+            .map(crate::files::chunk::hash)
+            .collect();
+        let pending = self.pending_files();
+        let target = self
+            .files
+            .free_path(self.thread.id, (ATTACHMENTS, name), &chunks, &pending, &[])
+            .await?;
+        self.write_file(&target, data, mime).await
     }
 
     /// Paths of the thread's files matching glob `pattern`, bounded by the file limits; `true`

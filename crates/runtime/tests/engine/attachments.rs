@@ -166,3 +166,83 @@ async fn a_parent_sends_files_to_its_child_and_bad_paths_are_tool_errors() {
         );
     }
 }
+
+/// A handler that writes a file and sends it to a new child in the same delivery: the copy
+/// reads the write before it is committed.
+struct Sender;
+
+#[async_trait]
+impl Handler for Sender {
+    async fn handle(&self, state: &mut ThreadState<'_>, _: &Message) -> Result<(), HandlerError> {
+        state.write_file("/in/fresh.txt", b"FRESH", None).await?;
+        let args = serde_json::json!({
+            "agent": "reader", "name": "r", "message": "Read it.",
+            "attachments": ["/in/fresh.txt"],
+        });
+        let result = state.invoke_tool("subagent_create", args).await;
+        state.reply(result.content);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_sends_a_file_it_has_just_written() {
+    let dir = support::Scratch::new("attachments-pending");
+    let write = |path: &str, text: &str| dir.write(path, text);
+    write(
+        "agents/agents/reader.yaml",
+        "name: reader\nexposeAsTool: true\ntoolDescription: Reads.\nsideA: { handler: reader }\nsideB: { human: true }\n",
+    );
+    write("agents/handlers/reader.yaml", "description: Reads.\n");
+    write(
+        "agents/agents/sender.yaml",
+        "name: sender\nsideA:\n  handler: sender\n  subagents: [{ agent: reader }]\nsideB: { human: true }\n",
+    );
+    write("agents/handlers/sender.yaml", "description: Sends.\n");
+    let project = dir.project();
+    for backend in file_backends().await {
+        let store = backend.open().await;
+        let rt = support::runtime(project.clone(), store.clone())
+            .handler("reader", Reader)
+            .handler("sender", Sender)
+            .build();
+        support::send(&rt, "s", Some("sender"), "go").await;
+        rt.quiesce().await;
+        let name = backend.name();
+        let texts = support::texts(&store, "s").await;
+        assert!(
+            texts
+                .iter()
+                .any(|(_, _, t)| t.contains("initiated successfully")),
+            "{name}: {texts:?}"
+        );
+        let child = store
+            .thread("s/reader-1")
+            .await
+            .expect("read")
+            .expect("child");
+        let files = rt.files();
+        let copy = files
+            .file(child.id, "/attachments/fresh.txt")
+            .await
+            .expect("the copy");
+        assert_eq!(
+            files.content(&copy).await.expect("content"),
+            b"FRESH",
+            "{name}"
+        );
+        let parent = store.thread("s").await.expect("read").expect("parent");
+        assert!(
+            files.file(parent.id, "/in/fresh.txt").await.is_ok(),
+            "{name}"
+        );
+        let replies = support::texts(&store, "s/reader-1").await;
+        assert!(
+            replies
+                .iter()
+                .any(|(_, _, t)| t
+                    == "saw /attachments/fresh.txt=FRESH carried /attachments/fresh.txt"),
+            "{name}: {replies:?}"
+        );
+    }
+}

@@ -30,6 +30,7 @@ mod follow_ups;
 mod hooks;
 mod invoke_decisions;
 mod policy;
+mod returned;
 mod scenarios;
 mod streaming;
 mod subagents;

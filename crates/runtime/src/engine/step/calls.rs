@@ -125,6 +125,15 @@ impl Runtime {
                     continue;
                 }
             };
+            // A terminal tool's `attachmentsProperty` paths must be files of this thread.
+            let result = match turn.agent.side(turn.side) {
+                duet_spec::Side::Prompt(cfg) => {
+                    let pending = s.hooks.pending_files();
+                    self.bind_attachments(cfg, call, (t.id, &pending), result)
+                        .await
+                }
+                _ => result,
+            };
             let kept = s.hooks.tool_result(t, call, result.clone()).await;
             // A handoff whose result a hook turned into an error is not made.
             if ran.done.handoff.as_ref().is_some_and(|(_, h)| *h == at)
