@@ -53,7 +53,16 @@ struct State {
     /// The timer table, by id.
     timers: BTreeMap<Uuid, crate::store::Timer>,
     /// The thread filesystem: file rows and chunks.
-    files: files::Files,
+    files: Files,
+}
+
+/// The file rows and chunks.
+#[derive(Debug, Default)]
+struct Files {
+    /// By thread and path.
+    rows: BTreeMap<(ThreadId, String), crate::files::FileRecord>,
+    /// Chunk → (bytes, when stored).
+    blobs: HashMap<String, (Vec<u8>, i64)>,
 }
 
 /// A thread and everything that belongs to it.

@@ -2,7 +2,7 @@
 //! `?` (one character but `/`), everything else literal. A pattern with no `/` matches a file's
 //! name; one with a `/` matches its whole path (a leading `/` optional).
 
-use super::FileError;
+use crate::FileError;
 
 /// The longest pattern.
 const MAX_PATTERN: usize = 512;
@@ -36,7 +36,7 @@ impl Glob {
     /// Whether normalised `path` matches.
     pub fn matches(&self, path: &str) -> bool {
         let subject = if self.by_name {
-            super::path::name(path)
+            crate::files::path::name(path)
         } else {
             path.strip_prefix('/').unwrap_or(path)
         };

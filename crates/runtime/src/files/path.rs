@@ -7,7 +7,7 @@
 //! table is keyed by this form, so no path reaches anything but its own thread's rows; the
 //! directory blob backend names files by content hash, never by path.
 
-use super::FileError;
+use crate::FileError;
 
 /// The longest normalised path, in bytes.
 pub const MAX_PATH_BYTES: usize = 1024;

@@ -1,22 +1,12 @@
 //! The memory store's thread filesystem: [`FileStore`] and [`BlobStore`] with the SQL stores'
 //! semantics, and what a commit writes to the file table.
 
-use std::collections::{BTreeMap, HashMap};
-
 use async_trait::async_trait;
 
-use super::{MemoryStore, State};
+use super::{Files, MemoryStore, State};
 use crate::files::{FileKind, FileQuery, FileRecord, FileStats, FileWrite, path};
 use crate::store::{BlobStore, FileStore, StoreError};
 use crate::types::ThreadId;
-
-/// The file rows and chunks.
-#[derive(Debug, Default)]
-pub(super) struct Files {
-    rows: BTreeMap<(ThreadId, String), FileRecord>,
-    /// Chunk → (bytes, when stored).
-    blobs: HashMap<String, (Vec<u8>, i64)>,
-}
 
 impl Files {
     /// Applies `writes` to `thread`'s rows, in order.

@@ -1,7 +1,7 @@
 //! The thread filesystem through a handler's `ThreadState` (#34): a Rust handler writes, reads
 //! (its own writes before they commit), lists, greps and finds; a delivery that fails writes
 //! no file; limits and hostile paths (the table `hostile_paths.txt`) are refused with clear
-//! errors. On every backend whose file tables are built (the rest are named and skipped).
+//! errors. On every backend.
 
 use crate::support;
 
@@ -10,23 +10,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use duet_runtime::{FileLimits, Handler, HandlerError, Message, Store, ThreadState};
 
-/// The backends whose file tables work: a probe that panics (a placeholder port) or fails
-/// skips the backend, loudly.
+/// The backends the file tests run on: every one (the SQL stores' file tables are built).
 pub(crate) async fn file_backends() -> Vec<support::Backend> {
-    let mut out = Vec::new();
-    for backend in support::backends().await {
-        let store = backend.open().await;
-        let probe = tokio::spawn(async move { store.file_stats(uuid::Uuid::now_v7()).await });
-        match probe.await {
-            Ok(Ok(_)) => out.push(backend),
-            Ok(Err(e)) => eprintln!("SKIPPED on {}: its file tables fail ({e})", backend.name()),
-            Err(_) => eprintln!(
-                "SKIPPED on {}: its file tables are not built yet",
-                backend.name()
-            ),
-        }
-    }
-    out
+    support::backends().await
 }
 
 /// The hostile paths of the table, each with the word its refusal must hold.
