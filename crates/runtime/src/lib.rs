@@ -20,6 +20,7 @@
 
 mod agent;
 pub mod approval;
+mod attach;
 mod children;
 pub mod clock;
 pub mod code;
@@ -81,7 +82,8 @@ pub use files::{
 };
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
-    ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
+    ChatMessage, DocumentRef, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers,
+    ToolSpec, attachment_line,
 };
 pub use record::{Record, RecordBody};
 pub use schedule::ScheduledEffect;

@@ -144,6 +144,8 @@ pub(crate) fn chat_of(given: &[ChatMessage], value: &Value) -> Result<Vec<ChatMe
                     thinking: None,
                     provider_data: None,
                     images: Vec::new(),
+                    documents: Vec::new(),
+                    attachments: Vec::new(),
                 });
             if let Some(role) = o.get("role") {
                 m.role = role_of(role).ok_or_else(|| {
