@@ -20,7 +20,7 @@
 
 mod agent;
 pub mod approval;
-mod attach;
+mod model_files;
 mod children;
 pub mod clock;
 pub mod code;

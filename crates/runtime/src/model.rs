@@ -39,7 +39,7 @@ pub struct ChatMessage {
     /// take documents.
     pub documents: Vec<DocumentRef>,
     /// Thread files the stored message names. The step turns them into `images`, `documents`
-    /// or a line of `content` before the model is called ([`crate::attach`]); providers do not
+    /// or a line of `content` before the model is called ([`crate::model_files`]); providers do not
     /// read them.
     pub attachments: Vec<crate::files::AttachmentRef>,
 }

@@ -103,8 +103,8 @@ impl Runtime {
                 })
             })
             .collect();
-        let takes = crate::attach::Takes::of(&project, &prompt.model);
-        crate::attach::load(self.files(), sub.thread.id, &mut messages, takes).await;
+        let takes = crate::model_files::Takes::of(&project, &prompt.model);
+        crate::model_files::load(self.files(), sub.thread.id, &mut messages, takes).await;
         let request = ModelRequest {
             thread: sub.thread.id,
             call_index: crate::context::call_index(sub.history, &prompt.model),

@@ -66,8 +66,8 @@ impl Runtime {
         let (prompt, env, hooks) = (s.prompt, &s.env, &mut s.hooks);
         let system = context::system_prompt(project, prompt, env, &turn.scope.arguments);
         let mut context_messages = context::messages(msgs, turn.side, prompt);
-        let takes = crate::attach::Takes::of(project, &prompt.model);
-        crate::attach::load(self.files(), t.id, &mut context_messages, takes).await;
+        let takes = crate::model_files::Takes::of(project, &prompt.model);
+        crate::model_files::load(self.files(), t.id, &mut context_messages, takes).await;
         let system = hooks.after_system_message(t, system).await;
         let context_messages = hooks.filter_messages(t, context_messages).await;
         let context_messages = match hooks.prefilter_llm_history(t, context_messages).await {
