@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+mod files;
+
 use crate::children::{ChildRun, Children, Spawn, SpawnMode, Spawner};
 use crate::store::{Store, StoreError};
 use crate::tools::{ToolContext, ToolResult, Tools};
@@ -85,6 +87,9 @@ pub(crate) struct Writes {
     pub(crate) cancel: Vec<uuid::Uuid>,
     /// Custom events ([`ThreadState::emit`]), journaled with it.
     pub(crate) events: Vec<(String, serde_json::Value)>,
+    /// File rows written ([`ThreadState::write_file`] and the rest), in order; their chunks are
+    /// stored already.
+    pub(crate) files: Vec<crate::files::FileWrite>,
 }
 
 /// A handler's view of its thread during one delivery.
@@ -94,6 +99,8 @@ pub struct ThreadState<'a> {
     pub(crate) side: SideId,
     pub(crate) env: &'a BTreeMap<String, String>,
     pub(crate) store: &'a dyn Store,
+    /// The thread filesystem (its writes are buffered in `writes.files`).
+    pub(crate) files: &'a crate::thread_files::ThreadFiles,
     pub(crate) tools: &'a Tools,
     /// What this delivery may do with subagents.
     pub(crate) children: &'a dyn Children,

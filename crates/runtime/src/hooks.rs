@@ -85,6 +85,8 @@ pub(crate) struct HookWrites {
     pub(crate) cancel: Vec<uuid::Uuid>,
     /// Custom events (`emit`).
     pub(crate) events: Vec<(String, serde_json::Value)>,
+    /// File rows a `.ts` tool wrote, in order.
+    pub(crate) files: Vec<crate::files::FileWrite>,
 }
 
 /// The state behind the contexts of one step's hooks: the store (for reads), the side's env,

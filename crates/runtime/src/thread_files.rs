@@ -16,6 +16,9 @@ use crate::files::{
 use crate::store::{BlobStore, Store};
 use crate::types::ThreadId;
 
+mod view;
+use view::View;
+
 /// One match of [`ThreadFiles::grep`].
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct GrepMatch {
@@ -110,6 +113,66 @@ impl ThreadFiles {
     /// What the thread's filesystem holds.
     pub async fn stats(&self, thread: ThreadId) -> Result<FileStats, FileError> {
         Ok(self.store.file_stats(thread).await?)
+    }
+
+    /// [`ThreadFiles::stat`] with `pending` writes (a run's, not yet committed) laid over the
+    /// stored files.
+    pub async fn stat_in(
+        &self,
+        thread: ThreadId,
+        raw: &str,
+        pending: &[FileWrite],
+    ) -> Result<Option<FileRecord>, FileError> {
+        let p = path::normalize_dir(raw)?;
+        let view = View {
+            files: self,
+            thread,
+            pending,
+        };
+        view.get(&p).await
+    }
+
+    /// Every entry directly inside directory `raw`, by path, with `pending` writes laid over
+    /// the stored files (`NotFound`, `WrongKind` as [`ThreadFiles::list`]).
+    pub async fn list_in(
+        &self,
+        thread: ThreadId,
+        raw: &str,
+        pending: &[FileWrite],
+    ) -> Result<Vec<FileRecord>, FileError> {
+        let dir = path::normalize_dir(raw)?;
+        let view = View {
+            files: self,
+            thread,
+            pending,
+        };
+        if dir != "/" {
+            match view.get(&dir).await? {
+                Some(r) if r.kind == FileKind::Directory => {}
+                Some(_) => {
+                    return Err(FileError::WrongKind {
+                        path: dir,
+                        found: "file",
+                    });
+                }
+                None => return Err(FileError::NotFound(dir)),
+            }
+        }
+        view.entries(Some(&dir), None, false, 0).await
+    }
+
+    /// [`ThreadFiles::stats`] with `pending` writes laid over the stored files.
+    pub async fn stats_in(
+        &self,
+        thread: ThreadId,
+        pending: &[FileWrite],
+    ) -> Result<FileStats, FileError> {
+        let view = View {
+            files: self,
+            thread,
+            pending,
+        };
+        view.stats().await
     }
 
     async fn expect_dir(&self, thread: ThreadId, dir: &str) -> Result<(), FileError> {
@@ -531,23 +594,31 @@ impl ThreadFiles {
         thread: ThreadId,
         pattern: &str,
     ) -> Result<(Vec<String>, bool), FileError> {
+        self.find_in(thread, pattern, &[]).await
+    }
+
+    /// [`ThreadFiles::find`] with `pending` writes laid over the stored files.
+    pub async fn find_in(
+        &self,
+        thread: ThreadId,
+        pattern: &str,
+        pending: &[FileWrite],
+    ) -> Result<(Vec<String>, bool), FileError> {
         let glob = crate::files::glob::Glob::new(pattern)?;
+        let view = View {
+            files: self,
+            thread,
+            pending,
+        };
+        // Every file of the thread, at most `max_entries` of them: paths only are kept.
+        let all = view.entries(None, Some("/"), true, 0).await?;
         let mut out = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let page = self.walk(thread, "/", after.as_deref(), 1000).await?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.path.clone());
-            for r in &page {
-                if glob.matches(&r.path) {
-                    if out.len() == self.limits.max_results {
-                        return Ok((out, true));
-                    }
-                    out.push(r.path.clone());
+        for r in &all {
+            if glob.matches(&r.path) {
+                if out.len() == self.limits.max_results {
+                    return Ok((out, true));
                 }
-            }
-            if page.len() < 1000 {
-                break;
+                out.push(r.path.clone());
             }
         }
         Ok((out, false))
@@ -562,6 +633,16 @@ impl ThreadFiles {
         thread: ThreadId,
         pattern: &str,
     ) -> Result<(Vec<GrepMatch>, bool), FileError> {
+        self.grep_in(thread, pattern, &[]).await
+    }
+
+    /// [`ThreadFiles::grep`] with `pending` writes laid over the stored files.
+    pub async fn grep_in(
+        &self,
+        thread: ThreadId,
+        pattern: &str,
+        pending: &[FileWrite],
+    ) -> Result<(Vec<GrepMatch>, bool), FileError> {
         if pattern.len() > 1000 {
             return Err(FileError::Pattern(
                 "a pattern is at most 1,000 characters".into(),
@@ -572,8 +653,13 @@ impl ThreadFiles {
             .dfa_size_limit(4 << 20)
             .build()
             .map_err(|e| FileError::Pattern(e.to_string()))?;
-        let files = self
-            .walk(thread, "/", None, self.limits.grep_files + 1)
+        let view = View {
+            files: self,
+            thread,
+            pending,
+        };
+        let files = view
+            .entries(None, Some("/"), true, self.limits.grep_files + 1)
             .await?;
         let cut = files.len() > self.limits.grep_files;
         let mut out = Vec::new();
@@ -614,81 +700,4 @@ pub enum StreamError<E> {
     File(FileError),
     /// The stream failed (a client that went away mid-upload).
     Source(E),
-}
-
-/// A thread's files as the store has them with `pending` writes laid over them (the last
-/// pending write of a path wins).
-struct View<'a> {
-    files: &'a ThreadFiles,
-    thread: ThreadId,
-    pending: &'a [FileWrite],
-}
-
-impl View<'_> {
-    async fn get(&self, p: &str) -> Result<Option<FileRecord>, FileError> {
-        let mut found = None;
-        let mut touched = false;
-        for w in self.pending.iter().filter(|w| w.path() == p) {
-            touched = true;
-            found = match w {
-                FileWrite::Put(r) => Some(r.clone()),
-                FileWrite::Mkdir(r) => found.or_else(|| Some(r.clone())),
-                FileWrite::Remove(_) => None,
-            };
-        }
-        if touched {
-            // A Mkdir over a stored entry keeps the stored one.
-            if let Some(FileWrite::Mkdir(_)) = self.pending.iter().rev().find(|w| w.path() == p)
-                && let Some(stored) = self.files.store.file(self.thread, p).await?
-            {
-                return Ok(Some(stored));
-            }
-            return Ok(found);
-        }
-        Ok(self.files.store.file(self.thread, p).await?)
-    }
-
-    async fn has_children(&self, dir: &str) -> Result<bool, FileError> {
-        let query = FileQuery {
-            dir: Some(dir.to_owned()),
-            limit: 64,
-            ..FileQuery::default()
-        };
-        let stored = self.files.store.files(self.thread, &query).await?;
-        for r in &stored {
-            if self.get(&r.path).await?.is_some() {
-                return Ok(true);
-            }
-        }
-        for w in self.pending {
-            if path::parent(w.path()) == dir && self.get(w.path()).await?.is_some() {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    async fn stats(&self) -> Result<FileStats, FileError> {
-        let mut stats = self.files.store.file_stats(self.thread).await?;
-        let mut seen = std::collections::BTreeSet::new();
-        for w in self.pending.iter().rev() {
-            if !seen.insert(w.path()) {
-                continue;
-            }
-            let stored = self.files.store.file(self.thread, w.path()).await?;
-            let now = self.get(w.path()).await?;
-            for (r, sign) in [(stored, -1), (now, 1)] {
-                if let Some(r) = r {
-                    match r.kind {
-                        FileKind::File => {
-                            stats.files += sign;
-                            stats.bytes += sign * r.size;
-                        }
-                        FileKind::Directory => stats.directories += sign,
-                    }
-                }
-            }
-        }
-        Ok(stats)
-    }
 }

@@ -216,7 +216,8 @@ impl Runtime {
                 && w.status.is_none()
                 && w.timers.is_empty()
                 && w.cancel.is_empty()
-                && w.events.is_empty())
+                && w.events.is_empty()
+                && w.files.is_empty())
         };
         match ran.answer {
             Err(_) if ran.refused => Err(refused()),
@@ -327,4 +328,5 @@ fn is_empty(w: &Writes) -> bool {
         && w.timers.is_empty()
         && w.cancel.is_empty()
         && w.events.is_empty()
+        && w.files.is_empty()
 }

@@ -229,6 +229,7 @@ pub(super) fn commit_writes(
     commit.values.extend(writes.values);
     commit.timers.extend(writes.timers);
     commit.cancel_timers.extend(writes.cancel);
+    commit.files.extend(writes.files);
     for (event, data) in writes.events {
         let seq = t.take_seq();
         commit

@@ -34,6 +34,7 @@ impl Runtime {
             side: site.side,
             env: site.env,
             store: self.inner.store.as_ref(),
+            files: &self.inner.files,
             tools: &self.inner.tools,
             children: self,
             project: &self.inner.project,

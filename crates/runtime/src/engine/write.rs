@@ -271,6 +271,7 @@ fn is_empty(c: &Commit) -> bool {
         && c.cancel_timers.is_empty()
         && c.cancel_subjects.is_empty()
         && c.timers_done.is_empty()
+        && c.files.is_empty()
         && !c.settle
 }
 
@@ -287,6 +288,7 @@ fn hook_output(t: &mut Thread, hooks: &mut ActiveHooks, now: i64, commit: &mut C
     commit.enqueue.extend(writes.queued);
     commit.timers.extend(writes.timers);
     commit.cancel_timers.extend(writes.cancel);
+    commit.files.extend(writes.files);
     for (event, data) in writes.events {
         let seq = t.take_seq();
         commit

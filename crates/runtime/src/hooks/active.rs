@@ -125,7 +125,17 @@ impl ActiveHooks {
             w.timers.extend(writes.timers);
             w.cancel.extend(writes.cancel);
             w.events.extend(writes.events);
+            w.files.extend(writes.files);
         }
+    }
+
+    /// The file rows this step's `.ts` tools wrote that the commit has not written yet.
+    pub(crate) fn pending_files(&self) -> Vec<crate::files::FileWrite> {
+        self.state
+            .writes
+            .lock()
+            .map(|w| w.files.clone())
+            .unwrap_or_default()
     }
 
     /// A durable value this step's hooks (or `.ts` tools) set and the commit has not written yet:

@@ -1,0 +1,126 @@
+//! The thread filesystem on [`ThreadState`] (the spec's `writeFile`, `readFile`, `statFile`,
+//! `readdirFile`, `unlinkFile`, `mkdirFile`, `rmdirFile`, `getFileStats`, `grepFiles`,
+//! `findFiles`). Content is stored as chunks at once (content-addressed: a chunk no row names
+//! is harmless); the file rows are buffered in [`crate::handler::Writes`]' `files` and written
+//! with the delivery's (or the step's) commit, so a delivery or tool call that fails writes no
+//! file. Reads see the delivery's own writes, and those of the step's earlier `.ts` tools.
+
+use crate::files::{FileError, FileKind, FileRecord, FileStats, FileWrite};
+use crate::handler::{HandlerError, ThreadState};
+use crate::thread_files::GrepMatch;
+
+impl From<FileError> for HandlerError {
+    fn from(e: FileError) -> Self {
+        HandlerError(e.to_string())
+    }
+}
+
+impl ThreadState<'_> {
+    /// The file writes not committed yet: the step's earlier `.ts` tools', then this state's.
+    fn pending_files(&self) -> Vec<FileWrite> {
+        let mut pending = self.hooks.pending_files();
+        pending.extend(self.writes.files.iter().cloned());
+        pending
+    }
+
+    /// Writes `data` as the file at `path` (its directories made as needed), with `mime` as its
+    /// declared type; committed with this delivery. Refused over the limits, at a directory's
+    /// path, or below a file.
+    pub async fn write_file(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        mime: Option<&str>,
+    ) -> Result<FileRecord, FileError> {
+        let record = self.files.store_bytes(path, data, mime).await?;
+        let pending = self.pending_files();
+        let writes = self
+            .files
+            .plan_put(self.thread.id, record, &pending)
+            .await?;
+        let written = match writes.last() {
+            Some(FileWrite::Put(r)) => r.clone(),
+            _ => return Err(FileError::NotFound(path.to_owned())),
+        };
+        self.writes.files.extend(writes);
+        Ok(written)
+    }
+
+    /// The content of the file at `path`; `None` when nothing is there (`WrongKind` for a
+    /// directory).
+    pub async fn read_file(&self, path: &str) -> Result<Option<Vec<u8>>, FileError> {
+        match self.stat_file(path).await? {
+            None => Ok(None),
+            Some(r) if r.kind == FileKind::Directory => Err(FileError::WrongKind {
+                path: r.path,
+                found: "directory",
+            }),
+            Some(r) => Ok(Some(self.files.content(&r).await?)),
+        }
+    }
+
+    /// The entry (file or directory) at `path`, if any.
+    pub async fn stat_file(&self, path: &str) -> Result<Option<FileRecord>, FileError> {
+        let pending = self.pending_files();
+        self.files.stat_in(self.thread.id, path, &pending).await
+    }
+
+    /// The entries directly inside directory `path` (`/` for the top), by path.
+    pub async fn readdir_file(&self, path: &str) -> Result<Vec<FileRecord>, FileError> {
+        let pending = self.pending_files();
+        self.files.list_in(self.thread.id, path, &pending).await
+    }
+
+    /// Removes the file at `path` (`NotFound`; `WrongKind` for a directory).
+    pub async fn unlink_file(&mut self, path: &str) -> Result<(), FileError> {
+        let pending = self.pending_files();
+        let writes = self
+            .files
+            .plan_unlink(self.thread.id, path, &pending)
+            .await?;
+        self.writes.files.extend(writes);
+        Ok(())
+    }
+
+    /// Makes directory `path` and those above it (nothing when it exists).
+    pub async fn mkdir_file(&mut self, path: &str) -> Result<(), FileError> {
+        let pending = self.pending_files();
+        let writes = self
+            .files
+            .plan_mkdir(self.thread.id, path, &pending)
+            .await?;
+        self.writes.files.extend(writes);
+        Ok(())
+    }
+
+    /// Removes empty directory `path` (`NotEmpty` when it holds entries).
+    pub async fn rmdir_file(&mut self, path: &str) -> Result<(), FileError> {
+        let pending = self.pending_files();
+        let writes = self
+            .files
+            .plan_rmdir(self.thread.id, path, &pending)
+            .await?;
+        self.writes.files.extend(writes);
+        Ok(())
+    }
+
+    /// What the thread's filesystem holds, this delivery's writes included.
+    pub async fn file_stats(&self) -> Result<FileStats, FileError> {
+        let pending = self.pending_files();
+        self.files.stats_in(self.thread.id, &pending).await
+    }
+
+    /// Lines of the thread's text files matching regular expression `pattern`, bounded by the
+    /// file limits; `true` when it stopped at one.
+    pub async fn grep_files(&self, pattern: &str) -> Result<(Vec<GrepMatch>, bool), FileError> {
+        let pending = self.pending_files();
+        self.files.grep_in(self.thread.id, pattern, &pending).await
+    }
+
+    /// Paths of the thread's files matching glob `pattern`, bounded by the file limits; `true`
+    /// when more matched.
+    pub async fn find_files(&self, pattern: &str) -> Result<(Vec<String>, bool), FileError> {
+        let pending = self.pending_files();
+        self.files.find_in(self.thread.id, pattern, &pending).await
+    }
+}
