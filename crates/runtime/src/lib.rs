@@ -20,7 +20,6 @@
 
 mod agent;
 pub mod approval;
-mod model_files;
 mod children;
 pub mod clock;
 pub mod code;
@@ -42,6 +41,7 @@ pub mod hooks;
 mod lifecycle;
 pub mod middleware;
 mod model;
+mod model_files;
 pub mod plan;
 mod record;
 mod schedule;
