@@ -39,6 +39,11 @@ pub(crate) struct Spawn {
     pub(crate) mode: SpawnMode,
     /// Per-instance env names on top of the relationship's `scopedEnv` (an immediate spawn's).
     pub(crate) scoped: Vec<String>,
+    /// Paths of the parent's files to copy into the child under `/attachments` (#34).
+    pub(crate) attachments: Vec<String>,
+    /// Whether a path that is not an existing `/attachments/...` file is left out (a
+    /// code-issued spawn's `initAttachmentsProperty`) rather than refusing the spawn.
+    pub(crate) lenient_attachments: bool,
 }
 
 /// Who makes a spawn: the calling side's env (the source of `scopedEnv` values) and its hooks
@@ -101,6 +106,7 @@ pub(crate) trait Children: Send + Sync {
         parent: &Thread,
         reference: &str,
         message: &str,
+        attachments: &[String],
     ) -> Result<ToolResult, RunError>;
 
     /// Sends `content` to `child`'s parent: a silent message on the owning side's perspective,

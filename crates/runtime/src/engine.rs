@@ -20,6 +20,7 @@
 //!   one fixed order.
 
 mod approvals;
+mod attach;
 mod awaits;
 mod batch;
 mod builder;

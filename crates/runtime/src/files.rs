@@ -17,6 +17,20 @@ use serde::{Deserialize, Serialize};
 /// The standard area of a thread's filesystem, where attachments live (`/attachments/...`).
 pub const ATTACHMENTS: &str = "/attachments";
 
+/// The attachment paths `value` names (a tool's `attachments`, a binding's
+/// `attachmentsProperty`): a string, or an array of strings (anything else: none).
+pub fn attachment_paths(value: Option<&serde_json::Value>) -> Vec<String> {
+    match value {
+        Some(serde_json::Value::String(s)) => vec![s.clone()],
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .filter_map(serde_json::Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Whether an entry is a file or a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

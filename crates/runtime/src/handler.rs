@@ -248,6 +248,8 @@ impl ThreadState<'_> {
             check_arguments: false,
             mode: SpawnMode::Background,
             scoped: Vec::new(),
+            attachments: Vec::new(),
+            lenient_attachments: false,
         };
         let side = self.side;
         self.start(&rel, side, spawn)
@@ -322,7 +324,7 @@ impl ThreadState<'_> {
     pub async fn message_child(&self, key: &str, message: &str) -> Result<(), HandlerError> {
         let result = self
             .children
-            .message(self.thread, key, message)
+            .message(self.thread, key, message, &[])
             .await
             .map_err(|e| HandlerError::new(format!("The subagent call failed inside duet: {e}")))?;
         if result.is_ok() {
@@ -380,11 +382,19 @@ impl ThreadState<'_> {
             crate::lifecycle::CREATE => return self.lifecycle_create(&args).await,
             crate::lifecycle::MESSAGE => {
                 let (reference, message) = crate::lifecycle::message_request(&args);
-                return match self.message_child(reference, message).await {
-                    Ok(()) => ToolResult::ok(format!(
+                let attachments = crate::lifecycle::message_attachments(&args);
+                return match self
+                    .children
+                    .message(self.thread, reference, message, &attachments)
+                    .await
+                {
+                    Ok(sent) if sent.is_ok() => ToolResult::ok(format!(
                         "Message sent to the subagent. Reference: {reference}"
                     )),
-                    Err(e) => ToolResult::error(e.0),
+                    Ok(refused) => refused,
+                    Err(e) => {
+                        ToolResult::error(format!("The subagent call failed inside duet: {e}"))
+                    }
                 };
             }
             _ => {}

@@ -242,6 +242,7 @@ pub(crate) struct CreateRequest {
     message: String,
     name: String,
     arguments: serde_json::Value,
+    attachments: Vec<String>,
 }
 
 /// Reads `subagent_create`'s arguments.
@@ -257,6 +258,7 @@ pub(crate) fn create_request(args: &serde_json::Value) -> CreateRequest {
         message: text("message"),
         name: text("name"),
         arguments: args.get("arguments").cloned().unwrap_or_else(|| json!({})),
+        attachments: crate::files::attachment_paths(args.get("attachments")),
     }
 }
 
@@ -276,8 +278,15 @@ impl CreateRequest {
             check_arguments: true,
             mode,
             scoped: Vec::new(),
+            attachments: self.attachments,
+            lenient_attachments: false,
         }
     }
+}
+
+/// `subagent_message`'s attachments: the paths of the parent's files to send.
+pub(crate) fn message_attachments(args: &serde_json::Value) -> Vec<String> {
+    crate::files::attachment_paths(args.get("attachments"))
 }
 
 /// `subagent_message`'s arguments: the reference and the message.
@@ -307,11 +316,13 @@ pub(crate) fn map_code_spawn(
         },
         None => serde_json::to_string_pretty(args).unwrap_or_else(|_| args.to_string()),
     };
-    // There is no thread filesystem yet, so no `/attachments/...` path exists to copy: the
-    // mapped property is taken out of the arguments and nothing more.
-    if let Some(p) = rel.init_attachments_property.as_deref() {
-        rest.remove(p);
-    }
+    // The mapped property names the parent's `/attachments/...` files the child gets; only
+    // those that exist are used (the spawn checks).
+    let attachments = rel
+        .init_attachments_property
+        .as_deref()
+        .map(|p| crate::files::attachment_paths(rest.remove(p).as_ref()))
+        .unwrap_or_default();
     let name = rel
         .init_agent_name_property
         .as_deref()
@@ -331,6 +342,8 @@ pub(crate) fn map_code_spawn(
             SpawnMode::Background
         },
         scoped: Vec::new(),
+        attachments,
+        lenient_attachments: true,
     }
 }
 

@@ -167,6 +167,8 @@ impl Runtime {
                     SpawnMode::Background
                 },
                 scoped: how.scoped_env,
+                attachments: Vec::new(),
+                lenient_attachments: false,
             };
             let caller = Spawner {
                 env,

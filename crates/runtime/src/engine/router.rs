@@ -405,7 +405,9 @@ impl Runtime {
                     }
                     lifecycle::MESSAGE => {
                         let (reference, message) = lifecycle::message_request(&call.arguments);
-                        self.message_child(step.thread, reference, message).await
+                        let attachments = lifecycle::message_attachments(&call.arguments);
+                        self.message_child(step.thread, reference, message, &attachments)
+                            .await
                     }
                     _ => self.list_children(step.thread, &offer.relationships).await,
                 };

@@ -15,6 +15,7 @@ use crate::children::{ChildRun, Children, Spawn, SpawnMode, Spawner};
 use crate::delivery::{Delivered, Delivery, Origin, Settled, WhenBusy};
 use crate::error::RunError;
 use crate::event::EventSink;
+use crate::files::AttachmentRef;
 use crate::lifecycle::{self, instance_name, schema_errors};
 use crate::tools::ToolResult;
 use crate::types::{Child, ChildStatus, NewQueued, Role, SideId, Thread, ThreadId};
@@ -63,6 +64,13 @@ impl Runtime {
                 ))));
             }
         }
+        let files = match self
+            .attachment_files(parent.id, &spawn.attachments, spawn.lenient_attachments)
+            .await?
+        {
+            Ok(files) => files,
+            Err(refused) => return Ok(Err(refused)),
+        };
         let store = &self.inner.store;
         let siblings: Vec<Child> = store
             .children(parent.id)
@@ -80,12 +88,13 @@ impl Runtime {
                 let Some(thread) = store.thread_by_id(child.child).await? else {
                     return Ok(Err(ToolResult::error("The subagent instance is gone.")));
                 };
+                let attached = self.send_attachments(parent.id, &files, thread.id).await?;
                 return self
                     .run_child(
                         parent,
                         &thread.key,
                         &thread.origin,
-                        &spawn.message,
+                        (&spawn.message, &attached),
                         &spawn.mode,
                         child.child,
                         cancel,
@@ -158,11 +167,13 @@ impl Runtime {
             })
             .await?;
         caller.hooks.after_subagent_created(parent, &thread).await;
+        // The child exists: its attachments are copied in before its message is delivered.
+        let attached = self.send_attachments(parent.id, &files, thread.id).await?;
         self.run_child(
             parent,
             &key,
             &rel.agent,
-            &spawn.message,
+            (&spawn.message, &attached),
             &spawn.mode,
             thread.id,
             cancel,
@@ -180,7 +191,7 @@ impl Runtime {
         parent: &Thread,
         key: &str,
         agent: &str,
-        text: &str,
+        (text, attachments): (&str, &[AttachmentRef]),
         mode: &SpawnMode,
         child: ThreadId,
         cancel: &CancellationToken,
@@ -204,6 +215,7 @@ impl Runtime {
                 // continues the parent's trace.
                 let message = NewQueued {
                     trace: self.trace_here(),
+                    attachments: attachments.to_vec(),
                     ..NewQueued::new(Role::User, SideId::B, text)
                 };
                 if busy {
@@ -231,7 +243,25 @@ impl Runtime {
                     // The child runs in a task of its own: it continues the tool call's trace.
                     self.trace_here(),
                 );
+                let attachments = attachments.to_vec();
                 self.spawn_background(async move {
+                    if !attachments.is_empty() {
+                        // The visible message carries its attachments: queued as it is.
+                        let message = NewQueued {
+                            trace,
+                            attachments,
+                            ..NewQueued::new(Role::User, SideId::B, text)
+                        };
+                        let delivered = match rt.inner.store.thread_by_id(child).await {
+                            Ok(Some(t)) => rt.deliver_queued(&t, message).await.map(|_| ()),
+                            Ok(None) => Err(RunError::UnknownThread(child_key.clone())),
+                            Err(e) => Err(e.into()),
+                        };
+                        if let Err(e) = delivered {
+                            tracing::warn!(child = %child_key, error = %e, "a background child's run failed");
+                        }
+                        return;
+                    }
                     let origin = Origin {
                         author: None,
                         principal: principal.as_deref(),
@@ -284,7 +314,12 @@ impl Runtime {
         parent: &Thread,
         reference: &str,
         message: &str,
+        attachments: &[String],
     ) -> Result<ToolResult, RunError> {
+        let files = match self.attachment_files(parent.id, attachments, false).await? {
+            Ok(files) => files,
+            Err(refused) => return Ok(refused),
+        };
         let store = &self.inner.store;
         let inactive =
             || ToolResult::error(format!("Subagent reference \"{reference}\" is not active."));
@@ -299,11 +334,12 @@ impl Runtime {
         }
         // Follow-ups always go in the background: the answer comes back as a message.
         let cancel = CancellationToken::new();
+        let attached = self.send_attachments(parent.id, &files, thread.id).await?;
         self.run_child(
             parent,
             &thread.key,
             &thread.origin,
-            message,
+            (message, &attached),
             &SpawnMode::Background,
             thread.id,
             &cancel,
@@ -468,8 +504,10 @@ impl Children for Runtime {
         parent: &Thread,
         reference: &str,
         message: &str,
+        attachments: &[String],
     ) -> Result<ToolResult, RunError> {
-        self.message_child(parent, reference, message).await
+        self.message_child(parent, reference, message, attachments)
+            .await
     }
 
     async fn notify_parent(&self, child: &Thread, content: &str) -> Result<(), RunError> {

@@ -16,6 +16,7 @@ mod support;
 mod wire;
 
 mod approvals;
+mod attachments;
 mod awaits;
 mod code;
 mod control_plane;
@@ -24,6 +25,7 @@ mod deadlines;
 mod durability;
 mod effects;
 mod endpoints;
+mod files;
 mod follow_ups;
 mod hooks;
 mod invoke_decisions;
