@@ -63,6 +63,10 @@ pub(crate) fn code_env(
 pub(crate) fn unavailable(member: &str) -> String {
     match NOT_YET.iter().find(|(m, _)| *m == member) {
         Some((m, why)) => format!("`state.{m}` is not available in duet yet: {why}"),
+        // Known, answered where a `ThreadState` is (`code/files.rs`), refused elsewhere.
+        None if files::MEMBERS.contains(&member) => {
+            format!("`state.{member}` is not available here")
+        }
         None => format!("`state.{member}` is not a ThreadState member duet knows"),
     }
 }
