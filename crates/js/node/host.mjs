@@ -147,6 +147,16 @@ const MEMBERS = {
   stopSession: (options) => ({ options }),
   terminate: () => ({}),
   getParentThread: () => ({}),
+  writeFile: (path, data, mimeType) => ({ path, data, mimeType }),
+  readFile: (path) => ({ path }),
+  statFile: (path) => ({ path }),
+  readdirFile: (path) => ({ path }),
+  unlinkFile: (path) => ({ path }),
+  mkdirFile: (path) => ({ path }),
+  rmdirFile: (path) => ({ path }),
+  getFileStats: () => ({}),
+  grepFiles: (pattern) => ({ pattern }),
+  findFiles: (pattern) => ({ pattern }),
 };
 const SYNCHRONOUS = {
   queueTool: (name, args) => ({ name, args }),
@@ -154,10 +164,42 @@ const SYNCHRONOUS = {
 };
 const POSITIONAL = [
   "setEnv", "getLogs", "loadModel", "loadPrompt", "loadAgent", "getPromptNames", "getAgentNames",
-  "getModelNames", "updateMessage", "deleteMessage", "writeFile", "readFile", "readFileStream",
-  "statFile", "readdirFile", "unlinkFile", "mkdirFile", "rmdirFile", "getFileStats", "grepFiles",
-  "findFiles", "getFileThumbnail", "runCode",
+  "getModelNames", "updateMessage", "deleteMessage", "getFileThumbnail", "runCode",
 ];
+
+/** Bytes cross the bridge as `{"$bytes": base64}`: a parameter that is an ArrayBuffer, a typed
+ * array or a DataView is sent so, and an answer that is one is an ArrayBuffer. */
+function toWire(v) {
+  if (v instanceof ArrayBuffer) return { $bytes: Buffer.from(v).toString("base64") };
+  if (ArrayBuffer.isView(v)) return { $bytes: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64") };
+  return v;
+}
+function fromWire(v) {
+  if (v === null || typeof v !== "object" || Array.isArray(v) || Object.keys(v).length !== 1
+    || typeof v.$bytes !== "string") return v;
+  const b = Buffer.from(v.$bytes, "base64");
+  return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
+}
+function wired(params) {
+  const out = {};
+  for (const [k, v] of Object.entries(params)) out[k] = toWire(v);
+  return out;
+}
+
+/** `readFileStream`'s chunks: `{ data: ArrayBuffer, offset }`, one bridge request (1 MiB) per
+ * step; a file written or removed meanwhile ends the stream with an error. */
+async function* chunks(request, path, first) {
+  let c = first;
+  for (;;) {
+    const data = fromWire(c.data);
+    const size = data.byteLength;
+    if (size > 0) yield { data, offset: c.offset };
+    const next = c.offset + size;
+    if (size === 0 || next >= c.size) return;
+    c = await request("readFileChunk", { path, offset: next, updatedAt: c.updatedAt });
+    if (c === null || c === undefined) throw new Error(`${path} was removed while it was read`);
+  }
+}
 
 /** `state` for `call`: the snapshot's properties, a fresh `context`, the members. A child
  * thread's state (`thread` its reference id) sends `$thread` with each request. */
@@ -168,7 +210,7 @@ function makeState(call, snapshot, thread) {
   const withThread = thread === null ? (p) => p : (p) => ({ ...p, $thread: thread });
   const request = (method, params) => {
     try {
-      return ask(call, method, withThread(params));
+      return ask(call, method, withThread(wired(params))).then(fromWire);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -187,6 +229,11 @@ function makeState(call, snapshot, thread) {
       return undefined;
     };
   }
+  state.readFileStream = async (path) => {
+    const first = await request("readFileChunk", { path, offset: 0 });
+    return first === null || first === undefined ? null
+      : { [Symbol.asyncIterator]: () => chunks(request, path, first) };
+  };
   state.getChildThread = async (referenceId) => {
     const child = await request("getChildThread", { referenceId });
     return child !== null && typeof child === "object" ? makeState(call, child, referenceId) : null;

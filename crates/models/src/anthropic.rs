@@ -51,6 +51,7 @@ impl Provider for Anthropic {
                 max_output_tokens: definition.capabilities.max_output_tokens,
                 provider_options: definition.provider_options.clone(),
                 images: definition.capabilities.supports_images != Some(false),
+                documents: definition.capabilities.supports_documents != Some(false),
             },
         }))
     }

@@ -50,6 +50,7 @@ impl Provider for OpenAi {
                 max_completion_tokens: official,
                 provider_options: definition.provider_options.clone(),
                 images: definition.capabilities.supports_images != Some(false),
+                documents: definition.capabilities.supports_documents != Some(false),
             },
         }))
     }

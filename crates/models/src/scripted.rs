@@ -272,6 +272,8 @@ script:
             thinking: None,
             provider_data: None,
             images: vec![],
+            documents: vec![],
+            attachments: vec![],
         }
     }
 

@@ -23,6 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 mod fetch;
+mod files;
 pub(crate) mod hook;
 mod read_only;
 pub(crate) mod run;

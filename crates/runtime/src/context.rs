@@ -77,6 +77,8 @@ pub(crate) fn messages(
                     thinking: None,
                     provider_data: None,
                     images: Vec::new(),
+                    documents: Vec::new(),
+                    attachments: Vec::new(),
                 });
             }
             continue;
@@ -90,6 +92,7 @@ pub(crate) fn messages(
         if m.content.as_deref().is_none_or(str::is_empty)
             && tool_calls.is_empty()
             && m.images.is_empty()
+            && m.attachments.is_empty()
         {
             continue;
         }
@@ -105,6 +108,8 @@ pub(crate) fn messages(
             thinking: if own { m.thinking.clone() } else { None },
             provider_data: if own { m.provider_data.clone() } else { None },
             images: m.images.clone(),
+            documents: Vec::new(),
+            attachments: m.attachments.clone(),
         });
     }
     out

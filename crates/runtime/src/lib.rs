@@ -41,6 +41,7 @@ pub mod hooks;
 mod lifecycle;
 pub mod middleware;
 mod model;
+mod model_files;
 pub mod plan;
 mod record;
 mod schedule;
@@ -81,7 +82,8 @@ pub use files::{
 };
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
-    ChatMessage, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers, ToolSpec,
+    ChatMessage, DocumentRef, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers,
+    ToolSpec, attachment_line,
 };
 pub use record::{Record, RecordBody};
 pub use schedule::ScheduledEffect;

@@ -32,8 +32,60 @@ pub struct ChatMessage {
     /// For the acting side's own `assistant` message: what its provider asked to keep with it
     /// ([`ModelChunk::ProviderData`], e.g. thinking signatures), given back to that provider.
     pub provider_data: Option<serde_json::Value>,
-    /// Images that came with the message (an inbound prompt's), for models that take images.
+    /// Images that came with the message (an inbound prompt's, or image attachments the step
+    /// loaded), for models that take images.
     pub images: Vec<ImageRef>,
+    /// Documents that came with the message (PDF attachments the step loaded), for models that
+    /// take documents.
+    pub documents: Vec<DocumentRef>,
+    /// Thread files the stored message names. The step turns them into `images`, `documents`
+    /// or a line of `content` before the model is called ([`crate::model_files`]); providers do not
+    /// read them.
+    pub attachments: Vec<crate::files::AttachmentRef>,
+}
+
+/// A document sent to a model with a message: a thread file's bytes (a PDF).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocumentRef {
+    /// The file's path in the thread (its last segment is the filename a provider is given).
+    pub path: String,
+    /// Its type, e.g. `application/pdf`.
+    pub mime_type: String,
+    /// Its size in bytes.
+    pub size: i64,
+    /// Base64.
+    pub data: String,
+}
+
+impl DocumentRef {
+    /// The filename a provider is given: the path's last segment.
+    pub fn filename(&self) -> &str {
+        crate::files::path::name(&self.path)
+    }
+
+    /// The line a model that takes no documents is sent instead ([`attachment_line`]).
+    pub fn line(&self) -> String {
+        attachment_line(&self.path, &self.mime_type, self.size)
+    }
+}
+
+/// The line a model is sent for a thread file it is not sent the bytes of, so it knows the file
+/// is there and can read it with a tool: `[attachment /attachments/x.csv, text/csv, 12 KB]`.
+pub fn attachment_line(path: &str, mime_type: &str, size: i64) -> String {
+    format!("[attachment {path}, {mime_type}, {}]", human_size(size))
+}
+
+/// `size` bytes for a person: `512 bytes`, `12 KB`, `3.4 MB` (1 KB = 1,024 bytes).
+fn human_size(size: i64) -> String {
+    const KB: i64 = 1024;
+    const MB: i64 = 1024 * KB;
+    if size < KB {
+        format!("{} bytes", size.max(0))
+    } else if size < MB {
+        format!("{} KB", (size + KB - 1) / KB)
+    } else {
+        format!("{:.1} MB", size as f64 / MB as f64)
+    }
 }
 
 /// A tool offered to the model.

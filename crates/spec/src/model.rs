@@ -61,6 +61,9 @@ pub struct Capabilities {
     pub reasoning_levels: Option<serde_json::Value>,
     /// `supportsImages`: whether the model takes images; optional.
     pub supports_images: Option<bool>,
+    /// `supportsDocuments` (a duet extension): whether the model takes documents (PDFs sent as
+    /// an Anthropic `document` block or an OpenAI `file` part); optional, taken when unset.
+    pub supports_documents: Option<bool>,
     /// `supportsToolCalls`: whether the model calls tools; optional.
     pub supports_tool_calls: Option<bool>,
     /// `supportsStreaming`: whether the model streams its answers; optional.
@@ -90,6 +93,7 @@ const MODEL_FIELDS: &[&str] = &[
 const CAPABILITY_FIELDS: &[&str] = &[
     "reasoningLevels",
     "supportsImages",
+    "supportsDocuments",
     "supportsToolCalls",
     "supportsStreaming",
     "supportsJsonMode",
@@ -132,6 +136,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, root: &Node) -> (Option<String>, Option<
                         .take("reasoningLevels")
                         .and_then(|n| ctx.json(n, "capabilities.reasoningLevels")),
                     supports_images: c.boolean(ctx, "supportsImages"),
+                    supports_documents: c.boolean(ctx, "supportsDocuments"),
                     supports_tool_calls: c.boolean(ctx, "supportsToolCalls"),
                     supports_streaming: c.boolean(ctx, "supportsStreaming"),
                     supports_json_mode: c.boolean(ctx, "supportsJsonMode"),

@@ -21,11 +21,30 @@
 
   const messageOf = (e) => (e !== null && typeof e === "object" && "message" in e ? String(e.message) : String(e));
 
+  // Bytes cross the bridge as `{"$bytes": base64}`: a parameter that is an ArrayBuffer, a typed
+  // array or a DataView is sent so, and an answer that is one is an ArrayBuffer.
+  const AB = ArrayBuffer;
+  const U8 = Uint8Array;
+  const { isView } = ArrayBuffer;
+  function toWire(v) {
+    if (v instanceof AB) return { $bytes: toBase64(new U8(v)) };
+    if (isView(v)) return { $bytes: toBase64(new U8(v.buffer, v.byteOffset, v.byteLength)) };
+    return v;
+  }
+  function fromWire(v) {
+    if (v === null || typeof v !== "object" || isArray(v) || keys(v).length !== 1 || typeof v.$bytes !== "string") {
+      return v;
+    }
+    const b = fromBase64(v.$bytes);
+    return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b.buffer
+      : b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
+  }
+
   // Every `undefined` parameter is sent as null (JSON has no undefined).
   function send(token, member, params, thread) {
-    for (const k of keys(params)) if (params[k] === undefined) params[k] = null;
+    for (const k of keys(params)) params[k] = params[k] === undefined ? null : toWire(params[k]);
     if (thread !== undefined) params.$thread = thread;
-    return parse(bridge(token, member, stringify(params)));
+    return fromWire(parse(bridge(token, member, stringify(params))));
   }
 
   // A member answered by a promise: rejected with `new Error(message)` when the runtime refuses.
@@ -69,6 +88,16 @@
     stopSession: (options) => ({ options }),
     terminate: () => ({}),
     getParentThread: () => ({}),
+    writeFile: (path, data, mimeType) => ({ path, data, mimeType }),
+    readFile: (path) => ({ path }),
+    statFile: (path) => ({ path }),
+    readdirFile: (path) => ({ path }),
+    unlinkFile: (path) => ({ path }),
+    mkdirFile: (path) => ({ path }),
+    rmdirFile: (path) => ({ path }),
+    getFileStats: () => ({}),
+    grepFiles: (pattern) => ({ pattern }),
+    findFiles: (pattern) => ({ pattern }),
   };
   const SYNC = {
     queueTool: (name, args) => ({ name, args }),
@@ -76,9 +105,7 @@
   };
   const POSITIONAL = [
     "setEnv", "getLogs", "loadModel", "loadPrompt", "loadAgent", "getPromptNames", "getAgentNames",
-    "getModelNames", "updateMessage", "deleteMessage", "writeFile", "readFile", "readFileStream",
-    "statFile", "readdirFile", "unlinkFile", "mkdirFile", "rmdirFile", "getFileStats", "grepFiles",
-    "findFiles", "getFileThumbnail", "runCode",
+    "getModelNames", "updateMessage", "deleteMessage", "getFileThumbnail", "runCode",
   ];
 
   // The spec's ThreadState for one call: the runtime's snapshot, a fresh `context`, and methods
@@ -108,6 +135,25 @@
   for (const member of POSITIONAL) {
     method(member, ({ token, thread }) => (...args) => later(token, member, { args }, thread));
   }
+  // `readFileStream(path)`: null when nothing is there, else an async iterable of
+  // `{ data: ArrayBuffer, offset }`, read through the bridge one chunk (1 MiB) per step, never
+  // the whole file at once. A file written or removed meanwhile ends the stream with an error.
+  async function* chunks(token, path, thread, first) {
+    let c = first;
+    for (;;) {
+      const data = fromWire(c.data);
+      const size = data.byteLength;
+      if (size > 0) yield { data, offset: c.offset };
+      const next = c.offset + size;
+      if (size === 0 || next >= c.size) return;
+      c = await later(token, "readFileChunk", { path, offset: next, updatedAt: c.updatedAt }, thread);
+      if (c === null || c === undefined) throw new Error(`${path} was removed while it was read`);
+    }
+  }
+  method("readFileStream", ({ token, thread }) => (path) =>
+    later(token, "readFileChunk", { path, offset: 0 }, thread).then((first) =>
+      first === null || first === undefined ? null
+        : { [Symbol.asyncIterator]: () => chunks(token, path, thread, first) }));
   method("getChildThread", ({ token, thread }) => (referenceId) =>
     later(token, "getChildThread", { referenceId }, thread).then((child) =>
       child === null || child === undefined ? null : makeState(token, child, String(referenceId))));

@@ -105,10 +105,7 @@ async fn members_send_the_contracts_parameters_and_children_name_their_thread() 
                 "emit".to_owned(),
                 json!({ "event": "progress", "data": { "pct": 50 } })
             ),
-            (
-                "readFile".to_owned(),
-                json!({ "args": ["notes/a.txt", { "encoding": "utf8" }] })
-            ),
+            ("readFile".to_owned(), json!({ "path": "notes/a.txt" })),
             (
                 "getChildThread".to_owned(),
                 json!({ "referenceId": "ref-7" })

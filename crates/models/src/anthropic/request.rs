@@ -26,6 +26,9 @@ pub(crate) struct Settings {
     pub(crate) provider_options: Map<String, Value>,
     /// Whether the model takes images (unless its definition says `supportsImages: false`).
     pub(crate) images: bool,
+    /// Whether the model takes documents (unless its definition says `supportsDocuments:
+    /// false`); a document it does not take is sent as a line of text naming the file.
+    pub(crate) documents: bool,
 }
 
 /// The thinking budget `reasoning` asks for: its `maxTokens`, else one by `effort`.
@@ -66,7 +69,7 @@ pub(crate) fn body(settings: &Settings, request: &ModelRequest) -> Value {
     }
     body.insert(
         "messages".into(),
-        Value::Array(messages(&request.messages, settings.images)),
+        Value::Array(messages(&request.messages, settings)),
     );
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
@@ -104,7 +107,7 @@ pub(crate) fn body(settings: &Settings, request: &ModelRequest) -> Value {
 }
 
 /// The context as Messages API messages: one per run of a role, tool results first in theirs.
-fn messages(context: &[ChatMessage], images: bool) -> Vec<Value> {
+fn messages(context: &[ChatMessage], settings: &Settings) -> Vec<Value> {
     let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for m in context {
         let (role, blocks) = match m.role {
@@ -121,8 +124,8 @@ fn messages(context: &[ChatMessage], images: bool) -> Vec<Value> {
                 ("user", vec![block])
             }
             Role::User | Role::System => {
-                // Images first, then the text (as the API's guide suggests).
-                let mut blocks: Vec<Value> = if images {
+                // Images and documents first, then the text (as the API's guide suggests).
+                let mut blocks: Vec<Value> = if settings.images {
                     m.images
                         .iter()
                         .map(|i| {
@@ -134,7 +137,20 @@ fn messages(context: &[ChatMessage], images: bool) -> Vec<Value> {
                 } else {
                     Vec::new()
                 };
+                let mut lines = Vec::new();
+                for d in &m.documents {
+                    if settings.documents {
+                        blocks.push(
+                            json!({"type": "document", "title": d.filename(), "source": {
+                                "type": "base64", "media_type": d.mime_type, "data": d.data,
+                            }}),
+                        );
+                    } else {
+                        lines.push(d.line());
+                    }
+                }
                 blocks.extend(text_block(m.content.as_deref()));
+                blocks.extend(text_block(Some(&lines.join("\n"))));
                 ("user", blocks)
             }
         };
@@ -204,6 +220,8 @@ mod tests {
                 thinking: Some("unsigned thinking is never sent".into()),
                 provider_data: Some(json!({"openai": {"x": 1}})),
                 images: vec![],
+                documents: vec![],
+                attachments: vec![],
             }],
             tools: vec![],
             tool_choice: ToolChoice::Auto,
@@ -228,6 +246,7 @@ mod tests {
             max_output_tokens: max,
             provider_options: Map::new(),
             images: true,
+            documents: true,
         }
     }
 
@@ -247,6 +266,8 @@ mod tests {
                 mime_type: "image/png".into(),
                 data: "iVBORw0K".into(),
             }],
+            documents: vec![],
+            attachments: vec![],
         }];
         let b = body(&settings(None), &r);
         assert_eq!(
@@ -263,6 +284,48 @@ mod tests {
         assert_eq!(
             body(&none, &r)["messages"][0]["content"],
             json!([{"type": "text", "text": "What is this?"}])
+        );
+    }
+
+    #[test]
+    fn documents_are_blocks_unless_the_model_takes_none() {
+        let mut r = request(None);
+        r.messages = vec![ChatMessage {
+            role: Role::User,
+            content: Some("Summarise it.".into()),
+            tool_calls: vec![],
+            tool_call_id: None,
+            name: None,
+            is_error: false,
+            thinking: None,
+            provider_data: None,
+            images: vec![],
+            documents: vec![duet_runtime::DocumentRef {
+                path: "/attachments/report.pdf".into(),
+                mime_type: "application/pdf".into(),
+                size: 2048,
+                data: "JVBERi0=".into(),
+            }],
+            attachments: vec![],
+        }];
+        assert_eq!(
+            body(&settings(None), &r)["messages"][0]["content"],
+            json!([
+                {"type": "document", "title": "report.pdf", "source": {
+                    "type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}},
+                {"type": "text", "text": "Summarise it."}
+            ])
+        );
+        let none = Settings {
+            documents: false,
+            ..settings(None)
+        };
+        assert_eq!(
+            body(&none, &r)["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "Summarise it."},
+                {"type": "text", "text": "[attachment /attachments/report.pdf, application/pdf, 2 KB]"}
+            ])
         );
     }
 

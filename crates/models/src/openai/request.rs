@@ -22,6 +22,10 @@ pub(crate) struct Settings {
     pub(crate) provider_options: Map<String, Value>,
     /// Whether the model takes images (unless its definition says `supportsImages: false`).
     pub(crate) images: bool,
+    /// Whether the model takes documents as `file` parts (unless its definition says
+    /// `supportsDocuments: false`); a document it does not take is sent as a line of text
+    /// naming the file.
+    pub(crate) documents: bool,
 }
 
 /// The JSON body.
@@ -30,7 +34,7 @@ pub(crate) fn body(settings: &Settings, request: &ModelRequest) -> Value {
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));
     }
-    messages.extend(request.messages.iter().map(|m| message(m, settings.images)));
+    messages.extend(request.messages.iter().map(|m| message(m, settings)));
     let mut body = Map::new();
     body.insert("model".into(), json!(settings.model));
     body.insert("messages".into(), Value::Array(messages));
@@ -81,7 +85,7 @@ pub(crate) fn body(settings: &Settings, request: &ModelRequest) -> Value {
     Value::Object(body)
 }
 
-fn message(m: &ChatMessage, images: bool) -> Value {
+fn message(m: &ChatMessage, settings: &Settings) -> Value {
     match m.role {
         Role::Tool => json!({
             "role": "tool",
@@ -105,22 +109,52 @@ fn message(m: &ChatMessage, images: bool) -> Value {
                 "tool_calls": calls,
             })
         }
-        role if images && !m.images.is_empty() => {
-            // Content parts: the text, then each image as a data URL.
-            let mut parts: Vec<Value> = m
-                .content
+        role if (settings.images && !m.images.is_empty())
+            || (settings.documents && !m.documents.is_empty()) =>
+        {
+            // Content parts: the text, then each image as a data URL, then each document as
+            // a `file` part with its bytes as a data URL.
+            let mut parts: Vec<Value> = text_of(m, settings.documents)
                 .iter()
-                .filter(|c| !c.is_empty())
                 .map(|c| json!({"type": "text", "text": c}))
                 .collect();
-            parts.extend(m.images.iter().map(|i| {
-                json!({"type": "image_url", "image_url": {
-                    "url": format!("data:{};base64,{}", i.mime_type, i.data),
-                }})
-            }));
+            if settings.images {
+                parts.extend(m.images.iter().map(|i| {
+                    json!({"type": "image_url", "image_url": {
+                        "url": format!("data:{};base64,{}", i.mime_type, i.data),
+                    }})
+                }));
+            }
+            if settings.documents {
+                parts.extend(m.documents.iter().map(|d| {
+                    json!({"type": "file", "file": {
+                        "filename": d.filename(),
+                        "file_data": format!("data:{};base64,{}", d.mime_type, d.data),
+                    }})
+                }));
+            }
             json!({"role": role.as_str(), "content": parts})
         }
-        role => json!({"role": role.as_str(), "content": m.content.clone().unwrap_or_default()}),
+        role => json!({"role": role.as_str(), "content": text_of(m, false).unwrap_or_default()}),
+    }
+}
+
+/// A message's text, with a line for each of its documents unless they are `sent` as parts;
+/// `None` when it has neither.
+fn text_of(m: &ChatMessage, sent: bool) -> Option<String> {
+    let lines: Vec<String> = if sent {
+        Vec::new()
+    } else {
+        m.documents
+            .iter()
+            .map(duet_runtime::DocumentRef::line)
+            .collect()
+    };
+    let text = m.content.as_deref().filter(|c| !c.is_empty());
+    match (text, lines.is_empty()) {
+        (t, true) => t.map(str::to_owned),
+        (None, false) => Some(lines.join("\n")),
+        (Some(t), false) => Some(format!("{t}\n\n{}", lines.join("\n"))),
     }
 }
 
@@ -197,6 +231,8 @@ mod tests {
                 mime_type: "image/png".into(),
                 data: "iVBORw0K".into(),
             }],
+            documents: vec![],
+            attachments: vec![],
         });
         let with = Settings {
             images: true,
@@ -222,6 +258,47 @@ mod tests {
     }
 
     #[test]
+    fn documents_are_file_parts_unless_the_model_takes_none() {
+        let mut r = request();
+        r.messages.push(ChatMessage {
+            role: Role::User,
+            content: Some("Summarise it.".into()),
+            tool_calls: vec![],
+            tool_call_id: None,
+            name: None,
+            is_error: false,
+            thinking: None,
+            provider_data: None,
+            images: vec![],
+            documents: vec![duet_runtime::DocumentRef {
+                path: "/attachments/report.pdf".into(),
+                mime_type: "application/pdf".into(),
+                size: 2048,
+                data: "JVBERi0=".into(),
+            }],
+            attachments: vec![],
+        });
+        let with = Settings {
+            documents: true,
+            ..Settings::default()
+        };
+        assert_eq!(
+            body(&with, &r)["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "Summarise it."},
+                {"type": "file", "file": {
+                    "filename": "report.pdf",
+                    "file_data": "data:application/pdf;base64,JVBERi0=",
+                }}
+            ])
+        );
+        assert_eq!(
+            body(&Settings::default(), &r)["messages"][0]["content"],
+            "Summarise it.\n\n[attachment /attachments/report.pdf, application/pdf, 2 KB]"
+        );
+    }
+
+    #[test]
     fn raw_arguments_go_back_as_written() {
         let mut r = request();
         r.messages.push(ChatMessage {
@@ -238,6 +315,8 @@ mod tests {
             thinking: Some("hm".into()),
             provider_data: None,
             images: vec![],
+            documents: vec![],
+            attachments: vec![],
         });
         let b = body(&Settings::default(), &r);
         assert_eq!(

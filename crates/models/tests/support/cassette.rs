@@ -326,6 +326,20 @@ fn message(m: &Value) -> ChatMessage {
                     .collect()
             })
             .unwrap_or_default(),
+        documents: m["documents"]
+            .as_array()
+            .map(|ds| {
+                ds.iter()
+                    .map(|d| duet_runtime::DocumentRef {
+                        path: d["path"].as_str().unwrap_or_default().into(),
+                        mime_type: d["mimeType"].as_str().unwrap_or_default().into(),
+                        size: d["size"].as_i64().unwrap_or_default(),
+                        data: d["data"].as_str().unwrap_or_default().into(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        attachments: Vec::new(),
     }
 }
 
@@ -366,6 +380,8 @@ fn assistant_from(chunks: &[Value]) -> ChatMessage {
         thinking: (!thinking.is_empty()).then_some(thinking),
         provider_data: (!data.is_null()).then_some(data),
         images: Vec::new(),
+        documents: Vec::new(),
+        attachments: Vec::new(),
     }
 }
 

@@ -23,6 +23,10 @@ const WRITES: &[&str] = &[
     "setStatus",
     "stopSession",
     "terminate",
+    "writeFile",
+    "unlinkFile",
+    "mkdirFile",
+    "rmdirFile",
 ];
 
 /// `inner`, with every member that writes refused.

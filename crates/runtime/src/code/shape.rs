@@ -1,6 +1,6 @@
 //! What code sees and returns, as JSON in the spec's shapes: a message (`Message`), the
 //! messages a model is sent (for the `filter_messages` family), a tool call, a tool result both
-//! ways, and the `state` snapshot.
+//! ways, the `state` snapshot, a thread file (`FileRecord`) and bytes (`{"$bytes": base64}`).
 
 use serde_json::{Value, json};
 
@@ -35,6 +35,46 @@ fn tool_calls_text(calls: &[ToolCall]) -> Option<String> {
         return None;
     }
     Some(Value::Array(calls.iter().map(tool_call).collect()).to_string())
+}
+
+/// A thread file or directory as the spec's `FileRecord`: `{path, name, type: 'file' |
+/// 'directory', mimeType, size, createdAt, updatedAt}` (times in ms since the Unix epoch, as
+/// `Date.now()` counts; `mimeType` `null` for a directory). `readdirFile` gives
+/// `{entries: FileRecord[]}`, `getFileStats` `{files, directories, bytes}`, `grepFiles`
+/// `[{path, line, text}]`, `findFiles` `{paths, truncated}`.
+pub(crate) fn file(r: &crate::files::FileRecord) -> Value {
+    json!({
+        "path": r.path,
+        "name": r.name(),
+        "type": match r.kind {
+            crate::files::FileKind::File => "file",
+            crate::files::FileKind::Directory => "directory",
+        },
+        "mimeType": r.mime_type,
+        "size": r.size,
+        "createdAt": r.created_at,
+        "updatedAt": r.updated_at,
+    })
+}
+
+/// Bytes as they cross the bridge, both ways: `{"$bytes": base64}` (the glue makes an
+/// `ArrayBuffer` of it, and it of an `ArrayBuffer`, a typed array or a `DataView`).
+pub(crate) fn bytes(data: &[u8]) -> Value {
+    use base64::Engine as _;
+    json!({ "$bytes": base64::engine::general_purpose::STANDARD.encode(data) })
+}
+
+/// The bytes `{"$bytes": base64}` holds; `None` for any other value, `Some(Err)` for base64
+/// that is not.
+pub(crate) fn bytes_of(v: &Value) -> Option<Result<Vec<u8>, String>> {
+    use base64::Engine as _;
+    let o = v.as_object().filter(|o| o.len() == 1)?;
+    let text = o.get("$bytes")?.as_str()?;
+    Some(
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| format!("`$bytes` is not base64: {e}")),
+    )
 }
 
 /// A tool call as the spec's `ToolCall` (`{id, type: 'function', function: {name, arguments}}`,
@@ -179,6 +219,8 @@ pub(crate) fn chat_of(given: &[ChatMessage], value: &Value) -> Result<Vec<ChatMe
                     thinking: None,
                     provider_data: None,
                     images: Vec::new(),
+                    documents: Vec::new(),
+                    attachments: Vec::new(),
                 });
             if let Some(role) = o.get("role") {
                 m.role = role_of(role).ok_or_else(|| {

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::fetch::Fetches;
-use super::shape;
+use super::{files, shape};
 use crate::code::Bridge;
 use crate::handler::ThreadState;
 use crate::types::Role;
@@ -27,18 +27,10 @@ const NOT_YET: &[(&str, &str)] = &[
         "a child reaches its parent with `notifyParent`",
     ),
     ("runCode", "code runs in the project's own files"),
-    ("writeFile", "the thread filesystem is not built yet"),
-    ("readFile", "the thread filesystem is not built yet"),
-    ("readFileStream", "the thread filesystem is not built yet"),
-    ("statFile", "the thread filesystem is not built yet"),
-    ("readdirFile", "the thread filesystem is not built yet"),
-    ("unlinkFile", "the thread filesystem is not built yet"),
-    ("mkdirFile", "the thread filesystem is not built yet"),
-    ("rmdirFile", "the thread filesystem is not built yet"),
-    ("getFileStats", "the thread filesystem is not built yet"),
-    ("grepFiles", "the thread filesystem is not built yet"),
-    ("findFiles", "the thread filesystem is not built yet"),
-    ("getFileThumbnail", "the thread filesystem is not built yet"),
+    (
+        "getFileThumbnail",
+        "duet has no image library to make thumbnails: read the image with `readFile`",
+    ),
     ("loadModel", "definitions are read by duet, not by code"),
     ("loadPrompt", "definitions are read by duet, not by code"),
     ("loadAgent", "definitions are read by duet, not by code"),
@@ -71,6 +63,10 @@ pub(crate) fn code_env(
 pub(crate) fn unavailable(member: &str) -> String {
     match NOT_YET.iter().find(|(m, _)| *m == member) {
         Some((m, why)) => format!("`state.{m}` is not available in duet yet: {why}"),
+        // Known, answered where a `ThreadState` is (`code/files.rs`), refused elsewhere.
+        None if files::MEMBERS.contains(&member) => {
+            format!("`state.{member}` is not available here")
+        }
         None => format!("`state.{member}` is not a ThreadState member duet knows"),
     }
 }
@@ -103,6 +99,7 @@ impl Bridge for StateBridge<'_, '_> {
         let state = &mut *self.state;
         match method {
             "fetch" => self.fetches.fetch(&params).await,
+            m if files::MEMBERS.contains(&m) => files::call(state, m, &params).await,
             "getValue" => {
                 let key = text(&params, "key")?;
                 Ok(state

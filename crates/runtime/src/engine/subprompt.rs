@@ -82,6 +82,8 @@ impl Runtime {
             thinking: None,
             provider_data: None,
             images: Vec::new(),
+            documents: Vec::new(),
+            attachments: Vec::new(),
         });
         // Its own tools: the project's tool definitions it lists (nested sub-prompts, lifecycle
         // tools and handoffs belong to the calling side's step, not to a nested call).
@@ -101,6 +103,8 @@ impl Runtime {
                 })
             })
             .collect();
+        let takes = crate::model_files::Takes::of(&project, &prompt.model);
+        crate::model_files::load(self.files(), sub.thread.id, &mut messages, takes).await;
         let request = ModelRequest {
             thread: sub.thread.id,
             call_index: crate::context::call_index(sub.history, &prompt.model),

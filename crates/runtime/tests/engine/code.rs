@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 /// One step of a file's script.
 #[derive(Clone)]
-enum Act {
+pub(crate) enum Act {
     /// Calls the bridge; the answer (or the error text) is kept in the log.
     Ask(&'static str, Value),
     /// Returns this value.
@@ -37,26 +37,26 @@ type Answer = (String, Result<Value, String>);
 
 /// Plays each file's script; logs every call and every bridge answer.
 #[derive(Clone, Default)]
-struct ScriptHost {
+pub(crate) struct ScriptHost {
     scripts: Arc<BTreeMap<&'static str, Vec<Act>>>,
     calls: Arc<Mutex<Vec<CodeCall>>>,
     answers: Arc<Mutex<Vec<Answer>>>,
 }
 
 impl ScriptHost {
-    fn new(scripts: Vec<(&'static str, Vec<Act>)>) -> ScriptHost {
+    pub(crate) fn new(scripts: Vec<(&'static str, Vec<Act>)>) -> ScriptHost {
         ScriptHost {
             scripts: Arc::new(scripts.into_iter().collect()),
             ..ScriptHost::default()
         }
     }
 
-    fn calls_of(&self, file: &str) -> Vec<CodeCall> {
+    pub(crate) fn calls_of(&self, file: &str) -> Vec<CodeCall> {
         let calls = self.calls.lock().expect("calls");
         calls.iter().filter(|c| c.file == file).cloned().collect()
     }
 
-    fn answer(&self, method: &str) -> Option<Result<Value, String>> {
+    pub(crate) fn answer(&self, method: &str) -> Option<Result<Value, String>> {
         let answers = self.answers.lock().expect("answers");
         answers
             .iter()
@@ -306,10 +306,12 @@ async fn a_ts_tool_runs_with_the_threads_state_and_its_writes_land_with_the_step
             stop.as_ref().is_err_and(|e| e.contains("stopSession")),
             "{stop:?}"
         );
+        // A file member asked with what it does not take is refused, saying what it needs
+        // (`code_files.rs` writes files).
         let file = host.answer("writeFile").expect("asked");
         assert!(
             file.as_ref()
-                .is_err_and(|e| e.contains("`state.writeFile` is not available in duet yet")),
+                .is_err_and(|e| e.contains("`path` is required")),
             "{file:?}"
         );
     }

@@ -19,6 +19,7 @@ mod approvals;
 mod attachments;
 mod awaits;
 mod code;
+mod code_files;
 mod control_plane;
 mod deadline_code;
 mod deadlines;

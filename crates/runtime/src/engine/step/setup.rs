@@ -65,7 +65,9 @@ impl Runtime {
         let project = &self.inner.project;
         let (prompt, env, hooks) = (s.prompt, &s.env, &mut s.hooks);
         let system = context::system_prompt(project, prompt, env, &turn.scope.arguments);
-        let context_messages = context::messages(msgs, turn.side, prompt);
+        let mut context_messages = context::messages(msgs, turn.side, prompt);
+        let takes = crate::model_files::Takes::of(project, &prompt.model);
+        crate::model_files::load(self.files(), t.id, &mut context_messages, takes).await;
         let system = hooks.after_system_message(t, system).await;
         let context_messages = hooks.filter_messages(t, context_messages).await;
         let context_messages = match hooks.prefilter_llm_history(t, context_messages).await {

@@ -1,0 +1,161 @@
+//! The thread filesystem for code: `state.writeFile`, `readFile`, `statFile`, `readdirFile`,
+//! `unlinkFile`, `mkdirFile`, `rmdirFile`, `getFileStats`, `grepFiles`, `findFiles`, and
+//! `readFileChunk` (the glue's `readFileStream` reads a file through it, one
+//! [`CHUNK_BYTES`] piece per call), answered with the [`ThreadState`] file API, so a write is
+//! committed with the step, delivery or effect run the code ran in. Bytes cross the bridge as
+//! `{"$bytes": base64}` ([`shape::bytes`]).
+
+use serde_json::{Value, json};
+
+use super::shape;
+use crate::files::FileError;
+use crate::files::chunk::CHUNK_BYTES;
+use crate::handler::ThreadState;
+
+/// The members this module answers.
+pub(crate) const MEMBERS: &[&str] = &[
+    "writeFile",
+    "readFile",
+    "readFileChunk",
+    "statFile",
+    "readdirFile",
+    "unlinkFile",
+    "mkdirFile",
+    "rmdirFile",
+    "getFileStats",
+    "grepFiles",
+    "findFiles",
+];
+
+fn text<'v>(params: &'v Value, key: &str) -> Result<&'v str, String> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("`{key}` is required and is a string"))
+}
+
+fn failed(e: FileError) -> String {
+    format!("{e} ({})", e.code())
+}
+
+/// Answers `member` (one of [`MEMBERS`]) with `state`.
+pub(crate) async fn call(
+    state: &mut ThreadState<'_>,
+    member: &str,
+    params: &Value,
+) -> Result<Value, String> {
+    match member {
+        "writeFile" => {
+            let path = text(params, "path")?;
+            let data = match params.get("data") {
+                Some(Value::String(s)) => s.as_bytes().to_vec(),
+                Some(v) => shape::bytes_of(v)
+                    .ok_or("`data` is an ArrayBuffer, a typed array, a DataView or a string")??,
+                None => return Err("`data` is required".into()),
+            };
+            let mime = params.get("mimeType").and_then(Value::as_str);
+            let record = state.write_file(path, &data, mime).await.map_err(failed)?;
+            Ok(shape::file(&record))
+        }
+        "readFile" => {
+            let path = text(params, "path")?;
+            Ok(state
+                .read_file(path)
+                .await
+                .map_err(failed)?
+                .map_or(Value::Null, |b| shape::bytes(&b)))
+        }
+        "readFileChunk" => chunk(state, params).await,
+        "statFile" => {
+            let path = text(params, "path")?;
+            Ok(state
+                .stat_file(path)
+                .await
+                .map_err(failed)?
+                .map_or(Value::Null, |r| shape::file(&r)))
+        }
+        "readdirFile" => {
+            let path = params.get("path").and_then(Value::as_str).unwrap_or("/");
+            let entries = state.readdir_file(path).await.map_err(failed)?;
+            Ok(json!({ "entries": entries.iter().map(shape::file).collect::<Vec<_>>() }))
+        }
+        "unlinkFile" => {
+            state
+                .unlink_file(text(params, "path")?)
+                .await
+                .map_err(failed)?;
+            Ok(Value::Null)
+        }
+        "mkdirFile" => {
+            state
+                .mkdir_file(text(params, "path")?)
+                .await
+                .map_err(failed)?;
+            Ok(Value::Null)
+        }
+        "rmdirFile" => {
+            state
+                .rmdir_file(text(params, "path")?)
+                .await
+                .map_err(failed)?;
+            Ok(Value::Null)
+        }
+        "getFileStats" => {
+            let s = state.file_stats().await.map_err(failed)?;
+            Ok(json!({ "files": s.files, "directories": s.directories, "bytes": s.bytes }))
+        }
+        "grepFiles" => {
+            let (found, _cut) = state
+                .grep_files(text(params, "pattern")?)
+                .await
+                .map_err(failed)?;
+            Ok(json!(found))
+        }
+        "findFiles" => {
+            let (paths, truncated) = state
+                .find_files(text(params, "pattern")?)
+                .await
+                .map_err(failed)?;
+            Ok(json!({ "paths": paths, "truncated": truncated }))
+        }
+        other => Err(format!("`state.{other}` is not a file member")),
+    }
+}
+
+/// `readFileChunk({path, offset, updatedAt?})`: the [`CHUNK_BYTES`] of the file at `path` from
+/// `offset`, as `{data: {"$bytes"}, offset, size, updatedAt}`; `null` when nothing is there. A
+/// file whose `updatedAt` is no longer the one given (it was written since the first chunk) is
+/// an error: a stream never mixes two versions.
+async fn chunk(state: &mut ThreadState<'_>, params: &Value) -> Result<Value, String> {
+    let path = text(params, "path")?;
+    let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
+    let Some(record) = state.stat_file(path).await.map_err(failed)? else {
+        return Ok(Value::Null);
+    };
+    if record.kind != crate::files::FileKind::File {
+        return Err(failed(FileError::WrongKind {
+            path: record.path,
+            found: "directory",
+        }));
+    }
+    if let Some(seen) = params.get("updatedAt").and_then(Value::as_i64)
+        && seen != record.updated_at
+    {
+        return Err(format!(
+            "{} was written while it was read: read it again",
+            record.path
+        ));
+    }
+    let end = offset.saturating_add(CHUNK_BYTES as u64);
+    let mut data = Vec::new();
+    let mut pieces = std::pin::pin!(state.files.range(&record, offset, end));
+    while let Some(piece) = futures::StreamExt::next(&mut pieces).await {
+        data.extend(piece.map_err(failed)?);
+    }
+    Ok(json!({
+        "data": shape::bytes(&data),
+        "offset": offset,
+        "size": record.size,
+        "updatedAt": record.updated_at,
+    }))
+}
