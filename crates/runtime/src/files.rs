@@ -318,7 +318,7 @@ pub enum FileError {
     Pattern(String),
     /// The store failed.
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::StoreError),
 }
 
 impl FileError {
