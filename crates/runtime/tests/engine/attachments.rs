@@ -151,17 +151,32 @@ async fn a_parent_sends_files_to_its_child_and_bad_paths_are_tool_errors() {
             ],
             "{name}: {child_texts:?}"
         );
+        // What each message carried; what the child saw when it ran (the second message's file
+        // may already be there when the background child first runs: the parent goes on).
         let replies: Vec<&str> = child_texts
             .iter()
             .filter(|(role, s, _)| *role == Role::Assistant && !*s)
             .map(|(_, _, t)| t.as_str())
             .collect();
+        let carried: Vec<&str> = replies
+            .iter()
+            .filter_map(|r| r.split_once(" carried ").map(|(_, c)| c))
+            .collect();
         assert_eq!(
-            replies,
+            carried,
             [
-                "saw /attachments/a.txt=AAA,/attachments/b.txt=BBB carried /attachments/a.txt,/attachments/b.txt",
-                "saw /attachments/a.txt=AAA,/attachments/b.txt=BBB,/attachments/c.txt=CCC carried /attachments/c.txt",
+                "/attachments/a.txt,/attachments/b.txt",
+                "/attachments/c.txt"
             ],
+            "{name}: {child_texts:?}"
+        );
+        assert!(
+            replies[0].starts_with("saw /attachments/a.txt=AAA,/attachments/b.txt=BBB"),
+            "{name}: {child_texts:?}"
+        );
+        assert_eq!(
+            replies[1],
+            "saw /attachments/a.txt=AAA,/attachments/b.txt=BBB,/attachments/c.txt=CCC carried /attachments/c.txt",
             "{name}: {child_texts:?}"
         );
     }
