@@ -40,7 +40,9 @@ fn duet(db: &Path, args: &[&str]) -> (i32, Vec<u8>, String) {
 async fn files_go_in_and_out_of_a_thread_from_the_command_line() {
     let db = scratch("db.sqlite");
     {
-        let stores = duet_store::open(db.to_str().expect("utf-8")).await.expect("db");
+        let stores = duet_store::open(db.to_str().expect("utf-8"))
+            .await
+            .expect("db");
         let new = duet_runtime::NewThread {
             id: uuid::Uuid::now_v7(),
             agent: "instant_answer",
@@ -77,12 +79,22 @@ async fn files_go_in_and_out_of_a_thread_from_the_command_line() {
     let (code, out, err) = duet(&db, &["files", "ls", "ops"]);
     assert_eq!(code, 0, "{err}");
     let text = String::from_utf8_lossy(&out);
-    assert!(text.contains("/attachments\tdir") && text.contains("/docs\tdir"), "{text}");
+    assert!(
+        text.contains("/attachments\tdir") && text.contains("/docs\tdir"),
+        "{text}"
+    );
 
     let copy = scratch("copy.bin");
     let (code, _, err) = duet(
         &db,
-        &["files", "get", "ops", "/docs/report.bin", "-o", copy.to_str().expect("utf-8")],
+        &[
+            "files",
+            "get",
+            "ops",
+            "/docs/report.bin",
+            "-o",
+            copy.to_str().expect("utf-8"),
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(std::fs::read(&copy).expect("copy"), data);
@@ -98,7 +110,10 @@ async fn files_go_in_and_out_of_a_thread_from_the_command_line() {
             "no such file or directory: /docs/report.bin",
         ),
         (vec!["files", "ls", "nobody"], "nobody"),
-        (vec!["files", "put", "ops", local_str, "/../etc/x"], "invalid path"),
+        (
+            vec!["files", "put", "ops", local_str, "/../etc/x"],
+            "invalid path",
+        ),
         (vec!["files", "rm", "ops", "/docs"], "/docs is a directory"),
     ] {
         let (code, _, err) = duet(&db, &args);
