@@ -7,6 +7,7 @@ mod backup;
 mod chat;
 mod compose;
 mod effects;
+mod files;
 mod keys;
 mod mcp;
 mod notifications;
@@ -58,6 +59,8 @@ enum Command {
     Threads(threads::Args),
     /// List the timers (scheduled effects, questions' deadlines), or cancel a pending one.
     Effects(effects::Args),
+    /// List, read, store or remove a thread's files (`ls`, `get`, `put`, `rm`).
+    Files(files::Args),
     /// List notification deliveries, retry a failed one, or revoke an approval's links.
     Notifications(notifications::Args),
     /// Serve the project over HTTP: threads, approvals, events and the Agent Handler protocol.
@@ -114,6 +117,7 @@ fn main() -> ExitCode {
             Command::Approve(args) => approve::run(args).await,
             Command::Threads(args) => threads::run(args).await,
             Command::Effects(args) => effects::run(args).await,
+            Command::Files(args) => files::run(args).await,
             Command::Notifications(args) => notifications::run(args).await,
             Command::Serve(args) => {
                 let metrics = duet_server::metrics::Metrics::default();

@@ -99,6 +99,11 @@ pub struct Prompt {
     /// (ignored by those whose definition says `supportsImages: false`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ImageRef>,
+    /// Paths of files of the session's thread that come with the text (uploaded before, e.g.
+    /// `/attachments/report.pdf`): each must be a file of the thread, or the prompt fails
+    /// (`invalid_prompt`) writing nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<String>,
     /// The park this answers (`S:N`, from a parked run's `completed.data.park`): refused with
     /// `already_answered`, writing nothing, once someone else answered it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,6 +126,7 @@ impl Prompt {
         Prompt {
             text: text.into(),
             images: Vec::new(),
+            attachments: Vec::new(),
             answers: None,
             message_id: None,
             decisions: Vec::new(),
@@ -185,9 +191,14 @@ fn decisions_of(prompt: &Prompt) -> Result<Option<Decisions>, String> {
     if prompt.decisions.is_empty() {
         return Ok(None);
     }
-    if !prompt.text.trim().is_empty() || !prompt.images.is_empty() || prompt.answers.is_some() {
+    if !prompt.text.trim().is_empty()
+        || !prompt.images.is_empty()
+        || !prompt.attachments.is_empty()
+        || prompt.answers.is_some()
+    {
         return Err(
-            "a prompt carries decisions or a message (text, images, answers), not both".into(),
+            "a prompt carries decisions or a message (text, images, attachments, answers), not both"
+                .into(),
         );
     }
     let parsed = prompt
@@ -253,6 +264,7 @@ fn failure(e: &RunError) -> AgentEvent {
             ..
         } => (codes::STALE_DEFINITION, false),
         RunError::DecisionRefused { .. } => (codes::INVALID_DECISION, false),
+        RunError::Attachment { .. } => (codes::INVALID_PROMPT, false),
         RunError::ShuttingDown => (codes::SHUTTING_DOWN, true),
         // Retrying cannot read a corrupt row; every other store failure may pass.
         RunError::Store(StoreError::Corrupt(_)) => (codes::INTERNAL, false),
@@ -369,6 +381,7 @@ impl Agent for RuntimeAgent {
                             answers,
                             message_id: prompt.message_id.as_deref(),
                             images: &prompt.images,
+                            attachments: &prompt.attachments,
                             ..Delivery::new(&scope.session, &prompt.text)
                         };
                         me.runtime

@@ -220,6 +220,10 @@ pub struct Delivery<'a> {
     pub text: &'a str,
     /// Images with it (passed to models that take images).
     pub images: &'a [crate::types::ImageRef],
+    /// Paths of files of the thread that come with it: each must be a file of the thread
+    /// (otherwise [`crate::RunError::Attachment`], nothing written); resolved to
+    /// [`crate::files::AttachmentRef`]s on the queued message.
+    pub attachments: &'a [String],
     /// Who delivers it.
     pub origin: Origin<'a>,
     /// What to do when another run holds the thread.
@@ -243,6 +247,7 @@ impl<'a> Delivery<'a> {
             agent: None,
             text,
             images: &[],
+            attachments: &[],
             origin: Origin::default(),
             when_busy: WhenBusy::Queue,
             answers: None,

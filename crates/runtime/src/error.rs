@@ -87,6 +87,17 @@ pub enum RunError {
         /// The decision that won.
         first: Box<crate::approval::Decided>,
     },
+    /// A delivery names an attachment that is not a file of the thread (or not a path at
+    /// all): nothing was written.
+    #[error("attachment `{path}` of thread `{key}`: {why}")]
+    Attachment {
+        /// The thread's key.
+        key: String,
+        /// The path as the delivery gave it.
+        path: String,
+        /// Why it is refused (the file API's words).
+        why: String,
+    },
 }
 
 impl RunError {
@@ -110,6 +121,7 @@ impl RunError {
             } => "stale_definition",
             RunError::DecisionRefused { .. } => crate::codes::INVALID_DECISION,
             RunError::DecisionTaken { .. } => "already_answered",
+            RunError::Attachment { .. } => "invalid_attachment",
         }
     }
 }

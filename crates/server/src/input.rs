@@ -33,6 +33,9 @@ pub(crate) enum Kind {
     Image,
     /// A query parameter a listing filters by (`invalid_query`, 400).
     Query,
+    /// An attachment's path: not a path a thread file may have, too many, or (said by the
+    /// runtime) no file of the thread (`invalid_attachment`, 422).
+    Attachment,
 }
 
 /// One refused value: which field, what kind of value, and why.
@@ -80,6 +83,7 @@ impl From<Fault> for Problem {
             Kind::IdempotencyKey => Problem::bad_request("invalid_idempotency_key", detail),
             Kind::Image => Problem::unprocessable("invalid_image", detail),
             Kind::Query => Problem::bad_request("invalid_query", detail),
+            Kind::Attachment => Problem::unprocessable("invalid_attachment", detail),
         };
         problem.with("field", f.field.into())
     }
@@ -188,6 +192,31 @@ pub(crate) fn images(field: &str, images: &[ImageRef]) -> Result<(), Fault> {
             &im.mime_type,
             &im.data,
         )?;
+    }
+    Ok(())
+}
+
+/// The most attachments one message may name.
+pub(crate) const MAX_ATTACHMENTS: usize = 64;
+
+/// Attachments a message names: at most [`MAX_ATTACHMENTS`] paths, each one a thread file may
+/// have (whether the thread has it is the runtime's to say).
+pub(crate) fn attachments(field: &str, paths: &[String]) -> Result<(), Fault> {
+    if paths.len() > MAX_ATTACHMENTS {
+        return Err(Fault::new(
+            field,
+            Kind::Attachment,
+            format!("names {} files: at most {MAX_ATTACHMENTS}", paths.len()),
+        ));
+    }
+    for (i, p) in paths.iter().enumerate() {
+        if let Err(e) = duet_runtime::files::path::normalize(p) {
+            return Err(Fault::new(
+                &format!("{field}[{i}]"),
+                Kind::Attachment,
+                e.to_string(),
+            ));
+        }
     }
     Ok(())
 }

@@ -153,6 +153,11 @@ pub(crate) fn run_error(e: RunError, key: &str) -> Problem {
         RunError::ShuttingDown => {
             Problem::unavailable("shutting_down", "the server is shutting down; retry")
         }
+        RunError::Attachment { path, why, .. } => Problem::unprocessable(
+            "invalid_attachment",
+            format!("attachment `{path}` is not a file of the thread: {why}"),
+        )
+        .with("path", path.into()),
         e @ RunError::Stale { .. } => Problem::unprocessable("stale_definition", e.to_string()),
         e @ RunError::UnknownApproval { .. } => Problem::not_found(e.to_string()),
         RunError::DecisionTaken { approval, first, .. } => Problem::new(
@@ -191,4 +196,21 @@ pub(crate) fn run_error(e: RunError, key: &str) -> Problem {
         RunError::Store(e) => e.into(),
         other => Problem::internal(&other),
     }
+}
+
+/// A refusal of the thread filesystem, by its code: `invalid_path` and `invalid_pattern` 400,
+/// `not_found` 404, `wrong_kind` and `not_empty` 409, `too_large` and `too_many` 413.
+pub(crate) fn file_error(e: duet_runtime::files::FileError) -> Problem {
+    use duet_runtime::files::FileError;
+    if let FileError::Store(store) = e {
+        return store.into();
+    }
+    let status = match &e {
+        FileError::InvalidPath { .. } | FileError::Pattern(_) => StatusCode::BAD_REQUEST,
+        FileError::NotFound(_) => StatusCode::NOT_FOUND,
+        FileError::WrongKind { .. } | FileError::NotEmpty(_) => StatusCode::CONFLICT,
+        FileError::TooLarge { .. } | FileError::TooMany { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    Problem::new(status, e.code(), e.to_string())
 }

@@ -105,11 +105,19 @@ fn no_route(state: &AppState, path: &str) -> Problem {
     let Some(rest) = path.strip_prefix("/threads/") else {
         return Problem::not_found("no such route");
     };
-    let key = ["/messages", "/events", "/terminate", "/effects", "/api"]
-        .iter()
-        .find_map(|tail| rest.strip_suffix(tail))
-        .or_else(|| rest.split_once("/api/").map(|(key, _)| key))
-        .unwrap_or(rest);
+    let key = [
+        "/messages",
+        "/events",
+        "/terminate",
+        "/effects",
+        "/api",
+        "/files",
+    ]
+    .iter()
+    .find_map(|tail| rest.strip_suffix(tail))
+    .or_else(|| rest.split_once("/api/").map(|(key, _)| key))
+    .or_else(|| rest.split_once("/files/").map(|(key, _)| key))
+    .unwrap_or(rest);
     if !key.contains('/') {
         return Problem::not_found("no such route");
     }

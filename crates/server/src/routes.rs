@@ -12,6 +12,7 @@ pub(crate) mod deliver;
 mod effects;
 mod endpoints;
 mod events;
+mod files;
 mod health;
 mod invoke;
 mod messages;
@@ -32,6 +33,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(effects::list))
         .routes(routes!(effects::cancel))
         .merge(endpoint_routes())
+        .merge(file_routes())
         .routes(routes!(messages::list, messages::post))
         .routes(routes!(events::follow))
         .routes(routes!(approvals::list))
@@ -69,4 +71,23 @@ fn endpoint_routes() -> OpenApiRouter<AppState> {
         .route("/threads/{key}/api", any(endpoints::root))
         .route("/threads/{key}/api/", any(endpoints::root))
         .route("/threads/{key}/api/{*path}", any(endpoints::nested))
+}
+
+/// A thread's files: registered by hand, since a wildcard is no OpenAPI path; their document is
+/// `files::Doc`. An upload is limited by the file limits as it streams, not by the body limit.
+fn file_routes() -> OpenApiRouter<AppState> {
+    use axum::extract::DefaultBodyLimit;
+    use axum::routing::get;
+    use utoipa::OpenApi as _;
+    OpenApiRouter::with_openapi(files::Doc::openapi())
+        .route(
+            "/threads/{key}/files",
+            get(files::list)
+                .post(files::upload)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/threads/{key}/files/{*path}",
+            get(files::download).delete(files::remove),
+        )
 }

@@ -13,6 +13,8 @@
 //!   a thread with its parent, termination.
 //! - `messages`: a thread's journal a page at a time; whether a message id was delivered.
 //! - `endpoints`: a request to a thread's endpoint (`agents/api/`), served by the runtime.
+//! - `files`: a thread's files — the thread an upload goes to, uploads streamed and written
+//!   once whole, listings, a file and its bytes, removal — through `Runtime::files()`.
 //! - `events`: what a follower (an SSE stream, A2A's, the inbox's) reads as it wakes.
 //! - `tasks`: a thread's sessions as A2A tasks read them.
 //! - `timers`: a thread's timers (its scheduled effects, its deadlines), cancelling one, and
@@ -26,6 +28,7 @@ pub(crate) mod approvers;
 pub(crate) mod deliveries;
 pub(crate) mod endpoints;
 pub(crate) mod events;
+pub(crate) mod files;
 pub(crate) mod health;
 pub(crate) mod keys;
 pub(crate) mod messages;
@@ -36,6 +39,7 @@ pub(crate) mod tasks;
 pub(crate) mod threads;
 pub(crate) mod timers;
 
+use duet_runtime::files::FileError;
 use duet_runtime::{FirstAnswer, Park, RunError, StoreError};
 
 use crate::problem::Problem;
@@ -65,6 +69,9 @@ pub(crate) enum ServiceError {
     /// The thing named is not in a state that allows this (`code`: the problem's, e.g.
     /// `not_failed`); nothing was written.
     Conflict { code: &'static str, detail: String },
+    /// The thread filesystem refused (a bad path, nothing there, the wrong kind, a limit);
+    /// nothing was written.
+    File(FileError),
     /// The store failed.
     Store(StoreError),
 }
@@ -72,6 +79,15 @@ pub(crate) enum ServiceError {
 impl From<StoreError> for ServiceError {
     fn from(e: StoreError) -> Self {
         ServiceError::Store(e)
+    }
+}
+
+impl From<FileError> for ServiceError {
+    fn from(e: FileError) -> Self {
+        match e {
+            FileError::Store(e) => ServiceError::Store(e),
+            e => ServiceError::File(e),
+        }
     }
 }
 
@@ -89,6 +105,7 @@ impl std::fmt::Display for ServiceError {
             ),
             ServiceError::Run { error, .. } => error.fmt(f),
             ServiceError::Conflict { detail, .. } => f.write_str(detail),
+            ServiceError::File(e) => e.fmt(f),
             ServiceError::Store(e) => e.fmt(f),
         }
     }
@@ -155,6 +172,7 @@ impl From<ServiceError> for Problem {
             ServiceError::Conflict { code, detail } => {
                 Problem::new(axum::http::StatusCode::CONFLICT, code, detail)
             }
+            ServiceError::File(e) => crate::problem::file_error(e),
             ServiceError::Store(e) => e.into(),
         }
     }

@@ -107,6 +107,7 @@ impl Runtime {
             agent,
             text,
             images,
+            attachments,
             origin,
             when_busy,
             answers,
@@ -139,6 +140,15 @@ impl Runtime {
             && let Some(name) = agent
             && answers.is_none()
         {
+            // A thread made by this delivery has no files for it to name.
+            if let Some(path) = attachments.first() {
+                return Err(RunError::Attachment {
+                    key: key.to_owned(),
+                    path: path.clone(),
+                    why: "the thread has no files yet (upload first, with `agent` to open it)"
+                        .to_owned(),
+                });
+            }
             let def = self.agent_def(name)?;
             let message = inbound(def, &origin, text, message_id, images, trace.clone());
             let new = NewThread {
@@ -169,7 +179,8 @@ impl Runtime {
             });
         }
         let agent = self.agent_def(&thread.agent)?;
-        let message = inbound(agent, &origin, text, message_id, images, trace);
+        let mut message = inbound(agent, &origin, text, message_id, images, trace);
+        message.attachments = self.attachments(&thread, key, attachments).await?;
         let now = self.now();
         let queued = match answers {
             Some(park) => self.answer_park(&thread, key, message, park, run).await?,
@@ -202,6 +213,31 @@ impl Runtime {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The files `paths` name in thread `t` (addressed as `key`), as a message carries them:
+    /// each must be a file of the thread.
+    async fn attachments(
+        &self,
+        t: &Thread,
+        key: &str,
+        paths: &[String],
+    ) -> Result<Vec<crate::files::AttachmentRef>, RunError> {
+        let mut out = Vec::with_capacity(paths.len());
+        for p in paths {
+            match self.files().file(t.id, p).await {
+                Ok(record) => out.push(record.attachment()),
+                Err(crate::files::FileError::Store(e)) => return Err(e.into()),
+                Err(e) => {
+                    return Err(RunError::Attachment {
+                        key: key.to_owned(),
+                        path: p.chars().take(200).collect(),
+                        why: e.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Queues `message` as the answer to `park` of `t` (addressed as `key`), the lease tried for

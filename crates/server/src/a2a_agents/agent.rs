@@ -289,6 +289,7 @@ impl DuetAgent {
             agent: Some(&self.agent),
             text: &said.text,
             images: &said.images,
+            attachments: &[],
             origin: Origin {
                 principal: caller.acting_for(target.thread.as_ref()),
                 author: caller.canonical.as_deref(),

@@ -35,6 +35,10 @@ pub(crate) struct InvokeBody {
     #[serde(default)]
     #[schema(value_type = Vec<Object>)]
     pub images: Vec<ImageRef>,
+    /// Paths of the thread's files that come with the text (`/attachments/…`, uploaded to
+    /// `/threads/{key}/files` first): each must be a file of the thread.
+    #[serde(default)]
+    pub attachments: Vec<String>,
     /// The session lineage extension: read only when a session is created; duet keeps a
     /// thread's lineage itself, so it is accepted and not used.
     #[serde(default)]
@@ -110,6 +114,7 @@ fn read(value: serde_json::Value) -> Result<(String, Prompt), Problem> {
             Prompt {
                 text: b.text,
                 images: b.images,
+                attachments: b.attachments,
                 answers: b.answers,
                 message_id: b.message_id,
                 decisions: b.decisions,
@@ -127,6 +132,7 @@ fn check_prompt(session: &str, prompt: &Prompt) -> Result<(), Problem> {
     // An empty prompt is the protocol's own `failed` (`invalid_prompt`), not a refusal here.
     input::text("text", &prompt.text)?;
     input::images("images", &prompt.images)?;
+    input::attachments("attachments", &prompt.attachments)?;
     if let Some(id) = &prompt.message_id {
         input::id(Kind::MessageId, "messageId", id)?;
     }

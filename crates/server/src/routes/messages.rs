@@ -30,6 +30,11 @@ pub(crate) struct MessageBody {
     /// Images with it.
     #[serde(default)]
     pub images: Vec<Image>,
+    /// Paths of the thread's files that come with it (`/attachments/report.pdf`, uploaded to
+    /// `/threads/{key}/files` first): each must be a file of the thread, or the message is
+    /// refused (422 `invalid_attachment`, naming the path) and nothing is written.
+    #[serde(default)]
+    pub attachments: Vec<String>,
     /// Whose perspective it is written from: the agent's human side (`a` or `b`). Checked
     /// when given; the human side is the default.
     #[serde(default)]
@@ -78,6 +83,7 @@ fn park_of(body: Option<&str>, headers: &HeaderMap) -> Result<Option<Park>, Prob
         (status = 202, description = "Stored; running (or queued for the run in flight)", body = AcceptedView),
         (status = 200, description = "Settled (`?wait=true`), or a replayed message id", body = ThreadView),
         (status = 404, description = "No such thread", body = crate::problem::ProblemBody),
+        (status = 422, description = "An attachment that is not a file of the thread", body = crate::problem::ProblemBody),
         (status = 409, description = "Someone answered that park first; nothing was written", body = crate::problem::ProblemBody)))]
 pub(crate) async fn post(
     State(state): State<AppState>,
@@ -89,6 +95,7 @@ pub(crate) async fn post(
 ) -> Result<Response, Problem> {
     let message_id = deliver::message_id(&headers)?;
     deliver::check_text(&body.text, &body.images)?;
+    crate::input::attachments("attachments", &body.attachments)?;
     let answers = park_of(body.park.as_deref(), &headers)?;
     let t = threads::find(&state, &caller, &key).await?;
     if let Some(side) = &body.side {
@@ -127,6 +134,7 @@ pub(crate) async fn post(
         thread: Some(&t),
         text: &body.text,
         images: &images,
+        attachments: &body.attachments,
         answers,
         message_id: message_id.as_deref(),
         wait: wait.wait,

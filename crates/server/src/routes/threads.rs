@@ -82,6 +82,7 @@ pub(crate) async fn create(
         thread: existing.as_ref(),
         text: &body.text,
         images: &images,
+        attachments: &[],
         answers: None,
         message_id: message_id.as_deref(),
         wait: wait.wait,

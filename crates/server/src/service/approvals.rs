@@ -61,6 +61,7 @@ pub(crate) async fn answer(
         thread: Some(&t),
         text: answer.text,
         images: answer.images,
+        attachments: &[],
         answers: Some(approval.park),
         message_id: answer.message_id,
         wait: answer.wait,

@@ -21,6 +21,8 @@ pub(crate) struct Inbound<'a> {
     pub thread: Option<&'a Thread>,
     pub text: &'a str,
     pub images: &'a [ImageRef],
+    /// Paths of the thread's files that come with it (each must be one).
+    pub attachments: &'a [String],
     /// The park this message answers, if it is an answer.
     pub answers: Option<Park>,
     pub message_id: Option<&'a str>,
@@ -80,6 +82,7 @@ pub(crate) async fn deliver(
         agent: inbound.agent,
         text: inbound.text,
         images: inbound.images,
+        attachments: inbound.attachments,
         origin: Origin {
             principal: match inbound.thread {
                 Some(t) if inbound.for_owner => t.principal.as_deref(),

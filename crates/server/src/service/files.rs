@@ -1,0 +1,113 @@
+//! A thread's files as a caller reaches them over HTTP, through [`duet_runtime::ThreadFiles`]
+//! (`Runtime::files()`): the thread an upload goes to (opened idle for an agent when the caller
+//! asks), an upload streamed into the chunk store and named by a row only once it is whole, a
+//! directory's entries a page at a time, one file, its bytes, its removal. Visibility is
+//! [`super::threads::find`]'s.
+
+use duet_runtime::files::{FileError, FileRecord};
+use duet_runtime::{NewThread, RunError, StreamError, Thread};
+use futures::Stream;
+
+use super::{ServiceError, threads};
+use crate::auth::Caller;
+use crate::state::AppState;
+
+/// The thread `caller` calls `key` for an upload: when there is none and `agent` is given, a
+/// thread of that agent opened idle for the caller (nothing runs until a message comes).
+pub(crate) async fn for_upload(
+    state: &AppState,
+    caller: &Caller,
+    key: &str,
+    agent: Option<&str>,
+) -> Result<Thread, ServiceError> {
+    let found = threads::find(state, caller, key).await;
+    let (Err(ServiceError::NotFound(_)), Some(agent)) = (&found, agent) else {
+        return found;
+    };
+    let rt = state.runtime();
+    if !rt.project().agents.contains_key(agent) {
+        return Err(ServiceError::run(
+            RunError::UnknownAgent(agent.to_owned()),
+            key,
+        ));
+    }
+    let new = NewThread {
+        id: uuid::Uuid::now_v7(),
+        agent,
+        parent: None,
+        principal: caller.acting_for(None),
+        source: Some("http"),
+        now: rt.now_ms(),
+    };
+    let t = rt.store().open_thread(&caller.stored_key(key), new).await?;
+    // Opened meanwhile by someone else under the same stored key (an admin's raw key).
+    if !caller.may_see(&t) {
+        return Err(ServiceError::NotFound(format!("no thread `{key}`")));
+    }
+    Ok(t)
+}
+
+/// Stores `body` as the file at `path` of `t` (its type as declared, if it was), at most `max`
+/// bytes and the per-file limit, and only then writes its row: a body refused or broken off
+/// leaves no file.
+pub(crate) async fn upload<S, B, E>(
+    state: &AppState,
+    t: &Thread,
+    path: &str,
+    body: S,
+    declared: Option<&str>,
+) -> Result<FileRecord, StreamError<E>>
+where
+    S: Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+{
+    let files = state.runtime().files();
+    let record = files.store_stream(path, body, declared, None).await?;
+    files.put(t.id, record).await.map_err(StreamError::File)
+}
+
+/// The per-file limit, in bytes.
+pub(crate) fn max_file_bytes(state: &AppState) -> u64 {
+    state.runtime().files().limits().max_file_bytes
+}
+
+/// The entries directly inside directory `dir` of `t`, by path, at most `limit` after `after`.
+pub(crate) async fn list(
+    state: &AppState,
+    t: &Thread,
+    dir: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<FileRecord>, ServiceError> {
+    Ok(state
+        .runtime()
+        .files()
+        .list(t.id, dir, after, limit)
+        .await?)
+}
+
+/// The file at `path` of `t`.
+pub(crate) async fn file(
+    state: &AppState,
+    t: &Thread,
+    path: &str,
+) -> Result<FileRecord, ServiceError> {
+    Ok(state.runtime().files().file(t.id, path).await?)
+}
+
+/// Bytes `start..end` of `record`, a chunk at a time.
+pub(crate) fn bytes(
+    state: &AppState,
+    record: &FileRecord,
+    start: u64,
+    end: u64,
+) -> impl Stream<Item = Result<Vec<u8>, FileError>> + Send + 'static {
+    state.runtime().files().range(record, start, end)
+}
+
+/// Removes the file at `path` of `t`.
+pub(crate) async fn remove(state: &AppState, t: &Thread, path: &str) -> Result<(), ServiceError> {
+    let files = state.runtime().files();
+    let writes = files.plan_unlink(t.id, path, &[]).await?;
+    Ok(files.apply(t.id, writes).await?)
+}
