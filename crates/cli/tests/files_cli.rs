@@ -36,7 +36,6 @@ fn duet(db: &Path, args: &[&str]) -> (i32, Vec<u8>, String) {
 }
 
 #[tokio::test]
-#[ignore = "needs the SQL stores' thread files (the store slice, n-store)"]
 async fn files_go_in_and_out_of_a_thread_from_the_command_line() {
     let db = scratch("db.sqlite");
     {
