@@ -98,7 +98,7 @@ pub use store::{
     CancelOutcome, NewTimer, Timer, TimerCounts, TimerKind, TimerOutcome, TimerQuery, TimerStatus,
     TimerStore, TimerWake, WakeHub,
 };
-pub use thread_files::{GrepMatch, StreamError, ThreadFiles};
+pub use thread_files::{GrepMatch, SWEEP_GRACE_MS, StreamError, ThreadFiles};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{
     CodeSchemas, HttpTools, Placeholder, Tool, ToolContext, ToolResult, ToolServer, Tools, render,

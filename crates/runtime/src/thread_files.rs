@@ -20,6 +20,10 @@ mod copy;
 mod view;
 use view::View;
 
+/// How old an unnamed chunk must be before [`ThreadFiles::sweep`] removes it in `duet serve`:
+/// a day, far past any step or upload that stored it and has yet to write its row.
+pub const SWEEP_GRACE_MS: i64 = 24 * 60 * 60 * 1000;
+
 /// One match of [`ThreadFiles::grep`].
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct GrepMatch {
@@ -64,6 +68,15 @@ impl ThreadFiles {
     /// The chunk store.
     pub fn blobs(&self) -> &Arc<dyn BlobStore> {
         &self.blobs
+    }
+
+    /// Removes the chunks no file names that were stored more than `grace_ms` ago (a refused
+    /// or broken-off upload's, a failed step's, a removed file's); how many went. `duet serve`
+    /// runs it every hour with a day's grace ([`SWEEP_GRACE_MS`]).
+    pub async fn sweep(&self, grace_ms: i64) -> Result<u64, FileError> {
+        let before = now_ms().saturating_sub(grace_ms);
+        let files: &dyn crate::store::FileStore = self.store.as_ref();
+        Ok(self.blobs.sweep(files, before).await?)
     }
 
     /// The entry at `raw` (normalised), if any.
@@ -256,9 +269,9 @@ impl ThreadFiles {
 
     async fn put_chunk(&self, data: Vec<u8>) -> Result<String, FileError> {
         let hash = chunk::hash(&data);
-        if !self.blobs.has_blob(&hash).await? {
-            self.blobs.put_blob(&hash, data).await?;
-        }
+        // Put even when stored: that renews its time, so a sweep under way leaves it to the
+        // row about to name it.
+        self.blobs.put_blob(&hash, data).await?;
         Ok(hash)
     }
 

@@ -76,13 +76,15 @@ async fn notifications(state: AppState) {
 /// own app (and so does not call [`serve`]): every [`crate::Options::recover_every`] it runs the
 /// threads whose runner died, it fires the timers as they fall due
 /// ([`duet_runtime::Runtime::serve_timers`]: every replica runs it, each timer fired by one), and
-/// it routes and sends notifications (A2A push, webhooks, Slack, email) through the outbox. Start it once per process;
+/// it routes and sends notifications (A2A push, webhooks, Slack, email) through the outbox, and it
+/// sweeps file chunks no file names. Start it once per process;
 /// [`Background::shutdown`] when the app stops.
 pub struct Background {
     state: AppState,
     recovery: JoinHandle<()>,
     timers: JoinHandle<()>,
     push: JoinHandle<()>,
+    sweep: JoinHandle<()>,
 }
 
 impl Background {
@@ -95,6 +97,7 @@ impl Background {
             recovery: tokio::spawn(recover_periodically(state.clone())),
             timers: tokio::spawn(async move { runtime.serve_timers(closing).await }),
             push: tokio::spawn(notifications(state.clone())),
+            sweep: tokio::spawn(sweep_files(state.clone())),
         }
     }
 
@@ -129,7 +132,9 @@ impl Background {
             recovery,
             timers,
             push,
+            sweep,
         } = self;
+        sweep.abort();
         let runtime = state.runtime().clone();
         let runs = state.runs();
         runs.close();
@@ -179,6 +184,32 @@ async fn recover_periodically(state: AppState) {
         tokio::select! {
             () = closing.cancelled() => return,
             () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Every hour (the first a minute after start), removes the file chunks no file names that were
+/// stored over a day ago ([`duet_runtime::ThreadFiles::sweep`]): what refused or broken-off
+/// uploads, failed steps and removed files left. Every process may run it; a chunk named again
+/// meanwhile has its time renewed, so a sweep never takes one a write is about to name.
+async fn sweep_files(state: AppState) {
+    let closing = state.closing().clone();
+    let mut wait = Duration::from_secs(60);
+    loop {
+        tokio::select! {
+            () = closing.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        wait = Duration::from_secs(3600);
+        match state
+            .runtime()
+            .files()
+            .sweep(duet_runtime::SWEEP_GRACE_MS)
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(chunks = n, "swept file chunks no file names"),
+            Err(e) => tracing::warn!(error = %e, "the file chunk sweep failed; trying again later"),
         }
     }
 }

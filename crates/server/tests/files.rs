@@ -83,7 +83,6 @@ impl Server {
         let mut keys = Vec::new();
         for principal in ["owner", "stranger"] {
             let new = duet_server::auth::new_key(principal, false, None, 0).unwrap();
-            use duet_server_store::KeyStore as _;
             tables.create_key(&new.key, &new.hash).await.unwrap();
             keys.push(new.token);
         }

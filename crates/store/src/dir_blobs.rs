@@ -102,6 +102,10 @@ impl DirBlobs {
             removed += blocking(move || {
                 let mut n = 0;
                 for p in gone {
+                    // Stored again since it was listed (a write about to name it): kept.
+                    if std::fs::metadata(&p).is_ok_and(|m| modified_ms(&m) >= before) {
+                        continue;
+                    }
                     match std::fs::remove_file(&p) {
                         Ok(()) => n += 1,
                         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -194,6 +198,10 @@ impl BlobStore for DirBlobs {
             Err(e) => Err(io_error(format!("cannot read {}", file.display()), e)),
         })
         .await
+    }
+
+    async fn sweep(&self, files: &dyn FileStore, before: i64) -> Result<u64, StoreError> {
+        DirBlobs::sweep(self, files, before).await
     }
 
     async fn has_blob(&self, hash: &str) -> Result<bool, StoreError> {

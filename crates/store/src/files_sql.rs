@@ -200,6 +200,14 @@ macro_rules! files_impl {
                     .map_err(db_error)
             }
 
+            async fn sweep(
+                &self,
+                _: &dyn duet_runtime::FileStore,
+                before: i64,
+            ) -> Result<u64, StoreError> {
+                duet_runtime::FileStore::sweep_blobs(self, before).await
+            }
+
             async fn has_blob(&self, hash: &str) -> Result<bool, StoreError> {
                 let found = sqlx::query("SELECT 1 FROM blobs WHERE hash = $1")
                     .bind(hash)

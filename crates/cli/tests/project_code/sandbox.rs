@@ -3,7 +3,7 @@
 //! `timeoutMs`), a gibibyte (stopped at the memory ceiling), `fetch` to a loopback address that
 //! is not on the allowlist and to a name that resolves to one (refused before connecting: the
 //! listener there sees no connection), a host not on the allowlist, `process`, `require`, a
-//! file through `state.readFile` — each the tool's error result in words, and the next call in
+//! host file through `state.readFile` (a path that leaves the thread's filesystem) — each the tool's error result in words, and the next call in
 //! the same process answers. A tool importing a file outside the project is refused when the
 //! project loads: the run does not start.
 
@@ -55,8 +55,8 @@ const PROBES: &[(&str, &str, &str)] = &[
     ),
     (
         "read_file",
-        "return await state.readFile('/etc/hostname');",
-        "Error: `state.readFile` is not available in duet yet",
+        "return await state.readFile('../../../etc/hostname');",
+        "Error: invalid path `../../../etc/hostname`: `..` would leave the directory",
     ),
 ];
 

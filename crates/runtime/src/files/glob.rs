@@ -45,7 +45,7 @@ impl Glob {
     }
 }
 
-/// Iterative wildcard matching with one backtrack point per star kind (linear-ish, no blowup).
+/// Whether text `t` matches pattern `p` (no backtracking: one pass per pattern character).
 fn matches(p: &[char], t: &[char]) -> bool {
     // Dynamic programming over (pattern, text) positions: O(|p|·|t|), bounded by the caps.
     let (n, m) = (p.len(), t.len());
@@ -55,20 +55,23 @@ fn matches(p: &[char], t: &[char]) -> bool {
     while i < n {
         let mut next = vec![false; m + 1];
         if p[i] == '*' && p.get(i + 1) == Some(&'*') {
-            // `**`: any run, `/` included; a following `/` may match nothing (`a/**/b` = `a/b`).
-            let mut seen = false;
-            for j in 0..=m {
-                seen |= row[j];
-                next[j] = seen;
-            }
             i += 2;
             if p.get(i) == Some(&'/') {
-                let mut after = vec![false; m + 1];
+                // `**/`: zero or more whole segments — where the prefix matched, or just past a
+                // `/` after it (`a/**/b` matches `a/b` and `a/x/b`, never `a/xb`).
+                let mut seen = false;
                 for j in 0..=m {
-                    after[j] = next[j] || (j > 0 && next[j - 1] && t[j - 1] == '/');
+                    next[j] = row[j] || (seen && j > 0 && t[j - 1] == '/');
+                    seen |= row[j];
                 }
-                next = after;
                 i += 1;
+            } else {
+                // `**` at the end or before other characters: any run, `/` included.
+                let mut seen = false;
+                for j in 0..=m {
+                    seen |= row[j];
+                    next[j] = seen;
+                }
             }
         } else if p[i] == '*' {
             let mut run = false;
@@ -112,6 +115,11 @@ mod tests {
         assert!(m("/a/**", "/a/b/c"));
         assert!(m("r?port.md", "/x/report.md"));
         assert!(!m("a*", "/b/a/x"));
+        assert!(!m("**/report.pdf", "/x/myreport.pdf"));
+        assert!(m("**/report.pdf", "/report.pdf"));
+        assert!(m("**/report.pdf", "/x/y/report.pdf"));
+        assert!(!m("/a/**/b", "/a/xb"));
+        assert!(m("/a/**/b", "/a/x/y/b"));
         assert!(Glob::new("").is_err());
     }
 }

@@ -54,4 +54,9 @@ pub trait BlobStore: Send + Sync + 'static {
 
     /// Whether chunk `hash` is stored.
     async fn has_blob(&self, hash: &str) -> Result<bool, StoreError>;
+
+    /// Removes the chunks stored (or last stored again) before `before` (ms since the epoch)
+    /// that no file row of `files` names; how many went. The grace keeps the chunks of writes
+    /// under way, whose rows are not written yet.
+    async fn sweep(&self, files: &dyn FileStore, before: i64) -> Result<u64, StoreError>;
 }

@@ -168,6 +168,10 @@ impl BlobStore for MemoryStore {
         Ok(self.state().files.blobs.get(hash).map(|(b, _)| b.clone()))
     }
 
+    async fn sweep(&self, _: &dyn FileStore, before: i64) -> Result<u64, StoreError> {
+        self.sweep_blobs(before).await
+    }
+
     async fn has_blob(&self, hash: &str) -> Result<bool, StoreError> {
         Ok(self.state().files.blobs.contains_key(hash))
     }

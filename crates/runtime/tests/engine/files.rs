@@ -307,3 +307,48 @@ async fn hostile_paths_are_refused() {
         assert_eq!(stats.files + stats.directories, 0, "{}", backend.name());
     }
 }
+
+/// What refused or unnamed writes stored is swept; what a file names stays readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_takes_only_chunks_no_file_names() {
+    for backend in file_backends().await {
+        let store = backend.open().await;
+        let rt = runtime(store.clone(), FileLimits::default());
+        support::send(&rt, "s1", Some("desk"), "write").await;
+        let t = store.thread("s1").await.expect("read").expect("thread");
+        let files = rt.files();
+        let kept = files
+            .write(t.id, "/kept.txt", b"named by a row", None)
+            .await
+            .expect("write");
+        // Stored, never named (an upload refused after its chunks were stored).
+        let orphan = files
+            .store_bytes("/orphan.txt", b"named by nothing", None)
+            .await
+            .expect("store");
+        let blobs = files.blobs();
+        assert!(blobs.has_blob(&orphan.chunks[0]).await.expect("has"));
+        // A day's grace keeps both: they are new.
+        assert_eq!(
+            files
+                .sweep(duet_runtime::SWEEP_GRACE_MS)
+                .await
+                .expect("sweep"),
+            0
+        );
+        // A grace in the future: everything unnamed goes.
+        let swept = files.sweep(-60_000).await.expect("sweep");
+        assert!(swept >= 1, "{}: {swept}", backend.name());
+        assert!(
+            !blobs.has_blob(&orphan.chunks[0]).await.expect("has"),
+            "{}",
+            backend.name()
+        );
+        assert_eq!(
+            files.content(&kept).await.expect("read"),
+            b"named by a row",
+            "{}",
+            backend.name()
+        );
+    }
+}
