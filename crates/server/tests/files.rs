@@ -22,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The per-file limit of the test server.
 const MAX: u64 = 64 * 1024;
+/// The per-thread limit of the test server: three files at the per-file limit and 8 KiB.
+const THREAD_MAX: u64 = 3 * MAX + 8 * 1024;
 
 /// `desk`: side A answers each message naming its attachments, side B is a person.
 fn project() -> Arc<duet_spec::Project> {
@@ -75,6 +77,7 @@ impl Server {
             .handler("clerk", Clerk)
             .file_limits(FileLimits {
                 max_file_bytes: MAX,
+                max_thread_bytes: THREAD_MAX,
                 ..FileLimits::default()
             })
             .build();
@@ -444,6 +447,29 @@ async fn a_body_over_the_limit_is_refused_with_413() {
         let (_, _, body) = send(s.req("GET", "/threads/t/files", &s.owner)).await;
         let items = json_of(&body)["items"].clone();
         assert_eq!(items.as_array().unwrap().len(), 1, "{items}");
+        // The thread's own limit: two more at the file limit fit, then 8 KiB is what is left, so
+        // a 10 KiB body is refused by its length before anything is stored.
+        for name in ["/edge2.bin", "/edge3.bin"] {
+            let (status, body) = s
+                .put(name, "application/octet-stream", bytes(MAX as usize))
+                .await;
+            assert_eq!(status, 201, "{} {name}: {body}", backend.name());
+        }
+        let (status, body) = s
+            .put("/over.bin", "application/octet-stream", bytes(10 * 1024))
+            .await;
+        assert_eq!(status, 413, "{}: {body}", backend.name());
+        assert!(
+            json_of(&body)["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&(8 * 1024).to_string()),
+            "{body}"
+        );
+        let (status, body) = s
+            .put("/fits.bin", "application/octet-stream", bytes(8 * 1024))
+            .await;
+        assert_eq!(status, 201, "{}: {body}", backend.name());
     }
 }
 

@@ -111,10 +111,23 @@ pub(crate) async fn upload(
     if let Some(n) = length.filter(|&n| n > max && !multipart) {
         return Err(too_large(n, max));
     }
+    // The path is checked before any thread is opened for it.
+    if let Some(p) = &q.path {
+        path::normalize(p).map_err(|e| Problem::from(crate::service::ServiceError::from(e)))?;
+    }
+    if let Some(d) = &q.dir {
+        path::normalize_dir(d).map_err(|e| Problem::from(crate::service::ServiceError::from(e)))?;
+    }
     if let Some(agent) = &q.agent {
         crate::input::key("agent", agent)?;
+        crate::input::key("key", &key)?;
     }
     let t = files::for_upload(&state, &caller, &key, q.agent.as_deref()).await?;
+    // What the thread can still take: the per-file limit, or what its files leave of its own.
+    let room = files::room(&state, &t).await?;
+    if let Some(n) = length.filter(|&n| n > room && !multipart) {
+        return Err(too_large(n, room));
+    }
     let record = if multipart {
         let mut form = Multipart::from_request(request, &state)
             .await
@@ -148,8 +161,15 @@ pub(crate) async fn upload(
                 }
             };
             let declared = field.content_type().map(str::to_owned);
-            let stored =
-                files::upload(&state, &t, &target, Box::pin(field), declared.as_deref()).await;
+            let stored = files::upload(
+                &state,
+                &t,
+                &target,
+                Box::pin(field),
+                declared.as_deref(),
+                room,
+            )
+            .await;
             break stored.map_err(|e| refused(e, |e| e.body_text()))?;
         }
     } else {
@@ -158,7 +178,7 @@ pub(crate) async fn upload(
         })?;
         let declared = content_type(request.headers()).map(str::to_owned);
         let body = request.into_body().into_data_stream();
-        files::upload(&state, &t, target, body, declared.as_deref())
+        files::upload(&state, &t, target, body, declared.as_deref(), room)
             .await
             .map_err(|e| refused(e, |e| e.to_string()))?
     };

@@ -47,23 +47,36 @@ pub(crate) async fn for_upload(
     Ok(t)
 }
 
-/// Stores `body` as the file at `path` of `t` (its type as declared, if it was), at most `max`
-/// bytes and the per-file limit, and only then writes its row: a body refused or broken off
-/// leaves no file.
+/// Stores `body` as the file at `path` of `t` (its type as declared, if it was), at most `room`
+/// bytes ([`room`]), and only then writes its row: a body refused or broken off leaves no file
+/// (its chunks stored so far are swept later).
 pub(crate) async fn upload<S, B, E>(
     state: &AppState,
     t: &Thread,
     path: &str,
     body: S,
     declared: Option<&str>,
+    room: u64,
 ) -> Result<FileRecord, StreamError<E>>
 where
     S: Stream<Item = Result<B, E>> + Unpin,
     B: AsRef<[u8]>,
 {
     let files = state.runtime().files();
-    let record = files.store_stream(path, body, declared, None).await?;
+    let record = files.store_stream(path, body, declared, Some(room)).await?;
     files.put(t.id, record).await.map_err(StreamError::File)
+}
+
+/// The bytes one upload to `t` may have: the per-file limit, or what the thread's own limit
+/// leaves of it, whichever is less (a file it replaces is not counted back: an upload over its
+/// old self is refused at the edge rather than stored whole first).
+pub(crate) async fn room(state: &AppState, t: &Thread) -> Result<u64, ServiceError> {
+    let files = state.runtime().files();
+    let limits = files.limits();
+    let used = u64::try_from(files.stats(t.id).await?.bytes).unwrap_or(0);
+    Ok(limits
+        .max_file_bytes
+        .min(limits.max_thread_bytes.saturating_sub(used)))
 }
 
 /// The per-file limit, in bytes.
