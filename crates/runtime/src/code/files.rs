@@ -27,6 +27,18 @@ pub(crate) const MEMBERS: &[&str] = &[
     "findFiles",
 ];
 
+/// The most bytes one `writeFile` or `readFile` moves across the bridge (as base64 they are a
+/// third more, inside one JSON line): larger files are read with `readFileStream`, and written
+/// by Rust code or an upload.
+pub(crate) const BRIDGE_BYTES: usize = 16 << 20;
+
+fn too_big(what: &str) -> String {
+    format!(
+        "{what} moves at most {} MiB through code at once (too_large); read larger files with readFileStream",
+        BRIDGE_BYTES >> 20
+    )
+}
+
 fn text<'v>(params: &'v Value, key: &str) -> Result<&'v str, String> {
     params
         .get(key)
@@ -47,6 +59,18 @@ pub(crate) async fn call(
     match member {
         "writeFile" => {
             let path = text(params, "path")?;
+            // Sized before anything is decoded.
+            let encoded = match params.get("data") {
+                Some(Value::String(s)) => s.len(),
+                Some(v) => v
+                    .get("$bytes")
+                    .and_then(Value::as_str)
+                    .map_or(0, |b| b.len() / 4 * 3),
+                None => 0,
+            };
+            if encoded > BRIDGE_BYTES {
+                return Err(too_big("writeFile"));
+            }
             let data = match params.get("data") {
                 Some(Value::String(s)) => s.as_bytes().to_vec(),
                 Some(v) => shape::bytes_of(v)
@@ -59,6 +83,11 @@ pub(crate) async fn call(
         }
         "readFile" => {
             let path = text(params, "path")?;
+            if let Some(r) = state.stat_file(path).await.map_err(failed)?
+                && usize::try_from(r.size).unwrap_or(usize::MAX) > BRIDGE_BYTES
+            {
+                return Err(too_big("readFile"));
+            }
             Ok(state
                 .read_file(path)
                 .await

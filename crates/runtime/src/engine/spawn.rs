@@ -306,17 +306,16 @@ impl Runtime {
             SpawnMode::Inline => {
                 let child_cancel = cancel.child_token();
                 let sink = EventSink::discard();
-                let delivered = self
-                    .deliver(
-                        key,
-                        Some(agent),
-                        text,
-                        origin(true),
-                        WhenBusy::Queue,
-                        &sink,
-                        &child_cancel,
-                    )
-                    .await?;
+                // The visible message carries its attachments (copied into the child already).
+                let paths: Vec<String> = attachments.iter().map(|a| a.path.clone()).collect();
+                let delivery = Delivery {
+                    agent: Some(agent),
+                    origin: origin(true),
+                    when_busy: WhenBusy::Queue,
+                    attachments: &paths,
+                    ..Delivery::new(key, text)
+                };
+                let delivered = self.deliver_message(delivery, &sink, &child_cancel).await?;
                 Ok(match delivered {
                     Delivered::Queued { .. } => ChildRun::Queued(key.to_owned()),
                     Delivered::Settled(s) | Delivered::Duplicate(s) => {
