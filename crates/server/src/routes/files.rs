@@ -114,7 +114,7 @@ pub(crate) async fn upload(
     if let Some(agent) = &q.agent {
         crate::input::key("agent", agent)?;
     }
-    let t = files::for_upload(&state, &caller, &key, q.agent.as_deref()).await?;
+    let t = files::for_upload(&state, &caller, &key, q.agent.as_deref(), "http").await?;
     let record = if multipart {
         let mut form = Multipart::from_request(request, &state)
             .await
