@@ -15,9 +15,14 @@ pub(crate) async fn get(
     allow_private: bool,
     max: u64,
 ) -> Result<(Vec<u8>, Option<String>), String> {
-    let target = super::push::target_allowed(url, allow_private)
+    let target = duet_net::target_allowed(url, allow_private)
         .await
-        .map_err(|why| format!("not fetched: {why}"))?;
+        .map_err(|e| match e {
+            duet_net::TargetError::Refused { .. } => format!(
+                "not fetched: {e} (the server fetches from private addresses only with --allow-private-push)"
+            ),
+            other => format!("not fetched: {other}"),
+        })?;
     let base = crate::notify::http::client().map_err(|e| e.to_string())?;
     let http = crate::notify::http::pinned(&base, &target)?;
     let fetch = async {
