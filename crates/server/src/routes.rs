@@ -10,7 +10,7 @@ pub(crate) mod approvals;
 mod control;
 pub(crate) mod deliver;
 mod effects;
-mod endpoints;
+pub(crate) mod endpoints;
 mod events;
 mod files;
 mod health;

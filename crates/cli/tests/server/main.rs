@@ -29,6 +29,7 @@ mod smtp;
 
 mod a2a;
 mod a2a_decisions;
+mod a2a_files;
 mod a2a_ids;
 mod a2a_push;
 mod a2a_remote;

@@ -27,6 +27,9 @@ struct Case {
     /// The A2A error code, when it is not `-32602` (InvalidParams).
     #[serde(default)]
     a2a_code: Option<i64>,
+    /// Why A2A takes the value (a raw part of any type is a file there): the A2A doors skip it.
+    #[serde(default)]
+    a2a_takes: Option<String>,
 }
 
 /// `KEY600` and `KEY2800` stand for strings of that many bytes.
@@ -253,6 +256,7 @@ fn request(
             (req, problem("session"))
         }
         (Door::ControlState, _) => return None,
+        (Door::A2aRpc | Door::A2aRest, _) if case.a2a_takes.is_some() => return None,
         (Door::A2aRpc, _) => (rpc("SendMessage", a2a_message()), a2a_expect()),
         (Door::A2aRest, _) => {
             let req = server

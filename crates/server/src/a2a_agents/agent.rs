@@ -11,8 +11,10 @@ use duet_a2a::{
     Stream, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
     TaskPushNotificationConfigRef, TaskState,
 };
-use duet_runtime::{Accepted, Delivery, ImageRef, Origin, RunError, SideId, Thread, WhenBusy};
+use duet_runtime::{Accepted, Delivery, Origin, RunError, SideId, Thread, WhenBusy};
 
+use super::files_in::{self, Incoming};
+use super::files_out;
 use super::follow;
 use super::tasks::{TaskRef, View};
 use crate::auth::Caller;
@@ -29,23 +31,25 @@ pub(crate) struct DuetAgent {
     pub client: SideId,
 }
 
-/// What a message says, for duet: its text and images.
+/// What a message says, for duet: its text and its file parts (bytes or URLs), checked.
 struct Said {
     text: String,
-    images: Vec<ImageRef>,
+    files: Vec<Incoming>,
 }
 
 /// What a message says, checked as every door checks its input ([`input`]) before anything is
-/// read: its ids, its text, its images. A part of another kind is `ContentTypeNotSupported`.
-fn said(req: &SendMessageRequest) -> Result<Said, A2aError> {
+/// read: its ids, its text, its file parts (each a `raw` within the per-file limit `max`, or a
+/// `url`: [`files_in`]). Every raw part is a file, an image too (see `docs/decisions.md`).
+fn said(req: &SendMessageRequest, max: u64) -> Result<Said, A2aError> {
     let m = &req.message;
     input::id(Kind::MessageId, "message.messageId", &m.message_id).map_err(Fault::into_a2a)?;
     if let Some(context) = &m.context_id {
         input::key("message.contextId", context).map_err(Fault::into_a2a)?;
     }
     let mut text = Vec::new();
-    let mut images = Vec::new();
+    let mut files = Vec::new();
     for (i, part) in m.parts.iter().enumerate() {
+        let about = (part.media_type.as_deref(), part.filename.as_deref());
         match &part.content {
             PartContent::Text(t) => {
                 input::text(&format!("message.parts[{i}].text"), t).map_err(Fault::into_a2a)?;
@@ -53,44 +57,21 @@ fn said(req: &SendMessageRequest) -> Result<Said, A2aError> {
             }
             // Serialized JSON: a NUL in it is the escape `\u0000`, never the character.
             PartContent::Data(d) => text.push(d.to_string()),
-            PartContent::Raw(data) => match part.media_type.as_deref() {
-                Some(m) if m.get(..6).is_some_and(|t| t.eq_ignore_ascii_case("image/")) => {
-                    let fields = (
-                        format!("message.parts[{i}].mediaType"),
-                        format!("message.parts[{i}].raw"),
-                    );
-                    input::image((&fields.0, &fields.1), m, data).map_err(Fault::into_a2a)?;
-                    images.push(ImageRef {
-                        mime_type: m.to_owned(),
-                        data: data.clone(),
-                    });
-                }
-                other => {
-                    return Err(A2aError::content_type_not_supported(
-                        other.unwrap_or("application/octet-stream"),
-                    )
-                    .with("part", i.to_string()));
-                }
-            },
-            PartContent::Url(_) => {
-                return Err(A2aError::content_type_not_supported(
-                    part.media_type.as_deref().unwrap_or("a url part"),
-                )
-                .with("part", i.to_string()));
-            }
+            PartContent::Raw(data) => files.push(files_in::raw(i, data, about, max)?),
+            PartContent::Url(u) => files.push(files_in::url(i, u, about)?),
         }
     }
     let text = text.join("\n");
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && files.is_empty() {
         return Err(A2aError::invalid_params(
             "the message has no text",
             vec![(
                 "message.parts".into(),
-                "at least one non-empty text or data part".into(),
+                "at least one non-empty text or data part, or a file".into(),
             )],
         ));
     }
-    Ok(Said { text, images })
+    Ok(Said { text, files })
 }
 
 /// Where a message goes: the stored key, the thread if it exists, the task it joins, and the
@@ -133,6 +114,7 @@ impl DuetAgent {
             client: self.client,
             history,
             artifacts,
+            origin: None,
         }
     }
 
@@ -284,12 +266,19 @@ impl DuetAgent {
         {
             return Err(self.not_waiting(t, r, state).await);
         }
+        let attachments = self.files_in(caller, &target, said.files).await?;
+        // A message of files alone says which.
+        let text = if said.text.trim().is_empty() {
+            format!("Attachments:\n- {}", attachments.join("\n- "))
+        } else {
+            said.text
+        };
         let delivery = Delivery {
             key: &target.key,
             agent: Some(&self.agent),
-            text: &said.text,
-            images: &said.images,
-            attachments: &[],
+            text: &text,
+            images: &[],
+            attachments: &attachments,
             origin: Origin {
                 principal: caller.acting_for(target.thread.as_ref()),
                 author: caller.canonical.as_deref(),
@@ -331,12 +320,51 @@ impl DuetAgent {
             client: self.client,
             history: 0,
             artifacts: true,
+            origin: None,
         };
         Ok((TaskRef { thread, ..r }, view, floor))
     }
 }
 
 impl DuetAgent {
+    /// Stores a message's file parts as files of its target's thread (opened idle first for a
+    /// new context, as an upload opens one): their paths.
+    async fn files_in(
+        &self,
+        caller: &Caller,
+        target: &Target,
+        files: Vec<Incoming>,
+    ) -> Result<Vec<String>, A2aError> {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Every URL fetched first: a refused one opens no thread.
+        let files = files_in::fetched(&self.state, files).await?;
+        let opened;
+        let t = match &target.thread {
+            Some(t) => t,
+            None => {
+                opened = service::files::for_upload(
+                    &self.state,
+                    caller,
+                    &target.context,
+                    Some(&self.agent),
+                    "a2a",
+                )
+                .await
+                .map_err(|e| match e {
+                    service::ServiceError::Store(e) => A2aError::internal(e),
+                    other => A2aError::invalid_params(
+                        format!("context {} cannot take files: {other}", target.context),
+                        vec![("message.contextId".into(), other.to_string())],
+                    ),
+                })?;
+                &opened
+            }
+        };
+        files_in::store(&self.state, t, files).await
+    }
+
     /// Why a message to task `r` (of thread `t`, in `state`) that did not ask to be a
     /// follow-up is refused: the answer that came first when the session's last park has one.
     async fn not_waiting(&self, t: &Thread, r: TaskRef, state: TaskState) -> A2aError {
@@ -410,7 +438,7 @@ impl A2aAgent for DuetAgent {
         cx: Context,
     ) -> Handled<SendMessageResponse> {
         let caller = Self::caller(&cx)?;
-        let said = said(&req)?;
+        let said = said(&req, service::files::max_file_bytes(&self.state))?;
         if let Some(task) = self.replay(&caller, &req, cx.history_length).await? {
             return Ok(SendMessageResponse::Task(task));
         }
@@ -423,6 +451,7 @@ impl A2aAgent for DuetAgent {
             self.store_push(&caller, r, config).await?;
         }
         view.history = cx.history_length;
+        view.origin = Some(files_out::origin(&self.state, Some(&cx.request)));
         let task = if req.return_immediately() {
             follow::read(&self.state, r, &view).await?.1
         } else {
@@ -437,7 +466,7 @@ impl A2aAgent for DuetAgent {
         cx: Context,
     ) -> Handled<Stream> {
         let caller = Self::caller(&cx)?;
-        let said = said(&req)?;
+        let said = said(&req, service::files::max_file_bytes(&self.state))?;
         let push = self.inline_push(&req).await?;
         let (r, mut view, floor) = match self.decisions(&caller, &req).await? {
             Some(decided) => decided,
@@ -447,13 +476,15 @@ impl A2aAgent for DuetAgent {
             self.store_push(&caller, r, config).await?;
         }
         view.history = cx.history_length;
+        view.origin = Some(files_out::origin(&self.state, Some(&cx.request)));
         self.open(cx, r, view, Some(floor)).await
     }
 
     async fn get_task(&self, req: GetTaskRequest, cx: Context) -> Handled<Task> {
         let caller = Self::caller(&cx)?;
         let (t, r) = self.find(&caller, &req.id).await?;
-        let view = self.view(&caller, &t, cx.history_length, true);
+        let mut view = self.view(&caller, &t, cx.history_length, true);
+        view.origin = Some(files_out::origin(&self.state, Some(&cx.request)));
         Ok(follow::read(&self.state, r, &view).await?.1)
     }
 
@@ -513,7 +544,8 @@ impl A2aAgent for DuetAgent {
     async fn subscribe_to_task(&self, req: SubscribeToTaskRequest, cx: Context) -> Handled<Stream> {
         let caller = Self::caller(&cx)?;
         let (t, r) = self.find(&caller, &req.id).await?;
-        let view = self.view(&caller, &t, cx.history_length, true);
+        let mut view = self.view(&caller, &t, cx.history_length, true);
+        view.origin = Some(files_out::origin(&self.state, Some(&cx.request)));
         self.open(cx, r, view, None).await
     }
 }

@@ -265,6 +265,7 @@ impl DuetAgent {
                     client: self.client,
                     history: 0,
                     artifacts: true,
+                    origin: None,
                 };
                 let (t, task, _) = follow::read(&self.state, *r, &view).await?;
                 let pending = pending_ids(&task);

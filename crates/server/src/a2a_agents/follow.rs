@@ -28,13 +28,30 @@ pub(crate) async fn read_seqs(
     r: TaskRef,
     view: &View,
 ) -> Result<(Thread, Task, i64, Vec<i64>), A2aError> {
-    let (t, facts) = service::tasks::session(state, r.thread, r.session)
+    let (t, mut facts) = service::tasks::session(state, r.thread, r.session)
         .await
         .map_err(A2aError::internal)?
         .ok_or_else(|| A2aError::task_not_found(&r.id()))?;
+    with_files(state, &t, r, &mut facts, view).await?;
     let task = tasks::task(&t, r, &facts, view);
     let seqs = tasks::history_seqs(&facts, view);
     Ok((t, task, facts.last_seq, seqs))
+}
+
+/// Reads the files a completed task's result names into `facts`, when `view` shows artifacts.
+pub(crate) async fn with_files(
+    state: &AppState,
+    t: &Thread,
+    r: TaskRef,
+    facts: &mut service::tasks::SessionFacts,
+    view: &View,
+) -> Result<(), A2aError> {
+    if view.artifacts && tasks::state(t, r.session, facts) == TaskState::Completed {
+        facts.files = service::tasks::result_files(state, r.thread, facts, view.client)
+            .await
+            .map_err(A2aError::internal)?;
+    }
+    Ok(())
 }
 
 /// Waits until the task is terminal or interrupted with its journal past `floor` (so a state

@@ -42,6 +42,7 @@ impl DuetAgent {
             client: self.client,
             history: cx.history_length,
             artifacts: req.include_artifacts.unwrap_or(false),
+            origin: Some(super::files_out::origin(&self.state, Some(&cx.request))),
         };
         let mut page: Vec<Task> = Vec::new();
         let mut total = 0usize;
@@ -65,7 +66,7 @@ impl DuetAgent {
                     thread: t.id,
                     session,
                 };
-                let facts = service::tasks::facts(&self.state, t.id, session)
+                let mut facts = service::tasks::facts(&self.state, t.id, session)
                     .await
                     .map_err(A2aError::internal)?;
                 let at = if session == t.session {
@@ -86,6 +87,7 @@ impl DuetAgent {
                     }
                     continue;
                 }
+                super::follow::with_files(&self.state, &t, r, &mut facts, &v).await?;
                 page.push(tasks::task(&t, r, &facts, &v));
                 last_listed = Some(session);
             }

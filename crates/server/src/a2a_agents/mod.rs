@@ -7,6 +7,9 @@
 mod agent;
 mod asking;
 mod decisions;
+mod fetch;
+mod files_in;
+mod files_out;
 mod follow;
 mod list;
 pub(crate) mod notify;

@@ -161,6 +161,7 @@ async fn updates(
         client,
         history: usize::MAX,
         artifacts: true,
+        origin: Some(super::files_out::origin(state, None)),
     };
     let (_, task, last_seq, seqs) = follow::read_seqs(state, r, &view).await?;
     let s = task.status.state;

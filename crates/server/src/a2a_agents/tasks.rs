@@ -138,6 +138,9 @@ pub(crate) struct View {
     pub client: SideId,
     pub history: usize,
     pub artifacts: bool,
+    /// The origin a large result file's download URL starts with (the public URL, else the
+    /// request's: [`super::files_out`]); `None`: root-relative.
+    pub origin: Option<String>,
 }
 
 /// The task for session `r.session` of `t`.
@@ -208,6 +211,15 @@ pub(crate) fn task(t: &Thread, r: TaskRef, facts: &SessionFacts, view: &View) ->
         && let Some(result) = result.filter(|_| state == TaskState::Completed)
     {
         artifacts.push(result_artifact(&id, &result));
+    }
+    if view.artifacts && state == TaskState::Completed {
+        let origin = view.origin.as_deref();
+        artifacts.extend(super::files_out::artifact(
+            &id,
+            &view.context,
+            &facts.files,
+            origin,
+        ));
     }
     let history: Vec<A2aMessage> = shown(facts, view).iter().map(message).collect();
     Task {

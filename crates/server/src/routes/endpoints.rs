@@ -164,7 +164,7 @@ fn api_path(routed: &str) -> &str {
 /// forwarded headers trusted, the proxy's scheme and host; else the `Host` when it names a
 /// loopback host; else the listener's (as the A2A cards' URLs are made: never a name the
 /// request alone says, which the code may echo to others).
-fn origin(state: &AppState, headers: &HeaderMap, uri: &Uri) -> String {
+pub(crate) fn origin(state: &AppState, headers: &HeaderMap, uri: &Uri) -> String {
     let o = state.options();
     let header = |name: &str| {
         headers

@@ -122,7 +122,7 @@ pub(crate) async fn upload(
         crate::input::key("agent", agent)?;
         crate::input::key("key", &key)?;
     }
-    let t = files::for_upload(&state, &caller, &key, q.agent.as_deref()).await?;
+    let t = files::for_upload(&state, &caller, &key, q.agent.as_deref(), "http").await?;
     // What the thread can still take: the per-file limit, or what its files leave of its own.
     let room = files::room(&state, &t).await?;
     if let Some(n) = length.filter(|&n| n > room && !multipart) {

@@ -13,12 +13,14 @@ use crate::auth::Caller;
 use crate::state::AppState;
 
 /// The thread `caller` calls `key` for an upload: when there is none and `agent` is given, a
-/// thread of that agent opened idle for the caller (nothing runs until a message comes).
+/// thread of that agent opened idle for the caller (nothing runs until a message comes), its
+/// source `source` (`http`, `a2a`).
 pub(crate) async fn for_upload(
     state: &AppState,
     caller: &Caller,
     key: &str,
     agent: Option<&str>,
+    source: &'static str,
 ) -> Result<Thread, ServiceError> {
     let found = threads::find(state, caller, key).await;
     let (Err(ServiceError::NotFound(_)), Some(agent)) = (&found, agent) else {
@@ -36,7 +38,7 @@ pub(crate) async fn for_upload(
         agent,
         parent: None,
         principal: caller.acting_for(None),
-        source: Some("http"),
+        source: Some(source),
         now: rt.now_ms(),
     };
     let t = rt.store().open_thread(&caller.stored_key(key), new).await?;

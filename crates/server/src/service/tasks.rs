@@ -6,9 +6,10 @@
 
 use duet_runtime::approval::Asked;
 use duet_runtime::deadline;
+use duet_runtime::files::{AttachmentRef, FileError};
 use duet_runtime::{
-    JournalEntry, Message, ParentFilter, Record, RecordBody, Role, StopReason, Thread, ThreadId,
-    ThreadQuery, ThreadStatus, Timer,
+    JournalEntry, Message, ParentFilter, Record, RecordBody, Role, SideId, StopReason, Thread,
+    ThreadId, ThreadQuery, ThreadStatus, Timer,
 };
 
 use super::ServiceError;
@@ -82,7 +83,25 @@ pub(crate) struct SessionFacts {
     pub deadlines: (Vec<Timer>, Vec<Record>),
     /// When these facts were read (ms, the runtime's clock): what a deadline is counted from.
     pub read_at: i64,
+    /// The side and the attachments of each of its messages (tool results too), in order: the
+    /// session's result files are those of its last message not the client's.
+    pub attached: Vec<(Option<SideId>, Vec<AttachmentRef>)>,
+    /// The files its result names, read by [`result_files`] for a completed task's artifacts
+    /// (empty until then).
+    pub files: Vec<ResultFile>,
 }
+
+/// A file a session's result names, as a task's artifact carries it.
+#[derive(Debug, Clone)]
+pub(crate) struct ResultFile {
+    /// The file.
+    pub file: AttachmentRef,
+    /// Its bytes, when it is at most [`RAW_MAX`] long.
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// The largest result file an artifact carries as bytes; a larger one is a link to its download.
+pub(crate) const RAW_MAX: i64 = 1024 * 1024;
 
 /// A tool call of the session waiting for a decision, with what the project says of its tool
 /// now.
@@ -154,6 +173,9 @@ pub(crate) async fn facts(
                 facts.last_at = m.created_at;
                 facts.last_seq = m.seq;
                 parked_at = None;
+                if !m.silent && m.side.is_some() {
+                    facts.attached.push((m.side, m.attachments.clone()));
+                }
                 if m.role == Role::Tool
                     && let Some(call) = &m.tool_call_id
                 {
@@ -196,6 +218,44 @@ pub(crate) async fn facts(
         facts.deadlines = (timers, notes);
     }
     Ok(facts)
+}
+
+/// The files the result of a session of `thread` names (`facts`, read from its journal): the
+/// attachments of its last message that is not `client`'s side's (a bound `sessionStop`'s tool
+/// message, a model's last word), each with its bytes when it is at most [`RAW_MAX`] long. A
+/// file removed since is left out.
+pub(crate) async fn result_files(
+    state: &AppState,
+    thread: ThreadId,
+    facts: &SessionFacts,
+    client: SideId,
+) -> Result<Vec<ResultFile>, ServiceError> {
+    let Some((_, named)) = facts
+        .attached
+        .iter()
+        .rev()
+        .find(|(side, _)| *side != Some(client))
+    else {
+        return Ok(Vec::new());
+    };
+    let files = state.runtime().files();
+    let mut out = Vec::with_capacity(named.len());
+    for a in named {
+        let record = match files.file(thread, &a.path).await {
+            Ok(r) => r,
+            Err(FileError::Store(e)) => return Err(e.into()),
+            Err(_) => continue,
+        };
+        let bytes = match record.size <= RAW_MAX {
+            true => Some(files.content(&record).await?),
+            false => None,
+        };
+        out.push(ResultFile {
+            file: record.attachment(),
+            bytes,
+        });
+    }
+    Ok(out)
 }
 
 /// Thread `thread` and session `session`'s facts as they are now (`None`: the thread is
