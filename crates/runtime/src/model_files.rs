@@ -19,6 +19,11 @@ pub(crate) const MAX_IMAGE_BYTES: i64 = 5 * 1024 * 1024;
 /// The largest PDF sent as a document part.
 pub(crate) const MAX_DOCUMENT_BYTES: i64 = 10 * 1024 * 1024;
 
+/// The most attachment bytes one request carries as parts: past it, older messages' files go
+/// as lines (the newest messages' first), so a long history of files never outgrows what a
+/// provider takes in one request.
+pub(crate) const MAX_REQUEST_BYTES: i64 = 20 * 1024 * 1024;
+
 /// The image types a model is sent as images.
 const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
 /// The document types a model is sent as documents.
@@ -63,18 +68,45 @@ fn part(record: &FileRecord, takes: Takes) -> Part {
 }
 
 /// Turns each message's `attachments` (drained) into images, documents or lines of its text,
-/// reading the files of `thread` through `files`. A file that cannot be read (gone, a store
-/// failure) is sent as its line.
+/// reading the files of `thread` through `files`. Only a `user` message (what the acting side
+/// is sent) carries parts — providers take images and documents there alone — and at most
+/// [`MAX_REQUEST_BYTES`] of them in all, the newest messages first; the rest, and a file that
+/// cannot be read (gone, a store failure), are sent as their lines.
 pub(crate) async fn load(
     files: &ThreadFiles,
     thread: ThreadId,
     messages: &mut [ChatMessage],
     takes: Takes,
 ) {
-    for m in messages.iter_mut() {
+    let mut budget = MAX_REQUEST_BYTES;
+    for m in messages.iter_mut().rev() {
         let mut lines = Vec::new();
+        let mut parts: Vec<Loaded> = Vec::new();
+        let takes_parts = if m.role == crate::types::Role::User {
+            takes
+        } else {
+            Takes {
+                images: false,
+                documents: false,
+            }
+        };
         for a in std::mem::take(&mut m.attachments) {
-            match one(files, thread, &a, takes).await {
+            let takes = if a.size > budget {
+                Takes {
+                    images: false,
+                    documents: false,
+                }
+            } else {
+                takes_parts
+            };
+            let loaded = one(files, thread, &a, takes).await;
+            if !matches!(loaded, Loaded::Line(_)) {
+                budget -= a.size;
+            }
+            parts.push(loaded);
+        }
+        for loaded in parts {
+            match loaded {
                 Loaded::Image(i) => m.images.push(i),
                 Loaded::Document(d) => m.documents.push(d),
                 Loaded::Line(l) => lines.push(l),

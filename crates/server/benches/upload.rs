@@ -5,21 +5,20 @@
 //!
 //! ```sh
 //! cargo bench -p duet-server --bench upload                      # SQLite (a scratch file)
-//! BENCH_STORE=memory cargo bench -p duet-server --bench upload   # rows in memory, chunks on disk
+//! BENCH_STORE=memory cargo bench -p duet-server --bench upload   # rows in memory, chunks in DirBlobs
 //! BENCH_MIB=1024 cargo bench -p duet-server --bench upload
 //! ```
 //!
 //! The client writes the body 64 KiB at a time as it makes it, with its `Content-Length`, and
 //! reads the download the same way, so the peak is the server's.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use duet_runtime::files::FileLimits;
 use duet_runtime::testing::{MemoryStore, Scratch};
-use duet_runtime::{BlobStore, Handler, HandlerError, Message, Runtime, StoreError, ThreadState};
+use duet_runtime::{Handler, HandlerError, Message, Runtime, ThreadState};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -30,32 +29,6 @@ impl Handler for Clerk {
     async fn handle(&self, state: &mut ThreadState<'_>, _: &Message) -> Result<(), HandlerError> {
         state.reply("ok");
         Ok(())
-    }
-}
-
-/// Chunks as files of a directory (for the memory store, whose own blobs are in memory).
-struct DiskBlobs(PathBuf);
-
-#[async_trait]
-impl BlobStore for DiskBlobs {
-    async fn put_blob(&self, hash: &str, data: Vec<u8>) -> Result<(), StoreError> {
-        tokio::fs::write(self.0.join(hash), data)
-            .await
-            .map_err(StoreError::backend)
-    }
-
-    async fn blob(&self, hash: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        match tokio::fs::read(self.0.join(hash)).await {
-            Ok(d) => Ok(Some(d)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError::backend(e)),
-        }
-    }
-
-    async fn has_blob(&self, hash: &str) -> Result<bool, StoreError> {
-        Ok(tokio::fs::try_exists(self.0.join(hash))
-            .await
-            .unwrap_or(false))
     }
 }
 
@@ -118,7 +91,7 @@ async fn main() {
     if memory {
         let blobs = scratch.join("blobs");
         std::fs::create_dir_all(&blobs).expect("blobs");
-        builder = builder.blobs(Arc::new(DiskBlobs(blobs)));
+        builder = builder.blobs(Arc::new(duet_store::DirBlobs::open(blobs).expect("blobs")));
     }
     let rt = builder.build();
     let options = duet_server::Options {

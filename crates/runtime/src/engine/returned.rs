@@ -71,7 +71,9 @@ impl Runtime {
                     out.attachments.push(r.attachment());
                 }
                 Err(FileError::Store(e)) => return Err(e.into()),
-                Err(e) => failed.push(format!("- `{}` ({e})", path::safe_name(&a.name))),
+                // Named by its file name and the kind of refusal: the error's text holds the
+                // child's own path, which must not reach the parent.
+                Err(e) => failed.push(format!("- `{}` ({})", path::safe_name(&a.name), e.code())),
             }
         }
         out.text = attachment_list(&out.attachments);

@@ -199,7 +199,12 @@ pub fn numbered(name: &str, n: u32) -> String {
     while stem.len() + suffix.len() + ext.len() > MAX_SEGMENT_BYTES && !stem.is_empty() {
         stem.pop();
     }
-    format!("{stem}{suffix}{ext}")
+    let mut out = format!("{stem}{suffix}{ext}");
+    // An extension longer than the segment allows is cut too.
+    while out.len() > MAX_SEGMENT_BYTES {
+        out.pop();
+    }
+    out
 }
 
 #[cfg(test)]
@@ -217,6 +222,7 @@ mod tests {
             assert_eq!(numbered(name, n), want);
         }
         assert!(numbered(&"x".repeat(255), 2).len() <= MAX_SEGMENT_BYTES);
+        assert!(numbered(&format!("a.{}", "x".repeat(253)), 2).len() <= MAX_SEGMENT_BYTES);
     }
 
     #[test]

@@ -13,10 +13,7 @@ const MAGIC: &[(usize, &[u8], &str)] = &[
     (0, b"%PDF-", "application/pdf"),
     (0, b"PK\x03\x04", "application/zip"),
     (0, b"\x1f\x8b", "application/gzip"),
-    (0, b"BM", "image/bmp"),
     (0, b"OggS", "audio/ogg"),
-    (0, b"ID3", "audio/mpeg"),
-    (0, b"\x00\x00\x01\x00", "image/x-icon"),
 ];
 
 /// The type `head` (a file's first bytes) says it is, when it says: images, PDF, archives, a few
@@ -31,6 +28,24 @@ pub fn sniff(head: &[u8]) -> Option<&'static str> {
             b"heic" | b"heix" => "image/heic",
             _ => "video/mp4",
         });
+    }
+    // Short magic numbers only with what must follow them, so text that starts the same way
+    // (`BMW,…`, `ID3 tags`) stays text: a BMP's reserved bytes are zero and its header size is
+    // one of the known ones; an ID3 tag's version is 2 to 4 and its flags' low bits are clear.
+    if head.len() >= 18
+        && &head[0..2] == b"BM"
+        && head[6..10] == [0, 0, 0, 0]
+        && matches!(head[14], 12 | 40 | 52 | 56 | 108 | 124)
+        && head[15..18] == [0, 0, 0]
+    {
+        return Some("image/bmp");
+    }
+    if head.len() >= 10
+        && &head[0..3] == b"ID3"
+        && (2..=4).contains(&head[3])
+        && head[5] & 0x0f == 0
+    {
+        return Some("audio/mpeg");
     }
     MAGIC
         .iter()
@@ -96,8 +111,9 @@ pub fn choose(path: &str, head: &[u8], declared: Option<&str>) -> String {
     }
     let claims_sniffable =
         |m: &str| (m.starts_with("image/") && m != "image/svg+xml") || m == "application/pdf";
-    if let Some(d) = declared.map(str::trim).filter(|d| well_formed(d))
-        && !claims_sniffable(&d.to_ascii_lowercase())
+    if let Some(d) = declared.map(str::trim).filter(|d| {
+        well_formed(d) && d.len() <= 255 && d.bytes().all(|c| (0x20..0x7f).contains(&c))
+    }) && !claims_sniffable(&d.to_ascii_lowercase())
     {
         return d.to_ascii_lowercase();
     }
@@ -137,6 +153,23 @@ pub fn is_text(mime: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_magic_needs_what_follows() {
+        assert_eq!(choose("/cars.csv", b"BMW,Audi\n1,2\n", None), "text/csv");
+        assert_eq!(
+            choose("/notes", b"ID3 tags are metadata", None),
+            "text/plain"
+        );
+        assert_eq!(
+            choose(
+                "/a",
+                b"text/csv; charset=\x01",
+                Some("text/csv; charset=\x01")
+            ),
+            "text/plain"
+        );
+    }
 
     #[test]
     fn the_bytes_win_over_a_lie() {
