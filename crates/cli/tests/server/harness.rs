@@ -51,7 +51,24 @@ impl Server {
         root: &Path,
         options: duet_server::Options,
     ) -> Server {
-        Server::start_on(backend, root, options, None, false).await
+        Server::start_on(backend, root, options, None, false, None).await
+    }
+
+    /// A server for the repository's example project on `backend`, its thread files within
+    /// `limits`.
+    pub async fn start_limited(
+        backend: &Backend,
+        limits: duet_runtime::files::FileLimits,
+    ) -> Server {
+        Server::start_on(
+            backend,
+            &support::repo(),
+            options(),
+            None,
+            false,
+            Some(limits),
+        )
+        .await
     }
 
     /// A server for the project at `root` on `backend` whose time is `clock` (a test moves it:
@@ -61,7 +78,7 @@ impl Server {
         root: &Path,
         clock: Arc<duet_runtime::ManualClock>,
     ) -> Server {
-        Server::start_on(backend, root, options(), Some(clock), false).await
+        Server::start_on(backend, root, options(), Some(clock), false, None).await
     }
 
     /// A server for the project at `root` on `backend`, with `options` (and time `clock`, when
@@ -72,7 +89,7 @@ impl Server {
         options: duet_server::Options,
         clock: Option<Arc<duet_runtime::ManualClock>>,
     ) -> Server {
-        Server::start_on(backend, root, options, clock, true).await
+        Server::start_on(backend, root, options, clock, true, None).await
     }
 
     async fn start_on(
@@ -81,6 +98,7 @@ impl Server {
         mut options: duet_server::Options,
         clock: Option<Arc<duet_runtime::ManualClock>>,
         own_url: bool,
+        limits: Option<duet_runtime::files::FileLimits>,
     ) -> Server {
         let duet_store::Stores {
             engine: store,
@@ -89,6 +107,9 @@ impl Server {
         let mut rt = support::runtime(support::project(root), store.clone());
         if let Some(clock) = clock {
             rt = rt.clock(clock);
+        }
+        if let Some(limits) = limits {
+            rt = rt.file_limits(limits);
         }
         let rt = rt.build();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
