@@ -386,7 +386,7 @@ pub(crate) fn serve(state: &AppState, record: &FileRecord, headers: &HeaderMap) 
         header::CONTENT_DISPOSITION,
         disposition(&mime, record.name()),
     );
-    set(header::ETAG, etag(&record));
+    set(header::ETAG, etag(record));
     set(header::ACCEPT_RANGES, "bytes".to_owned());
     set(header::CONTENT_LENGTH, (end - start).to_string());
     if status == StatusCode::PARTIAL_CONTENT {
