@@ -134,6 +134,9 @@ impl From<JournalEntry> for Entry {
                 if !m.images.is_empty() {
                     data["images"] = json!(m.images);
                 }
+                if !m.attachments.is_empty() {
+                    data["attachments"] = json!(m.attachments);
+                }
                 if let Some(usage) = &m.usage {
                     data["usage"] = json!(usage);
                 }

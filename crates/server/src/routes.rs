@@ -12,7 +12,7 @@ pub(crate) mod deliver;
 mod effects;
 pub(crate) mod endpoints;
 mod events;
-mod files;
+pub(crate) mod files;
 mod health;
 mod invoke;
 mod messages;

@@ -54,6 +54,23 @@ impl Server {
         Server::start_on(backend, root, options, None, false, None).await
     }
 
+    /// A server for the repository's example project on `backend`, its thread files within
+    /// `limits`.
+    pub async fn start_with_limits(
+        backend: &Backend,
+        limits: duet_runtime::files::FileLimits,
+    ) -> Server {
+        Server::start_on(
+            backend,
+            &support::repo(),
+            options(),
+            None,
+            false,
+            Some(limits),
+        )
+        .await
+    }
+
     /// A server for the project at `root` on `backend` whose time is `clock` (a test moves it:
     /// the server's timer loop fires what falls due).
     pub async fn start_clocked(

@@ -46,6 +46,7 @@ mod email;
 mod fastagent_wire;
 mod hostile;
 mod inbox;
+mod inbox_files;
 mod inbox_late;
 mod inbox_tools;
 mod isolation;

@@ -1,10 +1,12 @@
 //! A conversation's messages as the inbox's pages show them: who wrote each (a side's label, the
-//! agent, a tool) and the message itself (Markdown, inert, with the calls it made).
+//! agent, a tool) and the message itself (Markdown, inert, with the calls it made and the files
+//! it attaches).
 
 use duet_runtime::{Message, Role, SideId};
 use duet_spec::Side;
 use maud::{Markup, html};
 
+use super::attachments::{self, Where};
 use super::layout;
 use crate::state::AppState;
 
@@ -36,14 +38,15 @@ pub(crate) fn author(state: &AppState, m: &Message, agent: &str) -> String {
     }
 }
 
-/// One message of a conversation; `by` names its author.
-pub(crate) fn message(m: &Message, by: &str) -> Markup {
+/// One message of a conversation, of the thread `at` names; `by` names its author.
+pub(crate) fn message(m: &Message, by: &str, at: Where<'_>) -> Markup {
     html! {
         li.msg data-seq=(m.seq) data-role=(m.role.as_str()) {
             span.author { (by) }
             @if let Some(text) = &m.content {
                 (layout::markdown(text))
             }
+            (attachments::list(&m.attachments, at))
             @for call in &m.tool_calls {
                 div.call { "calls " code { (call.name) } }
             }

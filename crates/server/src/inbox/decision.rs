@@ -14,6 +14,7 @@ use duet_runtime::approval::Decision;
 use maud::{Markup, html};
 use serde_json::Value;
 
+use super::attachments::{self, Where};
 use super::conversation;
 use super::form::Form;
 use super::layout::{self, Nav};
@@ -267,6 +268,10 @@ pub(crate) fn render(
     let t = &step.thread;
     let action = format!("/inbox/items/{id}");
     let open = step.open().count();
+    let at = Where {
+        item: id,
+        thread: t.id,
+    };
     let asker = step.message.as_ref().map_or_else(
         || t.agent.clone(),
         |m| conversation::author(state, m, &t.agent),
@@ -287,6 +292,7 @@ pub(crate) fn render(
             @if let Some(text) = step.message.as_ref().and_then(|m| m.content.as_deref()) {
                 (layout::markdown(text))
             }
+            @if let Some(m) = &step.message { (attachments::list(&m.attachments, at)) }
             p.count {
                 @match open {
                     0 => "Every call of this step is decided.",
@@ -305,7 +311,7 @@ pub(crate) fn render(
                     p.note { (t.agent) " has said nothing more yet." }
                 } @else {
                     ol.conversation {
-                        @for m in &step.after { (conversation::message(m, &conversation::author(state, m, &t.agent))) }
+                        @for m in &step.after { (conversation::message(m, &conversation::author(state, m, &t.agent), at)) }
                     }
                 }
             }
@@ -323,7 +329,7 @@ pub(crate) fn render(
                             Some(p) if step.first_seq == Some(m.seq) => p.agent.clone(),
                             _ => conversation::author(state, m, &t.agent),
                         };
-                        (conversation::message(m, &by))
+                        (conversation::message(m, &by, at))
                     }
                 }
             }

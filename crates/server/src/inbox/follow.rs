@@ -17,6 +17,7 @@ use duet_runtime::{JournalEntry, RecordBody, ThreadId, ThreadStatus};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
+use super::attachments::Where;
 use super::viewer::Viewer;
 use super::{conversation, item};
 use crate::body::Path;
@@ -80,7 +81,8 @@ pub(crate) async fn follow(
                         && !m.silent
                     {
                         let by = conversation::author(&clock, &m, agent);
-                        let html = conversation::message(&m, &by).into_string();
+                        let at = Where { item: &id, thread: *tid };
+                        let html = conversation::message(&m, &by, at).into_string();
                         yield Ok(Event::default().event("message").id(format!("{tid}:{}", m.seq)).data(html));
                     }
                 }

@@ -4,16 +4,18 @@
 //! reason, or a reply, each an inbound message to that park. The first answer wins; a later one
 //! is told who answered, what and when, and nothing of it is written.
 
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use duet_runtime::{Child, FirstAnswer, Message, Thread, ToolCall};
 use maud::{Markup, html};
 
+use super::attachments::{self, Where};
 use super::conversation::{author, message};
 use super::form::Form;
 use super::layout::{self, Nav};
 use super::signin;
+use super::upload;
 use super::viewer::Viewer;
 use super::{decide, decision, notified};
 use crate::auth::Caller;
@@ -37,7 +39,8 @@ struct Item {
     thread: Thread,
     /// Its parents, nearest first.
     parents: Vec<Thread>,
-    question: Option<String>,
+    /// The question: the message the thread parked on.
+    question: Option<Message>,
     tail: Vec<Message>,
     /// The seq of the thread's first message.
     first_seq: Option<i64>,
@@ -57,7 +60,7 @@ struct Item {
 async fn load(state: &AppState, caller: &Caller, id: &str) -> Result<Item, Problem> {
     let c = approvals::conversation(state, caller, id).await?;
     let before = c.before;
-    let question = before.last().and_then(|m| m.content.clone());
+    let question = before.last().cloned();
     let first_seq = before.first().map(|m| m.seq);
     let tail_from = before.len().saturating_sub(TAIL + 1);
     let tail = before[tail_from..before.len().saturating_sub(1)].to_vec();
@@ -173,6 +176,16 @@ fn forms(item: &Item, viewer: &Viewer, unsent: Option<&Unsent>) -> Markup {
     let kept = |kind: &str| unsent.map_or("", |u| u.kept(kind)).to_owned();
     let off = unsent.is_some();
     let action = format!("/inbox/items/{}", item.id);
+    // Each form may attach one file, stored in the thread with the answer.
+    let attach = |kind: &str| {
+        let id = format!("file-{kind}");
+        html! {
+            div.attach {
+                label for=(id) { "Attach a file (optional)" }
+                input #(id) type="file" name="file" disabled[off];
+            }
+        }
+    };
     let hidden = |kind: &str| {
         html! {
             input type="hidden" name="csrf" value=(viewer.token());
@@ -188,20 +201,23 @@ fn forms(item: &Item, viewer: &Viewer, unsent: Option<&Unsent>) -> Markup {
             } @else {
                 h2 #answer-title { "Your answer" }
             }
-            form.answer-form method="post" action=(action) data-kind="approve" {
+            form.answer-form method="post" action=(action) enctype="multipart/form-data" data-kind="approve" {
                 (hidden("approve"))
+                (attach("approve"))
                 button.primary #approve type="submit" disabled[off] { "Approve" } " " kbd { "a" }
             }
-            form.answer-form.stack method="post" action=(action) data-kind="reject" {
+            form.answer-form.stack method="post" action=(action) enctype="multipart/form-data" data-kind="reject" {
                 (hidden("reject"))
                 label for="reason" { "Reason for rejecting" }
                 textarea #reason name="reason" rows="2" required readonly[off] { (kept("reject")) }
+                (attach("reject"))
                 div { button.danger #reject type="submit" disabled[off] { "Reject" } " " kbd { "r" } }
             }
-            form.answer-form.stack method="post" action=(action) data-kind="reply" {
+            form.answer-form.stack method="post" action=(action) enctype="multipart/form-data" data-kind="reply" {
                 (hidden("reply"))
                 label for="reply" { "Or reply" }
                 textarea #reply name="text" rows="3" required readonly[off] { (kept("reply")) }
+                (attach("reply"))
                 div { button #send type="submit" disabled[off] { "Send reply" } }
             }
         }
@@ -217,6 +233,10 @@ fn render(
 ) -> Markup {
     let t = &item.thread;
     let visible = viewer.caller.visible_key(&t.key);
+    let at = Where {
+        item: &item.id,
+        thread: t.id,
+    };
     let body = html! {
         p.crumbs { a href="/inbox" { "← Waiting" } }
         h1 { (layout::chain(item.parents.iter().map(|p| p.agent.as_str()), &t.agent)) }
@@ -237,7 +257,8 @@ fn render(
         }
         section.question aria-labelledby="question" {
             h2 #question { "Question" }
-            (layout::markdown(item.question.as_deref().unwrap_or("(no message)")))
+            (layout::markdown(item.question.as_ref().and_then(|m| m.content.as_deref()).unwrap_or("(no message)")))
+            @if let Some(m) = &item.question { (attachments::list(&m.attachments, at)) }
         }
         (proposed(item))
         (notified::section(&item.notified, now))
@@ -261,7 +282,7 @@ fn render(
                             Some(p) if item.first_seq == Some(m.seq) => p.agent.clone(),
                             _ => author(state, m, &t.agent),
                         };
-                        (message(m, &by))
+                        (message(m, &by, at))
                     }
                 }
             }
@@ -313,6 +334,17 @@ fn answer_text(form: &Form) -> Result<String, &'static str> {
     }
 }
 
+/// The checks an answer's fields pass before the file it attaches is stored: the text as every
+/// door checks it, and an answer that is one.
+fn checked(form: &Form) -> Result<(), Problem> {
+    ["reason", "text"]
+        .into_iter()
+        .try_for_each(|name| input::text(name, form.get(name).unwrap_or_default()))
+        .map_err(Problem::from)?;
+    answer_text(form).map_err(|why| Problem::unprocessable("invalid_answer", why))?;
+    Ok(())
+}
+
 /// `POST /inbox/items/{id}`: answers the question. A script (`Accept: application/json`) gets
 /// the API's answer — `202`, or `409` naming the answer that won; a plain form post is sent back
 /// to the question page, which then shows the answer — or, with `409`, says plainly that this
@@ -322,11 +354,8 @@ pub(crate) async fn answer(
     viewer: Viewer,
     Path(id): Path<String>,
     headers: HeaderMap,
-    form: Form,
+    request: Request,
 ) -> Response {
-    if let Err(refused) = signin::check_post(&state, &headers, Some(&viewer), &form) {
-        return refused.into_response();
-    }
     let script = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -338,17 +367,25 @@ pub(crate) async fn answer(
             layout::error_page(p.status, &p.detail)
         }
     };
+    let posted = match upload::read(&state, &viewer, &id, &headers, request, checked).await {
+        Ok(p) => p,
+        Err(p) => return fail(p),
+    };
+    let form = posted.form;
+    if let Err(refused) = signin::check_post(&state, &headers, Some(&viewer), &form) {
+        return refused.into_response();
+    }
     // What the form sends is checked as every door checks it, before anything is read.
-    let checked = ["reason", "text"]
+    let fields = ["reason", "text"]
         .into_iter()
         .try_for_each(|name| input::text(name, form.get(name).unwrap_or_default()));
     let message_id = form
         .get("message_id")
         .map(str::trim)
         .filter(|m| !m.is_empty());
-    let checked = checked
+    let fields = fields
         .and_then(|()| message_id.map_or(Ok(()), |m| input::id(Kind::MessageId, "message_id", m)));
-    if let Err(fault) = checked {
+    if let Err(fault) = fields {
         return fail(fault.into());
     }
     // A tool call's step takes decisions (their fields were checked above, as the answer's are).
@@ -361,9 +398,11 @@ pub(crate) async fn answer(
         Ok(t) => t,
         Err(why) => return fail(Problem::unprocessable("invalid_answer", why)),
     };
+    let attachments: Vec<String> = posted.file.iter().map(|f| f.path.clone()).collect();
     let answer = approvals::Answer {
         text: &text,
         images: &[],
+        attachments: &attachments,
         message_id,
         wait: false,
     };

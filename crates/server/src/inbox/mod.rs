@@ -9,6 +9,7 @@
 //! run a script.
 
 mod assets;
+mod attachments;
 mod conversation;
 mod decide;
 mod decision;
@@ -23,10 +24,12 @@ mod notified;
 mod queue;
 mod schema_form;
 mod signin;
+mod upload;
 mod viewer;
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::handler::Handler;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -45,7 +48,16 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/inbox/", get(queue::page))
         .route("/inbox/events", get(queue::events))
         .route("/inbox/history", get(history::page))
-        .route("/inbox/items/{id}", get(item::page).post(item::answer))
+        // An answer may attach a file: limited by the file limits as it streams, its fields by
+        // the body limit (`upload.rs`).
+        .route(
+            "/inbox/items/{id}",
+            get(item::page).post(item::answer.layer(DefaultBodyLimit::disable())),
+        )
+        .route(
+            "/inbox/items/{id}/files/{thread}/{*path}",
+            get(attachments::serve),
+        )
         .route("/inbox/items/{id}/follow", get(follow::follow))
         .route("/inbox/sign-in", get(signin::page).post(signin::sign_in))
         .route("/inbox/sign-out", post(signin::sign_out))

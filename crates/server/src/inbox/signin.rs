@@ -132,6 +132,13 @@ pub(crate) fn check_post(
 /// A form post refused by [`check_post`]: a 403 page saying why.
 pub(crate) struct Refused(&'static str);
 
+impl Refused {
+    /// Why.
+    pub(crate) fn reason(&self) -> &'static str {
+        self.0
+    }
+}
+
 impl IntoResponse for Refused {
     fn into_response(self) -> Response {
         layout::error_page(StatusCode::FORBIDDEN, self.0)

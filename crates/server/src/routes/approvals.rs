@@ -107,6 +107,11 @@ pub(crate) struct AnswerBody {
     /// Images with an answer.
     #[serde(default)]
     pub images: Vec<Image>,
+    /// Paths of the thread's files that come with an answer (`/attachments/report.pdf`,
+    /// uploaded to `/threads/{key}/files` first): each must be a file of the thread, or the
+    /// answer is refused (422 `invalid_attachment`, naming the path) and nothing is written.
+    #[serde(default)]
+    pub attachments: Vec<String>,
     /// `approve`, `edit`, `reject` or `respond`: a decision on a tool call.
     #[serde(default)]
     pub decision: Option<String>,
@@ -222,7 +227,7 @@ fn decided_response(caller: &Caller, id: String, d: approvals::Decision) -> Resp
         (status = 403, description = "`not_an_approver`: the thread's owner, on a call whose `approvers` name others; nothing was written", body = crate::problem::ProblemBody),
         (status = 404, description = "No such approval, or one the caller may neither see nor decide", body = crate::problem::ProblemBody),
         (status = 409, description = "Answered (decided) first by someone else; nothing was written", body = crate::problem::ProblemBody),
-        (status = 422, description = "A decision not offered, an edit the tool's `args` refuse (`field`), or definitions that changed under it (`stale_definition`); nothing was written", body = crate::problem::ProblemBody)))]
+        (status = 422, description = "An answer's attachment that is not a file of the thread (`invalid_attachment`), a decision not offered, an edit the tool's `args` refuse (`field`), or definitions that changed under it (`stale_definition`); nothing was written", body = crate::problem::ProblemBody)))]
 pub(crate) async fn answer(
     State(state): State<AppState>,
     caller: Caller,
@@ -258,10 +263,12 @@ pub(crate) async fn answer(
         ));
     }
     deliver::check_text(text, &body.images)?;
+    crate::input::attachments("attachments", &body.attachments)?;
     let images = deliver::images(&body.images);
     let answer = approvals::Answer {
         text,
         images: &images,
+        attachments: &body.attachments,
         message_id: message_id.as_deref(),
         wait: wait.wait,
     };
@@ -315,6 +322,9 @@ pub(crate) fn decision_input(decision: &str, body: AnswerBody) -> Result<Decisio
     })?;
     if !body.images.is_empty() {
         return Err(bad("a decision carries no images".into()));
+    }
+    if !body.attachments.is_empty() {
+        return Err(bad("a decision carries no attachments".into()));
     }
     let stray = match decision {
         Decision::Approve => body.args.is_some() || body.reason.is_some() || body.text.is_some(),

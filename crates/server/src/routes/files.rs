@@ -211,7 +211,7 @@ fn too_large(size: u64, limit: u64) -> Problem {
 }
 
 /// An upload's failure as a problem: the file API's refusal, or a body that broke off.
-fn refused<E>(e: StreamError<E>, say: impl Fn(E) -> String) -> Problem {
+pub(crate) fn refused<E>(e: StreamError<E>, say: impl Fn(E) -> String) -> Problem {
     match e {
         StreamError::File(e) => crate::service::ServiceError::from(e).into(),
         StreamError::Source(e) => Problem::bad_request(
@@ -363,6 +363,13 @@ pub(crate) async fn download(
 ) -> Result<Response, Problem> {
     let t = threads::find(&state, &caller, &key).await?;
     let record = files::file(&state, &t, &format!("/{file}")).await?;
+    Ok(serve(&state, &record, &headers))
+}
+
+/// `record`'s bytes as a download answers `headers` (its `Range`): the whole file, the range
+/// (206), or 416 past the end; as the type duet sniffed, with `nosniff`, inline only for raster
+/// images and PDFs. Shared with the inbox, which serves a conversation's attachments.
+pub(crate) fn serve(state: &AppState, record: &FileRecord, headers: &HeaderMap) -> Response {
     let size = u64::try_from(record.size).unwrap_or(0);
     let (status, start, end) = match want(headers.get(header::RANGE), size) {
         Want::Whole => (StatusCode::OK, 0, size),
@@ -377,14 +384,14 @@ pub(crate) async fn download(
             if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
                 r.headers_mut().insert(header::CONTENT_RANGE, v);
             }
-            return Ok(r);
+            return r;
         }
     };
     let mime = record
         .mime_type
         .clone()
         .unwrap_or_else(|| "application/octet-stream".to_owned());
-    let body = Body::from_stream(files::bytes(&state, &record, start, end));
+    let body = Body::from_stream(files::bytes(state, record, start, end));
     let mut response = Response::new(body);
     *response.status_mut() = status;
     let h = response.headers_mut();
@@ -399,7 +406,7 @@ pub(crate) async fn download(
         header::CONTENT_DISPOSITION,
         disposition(&mime, record.name()),
     );
-    set(header::ETAG, etag(&record));
+    set(header::ETAG, etag(record));
     set(header::ACCEPT_RANGES, "bytes".to_owned());
     set(header::CONTENT_LENGTH, (end - start).to_string());
     if status == StatusCode::PARTIAL_CONTENT {
@@ -408,7 +415,7 @@ pub(crate) async fn download(
             format!("bytes {start}-{}/{size}", end.saturating_sub(1)),
         );
     }
-    Ok(response)
+    response
 }
 
 /// Removes a file.

@@ -40,6 +40,8 @@ pub(crate) async fn find(
 pub(crate) struct Answer<'a> {
     pub text: &'a str,
     pub images: &'a [ImageRef],
+    /// Paths of the thread's files that come with it (each must be one).
+    pub attachments: &'a [String],
     /// Its message id: a retried answer writes nothing.
     pub message_id: Option<&'a str>,
     /// Follow the resumed run until the thread settles.
@@ -61,7 +63,7 @@ pub(crate) async fn answer(
         thread: Some(&t),
         text: answer.text,
         images: answer.images,
-        attachments: &[],
+        attachments: answer.attachments,
         answers: Some(approval.park),
         message_id: answer.message_id,
         wait: answer.wait,

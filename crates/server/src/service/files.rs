@@ -5,7 +5,7 @@
 //! [`super::threads::find`]'s.
 
 use duet_runtime::files::{FileError, FileRecord};
-use duet_runtime::{NewThread, RunError, StreamError, Thread};
+use duet_runtime::{NewThread, RunError, StreamError, Thread, ThreadId};
 use futures::Stream;
 
 use super::{ServiceError, threads};
@@ -125,4 +125,69 @@ pub(crate) async fn remove(state: &AppState, t: &Thread, path: &str) -> Result<(
     let files = state.runtime().files();
     let writes = files.plan_unlink(t.id, path, &[]).await?;
     Ok(files.apply(t.id, writes).await?)
+}
+
+/// Stores `body` in `t` as an attachment named `name` (made safe) under `/attachments`: at
+/// `/attachments/<name>`, or `<name>-2…` when another file is there (the same content reuses
+/// its path), so nothing a message already names is replaced. Streamed within the limits, and
+/// its row written only once the body is whole, as [`upload`].
+pub(crate) async fn attach<S, B, E>(
+    state: &AppState,
+    t: &Thread,
+    name: &str,
+    body: S,
+    declared: Option<&str>,
+) -> Result<FileRecord, StreamError<E>>
+where
+    S: Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+{
+    let files = state.runtime().files();
+    let dir = duet_runtime::files::ATTACHMENTS;
+    let name = duet_runtime::files::path::safe_name(name);
+    let mut record = files
+        .store_stream(&format!("{dir}/{name}"), body, declared, None)
+        .await?;
+    record.path = files
+        .free_path(t.id, (dir, &name), &record.chunks, &[], &[])
+        .await
+        .map_err(StreamError::File)?;
+    files.put(t.id, record).await.map_err(StreamError::File)
+}
+
+/// The file at `path` of thread `holder` as the inbox serves it on approval `id`'s pages:
+/// `holder` is the approval's thread or one of its parents (whoever may open the page may
+/// read it, [`super::approvals::find`]), and some message of it names the file as an
+/// attachment — the inbox serves what its conversations show, no other file of the thread.
+pub(crate) async fn attached(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    holder: ThreadId,
+    path: &str,
+) -> Result<FileRecord, ServiceError> {
+    let (_, thread) = super::approvals::find(state, caller, id).await?;
+    let holder = if thread.id == holder {
+        thread
+    } else {
+        super::approvals::parents(state, &thread)
+            .await?
+            .into_iter()
+            .find(|p| p.id == holder)
+            .ok_or_else(|| ServiceError::NotFound("no such thread on this page".into()))?
+    };
+    let path = duet_runtime::files::path::normalize(path)?;
+    let named = state
+        .runtime()
+        .store()
+        .messages(holder.id)
+        .await?
+        .iter()
+        .any(|m| !m.silent && m.attachments.iter().any(|a| a.path == path));
+    if !named {
+        return Err(ServiceError::NotFound(format!(
+            "no message of this conversation attaches `{path}`"
+        )));
+    }
+    file(state, &holder, &path).await
 }

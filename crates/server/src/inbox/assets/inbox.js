@@ -110,6 +110,7 @@ function itemPage(live) {
     }
     for (const b of answer.querySelectorAll("button")) b.disabled = true;
     for (const t of answer.querySelectorAll("textarea")) t.readOnly = true;
+    for (const f of answer.querySelectorAll("input[type=file]")) f.disabled = true;
     const title = document.getElementById("answer-title");
     if (title) title.textContent = "Your answer (not sent)";
   };
@@ -137,6 +138,16 @@ function itemPage(live) {
     notice.appendChild(p);
   };
 
+  // A form with a file chosen goes as multipart (the file streams into the thread); without
+  // one, as the plain fields.
+  const formBody = (form) => {
+    const data = new FormData(form);
+    const file = form.querySelector("input[type=file]");
+    if (file && file.files.length > 0) return data;
+    data.delete("file");
+    return new URLSearchParams(data);
+  };
+
   for (const form of document.querySelectorAll("form.answer-form")) {
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
@@ -149,7 +160,7 @@ function itemPage(live) {
         response = await fetch(form.getAttribute("action"), {
           method: "POST",
           headers: { Accept: "application/json" },
-          body: new URLSearchParams(new FormData(form)),
+          body: formBody(form),
           credentials: "same-origin",
         });
       } catch (err) {
