@@ -129,7 +129,46 @@ pub(crate) async fn compose(
     if let Some(ms) = env_ms("DUET_TIMER_CLAIM_MS")? {
         builder = builder.timer_claim_ms(ms);
     }
+    // The thread filesystem: chunks in a directory instead of the database (every command of a
+    // deployment must say the same, or `duet files` reads where `duet serve` did not write),
+    // and its limits.
+    if let Ok(dir) = std::env::var("DUET_FILES_DIR")
+        && !dir.trim().is_empty()
+    {
+        match duet_store::DirBlobs::open(dir.trim()) {
+            Ok(blobs) => builder = builder.blobs(Arc::new(blobs)),
+            Err(e) => {
+                eprintln!("duet: DUET_FILES_DIR: {e}");
+                return Err(ExitCode::from(1));
+            }
+        }
+    }
+    let mut limits = duet_runtime::files::FileLimits::default();
+    if let Some(n) = env_count("DUET_MAX_FILE_BYTES")? {
+        limits.max_file_bytes = n;
+    }
+    if let Some(n) = env_count("DUET_MAX_THREAD_BYTES")? {
+        limits.max_thread_bytes = n;
+    }
+    if let Some(n) = env_count("DUET_MAX_THREAD_FILES")? {
+        limits.max_entries = n;
+    }
+    builder = builder.file_limits(limits);
     Ok((builder.build(), tables))
+}
+
+/// A whole number above zero from env variable `name`, if set.
+fn env_count(name: &str) -> Result<Option<u64>, ExitCode> {
+    let Ok(value) = std::env::var(name) else {
+        return Ok(None);
+    };
+    match value.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => {
+            eprintln!("duet: {name} must be a whole number above zero, not `{value}`");
+            Err(ExitCode::from(2))
+        }
+    }
 }
 
 /// The names this build registers for `builtin:` (tools, handlers — a remote A2A agent's among

@@ -321,7 +321,7 @@ impl Runtime {
         let env_lookup = |k: &str| crate::context::env_value(env, k);
         let refs = crate::hooks::resolve(&self.inner.project, agent, prompt, &env_lookup);
         let active = self.inner.hooks.activate(&self.inner.project, refs)?;
-        Ok(active.with_state(&self.inner.store, env))
+        Ok(active.with_state(&self.inner.store, &self.inner.files, env))
     }
 
     /// The hooks in force for `side` of `agent` (see [`Runtime::hooks_for`]).

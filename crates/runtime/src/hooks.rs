@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use duet_spec::{AgentDef, HookStage, Project, PromptDef};
 
 mod active;
+mod files;
 
 pub(crate) use active::ActiveHooks;
 
@@ -94,12 +95,14 @@ pub(crate) struct HookWrites {
 #[derive(Default)]
 pub(crate) struct HookState {
     pub(crate) store: Option<Arc<dyn Store>>,
+    /// The thread filesystem (`hooks/files.rs`).
+    pub(crate) files: Option<crate::thread_files::ThreadFiles>,
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) writes: Mutex<HookWrites>,
 }
 
 impl HookContext<'_> {
-    fn write(&self, f: impl FnOnce(&mut HookWrites)) -> Result<(), HookError> {
+    pub(crate) fn write(&self, f: impl FnOnce(&mut HookWrites)) -> Result<(), HookError> {
         if !self.writable {
             return Err(HookError::new(
                 "after_create_message runs after its commit: it cannot write",

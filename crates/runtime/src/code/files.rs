@@ -5,12 +5,95 @@
 //! committed with the step, delivery or effect run the code ran in. Bytes cross the bridge as
 //! `{"$bytes": base64}` ([`shape::bytes`]).
 
+use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::shape;
-use crate::files::FileError;
 use crate::files::chunk::CHUNK_BYTES;
+use crate::files::{FileError, FileRecord, FileStats};
 use crate::handler::ThreadState;
+use crate::hooks::HookContext;
+use crate::thread_files::{GrepMatch, ThreadFiles};
+
+/// What answers code's file members: a handler's, tool's or effect's `ThreadState`, or a
+/// hook's context (both write with the step or delivery the code runs in).
+#[async_trait]
+pub(crate) trait FileApi: Send {
+    fn thread_files(&self) -> Option<&ThreadFiles>;
+    async fn write_file(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        mime: Option<&str>,
+    ) -> Result<FileRecord, FileError>;
+    async fn read_file(&self, path: &str) -> Result<Option<Vec<u8>>, FileError>;
+    async fn stat_file(&self, path: &str) -> Result<Option<FileRecord>, FileError>;
+    async fn readdir_file(&self, path: &str) -> Result<Vec<FileRecord>, FileError>;
+    async fn unlink_file(&mut self, path: &str) -> Result<(), FileError>;
+    async fn mkdir_file(&mut self, path: &str) -> Result<(), FileError>;
+    async fn rmdir_file(&mut self, path: &str) -> Result<(), FileError>;
+    async fn file_stats(&self) -> Result<FileStats, FileError>;
+    async fn grep_files(&self, pattern: &str) -> Result<(Vec<GrepMatch>, bool), FileError>;
+    async fn find_files(&self, pattern: &str) -> Result<(Vec<String>, bool), FileError>;
+}
+
+/// Both implementations delegate to the inherent methods of the same names.
+macro_rules! file_api {
+    ($ty:ty, $files:ident) => {
+        #[async_trait]
+        impl FileApi for $ty {
+            fn thread_files(&self) -> Option<&ThreadFiles> {
+                $files(self)
+            }
+            async fn write_file(
+                &mut self,
+                path: &str,
+                data: &[u8],
+                mime: Option<&str>,
+            ) -> Result<FileRecord, FileError> {
+                <$ty>::write_file(self, path, data, mime).await
+            }
+            async fn read_file(&self, path: &str) -> Result<Option<Vec<u8>>, FileError> {
+                <$ty>::read_file(self, path).await
+            }
+            async fn stat_file(&self, path: &str) -> Result<Option<FileRecord>, FileError> {
+                <$ty>::stat_file(self, path).await
+            }
+            async fn readdir_file(&self, path: &str) -> Result<Vec<FileRecord>, FileError> {
+                <$ty>::readdir_file(self, path).await
+            }
+            async fn unlink_file(&mut self, path: &str) -> Result<(), FileError> {
+                <$ty>::unlink_file(self, path).await
+            }
+            async fn mkdir_file(&mut self, path: &str) -> Result<(), FileError> {
+                <$ty>::mkdir_file(self, path).await
+            }
+            async fn rmdir_file(&mut self, path: &str) -> Result<(), FileError> {
+                <$ty>::rmdir_file(self, path).await
+            }
+            async fn file_stats(&self) -> Result<FileStats, FileError> {
+                <$ty>::file_stats(self).await
+            }
+            async fn grep_files(&self, pattern: &str) -> Result<(Vec<GrepMatch>, bool), FileError> {
+                <$ty>::grep_files(self, pattern).await
+            }
+            async fn find_files(&self, pattern: &str) -> Result<(Vec<String>, bool), FileError> {
+                <$ty>::find_files(self, pattern).await
+            }
+        }
+    };
+}
+
+fn state_files<'s>(s: &'s ThreadState<'_>) -> Option<&'s ThreadFiles> {
+    Some(s.files)
+}
+
+fn hook_files<'s>(s: &'s HookContext<'_>) -> Option<&'s ThreadFiles> {
+    s.state.files.as_ref()
+}
+
+file_api!(ThreadState<'_>, state_files);
+file_api!(HookContext<'_>, hook_files);
 
 /// The members this module answers.
 pub(crate) const MEMBERS: &[&str] = &[
@@ -51,8 +134,8 @@ fn failed(e: FileError) -> String {
 }
 
 /// Answers `member` (one of [`MEMBERS`]) with `state`.
-pub(crate) async fn call(
-    state: &mut ThreadState<'_>,
+pub(crate) async fn call<S: FileApi + ?Sized>(
+    state: &mut S,
     member: &str,
     params: &Value,
 ) -> Result<Value, String> {
@@ -155,7 +238,7 @@ pub(crate) async fn call(
 /// `offset`, as `{data: {"$bytes"}, offset, size, updatedAt}`; `null` when nothing is there. A
 /// file whose `updatedAt` is no longer the one given (it was written since the first chunk) is
 /// an error: a stream never mixes two versions.
-async fn chunk(state: &mut ThreadState<'_>, params: &Value) -> Result<Value, String> {
+async fn chunk<S: FileApi + ?Sized>(state: &mut S, params: &Value) -> Result<Value, String> {
     let path = text(params, "path")?;
     let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
     let Some(record) = state.stat_file(path).await.map_err(failed)? else {
@@ -177,7 +260,10 @@ async fn chunk(state: &mut ThreadState<'_>, params: &Value) -> Result<Value, Str
     }
     let end = offset.saturating_add(CHUNK_BYTES as u64);
     let mut data = Vec::new();
-    let mut pieces = std::pin::pin!(state.files.range(&record, offset, end));
+    let files = state
+        .thread_files()
+        .ok_or("this code runs without a thread filesystem")?;
+    let mut pieces = std::pin::pin!(files.range(&record, offset, end));
     while let Some(piece) = futures::StreamExt::next(&mut pieces).await {
         data.extend(piece.map_err(failed)?);
     }

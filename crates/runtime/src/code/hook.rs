@@ -119,10 +119,15 @@ impl Bridge for HookBridge<'_, '_> {
                     json!({ "id": null, "role": role.as_str(), "content": content, "silent": silent }),
                 )
             }
+            // The thread's files, with the step's pending writes; a hook's writes go with the step.
+            m if super::files::MEMBERS.contains(&m) => {
+                let mut ctx = self.ctx.clone();
+                super::files::call(&mut ctx, m, &params).await
+            }
             other => match unavailable(other) {
                 e if e.contains("not a ThreadState member") => Err(e),
                 _ => Err(format!(
-                    "`state.{other}` is not available to a hook in duet: a hook reads and writes values, reads env, injects messages and fetches"
+                    "`state.{other}` is not available to a hook in duet: a hook reads and writes values and files, reads env, injects messages and fetches"
                 )),
             },
         }

@@ -98,6 +98,7 @@ impl ActiveHooks {
     pub(crate) fn with_state(
         mut self,
         store: &Arc<dyn crate::store::Store>,
+        files: &crate::thread_files::ThreadFiles,
         env: &std::collections::BTreeMap<String, String>,
     ) -> Self {
         if self.hooks.is_empty() {
@@ -106,6 +107,7 @@ impl ActiveHooks {
         }
         self.state = Arc::new(HookState {
             store: Some(store.clone()),
+            files: Some(files.clone()),
             env: env.clone(),
             writes: Default::default(),
         });

@@ -593,6 +593,15 @@ impl Hook for Context {
         let count = seen.and_then(|v| v.as_i64()).unwrap_or(0) + 1;
         ctx.set_value("audit:count", Some(serde_json::json!(count)))?;
         ctx.inject_message(Role::System, format!("audit context #{count}"), true)?;
+        // Files too: the last step's log is there, this one's is written with the step.
+        let last = ctx
+            .read_file(&format!("/audit/{}.txt", count - 1))
+            .await
+            .map_err(|e| HookError::new(e.to_string()))?;
+        let line = format!("step {count} saw {}", last.is_some());
+        ctx.write_file(&format!("/audit/{count}.txt"), line.as_bytes(), None)
+            .await
+            .map_err(|e| HookError::new(e.to_string()))?;
         Ok(text)
     }
 
@@ -606,8 +615,13 @@ impl Hook for Context {
             Err(_) => "refused",
             Ok(()) => "accepted",
         };
+        let file = match ctx.write_file("/late.txt", b"late", None).await {
+            Err(_) => "refused",
+            Ok(_) => "accepted",
+        };
         if let Ok(mut seen) = self.0.lock() {
             seen.push(answer.to_owned());
+            seen.push(file.to_owned());
         }
         Ok(())
     }
@@ -687,6 +701,16 @@ async fn a_parent_hook_writes_through_the_parents_thread_state() {
             .filter(|r| r.kind() == "hook_failed")
             .count();
         assert_eq!(failed, 0, "{}", backend.name());
+        // The hook's files, committed with their steps (the second saw the first's).
+        let files = rt.files();
+        for (n, says) in [(1, "step 1 saw false"), (2, "step 2 saw true")] {
+            let f = files
+                .file(t.id, &format!("/audit/{n}.txt"))
+                .await
+                .expect("the hook's file");
+            assert_eq!(files.content(&f).await.expect("read"), says.as_bytes());
+        }
+        assert!(files.stat(t.id, "/late.txt").await.expect("stat").is_none());
         let late = context.0.lock().map(|s| s.clone()).unwrap_or_default();
         assert!(
             !late.is_empty() && late.iter().all(|a| a == "refused"),
