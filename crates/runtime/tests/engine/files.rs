@@ -384,7 +384,12 @@ async fn a_reply_carries_its_files_and_the_session_ends_with_it() {
         let messages = store.messages(t.id).await.expect("messages");
         let last = messages.last().expect("a reply");
         assert_eq!(last.content.as_deref(), Some("Here it is."));
-        assert_eq!(last.side, Some(duet_runtime::SideId::A), "{}", backend.name());
+        assert_eq!(
+            last.side,
+            Some(duet_runtime::SideId::A),
+            "{}",
+            backend.name()
+        );
         let attached: Vec<(&str, &str, i64)> = last
             .attachments
             .iter()
@@ -398,7 +403,10 @@ async fn a_reply_carries_its_files_and_the_session_ends_with_it() {
         );
         let file = rt.files().file(t.id, "/attachments/answer.txt").await;
         assert_eq!(
-            rt.files().content(&file.expect("file")).await.expect("read"),
+            rt.files()
+                .content(&file.expect("file"))
+                .await
+                .expect("read"),
             b"Received: answer\n"
         );
 
