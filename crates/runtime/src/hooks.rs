@@ -74,7 +74,7 @@ impl std::fmt::Debug for HookContext<'_> {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct HookWrites {
     /// Messages written, in order.
-    pub(crate) messages: Vec<crate::handler::Injected>,
+    pub(crate) messages: Vec<crate::Injected>,
     pub(crate) values: Vec<(String, Option<serde_json::Value>)>,
     /// Messages queued for the thread's next step.
     pub(crate) queued: Vec<crate::types::NewQueued>,
@@ -123,10 +123,7 @@ impl HookContext<'_> {
         silent: bool,
     ) -> Result<(), HookError> {
         let content = content.into();
-        self.write(|w| {
-            w.messages
-                .push(crate::handler::Injected::new(role, content, silent))
-        })
+        self.write(|w| w.messages.push(crate::Injected::new(role, content, silent)))
     }
 
     /// Sets (or with `None` deletes) a durable value of the thread.
