@@ -9,12 +9,16 @@
 //! - `keyword_router` answers by keyword, from rules in the thread's durable values or the agent
 //!   env, and can end the session on a keyword (an auto-approver is a router whose rule for
 //!   "approve" stops the session with "approved").
+//! - `file_reply` ([`FileReply`]) answers each message with a file written to the thread,
+//!   attached to its reply, and ends the session.
 //! - Effects ([`effects`]): `queue_message` (a reminder that starts a turn) and `invoke_tool`
 //!   (runs a project tool later).
 
 mod effects;
+mod file_reply;
 
 pub use effects::{InvokeTool, QueueMessage, effects};
+pub use file_reply::FileReply;
 
 use async_trait::async_trait;
 use duet_runtime::hooks::{Hook, HookContext, HookError, Hooks};
@@ -24,6 +28,7 @@ use duet_runtime::{Handler, HandlerError, Handlers, Message, Role, ThreadState};
 pub fn handlers() -> Handlers {
     Handlers::new()
         .with("echo", Echo)
+        .with("file_reply", FileReply)
         .with("keyword_router", KeywordRouter)
         .with("relay", Relay)
 }

@@ -73,10 +73,32 @@ impl Handlers {
     }
 }
 
+/// A message code wrote (a handler's `reply`, a hook's `inject_message`), before its commit.
+#[derive(Clone, Debug)]
+pub(crate) struct Injected {
+    pub(crate) role: Role,
+    pub(crate) content: String,
+    pub(crate) silent: bool,
+    /// Files of the thread the message carries ([`ThreadState::reply_with_files`]).
+    pub(crate) attachments: Vec<crate::files::AttachmentRef>,
+}
+
+impl Injected {
+    /// A message with no attachments.
+    pub(crate) fn new(role: Role, content: String, silent: bool) -> Self {
+        Injected {
+            role,
+            content,
+            silent,
+            attachments: Vec::new(),
+        }
+    }
+}
+
 /// What a handler did, applied when its delivery commits.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Writes {
-    pub(crate) injected: Vec<(Role, String, bool)>,
+    pub(crate) injected: Vec<Injected>,
     pub(crate) queued: Vec<NewQueued>,
     pub(crate) values: Vec<(String, Option<serde_json::Value>)>,
     pub(crate) status: Option<String>,
@@ -135,6 +157,11 @@ impl ThreadState<'_> {
         self.thread.id
     }
 
+    /// The thread's current session (numbered from 1; a message after one ended opens the next).
+    pub fn session(&self) -> i64 {
+        self.thread.session
+    }
+
     /// The agent now taking the thread's turns.
     pub fn agent(&self) -> &str {
         &self.thread.agent
@@ -153,12 +180,16 @@ impl ThreadState<'_> {
     /// Writes a message authored by this handler's side: the sibling's next inbound message.
     pub fn reply(&mut self, content: impl Into<String>) {
         let role = Role::authored_by(self.side);
-        self.writes.injected.push((role, content.into(), false));
+        self.writes
+            .injected
+            .push(Injected::new(role, content.into(), false));
     }
 
     /// Writes a message with any role at once (no execution is started by it).
     pub fn inject_message(&mut self, role: Role, content: impl Into<String>, silent: bool) {
-        self.writes.injected.push((role, content.into(), silent));
+        self.writes
+            .injected
+            .push(Injected::new(role, content.into(), silent));
     }
 
     /// Queues a message durably; it is delivered before the thread's next step.

@@ -74,8 +74,8 @@ impl std::fmt::Debug for HookContext<'_> {
 /// through their `state` ([`ActiveHooks::absorb`]), committed the same way.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct HookWrites {
-    /// `(role, content, silent)`, in order.
-    pub(crate) messages: Vec<(Role, String, bool)>,
+    /// Messages written, in order.
+    pub(crate) messages: Vec<crate::Injected>,
     pub(crate) values: Vec<(String, Option<serde_json::Value>)>,
     /// Messages queued for the thread's next step.
     pub(crate) queued: Vec<crate::types::NewQueued>,
@@ -126,7 +126,7 @@ impl HookContext<'_> {
         silent: bool,
     ) -> Result<(), HookError> {
         let content = content.into();
-        self.write(|w| w.messages.push((role, content, silent)))
+        self.write(|w| w.messages.push(crate::Injected::new(role, content, silent)))
     }
 
     /// Sets (or with `None` deletes) a durable value of the thread.

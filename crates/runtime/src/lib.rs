@@ -80,6 +80,8 @@ pub use event::{AgentEvent, EventSink, USAGE_EVENT};
 pub use files::{
     AttachmentRef, FileError, FileKind, FileLimits, FileQuery, FileRecord, FileStats, FileWrite,
 };
+/// A message code wrote; named here so `hooks` reaches it without importing `handler`.
+pub(crate) use handler::Injected;
 pub use handler::{Handler, HandlerError, Handlers, ThreadState};
 pub use model::{
     ChatMessage, DocumentRef, Model, ModelChunk, ModelError, ModelRequest, Provider, Providers,

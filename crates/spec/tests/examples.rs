@@ -18,6 +18,7 @@ fn the_example_project_validates_clean() {
         "question_gate",
         "orchestrator",
         "instant_answer",
+        "file_answer",
     ] {
         assert!(
             p.agents.contains_key(name),
@@ -49,7 +50,7 @@ fn the_agents_folder_itself_is_accepted() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../agents");
     let loaded = duet_spec::load(&dir).expect("agents/ resolves to its project");
     assert!(loaded.is_ok());
-    assert_eq!(loaded.project.agents.len(), 7);
+    assert_eq!(loaded.project.agents.len(), 8);
 }
 
 #[test]

@@ -309,3 +309,85 @@ async fn the_python_sdk_sends_a_file_and_reads_a_file_artifact() {
         server.stop().await;
     }
 }
+
+/// The repository's `file_answer` (a handler, no model) answers each message with a file
+/// naming what it received: every task is COMPLETED with that file as its first artifact (the
+/// shape the TCK's `tck-artifact-file` checks: a `raw` part, `output.txt`, `text/plain`), its
+/// result text after it; a second task of the context has its own file, and the first one's
+/// artifact still shows the first.
+#[tokio::test]
+async fn the_file_answer_agents_tasks_complete_with_a_file_artifact() {
+    let answer = |task: &Value| -> (Value, Value, String) {
+        let first = &task["artifacts"][0];
+        let part = &first["parts"][0];
+        let raw = B64.decode(part["raw"].as_str().unwrap_or_default());
+        let text = String::from_utf8(raw.unwrap_or_default()).unwrap_or_default();
+        (
+            json!([first["name"], part["filename"], part["mediaType"]]),
+            task["artifacts"][1]["parts"][0]["text"].clone(),
+            text,
+        )
+    };
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let send = |id: &str, parts: Value| {
+            json!({"message": {"messageId": id, "contextId": "ctx-answer", "role": "ROLE_USER",
+                "parts": parts}})
+        };
+        let parts = json!([{"text": "Look."}, csv_part(b"a,b\n1,2\n")]);
+        let body = crate::harness::a2a(
+            &server,
+            "file_answer",
+            &alice,
+            "SendMessage",
+            send("fa-1", parts),
+        )
+        .await;
+        let first = body["result"]["task"].clone();
+        assert_eq!(
+            first["status"]["state"], "TASK_STATE_COMPLETED",
+            "{backend:?} {body}"
+        );
+        let want = json!(["files", "output.txt", "text/plain"]);
+        assert_eq!(
+            answer(&first),
+            (
+                want.clone(),
+                json!("received"),
+                "Received: Look.\nAttached: /attachments/data.csv (text/csv, 8 bytes)\n".into()
+            ),
+            "{backend:?} {first}"
+        );
+
+        let body = crate::harness::a2a(
+            &server,
+            "file_answer",
+            &alice,
+            "SendMessage",
+            send("fa-2", json!([{"text": "Again."}])),
+        )
+        .await;
+        let second = &body["result"]["task"];
+        assert_ne!(second["id"], first["id"], "{backend:?} {body}");
+        assert_eq!(
+            answer(second),
+            (want.clone(), json!("received"), "Received: Again.\n".into()),
+            "{backend:?} {second}"
+        );
+        let got = crate::harness::a2a(
+            &server,
+            "file_answer",
+            &alice,
+            "GetTask",
+            json!({"id": first["id"]}),
+        )
+        .await;
+        assert_eq!(
+            answer(&got["result"]).2,
+            "Received: Look.\nAttached: /attachments/data.csv (text/csv, 8 bytes)\n",
+            "{backend:?} {got}"
+        );
+        server.stop().await;
+    }
+}

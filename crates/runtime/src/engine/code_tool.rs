@@ -60,7 +60,12 @@ impl Runtime {
             Ok(checked) => {
                 writes.injected = checked
                     .into_iter()
-                    .map(|m| (m.role, m.content.unwrap_or_default(), m.silent))
+                    .map(|m| crate::handler::Injected {
+                        role: m.role,
+                        content: m.content.unwrap_or_default(),
+                        silent: m.silent,
+                        attachments: m.attachments,
+                    })
                     .collect();
             }
             Err(e) => {

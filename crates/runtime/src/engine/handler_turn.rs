@@ -190,18 +190,19 @@ impl Runtime {
 pub(super) async fn checked_messages(
     hooks: &crate::hooks::ActiveHooks,
     t: &Thread,
-    injected: &[(Role, String, bool)],
+    injected: &[crate::handler::Injected],
     now: i64,
 ) -> Result<Vec<Message>, HandlerError> {
     let mut written = Vec::with_capacity(injected.len());
-    for (role, content, silent) in injected {
-        let writer = match role {
+    for w in injected {
+        let writer = match w.role {
             Role::Assistant => Some(SideId::A),
             Role::User => Some(SideId::B),
             _ => None,
         };
-        let mut msg = Message::text(0, t.session, *role, writer, content.clone(), now);
-        msg.silent = *silent;
+        let mut msg = Message::text(0, t.session, w.role, writer, w.content.clone(), now);
+        msg.silent = w.silent;
+        msg.attachments.clone_from(&w.attachments);
         let msg = hooks
             .before_create_message_strict(t, msg)
             .await

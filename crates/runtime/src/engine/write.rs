@@ -302,16 +302,15 @@ fn hook_output(t: &mut Thread, hooks: &mut ActiveHooks, now: i64, commit: &mut C
             .records
             .push(Record::new(seq, RecordBody::Status { text }, now));
     }
-    commit
-        .messages
-        .extend(writes.messages.into_iter().map(|(role, content, silent)| {
-            let writer = match role {
-                Role::Assistant => Some(SideId::A),
-                Role::User => Some(SideId::B),
-                _ => None,
-            };
-            let mut m = Message::text(t.take_seq(), t.session, role, writer, content, now);
-            m.silent = silent;
-            m
-        }));
+    commit.messages.extend(writes.messages.into_iter().map(|w| {
+        let writer = match w.role {
+            Role::Assistant => Some(SideId::A),
+            Role::User => Some(SideId::B),
+            _ => None,
+        };
+        let mut m = Message::text(t.take_seq(), t.session, w.role, writer, w.content, now);
+        m.silent = w.silent;
+        m.attachments = w.attachments;
+        m
+    }));
 }

@@ -1,9 +1,10 @@
 //! The thread filesystem on [`ThreadState`] (the spec's `writeFile`, `readFile`, `statFile`,
 //! `readdirFile`, `unlinkFile`, `mkdirFile`, `rmdirFile`, `getFileStats`, `grepFiles`,
-//! `findFiles`). Content is stored as chunks at once (content-addressed: a chunk no row names
-//! is harmless); the file rows are buffered in [`crate::handler::Writes`]' `files` and written
-//! with the delivery's (or the step's) commit, so a delivery or tool call that fails writes no
-//! file. Reads see the delivery's own writes, and those of the step's earlier `.ts` tools.
+//! `findFiles`), and a reply that carries files. Content is stored as chunks at once
+//! (content-addressed: a chunk no row names is harmless); the file rows are buffered in
+//! [`crate::handler::Writes`]' `files` and written with the delivery's (or the step's) commit,
+//! so a delivery or tool call that fails writes no file. Reads see the delivery's own writes,
+//! and those of the step's earlier `.ts` tools.
 
 use crate::files::{
     ATTACHMENTS, FileError, FileKind, FileRecord, FileStats, FileWrite, ReturnedFile,
@@ -47,6 +48,35 @@ impl ThreadState<'_> {
         };
         self.writes.files.extend(writes);
         Ok(written)
+    }
+
+    /// Writes a message authored by this handler's side, as [`ThreadState::reply`] does, that
+    /// carries the files at `paths` as its attachments (each a file of the thread, this
+    /// delivery's writes included; `NotFound` or `WrongKind` otherwise, and nothing is written).
+    /// The session's last such message is what an A2A task's file artifact shows.
+    pub async fn reply_with_files(
+        &mut self,
+        content: impl Into<String>,
+        paths: &[&str],
+    ) -> Result<(), FileError> {
+        let mut attachments = Vec::with_capacity(paths.len());
+        for path in paths {
+            match self.stat_file(path).await? {
+                Some(r) if r.kind == FileKind::File => attachments.push(r.attachment()),
+                Some(r) => {
+                    return Err(FileError::WrongKind {
+                        path: r.path,
+                        found: "directory",
+                    });
+                }
+                None => return Err(FileError::NotFound((*path).to_owned())),
+            }
+        }
+        let role = crate::types::Role::authored_by(self.side);
+        let mut message = crate::handler::Injected::new(role, content.into(), false);
+        message.attachments = attachments;
+        self.writes.injected.push(message);
+        Ok(())
     }
 
     /// The content of the file at `path`; `None` when nothing is there (`WrongKind` for a

@@ -1,7 +1,8 @@
 //! The thread filesystem through a handler's `ThreadState` (#34): a Rust handler writes, reads
 //! (its own writes before they commit), lists, greps and finds; a delivery that fails writes
 //! no file; limits and hostile paths (the table `hostile_paths.txt`) are refused with clear
-//! errors. On every backend.
+//! errors; a reply carries files and the session ends with it (`reply_with_files`). On every
+//! backend.
 
 use crate::support;
 
@@ -61,7 +62,9 @@ fn unescape(raw: &str) -> String {
 }
 
 /// Acts on its message's first word: `write` (writes, reads back, lists, greps, finds),
-/// `fail` (writes, then fails), `limits` (passes each limit), `hostile` (the table's paths).
+/// `fail` (writes, then fails), `limits` (passes each limit), `hostile` (the table's paths),
+/// `answer` (a reply carrying a file it writes, and the session's end), `answer-missing` (a
+/// reply naming a file that is not there).
 struct Filer;
 
 #[async_trait]
@@ -144,6 +147,19 @@ impl Handler for Filer {
                     });
                 }
                 state.reply(serde_json::json!(refused).to_string());
+            }
+            "answer" => {
+                state
+                    .write_file("/attachments/answer.txt", b"Received: answer\n", None)
+                    .await?;
+                state
+                    .reply_with_files("Here it is.", &["/attachments/answer.txt"])
+                    .await?;
+                state.stop_session(Some("answered".to_owned()));
+            }
+            "answer-missing" => {
+                state.reply("before");
+                state.reply_with_files("never", &["/nothing.txt"]).await?;
             }
             _ => state.reply("?"),
         }
@@ -348,6 +364,70 @@ async fn the_sweep_takes_only_chunks_no_file_names() {
             files.content(&kept).await.expect("read"),
             b"named by a row",
             "{}",
+            backend.name()
+        );
+    }
+}
+
+/// A reply written with `reply_with_files` carries its files (the delivery's own write among
+/// them), and a stop in the same delivery ends the session after it: that message is the
+/// session's last of side A. A path that is no file fails the delivery, writing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_carries_its_files_and_the_session_ends_with_it() {
+    for backend in file_backends().await {
+        let store = backend.open().await;
+        let rt = runtime(store.clone(), FileLimits::default());
+        support::send(&rt, "r1", Some("desk"), "answer").await;
+        let t = store.thread("r1").await.expect("read").expect("thread");
+        assert!(!t.session_open, "{}", backend.name());
+        assert_eq!(t.result.as_deref(), Some("answered"), "{}", backend.name());
+        let messages = store.messages(t.id).await.expect("messages");
+        let last = messages.last().expect("a reply");
+        assert_eq!(last.content.as_deref(), Some("Here it is."));
+        assert_eq!(
+            last.side,
+            Some(duet_runtime::SideId::A),
+            "{}",
+            backend.name()
+        );
+        let attached: Vec<(&str, &str, i64)> = last
+            .attachments
+            .iter()
+            .map(|a| (a.path.as_str(), a.mime_type.as_str(), a.size))
+            .collect();
+        assert_eq!(
+            attached,
+            [("/attachments/answer.txt", "text/plain", 17)],
+            "{}",
+            backend.name()
+        );
+        let file = rt.files().file(t.id, "/attachments/answer.txt").await;
+        assert_eq!(
+            rt.files()
+                .content(&file.expect("file"))
+                .await
+                .expect("read"),
+            b"Received: answer\n"
+        );
+
+        support::send(&rt, "r2", Some("desk"), "answer-missing").await;
+        let t = store.thread("r2").await.expect("read").expect("thread");
+        let records = store.records(t.id).await.expect("records");
+        let error = records.iter().find_map(|r| match &r.body {
+            duet_runtime::RecordBody::HandlerError { error, .. } => Some(error.clone()),
+            _ => None,
+        });
+        assert!(
+            error.as_deref().is_some_and(|e| e.contains("/nothing.txt")),
+            "{}: {error:?}",
+            backend.name()
+        );
+        let messages = store.messages(t.id).await.expect("messages");
+        assert!(
+            messages
+                .iter()
+                .all(|m| m.side != Some(duet_runtime::SideId::A)),
+            "{}: {messages:?}",
             backend.name()
         );
     }

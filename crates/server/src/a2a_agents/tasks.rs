@@ -206,12 +206,9 @@ pub(crate) fn task(t: &Thread, r: TaskRef, facts: &SessionFacts, view: &View) ->
     } else {
         facts.last_at
     };
+    // The files first: they are what the session produced, its result text says so; a client
+    // that reads the first artifact gets them (docs/decisions.md).
     let mut artifacts = Vec::new();
-    if view.artifacts
-        && let Some(result) = result.filter(|_| state == TaskState::Completed)
-    {
-        artifacts.push(result_artifact(&id, &result));
-    }
     if view.artifacts && state == TaskState::Completed {
         let origin = view.origin.as_deref();
         artifacts.extend(super::files_out::artifact(
@@ -220,6 +217,11 @@ pub(crate) fn task(t: &Thread, r: TaskRef, facts: &SessionFacts, view: &View) ->
             &facts.files,
             origin,
         ));
+    }
+    if view.artifacts
+        && let Some(result) = result.filter(|_| state == TaskState::Completed)
+    {
+        artifacts.push(result_artifact(&id, &result));
     }
     let history: Vec<A2aMessage> = shown(facts, view).iter().map(message).collect();
     Task {
