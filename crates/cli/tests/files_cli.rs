@@ -44,21 +44,7 @@ fn duet_with(db: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Vec<u8>, S
 
 #[tokio::test]
 async fn files_go_in_and_out_of_a_thread_from_the_command_line() {
-    let db = scratch("db.sqlite");
-    {
-        let stores = duet_store::open(db.to_str().expect("utf-8"))
-            .await
-            .expect("db");
-        let new = duet_runtime::NewThread {
-            id: uuid::Uuid::now_v7(),
-            agent: "instant_answer",
-            parent: None,
-            principal: None,
-            source: Some("test"),
-            now: 1,
-        };
-        stores.engine.open_thread("ops", new).await.expect("thread");
-    }
+    let db = database().await;
     let local = scratch("report.bin");
     let data: Vec<u8> = (0..2_500_000u32).map(|i| (i % 253) as u8).collect();
     std::fs::write(&local, &data).expect("local file");
@@ -128,7 +114,7 @@ async fn files_go_in_and_out_of_a_thread_from_the_command_line() {
     }
 }
 
-/// Two threads' database, the first with thread `ops`.
+/// A database with thread `ops`.
 async fn database() -> PathBuf {
     let db = scratch("db.sqlite");
     let stores = duet_store::open(db.to_str().expect("utf-8"))

@@ -79,6 +79,15 @@ impl ThreadFiles {
         Ok(self.blobs.sweep(files, before).await?)
     }
 
+    /// The thread's files as the store has them with `pending` writes laid over them.
+    fn view<'v>(&'v self, thread: ThreadId, pending: &'v [FileWrite]) -> View<'v> {
+        View {
+            files: self,
+            thread,
+            pending,
+        }
+    }
+
     /// The entry at `raw` (normalised), if any.
     pub async fn stat(&self, thread: ThreadId, raw: &str) -> Result<Option<FileRecord>, FileError> {
         let p = path::normalize_dir(raw)?;
@@ -138,12 +147,26 @@ impl ThreadFiles {
         pending: &[FileWrite],
     ) -> Result<Option<FileRecord>, FileError> {
         let p = path::normalize_dir(raw)?;
-        let view = View {
-            files: self,
-            thread,
-            pending,
-        };
+        let view = self.view(thread, pending);
         view.get(&p).await
+    }
+
+    /// The file at `raw` with `pending` writes laid over the stored files: `NotFound` when
+    /// nothing is there, `WrongKind` for a directory.
+    pub async fn file_in(
+        &self,
+        thread: ThreadId,
+        raw: &str,
+        pending: &[FileWrite],
+    ) -> Result<FileRecord, FileError> {
+        match self.stat_in(thread, raw, pending).await? {
+            Some(r) if r.kind == FileKind::File => Ok(r),
+            Some(r) => Err(FileError::WrongKind {
+                path: r.path,
+                found: "directory",
+            }),
+            None => Err(FileError::NotFound(raw.to_owned())),
+        }
     }
 
     /// Every entry directly inside directory `raw`, by path, with `pending` writes laid over
@@ -155,11 +178,7 @@ impl ThreadFiles {
         pending: &[FileWrite],
     ) -> Result<Vec<FileRecord>, FileError> {
         let dir = path::normalize_dir(raw)?;
-        let view = View {
-            files: self,
-            thread,
-            pending,
-        };
+        let view = self.view(thread, pending);
         if dir != "/" {
             match view.get(&dir).await? {
                 Some(r) if r.kind == FileKind::Directory => {}
@@ -181,11 +200,7 @@ impl ThreadFiles {
         thread: ThreadId,
         pending: &[FileWrite],
     ) -> Result<FileStats, FileError> {
-        let view = View {
-            files: self,
-            thread,
-            pending,
-        };
+        let view = self.view(thread, pending);
         view.stats().await
     }
 
@@ -320,11 +335,7 @@ impl ThreadFiles {
         mut record: FileRecord,
         pending: &[FileWrite],
     ) -> Result<Vec<FileWrite>, FileError> {
-        let view = View {
-            files: self,
-            thread,
-            pending,
-        };
+        let view = self.view(thread, pending);
         let existing = view.get(&record.path).await?;
         let is_new = existing.is_none();
         if let Some(e) = &existing {
@@ -498,11 +509,7 @@ impl ThreadFiles {
         pending: &[FileWrite],
     ) -> Result<Vec<FileWrite>, FileError> {
         let p = path::normalize(raw)?;
-        let view = View {
-            files: self,
-            thread,
-            pending,
-        };
+        let view = self.view(thread, pending);
         match view.get(&p).await? {
             Some(r) if r.kind == FileKind::File => Ok(vec![FileWrite::Remove(p)]),
             Some(_) => Err(FileError::WrongKind {
@@ -522,11 +529,7 @@ impl ThreadFiles {
         pending: &[FileWrite],
     ) -> Result<Vec<FileWrite>, FileError> {
         let p = path::normalize(raw)?;
-        let view = View {
-            files: self,
-            thread,
-            pending,
-        };
+        let view = self.view(thread, pending);
         let now = now_ms();
         let mut writes = Vec::new();
         for dir in path::ancestors(&p).into_iter().chain([p.as_str()]) {
@@ -560,11 +563,7 @@ impl ThreadFiles {
         pending: &[FileWrite],
     ) -> Result<Vec<FileWrite>, FileError> {
         let p = path::normalize(raw)?;
-        let view = View {
-            files: self,
-            thread,
-            pending,
-        };
+        let view = self.view(thread, pending);
         match view.get(&p).await? {
             Some(r) if r.kind == FileKind::Directory => {}
             Some(_) => {
@@ -604,11 +603,7 @@ impl ThreadFiles {
         pending: &[FileWrite],
     ) -> Result<(Vec<String>, bool), FileError> {
         let glob = crate::files::glob::Glob::new(pattern)?;
-        let view = View {
-            files: self,
-            thread,
-            pending,
-        };
+        let view = self.view(thread, pending);
         // Every file of the thread, at most `max_entries` of them: paths only are kept.
         let all = view.entries(None, Some("/"), true, 0).await?;
         let mut out = Vec::new();
@@ -652,11 +647,7 @@ impl ThreadFiles {
             .dfa_size_limit(4 << 20)
             .build()
             .map_err(|e| FileError::Pattern(e.to_string()))?;
-        let view = View {
-            files: self,
-            thread,
-            pending,
-        };
+        let view = self.view(thread, pending);
         let files = view
             .entries(None, Some("/"), true, self.limits.grep_files + 1)
             .await?;

@@ -10,7 +10,7 @@
 use super::Runtime;
 use crate::ThreadFiles;
 use crate::error::RunError;
-use crate::files::{ATTACHMENTS, AttachmentRef, FileError, FileKind, FileRecord, FileWrite, path};
+use crate::files::{ATTACHMENTS, AttachmentRef, FileError, FileRecord, FileWrite, path};
 use crate::tools::ToolResult;
 use crate::types::{NewQueued, Role, SideId, ThreadId};
 
@@ -42,15 +42,7 @@ impl Runtime {
     ) -> Result<Result<Vec<FileRecord>, ToolResult>, RunError> {
         let mut out: Vec<FileRecord> = Vec::new();
         for raw in paths {
-            let found = match self.inner.files.stat_in(from, raw, pending).await {
-                Ok(Some(r)) if r.kind == FileKind::File => Ok(r),
-                Ok(Some(r)) => Err(FileError::WrongKind {
-                    path: r.path,
-                    found: "directory",
-                }),
-                Ok(None) => Err(FileError::NotFound(raw.clone())),
-                Err(e) => Err(e),
-            };
+            let found = self.inner.files.file_in(from, raw, pending).await;
             match found {
                 Ok(r) if lenient && !path::is_within(&r.path, ATTACHMENTS) => {}
                 Ok(r) => {

@@ -13,7 +13,7 @@ use crate::children::Returned;
 use crate::delivery::Settled;
 use crate::error::RunError;
 use crate::files::{
-    ATTACHMENTS, AttachmentRef, FileError, FileKind, FileRecord, FileWrite, attachment_list,
+    ATTACHMENTS, AttachmentRef, FileError, FileRecord, FileWrite, attachment_list,
     attachment_paths, path,
 };
 use crate::lifecycle;
@@ -126,15 +126,7 @@ impl Runtime {
         }
         let paths = attachment_paths(call.arguments.get(property));
         for raw in &paths {
-            let found = match self.inner.files.stat_in(thread, raw, pending).await {
-                Ok(Some(r)) if r.kind == FileKind::File => Ok(r),
-                Ok(Some(r)) => Err(FileError::WrongKind {
-                    path: r.path,
-                    found: "directory",
-                }),
-                Ok(None) => Err(FileError::NotFound(raw.clone())),
-                Err(e) => Err(e),
-            };
+            let found = self.inner.files.file_in(thread, raw, pending).await;
             match found {
                 Ok(r) => {
                     if !result.attachments.iter().any(|a| a.path == r.path) {

@@ -4,7 +4,7 @@
 //! (`report-2.pdf`); the same content there already is the copy (a copy made again after a
 //! crash lands where it did).
 
-use super::{ThreadFiles, View, now_ms};
+use super::{ThreadFiles, now_ms};
 use crate::files::{FileError, FileKind, FileRecord, FileWrite, path};
 use crate::types::ThreadId;
 
@@ -46,11 +46,7 @@ impl ThreadFiles {
         pending: &[FileWrite],
         taken: &[String],
     ) -> Result<String, FileError> {
-        let view = View {
-            files: self,
-            thread,
-            pending,
-        };
+        let view = self.view(thread, pending);
         let dir = path::normalize_dir(dir)?;
         let name = path::safe_name(name);
         let bound = u32::try_from(self.limits.max_entries.saturating_add(2)).unwrap_or(u32::MAX);
