@@ -385,6 +385,25 @@ impl ThreadFiles {
         Ok(writes)
     }
 
+    /// Stores `data` as the file at `raw` and plans its writes over `pending` (see
+    /// [`ThreadFiles::plan_put`]): the record as it will be written, and the writes, for a
+    /// caller that commits them (a handler's delivery, a hook's step).
+    pub async fn plan_write(
+        &self,
+        thread: ThreadId,
+        raw: &str,
+        data: &[u8],
+        declared: Option<&str>,
+        pending: &[FileWrite],
+    ) -> Result<(FileRecord, Vec<FileWrite>), FileError> {
+        let record = self.store_bytes(raw, data, declared).await?;
+        let writes = self.plan_put(thread, record, pending).await?;
+        match writes.last() {
+            Some(FileWrite::Put(r)) => Ok((r.clone(), writes)),
+            _ => Err(FileError::NotFound(raw.to_owned())),
+        }
+    }
+
     /// Puts `record` (stored by [`ThreadFiles::store_bytes`] or [`ThreadFiles::store_stream`])
     /// into `thread` at once, outside any run. Gives it back as written.
     pub async fn put(&self, thread: ThreadId, record: FileRecord) -> Result<FileRecord, FileError> {

@@ -36,16 +36,11 @@ impl ThreadState<'_> {
         data: &[u8],
         mime: Option<&str>,
     ) -> Result<FileRecord, FileError> {
-        let record = self.files.store_bytes(path, data, mime).await?;
         let pending = self.pending_files();
-        let writes = self
+        let (written, writes) = self
             .files
-            .plan_put(self.thread.id, record, &pending)
+            .plan_write(self.thread.id, path, data, mime, &pending)
             .await?;
-        let written = match writes.last() {
-            Some(FileWrite::Put(r)) => r.clone(),
-            _ => return Err(FileError::NotFound(path.to_owned())),
-        };
         self.writes.files.extend(writes);
         Ok(written)
     }

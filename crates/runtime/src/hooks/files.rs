@@ -51,15 +51,10 @@ impl HookContext<'_> {
                 reason: "this hook runs after its commit: it cannot write files",
             });
         }
-        let files = self.files()?;
-        let record = files.store_bytes(path, data, mime).await?;
-        let writes = files
-            .plan_put(self.thread.id, record, &self.pending())
+        let (written, writes) = self
+            .files()?
+            .plan_write(self.thread.id, path, data, mime, &self.pending())
             .await?;
-        let written = match writes.last() {
-            Some(FileWrite::Put(r)) => r.clone(),
-            _ => return Err(FileError::NotFound(path.to_owned())),
-        };
         self.add(writes)?;
         Ok(written)
     }
