@@ -4,8 +4,8 @@
 //! registry and termination; `feed.rs`: the change feed; `listing.rs`: threads and the journal a
 //! page at a time; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
 //! API keys and sign-ins and the heartbeat row (the server's tables, `duet_server_store`); `answers.rs`: who answered a park; `push.rs`: push configs and the outbox;
-//! `backup.rs` (SQLite only): an online backup taken while a writer commits; `schema.rs`: rolling
-//! upgrades (a newer schema, additive or not); `timers.rs`: the timer table as commits write it
+//! `backup.rs` (SQLite only): an online backup taken while a writer commits; `roots.rs`: each
+//! thread's tree (`threads.root`); `schema.rs`: rolling upgrades (a newer schema, additive or not); `timers.rs`: the timer table as commits write it
 //! (and cancel_timer, the listing); `timer_claims.rs`: claiming, finishing, counting, wakeups;
 //! `notify.rs`: notices as commits write them, routing, the push outbox's migration;
 //! `notify_outbox.rs`: the outbox, one-time links, subscriptions, shared secrets; `files.rs`: the
@@ -28,6 +28,7 @@ mod notify;
 mod notify_outbox;
 mod push;
 mod queue;
+mod roots;
 mod schema;
 mod timer_claims;
 mod timers;
