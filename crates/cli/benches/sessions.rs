@@ -5,6 +5,8 @@
 //! DATABASE_URL=postgres://root@127.0.0.1:5432/test \
 //!   cargo bench -p duet-cli --bench sessions                   # Postgres (a fresh database)
 //! BENCH_SESSIONS=64 BENCH_TURNS=100 BENCH_GATES=1000 cargo bench -p duet-cli --bench sessions
+//! DATABASE_URL=postgres://root@127.0.0.1:5432/shared BENCH_SHARED_DB=1 \
+//!   cargo bench -p duet-cli --bench sessions                   # that database, kept (N processes)
 //! ```
 //!
 //! (d) `BENCH_SESSIONS` (default `64,1000`) concurrent prompt × prompt ping-pong sessions of
@@ -19,7 +21,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Cleanup, env, ms, percentile, project, store};
+use common::{Cleanup, env, key_prefix, ms, percentile, project, store};
 use duet_runtime::{
     AgentEvent, CancellationToken, Delivered, EventSink, Runtime, Store, ThreadStatus,
 };
@@ -60,7 +62,7 @@ async fn sessions(rt: &Runtime, n: usize, turns: usize) -> (Duration, Vec<Durati
         .map(|i| {
             let rt = rt.clone();
             tokio::spawn(async move {
-                let key = format!("pingpong-{n}-{i}");
+                let key = format!("{}pingpong-{n}-{i}", key_prefix());
                 let (status, starts) = timed(&rt, &key, Some("pingpong"), "Start.").await;
                 assert_eq!(status, ThreadStatus::Idle, "{key}");
                 assert_eq!(starts.len(), turns, "{key}: {} turns", starts.len());
@@ -152,7 +154,11 @@ async fn run() {
         );
     }
 
-    let keys = |n| (0..n).map(|i| format!("gate-{i}")).collect::<Vec<_>>();
+    let keys = |n| {
+        (0..n)
+            .map(|i| format!("{}gate-{i}", key_prefix()))
+            .collect::<Vec<_>>()
+    };
     let (parking, park) = all_at_once(
         &rt,
         keys(gates),

@@ -1,6 +1,6 @@
 //! What the benchmarks share: scratch folders removed at the end, the store to run on
-//! (`DATABASE_URL`: a fresh Postgres database, dropped at the end; else a SQLite file), RSS and
-//! percentiles.
+//! (`DATABASE_URL`: a fresh Postgres database, dropped at the end, or that database itself with
+//! `BENCH_SHARED_DB`; else a SQLite file), RSS and percentiles.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -61,6 +61,13 @@ pub async fn store_at() -> (Arc<dyn Store>, &'static str, String) {
 /// [`store_at`] with the server's tables of the same database too.
 pub async fn stores_at() -> (duet_store::Stores, &'static str, String) {
     match std::env::var("DATABASE_URL") {
+        // `BENCH_SHARED_DB=1`: that database itself, kept, so several bench processes share
+        // one (`docs/scale.md`); their keys then carry the process id (`key_prefix`).
+        Ok(url) if std::env::var_os("BENCH_SHARED_DB").is_some() => (
+            duet_store::open(&url).await.expect("postgres"),
+            "postgres",
+            url,
+        ),
         Ok(url) => {
             let name = format!("duet_bench_{}", uuid::Uuid::now_v7().simple());
             let status = std::process::Command::new("psql")
@@ -89,6 +96,14 @@ pub async fn stores_at() -> (duet_store::Stores, &'static str, String) {
             let store = duet_store::open(&url).await.expect("sqlite");
             (store, "sqlite", url)
         }
+    }
+}
+
+/// What this process's thread keys start with: its id under `BENCH_SHARED_DB`, else nothing.
+pub fn key_prefix() -> String {
+    match std::env::var_os("BENCH_SHARED_DB") {
+        Some(_) => format!("p{}-", std::process::id()),
+        None => String::new(),
     }
 }
 
