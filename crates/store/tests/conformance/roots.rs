@@ -25,10 +25,7 @@ async fn root_of(backend: &support::Backend, id: Uuid) -> (i64, i64) {
         support::Backend::Postgres(url) => {
             let out = support::psql(url, &sql).await;
             let (root, num) = out.trim().split_once('|').expect("root|num");
-            (
-                root.parse().expect("root"),
-                num.parse().expect("num"),
-            )
+            (root.parse().expect("root"), num.parse().expect("num"))
         }
         support::Backend::Memory(..) => unreachable!("SQL backends only"),
     }
@@ -48,7 +45,12 @@ async fn every_thread_of_a_tree_carries_its_top_level_num() {
         let store: std::sync::Arc<dyn Store> = backend.open().await;
         let top = store.open_thread("top", new("a", 100)).await.expect("open");
         let kid = store
-            .create_with("kid", child("b", top.id), human("go"), lease(Uuid::now_v7(), 100))
+            .create_with(
+                "kid",
+                child("b", top.id),
+                human("go"),
+                lease(Uuid::now_v7(), 100),
+            )
             .await
             .expect("create")
             .expect("new");
@@ -58,18 +60,29 @@ async fn every_thread_of_a_tree_carries_its_top_level_num() {
             .expect("open");
         // A retry of the child's creation writes nothing, the root included.
         let again = store
-            .create_with("kid", child("b", top.id), human("go"), lease(Uuid::now_v7(), 100))
+            .create_with(
+                "kid",
+                child("b", top.id),
+                human("go"),
+                lease(Uuid::now_v7(), 100),
+            )
             .await
             .expect("create");
         assert!(again.is_none(), "{name}");
-        let other = store.open_thread("other", new("a", 100)).await.expect("open");
+        let other = store
+            .open_thread("other", new("a", 100))
+            .await
+            .expect("open");
         let orphan = store
             .open_thread("orphan", child("d", Uuid::now_v7()))
             .await
             .expect("open");
 
         let (top_root, top_num) = root_of(&backend, top.id).await;
-        assert_eq!(top_root, top_num, "{name}: a top-level thread is its own root");
+        assert_eq!(
+            top_root, top_num,
+            "{name}: a top-level thread is its own root"
+        );
         for t in [kid.id, grandkid.id] {
             assert_eq!(root_of(&backend, t).await.0, top_num, "{name}: {t}");
         }
@@ -77,13 +90,19 @@ async fn every_thread_of_a_tree_carries_its_top_level_num() {
         assert_eq!(other_root, other_num, "{name}");
         assert_ne!(other_root, top_root, "{name}");
         let (orphan_root, orphan_num) = root_of(&backend, orphan.id).await;
-        assert_eq!(orphan_root, orphan_num, "{name}: an unknown parent starts a tree");
+        assert_eq!(
+            orphan_root, orphan_num,
+            "{name}: an unknown parent starts a tree"
+        );
 
         // The child's first message was queued with it (the SQLite trigger's update does not
         // count as the insert's change).
         let queued = store.queue(kid.id).await.expect("queue");
         assert_eq!(
-            queued.iter().map(|q| q.content.as_str()).collect::<Vec<_>>(),
+            queued
+                .iter()
+                .map(|q| q.content.as_str())
+                .collect::<Vec<_>>(),
             ["go"],
             "{name}"
         );
