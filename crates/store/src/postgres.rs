@@ -265,8 +265,9 @@ impl PgStore {
         })
     }
 
-    /// `answer`: the thread row locked and read, then the park's answer queued, recorded and
-    /// the lease taken if free, or the first answer read back, in one transaction.
+    /// `answer` in one round trip: one call of `duet_answer` (migration 0022), which locks the
+    /// thread row, then queues the park's answer (with the change feed's notice), records it and
+    /// takes the lease if free, or reads back the answer that came first.
     async fn answer_impl(
         &self,
         id: ThreadId,
@@ -274,125 +275,50 @@ impl PgStore {
         park: Park,
         claim: Lease,
     ) -> Result<AnswerOutcome, StoreError> {
-        let mut conn = self.writer().await?;
-        let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN")
-            .await
-            .map_err(db_error)?;
-        let LeaseRow {
-            num,
-            owner,
-            expires,
-            change,
-        } = lease_row(&mut tx, id).await?;
-        let row = sqlx::query("SELECT status, session, next_seq FROM threads WHERE num = $1")
-            .bind(num)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_error)?;
-        // A message id delivered before is its first delivery's, whatever the thread's
-        // state now.
-        if let Some(message_id) = &message.message_id {
-            let seen =
-                sqlx::query("SELECT 1 FROM deliveries WHERE thread = $1 AND message_id = $2")
-                    .bind(num)
-                    .bind(message_id)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(db_error)?
-                    .is_some();
-            if seen {
-                tx.rollback().await.map_err(db_error)?;
-                return Err(StoreError::Duplicate {
-                    thread: id,
-                    message_id: message_id.clone(),
-                });
-            }
-        }
-        let status: String = row.try_get("status").map_err(db_error)?;
-        let at_park = status == ThreadStatus::AwaitingHuman.as_str()
-            && row.try_get::<i64, _>("session").map_err(db_error)? == park.session
-            && row.try_get::<i64, _>("next_seq").map_err(db_error)? == park.seq;
-        // An answer already queued (not yet drained) has taken the park too.
-        let queued = sqlx::query(
-            "SELECT content, created_at FROM queue WHERE thread = $1 AND human = TRUE AND follow_up = FALSE ORDER BY id LIMIT 1",
-        )
-        .bind(num)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        if !at_park || queued.is_some() {
-            // The answer recorded for this park first (it names its author), then one
-            // queued, then the first message journaled at the park.
-            let recorded = sqlx::query(
-                "SELECT content, created_at, author, message_id FROM answers WHERE thread = $1 AND session = $2 AND seq = $3",
-            )
-            .bind(num)
+        const SQL: &str = "SELECT r_outcome, r_claimed, r_content, r_at, r_author, r_message_id \
+             FROM duet_answer($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+             $16, $17, $18, $19, $20)";
+        let query = sqlx::query(SQL)
+            .bind(id.to_string())
             .bind(park.session)
             .bind(park.seq)
-            .fetch_optional(&mut *tx)
+            .bind(claim.owner.to_string())
+            .bind(claim.until)
+            .bind(claim.now)
+            .bind(message.message_id.as_deref())
+            .bind(message.author.as_deref());
+        let row = crate::fragments::bind_message!(query, &message)
+            .fetch_one(&self.write)
             .await
             .map_err(db_error)?;
-            let first = match (recorded, queued) {
-                (Some(r), _) => Some(FirstAnswer {
-                    content: r.try_get("content").map_err(db_error)?,
-                    at: r.try_get("created_at").map_err(db_error)?,
-                    author: r.try_get("author").map_err(db_error)?,
-                    message_id: r.try_get("message_id").map_err(db_error)?,
-                }),
-                (None, Some(r)) => Some(FirstAnswer {
-                    content: r.try_get("content").map_err(db_error)?,
-                    at: r.try_get("created_at").map_err(db_error)?,
-                    author: None,
-                    message_id: None,
-                }),
-                (None, None) => sqlx::query(
-                    "SELECT content, created_at FROM journal WHERE thread = $1 AND kind = 'message' AND seq >= $2 ORDER BY seq LIMIT 1",
-                )
-                .bind(num)
-                .bind(park.seq)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_error)?
-                .map(|r| -> Result<FirstAnswer, StoreError> {
-                    Ok(FirstAnswer {
-                        content: r.try_get::<Option<String>, _>("content").map_err(db_error)?.unwrap_or_default(),
-                        at: r.try_get("created_at").map_err(db_error)?,
-                        author: None,
-                        message_id: None,
-                    })
-                })
-                .transpose()?,
-            };
-            tx.rollback().await.map_err(db_error)?;
-            return Ok(AnswerOutcome::Refused { first });
+        let outcome: String = row.try_get("r_outcome").map_err(db_error)?;
+        match outcome.as_str() {
+            "accepted" => Ok(AnswerOutcome::Accepted {
+                claimed: row.try_get("r_claimed").map_err(db_error)?,
+            }),
+            "refused" => {
+                // `r_at` is set whenever a first answer was found.
+                let first = match row.try_get::<Option<i64>, _>("r_at").map_err(db_error)? {
+                    Some(at) => Some(FirstAnswer {
+                        content: row
+                            .try_get::<Option<String>, _>("r_content")
+                            .map_err(db_error)?
+                            .unwrap_or_default(),
+                        at,
+                        author: row.try_get("r_author").map_err(db_error)?,
+                        message_id: row.try_get("r_message_id").map_err(db_error)?,
+                    }),
+                    None => None,
+                };
+                Ok(AnswerOutcome::Refused { first })
+            }
+            "duplicate" => Err(StoreError::Duplicate {
+                thread: id,
+                message_id: message.message_id.unwrap_or_default(),
+            }),
+            "not_found" => Err(StoreError::NotFound(id.to_string())),
+            other => Err(corrupt("duet_answer's outcome", other)),
         }
-        if let Err(e) = insert_queued(&mut tx, id, num, &message, claim.now, true).await {
-            tx.rollback().await.map_err(db_error)?;
-            return Err(e);
-        }
-        // The park's answer, by whom: what a later, refused answer is told.
-        let recorded = sqlx::query(
-            "INSERT INTO answers (thread, session, seq, author, message_id, content, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (thread, session, seq) DO UPDATE SET \
-             author = excluded.author, message_id = excluded.message_id, content = excluded.content, \
-             created_at = excluded.created_at",
-        )
-        .bind(num)
-        .bind(park.session)
-        .bind(park.seq)
-        .bind(&message.author)
-        .bind(&message.message_id)
-        .bind(&message.content)
-        .bind(claim.now)
-        .execute(&mut *tx)
-        .await;
-        if let Err(e) = recorded {
-            tx.rollback().await.map_err(db_error)?;
-            return Err(db_error(e));
-        }
-        let claimed = commit_claiming(tx, num, &owner, expires, &claim).await?;
-        self.publish(change);
-        Ok(AnswerOutcome::Accepted { claimed })
     }
 
     /// `create_with` in one statement (one round trip): the thread, unless its key is taken,

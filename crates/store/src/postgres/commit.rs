@@ -5,10 +5,12 @@
 //! element per commit, and the rows of each table, each row naming its commit by index. The
 //! change feed needs nothing here: the function's `pg_notify` reaches every listener.
 //!
-//! A group that writes to the timer table calls the function inside one statement
-//! ([`CALL_TIMERS`]) whose data-modifying CTEs write the timers of the commits it wrote (those
-//! whose lease held): still one round trip and one transaction, and a failing timer write (an
-//! id taken) fails the group like any other statement, so each commit goes again alone.
+//! A group with no file writes and no attachments calls the plain `duet_commit` (what the
+//! wrapper would call), without the wrapper's arguments. A group that writes to the timer table
+//! calls the function inside one statement ([`with_timers`]) whose data-modifying CTEs write
+//! the timers of the commits it wrote (those whose lease held): still one round trip and one
+//! transaction, and a failing timer write (an id taken) fails the group like any other
+//! statement, so each commit goes again alone.
 
 use duet_runtime::{Commit, FileWrite, StoreError, Thread};
 use sqlx::Row;
@@ -58,54 +60,80 @@ const SUBJECTS: &[Kind] = &[Text];
 /// A new timer: id, kind, name, args, subject, due time, attempts allowed.
 const TIMERS: &[Kind] = &[Text, Text, Text, Text, Text, Int, Int];
 
-/// The call; its placeholders are every column below, in order (22 + 2 + 16 + 14 + 3 + 12).
-const CALL: &str = "SELECT r_at, r_owner, r_waiting FROM duet_commit_files(\
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
-    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, \
-    $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56, \
-    $57, $58, $59, $60, $61, $62, $63, $64, $65, $66, $67, $68, $69)";
+/// The statement that calls `function` with `args` placeholders, `$1` to `$args`.
+fn call(function: &str, args: usize) -> String {
+    let list: Vec<String> = (1..=args).map(|i| format!("${i}")).collect();
+    format!(
+        "SELECT r_at, r_owner, r_waiting FROM {function}({})",
+        list.join(", ")
+    )
+}
 
-/// [`CALL`] with the group's timer writes (4 more tables: 2 + 2 + 2 + 8 placeholders), for the
-/// commits the function wrote (`w`: each one's thread row and time, `$1` and `$19` being the
-/// commits' thread ids and times): this thread's pending timers named by id or subject
-/// cancelled, its running ones named done completed, the new ones inserted, and one wakeup
-/// (`duet_timers`, the earliest due time written), delivered only if the group commits. The
-/// CTEs run on the statement's snapshot, taken before the function locks the threads: a
-/// thread's timers are written only by commits holding its lease, one at a time, so none of
-/// them is missed; a timer claimed or cancelled meanwhile is seen as it is now (an update
-/// re-reads a row another transaction changed) and left alone. A commit's cancellations never
-/// reach the timers it inserts (CTEs do not see one another's rows), as on SQLite.
-const CALL_TIMERS: &str = "WITH r AS MATERIALIZED (SELECT r_at, r_owner, r_waiting FROM duet_commit_files(\
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
-    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, \
-    $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56, \
-    $57, $58, $59, $60, $61, $62, $63, $64, $65, $66, $67, $68, $69)), \
+/// `call` (one of [`call`]'s) with the group's timer writes (4 more tables: 2 + 2 + 2 + 8
+/// placeholders from `$first`), for the commits the function wrote (`w`: each one's thread row
+/// and time, `$1` and `$19` being the commits' thread ids and times): this thread's pending
+/// timers named by id or subject cancelled, its running ones named done completed, the new ones
+/// inserted, and one wakeup (`duet_timers`, the earliest due time written), delivered only if
+/// the group commits. The CTEs run on the statement's snapshot, taken before the function locks
+/// the threads: a thread's timers are written only by commits holding its lease, one at a time,
+/// so none of them is missed; a timer claimed or cancelled meanwhile is seen as it is now (an
+/// update re-reads a row another transaction changed) and left alone. A commit's cancellations
+/// never reach the timers it inserts (CTEs do not see one another's rows), as on SQLite.
+fn with_timers(call: &str, first: usize) -> String {
+    const TEMPLATE: &str = "WITH r AS MATERIALIZED ({call}), \
   w AS MATERIALIZED (SELECT r.r_at AS at, th.num, x.now FROM r \
     JOIN unnest($1::text[], $19::bigint[]) WITH ORDINALITY AS x (id, now, i) ON x.i = r.r_at \
     JOIN threads th ON th.id = x.id), \
   named AS (SELECT tm.id, w.now FROM w \
-      JOIN unnest($70::bigint[], $71::text[]) AS c (at, id) ON c.at = w.at \
+      JOIN unnest(#0::bigint[], #1::text[]) AS c (at, id) ON c.at = w.at \
       JOIN timers tm ON tm.id = c.id AND tm.thread = w.num \
     UNION ALL SELECT tm.id, w.now FROM w \
-      JOIN unnest($72::bigint[], $73::text[]) AS s (at, subject) ON s.at = w.at \
+      JOIN unnest(#2::bigint[], #3::text[]) AS s (at, subject) ON s.at = w.at \
       JOIN timers tm ON tm.thread = w.num AND tm.subject = s.subject AND tm.status = 'pending'), \
   cancelled AS (UPDATE timers tm SET status = 'cancelled', updated_at = n.now FROM named n \
     WHERE tm.id = n.id AND tm.status = 'pending'), \
   done AS (UPDATE timers tm SET status = 'completed', updated_at = w.now, claimed_by = NULL, \
       claimed_until = NULL \
-    FROM w JOIN unnest($74::bigint[], $75::text[]) AS f (at, id) ON f.at = w.at \
+    FROM w JOIN unnest(#4::bigint[], #5::text[]) AS f (at, id) ON f.at = w.at \
     WHERE tm.id = f.id AND tm.thread = w.num AND tm.status = 'processing'), \
   added AS (INSERT INTO timers (id, thread, kind, name, args, subject, due_at, created_at, \
       status, attempts, max_attempts, updated_at) \
     SELECT n.id, w.num, n.kind, n.name, n.args, n.subject, n.due_at, w.now, 'pending', 0, \
       n.max_attempts, w.now \
-    FROM unnest($76::bigint[], $77::text[], $78::text[], $79::text[], $80::text[], $81::text[], \
-      $82::bigint[], $83::bigint[]) AS n (at, id, kind, name, args, subject, due_at, max_attempts) \
+    FROM unnest(#6::bigint[], #7::text[], #8::text[], #9::text[], #10::text[], #11::text[], \
+      #12::bigint[], #13::bigint[]) AS n (at, id, kind, name, args, subject, due_at, max_attempts) \
     JOIN w ON w.at = n.at \
     RETURNING due_at) \
 SELECT r.r_at, r.r_owner, r.r_waiting, (SELECT count(*) FROM (SELECT pg_notify('duet_timers', \
   min(due_at)::text) FROM added HAVING count(*) > 0) n) AS woke \
 FROM r ORDER BY r.r_at";
+    // The longer markers first: `#1` is a prefix of `#10`.
+    (0..14)
+        .rev()
+        .fold(TEMPLATE.replace("{call}", call), |sql, k| {
+            sql.replace(&format!("#{k}"), &format!("${}", first + k))
+        })
+}
+
+/// The four statements a group is written with, by whether it writes timers and whether it
+/// writes files or attachments: `duet_commit_files` (migration 0019) with the file tables'
+/// placeholders (22 + 2 + 16 + 14 + 3 + 12), or, with neither, the plain `duet_commit` (0010)
+/// the wrapper would call (22 + 2 + 16 + 13 + 3: no attachments, no files), which saves a
+/// plpgsql call and 14 binds of empty arrays on nearly every commit.
+static CALLS: std::sync::LazyLock<[[String; 2]; 2]> = std::sync::LazyLock::new(|| {
+    let plain = call("duet_commit", 56);
+    let files = call("duet_commit_files", 69);
+    [
+        [with_timers(&plain, 57), with_timers(&files, 70)],
+        [plain, files],
+    ]
+});
+
+/// The statement for a group: `timers` whether it writes timers, `files` whether it writes
+/// files or attachments.
+fn statement(timers: bool, files: bool) -> &'static str {
+    &CALLS[usize::from(!timers)][usize::from(files)]
+}
 
 #[derive(Clone)]
 enum Col {
@@ -261,7 +289,7 @@ impl Job {
         ]
     }
 
-    /// Whether it writes to the timer table (and so is written with [`CALL_TIMERS`]).
+    /// Whether it writes to the timer table (and so is written [`with_timers`]).
     fn has_timers(&self) -> bool {
         [&self.cancel, &self.subjects, &self.done, &self.timers]
             .iter()
@@ -375,22 +403,40 @@ impl Job {
         group
     }
 
-    /// The statement that writes it, with its arguments bound: [`CALL`], or [`CALL_TIMERS`]
-    /// with the timer tables too.
-    fn query(&self) -> sqlx::query::Query<'_, Postgres, PgArguments> {
-        let all = self.tables();
-        let (sql, tables) = if self.has_timers() {
-            (CALL_TIMERS, &all[1..])
-        } else {
-            (CALL, &all[1..6])
+    /// Whether it writes files or queues a message with attachments (and so is written with
+    /// `duet_commit_files`; without, with the plain `duet_commit`).
+    fn has_files(&self) -> bool {
+        let attachments = match self.queued.cols.last() {
+            Some(Col::Text(c)) => c.iter().any(Option::is_some),
+            _ => false,
         };
-        let mut query = sqlx::query(sql);
+        !self.files.at.is_empty() || attachments
+    }
+
+    /// The statement that writes it, with its arguments bound: [`statement`]'s, the timer
+    /// tables bound only if it writes timers, the files and the queued messages' attachments
+    /// only if it writes any.
+    fn query(&self) -> sqlx::query::Query<'_, Postgres, PgArguments> {
+        let (timers, files) = (self.has_timers(), self.has_files());
+        let mut query = sqlx::query(statement(timers, files));
         for col in &self.thread.cols {
             query = col.bind(query);
         }
-        for rows in tables {
+        let all = self.tables();
+        let tables = all[1..]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| files || *i != 4)
+            .filter(|(i, _)| timers || *i < 5);
+        for (i, rows) in tables {
             query = query.bind(rows.at.as_slice());
-            for col in &rows.cols {
+            // Queued rows' last column is their attachments.
+            let cols = if i == 2 && !files {
+                &rows.cols[..rows.cols.len() - 1]
+            } else {
+                &rows.cols[..]
+            };
+            for col in cols {
                 query = col.bind(query);
             }
         }
@@ -451,7 +497,7 @@ mod tests {
     };
     use uuid::Uuid;
 
-    use super::{CALL, CALL_TIMERS, Job};
+    use super::{Job, statement};
 
     /// A commit with something of every kind: drained rows, a message and a record, a queued
     /// late tool result with an image, an attachment and a trace, a value set and one deleted,
@@ -550,25 +596,53 @@ mod tests {
                 assert_eq!(col.len(), rows.at.len(), "a column as long as its table");
             }
         }
-        // Every column bound is a placeholder of the call: the threads' without `at`; the
-        // timer tables' only in the call that writes them.
-        let bound = |tables: &[&super::Rows]| {
-            group.thread.cols.len() + tables.iter().map(|r| 1 + r.cols.len()).sum::<usize>()
+        // Every value bound is a placeholder of the statement it is bound to, in each of the
+        // four shapes: the timer tables bound only where timers are written, the files and the
+        // attachments only where files or attachments are.
+        let bound = |job: &Job| {
+            let mut query = job.query();
+            let args = sqlx::Execute::take_arguments(&mut query)
+                .expect("arguments")
+                .expect("some");
+            sqlx::Arguments::len(&args)
         };
-        assert_eq!(bound(&tables[1..6]), CALL.matches('$').count());
-        assert_eq!(bound(&tables[1..]), placeholders(CALL_TIMERS));
-        assert!(group.has_timers());
-        let plain = Commit {
+        let strip = |c: Commit| Commit {
             timers: Vec::new(),
             cancel_timers: Vec::new(),
             cancel_subjects: Vec::new(),
             timers_done: Vec::new(),
-            ..commit()
+            ..c
         };
-        let plain = Job::new(&t, Uuid::now_v7(), &plain).expect("every value in its column");
-        assert!(
-            !plain.has_timers(),
-            "a commit without timers is the plain call"
-        );
+        let unfiled = |mut c: Commit| {
+            c.files.clear();
+            for q in &mut c.enqueue {
+                q.attachments.clear();
+            }
+            c
+        };
+        for (commit, timers, files) in [
+            (commit(), true, true),
+            (strip(commit()), false, true),
+            (unfiled(commit()), true, false),
+            (unfiled(strip(commit())), false, false),
+        ] {
+            let one = Job::new(&t, Uuid::now_v7(), &commit).expect("every value in its column");
+            for job in [Job::group(&[&one, &one]), one] {
+                assert_eq!((job.has_timers(), job.has_files()), (timers, files));
+                assert_eq!(
+                    bound(&job),
+                    placeholders(statement(timers, files)),
+                    "timers {timers}, files {files}"
+                );
+            }
+        }
+        assert!(statement(false, false).contains("duet_commit("));
+        assert!(statement(true, false).contains("duet_commit("));
+        assert!(statement(false, true).contains("duet_commit_files("));
+        // An attachment alone takes the wrapper too.
+        let mut attached = unfiled(strip(commit()));
+        attached.enqueue[0].attachments = commit().enqueue[0].attachments.clone();
+        let attached = Job::new(&t, Uuid::now_v7(), &attached).expect("every value");
+        assert!(attached.has_files());
     }
 }

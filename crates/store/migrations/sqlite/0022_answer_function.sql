@@ -1,0 +1,3 @@
+-- Nothing for SQLite: ../postgres/0022_answer_function.sql adds the function a Postgres `answer`
+-- calls; a SQLite `answer` is one batch of statements (crates/store/src/sqlite/writes.rs). This
+-- file keeps the two backends' migration numbers in step.
