@@ -104,7 +104,10 @@ impl Feed {
 #[cfg(test)]
 mod tests {
     use duet_runtime::testing::MemoryStore;
-    use duet_runtime::{Commit, Lease, NewThread, Record, StopReason, ThreadStatus};
+    use duet_runtime::{
+        Commit, CommitStore, JournalStore, Lease, LeaseStore, NewThread, Record, StopReason,
+        ThreadStatus, ThreadStore,
+    };
 
     use super::*;
 
