@@ -24,7 +24,7 @@ mod timers;
 pub use commits::{Commit, CommitOutcome, CommitStore};
 pub use feed::{Change, ChangeFeed, ChangeHub, FeedEvent};
 pub use files::{BlobStore, FileStore};
-pub use journal::{JournalEntry, JournalStore};
+pub use journal::{JournalEntry, JournalStore, SETTLE_KINDS};
 pub use leases::{Lease, LeaseStore, Renewal};
 pub use queue::{
     AnswerOutcome, Answered, AnsweredQuery, DecideOutcome, DecisionEntry, FirstAnswer, QueueStore,

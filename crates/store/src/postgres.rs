@@ -365,7 +365,9 @@ crate::sql::store_impl!(
     " FOR UPDATE SKIP LOCKED",
     notify!(),
     wake!(),
-    "SELECT pg_database_size(current_database())"
+    "SELECT pg_database_size(current_database())",
+    "SELECT s.seq FROM journal s WHERE s.thread = (SELECT num FROM threads WHERE id = $1) \
+     AND s.kind = 'session_started' AND (s.data::jsonb ->> 'session')::bigint"
 );
 
 crate::files_sql::files_impl!(

@@ -44,9 +44,12 @@ pub(crate) fn list_sql(q: &ThreadQuery<'_>) -> String {
 }
 
 /// `impl JournalStore for $store` and `list_threads` (see `store_impl!`: `$db` is the backend's
-/// database, `self.read` its read pool).
+/// database, `self.read` its read pool; `$session_start` the backend's query of the seq of a
+/// thread's `session_started` record, up to the comparison of its session number, spelled as
+/// migration 0020's `journal_sessions` index spells that number, and on SQLite naming the index:
+/// without statistics its planner prefers the primary key, a scan of the thread's journal).
 macro_rules! reads_impl {
-    ($store:ident, $db:ty) => {
+    ($store:ident, $db:ty, $session_start:literal) => {
         /// One page of threads as `q` says (see `reads_sql::list_sql`).
         async fn list_threads(
             read: &sqlx::Pool<$db>,
@@ -121,6 +124,51 @@ macro_rules! reads_impl {
                 .await
                 .map_err(db_error)?;
                 rows.iter().map(entry_from_row).collect()
+            }
+
+            async fn session_entries(
+                &self,
+                id: ThreadId,
+                session: i64,
+                below: i64,
+            ) -> Result<Vec<JournalEntry>, StoreError> {
+                // Where a session starts and where the next does: a seek of `journal_sessions`
+                // each (the subqueries are uncorrelated: each is evaluated once).
+                let rows = sqlx::query(concat!(
+                    "SELECT j.* FROM journal j WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
+                     AND j.seq >= (", $session_start, " = $2) \
+                     AND j.seq < COALESCE((", $session_start, " = $2 + 1), $3) \
+                     AND j.seq < $3 ORDER BY j.seq",
+                ))
+                .bind(id.to_string())
+                .bind(session)
+                .bind(below)
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter().map(entry_from_row).collect()
+            }
+
+            async fn settles(
+                &self,
+                id: ThreadId,
+                below: i64,
+                limit: usize,
+            ) -> Result<Vec<Record>, StoreError> {
+                // The kinds as `journal_settles`'s condition names them: its rows only.
+                let rows = sqlx::query(
+                    "SELECT j.seq, j.kind, j.data, j.created_at FROM journal j \
+                     WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
+                       AND j.kind IN ('stopped', 'session_ended', 'run_continued') AND j.seq < $2 \
+                     ORDER BY j.seq DESC LIMIT $3",
+                )
+                .bind(id.to_string())
+                .bind(below)
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter().map(record_from_row).collect()
             }
 
             async fn last_message(&self, id: ThreadId) -> Result<Option<Message>, StoreError> {

@@ -264,7 +264,10 @@ crate::sql::store_impl!(
     "",
     "NULL",
     "NULL",
-    "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+    "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+    "SELECT s.seq FROM journal s INDEXED BY journal_sessions \
+     WHERE s.thread = (SELECT num FROM threads WHERE id = $1) AND s.kind = 'session_started' \
+     AND json_extract(s.data, '$.session')"
 );
 
 crate::files_sql::files_impl!(

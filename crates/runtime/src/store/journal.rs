@@ -46,4 +46,26 @@ pub trait JournalStore: Send + Sync {
     ) -> Result<Vec<JournalEntry>, StoreError>;
     /// A thread's last message with text (the question a parked thread asks), if any.
     async fn last_message(&self, id: ThreadId) -> Result<Option<Message>, StoreError>;
+    /// Session `session`'s range of a thread's journal below seq `below`, in seq order: the
+    /// entries from its `session_started` record up to the next session's (messages and
+    /// records; a record between sessions belongs to the one before it). None when the journal
+    /// has no `session_started` record for it. Reads O(the range), not O(the journal).
+    async fn session_entries(
+        &self,
+        id: ThreadId,
+        session: i64,
+        below: i64,
+    ) -> Result<Vec<JournalEntry>, StoreError>;
+    /// At most `limit` of a thread's settle records (`stopped`, `session_ended`) and
+    /// `run_continued` records, with seq below `below`, newest first: what says where its last
+    /// run ended, read a few at a time.
+    async fn settles(
+        &self,
+        id: ThreadId,
+        below: i64,
+        limit: usize,
+    ) -> Result<Vec<Record>, StoreError>;
 }
+
+/// The record kinds [`JournalStore::settles`] reads.
+pub const SETTLE_KINDS: [&str; 3] = ["stopped", "session_ended", "run_continued"];

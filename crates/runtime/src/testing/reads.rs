@@ -175,6 +175,64 @@ impl JournalStore for MemoryStore {
             .unwrap_or_default())
     }
 
+    async fn session_entries(
+        &self,
+        id: ThreadId,
+        session: i64,
+        below: i64,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        let state = self.state();
+        let Some(row) = state.row(id) else {
+            return Ok(Vec::new());
+        };
+        let start = |n: i64| {
+            row.journal.values().find_map(|e| match e {
+                JournalEntry::Record(r)
+                    if r.body == (crate::record::RecordBody::SessionStarted { session: n }) =>
+                {
+                    Some(r.seq)
+                }
+                _ => None,
+            })
+        };
+        let Some(from) = start(session) else {
+            return Ok(Vec::new());
+        };
+        let to = start(session.saturating_add(1)).map_or(below, |s| s.min(below));
+        Ok(row
+            .journal
+            .range(from..to.max(from))
+            .map(|(_, e)| e.clone())
+            .collect())
+    }
+
+    async fn settles(
+        &self,
+        id: ThreadId,
+        below: i64,
+        limit: usize,
+    ) -> Result<Vec<Record>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .row(id)
+            .map(|r| {
+                r.journal
+                    .range(..below)
+                    .rev()
+                    .filter_map(|(_, e)| match e {
+                        JournalEntry::Record(r)
+                            if crate::store::SETTLE_KINDS.contains(&r.body.kind()) =>
+                        {
+                            Some(r.clone())
+                        }
+                        _ => None,
+                    })
+                    .take(limit)
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
     async fn last_message(&self, id: ThreadId) -> Result<Option<Message>, StoreError> {
         let state = self.state();
         Ok(state.row(id).and_then(|r| {

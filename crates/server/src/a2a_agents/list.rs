@@ -66,7 +66,7 @@ impl DuetAgent {
                     thread: t.id,
                     session,
                 };
-                let mut facts = service::tasks::facts(&self.state, t.id, session)
+                let mut facts = service::tasks::facts(&self.state, &t, session)
                     .await
                     .map_err(A2aError::internal)?;
                 let at = if session == t.session {

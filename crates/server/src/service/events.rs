@@ -70,10 +70,58 @@ impl Feed {
 
     /// The seq of the first entry after `t`'s last settle record (`stopped` or
     /// `session_ended`, unless a `run_continued` says its run went on; its next seq when there
-    /// is none yet): where its current (or next) run starts.
+    /// is none yet): where its current (or next) run starts. Reads the settle records below
+    /// `t`'s next seq newest first, a few at a time (as `t` was read, and O(what it passes)),
+    /// never the thread's whole history.
     pub(crate) async fn run_start(&self, t: &Thread) -> Result<i64, ServiceError> {
-        let records = self.0.records(t.id).await?;
+        const PAGE: usize = 8;
         // A settle its run went on from (a `run_continued` after it) did not end that run.
+        let mut went_on = false;
+        let mut below = t.next_seq;
+        let last = 'found: loop {
+            let page = self.0.settles(t.id, below, PAGE).await?;
+            for r in &page {
+                match r.body {
+                    RecordBody::RunContinued { .. } => went_on = true,
+                    RecordBody::Stopped { .. } | RecordBody::SessionEnded { .. } => {
+                        if !std::mem::take(&mut went_on) {
+                            break 'found r.seq;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            match page.last() {
+                Some(r) if page.len() == PAGE => below = r.seq,
+                _ => break 0,
+            }
+        };
+        let first = self.0.journal_page(t.id, last, 1).await?;
+        Ok(first.first().map_or(t.next_seq, JournalEntry::seq))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use duet_runtime::testing::MemoryStore;
+    use duet_runtime::{
+        Commit, CommitStore, JournalStore, Lease, LeaseStore, NewThread, Record, StopReason,
+        ThreadStatus, ThreadStore,
+    };
+
+    use super::*;
+
+    fn stopped() -> RecordBody {
+        RecordBody::Stopped {
+            stop_reason: StopReason::AwaitingHuman,
+            status: ThreadStatus::AwaitingHuman,
+            trace: None,
+            revision: None,
+        }
+    }
+
+    /// `run_start` as it read every record of the thread before it read them a page at a time.
+    fn whole(records: &[Record], next_seq: i64, journal: &[JournalEntry]) -> i64 {
         let mut went_on = false;
         let last = records
             .iter()
@@ -89,7 +137,74 @@ impl Feed {
                 _ => false,
             })
             .map_or(0, |r| r.seq);
-        let first = self.0.journal_page(t.id, last, 1).await?;
-        Ok(first.first().map_or(t.next_seq, JournalEntry::seq))
+        journal
+            .iter()
+            .find(|e| e.seq() > last)
+            .map_or(next_seq, JournalEntry::seq)
+    }
+
+    #[tokio::test]
+    async fn the_run_start_reads_settles_a_page_at_a_time_as_the_whole_history_says() {
+        let store = Arc::new(MemoryStore::default());
+        let feed = Feed(store.clone());
+        let new = NewThread {
+            id: uuid::Uuid::now_v7(),
+            agent: "a",
+            parent: None,
+            principal: None,
+            source: None,
+            now: 1,
+        };
+        let mut t = store.open_thread("k", new).await.expect("memory store");
+        assert_eq!(
+            feed.run_start(&t).await.expect("memory store"),
+            t.next_seq,
+            "nothing yet"
+        );
+        let owner = uuid::Uuid::now_v7();
+        let lease = Lease {
+            owner,
+            until: 1_000,
+            now: 1,
+        };
+        // The run that settled last, then runs that each went on past their settle: groups of
+        // three (a settle and two `run_continued`), so pages of eight split them.
+        let mut bodies = vec![
+            RecordBody::SessionStarted { session: 1 },
+            stopped(),
+            RecordBody::TurnCompleted {
+                side: duet_runtime::SideId::A,
+            },
+        ];
+        for _ in 0..7 {
+            bodies.push(stopped());
+            bodies.push(RecordBody::RunContinued { after: 0 });
+            bodies.push(RecordBody::RunContinued { after: 0 });
+        }
+        let mut checked = 0;
+        for body in bodies {
+            assert!(store.claim(t.id, lease).await.expect("memory store"));
+            let commit = Commit {
+                records: vec![Record::new(t.take_seq(), body, 2)],
+                settle: true,
+                ..Commit::default()
+            };
+            store.commit(&t, owner, commit).await.expect("memory store");
+            let records = store.records(t.id).await.expect("memory store");
+            let journal = store.journal_since(t.id, 0).await.expect("memory store");
+            assert_eq!(
+                feed.run_start(&t).await.expect("memory store"),
+                whole(&records, t.next_seq, &journal),
+                "after {} records",
+                records.len()
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 24);
+        assert_eq!(
+            feed.run_start(&t).await.expect("memory store"),
+            3,
+            "after the first stop"
+        );
     }
 }

@@ -17,9 +17,6 @@ use super::threads::on_agent;
 use crate::auth::Caller;
 use crate::state::AppState;
 
-/// How many times [`session`] reads the journal and the thread until they agree.
-const TRIES: usize = 5;
-
 /// Thread `thread` if it is one `agent`'s routes show `caller` ([`on_agent`]) and it has (or
 /// is about to open) session `session`.
 pub(crate) async fn find(
@@ -72,8 +69,6 @@ pub(crate) struct SessionFacts {
     pub last_at: i64,
     /// The journal seq of its last entry.
     pub last_seq: i64,
-    /// The journal seq of the thread's last entry (any session).
-    pub journal_end: i64,
     /// Its tool calls that wait for a person's decision (asked, no result written yet), by the
     /// seq of their `approval_requested` record, in order.
     pub pending: Vec<PendingCall>,
@@ -119,32 +114,34 @@ pub(crate) struct PendingCall {
     pub schema: Option<serde_json::Value>,
 }
 
-/// Reads session `session` of `thread` from the journal.
+/// Reads session `session` of thread `t` from the journal as `t` was read: the session's own
+/// range of it (from its `session_started` record to the next session's), below `t`'s next seq.
+/// A commit writes its entries and the thread row in one transaction and entries are never
+/// rewritten, so the facts are those of the journal when `t` was read, whatever committed
+/// since; and the read is O(the session), not O(the thread's history).
 pub(crate) async fn facts(
     state: &AppState,
-    thread: ThreadId,
+    t: &Thread,
     session: i64,
 ) -> Result<SessionFacts, ServiceError> {
+    let thread = t.id;
     let mut facts = SessionFacts {
         read_at: state.runtime().now_ms(),
         ..SessionFacts::default()
     };
-    let mut current = 0;
     let mut asked = Vec::new();
     let mut answered = std::collections::HashSet::new();
     // When it parked last, while nothing came after but a deadline's records.
     let mut parked_at = None;
     let mut notes = Vec::new();
-    for entry in state.runtime().store().journal_since(thread, 0).await? {
-        facts.journal_end = facts.journal_end.max(entry.seq());
+    let entries = state
+        .runtime()
+        .store()
+        .session_entries(thread, session, t.next_seq)
+        .await?;
+    for entry in entries {
         match entry {
             JournalEntry::Record(r) => {
-                if let RecordBody::SessionStarted { session: s } = r.body {
-                    current = s;
-                }
-                if current != session {
-                    continue;
-                }
                 facts.last_at = r.created_at;
                 facts.last_seq = r.seq;
                 match &r.body {
@@ -259,25 +256,18 @@ pub(crate) async fn result_files(
 }
 
 /// Thread `thread` and session `session`'s facts as they are now (`None`: the thread is
-/// gone): the journal, then the thread, until they agree — a commit between the two reads
-/// would pair a state with entries it has moved past, or the reverse.
+/// gone): the thread, then its journal as the thread was read ([`facts`]), so the state and
+/// the entries agree.
 pub(crate) async fn session(
     state: &AppState,
     thread: ThreadId,
     session: i64,
 ) -> Result<Option<(Thread, SessionFacts)>, ServiceError> {
-    let store = state.runtime().store();
-    let mut tries = 0;
-    loop {
-        let facts = facts(state, thread, session).await?;
-        let Some(t) = store.thread_by_id(thread).await? else {
-            return Ok(None);
-        };
-        tries += 1;
-        if t.next_seq - 1 <= facts.journal_end || tries == TRIES {
-            return Ok(Some((t, facts)));
-        }
-    }
+    let Some(t) = state.runtime().store().thread_by_id(thread).await? else {
+        return Ok(None);
+    };
+    let facts = facts(state, &t, session).await?;
+    Ok(Some((t, facts)))
 }
 
 /// Whether a message waits in thread `thread`'s queue.

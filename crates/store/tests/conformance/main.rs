@@ -10,7 +10,8 @@
 //! `notify.rs`: notices as commits write them, routing, the push outbox's migration;
 //! `notify_outbox.rs`: the outbox, one-time links, subscriptions, shared secrets; `files.rs`: the
 //! thread filesystem (file rows, listings, commits' files, queued attachments, chunks in the
-//! database and in a directory).
+//! database and in a directory); `ranges.rs`: a session's range of the journal, settle records
+//! newest first.
 
 use duet_store::testing as support;
 
@@ -28,6 +29,7 @@ mod notify;
 mod notify_outbox;
 mod push;
 mod queue;
+mod ranges;
 mod roots;
 mod schema;
 mod timer_claims;

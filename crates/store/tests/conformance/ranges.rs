@@ -1,0 +1,197 @@
+//! Reads bounded by what they return: a session's range of the journal (from its
+//! `session_started` record to the next session's, below a seq) and a thread's settle records
+//! newest first, a few at a time.
+
+use super::*;
+use duet_runtime::{Commit, JournalEntry, Message, Record, RecordBody, StopReason};
+
+/// Commits `entries` (messages and records, each taking `t`'s next seq in order) to `t`.
+async fn write(store: &Arc<dyn Store>, t: &mut Thread, entries: Vec<Entry>) -> Vec<i64> {
+    let owner = Uuid::now_v7();
+    assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
+    let mut commit = Commit::default();
+    let mut seqs = Vec::new();
+    for e in entries {
+        let seq = t.take_seq();
+        seqs.push(seq);
+        match e {
+            Entry::Said(session, text) => commit.messages.push(Message::text(
+                seq,
+                session,
+                Role::User,
+                Some(SideId::B),
+                text.into(),
+                10,
+            )),
+            Entry::Fact(body) => commit.records.push(Record::new(seq, body, 10)),
+        }
+    }
+    commit.settle = true;
+    store.commit(t, owner, commit).await.expect("commit");
+    seqs
+}
+
+enum Entry {
+    Said(i64, &'static str),
+    Fact(RecordBody),
+}
+
+fn started(session: i64) -> Entry {
+    Entry::Fact(RecordBody::SessionStarted { session })
+}
+
+fn stopped() -> Entry {
+    Entry::Fact(RecordBody::Stopped {
+        stop_reason: StopReason::AwaitingHuman,
+        status: ThreadStatus::AwaitingHuman,
+        trace: None,
+        revision: None,
+    })
+}
+
+#[tokio::test]
+async fn a_session_reads_its_own_range_of_the_journal() {
+    each(async |store, name| {
+        let mut t = thread(&store, "k").await;
+        let mut other = thread(&store, "other").await;
+        // Another thread's sessions, written between this one's, must not leak in.
+        write(
+            &store,
+            &mut other,
+            vec![started(1), Entry::Said(1, "elsewhere")],
+        )
+        .await;
+        let first = write(
+            &store,
+            &mut t,
+            vec![started(1), Entry::Said(1, "hello"), stopped()],
+        )
+        .await;
+        write(
+            &store,
+            &mut other,
+            vec![started(2), Entry::Said(2, "again")],
+        )
+        .await;
+        let ended = Entry::Fact(RecordBody::SessionEnded {
+            stop_reason: StopReason::SessionStop,
+            result: Some("done".into()),
+        });
+        let second = write(
+            &store,
+            &mut t,
+            vec![ended, started(2), Entry::Said(2, "more"), stopped()],
+        )
+        .await;
+        let all = store.journal_since(t.id, 0).await.expect("read");
+        let upto = |seq: i64| -> Vec<JournalEntry> {
+            all.iter().filter(|e| e.seq() < seq).cloned().collect()
+        };
+        let one = store
+            .session_entries(t.id, 1, i64::MAX)
+            .await
+            .expect("read");
+        // The first session's range runs to the second's start: its end record is in it.
+        assert_eq!(one, upto(second[1]), "{name}: session 1");
+        assert_eq!(one.len(), 4, "{name}");
+        let two = store
+            .session_entries(t.id, 2, i64::MAX)
+            .await
+            .expect("read");
+        assert_eq!(two, all[4..].to_vec(), "{name}: session 2 to the end");
+        assert_eq!(
+            store
+                .session_entries(t.id, 2, second[3])
+                .await
+                .expect("read"),
+            all[4..6].to_vec(),
+            "{name}: below a seq"
+        );
+        assert_eq!(
+            store
+                .session_entries(t.id, 1, first[1])
+                .await
+                .expect("read"),
+            all[..1].to_vec(),
+            "{name}: below the first session's second entry"
+        );
+        for (session, below) in [(2, second[1]), (3, i64::MAX), (0, i64::MAX)] {
+            assert!(
+                store
+                    .session_entries(t.id, session, below)
+                    .await
+                    .expect("read")
+                    .is_empty(),
+                "{name}: session {session} below {below}"
+            );
+        }
+        assert!(
+            store
+                .session_entries(Uuid::now_v7(), 1, i64::MAX)
+                .await
+                .expect("read")
+                .is_empty(),
+            "{name}: no such thread"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn settle_records_read_newest_first_a_page_at_a_time() {
+    each(async |store, name| {
+        let mut t = thread(&store, "k").await;
+        let seqs = write(
+            &store,
+            &mut t,
+            vec![
+                started(1),
+                stopped(),
+                Entry::Said(1, "go on"),
+                Entry::Fact(RecordBody::RunContinued { after: 2 }),
+                Entry::Fact(RecordBody::TurnCompleted { side: SideId::A }),
+                Entry::Fact(RecordBody::SessionEnded {
+                    stop_reason: StopReason::SessionStop,
+                    result: None,
+                }),
+            ],
+        )
+        .await;
+        let kinds = |rs: &[Record]| -> Vec<(i64, String)> {
+            rs.iter()
+                .map(|r| (r.seq, r.body.kind().to_owned()))
+                .collect()
+        };
+        let every = store.settles(t.id, i64::MAX, 10).await.expect("read");
+        assert_eq!(
+            kinds(&every),
+            [
+                (seqs[5], "session_ended".to_owned()),
+                (seqs[3], "run_continued".to_owned()),
+                (seqs[1], "stopped".to_owned()),
+            ],
+            "{name}: the settle kinds only, newest first"
+        );
+        let records = store.records(t.id).await.expect("read");
+        assert_eq!(every[0], records[records.len() - 1], "{name}: as stored");
+        assert_eq!(
+            kinds(&store.settles(t.id, i64::MAX, 2).await.expect("read")),
+            kinds(&every[..2]),
+            "{name}: at most the limit"
+        );
+        assert_eq!(
+            kinds(&store.settles(t.id, seqs[3], 2).await.expect("read")),
+            kinds(&every[2..]),
+            "{name}: below a seq"
+        );
+        assert!(
+            store
+                .settles(Uuid::now_v7(), i64::MAX, 2)
+                .await
+                .expect("read")
+                .is_empty(),
+            "{name}: no such thread"
+        );
+    })
+    .await;
+}
