@@ -30,7 +30,14 @@ async fn park(
     let messages = texts
         .iter()
         .map(|text| {
-            let m = Message::text(parked.take_seq(), 1, Role::User, Some(SideId::A), String::new(), 5);
+            let m = Message::text(
+                parked.take_seq(),
+                1,
+                Role::User,
+                Some(SideId::A),
+                String::new(),
+                5,
+            );
             Message {
                 content: text.map(str::to_owned),
                 ..m
@@ -104,12 +111,12 @@ async fn the_queue_page_comes_with_questions_parents_and_deadlines_in_one_read()
             .iter()
             .map(|t| t.id)
             .collect();
-        assert_eq!(ids(&listed), listing, "{name}: the same page as list_threads");
         assert_eq!(
             ids(&listed),
-            vec![child.id, plain.id, other.id],
-            "{name}"
+            listing,
+            "{name}: the same page as list_threads"
         );
+        assert_eq!(ids(&listed), vec![child.id, plain.id, other.id], "{name}");
         assert_eq!(listed[0].thread, child, "{name}: the thread as read");
         assert_eq!(listed[0].question.as_deref(), Some("which one?"), "{name}");
         let parents: Vec<ThreadId> = listed[0].parents.iter().map(|p| p.id).collect();
@@ -152,7 +159,12 @@ async fn the_queue_page_comes_with_questions_parents_and_deadlines_in_one_read()
 
         // A cancelled deadline is no deadline.
         let owner = Uuid::now_v7();
-        assert!(store.claim(child.id, lease(owner, 2_000)).await.expect("claim"));
+        assert!(
+            store
+                .claim(child.id, lease(owner, 2_000))
+                .await
+                .expect("claim")
+        );
         let cancel = Commit {
             cancel_subjects: vec![Subject::parked(&child).expect("parked").to_string()],
             ..Commit::default()
@@ -200,7 +212,10 @@ async fn a_parent_chain_is_cut_at_max_parents() {
         let parents: Vec<ThreadId> = listed[0].parents.iter().map(|p| p.id).collect();
         chain.reverse();
         chain.truncate(MAX_PARENTS);
-        assert_eq!(parents, chain, "{name}: nearest first, {MAX_PARENTS} of them");
+        assert_eq!(
+            parents, chain,
+            "{name}: nearest first, {MAX_PARENTS} of them"
+        );
     })
     .await;
 }
