@@ -414,12 +414,18 @@ pub(crate) async fn events(
         let state = stream_state;
         // Subscribed before the first read, so whatever changes after it is seen.
         let mut changes = feed.changes();
+        // The whole list last sent, while nothing was sent since (a resync that finds the list
+        // as it was sends nothing).
+        let mut sent: Option<String> = None;
         'whole: loop {
             let Ok(mut listing) = Listing::load(&state, &caller, &filters).await else { return };
             let queue = listing.queue(&filters);
             let mut sent_head = head(&queue.counts()).into_string();
             let html = list(&queue, state.runtime().now_ms(), &filters).into_string();
-            yield Ok::<_, Infallible>(Event::default().event("queue").data(html));
+            if sent.as_ref() != Some(&html) {
+                yield Ok::<_, Infallible>(Event::default().event("queue").data(html.clone()));
+                sent = Some(html);
+            }
             // Each change that could alter the list: a thread that parks or waits, or one
             // listed.
             loop {
@@ -443,6 +449,7 @@ pub(crate) async fn events(
                     let kind = if shown.is_empty() { "remove" } else { "item" };
                     let data = format!("{head_now}<ol data-thread=\"{t}\">{shown}</ol>");
                     yield Ok(Event::default().event(kind).data(data));
+                    sent = None;
                     sent_head.clone_from(&head_now);
                 }
             }
