@@ -22,14 +22,20 @@ async fn parked(server: &Server, token: &str, key: &str) -> (String, String) {
     (approval, thread)
 }
 
-/// The next event of `queue`: its name and its data.
+/// The next event of `queue`: its name and its data. (A blank block, which the harness reads
+/// as an empty `message`, is no event of the queue's.)
 async fn next(queue: &mut Sse) -> (String, String) {
-    let e = queue.next().await.expect("the queue's stream");
-    let data = match e.data {
-        Value::String(s) => s,
-        other => other.to_string(),
-    };
-    (e.event, data)
+    loop {
+        let e = queue.next().await.expect("the queue's stream");
+        let data = match e.data {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        if e.event == "message" && data.is_empty() {
+            continue;
+        }
+        return (e.event, data);
+    }
 }
 
 #[tokio::test]
@@ -86,5 +92,45 @@ async fn a_change_sends_only_the_thread_it_names() {
         assert_eq!(kind, "remove", "{data}");
         assert!(!data.contains("<li"), "{data}");
         assert!(data.contains("1 question waits for you."), "{data}");
+    }
+}
+
+#[tokio::test]
+async fn in_a_browser_a_question_comes_in_place_and_leaves_with_the_counts() {
+    let Some(mut driver) = crate::browser::driver().await else {
+        return;
+    };
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let page = driver.browser(1000, 800, true).await;
+        page.sign_in(&server.base, &alice).await;
+        assert_eq!(page.text("#count").await, "Nothing waits for you.");
+        let (first, _) = parked(&server, &alice, "in-1").await;
+        page.wait_for(&format!("li.item[data-id=\"{first}\"]"))
+            .await;
+        let (second, _) = parked(&server, &alice, "in-2").await;
+        page.wait_for(&format!("li.item[data-id=\"{second}\"]"))
+            .await;
+        assert_eq!(page.text("#count").await, "2 questions wait for you.");
+        // Oldest first: the first asked is above.
+        let order = page
+            .eval("[...document.querySelectorAll('li.item')].map((li) => li.dataset.id)")
+            .await;
+        assert_eq!(order, json!([first, second]), "{order}");
+        let (status, body) = server
+            .post(
+                &format!("/approvals/{first}?wait=true"),
+                &alice,
+                json!({"text": "Yes."}),
+            )
+            .await;
+        assert!(status == 200 || status == 202, "{body}");
+        page.wait_until(&format!(
+            "document.querySelector('li.item[data-id=\"{first}\"]') === null"
+        ))
+        .await;
+        assert_eq!(page.text("#count").await, "1 question waits for you.");
+        page.close().await;
     }
 }
