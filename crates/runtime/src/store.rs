@@ -30,7 +30,9 @@ pub use queue::{
     AnswerOutcome, Answered, AnsweredQuery, DecideOutcome, DecisionEntry, FirstAnswer, QueueStore,
 };
 pub use registry::RegistryStore;
-pub use threads::{NewThread, ParentFilter, StatusCounts, ThreadQuery, ThreadStore};
+pub use threads::{
+    Listed, MAX_PARENTS, NewThread, ParentFilter, StatusCounts, ThreadQuery, ThreadStore,
+};
 pub use timers::{
     CancelOutcome, NewTimer, Timer, TimerCounts, TimerKind, TimerOutcome, TimerQuery, TimerStatus,
     TimerStore, TimerWake, WakeHub,

@@ -38,6 +38,7 @@ pub(crate) mod steps;
 pub(crate) mod tasks;
 pub(crate) mod threads;
 pub(crate) mod timers;
+pub(crate) mod waiting;
 
 use duet_runtime::files::FileError;
 use duet_runtime::{FirstAnswer, Park, RunError, StoreError};

@@ -219,7 +219,7 @@ pub(crate) struct Page<T> {
 
 /// What waits for a person: a parked question (`kind: question`) or a tool call that waits for
 /// a decision (`kind: tool_call`, with its tool, arguments and the decisions offered).
-#[derive(Serialize, ToSchema)]
+#[derive(Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ApprovalView {
     /// Answer it with `POST /approvals/{id}`.

@@ -1,6 +1,6 @@
 //! The reads of the shared store implementation that page: `JournalStore` (the journal whole,
 //! from a cursor, a page at a time, the last message) and the thread listing `ThreadStore`'s
-//! `list_threads` calls, stamped out inside `store_impl!` with the decoders it defines there.
+//! `list_threads` and `list_listed` call, stamped out inside `store_impl!` with the decoders it defines there.
 
 use duet_runtime::{ParentFilter, ThreadQuery};
 
@@ -11,11 +11,13 @@ use duet_runtime::{ParentFilter, ThreadQuery};
 /// than `($n IS NULL OR column = $n)`: through an `OR` SQLite's planner uses no index at all and
 /// scans the threads in id order, where `principal = $4` seeks `threads_principal`.
 pub(crate) fn list_sql(q: &ThreadQuery<'_>) -> String {
-    let mut sql = String::from(concat!(
-        "SELECT ",
-        crate::fragments::thread_cols!(),
-        " FROM threads WHERE ($1 IS NULL OR agent = $1)"
-    ));
+    page_sql(q, crate::fragments::thread_cols!(), None)
+}
+
+/// [`list_sql`]'s listing of columns `cols`, narrowed to one thread (`$7`) when `only` is
+/// `Some(true)` (`Some(false)`: `$7` is bound and null; `None`: no `$7`).
+fn page_sql(q: &ThreadQuery<'_>, cols: &str, only: Option<bool>) -> String {
+    let mut sql = format!("SELECT {cols} FROM threads WHERE ($1 IS NULL OR agent = $1)");
     sql.push_str(match q.status {
         Some(_) => " AND status = $2",
         None => " AND $2 IS NULL",
@@ -35,12 +37,54 @@ pub(crate) fn list_sql(q: &ThreadQuery<'_>) -> String {
         (Some(_), false) => " AND id > $5",
         (Some(_), true) => " AND id < $5",
     });
+    sql.push_str(match only {
+        None => "",
+        Some(true) => " AND id = $7",
+        Some(false) => " AND $7 IS NULL",
+    });
     sql.push_str(if q.newest_first {
         " ORDER BY id DESC LIMIT $6"
     } else {
         " ORDER BY id LIMIT $6"
     });
     sql
+}
+
+/// The SQL text of `list_listed`: [`list_sql`]'s page (`$1`–`$6`, and `$7` the one thread
+/// `only` names) with, in the same statement, each thread's chain of parents (a recursive walk
+/// up `parent`, at most `MAX_PARENTS`), its last message with text and whether a deadline
+/// timer waits on the question it is parked at. One row per thread of the page (`depth` 0,
+/// with `question` and `deadline`) followed by one per parent (`depth` 1, 2, … nearest
+/// first), grouped by `listed` (the page thread's id) in the listing's order.
+pub(crate) fn listed_sql(q: &ThreadQuery<'_>, only: bool) -> String {
+    let page = page_sql(q, "num, id, parent", Some(only));
+    let order = if q.newest_first { "DESC" } else { "ASC" };
+    format!(
+        "WITH RECURSIVE listed_page AS ({page}), \
+         chain (listed, depth, up) AS ( \
+           SELECT id, CAST(1 AS BIGINT), parent FROM listed_page WHERE parent IS NOT NULL \
+           UNION ALL \
+           SELECT c.listed, c.depth + 1, t.parent FROM chain c JOIN threads t ON t.id = c.up \
+           WHERE t.parent IS NOT NULL AND c.depth < {max} \
+         ), \
+         listing (listed, depth, tnum) AS ( \
+           SELECT id, CAST(0 AS BIGINT), num FROM listed_page \
+           UNION ALL \
+           SELECT c.listed, c.depth, t.num FROM chain c JOIN threads t ON t.id = c.up \
+         ) \
+         SELECT listing.listed, listing.depth, {cols}, \
+           CASE WHEN listing.depth = 0 THEN ( \
+             SELECT j.content FROM journal j WHERE j.thread = listing.tnum AND j.kind = 'message' \
+             AND j.content IS NOT NULL ORDER BY j.seq DESC LIMIT 1) END AS question, \
+           CASE WHEN listing.depth = 0 AND threads.status = 'awaiting_human' THEN EXISTS ( \
+             SELECT 1 FROM timers tm WHERE tm.thread = listing.tnum AND tm.kind = 'deadline' \
+             AND tm.status <> 'cancelled' AND tm.subject = 'question:' || CAST(threads.session AS TEXT) \
+             || ':' || CAST(threads.turns_a + threads.turns_b AS TEXT)) ELSE FALSE END AS has_deadline \
+         FROM listing JOIN threads ON threads.num = listing.tnum \
+         ORDER BY listing.listed {order}, listing.depth",
+        max = duet_runtime::MAX_PARENTS,
+        cols = crate::fragments::thread_cols!(),
+    )
 }
 
 /// `impl JournalStore for $store` and `list_threads` (see `store_impl!`: `$db` is the backend's
@@ -72,6 +116,47 @@ macro_rules! reads_impl {
                 .await
                 .map_err(db_error)?;
             rows.iter().map(thread_from_row).collect()
+        }
+
+        /// `list_listed` (see `reads_sql::listed_sql`): one statement whatever the page's size.
+        async fn list_listed(
+            read: &sqlx::Pool<$db>,
+            q: &duet_runtime::ThreadQuery<'_>,
+            only: Option<ThreadId>,
+        ) -> Result<Vec<duet_runtime::Listed>, StoreError> {
+            let parent = match q.parent {
+                duet_runtime::ParentFilter::Of(p) => Some(p.to_string()),
+                _ => None,
+            };
+            let sql = crate::reads_sql::listed_sql(q, only.is_some());
+            // No value is in the text: it is one of the fixed fragments' combinations.
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(q.agent)
+                .bind(q.status.map(|s| s.as_str()))
+                .bind(parent)
+                .bind(q.principal)
+                .bind(q.after.map(|a| a.to_string()))
+                .bind(i64::try_from(q.limit).unwrap_or(i64::MAX))
+                .bind(only.map(|id| id.to_string()))
+                .fetch_all(read)
+                .await
+                .map_err(db_error)?;
+            let mut out: Vec<duet_runtime::Listed> = Vec::new();
+            for row in &rows {
+                let depth: i64 = row.try_get("depth").map_err(db_error)?;
+                let thread = thread_from_row(row)?;
+                match (depth, out.last_mut()) {
+                    (0, _) => out.push(duet_runtime::Listed {
+                        thread,
+                        question: row.try_get("question").map_err(db_error)?,
+                        parents: Vec::new(),
+                        deadline: row.try_get("has_deadline").map_err(db_error)?,
+                    }),
+                    (_, Some(listed)) => listed.parents.push(thread),
+                    (_, None) => return Err(corrupt("depth", &depth.to_string())),
+                }
+            }
+            Ok(out)
         }
 
         #[async_trait]

@@ -171,6 +171,10 @@ macro_rules! store_impl {
                 list_threads(&self.read, query).await
             }
 
+            async fn list_listed(&self, query: &ThreadQuery<'_>, only: Option<ThreadId>) -> Result<Vec<duet_runtime::Listed>, StoreError> {
+                list_listed(&self.read, query, only).await
+            }
+
             async fn status_counts(&self) -> Result<duet_runtime::StatusCounts, StoreError> {
                 // Both read `threads_status_id`: a count per status, the oldest park's time.
                 let rows = sqlx::query("SELECT status, COUNT(*) AS n FROM threads GROUP BY status ORDER BY status")

@@ -48,6 +48,7 @@ mod hostile;
 mod inbox;
 mod inbox_files;
 mod inbox_late;
+mod inbox_live;
 mod inbox_tools;
 mod isolation;
 mod lifecycle;

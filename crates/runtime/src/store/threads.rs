@@ -81,6 +81,14 @@ pub trait ThreadStore: Send + Sync {
     async fn threads(&self, status: Option<ThreadStatus>) -> Result<Vec<Thread>, StoreError>;
     /// One page of threads as `query` says, in id order (UUID v7: creation order).
     async fn list_threads(&self, query: &ThreadQuery<'_>) -> Result<Vec<Thread>, StoreError>;
+    /// [`list_threads`](Self::list_threads)' page (only thread `only` of it, when given), each
+    /// with what a queue of questions shows of it ([`Listed`]), in one read: the approvals
+    /// queue's page, whatever its size.
+    async fn list_listed(
+        &self,
+        query: &ThreadQuery<'_>,
+        only: Option<ThreadId>,
+    ) -> Result<Vec<Listed>, StoreError>;
     /// How many threads have each status (statuses no thread has are left out), and since when
     /// the longest-parked thread has waited for a person (its `updated_at`): what an operator's
     /// dashboard shows.
@@ -89,6 +97,24 @@ pub trait ThreadStore: Send + Sync {
     /// fails its next commit and stops), queue emptied, its registry entry `terminated`, its
     /// pending timers `cancelled` (one being fired finds the thread terminated and fails).
     async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError>;
+}
+
+/// How many parents above a thread [`ThreadStore::list_listed`] reads (a deeper chain is cut).
+pub const MAX_PARENTS: usize = 64;
+
+/// A listed thread with what a queue of questions shows of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Listed {
+    /// The thread.
+    pub thread: Thread,
+    /// Its last message with text (the question a parked thread asks), if any: the content of
+    /// [`super::JournalStore::last_message`].
+    pub question: Option<String>,
+    /// Its parents, nearest first, up to the top-level one (at most [`MAX_PARENTS`]).
+    pub parents: Vec<Thread>,
+    /// Whether it is parked with a deadline on its question: a `deadline` timer, not cancelled,
+    /// whose subject is the question it is parked at (`question:SESSION:TURNS`).
+    pub deadline: bool,
 }
 
 /// What [`ThreadStore::status_counts`] counts.

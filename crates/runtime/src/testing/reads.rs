@@ -5,7 +5,8 @@ use async_trait::async_trait;
 use super::MemoryStore;
 use crate::record::Record;
 use crate::store::{
-    JournalEntry, JournalStore, NewThread, ParentFilter, StoreError, ThreadQuery, ThreadStore,
+    JournalEntry, JournalStore, Listed, MAX_PARENTS, NewThread, ParentFilter, StoreError,
+    ThreadQuery, ThreadStore, TimerKind, TimerStatus,
 };
 use crate::types::{ChildStatus, Message, Thread, ThreadId, ThreadStatus};
 
@@ -89,6 +90,56 @@ impl ThreadStore for MemoryStore {
             rows.reverse();
         }
         Ok(rows.into_iter().take(q.limit).cloned().collect())
+    }
+
+    async fn list_listed(
+        &self,
+        q: &ThreadQuery<'_>,
+        only: Option<ThreadId>,
+    ) -> Result<Vec<Listed>, StoreError> {
+        let wide = ThreadQuery {
+            limit: usize::MAX,
+            ..*q
+        };
+        let page: Vec<Thread> = self
+            .list_threads(if only.is_some() { &wide } else { q })
+            .await?
+            .into_iter()
+            .filter(|t| only.is_none_or(|id| t.id == id))
+            .take(q.limit)
+            .collect();
+        let mut out = Vec::with_capacity(page.len());
+        for thread in page {
+            let question = self.last_message(thread.id).await?.and_then(|m| m.content);
+            let state = self.state();
+            let mut parents = Vec::new();
+            let mut up = thread.parent;
+            while let Some(id) = up
+                && parents.len() < MAX_PARENTS
+            {
+                let Some(p) = state.row(id).map(|r| r.thread.clone()) else {
+                    break;
+                };
+                up = p.parent;
+                parents.push(p);
+            }
+            let subject = crate::deadline::Subject::parked(&thread).map(|s| s.to_string());
+            let deadline = subject.is_some_and(|subject| {
+                state.timers.values().any(|t| {
+                    t.thread == thread.id
+                        && t.kind == TimerKind::Deadline
+                        && t.status != TimerStatus::Cancelled
+                        && t.subject.as_deref() == Some(subject.as_str())
+                })
+            });
+            out.push(Listed {
+                thread,
+                question,
+                parents,
+                deadline,
+            });
+        }
+        Ok(out)
     }
 
     async fn terminate(&self, id: ThreadId, now: i64) -> Result<(), StoreError> {

@@ -17,8 +17,9 @@ use super::threads::{cursor, newest_first, page_size};
 use crate::auth::Caller;
 use crate::body::{Json, Query};
 use crate::problem::Problem;
-use crate::service::approvals::{self, Waiting};
+use crate::service::approvals;
 use crate::service::deliveries::Landed;
+use crate::service::waiting::{self, Waiting};
 use crate::state::AppState;
 use crate::views::{ApprovalView, Page, ThreadView, segment};
 use duet_runtime::DecisionInput;
@@ -64,13 +65,13 @@ pub(crate) async fn list(
         tool_calls: true,
         all: q.all,
     };
-    let threads = approvals::waiting(&state, &caller, &w).await?;
+    let threads = waiting::waiting(&state, &caller, &w).await?;
     let next_cursor = (threads.len() == limit)
-        .then(|| threads.last().map(|t| t.id.to_string()))
+        .then(|| threads.last().map(|l| l.thread.id.to_string()))
         .flatten();
     let mut items = Vec::with_capacity(threads.len());
-    for t in &threads {
-        items.extend(approvals::views(&state, &caller, t).await?);
+    for l in &threads {
+        items.extend(waiting::views(&state, &caller, l).await?);
     }
     Ok(axum::Json(Page { items, next_cursor }))
 }

@@ -1,12 +1,13 @@
-//! Approvals: a parked question by its id (`{thread}:{session}:{seq}`), what waits for the
-//! caller, the chain of parents above a question, the question with its conversation, the
-//! answer each park got, and the answer itself. The inbox's answer form and
+//! Approvals: a parked question by its id (`{thread}:{session}:{seq}`), the approvals of a
+//! thread that waits for the caller (listed by `service::waiting`), the chain of parents above
+//! a question, the question with its conversation, the answer each park got, and the answer
+//! itself. The inbox's answer form and
 //! `POST /approvals/{id}` both call [`answer`], so a question answered through either is refused
 //! through the other with the same [`ServiceError::AlreadyAnswered`].
 
 use duet_runtime::{
-    Answered, AnsweredQuery, Child, DecisionLanded, FirstAnswer, ImageRef, Message, Park,
-    RecordBody, Thread, ThreadId, ThreadQuery, ThreadStatus, ToolCall,
+    Answered, AnsweredQuery, Child, DecisionLanded, FirstAnswer, ImageRef, Listed, Message, Park,
+    RecordBody, Thread, ThreadId, ThreadStatus, ToolCall,
 };
 
 use super::approvers::{self, absent};
@@ -17,8 +18,8 @@ use crate::state::AppState;
 use crate::views::{ApprovalId, ApprovalView, ParentView};
 use duet_runtime::deadline::{self, Subject};
 
-/// How deep a parent chain is followed.
-const MAX_DEPTH: usize = 64;
+/// How deep a parent chain is followed (as deep as the store's listing reads it).
+const MAX_DEPTH: usize = duet_runtime::MAX_PARENTS;
 
 /// The approval `id` and its thread, if `caller` may see the thread (its owner, or an admin) —
 /// or, for a question, its deadline escalated to the caller — and the thread ever reached that
@@ -73,153 +74,24 @@ pub(crate) async fn answer(
     deliveries::deliver(state, caller, inbound).await
 }
 
-/// Which of the questions waiting for the caller to list.
-#[derive(Default)]
-pub(crate) struct Waiting<'a> {
-    /// Only this agent's.
-    pub agent: Option<&'a str>,
-    /// The last thread of the previous page.
-    pub after: Option<ThreadId>,
-    pub newest_first: bool,
-    pub limit: usize,
-    /// Also `waiting` threads (tool calls waiting for a decision).
-    pub tool_calls: bool,
-    /// Also threads parked for their end user's next message (an agent whose human side is not
-    /// declared `approver`): a chat, not an approval.
-    pub all: bool,
-}
-
-/// The threads waiting for a person that `caller` may answer, a page at a time: parked ones
-/// it may see (a question — of an agent whose human side is an approver, unless `all`) and
-/// `waiting` ones with a tool call it may decide ([`Caller::may_decide`]: on another
-/// principal's thread too, when a tool's approvers name the caller), merged in the listing's
-/// order so one cursor pages both.
-pub(crate) async fn waiting(
+/// The tool calls of listed thread `l` that wait for a decision `caller` may take, as
+/// approvals (`kind: tool_call`): the id's seq is that of the call's `approval_requested`
+/// record. Its parents are those the listing read.
+pub(crate) async fn listed_calls(
     state: &AppState,
     caller: &Caller,
-    w: &Waiting<'_>,
-) -> Result<Vec<Thread>, ServiceError> {
-    let query = |status, after, principal| ThreadQuery {
-        agent: w.agent,
-        status: Some(status),
-        principal,
-        after,
-        newest_first: w.newest_first,
-        limit: w.limit,
-        ..ThreadQuery::default()
-    };
-    let store = state.runtime().store();
-    let project = state.runtime().project().clone();
-    // An agent no longer defined is no approver: its thread is a chat nobody can resume.
-    let approval = |t: &Thread| {
-        w.all
-            || project
-                .agents
-                .get(&t.agent)
-                .is_some_and(|d| d.def.approver())
-    };
-    // Parked threads a page at a time until `limit` of them are approvals (or none are left),
-    // so a page of chats does not end the listing early; every principal's when an agent's
-    // deadline escalates to the caller (another's only once its question escalated).
-    let escalated = approvers::escalated_anywhere(&project, caller);
-    let parked = if escalated {
-        None
-    } else {
-        caller.owner_filter()
-    };
-    let mut threads = Vec::new();
-    let mut after = w.after;
-    loop {
-        let page = store
-            .list_threads(&query(ThreadStatus::AwaitingHuman, after, parked))
-            .await?;
-        let full = page.len() == w.limit;
-        after = page.last().map(|t| t.id);
-        for t in page {
-            let listed = if caller.may_see(&t) {
-                approval(&t)
-            } else {
-                match t.park() {
-                    Some(park) => approvers::escalated_to(state, caller, &t, park).await?,
-                    None => false,
-                }
-            };
-            if listed {
-                threads.push(t);
-            }
-        }
-        if !full || threads.len() >= w.limit {
-            break;
-        }
-    }
-    threads.truncate(w.limit);
-    // Past the last parked thread taken, a `waiting` one may come before the next parked one.
-    // Waiting threads a page at a time too, keeping those with a call the caller may decide
-    // (a blocking subagent's parent waits as well); every principal's when a tool's approvers
-    // name the caller.
-    if w.tool_calls {
-        let principal = if approvers::named_anywhere(&project, caller) {
-            None
-        } else {
-            caller.owner_filter()
-        };
-        let mut calls = Vec::new();
-        let mut after = w.after;
-        loop {
-            let page = store
-                .list_threads(&query(ThreadStatus::Waiting, after, principal))
-                .await?;
-            let full = page.len() == w.limit;
-            after = page.last().map(|t| t.id);
-            for t in page {
-                if approvers::decidable(state, caller, &t).await? {
-                    calls.push(t);
-                }
-            }
-            if !full || calls.len() >= w.limit {
-                break;
-            }
-        }
-        calls.truncate(w.limit);
-        threads.extend(calls);
-    }
-    threads.sort_by_key(|t| t.id);
-    if w.newest_first {
-        threads.reverse();
-    }
-    threads.truncate(w.limit);
-    Ok(threads)
-}
-
-/// What of `t` waits for a person: its question while parked, else each tool call of it that
-/// waits for a decision.
-pub(crate) async fn views(
-    state: &AppState,
-    caller: &Caller,
-    t: &Thread,
+    l: &Listed,
 ) -> Result<Vec<ApprovalView>, ServiceError> {
-    if t.park().is_some() {
-        return Ok(view(state, caller, t).await?.into_iter().collect());
-    }
-    tool_calls(state, caller, t).await
+    pending_calls(state, caller, &l.thread, Some(&l.parents), true).await
 }
 
-/// The tool calls of `t` that wait for a decision `caller` may take, as approvals
-/// (`kind: tool_call`): the id's seq is that of the call's `approval_requested` record.
-pub(crate) async fn tool_calls(
-    state: &AppState,
-    caller: &Caller,
-    t: &Thread,
-) -> Result<Vec<ApprovalView>, ServiceError> {
-    pending_calls(state, caller, t, true).await
-}
-
-/// The tool calls of `t` that wait for a decision, as approvals; only those `caller` may
-/// decide when `decidable`.
+/// The tool calls of `t` (whose parents are `known`, when read already) that wait for a
+/// decision, as approvals; only those `caller` may decide when `decidable`.
 async fn pending_calls(
     state: &AppState,
     caller: &Caller,
     t: &Thread,
+    known: Option<&[Thread]>,
     decidable: bool,
 ) -> Result<Vec<ApprovalView>, ServiceError> {
     if t.status != ThreadStatus::Waiting {
@@ -234,14 +106,10 @@ async fn pending_calls(
     if pending.is_empty() {
         return Ok(Vec::new());
     }
-    let parents: Vec<ParentView> = parents(state, t)
-        .await?
-        .iter()
-        .map(|p| ParentView {
-            key: caller.visible_key(&p.key),
-            agent: p.agent.clone(),
-        })
-        .collect();
+    let parents = match known {
+        Some(known) => parent_views(caller, known),
+        None => parent_views(caller, &parents(state, t).await?),
+    };
     // Their deadlines as the timer table has them (one read: from the first one's ask on).
     let first_asked = pending
         .iter()
@@ -532,20 +400,35 @@ pub(crate) async fn view(
     caller: &Caller,
     t: &Thread,
 ) -> Result<Option<ApprovalView>, ServiceError> {
+    if t.park().is_none() {
+        return Ok(None);
+    }
+    let store = state.runtime().store();
+    let listed = Listed {
+        question: store.last_message(t.id).await?.and_then(|m| m.content),
+        parents: parents(state, t).await?,
+        // Read below as it stands.
+        deadline: true,
+        thread: t.clone(),
+    };
+    question_view(state, caller, &listed).await
+}
+
+/// [`view`] of a listed thread: its question and parents as the listing read them; its
+/// deadline read only when the listing found one.
+pub(crate) async fn question_view(
+    state: &AppState,
+    caller: &Caller,
+    l: &Listed,
+) -> Result<Option<ApprovalView>, ServiceError> {
+    let t = &l.thread;
     let Some(park) = t.park() else {
         return Ok(None);
     };
-    let store = state.runtime().store();
-    let question = store.last_message(t.id).await?.and_then(|m| m.content);
-    let parents = parents(state, t)
-        .await?
-        .iter()
-        .map(|p| ParentView {
-            key: caller.visible_key(&p.key),
-            agent: p.agent.clone(),
-        })
-        .collect();
-    let deadline = question_deadline(state, t).await?;
+    let deadline = match l.deadline {
+        true => question_deadline(state, t).await?,
+        false => None,
+    };
     Ok(Some(ApprovalView {
         deadline,
         id: ApprovalId { thread: t.id, park }.to_string(),
@@ -559,10 +442,21 @@ pub(crate) async fn view(
         thread: caller.visible_key(&t.key),
         agent: t.agent.clone(),
         park: park.to_string(),
-        question,
+        question: l.question.clone(),
         since: t.updated_at,
-        parents,
+        parents: parent_views(caller, &l.parents),
     }))
+}
+
+/// Parents as an approval names them: each key as `caller` may see it.
+fn parent_views(caller: &Caller, parents: &[Thread]) -> Vec<ParentView> {
+    parents
+        .iter()
+        .map(|p| ParentView {
+            key: caller.visible_key(&p.key),
+            agent: p.agent.clone(),
+        })
+        .collect()
 }
 
 /// The deadline of the question `t` is parked at, as its timers stand (the human side's, or
@@ -629,7 +523,7 @@ pub(crate) async fn get(
             _ => None,
         }))
         .find(|d| d.approval == seq);
-    let waiting = pending_calls(state, caller, &t, false)
+    let waiting = pending_calls(state, caller, &t, None, false)
         .await?
         .into_iter()
         .find(|v| v.park == approval.park.to_string());
@@ -640,14 +534,7 @@ pub(crate) async fn get(
     let Some(decided) = decided else {
         return Ok(None);
     };
-    let parents = parents(state, &t)
-        .await?
-        .iter()
-        .map(|p| ParentView {
-            key: caller.visible_key(&p.key),
-            agent: p.agent.clone(),
-        })
-        .collect();
+    let parents = parent_views(caller, &parents(state, &t).await?);
     Ok(Some(ApprovalView {
         // Decided: its deadline no longer applies.
         deadline: None,

@@ -2,7 +2,7 @@
 //! Postgres when `DATABASE_URL` is set (`scripts/test` sets it). Each check runs on a fresh
 //! database of each. `commits.rs`: commits and the journal; `queue.rs`: the queue, leases, the
 //! registry and termination; `feed.rs`: the change feed; `listing.rs`: threads and the journal a
-//! page at a time; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
+//! page at a time; `listed.rs`: the approvals queue's page with its questions and parents; `claims.rs`: claiming what needs a runner, giving a lease back; `keys.rs`:
 //! API keys and sign-ins and the heartbeat row (the server's tables, `duet_server_store`); `answers.rs`: who answered a park; `push.rs`: push configs and the outbox;
 //! `backup.rs` (SQLite only): an online backup taken while a writer commits; `roots.rs`: each
 //! thread's tree (`threads.root`); `schema.rs`: rolling upgrades (a newer schema, additive or not); `timers.rs`: the timer table as commits write it
@@ -24,6 +24,7 @@ mod commits;
 mod feed;
 mod files;
 mod keys;
+mod listed;
 mod listing;
 mod notify;
 mod notify_outbox;

@@ -48,10 +48,8 @@ function queuePage(queue) {
   };
   if (find) find.addEventListener("input", applyFind);
 
-  const live = new EventSource(queue.dataset.live);
-  live.addEventListener("queue", (e) => {
-    const focused = queue.contains(document.activeElement);
-    queue.innerHTML = e.data;
+  // After the list changed: the find filter again, the selection kept where its item still is.
+  const changed = (focused) => {
     applyFind();
     const again = selected && queue.querySelector(`li.item[data-id="${CSS.escape(selected)}"]`);
     if (again) {
@@ -59,7 +57,45 @@ function queuePage(queue) {
       if (focused) again.querySelector("a").focus();
     }
     queue.dataset.updated = String(Date.now());
+  };
+
+  // Whether item `a` comes before `b` in the list's order: by how long each waited (oldest or
+  // newest first), then by thread, as the server orders them.
+  const before = (a, b, newest) => {
+    const sa = Number(a.dataset.since);
+    const sb = Number(b.dataset.since);
+    if (sa !== sb) return newest ? sa > sb : sa < sb;
+    return a.dataset.thread < b.dataset.thread;
+  };
+
+  const live = new EventSource(queue.dataset.live);
+  live.addEventListener("queue", (e) => {
+    const focused = queue.contains(document.activeElement);
+    queue.innerHTML = e.data;
+    changed(focused);
   });
+  // One thread changed: the counts, and its items put in (or taken out) where they belong.
+  const one = (e) => {
+    const focused = queue.contains(document.activeElement);
+    const part = document.createElement("template");
+    part.innerHTML = e.data;
+    const head = part.content.getElementById("queue-head");
+    const oldHead = queue.querySelector("#queue-head");
+    if (head && oldHead) oldHead.replaceWith(head);
+    const list = queue.querySelector("ol.items");
+    const fresh = part.content.querySelector("ol[data-thread]");
+    if (!list || !fresh) return;
+    const thread = fresh.dataset.thread;
+    for (const li of list.querySelectorAll(`li.item[data-thread="${CSS.escape(thread)}"]`)) li.remove();
+    const newest = list.dataset.order === "newest";
+    for (const li of [...fresh.children]) {
+      const next = [...list.children].find((x) => before(li, x, newest));
+      list.insertBefore(li, next || null);
+    }
+    changed(focused);
+  };
+  live.addEventListener("item", one);
+  live.addEventListener("remove", one);
 
   document.addEventListener("keydown", (e) => {
     if (e.ctrlKey || e.metaKey || e.altKey) return;
