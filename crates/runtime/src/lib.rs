@@ -93,7 +93,7 @@ pub use store::{
     AnswerOutcome, Answered, AnsweredQuery, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
     CommitStore, DecideOutcome, DecisionEntry, FeedEvent, FirstAnswer, JournalEntry, JournalStore,
     Lease, LeaseStore, NewThread, ParentFilter, QueueStore, RegistryStore, Renewal, RunStart,
-    StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
+    Starting, StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
 };
 pub use store::{BlobStore, FileStore};
 pub use store::{
