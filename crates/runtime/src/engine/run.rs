@@ -184,7 +184,7 @@ impl Runtime {
             // a model step or a settle, with nothing run in between that may read the journal
             // (a handler, an approved call, a completed wait: written first).
             if t.status == ThreadStatus::Waiting || !prompt_next(agent, &t) {
-                self.flush_drain(&mut t).await?;
+                self.flush_drain(&t).await?;
             }
             // Calls a person approved (or edited) run now, their results written.
             if t.status == ThreadStatus::Waiting

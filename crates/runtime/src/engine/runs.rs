@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio_util::sync::CancellationToken;
 
 use crate::store::Commit;
-use crate::types::ThreadId;
+use crate::types::{Thread, ThreadId};
 
 /// This process's runs in flight, by thread.
 #[derive(Default)]
@@ -21,8 +21,9 @@ pub(super) struct Runs(Mutex<HashMap<ThreadId, Run>>);
 struct Run {
     /// Its cancel (the control plane's `abort`).
     token: CancellationToken,
-    /// A drain not written yet: it goes with the run's next commit.
-    drain: Option<Commit>,
+    /// A drain not written yet, with the thread as the drain left it: it goes with the run's
+    /// next commit.
+    drain: Option<(Thread, Commit)>,
     /// The thread's deadline override as this run knows it (read with its start, then as its
     /// own commits wrote it); `None`: not known.
     deadline_override: Option<Option<serde_json::Value>>,
@@ -42,32 +43,25 @@ impl Runs {
         }
     }
 
-    /// Leaves `drain` for the next commit of the run of `id` (after any drain left before).
-    /// Whether it was left: with no run registered, the caller writes it itself.
-    pub(super) fn defer_drain(&self, id: ThreadId, drain: Commit) -> Result<(), Commit> {
+    /// Leaves `drain` (written for `t` as it stands) for the next commit of the run of `t`.
+    /// With no run registered, or a drain left already, it comes back: the caller writes it.
+    pub(super) fn defer_drain(&self, t: &Thread, drain: Commit) -> Result<(), Commit> {
         let Ok(mut runs) = self.0.lock() else {
             return Err(drain);
         };
-        let Some(run) = runs.get_mut(&id) else {
-            return Err(drain);
-        };
-        run.drain = Some(match run.drain.take() {
-            Some(before) => before.then(drain),
-            None => drain,
-        });
-        Ok(())
+        match runs.get_mut(&t.id) {
+            Some(run) if run.drain.is_none() => {
+                run.drain = Some((t.clone(), drain));
+                Ok(())
+            }
+            _ => Err(drain),
+        }
     }
 
-    /// The drain the run of `id` left for its next commit, taken.
-    pub(super) fn take_drain(&self, id: ThreadId) -> Option<Commit> {
+    /// The drain the run of `id` left for its next commit (with the thread as it left it),
+    /// taken.
+    pub(super) fn take_drain(&self, id: ThreadId) -> Option<(Thread, Commit)> {
         self.0.lock().ok()?.get_mut(&id)?.drain.take()
-    }
-
-    /// Whether the run of `id` has a drain not written yet.
-    pub(super) fn has_drain(&self, id: ThreadId) -> bool {
-        self.0
-            .lock()
-            .is_ok_and(|runs| runs.get(&id).is_some_and(|r| r.drain.is_some()))
     }
 
     /// The run of `id` knows its thread's deadline override to be `value`.

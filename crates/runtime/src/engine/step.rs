@@ -70,17 +70,18 @@ impl Runtime {
                 String::new()
             },
         };
-        let now = self.now();
-        let mut message = plan::model_message(t, side, cfg, &prompt.model, answer, now);
-        let calls = &message.tool_calls;
         // A tool may read the journal: a drain left for the step's commit is written before
         // any tool but a fixed `result` runs.
-        if calls
+        if answer
+            .calls
             .iter()
-            .any(|c| !offer.is_tool(&c.name) || !fixed_result(&project, &c.name))
+            .any(|(_, name, _)| !offer.is_tool(name) || !fixed_result(&project, name))
         {
             self.flush_drain(t).await?;
         }
+        let now = self.now();
+        let mut message = plan::model_message(t, side, cfg, &prompt.model, answer, now);
+        let calls = &message.tool_calls;
         let Some(ran) = self.run_calls(&offer, turn, t, msgs, &mut s, calls).await else {
             // Cancelled: nothing of the step is committed.
             t.next_seq = live.seq;

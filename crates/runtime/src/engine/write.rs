@@ -200,7 +200,7 @@ impl Runtime {
         let new = commit.messages.clone();
         // A drain left for this commit goes first; its messages are the run's history already,
         // and nothing is emitted or hooked for them.
-        if let Some(drain) = self.inner.runs.take_drain(t.id) {
+        if let Some((_, drain)) = self.inner.runs.take_drain(t.id) {
             commit = drain.then(commit);
         }
         let outcome = self.commit(t, commit).await?;
@@ -236,15 +236,16 @@ impl Runtime {
     /// then its queue rows stay queued, and should the run end without another commit, the next
     /// run drains them again.
     pub(super) fn defer_drain(&self, t: &Thread, commit: Commit) -> Result<(), Commit> {
-        self.inner.runs.defer_drain(t.id, commit)
+        self.inner.runs.defer_drain(t, commit)
     }
 
-    /// Writes the drain the run left for its next commit, if any, now: before something that
-    /// may read the thread's journal or queue (a tool, a handler, a child).
-    pub(super) async fn flush_drain(&self, t: &mut Thread) -> Result<(), RunError> {
-        if self.inner.runs.has_drain(t.id) {
-            self.persist(t, Write::new(Commit::default()), Around::default())
-                .await?;
+    /// Writes the drain the run left for its next commit, if any, now, as it would have been
+    /// written then (the thread as the drain left it): before something that may read the
+    /// thread's journal or queue (a tool, a handler, a child). What it finds queued meanwhile
+    /// the run's next commit reports.
+    pub(super) async fn flush_drain(&self, t: &Thread) -> Result<(), RunError> {
+        if let Some((then, drain)) = self.inner.runs.take_drain(t.id) {
+            self.commit(&then, drain).await?;
         }
         Ok(())
     }
