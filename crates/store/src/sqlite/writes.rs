@@ -168,34 +168,34 @@ impl SqliteStore {
         }
         macro_rules! writes {
             () => {
-        concat!(
-            "BEGIN IMMEDIATE;\n\
-             SELECT t.next_seq - 1 AS seq, t.status, \
-               ($2 IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d WHERE d.thread = t.num AND d.message_id = $2)) AS seen, \
-               (t.status = 'awaiting_human' AND t.session = $3 AND t.next_seq = $4) AS at_park, \
-               a.content AS a_content, a.created_at AS a_at, a.author AS a_author, a.message_id AS a_message_id, \
-               (SELECT q.content FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE ORDER BY q.id LIMIT 1) AS q_content, \
-               (SELECT q.created_at FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE ORDER BY q.id LIMIT 1) AS q_at, \
-               (SELECT j.content FROM journal j WHERE j.thread = t.num AND j.kind = 'message' AND j.seq >= $4 ORDER BY j.seq LIMIT 1) AS j_content, \
-               (SELECT j.created_at FROM journal j WHERE j.thread = t.num AND j.kind = 'message' AND j.seq >= $4 ORDER BY j.seq LIMIT 1) AS j_at \
-             FROM threads t LEFT JOIN answers a ON a.thread = t.num AND a.session = $3 AND a.seq = $4 WHERE t.id = $1;\n\
-             INSERT INTO answers (thread, session, seq, author, message_id, content, created_at) \
-               SELECT t.num, $3, $4, $5, $2, $6, $7 FROM threads t WHERE t.id = $1 AND ",
-            open!(),
-            " ON CONFLICT (thread, session, seq) DO UPDATE SET author = excluded.author, message_id = excluded.message_id, \
-               content = excluded.content, created_at = excluded.created_at;\n\
-             UPDATE threads AS t SET lease_owner = $8, lease_expires = $9, abort_requested = FALSE \
-               WHERE t.id = $1 AND (t.lease_owner IS NULL OR t.lease_expires < $7 OR t.lease_owner = $8) AND ",
-            open!(),
-            " RETURNING 1 AS claimed;\n\
-             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
-               SELECT t.num, $10, $11, $12, $13, $14, $15, $7, $16, $17, $18, $19, $20, $21, $2 FROM threads t WHERE t.id = $1 AND ",
-            open!(),
-            ";\n\
-             INSERT INTO deliveries (thread, message_id, created_at) \
-               SELECT t.num, $2, $7 FROM threads t WHERE t.id = $1 AND $2 IS NOT NULL AND changes() = 1 \
-               ON CONFLICT (thread, message_id) DO NOTHING;\n"
-        )
+                concat!(
+                    "BEGIN IMMEDIATE;\n\
+                     SELECT t.next_seq - 1 AS seq, t.status, \
+                       ($2 IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d WHERE d.thread = t.num AND d.message_id = $2)) AS seen, \
+                       (t.status = 'awaiting_human' AND t.session = $3 AND t.next_seq = $4) AS at_park, \
+                       a.content AS a_content, a.created_at AS a_at, a.author AS a_author, a.message_id AS a_message_id, \
+                       (SELECT q.content FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE ORDER BY q.id LIMIT 1) AS q_content, \
+                       (SELECT q.created_at FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE ORDER BY q.id LIMIT 1) AS q_at, \
+                       (SELECT j.content FROM journal j WHERE j.thread = t.num AND j.kind = 'message' AND j.seq >= $4 ORDER BY j.seq LIMIT 1) AS j_content, \
+                       (SELECT j.created_at FROM journal j WHERE j.thread = t.num AND j.kind = 'message' AND j.seq >= $4 ORDER BY j.seq LIMIT 1) AS j_at \
+                     FROM threads t LEFT JOIN answers a ON a.thread = t.num AND a.session = $3 AND a.seq = $4 WHERE t.id = $1;\n\
+                     INSERT INTO answers (thread, session, seq, author, message_id, content, created_at) \
+                       SELECT t.num, $3, $4, $5, $2, $6, $7 FROM threads t WHERE t.id = $1 AND ",
+                    open!(),
+                    " ON CONFLICT (thread, session, seq) DO UPDATE SET author = excluded.author, message_id = excluded.message_id, \
+                       content = excluded.content, created_at = excluded.created_at;\n\
+                     UPDATE threads AS t SET lease_owner = $8, lease_expires = $9, abort_requested = FALSE \
+                       WHERE t.id = $1 AND (t.lease_owner IS NULL OR t.lease_expires < $7 OR t.lease_owner = $8) AND ",
+                    open!(),
+                    " RETURNING 1 AS claimed;\n\
+                     INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
+                       SELECT t.num, $10, $11, $12, $13, $14, $15, $7, $16, $17, $18, $19, $20, $21, $2 FROM threads t WHERE t.id = $1 AND ",
+                    open!(),
+                    ";\n\
+                     INSERT INTO deliveries (thread, message_id, created_at) \
+                       SELECT t.num, $2, $7 FROM threads t WHERE t.id = $1 AND $2 IS NOT NULL AND changes() = 1 \
+                       ON CONFLICT (thread, message_id) DO NOTHING;\n"
+                )
             };
         }
         const SQL: &str = concat!(writes!(), "COMMIT;");

@@ -10,7 +10,8 @@
 //! `notify.rs`: notices as commits write them, routing, the push outbox's migration;
 //! `notify_outbox.rs`: the outbox, one-time links, subscriptions, shared secrets; `files.rs`: the
 //! thread filesystem (file rows, listings, commits' files, queued attachments, chunks in the
-//! database and in a directory).
+//! database and in a directory); `starting.rs`: the claiming writes that read the run's start
+//! with them.
 
 use duet_store::testing as support;
 
@@ -29,6 +30,7 @@ mod notify_outbox;
 mod push;
 mod queue;
 mod schema;
+mod starting;
 mod timer_claims;
 mod timers;
 
