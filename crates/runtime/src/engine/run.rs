@@ -366,15 +366,15 @@ impl Runtime {
             .ok()
             .and_then(|agent| self.side_hooks(agent, acting, scope).ok());
         // Plain messages with no hook to see them and no event owed: written with the run's
-        // next commit (see `docs/decisions.md`, "A drain written with the next commit").
+        // next commit (`docs/decisions.md`, "a park or a resume is three driver calls").
         if plain && hooks.as_ref().is_none_or(|h| h.is_empty()) {
             let messages = commit.messages.clone();
             match self.defer_drain(t, commit) {
-                Ok(()) => {
+                None => {
                     msgs.extend(messages);
                     return Ok(false);
                 }
-                Err(back) => commit = back,
+                Some(back) => commit = back,
             }
         }
         if let Some(hooks) = hooks.as_mut() {

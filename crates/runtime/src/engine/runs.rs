@@ -45,16 +45,16 @@ impl Runs {
 
     /// Leaves `drain` (written for `t` as it stands) for the next commit of the run of `t`.
     /// With no run registered, or a drain left already, it comes back: the caller writes it.
-    pub(super) fn defer_drain(&self, t: &Thread, drain: Commit) -> Result<(), Commit> {
+    pub(super) fn defer_drain(&self, t: &Thread, drain: Commit) -> Option<Commit> {
         let Ok(mut runs) = self.0.lock() else {
-            return Err(drain);
+            return Some(drain);
         };
         match runs.get_mut(&t.id) {
             Some(run) if run.drain.is_none() => {
                 run.drain = Some((t.clone(), drain));
-                Ok(())
+                None
             }
-            _ => Err(drain),
+            _ => Some(drain),
         }
     }
 

@@ -235,7 +235,8 @@ impl Runtime {
     /// for them) to be written with the run's next commit, saving a call to the store: until
     /// then its queue rows stay queued, and should the run end without another commit, the next
     /// run drains them again.
-    pub(super) fn defer_drain(&self, t: &Thread, commit: Commit) -> Result<(), Commit> {
+    /// It comes back when it cannot wait (the caller writes it).
+    pub(super) fn defer_drain(&self, t: &Thread, commit: Commit) -> Option<Commit> {
         self.inner.runs.defer_drain(t, commit)
     }
 
