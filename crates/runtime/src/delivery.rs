@@ -195,6 +195,8 @@ pub struct Claim {
     pub(crate) thread: ThreadId,
     pub(crate) run: uuid::Uuid,
     pub(crate) inline: bool,
+    /// The run's first read, when the write that took the lease read it too.
+    pub(crate) start: Option<Box<crate::store::RunStart>>,
 }
 
 impl Claim {

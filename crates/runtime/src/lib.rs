@@ -93,7 +93,8 @@ pub use store::{
     AnswerOutcome, Answered, AnsweredQuery, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
     CommitStore, DecideOutcome, DecisionEntry, FeedEvent, FirstAnswer, JournalEntry, JournalStore,
     Lease, LeaseStore, Listed, MAX_PARENTS, NewThread, ParentFilter, QueueStore, RegistryStore,
-    Renewal, RunStart, SETTLE_KINDS, StatusCounts, Store, StoreError, ThreadQuery, ThreadStore,
+    Renewal, RunStart, SETTLE_KINDS, Starting, StatusCounts, Store, StoreError, ThreadQuery,
+    ThreadStore,
 };
 pub use store::{BlobStore, FileStore};
 pub use store::{

@@ -135,12 +135,13 @@ pub trait Store:
             thread,
             messages,
             queue,
+            deadline_override: None,
         })
     }
 }
 
 /// What a run starts from ([`Store::run_start`]).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunStart {
     /// The thread, if there is one.
     pub thread: Option<Thread>,
@@ -148,4 +149,29 @@ pub struct RunStart {
     pub messages: Vec<Message>,
     /// Its queued inbound messages in arrival order.
     pub queue: Vec<Queued>,
+    /// The thread's durable value [`crate::deadline::OVERRIDE_KEY`] (the deadline code set for
+    /// its next question), when the backend read it with the rest (`Some(None)`: not set);
+    /// `None`: not read, the run reads it when it parks.
+    pub deadline_override: Option<Option<serde_json::Value>>,
+}
+
+/// What a write that may take a thread's lease did ([`QueueStore::enqueue_starting`] and its
+/// kin): its `outcome`, and — when it took the lease and the backend read it in the same call —
+/// what the run it starts reads first ([`Store::run_start`]), as of that write's transaction.
+#[derive(Debug)]
+pub struct Starting<T> {
+    /// What the write did.
+    pub outcome: T,
+    /// The run's first read, when read with the write; `None`: the run reads it itself.
+    pub start: Option<RunStart>,
+}
+
+impl<T> Starting<T> {
+    /// `outcome`, the run left to read its start itself.
+    pub fn of(outcome: T) -> Self {
+        Starting {
+            outcome,
+            start: None,
+        }
+    }
 }

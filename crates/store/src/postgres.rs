@@ -262,7 +262,43 @@ impl PgStore {
             thread,
             messages,
             queue,
+            deadline_override: None,
         })
+    }
+
+    /// The claiming writes with the run's start: Postgres does not read it with them (the run
+    /// reads it in three statements at once, as [`Self::run_start_impl`]).
+    async fn enqueue_starting_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        claim: Lease,
+        now: i64,
+    ) -> Result<duet_runtime::Starting<bool>, StoreError> {
+        let claimed = self.enqueue_impl(id, message, Some(claim), now).await?;
+        Ok(duet_runtime::Starting::of(claimed))
+    }
+
+    async fn create_starting_impl(
+        &self,
+        key: &str,
+        new: NewThread<'_>,
+        message: NewQueued,
+        claim: Lease,
+    ) -> Result<duet_runtime::Starting<Option<Thread>>, StoreError> {
+        let made = self.create_with_impl(key, new, message, claim).await?;
+        Ok(duet_runtime::Starting::of(made))
+    }
+
+    async fn answer_starting_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        park: Park,
+        claim: Lease,
+    ) -> Result<duet_runtime::Starting<AnswerOutcome>, StoreError> {
+        let outcome = self.answer_impl(id, message, park, claim).await?;
+        Ok(duet_runtime::Starting::of(outcome))
     }
 
     /// `answer` in one round trip: one call of `duet_answer` (migration 0022), which locks the

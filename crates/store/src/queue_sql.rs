@@ -153,6 +153,18 @@ macro_rules! queue_impl {
                 self.create_with_impl(key, new, message, claim).await
             }
 
+            async fn enqueue_starting(&self, id: ThreadId, message: NewQueued, claim: Lease, now: i64) -> Result<duet_runtime::Starting<bool>, StoreError> {
+                self.enqueue_starting_impl(id, message, claim, now).await
+            }
+
+            async fn create_starting(&self, key: &str, new: NewThread<'_>, message: NewQueued, claim: Lease) -> Result<duet_runtime::Starting<Option<Thread>>, StoreError> {
+                self.create_starting_impl(key, new, message, claim).await
+            }
+
+            async fn answer_starting(&self, id: ThreadId, message: NewQueued, park: Park, claim: Lease) -> Result<duet_runtime::Starting<AnswerOutcome>, StoreError> {
+                self.answer_starting_impl(id, message, park, claim).await
+            }
+
             async fn delivered(&self, id: ThreadId, message_id: &str) -> Result<bool, StoreError> {
                 let found = sqlx::query(
                     "SELECT 1 FROM deliveries d JOIN threads t ON t.num = d.thread WHERE t.id = $1 AND d.message_id = $2",

@@ -16,6 +16,36 @@ use sqlx::sqlite::{
 };
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+/// The statements of a run's first read ([`duet_runtime::Store::run_start`]) on thread `$1`:
+/// the thread, its messages, its queue and its deadline override, each row tagged by the `part`
+/// it belongs to (0 to 3; [`start_from`] reads them back). `$thread` and `$joined` are further
+/// conditions on the thread row, unaliased and as `t` (a claiming write's: only if it took the
+/// lease).
+macro_rules! start_reads {
+    ($thread:literal, $joined:literal) => {
+        concat!(
+            "SELECT 0 AS part, ",
+            crate::fragments::thread_cols!(),
+            " FROM threads WHERE id = $1",
+            $thread,
+            ";\n\
+             SELECT 1 AS part, j.* FROM journal j JOIN threads t ON t.num = j.thread \
+               WHERE t.id = $1",
+            $joined,
+            " AND j.kind = 'message' ORDER BY j.seq;\n\
+             SELECT 2 AS part, q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, \
+               q.tool_name, q.tool_status, q.images, q.attachments, q.trace, q.message_id, q.decision, q.created_at FROM queue q \
+               JOIN threads t ON t.num = q.thread WHERE t.id = $1",
+            $joined,
+            " ORDER BY q.id;\n\
+             SELECT 3 AS part, v.value AS override FROM thread_values v JOIN threads t ON t.num = v.thread \
+               WHERE t.id = $1",
+            $joined,
+            " AND v.key = 'duet.deadline';\n"
+        )
+    };
+}
+
 mod backup;
 mod commit;
 mod writes;
@@ -281,34 +311,17 @@ crate::files_sql::files_impl!(
 );
 
 impl SqliteStore {
-    /// `run_start` in one call on a read connection: the thread, its messages and its queue,
-    /// each statement's rows told apart by the `part` it returns (a crossing to the driver's
-    /// thread costs more than all three statements).
+    /// `run_start` in one call on a read connection: the thread, its messages, its queue and
+    /// its deadline override, each statement's rows told apart by the `part` it returns (a
+    /// crossing to the driver's thread costs more than all four statements).
     async fn run_start_impl(&self, id: ThreadId) -> Result<duet_runtime::RunStart, StoreError> {
-        const SQL: &str = concat!(
-            "SELECT 0 AS part, ",
-            thread_cols!(),
-            " FROM threads WHERE id = $1;\n\
-             SELECT 1 AS part, j.* FROM journal j JOIN threads t ON t.num = j.thread \
-               WHERE t.id = $1 AND j.kind = 'message' ORDER BY j.seq;\n\
-             SELECT 2 AS part, q.id, q.role, q.side, q.content, q.human, q.silent, q.follow_up, q.tool_call_id, \
-               q.tool_name, q.tool_status, q.images, q.attachments, q.trace, q.message_id, q.decision, q.created_at FROM queue q \
-               JOIN threads t ON t.num = q.thread WHERE t.id = $1 ORDER BY q.id;"
-        );
+        const SQL: &str = start_reads!("", "");
         let rows = sqlx::query(SQL)
             .bind(id.to_string())
             .fetch_all(&self.read)
             .await
             .map_err(db_error)?;
-        let mut start = duet_runtime::RunStart::default();
-        for row in &rows {
-            match row.try_get::<i64, _>("part").map_err(db_error)? {
-                0 => start.thread = Some(thread_from_row(row)?),
-                1 => start.messages.push(message_from_row(row)?),
-                _ => start.queue.push(queued_from_row(row)?),
-            }
-        }
-        Ok(start)
+        Ok(start_from(&rows)?.unwrap_or_default())
     }
 
     /// A commit as one batch: SQLite runs several statements of one SQL text with shared
@@ -399,4 +412,29 @@ impl SqliteStore {
         };
         crate::group::outcome(self.committer.commit(job).await?, t, &commit)
     }
+}
+
+/// The run's start among `rows` (those with a `part`, [`start_reads!`]'s), if they hold its
+/// thread; the other rows are left alone.
+fn start_from(
+    rows: &[sqlx::sqlite::SqliteRow],
+) -> Result<Option<duet_runtime::RunStart>, StoreError> {
+    let mut start = duet_runtime::RunStart {
+        deadline_override: Some(None),
+        ..duet_runtime::RunStart::default()
+    };
+    for row in rows {
+        match row.try_get::<i64, _>("part") {
+            Ok(0) => start.thread = Some(thread_from_row(row)?),
+            Ok(1) => start.messages.push(message_from_row(row)?),
+            Ok(2) => start.queue.push(queued_from_row(row)?),
+            Ok(_) => {
+                let text: String = row.try_get("override").map_err(db_error)?;
+                let value = serde_json::from_str(&text).map_err(|_| corrupt("value", &text))?;
+                start.deadline_override = Some(Some(value));
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(start.thread.is_some().then_some(start))
 }

@@ -303,6 +303,7 @@ impl Runtime {
                     thread: t.id,
                     run,
                     inline: false,
+                    start: None,
                 })
             }
             DecideOutcome::Accepted { claimed: false } => DecisionLanded::Queued,

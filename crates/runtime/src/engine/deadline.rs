@@ -75,12 +75,17 @@ impl Runtime {
         let key = deadline::OVERRIDE_KEY;
         let set = match commit.values.iter().rev().find(|(k, _)| k == key) {
             Some((_, v)) => v.clone(),
-            None => match self.inner.store.value(t.id, key).await {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::warn!(thread = %t.key, error = %e, "could not read a question's own deadline; the side's applies");
-                    None
-                }
+            // Known to the run when it was read with its start (only the run's commits write
+            // it meanwhile).
+            None => match self.inner.runs.known_override(t.id) {
+                Some(known) => known,
+                None => match self.inner.store.value(t.id, key).await {
+                    Ok(v) => v,
+                    Err(e) => {
+                        tracing::warn!(thread = %t.key, error = %e, "could not read a question's own deadline; the side's applies");
+                        None
+                    }
+                },
             },
         };
         if let Some(v) = set {

@@ -93,7 +93,8 @@ impl Runtime {
         events: &EventSink,
         cancel: &CancellationToken,
     ) -> Result<Settled, RunError> {
-        self.drive(claim.thread, claim.run, events, cancel, claim.inline)
+        let start = claim.start.map(|start| *start);
+        self.drive_from(claim.thread, claim.run, start, events, cancel, claim.inline)
             .await
     }
 
@@ -119,11 +120,12 @@ impl Runtime {
             return Err(RunError::ShuttingDown);
         }
         let run = Uuid::now_v7();
-        let claim = |thread| {
+        let claim = |thread, start: Option<crate::store::RunStart>| {
             Accepted::Claimed(Claim {
                 thread,
                 run,
                 inline: origin.inline,
+                start: start.map(Box::new),
             })
         };
         let store = &self.inner.store;
@@ -159,11 +161,11 @@ impl Runtime {
                 source: origin.source,
                 now: self.now(),
             };
-            match store
-                .create_with(key, new, message, self.lease(run))
-                .await?
-            {
-                Some(created) => return Ok(claim(created.id)),
+            let made = store
+                .create_starting(key, new, message, self.lease(run))
+                .await?;
+            match made.outcome {
+                Some(created) => return Ok(claim(created.id, made.start)),
                 // Created meanwhile by another delivery: deliver to it as to any thread.
                 None => existing = store.thread(key).await?,
             }
@@ -185,23 +187,22 @@ impl Runtime {
         let queued = match answers {
             Some(park) => self.answer_park(&thread, key, message, park, run).await?,
             None => match when_busy {
-                WhenBusy::Queue => {
-                    store
-                        .enqueue(thread.id, message, Some(self.lease(run)), now)
-                        .await
-                }
+                WhenBusy::Queue => store
+                    .enqueue_starting(thread.id, message, self.lease(run), now)
+                    .await
+                    .map(|s| (s.outcome, s.start)),
                 WhenBusy::Reject | WhenBusy::RejectIfMoved(_) => match store
                     .deliver_if_free(thread.id, message, self.lease(run), when_busy.read_at())
                     .await
                 {
                     Ok(false) => return Err(RunError::Busy(key.to_owned())),
-                    other => other,
+                    other => other.map(|claimed| (claimed, None)),
                 },
             },
         };
         match queued {
-            Ok(true) => Ok(claim(thread.id)),
-            Ok(false) => Ok(Accepted::Queued { thread: thread.id }),
+            Ok((true, start)) => Ok(claim(thread.id, start)),
+            Ok((false, _)) => Ok(Accepted::Queued { thread: thread.id }),
             Err(StoreError::Duplicate { .. }) => {
                 // Delivered before: nothing new is written; the thread as it stands is the
                 // outcome.
@@ -252,18 +253,21 @@ impl Runtime {
         message: NewQueued,
         park: Park,
         run: Uuid,
-    ) -> Result<Result<bool, StoreError>, RunError> {
+    ) -> Result<Result<(bool, Option<crate::store::RunStart>), StoreError>, RunError> {
         /// How many times a park moved by a deadline's record is looked up again.
         const MOVED_TRIES: usize = 8;
         let store = &self.inner.store;
         let mut at = self.park_now(t, park).await?;
         for _ in 0..MOVED_TRIES {
             match store
-                .answer(t.id, message.clone(), at, self.lease(run))
+                .answer_starting(t.id, message.clone(), at, self.lease(run))
                 .await
+                .map(|s| (s.outcome, s.start))
             {
-                Ok(AnswerOutcome::Accepted { claimed }) => return Ok(Ok(claimed)),
-                Ok(AnswerOutcome::Refused { first: None }) => {
+                Ok((AnswerOutcome::Accepted { claimed }, start)) => {
+                    return Ok(Ok((claimed, start)));
+                }
+                Ok((AnswerOutcome::Refused { first: None }, _)) => {
                     let now = store.thread_by_id(t.id).await?;
                     let moved = match &now {
                         Some(now) if now.status == ThreadStatus::AwaitingHuman => {
@@ -276,7 +280,7 @@ impl Runtime {
                         None => break,
                     }
                 }
-                Ok(AnswerOutcome::Refused { first }) => {
+                Ok((AnswerOutcome::Refused { first }, _)) => {
                     return Err(RunError::AlreadyAnswered {
                         key: key.to_owned(),
                         park: at,

@@ -33,11 +33,33 @@ impl Runtime {
         cancel: &'a CancellationToken,
         inline: bool,
     ) -> futures::future::BoxFuture<'a, Result<Settled, RunError>> {
+        self.drive_from(id, run, None, events, cancel, inline)
+    }
+
+    /// [`Runtime::drive`] from `start`, the run's first read when the write that claimed the
+    /// lease read it too (`None`: the run reads it).
+    pub(super) fn drive_from<'a>(
+        &'a self,
+        id: ThreadId,
+        run: Uuid,
+        start: Option<crate::store::RunStart>,
+        events: &'a EventSink,
+        cancel: &'a CancellationToken,
+        inline: bool,
+    ) -> futures::future::BoxFuture<'a, Result<Settled, RunError>> {
         Box::pin(async move {
             let guard = LeaseGuard::hold(self, id, run, cancel);
             let mut trace = RunTrace::default();
             let result = self
-                .run(id, events, &guard.abort, &guard.lost, inline, &mut trace)
+                .run(
+                    id,
+                    start,
+                    events,
+                    &guard.abort,
+                    &guard.lost,
+                    inline,
+                    &mut trace,
+                )
                 .await;
             drop(guard);
             if matches!(result, Err(RunError::ShuttingDown)) {
@@ -66,9 +88,11 @@ impl Runtime {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
         id: ThreadId,
+        start: Option<crate::store::RunStart>,
         events: &EventSink,
         cancel: &CancellationToken,
         lost: &CancellationToken,
@@ -76,13 +100,21 @@ impl Runtime {
         trace: &mut RunTrace,
     ) -> Result<(Settled, bool), RunError> {
         let store = &self.inner.store;
-        // The thread, its history and its queue, read at once (the queue is read again
-        // whenever a commit says messages wait).
+        // The thread, its history and its queue, read at once — or with the write that took
+        // the lease (the queue is read again whenever a commit says messages wait).
+        let start = match start {
+            Some(start) => start,
+            None => store.run_start(id).await?,
+        };
         let crate::store::RunStart {
             thread,
             messages: mut msgs,
             queue,
-        } = store.run_start(id).await?;
+            deadline_override,
+        } = start;
+        if let Some(value) = deadline_override {
+            self.inner.runs.know_override(id, value);
+        }
         let mut t = thread.ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
         let mut first_queue = Some(queue);
         let project = self.inner.project.clone();
@@ -148,6 +180,12 @@ impl Runtime {
                 .get(&t.agent)
                 .ok_or_else(|| RunError::UnknownAgent(t.agent.clone()))?
                 .def;
+            // A drain left for the next commit waits for it only when that commit comes from
+            // a model step or a settle, with nothing run in between that may read the journal
+            // (a handler, an approved call, a completed wait: written first).
+            if t.status == ThreadStatus::Waiting || !prompt_next(agent, &t) {
+                self.flush_drain(&t).await?;
+            }
             // Calls a person approved (or edited) run now, their results written.
             if t.status == ThreadStatus::Waiting
                 && self
@@ -313,6 +351,10 @@ impl Runtime {
         for q in &stale {
             tracing::warn!(thread = %t.key, queued = q.id, "a late tool result answers no open call; dropped");
         }
+        let plain = stale.is_empty()
+            && queue
+                .iter()
+                .all(|q| q.tool.is_none() && q.decision.is_none());
         let mut commit = transition::drain(t, &queue, &scope.arguments, now);
         commit.records.splice(0..0, marker);
         commit.drained.extend(stale.iter().map(|q| q.id));
@@ -323,6 +365,18 @@ impl Runtime {
             .agent_def(&t.agent)
             .ok()
             .and_then(|agent| self.side_hooks(agent, acting, scope).ok());
+        // Plain messages with no hook to see them and no event owed: written with the run's
+        // next commit (`docs/decisions.md`, "a park or a resume is three driver calls").
+        if plain && hooks.as_ref().is_none_or(|h| h.is_empty()) {
+            let messages = commit.messages.clone();
+            match self.defer_drain(t, commit) {
+                None => {
+                    msgs.extend(messages);
+                    return Ok(false);
+                }
+                Some(back) => commit = back,
+            }
+        }
         if let Some(hooks) = hooks.as_mut() {
             let mut messages = Vec::with_capacity(commit.messages.len());
             for mut m in std::mem::take(&mut commit.messages) {
@@ -405,6 +459,16 @@ impl Runtime {
         self.persist(t, Write::new(commit), Around::default())
             .await?;
         Ok(Settled::of(t))
+    }
+}
+
+/// Whether the next thing the run does for `t` is a model step or a settle: what a drain may
+/// wait for (see [`Runtime::defer_drain`]).
+fn prompt_next(agent: &duet_spec::AgentDef, t: &Thread) -> bool {
+    match decide::next(agent, t) {
+        Next::Handler(_) => false,
+        Next::Step(side) => matches!(decide::side(agent, side), Side::Prompt(_)),
+        Next::Settle | Next::EndSession(_) | Next::Park | Next::Stop(_) => true,
     }
 }
 

@@ -1,6 +1,8 @@
 //! This process's runs: those in flight by thread (so the control plane's `abort` reaches a
-//! local run at once), and the count of background runs with a signal when it drops (what
-//! `quiesce` waits on). Plain data the runtime holds; it names nothing of the engine.
+//! local run at once, and a run's commits find what it left for them: a drain waiting to be
+//! written with the next commit, the deadline override it knows), and the count of background
+//! runs with a signal when it drops (what `quiesce` waits on). Plain data the runtime holds; it
+//! names nothing of the engine.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -8,17 +10,72 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::types::ThreadId;
+use crate::store::Commit;
+use crate::types::{Thread, ThreadId};
 
 /// This process's runs in flight, by thread.
 #[derive(Default)]
-pub(super) struct Runs(Mutex<HashMap<ThreadId, CancellationToken>>);
+pub(super) struct Runs(Mutex<HashMap<ThreadId, Run>>);
+
+/// One run in flight.
+struct Run {
+    /// Its cancel (the control plane's `abort`).
+    token: CancellationToken,
+    /// A drain not written yet, with the thread as the drain left it: it goes with the run's
+    /// next commit.
+    drain: Option<(Thread, Commit)>,
+    /// The thread's deadline override as this run knows it (read with its start, then as its
+    /// own commits wrote it); `None`: not known.
+    deadline_override: Option<Option<serde_json::Value>>,
+}
 
 impl Runs {
     pub(super) fn insert(&self, id: ThreadId, token: CancellationToken) {
         if let Ok(mut runs) = self.0.lock() {
-            runs.insert(id, token);
+            runs.insert(
+                id,
+                Run {
+                    token,
+                    drain: None,
+                    deadline_override: None,
+                },
+            );
         }
+    }
+
+    /// Leaves `drain` (written for `t` as it stands) for the next commit of the run of `t`.
+    /// With no run registered, or a drain left already, it comes back: the caller writes it.
+    pub(super) fn defer_drain(&self, t: &Thread, drain: Commit) -> Option<Commit> {
+        let Ok(mut runs) = self.0.lock() else {
+            return Some(drain);
+        };
+        match runs.get_mut(&t.id) {
+            Some(run) if run.drain.is_none() => {
+                run.drain = Some((t.clone(), drain));
+                None
+            }
+            _ => Some(drain),
+        }
+    }
+
+    /// The drain the run of `id` left for its next commit (with the thread as it left it),
+    /// taken.
+    pub(super) fn take_drain(&self, id: ThreadId) -> Option<(Thread, Commit)> {
+        self.0.lock().ok()?.get_mut(&id)?.drain.take()
+    }
+
+    /// The run of `id` knows its thread's deadline override to be `value`.
+    pub(super) fn know_override(&self, id: ThreadId, value: Option<serde_json::Value>) {
+        if let Ok(mut runs) = self.0.lock()
+            && let Some(run) = runs.get_mut(&id)
+        {
+            run.deadline_override = Some(value);
+        }
+    }
+
+    /// The thread's deadline override as the run of `id` knows it; `None`: not known.
+    pub(super) fn known_override(&self, id: ThreadId) -> Option<Option<serde_json::Value>> {
+        self.0.lock().ok()?.get(&id)?.deadline_override.clone()
     }
 
     pub(super) fn remove(&self, id: ThreadId) {
@@ -34,7 +91,11 @@ impl Runs {
 
     /// Cancels the run of `id`; whether there was one.
     pub(super) fn cancel(&self, id: ThreadId) -> bool {
-        let token = self.0.lock().ok().and_then(|r| r.get(&id).cloned());
+        let token = self
+            .0
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&id).map(|run| run.token.clone()));
         token.map(|t| t.cancel()).is_some()
     }
 }

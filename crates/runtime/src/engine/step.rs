@@ -37,7 +37,11 @@ impl Runtime {
         let served = self.served_tools(prompt, turn.cancel).await;
         let env_lookup = |k: &str| crate::context::env_value(&s.env, k);
         let offer = super::router::Offer::new(&project, agent, cfg, prompt, &served, &env_lookup);
-        // `immediate` children start when their side first acts, before its first model call.
+        // `immediate` children start when their side first acts, before its first model call
+        // (a drain left for the step's commit is written first: they may read the journal).
+        if cfg.subagents.iter().any(|r| r.immediate.is_some()) {
+            self.flush_drain(t).await?;
+        }
         if let Some(flow) = self
             .spawn_immediate(agent, cfg, side, t, msgs, &s.env, &mut s.hooks, turn.cancel)
             .await?
@@ -66,6 +70,15 @@ impl Runtime {
                 String::new()
             },
         };
+        // A tool may read the journal: a drain left for the step's commit is written before
+        // any tool but a fixed `result` runs.
+        if answer
+            .calls
+            .iter()
+            .any(|(_, name, _)| !offer.is_tool(name) || !fixed_result(&project, name))
+        {
+            self.flush_drain(t).await?;
+        }
         let now = self.now();
         let mut message = plan::model_message(t, side, cfg, &prompt.model, answer, now);
         let calls = &message.tool_calls;
@@ -134,4 +147,16 @@ impl Runtime {
         let outcome = self.persist(t, write, around).await?;
         Ok(Flow::of(outcome, t))
     }
+}
+
+/// Whether tool `name` is a fixed `result` (a template over its arguments) that needs no
+/// approval: running it reads nothing of the thread.
+fn fixed_result(project: &duet_spec::Project, name: &str) -> bool {
+    project.tools.get(name).is_some_and(|tool| {
+        tool.def.approval.is_none()
+            && matches!(
+                tool.def.implementation,
+                Some(duet_spec::ToolImpl::Result(_))
+            )
+    })
 }

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::{Lease, NewThread, StoreError};
+use super::{Lease, NewThread, Starting, StoreError};
 use crate::types::{NewQueued, Park, Queued, Thread, ThreadId};
 
 /// Queueing inbound messages (a runner drains them in [`super::CommitStore::commit`]).
@@ -60,6 +60,44 @@ pub trait QueueStore: Send + Sync {
         message: NewQueued,
         claim: Lease,
     ) -> Result<Option<Thread>, StoreError>;
+    /// [`QueueStore::enqueue`] claiming with `claim`; when the lease is taken, the backend may
+    /// read the run's start in the same call (SQLite does: a call to its driver costs more than
+    /// the reads). By default it does not.
+    async fn enqueue_starting(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        claim: Lease,
+        now: i64,
+    ) -> Result<Starting<bool>, StoreError> {
+        Ok(Starting::of(
+            self.enqueue(id, message, Some(claim), now).await?,
+        ))
+    }
+    /// [`QueueStore::create_with`], with the run's start when the backend reads it in the same
+    /// call (see [`QueueStore::enqueue_starting`]).
+    async fn create_starting(
+        &self,
+        key: &str,
+        new: NewThread<'_>,
+        message: NewQueued,
+        claim: Lease,
+    ) -> Result<Starting<Option<Thread>>, StoreError> {
+        Ok(Starting::of(
+            self.create_with(key, new, message, claim).await?,
+        ))
+    }
+    /// [`QueueStore::answer`], with the run's start when the answer took the lease and the
+    /// backend reads it in the same call (see [`QueueStore::enqueue_starting`]).
+    async fn answer_starting(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        park: Park,
+        claim: Lease,
+    ) -> Result<Starting<AnswerOutcome>, StoreError> {
+        Ok(Starting::of(self.answer(id, message, park, claim).await?))
+    }
     /// Queues `decided` as the decision on pending tool call `decided.call` (approval
     /// `decided.approval`, the seq of its `approval_requested` record) of thread `id`, queued
     /// with `side` (the side whose call it is), and tries the lease with `claim` — only if that

@@ -4,6 +4,7 @@
 //! the connection inside a transaction.
 
 use super::*;
+use duet_runtime::Starting;
 use sqlx::sqlite::SqliteRow;
 
 impl SqliteStore {
@@ -11,28 +12,40 @@ impl SqliteStore {
     /// message and the lease taken if free, in one transaction (`BEGIN IMMEDIATE` serialises
     /// it, so the lease it judges is the lease as it stands). A message id delivered before
     /// breaks the deliveries key and the call rolls back; a missing thread queues nothing.
-    pub(super) async fn enqueue_impl(
+    /// `read_start`: when the lease was taken, the run's first read too, in the same call.
+    pub(super) async fn enqueue_one(
         &self,
         id: ThreadId,
         message: NewQueued,
         claim: Option<Lease>,
         now: i64,
-    ) -> Result<bool, StoreError> {
-        const SQL: &str = "BEGIN IMMEDIATE;\n\
-             INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM threads WHERE id = $1 AND $2 IS NOT NULL;\n\
-             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
-               SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14, $15, $2 FROM threads WHERE id = $1 \
-               RETURNING (SELECT next_seq - 1 FROM threads WHERE num = queue.thread) AS seq, \
-                 (SELECT status FROM threads WHERE num = queue.thread) AS status;\n\
-             UPDATE threads SET lease_owner = $16, lease_expires = $17, abort_requested = FALSE \
-               WHERE id = $1 AND $16 IS NOT NULL AND (lease_owner IS NULL OR lease_expires < $18 OR lease_owner = $16) \
-               RETURNING 1 AS claimed;\n\
-             COMMIT;";
+        read_start: bool,
+    ) -> Result<Starting<bool>, StoreError> {
+        macro_rules! writes {
+            () => {
+                "BEGIN IMMEDIATE;\n\
+                 INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM threads WHERE id = $1 AND $2 IS NOT NULL;\n\
+                 INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
+                   SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14, $15, $2 FROM threads WHERE id = $1 \
+                   RETURNING (SELECT next_seq - 1 FROM threads WHERE num = queue.thread) AS seq, \
+                     (SELECT status FROM threads WHERE num = queue.thread) AS status;\n\
+                 UPDATE threads SET lease_owner = $16, lease_expires = $17, abort_requested = FALSE \
+                   WHERE id = $1 AND $16 IS NOT NULL AND (lease_owner IS NULL OR lease_expires < $18 OR lease_owner = $16) \
+                   RETURNING 1 AS claimed;\n"
+            };
+        }
+        const SQL: &str = concat!(writes!(), "COMMIT;");
+        const STARTING: &str = concat!(
+            writes!(),
+            start_reads!(" AND lease_owner = $16", " AND t.lease_owner = $16"),
+            "COMMIT;"
+        );
         let hub = self.hub.clone();
         self.write_once(move |conn: &mut SqliteConnection| {
             Box::pin(async move {
+                let sql = if read_start { STARTING } else { SQL };
                 let query =
-                    crate::fragments::bind_enqueue!(sqlx::query(SQL), id, &message, &claim, now);
+                    crate::fragments::bind_enqueue!(sqlx::query(sql), id, &message, &claim, now);
                 let rows = match (query.fetch_all(conn).await, &message.message_id) {
                     (Err(e), Some(message_id)) if is_unique_violation(&e) => {
                         return Err(StoreError::Duplicate {
@@ -43,12 +56,18 @@ impl SqliteStore {
                     (rows, _) => rows.map_err(db_error)?,
                 };
                 // The queue insert's row says the thread was there; the lease update's, that
-                // the lease was taken.
+                // the lease was taken (the start's rows have a `part`).
+                let start = super::start_from(&rows)?;
+                let rows: Vec<&SqliteRow> = rows.iter().filter(|r| !has_part(r)).collect();
                 let Some(queued) = rows.iter().find(|r| r.try_get::<i64, _>("seq").is_ok()) else {
                     return Err(StoreError::NotFound(id.to_string()));
                 };
                 hub.publish(change_in(queued, id)?);
-                Ok(rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok()))
+                let claimed = rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok());
+                Ok(Starting {
+                    outcome: claimed,
+                    start: start.filter(|_| claimed),
+                })
             })
         })
         .await
@@ -57,32 +76,44 @@ impl SqliteStore {
     /// `create_with` in one call (one crossing to the driver's thread): the thread, unless its
     /// key is taken, read back from its insert, then its first message and message id, each
     /// written only if the statement before it wrote its row (`changes()`): a retry with the
-    /// same id finds the key taken and writes nothing.
-    pub(super) async fn create_with_impl(
+    /// same id finds the key taken and writes nothing. `read_start`: the run's first read too
+    /// (the new thread's queue: its one message), in the same call.
+    pub(super) async fn create_with_one(
         &self,
         key: &str,
         new: NewThread<'_>,
         message: NewQueued,
         claim: Lease,
-    ) -> Result<Option<Thread>, StoreError> {
-        const SQL: &str = concat!(
-            "BEGIN IMMEDIATE;\n\
-             INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
-               VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING ",
-            thread_cols!(),
-            ";\n\
-             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
-               SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22, $23, $10 FROM threads WHERE id = $1 AND changes() = 1;\n\
-             INSERT INTO deliveries (thread, message_id, created_at) \
-               SELECT num, $10, $11 FROM threads WHERE id = $1 AND $10 IS NOT NULL AND changes() = 1;\n\
-             COMMIT;"
+        read_start: bool,
+    ) -> Result<Starting<Option<Thread>>, StoreError> {
+        macro_rules! writes {
+            () => {
+                concat!(
+                    "BEGIN IMMEDIATE;\n\
+                     INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
+                       VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING ",
+                    crate::fragments::thread_cols!(),
+                    ";\n\
+                     INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
+                       SELECT num, $12, $13, $14, $15, $16, $17, $11, $18, $19, $20, $21, $22, $23, $10 FROM threads WHERE id = $1 AND changes() = 1;\n\
+                     INSERT INTO deliveries (thread, message_id, created_at) \
+                       SELECT num, $10, $11 FROM threads WHERE id = $1 AND $10 IS NOT NULL AND changes() = 1;\n"
+                )
+            };
+        }
+        const SQL: &str = concat!(writes!(), "COMMIT;");
+        const STARTING: &str = concat!(
+            writes!(),
+            start_reads!(" AND lease_owner = $8", " AND t.lease_owner = $8"),
+            "COMMIT;"
         );
         let key = key.to_owned();
         let new = OwnedNewThread::from(&new);
         let hub = self.hub.clone();
         self.write_once(move |conn: &mut SqliteConnection| {
             Box::pin(async move {
-                let query = crate::fragments::bind_new_thread!(sqlx::query(SQL), key, new)
+                let sql = if read_start { STARTING } else { SQL };
+                let query = crate::fragments::bind_new_thread!(sqlx::query(sql), key, new)
                     .bind(claim.owner.to_string())
                     .bind(claim.until)
                     .bind(message.message_id.as_deref())
@@ -91,8 +122,9 @@ impl SqliteStore {
                     .fetch_all(conn)
                     .await
                     .map_err(db_error)?;
-                let Some(row) = rows.first() else {
-                    return Ok(None);
+                // The insert's row, if it wrote one (the start's rows have a `part`).
+                let Some(row) = rows.iter().find(|r| !has_part(r)) else {
+                    return Ok(Starting::of(None));
                 };
                 let thread = thread_from_row(row)?;
                 hub.publish(Change {
@@ -100,7 +132,10 @@ impl SqliteStore {
                     seq: thread.next_seq - 1,
                     status: thread.status,
                 });
-                Ok(Some(thread))
+                Ok(Starting {
+                    outcome: Some(thread),
+                    start: super::start_from(&rows)?,
+                })
             })
         })
         .await
@@ -112,14 +147,16 @@ impl SqliteStore {
     /// found it (`BEGIN IMMEDIATE`: nothing else writes in between). The writes keep the
     /// condition true until the last: the answer recorded, the lease taken if free, the message
     /// queued, and only then its message id (which the condition reads), if the queue insert
-    /// just before wrote its row (`changes()`).
-    pub(super) async fn answer_impl(
+    /// just before wrote its row (`changes()`). `read_start`: when the answer took the lease,
+    /// the run's first read too, in the same call.
+    pub(super) async fn answer_one(
         &self,
         id: ThreadId,
         message: NewQueued,
         park: Park,
         claim: Lease,
-    ) -> Result<AnswerOutcome, StoreError> {
+        read_start: bool,
+    ) -> Result<Starting<AnswerOutcome>, StoreError> {
         /// The park is open to this answer: the thread is at it, the message id is new, and no
         /// other answer is queued. `$1` thread id, `$2` message id, `$3` session, `$4` seq.
         macro_rules! open {
@@ -129,39 +166,49 @@ impl SqliteStore {
                  AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE)"
             };
         }
-        const SQL: &str = concat!(
-            "BEGIN IMMEDIATE;\n\
-             SELECT t.next_seq - 1 AS seq, t.status, \
-               ($2 IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d WHERE d.thread = t.num AND d.message_id = $2)) AS seen, \
-               (t.status = 'awaiting_human' AND t.session = $3 AND t.next_seq = $4) AS at_park, \
-               a.content AS a_content, a.created_at AS a_at, a.author AS a_author, a.message_id AS a_message_id, \
-               (SELECT q.content FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE ORDER BY q.id LIMIT 1) AS q_content, \
-               (SELECT q.created_at FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE ORDER BY q.id LIMIT 1) AS q_at, \
-               (SELECT j.content FROM journal j WHERE j.thread = t.num AND j.kind = 'message' AND j.seq >= $4 ORDER BY j.seq LIMIT 1) AS j_content, \
-               (SELECT j.created_at FROM journal j WHERE j.thread = t.num AND j.kind = 'message' AND j.seq >= $4 ORDER BY j.seq LIMIT 1) AS j_at \
-             FROM threads t LEFT JOIN answers a ON a.thread = t.num AND a.session = $3 AND a.seq = $4 WHERE t.id = $1;\n\
-             INSERT INTO answers (thread, session, seq, author, message_id, content, created_at) \
-               SELECT t.num, $3, $4, $5, $2, $6, $7 FROM threads t WHERE t.id = $1 AND ",
-            open!(),
-            " ON CONFLICT (thread, session, seq) DO UPDATE SET author = excluded.author, message_id = excluded.message_id, \
-               content = excluded.content, created_at = excluded.created_at;\n\
-             UPDATE threads AS t SET lease_owner = $8, lease_expires = $9, abort_requested = FALSE \
-               WHERE t.id = $1 AND (t.lease_owner IS NULL OR t.lease_expires < $7 OR t.lease_owner = $8) AND ",
-            open!(),
-            " RETURNING 1 AS claimed;\n\
-             INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
-               SELECT t.num, $10, $11, $12, $13, $14, $15, $7, $16, $17, $18, $19, $20, $21, $2 FROM threads t WHERE t.id = $1 AND ",
-            open!(),
-            ";\n\
-             INSERT INTO deliveries (thread, message_id, created_at) \
-               SELECT t.num, $2, $7 FROM threads t WHERE t.id = $1 AND $2 IS NOT NULL AND changes() = 1 \
-               ON CONFLICT (thread, message_id) DO NOTHING;\n\
-             COMMIT;"
+        macro_rules! writes {
+            () => {
+                concat!(
+                    "BEGIN IMMEDIATE;\n\
+                     SELECT t.next_seq - 1 AS seq, t.status, \
+                       ($2 IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d WHERE d.thread = t.num AND d.message_id = $2)) AS seen, \
+                       (t.status = 'awaiting_human' AND t.session = $3 AND t.next_seq = $4) AS at_park, \
+                       a.content AS a_content, a.created_at AS a_at, a.author AS a_author, a.message_id AS a_message_id, \
+                       (SELECT q.content FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE ORDER BY q.id LIMIT 1) AS q_content, \
+                       (SELECT q.created_at FROM queue q WHERE q.thread = t.num AND q.human = TRUE AND q.follow_up = FALSE ORDER BY q.id LIMIT 1) AS q_at, \
+                       (SELECT j.content FROM journal j WHERE j.thread = t.num AND j.kind = 'message' AND j.seq >= $4 ORDER BY j.seq LIMIT 1) AS j_content, \
+                       (SELECT j.created_at FROM journal j WHERE j.thread = t.num AND j.kind = 'message' AND j.seq >= $4 ORDER BY j.seq LIMIT 1) AS j_at \
+                     FROM threads t LEFT JOIN answers a ON a.thread = t.num AND a.session = $3 AND a.seq = $4 WHERE t.id = $1;\n\
+                     INSERT INTO answers (thread, session, seq, author, message_id, content, created_at) \
+                       SELECT t.num, $3, $4, $5, $2, $6, $7 FROM threads t WHERE t.id = $1 AND ",
+                    open!(),
+                    " ON CONFLICT (thread, session, seq) DO UPDATE SET author = excluded.author, message_id = excluded.message_id, \
+                       content = excluded.content, created_at = excluded.created_at;\n\
+                     UPDATE threads AS t SET lease_owner = $8, lease_expires = $9, abort_requested = FALSE \
+                       WHERE t.id = $1 AND (t.lease_owner IS NULL OR t.lease_expires < $7 OR t.lease_owner = $8) AND ",
+                    open!(),
+                    " RETURNING 1 AS claimed;\n\
+                     INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
+                       SELECT t.num, $10, $11, $12, $13, $14, $15, $7, $16, $17, $18, $19, $20, $21, $2 FROM threads t WHERE t.id = $1 AND ",
+                    open!(),
+                    ";\n\
+                     INSERT INTO deliveries (thread, message_id, created_at) \
+                       SELECT t.num, $2, $7 FROM threads t WHERE t.id = $1 AND $2 IS NOT NULL AND changes() = 1 \
+                       ON CONFLICT (thread, message_id) DO NOTHING;\n"
+                )
+            };
+        }
+        const SQL: &str = concat!(writes!(), "COMMIT;");
+        const STARTING: &str = concat!(
+            writes!(),
+            start_reads!(" AND lease_owner = $8", " AND t.lease_owner = $8"),
+            "COMMIT;"
         );
         let hub = self.hub.clone();
         self.write_once(move |conn: &mut SqliteConnection| {
             Box::pin(async move {
-                let query = sqlx::query(SQL)
+                let sql = if read_start { STARTING } else { SQL };
+                let query = sqlx::query(sql)
                     .bind(id.to_string())
                     .bind(message.message_id.as_deref())
                     .bind(park.session)
@@ -175,6 +222,9 @@ impl SqliteStore {
                     .fetch_all(conn)
                     .await
                     .map_err(db_error)?;
+                // The start's rows (a `part` each) are told apart from the answer's own.
+                let start = super::start_from(&rows)?;
+                let rows: Vec<&SqliteRow> = rows.iter().filter(|r| !has_part(r)).collect();
                 let Some(facts) = rows.iter().find(|r| r.try_get::<i64, _>("seq").is_ok()) else {
                     return Err(StoreError::NotFound(id.to_string()));
                 };
@@ -188,16 +238,88 @@ impl SqliteStore {
                 }
                 let queued: Option<i64> = facts.try_get("q_at").map_err(db_error)?;
                 if !facts.try_get::<bool, _>("at_park").map_err(db_error)? || queued.is_some() {
-                    return Ok(AnswerOutcome::Refused {
+                    return Ok(Starting::of(AnswerOutcome::Refused {
                         first: first_answer(facts)?,
-                    });
+                    }));
                 }
                 hub.publish(change_in(facts, id)?);
                 let claimed = rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok());
-                Ok(AnswerOutcome::Accepted { claimed })
+                Ok(Starting {
+                    outcome: AnswerOutcome::Accepted { claimed },
+                    start: start.filter(|_| claimed),
+                })
             })
         })
         .await
+    }
+
+    pub(super) async fn enqueue_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        claim: Option<Lease>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(self
+            .enqueue_one(id, message, claim, now, false)
+            .await?
+            .outcome)
+    }
+
+    pub(super) async fn enqueue_starting_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        claim: Lease,
+        now: i64,
+    ) -> Result<Starting<bool>, StoreError> {
+        self.enqueue_one(id, message, Some(claim), now, true).await
+    }
+
+    pub(super) async fn create_with_impl(
+        &self,
+        key: &str,
+        new: NewThread<'_>,
+        message: NewQueued,
+        claim: Lease,
+    ) -> Result<Option<Thread>, StoreError> {
+        Ok(self
+            .create_with_one(key, new, message, claim, false)
+            .await?
+            .outcome)
+    }
+
+    pub(super) async fn create_starting_impl(
+        &self,
+        key: &str,
+        new: NewThread<'_>,
+        message: NewQueued,
+        claim: Lease,
+    ) -> Result<Starting<Option<Thread>>, StoreError> {
+        self.create_with_one(key, new, message, claim, true).await
+    }
+
+    pub(super) async fn answer_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        park: Park,
+        claim: Lease,
+    ) -> Result<AnswerOutcome, StoreError> {
+        Ok(self
+            .answer_one(id, message, park, claim, false)
+            .await?
+            .outcome)
+    }
+
+    pub(super) async fn answer_starting_impl(
+        &self,
+        id: ThreadId,
+        message: NewQueued,
+        park: Park,
+        claim: Lease,
+    ) -> Result<Starting<AnswerOutcome>, StoreError> {
+        self.answer_one(id, message, park, claim, true).await
     }
 
     /// Runs `write`, one call of a whole write transaction (`BEGIN IMMEDIATE` … `COMMIT`) on the
@@ -247,6 +369,11 @@ impl OwnedNewThread {
             now: new.now,
         }
     }
+}
+
+/// Whether `row` is one of a run's start ([`super::start_from`]'s), not the write's own.
+fn has_part(row: &SqliteRow) -> bool {
+    row.try_get::<i64, _>("part").is_ok()
 }
 
 /// Whether `e` is a key the write broke (on the one-call writes: a message id delivered

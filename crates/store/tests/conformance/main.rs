@@ -11,7 +11,7 @@
 //! `notify_outbox.rs`: the outbox, one-time links, subscriptions, shared secrets; `files.rs`: the
 //! thread filesystem (file rows, listings, commits' files, queued attachments, chunks in the
 //! database and in a directory); `ranges.rs`: a session's range of the journal, settle records
-//! newest first.
+//! newest first; `starting.rs`: the claiming writes that read the run's start with them.
 
 use duet_store::testing as support;
 
@@ -33,6 +33,7 @@ mod queue;
 mod ranges;
 mod roots;
 mod schema;
+mod starting;
 mod timer_claims;
 mod timers;
 

@@ -1,0 +1,229 @@
+//! How many calls into the SQLite driver a park and a resume make (issue #35: at most three).
+//! Each call crosses to the driver's thread, and the tail of those crossings is a park's p99.
+//!
+//! sqlx logs every call it runs (one `sqlx::query` event per call, however many statements
+//! its text holds); this binary's process-wide subscriber counts them. A binary of its own:
+//! the subscriber is global, and another test's store would be counted with this one's. Calls
+//! of `PRAGMA`s are not counted: the background checkpointer's `wal_checkpoint` runs on a
+//! connection of its own, off the request's path, and a connection's opening settings run once
+//! per connection (the read pool opens one when a read finds none idle).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use duet_runtime::testing::Scratch;
+use duet_runtime::{
+    CancellationToken, Delivered, Delivery, EventSink, Runtime, Store, ThreadStatus,
+};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::subscriber::Interest;
+use tracing::{Event, Metadata, Subscriber};
+
+/// Counts the driver's calls: the summary (first words) of each statement text run.
+#[derive(Default)]
+struct Calls {
+    seen: Mutex<Vec<String>>,
+    next_span: AtomicU64,
+}
+
+impl Calls {
+    fn global() -> &'static Calls {
+        static CALLS: OnceLock<&'static Calls> = OnceLock::new();
+        CALLS.get_or_init(|| {
+            let calls: &'static Calls = Box::leak(Box::default());
+            tracing::subscriber::set_global_default(Counter(calls)).expect("one subscriber");
+            calls
+        })
+    }
+
+    /// The calls made while `f` ran (by summary).
+    async fn during<T>(&self, f: impl std::future::Future<Output = T>) -> (T, Vec<String>) {
+        self.seen.lock().expect("calls").clear();
+        let out = f.await;
+        let seen = std::mem::take(&mut *self.seen.lock().expect("calls"));
+        (out, seen)
+    }
+}
+
+struct Counter(&'static Calls);
+
+struct Summary(Option<String>);
+
+impl Visit for Summary {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "summary" {
+            self.0 = Some(value.to_owned());
+        }
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "summary" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+}
+
+impl Subscriber for Counter {
+    fn register_callsite(&self, m: &'static Metadata<'static>) -> Interest {
+        if self.enabled(m) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+    fn enabled(&self, m: &Metadata<'_>) -> bool {
+        m.target() == "sqlx::query"
+    }
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(self.0.next_span.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut summary = Summary(None);
+        event.record(&mut summary);
+        let summary = summary.0.unwrap_or_default();
+        if !summary.starts_with("PRAGMA ") {
+            self.0.seen.lock().expect("calls").push(summary);
+        }
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+/// The engine bench's gate: a model asks, a person answers, the model records the decision.
+fn gate(dir: &Scratch) -> Arc<duet_spec::Project> {
+    let files = [
+        (
+            "agents/agents/gate.yaml",
+            "name: gate\nsideA:\n  prompt: gate\n  sessionStop: { name: decide, messageProperty: decision }\nsideB: { human: true, approver: true }\n",
+        ),
+        (
+            "agents/prompts/gate.yaml",
+            "name: gate\ntoolDescription: d\nmodel: gate_model\nincludeChat: true\nprompt: Ask for approval.\ntools: [decide]\n",
+        ),
+        (
+            "agents/tools/decide.yaml",
+            "description: Record the decision.\nargs: { type: object, properties: { decision: { type: string } }, required: [decision] }\nresult: \"Decision: {{decision}}\"\n",
+        ),
+        (
+            "agents/models/gate_model.yaml",
+            "name: gate_model\nprovider: scripted\nmodel: demo\nscript:\n  - text: Approve the change?\n  - tool_calls: [{ name: decide, arguments: { decision: approved } }]\n",
+        ),
+    ];
+    for (path, text) in files {
+        dir.write(path, text);
+    }
+    let loaded = duet_spec::load(dir.root()).expect("gate project");
+    assert!(loaded.is_ok(), "{:?}", loaded.issues);
+    Arc::new(loaded.project)
+}
+
+async fn deliver(rt: &Runtime, delivery: Delivery<'_>) -> ThreadStatus {
+    match rt
+        .deliver_message(delivery, &EventSink::discard(), &CancellationToken::new())
+        .await
+    {
+        Ok(Delivered::Settled(s)) => s.status,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Parks a new gate thread `key`: the calls it took.
+async fn park(rt: &Runtime, key: &str) -> Vec<String> {
+    let delivery = Delivery {
+        agent: Some("gate"),
+        ..Delivery::new(key, "Change the firewall?")
+    };
+    let (status, calls) = Calls::global().during(deliver(rt, delivery)).await;
+    assert_eq!(status, ThreadStatus::AwaitingHuman, "{key}");
+    calls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_park_and_a_resume_each_take_at_most_three_driver_calls() {
+    let calls = Calls::global();
+    let dir = Scratch::new("driver-calls");
+    let project = gate(&dir);
+    let store: Arc<dyn Store> = Arc::new(
+        duet_store::SqliteStore::open(&dir.root().join("calls.db"))
+            .await
+            .expect("sqlite"),
+    );
+    let rt = Runtime::builder(project.clone(), store.clone())
+        .providers(duet_models::providers_for(&project))
+        .build();
+
+    // A first park and resume open the read pool's connection and fill the statement caches
+    // (a connection opened is calls of its own, once per connection, off the steady path).
+    park(&rt, "warm").await;
+    deliver(&rt, Delivery::new("warm", "Approved.")).await;
+
+    // A park: the key read, the thread created with its message (and the run's first read),
+    // the step's commit (with the drain's).
+    let parked = park(&rt, "a").await;
+    eprintln!("a park: {parked:#?}");
+    assert!(
+        (1..=3).contains(&parked.len()),
+        "a park took {} calls: {parked:#?}",
+        parked.len()
+    );
+
+    // A resume as a message (`enqueue`, which takes the lease).
+    let (status, resumed) = calls
+        .during(deliver(&rt, Delivery::new("a", "Approved.")))
+        .await;
+    assert_eq!(status, ThreadStatus::Idle);
+    eprintln!("a resume: {resumed:#?}");
+    assert!(
+        (1..=3).contains(&resumed.len()),
+        "a resume took {} calls: {resumed:#?}",
+        resumed.len()
+    );
+
+    // A resume as the answer to its park (`answer`: the inbox's and `/approvals`' path).
+    park(&rt, "b").await;
+    let at = store
+        .thread("b")
+        .await
+        .expect("read")
+        .and_then(|t| t.park())
+        .expect("parked");
+    let delivery = Delivery {
+        answers: Some(at),
+        ..Delivery::new("b", "Approved.")
+    };
+    let (status, answered) = calls.during(deliver(&rt, delivery)).await;
+    assert_eq!(status, ThreadStatus::Idle);
+    eprintln!("an answer: {answered:#?}");
+    assert!(
+        (1..=3).contains(&answered.len()),
+        "an answer took {} calls: {answered:#?}",
+        answered.len()
+    );
+
+    // The count is of real calls: the journal holds what the folded writes wrote.
+    let t = store.thread("a").await.expect("read").expect("thread");
+    let texts: Vec<String> = store
+        .messages(t.id)
+        .await
+        .expect("messages")
+        .into_iter()
+        .filter_map(|m| m.content)
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Change the firewall?",
+            "Approve the change?",
+            "Approved.",
+            "Decision: approved"
+        ]
+        .map(str::to_owned),
+        "the thread's history"
+    );
+    assert!(store.queue(t.id).await.expect("queue").is_empty());
+}
