@@ -511,15 +511,16 @@ async fn run() {
     .await;
     row("inbox queue page", &of, &took);
 
-    // The live inbox: the park's commit, as the change feed publishes it, to the queue event.
+    // The live inbox: a commit, as the change feed publishes it, to the queue event. With
+    // fewer than 500 listed, a new question parks; with more, the queue (the oldest 500) does
+    // not change when one more parks, so the oldest question is answered instead.
+    let answers = listed >= 500;
     let mut feed = store.changes();
     let (commits, mut committed) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(e) = feed.next().await {
-            if let FeedEvent::Changed(c) = e
-                && c.status == ThreadStatus::AwaitingHuman
-            {
-                let _ = commits.send(Instant::now());
+            if let FeedEvent::Changed(c) = e {
+                let _ = commits.send((c.thread.to_string(), c.status, Instant::now()));
             }
         }
     });
@@ -552,16 +553,46 @@ async fn run() {
     for i in 0..live {
         while committed.try_recv().is_ok() {}
         while received.try_recv().is_ok() {}
-        client.park(&format!("live-{i}")).await;
-        let at = committed.recv().await.expect("the park's change");
-        let got = tokio::time::timeout(Duration::from_secs(60), received.recv())
-            .await
-            .expect("a queue event within a minute")
-            .expect("the queue stream");
-        updates.push(got.saturating_duration_since(at));
+        let target = if answers {
+            let page = client.get_json("/approvals?limit=1").await;
+            let id = page["items"][0]["id"].as_str().expect("an open question");
+            let thread = id.split(':').next().unwrap_or_default().to_owned();
+            client
+                .post(
+                    &format!("/approvals/{}?wait=true", segment(id)),
+                    json!({"text": "approved"}),
+                )
+                .await;
+            Some(thread)
+        } else {
+            client.park(&format!("live-{i}")).await;
+            None
+        };
+        let at = loop {
+            let (thread, status, at) = committed.recv().await.expect("the change feed");
+            match &target {
+                Some(t) if *t == thread => break at,
+                None if status == ThreadStatus::AwaitingHuman => break at,
+                _ => {}
+            }
+        };
+        match tokio::time::timeout(Duration::from_secs(60), received.recv()).await {
+            Ok(Some(got)) => updates.push(got.saturating_duration_since(at)),
+            _ => {
+                println!("    no queue event within a minute of change {i}: stopped");
+                break;
+            }
+        }
     }
     updates.sort();
-    row("live inbox update", &format!("{listed}+ open"), &updates);
+    if !updates.is_empty() {
+        let what = if answers {
+            "live inbox (an answer)"
+        } else {
+            "live inbox (a new park)"
+        };
+        row(what, &format!("{listed}+ open"), &updates);
+    }
 }
 
 /// `s` as one path segment.
