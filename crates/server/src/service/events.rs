@@ -83,10 +83,11 @@ impl Feed {
             for r in &page {
                 match r.body {
                     RecordBody::RunContinued { .. } => went_on = true,
-                    RecordBody::Stopped { .. } | RecordBody::SessionEnded { .. } => {
-                        if !std::mem::take(&mut went_on) {
-                            break 'found r.seq;
-                        }
+                    // The guard clears `went_on` as it reads it: that settle is passed over.
+                    RecordBody::Stopped { .. } | RecordBody::SessionEnded { .. }
+                        if !std::mem::take(&mut went_on) =>
+                    {
+                        break 'found r.seq;
                     }
                     _ => {}
                 }

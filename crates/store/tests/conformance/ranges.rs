@@ -31,6 +31,9 @@ async fn write(store: &Arc<dyn Store>, t: &mut Thread, entries: Vec<Entry>) -> V
     seqs
 }
 
+/// An entry to write: a message of a session with its text, or a record.
+// A handful per test: boxing the record would only make them longer to write.
+#[allow(clippy::large_enum_variant)]
 enum Entry {
     Said(i64, &'static str),
     Fact(RecordBody),
