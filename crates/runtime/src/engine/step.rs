@@ -52,6 +52,11 @@ impl Runtime {
             Ok(request) => request,
             Err(why) => return self.hook_blocked(side, t, msgs, turn, s.hooks, why).await,
         };
+        // A model that waits on the network may take seconds: the drain left for this step's
+        // commit is written before it is asked, so the answer shows (and the thread runs) at once.
+        if !s.local_model() {
+            self.flush_drain(t).await?;
+        }
         // Text streams as it comes — unless a stop tool's response may stand in for it.
         let live_text = cfg.stop_tool_response_property.is_none();
         let answer = match self.ask(&s, request, turn, live_text).await {

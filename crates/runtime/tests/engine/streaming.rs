@@ -1,7 +1,8 @@
 //! A step's model answer as callers see it: text streams before the step commits; consecutive
 //! messages' text is separated; a failing model's fallbacks are tried (announced as `retrying`);
 //! usage is kept per message and reported; unparsable tool arguments are an error the model
-//! sees; a prompt named in `tools` runs as a sub-prompt.
+//! sees; a prompt named in `tools` runs as a sub-prompt; a person's message is journaled before
+//! a network model is asked.
 
 use crate::support;
 
@@ -425,5 +426,66 @@ async fn images_are_kept_with_their_message_and_reach_the_model() {
             .find(|m| m.role == Role::User)
             .expect("question");
         assert_eq!(question.images, vec![image.clone()], "{}", backend.name());
+    }
+}
+
+/// A person's message is journaled, and the thread runs, before a model that waits on the
+/// network is asked: the drain waits for the step's commit only for a model that answers in
+/// the process (`Model::local`), which this one is not. On every backend.
+#[tokio::test]
+async fn a_message_is_journaled_before_a_network_model_is_asked() {
+    let p = project(
+        "m",
+        &[(
+            "agents/models/m.yaml",
+            "name: m\nprovider: openai\nmodel: x\n",
+        )],
+    );
+    for backend in support::backends().await {
+        let (open, gate) = oneshot::channel();
+        let fake = Fake {
+            chunks: vec![
+                Ok(ModelChunk::Text("Hel".into())),
+                Ok(ModelChunk::Text("lo".into())),
+            ],
+            gate: Arc::new(Mutex::new(Some(gate))),
+            ..Fake::default()
+        };
+        let store = backend.open().await;
+        let rt = runtime(&p, Providers::new().with("openai", fake), store.clone());
+        let agent = rt.agent("chat").expect("agent");
+        let mut events = agent.invoke(Scope::new("k"), Prompt::text("hi"));
+        // The model has been asked (its first piece is here) and is still answering.
+        let first = events.next().await.expect("an event");
+        assert_eq!(
+            first,
+            AgentEvent::Text {
+                delta: "Hel".into()
+            }
+        );
+        let texts = support::texts(&store, "k").await;
+        assert_eq!(
+            texts
+                .iter()
+                .map(|(role, _, text)| (*role, text.as_str()))
+                .collect::<Vec<_>>(),
+            [(Role::User, "hi")],
+            "{}: the person's message is in the journal while the model answers",
+            backend.name()
+        );
+        let thread = store.thread("k").await.expect("read").expect("thread");
+        assert_eq!(
+            thread.status,
+            duet_runtime::ThreadStatus::Running,
+            "{}",
+            backend.name()
+        );
+        open.send(()).expect("the model waits");
+        let rest: Vec<AgentEvent> = events.collect().await;
+        assert!(
+            matches!(rest.last(), Some(AgentEvent::Completed { .. })),
+            "{}: {rest:?}",
+            backend.name()
+        );
     }
 }
