@@ -6,8 +6,8 @@
 //! through the other with the same [`ServiceError::AlreadyAnswered`].
 
 use duet_runtime::{
-    Answered, AnsweredQuery, Child, DecisionLanded, FirstAnswer, ImageRef, Listed, Message, Park,
-    RecordBody, Thread, ThreadId, ThreadStatus, ToolCall,
+    Answered, AnsweredQuery, Child, DecisionLanded, FirstAnswer, ImageRef, JournalEntry, Listed,
+    Message, Park, RecordBody, Thread, ThreadId, ThreadStatus, ToolCall,
 };
 
 use super::approvers::{self, absent};
@@ -586,15 +586,30 @@ pub(crate) async fn conversation(
 ) -> Result<Conversation, ServiceError> {
     let (approval, thread) = find(state, caller, id).await?;
     let store = state.runtime().store();
+    // The question's own session, read alone (O(its entries), not the thread's whole history):
+    // what led to it, and the deadline's records written while it waited. A journal with no
+    // `session_started` for it (none is written before a session opens) is read whole.
+    let mut entries = store
+        .session_entries(thread.id, approval.park.session, thread.next_seq)
+        .await?;
+    if entries.is_empty() {
+        entries = store.journal_since(thread.id, 0).await?;
+    }
+    let mut records = Vec::new();
+    let mut before = Vec::new();
+    for entry in entries {
+        match entry {
+            JournalEntry::Record(r) => records.push(r),
+            JournalEntry::Message(m) => {
+                if m.seq < approval.park.seq && !m.silent {
+                    before.push(m);
+                }
+            }
+        }
+    }
     // Where the question stands: a deadline's reminder moves its park past the id's.
-    let span = deadline::park_span(&store.records(thread.id).await?, approval.park);
+    let span = deadline::park_span(&records, approval.park);
     let parents = parents(state, &thread).await?;
-    let before: Vec<Message> = store
-        .messages(thread.id)
-        .await?
-        .into_iter()
-        .filter(|m| m.seq < approval.park.seq && !m.silent)
-        .collect();
     let (child, call) = match parents.first() {
         Some(parent) => {
             let child = store.child(thread.id).await?;
