@@ -511,7 +511,7 @@ async fn run() {
     .await;
     row("inbox queue page", &of, &took);
 
-    // The live inbox: a commit, as the change feed publishes it, to the queue event. With
+    // The live inbox: a commit, as the change feed publishes it, to the inbox's event. With
     // fewer than 500 listed, a new question parks; with more, the queue (the oldest 500) does
     // not change when one more parks, so the oldest question is answered instead.
     let answers = listed >= 500;
@@ -541,7 +541,12 @@ async fn run() {
             buf.push_str(&String::from_utf8_lossy(&chunk));
             while let Some(end) = buf.find("\n\n") {
                 let event: String = buf.drain(..end + 2).collect();
-                if event.lines().any(|l| l == "event: queue") {
+                // The whole list (`queue`: the first, and after a resync) or what changed in it
+                // (`item`, `remove`).
+                if event
+                    .lines()
+                    .any(|l| matches!(l, "event: queue" | "event: item" | "event: remove"))
+                {
                     let _ = events.send(Instant::now());
                 }
             }
