@@ -128,10 +128,6 @@ pub fn scripted_answer(
 }
 
 impl Model for ScriptedModel {
-    fn local(&self) -> bool {
-        true
-    }
-
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelChunk, ModelError>> {
         let entry = match scripted_answer(&self.name, &self.script, &request) {
             Ok(entry) => entry,

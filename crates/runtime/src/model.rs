@@ -195,14 +195,6 @@ pub trait Model: Send + Sync + 'static {
     /// the runtime then tries the model's `fallbacks`. Dropping the stream must close the
     /// request at once.
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelChunk, ModelError>>;
-
-    /// Whether the model answers in this process without waiting on anything outside it (the
-    /// scripted model): a step of it is as quick as a commit, so a drain may wait for that
-    /// step's commit unseen. Any other model may take seconds, and the answer it replies to is
-    /// written (and shown) before it is asked. Default `false`.
-    fn local(&self) -> bool {
-        false
-    }
 }
 
 /// Builds models of one provider from their definitions.

@@ -102,7 +102,13 @@ pub async fn stores_at() -> (duet_store::Stores, &'static str, String) {
 /// What this process's thread keys start with: its id under `BENCH_SHARED_DB`, else nothing.
 pub fn key_prefix() -> String {
     match std::env::var_os("BENCH_SHARED_DB") {
-        Some(_) => format!("p{}-", std::process::id()),
+        // Unique to this process and sitting (a pid repeats across sittings on a kept database).
+        Some(_) => {
+            static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+            PREFIX
+                .get_or_init(|| format!("p{}-", uuid::Uuid::now_v7().simple()))
+                .clone()
+        }
         None => String::new(),
     }
 }

@@ -180,12 +180,6 @@ impl Runtime {
                 .get(&t.agent)
                 .ok_or_else(|| RunError::UnknownAgent(t.agent.clone()))?
                 .def;
-            // A drain left for the next commit waits for it only when that commit comes from
-            // a model step or a settle, with nothing run in between that may read the journal
-            // (a handler, an approved call, a completed wait: written first).
-            if t.status == ThreadStatus::Waiting || !prompt_next(agent, &t) {
-                self.flush_drain(&t).await?;
-            }
             // Calls a person approved (or edited) run now, their results written.
             if t.status == ThreadStatus::Waiting
                 && self
@@ -351,10 +345,6 @@ impl Runtime {
         for q in &stale {
             tracing::warn!(thread = %t.key, queued = q.id, "a late tool result answers no open call; dropped");
         }
-        let plain = stale.is_empty()
-            && queue
-                .iter()
-                .all(|q| q.tool.is_none() && q.decision.is_none());
         let mut commit = transition::drain(t, &queue, &scope.arguments, now);
         commit.records.splice(0..0, marker);
         commit.drained.extend(stale.iter().map(|q| q.id));
@@ -365,18 +355,6 @@ impl Runtime {
             .agent_def(&t.agent)
             .ok()
             .and_then(|agent| self.side_hooks(agent, acting, scope).ok());
-        // Plain messages with no hook to see them and no event owed: written with the run's
-        // next commit (`docs/decisions.md`, "a park or a resume is three driver calls").
-        if plain && hooks.as_ref().is_none_or(|h| h.is_empty()) {
-            let messages = commit.messages.clone();
-            match self.defer_drain(t, commit) {
-                None => {
-                    msgs.extend(messages);
-                    return Ok(false);
-                }
-                Some(back) => commit = back,
-            }
-        }
         if let Some(hooks) = hooks.as_mut() {
             let mut messages = Vec::with_capacity(commit.messages.len());
             for mut m in std::mem::take(&mut commit.messages) {
@@ -459,16 +437,6 @@ impl Runtime {
         self.persist(t, Write::new(commit), Around::default())
             .await?;
         Ok(Settled::of(t))
-    }
-}
-
-/// Whether the next thing the run does for `t` is a model step or a settle: what a drain may
-/// wait for (see [`Runtime::defer_drain`]).
-fn prompt_next(agent: &duet_spec::AgentDef, t: &Thread) -> bool {
-    match decide::next(agent, t) {
-        Next::Handler(_) => false,
-        Next::Step(side) => matches!(decide::side(agent, side), Side::Prompt(_)),
-        Next::Settle | Next::EndSession(_) | Next::Park | Next::Stop(_) => true,
     }
 }
 

@@ -10,8 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::store::Commit;
-use crate::types::{Thread, ThreadId};
+use crate::types::ThreadId;
 
 /// This process's runs in flight, by thread.
 #[derive(Default)]
@@ -21,9 +20,6 @@ pub(super) struct Runs(Mutex<HashMap<ThreadId, Run>>);
 struct Run {
     /// Its cancel (the control plane's `abort`).
     token: CancellationToken,
-    /// A drain not written yet, with the thread as the drain left it: it goes with the run's
-    /// next commit.
-    drain: Option<(Thread, Commit)>,
     /// The thread's deadline override as this run knows it (read with its start, then as its
     /// own commits wrote it); `None`: not known.
     deadline_override: Option<Option<serde_json::Value>>,
@@ -36,32 +32,10 @@ impl Runs {
                 id,
                 Run {
                     token,
-                    drain: None,
                     deadline_override: None,
                 },
             );
         }
-    }
-
-    /// Leaves `drain` (written for `t` as it stands) for the next commit of the run of `t`.
-    /// With no run registered, or a drain left already, it comes back: the caller writes it.
-    pub(super) fn defer_drain(&self, t: &Thread, drain: Commit) -> Option<Commit> {
-        let Ok(mut runs) = self.0.lock() else {
-            return Some(drain);
-        };
-        match runs.get_mut(&t.id) {
-            Some(run) if run.drain.is_none() => {
-                run.drain = Some((t.clone(), drain));
-                None
-            }
-            _ => Some(drain),
-        }
-    }
-
-    /// The drain the run of `id` left for its next commit (with the thread as it left it),
-    /// taken.
-    pub(super) fn take_drain(&self, id: ThreadId) -> Option<(Thread, Commit)> {
-        self.0.lock().ok()?.get_mut(&id)?.drain.take()
     }
 
     /// The run of `id` knows its thread's deadline override to be `value`.

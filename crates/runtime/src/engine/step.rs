@@ -37,11 +37,7 @@ impl Runtime {
         let served = self.served_tools(prompt, turn.cancel).await;
         let env_lookup = |k: &str| crate::context::env_value(&s.env, k);
         let offer = super::router::Offer::new(&project, agent, cfg, prompt, &served, &env_lookup);
-        // `immediate` children start when their side first acts, before its first model call
-        // (a drain left for the step's commit is written first: they may read the journal).
-        if cfg.subagents.iter().any(|r| r.immediate.is_some()) {
-            self.flush_drain(t).await?;
-        }
+        // `immediate` children start when their side first acts, before its first model call.
         if let Some(flow) = self
             .spawn_immediate(agent, cfg, side, t, msgs, &s.env, &mut s.hooks, turn.cancel)
             .await?
@@ -52,11 +48,6 @@ impl Runtime {
             Ok(request) => request,
             Err(why) => return self.hook_blocked(side, t, msgs, turn, s.hooks, why).await,
         };
-        // A model that waits on the network may take seconds: the drain left for this step's
-        // commit is written before it is asked, so the answer shows (and the thread runs) at once.
-        if !s.local_model() {
-            self.flush_drain(t).await?;
-        }
         // Text streams as it comes — unless a stop tool's response may stand in for it.
         let live_text = cfg.stop_tool_response_property.is_none();
         let answer = match self.ask(&s, request, turn, live_text).await {
@@ -75,15 +66,6 @@ impl Runtime {
                 String::new()
             },
         };
-        // A tool may read the journal: a drain left for the step's commit is written before
-        // any tool but a fixed `result` runs.
-        if answer
-            .calls
-            .iter()
-            .any(|(_, name, _)| !offer.is_tool(name) || !fixed_result(&project, name))
-        {
-            self.flush_drain(t).await?;
-        }
         let now = self.now();
         let mut message = plan::model_message(t, side, cfg, &prompt.model, answer, now);
         let calls = &message.tool_calls;
@@ -152,16 +134,4 @@ impl Runtime {
         let outcome = self.persist(t, write, around).await?;
         Ok(Flow::of(outcome, t))
     }
-}
-
-/// Whether tool `name` is a fixed `result` (a template over its arguments) that needs no
-/// approval: running it reads nothing of the thread.
-fn fixed_result(project: &duet_spec::Project, name: &str) -> bool {
-    project.tools.get(name).is_some_and(|tool| {
-        tool.def.approval.is_none()
-            && matches!(
-                tool.def.implementation,
-                Some(duet_spec::ToolImpl::Result(_))
-            )
-    })
 }

@@ -7,8 +7,7 @@
 //! 2. what the hooks left is added: their failures as records, the messages they injected, the
 //!    values they set;
 //! 3. the commit, fenced by the run's lease (a park saves the trace context it continues; a
-//!    question asked writes its deadline's timers, a decision taken cancels them), with the
-//!    drain the run left for it before its own writes ([`Runtime::defer_drain`]);
+//!    question asked writes its deadline's timers, a decision taken cancels them);
 //! 4. once committed: a child's new free-text status into its parent's registry (a failure
 //!    there is logged: the commit stands and its events are still owed);
 //! 5. the events the caller is owed ([`Emit`]), then the step's usage;
@@ -198,11 +197,6 @@ impl Runtime {
             })
         });
         let new = commit.messages.clone();
-        // A drain left for this commit goes first; its messages are the run's history already,
-        // and nothing is emitted or hooked for them.
-        if let Some((_, drain)) = self.inner.runs.take_drain(t.id) {
-            commit = drain.then(commit);
-        }
         let outcome = self.commit(t, commit).await?;
         if let (Some(text), Some(_)) = (&status, t.parent)
             && let Err(e) = self.inner.store.set_child_status_text(t.id, text).await
@@ -229,26 +223,6 @@ impl Runtime {
             history.extend(new);
         }
         Ok(outcome)
-    }
-
-    /// Leaves a drain's `commit` (its messages already in the run's history, nothing owed
-    /// for them) to be written with the run's next commit, saving a call to the store: until
-    /// then its queue rows stay queued, and should the run end without another commit, the next
-    /// run drains them again.
-    /// It comes back when it cannot wait (the caller writes it).
-    pub(super) fn defer_drain(&self, t: &Thread, commit: Commit) -> Option<Commit> {
-        self.inner.runs.defer_drain(t, commit)
-    }
-
-    /// Writes the drain the run left for its next commit, if any, now, as it would have been
-    /// written then (the thread as the drain left it): before something that may read the
-    /// thread's journal or queue (a tool, a handler, a child). What it finds queued meanwhile
-    /// the run's next commit reports.
-    pub(super) async fn flush_drain(&self, t: &Thread) -> Result<(), RunError> {
-        if let Some((then, drain)) = self.inner.runs.take_drain(t.id) {
-            self.commit(&then, drain).await?;
-        }
-        Ok(())
     }
 
     /// Writes `commit` under the run's lease (the owner the thread row was claimed with).

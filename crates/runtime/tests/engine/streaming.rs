@@ -430,8 +430,8 @@ async fn images_are_kept_with_their_message_and_reach_the_model() {
 }
 
 /// A person's message is journaled, and the thread runs, before a model that waits on the
-/// network is asked: the drain waits for the step's commit only for a model that answers in
-/// the process (`Model::local`), which this one is not. On every backend.
+/// network is asked: the drain is a commit of its own, not held for the step's. On every
+/// backend.
 #[tokio::test]
 async fn a_message_is_journaled_before_a_network_model_is_asked() {
     let p = project(

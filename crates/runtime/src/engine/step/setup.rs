@@ -114,10 +114,3 @@ impl Runtime {
         Ok(answer)
     }
 }
-
-impl Setup<'_> {
-    /// Whether the step's model answers in the process ([`Model::local`]).
-    pub(in crate::engine) fn local_model(&self) -> bool {
-        self.model.local()
-    }
-}
