@@ -56,17 +56,27 @@ mod tests {
 
     /// Whether `statement` (upper-cased, one of a migration's) leaves older builds working: new
     /// tables, indexes, functions and rows, and columns they need not write.
-    fn additive(statement: &str) -> bool {
+    fn additive(statement: &str, added: &[String]) -> bool {
         let s = statement.split_whitespace().collect::<Vec<_>>().join(" ");
+        // A backfill of a column this migration adds: older builds never read it.
+        let backfill = s.contains("UPDATE ")
+            && s.split(" SET ").nth(1).is_some_and(|set| {
+                set.split_whitespace()
+                    .next()
+                    .is_some_and(|column| added.iter().any(|a| a == column))
+            });
         let adds_column = s.starts_with("ALTER TABLE")
             && s.contains(" ADD COLUMN ")
             && (!s.contains("NOT NULL") || s.contains("DEFAULT"));
         adds_column
+            || backfill
             || [
                 "CREATE TABLE",
                 "CREATE INDEX",
                 "CREATE UNIQUE INDEX",
                 "CREATE OR REPLACE FUNCTION",
+                "CREATE FUNCTION",
+                "CREATE TRIGGER",
                 "INSERT INTO",
             ]
             .iter()
@@ -106,9 +116,35 @@ mod tests {
                     .step_by(2)
                     .collect::<Vec<_>>()
                     .join("$$ $$");
+                // A SQLite trigger's body (`BEGIN … END`) runs on its event, not now.
+                let mut code = code;
+                while let Some(at) = code.find("CREATE TRIGGER") {
+                    let (Some(begin), Some(end)) = (
+                        code[at..].find("\nBEGIN").map(|b| at + b),
+                        code[at..].find("\nEND").map(|e| at + e),
+                    ) else {
+                        break;
+                    };
+                    code = format!(
+                        "{}CREATE_TRIGGER{}{}",
+                        &code[..at],
+                        &code[at + "CREATE TRIGGER".len()..begin],
+                        &code[end + "\nEND".len()..]
+                    );
+                }
+                let code = code.replace("CREATE_TRIGGER", "CREATE TRIGGER");
+                // Columns this migration adds (a backfill of one is additive).
+                let added: Vec<String> = code
+                    .split(';')
+                    .filter_map(|st| {
+                        let st = st.split_whitespace().collect::<Vec<_>>();
+                        let at = st.windows(2).position(|w| w == ["ADD", "COLUMN"])?;
+                        st.get(at + 2).map(|c| (*c).to_owned())
+                    })
+                    .collect();
                 for statement in code.split(';').filter(|s| !s.trim().is_empty()) {
                     assert!(
-                        additive(statement),
+                        additive(statement, &added),
                         "{backend}/{name}: `{}` is not additive: older builds on this schema would break; make it additive or raise duet_schema.min_compatible",
                         statement.trim()
                     );
@@ -127,8 +163,12 @@ mod tests {
             ("ALTER TABLE threads RENAME TO t", false),
             ("DROP TABLE threads", false),
             ("UPDATE threads SET agent = 'x'", false),
+            // A backfill of the column the migration adds (`ROOT`, upper-cased as the test reads).
+            ("UPDATE THREADS SET ROOT = NUM", true),
+            ("UPDATE THREADS SET AGENT = 'X'", false),
+            ("CREATE TRIGGER T AFTER INSERT ON THREADS", true),
         ] {
-            assert_eq!(additive(statement), ok, "{statement}");
+            assert_eq!(additive(statement, &["ROOT".to_owned()]), ok, "{statement}");
         }
     }
 

@@ -32,7 +32,7 @@ $$;
 CREATE TRIGGER threads_root BEFORE INSERT ON threads FOR EACH ROW
 EXECUTE FUNCTION duet_thread_root();
 
--- Every row has one (the trigger sets it before this constraint is checked).
-ALTER TABLE threads ALTER COLUMN root SET NOT NULL;
+-- Nullable, as on SQLite: the trigger leaves no row without one, and `SET NOT NULL` would not be
+-- additive (an older build's schema check refuses it).
 -- A tree's threads, in creation order.
 CREATE INDEX threads_root ON threads (root, num);
