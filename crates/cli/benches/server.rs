@@ -11,11 +11,14 @@
 //! (a) 1,000 approval-gate threads created and parked (`POST /threads?wait=true`), then each
 //!     answered through `POST /approvals/{id}?wait=true` (park → answer → settled), `BENCH_
 //!     CONCURRENCY` (default 8) requests at a time: answered approvals/s and latency p50/p99;
-//! (a2) the same over A2A (JSON-RPC `SendMessage` to `/a2a/gate`, blocking): 1,000 tasks asked
-//!     and answered with their `taskId`, `BENCH_CONCURRENCY` at a time, then 200 one at a time:
-//!     answered tasks/s and answer→`COMPLETED` latency;
+//! (a2) the same over A2A (JSON-RPC `SendMessage` to `/a2a/gate`, blocking): 1,000 tasks asked,
+//!     then each answered with its `taskId`, `BENCH_CONCURRENCY` at a time (as in (a)), then 200
+//!     asked and answered one at a time: answered tasks/s and answer→`COMPLETED` latency;
 //! (b) `BENCH_SERVER_PARKED` (default 100,000) parked threads: the server process's RSS as they
 //!     accumulate (it must stay flat: a parked thread holds no memory).
+//!
+//! `BENCH_CALLS=1` also prints the driver calls per park, answer and ask, by statement (not with
+//! the timed numbers of a run without it: counting costs a little on every call).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -70,9 +73,8 @@ impl Client {
         body["result"]["task"].clone()
     }
 
-    /// Asks the gate over A2A (the task waits for input), then answers it with its `taskId`:
-    /// how long the answer took to come back `COMPLETED`.
-    async fn a2a_round(&self, n: usize) -> Duration {
+    /// Asks the gate over A2A (the task waits for input): the task's id.
+    async fn a2a_ask(&self, n: usize) -> String {
         let asked = self
             .a2a(json!({"messageId": format!("ask-{n}"), "role": "ROLE_USER",
                 "parts": [{"text": "Change the firewall?"}]}))
@@ -81,11 +83,16 @@ impl Client {
             asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
             "{asked}"
         );
+        asked["id"].as_str().expect("task id").to_owned()
+    }
+
+    /// Answers task `id` with its `taskId`: how long the answer took to come back `COMPLETED`.
+    async fn a2a_answer(&self, id: &str, n: usize) -> Duration {
         let start = Instant::now();
         let done = self
             .a2a(
                 json!({"messageId": format!("answer-{n}"), "role": "ROLE_USER",
-                "taskId": asked["id"], "parts": [{"text": "approved"}]}),
+                "taskId": id, "parts": [{"text": "approved"}]}),
             )
             .await;
         assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
@@ -150,6 +157,7 @@ async fn run() {
         token: key.token,
     });
     println!("backend: {backend}; {concurrency} requests at a time");
+    common::calls::Calls::get();
 
     // (a) park, then answer.
     let start = Instant::now();
@@ -171,6 +179,7 @@ async fn run() {
         ms(percentile(&park, 0.5)),
         ms(percentile(&park, 0.99))
     );
+    common::calls::report("a park", n);
     let start = Instant::now();
     let mut answers: Vec<Duration> = futures::stream::iter(parks.into_iter().map(|p| p.0))
         .map(|approval| {
@@ -191,6 +200,7 @@ async fn run() {
         ms(percentile(&answers, 0.99)),
         ms(percentile(&answers, 1.0))
     );
+    common::calls::report("an answer", n);
     // One at a time: the latency a person sees on an idle server.
     let mut single = Vec::new();
     for i in 0..200 {
@@ -204,12 +214,28 @@ async fn run() {
         ms(percentile(&single, 0.99))
     );
 
-    // (a2) the same over A2A.
+    // (a2) the same over A2A: every task asked (parked), then every one answered, as (a).
     let start = Instant::now();
-    let mut rounds: Vec<Duration> = futures::stream::iter(0..n)
+    let tasks: Vec<String> = futures::stream::iter(0..n)
         .map(|i| {
             let c = client.clone();
-            async move { c.a2a_round(i).await }
+            async move { c.a2a_ask(i).await }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let took = start.elapsed();
+    println!(
+        "(a2) over A2A: {n} tasks asked in {:.0} ms = {:.0}/s",
+        ms(took),
+        n as f64 / took.as_secs_f64()
+    );
+    common::calls::report("an ask", n);
+    let start = Instant::now();
+    let mut rounds: Vec<Duration> = futures::stream::iter(tasks.into_iter().enumerate())
+        .map(|(i, id)| {
+            let c = client.clone();
+            async move { c.a2a_answer(&id, i).await }
         })
         .buffer_unordered(concurrency)
         .collect()
@@ -217,15 +243,18 @@ async fn run() {
     let took = start.elapsed();
     rounds.sort();
     println!(
-        "(a2) over A2A: {n} tasks asked and answered in {:.0} ms = {:.0} answered tasks/s; answer→COMPLETED p50 {:.2} ms, p99 {:.2} ms",
+        "     {n} tasks answered in {:.0} ms = {:.0} answered tasks/s; answer→COMPLETED p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
         ms(took),
         n as f64 / took.as_secs_f64(),
         ms(percentile(&rounds, 0.5)),
+        ms(percentile(&rounds, 0.9)),
         ms(percentile(&rounds, 0.99))
     );
+    common::calls::report("an answer", n);
     let mut single = Vec::new();
     for i in 0..200 {
-        single.push(client.a2a_round(n + i).await);
+        let id = client.a2a_ask(n + i).await;
+        single.push(client.a2a_answer(&id, n + i).await);
     }
     single.sort();
     println!(

@@ -263,6 +263,20 @@ pub trait NotifyStore: Send + Sync {
         now: i64,
     ) -> Result<bool, StoreError>;
 
+    /// Routes each of notices `ids` to nobody (deletes it), as [`NotifyStore::route_notice`]
+    /// with no deliveries does one at a time: what a router with no recipient to find does
+    /// with a pass's notices. One not there or routed already is left as it is; how many were
+    /// routed here.
+    async fn route_to_nobody(&self, ids: &[i64], now: i64) -> Result<usize, StoreError> {
+        let mut routed = 0;
+        for &id in ids {
+            if self.route_notice(id, &[], &[], now).await? {
+                routed += 1;
+            }
+        }
+        Ok(routed)
+    }
+
     /// Puts `deliveries` in the outbox (what is not routed from a notice: A2A push, a retry of
     /// a Slack message's update), in one transaction, each made at its `due_at`; their ids, in
     /// order. A taken idempotency key is a [`StoreError::Conflict`] (nothing written).

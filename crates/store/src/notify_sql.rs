@@ -232,6 +232,25 @@ macro_rules! notify_impl {
                 Ok(true)
             }
 
+            async fn route_to_nobody(&self, ids: &[i64], _now: i64) -> Result<usize, StoreError> {
+                if ids.is_empty() {
+                    return Ok(0);
+                }
+                // One statement for a pass's notices (a router's batch: a few dozen ids). A
+                // notice another router marked first (its deliveries in the same transaction)
+                // has `routed_at` set and stays.
+                let list = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+                let sql = format!("DELETE FROM notices WHERE routed_at IS NULL AND id IN ({list})");
+                // Only numbered placeholders are spliced in: the ids are bound.
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for id in ids {
+                    query = query.bind(id);
+                }
+                let mut conn = self.writer().await?;
+                let done = query.execute(&mut *conn).await.map_err(db_error)?;
+                Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
+            }
+
             async fn enqueue(&self, deliveries: &[duet_server_store::NewDelivery]) -> Result<Vec<i64>, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use duet_runtime::Store;
 
+pub mod calls;
+
 /// This run's scratch folders live under one root, removed when the run ends (even by a
 /// panic): a 100,000-thread database is not left behind.
 pub fn root() -> PathBuf {

@@ -103,6 +103,28 @@ impl Runtime {
     /// [`Claim`] it may get with [`Runtime::run_claimed`], in the background. A claim that is
     /// dropped unrun leaves its thread to recovery when the lease runs out.
     pub async fn accept(&self, delivery: Delivery<'_>) -> Result<Accepted, RunError> {
+        self.accept_read(delivery, None).await
+    }
+
+    /// [`Runtime::accept`] to thread `known`, as the caller read it a moment ago under
+    /// `delivery.key` (an answer's door reads the thread to check who may answer): it is not
+    /// read again. What the write depends on is checked by the write itself (a moved park, a
+    /// lease taken meanwhile), so a thread read a moment earlier is as good as one read here.
+    /// A `known` thread under another key is ignored (read as `accept` does).
+    pub async fn accept_to(
+        &self,
+        known: &Thread,
+        delivery: Delivery<'_>,
+    ) -> Result<Accepted, RunError> {
+        let known = (known.key == delivery.key).then(|| known.clone());
+        self.accept_read(delivery, known).await
+    }
+
+    async fn accept_read(
+        &self,
+        delivery: Delivery<'_>,
+        known: Option<Thread>,
+    ) -> Result<Accepted, RunError> {
         let Delivery {
             key,
             agent,
@@ -137,7 +159,10 @@ impl Runtime {
         // One read: an existing thread is checked and delivered to; a new one is created with
         // its first message in one transaction, so a process that dies in between leaves
         // neither.
-        let mut existing = store.thread(key).await?;
+        let mut existing = match known {
+            Some(t) => Some(t),
+            None => store.thread(key).await?,
+        };
         if existing.is_none()
             && let Some(name) = agent
             && answers.is_none()

@@ -246,14 +246,15 @@ impl DuetAgent {
         Ok(Some(follow::read(&self.state, r, &view).await?.1))
     }
 
-    /// Stores the message and starts (or queues) its run: the task it is part of, and the
-    /// journal floor its outcome lies past (none for a replayed message id).
+    /// Stores the message and starts (or queues) its run: the task it is part of, the journal
+    /// floor its outcome lies past (none for a replayed message id), and the end of the run
+    /// when this process started it.
     async fn deliver(
         &self,
         caller: &Caller,
         req: &SendMessageRequest,
         said: Said,
-    ) -> Result<(TaskRef, View, Option<i64>), A2aError> {
+    ) -> Result<(TaskRef, View, Option<i64>, Option<follow::RunEnd>), A2aError> {
         let target = self.target(caller, req).await?;
         let floor = target.thread.as_ref().map_or(0, |t| t.next_seq);
         let answers = target.thread.as_ref().and_then(Thread::park);
@@ -290,20 +291,18 @@ impl DuetAgent {
             message_id: Some(&req.message.message_id),
             trace: None,
         };
-        let accepted = self
-            .state
-            .runtime()
-            .accept(delivery)
-            .await
-            .map_err(|e| run_error(e, &target.context))?;
-        let (thread, floor) = match accepted {
+        let accepted = match &target.thread {
+            Some(t) => self.state.runtime().accept_to(t, delivery).await,
+            None => self.state.runtime().accept(delivery).await,
+        }
+        .map_err(|e| run_error(e, &target.context))?;
+        let (thread, floor, run) = match accepted {
             Accepted::Claimed(claim) => {
                 let id = claim.thread();
-                drop(self.state.spawn_run(claim));
-                (id, Some(floor))
+                (id, Some(floor), Some(self.state.spawn_run(claim)))
             }
-            Accepted::Queued { thread } => (thread, Some(floor)),
-            Accepted::Duplicate(settled) => (settled.thread, None),
+            Accepted::Queued { thread } => (thread, Some(floor), None),
+            Accepted::Duplicate(settled) => (settled.thread, None, None),
         };
         let r = match floor {
             Some(_) => target.task.unwrap_or(TaskRef { thread, session: 1 }),
@@ -322,7 +321,7 @@ impl DuetAgent {
             artifacts: true,
             origin: None,
         };
-        Ok((TaskRef { thread, ..r }, view, floor))
+        Ok((TaskRef { thread, ..r }, view, floor, run))
     }
 }
 
@@ -443,8 +442,8 @@ impl A2aAgent for DuetAgent {
             return Ok(SendMessageResponse::Task(task));
         }
         let push = self.inline_push(&req).await?;
-        let (r, mut view, floor) = match self.decisions(&caller, &req).await? {
-            Some(decided) => decided,
+        let (r, mut view, floor, run) = match self.decisions(&caller, &req).await? {
+            Some((r, view, floor)) => (r, view, floor, None),
             None => self.deliver(&caller, &req, said).await?,
         };
         if let Some(config) = push {
@@ -455,7 +454,7 @@ impl A2aAgent for DuetAgent {
         let task = if req.return_immediately() {
             follow::read(&self.state, r, &view).await?.1
         } else {
-            follow::settled(&self.state, r, &view, floor).await?
+            follow::settled(&self.state, r, &view, floor, run).await?
         };
         Ok(SendMessageResponse::Task(task))
     }
@@ -470,7 +469,11 @@ impl A2aAgent for DuetAgent {
         let push = self.inline_push(&req).await?;
         let (r, mut view, floor) = match self.decisions(&caller, &req).await? {
             Some(decided) => decided,
-            None => self.deliver(&caller, &req, said).await?,
+            // A stream follows every commit of the run: its end is not waited for apart.
+            None => {
+                let (r, view, floor, _run) = self.deliver(&caller, &req, said).await?;
+                (r, view, floor)
+            }
         };
         if let Some(config) = push {
             self.store_push(&caller, r, config).await?;

@@ -54,15 +54,29 @@ pub(crate) async fn with_files(
     Ok(())
 }
 
+/// The end of a run this process started for a message (see `AppState::spawn_run`).
+pub(crate) type RunEnd =
+    tokio::sync::oneshot::Receiver<Result<duet_runtime::Settled, duet_runtime::RunError>>;
+
 /// Waits until the task is terminal or interrupted with its journal past `floor` (so a state
 /// read before the run took the message does not count), or the server begins shutting down;
-/// the task as it then is.
+/// the task as it then is. With `run`, the run this request started, that run's end comes
+/// first: the task is read once it is over rather than again on each of its commits (a run
+/// that ended with a message queued behind it is still followed on the change feed).
 pub(crate) async fn settled(
     state: &AppState,
     r: TaskRef,
     view: &View,
     floor: Option<i64>,
+    run: Option<RunEnd>,
 ) -> Result<Task, A2aError> {
+    if let Some(run) = run {
+        tokio::select! {
+            () = state.closing().cancelled() => {}
+            // However it ended (settled, failed, lost its lease): the task says the rest.
+            _ = run => {}
+        }
+    }
     let mut changes = Feed::of(state).changes();
     loop {
         // The queue before the journal: a message moves from one to the other in one

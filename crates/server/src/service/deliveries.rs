@@ -98,11 +98,11 @@ pub(crate) async fn deliver(
         trace: None,
     };
     let since = inbound.thread.map_or(0, |t| t.next_seq - 1);
-    let accepted = state
-        .runtime()
-        .accept(delivery)
-        .await
-        .map_err(|e| ServiceError::run(e, &visible))?;
+    let accepted = match inbound.thread {
+        Some(t) => state.runtime().accept_to(t, delivery).await,
+        None => state.runtime().accept(delivery).await,
+    }
+    .map_err(|e| ServiceError::run(e, &visible))?;
     // The message is stored: from here on, whatever happens to the run, the caller is told
     // where to follow it rather than an error it might retry into a second message.
     let mut waited = inbound.wait;

@@ -75,6 +75,12 @@ pub(crate) async fn route(
         .await
 }
 
+/// Routes notices `ids` to nobody (see `NotifyStore::route_to_nobody`).
+pub(crate) async fn route_to_nobody(state: &AppState, ids: &[i64]) -> Result<usize, StoreError> {
+    let now = state.runtime().now_ms();
+    state.server_store().route_to_nobody(ids, now).await
+}
+
 /// Puts `deliveries` in the outbox.
 pub(crate) async fn enqueue(
     state: &AppState,

@@ -499,6 +499,56 @@ async fn a_notice_is_routed_once_with_its_deliveries_and_links() {
     }
 }
 
+#[tokio::test]
+async fn notices_routed_to_nobody_go_in_one_call_and_a_routed_one_stays() {
+    for (backend, stores) in stores().await {
+        let name = backend.name();
+        let server = &stores.server;
+        let routed = a_notice(&backend, &stores, "routed").await;
+        let a = a_notice(&backend, &stores, "a").await;
+        let b = a_notice(&backend, &stores, "b").await;
+        // Another router got to the first one with a delivery.
+        assert!(
+            server
+                .route_notice(routed.id, &[delivery(routed.id, 0, "webhook")], &[], 6_000)
+                .await
+                .expect("route"),
+            "{name}"
+        );
+        let n = server
+            .route_to_nobody(&[routed.id, a.id, b.id, i64::MAX], 6_100)
+            .await
+            .expect("route to nobody");
+        assert_eq!(n, 2, "{name}: the two unrouted ones");
+        assert!(notices_of(server, a.thread).await.is_empty(), "{name}");
+        assert!(notices_of(server, b.thread).await.is_empty(), "{name}");
+        let kept = DeliveryQuery {
+            notice: Some(routed.id),
+            limit: 10,
+            ..DeliveryQuery::default()
+        };
+        assert_eq!(
+            server.deliveries(&kept).await.expect("list").len(),
+            1,
+            "{name}"
+        );
+        // Again: nothing left to route.
+        assert_eq!(
+            server
+                .route_to_nobody(&[a.id, b.id], 6_200)
+                .await
+                .expect("again"),
+            0,
+            "{name}"
+        );
+        assert_eq!(
+            server.route_to_nobody(&[], 6_300).await.expect("none"),
+            0,
+            "{name}"
+        );
+    }
+}
+
 /// A database at migration 0017 (the one before the outbox), made with this build's own
 /// migration files up to it.
 async fn at_0017(backend: &support::Backend) {
