@@ -106,24 +106,29 @@ impl Runtime {
         self.accept_read(delivery, None).await
     }
 
-    /// [`Runtime::accept`] to thread `known`, as the caller read it a moment ago under
-    /// `delivery.key` (an answer's door reads the thread to check who may answer): it is not
-    /// read again. What the write depends on is checked by the write itself (a moved park, a
-    /// lease taken meanwhile), so a thread read a moment earlier is as good as one read here.
-    /// A `known` thread under another key is ignored (read as `accept` does).
+    /// [`Runtime::accept`] with the thread under `delivery.key` as the caller read it a moment
+    /// ago (`None`: there was none), which is not read again: a server's door reads it first to
+    /// check who may write there. What the write depends on is checked by the write itself (a
+    /// moved park, a lease taken meanwhile, a thread created meanwhile under the key), so a
+    /// thread read a moment earlier is as good as one read here. A thread under another key is
+    /// ignored (read as `accept` does).
     pub async fn accept_to(
         &self,
-        known: &Thread,
+        known: Option<&Thread>,
         delivery: Delivery<'_>,
     ) -> Result<Accepted, RunError> {
-        let known = (known.key == delivery.key).then(|| known.clone());
+        let known = match known {
+            Some(t) if t.key != delivery.key => return self.accept_read(delivery, None).await,
+            known => Some(known.cloned()),
+        };
         self.accept_read(delivery, known).await
     }
 
+    /// [`Runtime::accept`], with the thread already read (`Some`) or read here (`None`).
     async fn accept_read(
         &self,
         delivery: Delivery<'_>,
-        known: Option<Thread>,
+        known: Option<Option<Thread>>,
     ) -> Result<Accepted, RunError> {
         let Delivery {
             key,
@@ -160,7 +165,7 @@ impl Runtime {
         // its first message in one transaction, so a process that dies in between leaves
         // neither.
         let mut existing = match known {
-            Some(t) => Some(t),
+            Some(read) => read,
             None => store.thread(key).await?,
         };
         if existing.is_none()

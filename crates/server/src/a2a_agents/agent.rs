@@ -133,10 +133,20 @@ impl DuetAgent {
         Ok((t, r))
     }
 
-    async fn target(&self, caller: &Caller, req: &SendMessageRequest) -> Result<Target, A2aError> {
+    /// Where a message goes; `task` is the task its `taskId` names, as this request found it
+    /// ([`DuetAgent::named_task`]).
+    async fn target(
+        &self,
+        caller: &Caller,
+        req: &SendMessageRequest,
+        task: Option<&(Thread, TaskRef)>,
+    ) -> Result<Target, A2aError> {
         let m = &req.message;
         if let Some(id) = &m.task_id {
-            let (t, r) = self.find(caller, id).await?;
+            let Some((t, r)) = task else {
+                return Err(A2aError::task_not_found(id));
+            };
+            let r = *r;
             let context = caller.visible_key(&t.key);
             if m.context_id.as_ref().is_some_and(|c| *c != context) {
                 return Err(A2aError::invalid_params(
@@ -147,10 +157,10 @@ impl DuetAgent {
                     )],
                 ));
             }
-            let view = self.view(caller, &t, 0, false);
+            let view = self.view(caller, t, 0, false);
             // The thread as read with the task: the park an answer carries is the one the
             // state it is checked against shows.
-            let (t, task, _) = follow::read(&self.state, r, &view).await?;
+            let (t, task, _) = follow::read_on(&self.state, t.clone(), r, &view).await?;
             // Its calls came to wait on decisions since the message was looked at: words are
             // no decision.
             let pending = super::asking::pending_ids(&task);
@@ -231,19 +241,33 @@ impl DuetAgent {
         caller: &Caller,
         req: &SendMessageRequest,
         history: usize,
+        task: Option<&(Thread, TaskRef)>,
     ) -> Result<Option<Task>, A2aError> {
-        let Some(id) = &req.message.task_id else {
+        let Some((t, r)) = task else {
             return Ok(None);
         };
-        let (t, r) = self.find(caller, id).await?;
-        if !service::messages::delivered(&self.state, &t, &req.message.message_id)
+        let r = *r;
+        if !service::messages::delivered(&self.state, t, &req.message.message_id)
             .await
             .map_err(A2aError::internal)?
         {
             return Ok(None);
         }
-        let view = self.view(caller, &t, history, true);
+        let view = self.view(caller, t, history, true);
         Ok(Some(follow::read(&self.state, r, &view).await?.1))
+    }
+
+    /// The task a message's `taskId` names, found once for the request (its replay, its
+    /// decisions and its delivery each look at it).
+    async fn named_task(
+        &self,
+        caller: &Caller,
+        req: &SendMessageRequest,
+    ) -> Result<Option<(Thread, TaskRef)>, A2aError> {
+        match &req.message.task_id {
+            Some(id) => Ok(Some(self.find(caller, id).await?)),
+            None => Ok(None),
+        }
     }
 
     /// Stores the message and starts (or queues) its run: the task it is part of, the journal
@@ -254,8 +278,9 @@ impl DuetAgent {
         caller: &Caller,
         req: &SendMessageRequest,
         said: Said,
+        task: Option<&(Thread, TaskRef)>,
     ) -> Result<(TaskRef, View, Option<i64>, Option<follow::RunEnd>), A2aError> {
-        let target = self.target(caller, req).await?;
+        let target = self.target(caller, req, task).await?;
         let floor = target.thread.as_ref().map_or(0, |t| t.next_seq);
         let answers = target.thread.as_ref().and_then(Thread::park);
         // A message naming a task that does not wait for input is no answer: queued only when
@@ -291,11 +316,13 @@ impl DuetAgent {
             message_id: Some(&req.message.message_id),
             trace: None,
         };
-        let accepted = match &target.thread {
-            Some(t) => self.state.runtime().accept_to(t, delivery).await,
-            None => self.state.runtime().accept(delivery).await,
-        }
-        .map_err(|e| run_error(e, &target.context))?;
+        // The target's thread as read just now (none: its context's key held none).
+        let accepted = self
+            .state
+            .runtime()
+            .accept_to(target.thread.as_ref(), delivery)
+            .await
+            .map_err(|e| run_error(e, &target.context))?;
         let (thread, floor, run) = match accepted {
             Accepted::Claimed(claim) => {
                 let id = claim.thread();
@@ -438,13 +465,17 @@ impl A2aAgent for DuetAgent {
     ) -> Handled<SendMessageResponse> {
         let caller = Self::caller(&cx)?;
         let said = said(&req, service::files::max_file_bytes(&self.state))?;
-        if let Some(task) = self.replay(&caller, &req, cx.history_length).await? {
+        let named = self.named_task(&caller, &req).await?;
+        if let Some(task) = self
+            .replay(&caller, &req, cx.history_length, named.as_ref())
+            .await?
+        {
             return Ok(SendMessageResponse::Task(task));
         }
         let push = self.inline_push(&req).await?;
-        let (r, mut view, floor, run) = match self.decisions(&caller, &req).await? {
+        let (r, mut view, floor, run) = match self.decisions(&caller, &req, named.as_ref()).await? {
             Some((r, view, floor)) => (r, view, floor, None),
-            None => self.deliver(&caller, &req, said).await?,
+            None => self.deliver(&caller, &req, said, named.as_ref()).await?,
         };
         if let Some(config) = push {
             self.store_push(&caller, r, config).await?;
@@ -467,11 +498,13 @@ impl A2aAgent for DuetAgent {
         let caller = Self::caller(&cx)?;
         let said = said(&req, service::files::max_file_bytes(&self.state))?;
         let push = self.inline_push(&req).await?;
-        let (r, mut view, floor) = match self.decisions(&caller, &req).await? {
+        let named = self.named_task(&caller, &req).await?;
+        let (r, mut view, floor) = match self.decisions(&caller, &req, named.as_ref()).await? {
             Some(decided) => decided,
             // A stream follows every commit of the run: its end is not waited for apart.
             None => {
-                let (r, view, floor, _run) = self.deliver(&caller, &req, said).await?;
+                let (r, view, floor, _run) =
+                    self.deliver(&caller, &req, said, named.as_ref()).await?;
                 (r, view, floor)
             }
         };

@@ -209,15 +209,19 @@ fn dotted(pointer: &str) -> String {
 }
 
 impl DuetAgent {
-    /// The thread a message goes to, if it exists and the caller may use it: the task it names,
-    /// else its context's thread.
+    /// The thread a message goes to, if it exists and the caller may use it: the task it names
+    /// (`task`, as the request found it), else its context's thread.
     async fn addressed(
         &self,
         caller: &Caller,
         req: &SendMessageRequest,
+        task: Option<&(Thread, TaskRef)>,
     ) -> Result<Option<(Thread, TaskRef)>, A2aError> {
         if let Some(id) = &req.message.task_id {
-            let (t, r) = self.find(caller, id).await?;
+            let Some((t, r)) = task else {
+                return Err(A2aError::task_not_found(id));
+            };
+            let (t, r) = (t.clone(), *r);
             let context = caller.visible_key(&t.key);
             if req
                 .message
@@ -255,9 +259,10 @@ impl DuetAgent {
         &self,
         caller: &Caller,
         req: &SendMessageRequest,
+        task: Option<&(Thread, TaskRef)>,
     ) -> Result<Option<(TaskRef, View, Option<i64>)>, A2aError> {
         let items = carried(req)?;
-        let addressed = self.addressed(caller, req).await?;
+        let addressed = self.addressed(caller, req, task).await?;
         let waiting = match &addressed {
             Some((t, r)) if t.status == ThreadStatus::Waiting && r.session == t.session => {
                 let view = View {

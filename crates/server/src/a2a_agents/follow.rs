@@ -38,6 +38,22 @@ pub(crate) async fn read_seqs(
     Ok((t, task, facts.last_seq, seqs))
 }
 
+/// [`read`] on thread `t` as the caller read it a moment ago (its journal read up to where
+/// `t` saw it): the thread is not read again.
+pub(crate) async fn read_on(
+    state: &AppState,
+    t: Thread,
+    r: TaskRef,
+    view: &View,
+) -> Result<(Thread, Task, i64), A2aError> {
+    let mut facts = service::tasks::facts(state, &t, r.session)
+        .await
+        .map_err(A2aError::internal)?;
+    with_files(state, &t, r, &mut facts, view).await?;
+    let task = tasks::task(&t, r, &facts, view);
+    Ok((t, task, facts.last_seq))
+}
+
 /// Reads the files a completed task's result names into `facts`, when `view` shows artifacts.
 pub(crate) async fn with_files(
     state: &AppState,

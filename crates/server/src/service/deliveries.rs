@@ -17,7 +17,8 @@ pub(crate) struct Inbound<'a> {
     pub key: &'a str,
     /// The agent, for a thread that may be created.
     pub agent: Option<&'a str>,
-    /// The thread as read before (none for a new one).
+    /// The thread under `key` as the door read it a moment ago (none: there was none, and
+    /// this delivery may create it).
     pub thread: Option<&'a Thread>,
     pub text: &'a str,
     pub images: &'a [ImageRef],
@@ -98,11 +99,12 @@ pub(crate) async fn deliver(
         trace: None,
     };
     let since = inbound.thread.map_or(0, |t| t.next_seq - 1);
-    let accepted = match inbound.thread {
-        Some(t) => state.runtime().accept_to(t, delivery).await,
-        None => state.runtime().accept(delivery).await,
-    }
-    .map_err(|e| ServiceError::run(e, &visible))?;
+    // Every door read the thread under the key a moment ago (or found none): not read again.
+    let accepted = state
+        .runtime()
+        .accept_to(inbound.thread, delivery)
+        .await
+        .map_err(|e| ServiceError::run(e, &visible))?;
     // The message is stored: from here on, whatever happens to the run, the caller is told
     // where to follow it rather than an error it might retry into a second message.
     let mut waited = inbound.wait;
