@@ -14,6 +14,8 @@
 //!     and the per-turn p50/p99 (the gap between one message's start and the next's in a
 //!     session: a commit and a model call); (e) `BENCH_GATES` (default 1,000) approval gates
 //!     parked at once, then all answered at once: park and resume p50/p99.
+//!
+//! `BENCH_CALLS=1` also prints the driver calls per turn, by statement.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -141,6 +143,7 @@ async fn run() {
         .providers(duet_models::providers())
         .build();
     println!("backend: {backend}");
+    common::calls::Calls::get();
 
     for n in counts {
         let (took, mut gaps) = sessions(&rt, n, turns).await;
@@ -152,6 +155,7 @@ async fn run() {
             ms(percentile(&gaps, 0.5)),
             ms(percentile(&gaps, 0.99)),
         );
+        common::calls::report("a turn", n * turns);
     }
 
     let keys = |n| {

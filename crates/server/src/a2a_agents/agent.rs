@@ -157,6 +157,21 @@ impl DuetAgent {
                     )],
                 ));
             }
+            // Parked at a question in this very task: the client's turn, on the thread alone
+            // (a question waits on no decision, and its session is open), so its journal is
+            // not read.
+            if t.status == duet_runtime::ThreadStatus::AwaitingHuman
+                && t.session_open
+                && TaskRef::next_for(t) == r
+            {
+                return Ok(Target {
+                    key: t.key.clone(),
+                    task: Some(r),
+                    thread: Some(t.clone()),
+                    context,
+                    named: Some(super::tasks::current_state(t)),
+                });
+            }
             let view = self.view(caller, t, 0, false);
             // The thread as read with the task: the park an answer carries is the one the
             // state it is checked against shows.

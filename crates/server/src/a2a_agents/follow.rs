@@ -86,18 +86,21 @@ pub(crate) async fn settled(
     floor: Option<i64>,
     run: Option<RunEnd>,
 ) -> Result<Task, A2aError> {
+    // Whether the queue is known to hold nothing runnable: the run this request started
+    // settled, and a run settles only when nothing it could run waits.
+    let mut settled_empty = false;
     if let Some(run) = run {
         tokio::select! {
             () = state.closing().cancelled() => {}
-            // However it ended (settled, failed, lost its lease): the task says the rest.
-            _ = run => {}
+            // However else it ended (failed, lost its lease): the task says the rest.
+            ended = run => settled_empty = matches!(ended, Ok(Ok(_))),
         }
     }
     let mut changes = Feed::of(state).changes();
     loop {
         // The queue before the journal: a message moves from one to the other in one
         // transaction, so an empty queue now means the journal read next has it.
-        let queued = pending(state, r).await?;
+        let queued = !std::mem::take(&mut settled_empty) && pending(state, r).await?;
         let (_, task, last_seq) = read(state, r, view).await?;
         if done(task.status.state)
             && past(floor, last_seq)
