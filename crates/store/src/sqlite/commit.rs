@@ -129,8 +129,8 @@ pub(crate) fn timer_statements(batch: &mut Batch, commit: &Commit) -> Option<i64
 /// texts come back: its commits of one shape (the same statements, a turn's or a drain's) in
 /// runs of 1, 2, 4, 8… (the first chunk opens the transaction, the last commits it), each text
 /// prepared once and found again in the connection's statement cache. The commits were made at
-/// once, so any order among them is one they could have landed in. A group of one commit is
-/// one call, as before; a larger one a call per chunk (a few).
+/// once, so any order among them is one they could have landed in. A group of up to
+/// [`ONE_CALL`] commits is one call, as before; a larger one a call per chunk (a few).
 async fn write_group(
     conn: &mut SqliteConnection,
     jobs: &[&Job],
@@ -178,9 +178,20 @@ async fn write_group(
     Ok(returned)
 }
 
-/// `jobs` cut into the chunks [`write_group`] writes: by shape (their statements' text), each
-/// shape's run in powers of two, largest first.
+/// The most commits a group writes in one call whatever their shapes: the few mixes of so
+/// few (ordered by shape) come back often enough to stay in the statement cache, and a call
+/// less matters more than a parse to a small group.
+const ONE_CALL: usize = 3;
+
+/// `jobs` cut into the chunks [`write_group`] writes: a small group in one, ordered by shape
+/// (their statements' text); a larger one by shape, each shape's run in powers of two, largest
+/// first.
 fn chunks<'a>(jobs: &[&'a Job]) -> Vec<Vec<&'a Job>> {
+    if jobs.len() <= ONE_CALL {
+        let mut one = jobs.to_vec();
+        one.sort_by(|a, b| a.sql.cmp(&b.sql));
+        return vec![one];
+    }
     let mut by_shape: std::collections::BTreeMap<&str, Vec<&'a Job>> = Default::default();
     for job in jobs {
         by_shape.entry(job.sql.as_str()).or_default().push(job);
@@ -218,7 +229,69 @@ fn shift_into(out: &mut String, sql: &str, offset: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::shift_into;
+    use super::{Job, chunks, shift_into};
+
+    fn job(sql: &str, run: usize) -> Job {
+        Job {
+            sql: sql.to_owned(),
+            args: Vec::new(),
+            run: run.to_string(),
+            change: duet_runtime::Change {
+                thread: uuid::Uuid::nil(),
+                seq: 0,
+                status: duet_runtime::ThreadStatus::Running,
+            },
+            due: None,
+        }
+    }
+
+    #[test]
+    fn a_group_is_cut_by_shape_into_runs_of_powers_of_two_each_commit_once() {
+        let sizes = |jobs: &[Job]| {
+            let refs: Vec<&Job> = jobs.iter().collect();
+            let cut = chunks(&refs);
+            let mut runs: Vec<usize> = cut
+                .iter()
+                .flatten()
+                .map(|j| j.run.parse().unwrap_or(0))
+                .collect();
+            runs.sort_unstable();
+            assert_eq!(
+                runs,
+                (0..jobs.len()).collect::<Vec<_>>(),
+                "each commit once"
+            );
+            cut.iter()
+                .map(|c| {
+                    assert!(c.iter().all(|j| j.sql == c[0].sql) || c.len() == jobs.len());
+                    (c[0].sql.clone(), c.len())
+                })
+                .collect::<Vec<_>>()
+        };
+        // A small group: one call, ordered by shape.
+        let small = [job("b", 0), job("a", 1), job("b", 2)];
+        let refs: Vec<&Job> = small.iter().collect();
+        let one = chunks(&refs);
+        assert_eq!(one.len(), 1);
+        assert_eq!(
+            one[0].iter().map(|j| j.sql.as_str()).collect::<Vec<_>>(),
+            ["a", "b", "b"]
+        );
+        // Thirteen of one shape and two of another.
+        let mut big: Vec<Job> = (0..13).map(|i| job("a", i)).collect();
+        big.extend([job("b", 13), job("b", 14)]);
+        assert_eq!(
+            sizes(&big),
+            [
+                ("a".into(), 8),
+                ("a".into(), 4),
+                ("a".into(), 1),
+                ("b".into(), 2)
+            ]
+        );
+        let four: Vec<Job> = (0..4).map(|i| job("a", i)).collect();
+        assert_eq!(sizes(&four), [("a".into(), 4)]);
+    }
 
     #[test]
     fn placeholders_are_renumbered_and_nothing_else_changes() {
