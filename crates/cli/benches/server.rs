@@ -157,7 +157,7 @@ async fn run() {
         token: key.token,
     });
     println!("backend: {backend}; {concurrency} requests at a time");
-    common::calls::Calls::get();
+    common::calls::counter();
 
     // (a) park, then answer.
     let start = Instant::now();

@@ -143,7 +143,7 @@ async fn run() {
         .providers(duet_models::providers())
         .build();
     println!("backend: {backend}");
-    common::calls::Calls::get();
+    common::calls::counter();
 
     for n in counts {
         let (took, mut gaps) = sessions(&rt, n, turns).await;

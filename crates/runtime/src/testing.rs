@@ -10,11 +10,13 @@ use futures::stream::BoxStream;
 use uuid::Uuid;
 
 mod answers;
+mod calls;
 mod files;
 mod kit;
 mod reads;
 mod timers;
 
+pub use calls::DriverCalls;
 pub use kit::{Scratch, Slow, kill_mid_step, must_load, repo, send, texts};
 
 use crate::record::RecordBody;

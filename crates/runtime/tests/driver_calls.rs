@@ -9,90 +9,25 @@
 //! connection of its own, off the request's path, and a connection's opening settings run once
 //! per connection (the read pool opens one when a read finds none idle).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
-use duet_runtime::testing::Scratch;
+use duet_runtime::testing::{DriverCalls, Scratch};
 use duet_runtime::{
     CancellationToken, Delivered, Delivery, EventSink, Runtime, Store, ThreadStatus,
 };
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::subscriber::Interest;
-use tracing::{Event, Metadata, Subscriber};
 
-/// Counts the driver's calls: the summary (first words) of each statement text run.
-#[derive(Default)]
-struct Calls {
-    seen: Mutex<Vec<String>>,
-    next_span: AtomicU64,
+/// The driver calls `f` made (by summary).
+async fn during<T>(
+    calls: &DriverCalls,
+    f: impl std::future::Future<Output = T>,
+) -> (T, Vec<String>) {
+    calls.take();
+    let out = f.await;
+    (out, calls.take())
 }
 
-impl Calls {
-    fn global() -> &'static Calls {
-        static CALLS: OnceLock<&'static Calls> = OnceLock::new();
-        CALLS.get_or_init(|| {
-            let calls: &'static Calls = Box::leak(Box::default());
-            tracing::subscriber::set_global_default(Counter(calls)).expect("one subscriber");
-            calls
-        })
-    }
-
-    /// The calls made while `f` ran (by summary).
-    async fn during<T>(&self, f: impl std::future::Future<Output = T>) -> (T, Vec<String>) {
-        self.seen.lock().expect("calls").clear();
-        let out = f.await;
-        let seen = std::mem::take(&mut *self.seen.lock().expect("calls"));
-        (out, seen)
-    }
-}
-
-struct Counter(&'static Calls);
-
-struct Summary(Option<String>);
-
-impl Visit for Summary {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "summary" {
-            self.0 = Some(value.to_owned());
-        }
-    }
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "summary" {
-            self.0 = Some(format!("{value:?}"));
-        }
-    }
-}
-
-impl Subscriber for Counter {
-    fn register_callsite(&self, m: &'static Metadata<'static>) -> Interest {
-        if self.enabled(m) {
-            Interest::always()
-        } else {
-            Interest::never()
-        }
-    }
-    fn enabled(&self, m: &Metadata<'_>) -> bool {
-        m.target() == "sqlx::query"
-    }
-    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
-        Some(tracing::level_filters::LevelFilter::TRACE)
-    }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(self.0.next_span.fetch_add(1, Ordering::Relaxed) + 1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut summary = Summary(None);
-        event.record(&mut summary);
-        let summary = summary.0.unwrap_or_default();
-        if !summary.starts_with("PRAGMA ") {
-            self.0.seen.lock().expect("calls").push(summary);
-        }
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
+fn counter() -> &'static DriverCalls {
+    DriverCalls::install().expect("the only subscriber of this binary")
 }
 
 /// The engine bench's gate: a model asks, a person answers, the model records the decision.
@@ -139,14 +74,14 @@ async fn park(rt: &Runtime, key: &str) -> Vec<String> {
         agent: Some("gate"),
         ..Delivery::new(key, "Change the firewall?")
     };
-    let (status, calls) = Calls::global().during(deliver(rt, delivery)).await;
+    let (status, calls) = during(counter(), deliver(rt, delivery)).await;
     assert_eq!(status, ThreadStatus::AwaitingHuman, "{key}");
     calls
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_park_and_a_resume_each_take_at_most_four_driver_calls() {
-    let calls = Calls::global();
+    let calls = counter();
     let dir = Scratch::new("driver-calls");
     let project = gate(&dir);
     let store: Arc<dyn Store> = Arc::new(
@@ -174,9 +109,7 @@ async fn a_park_and_a_resume_each_take_at_most_four_driver_calls() {
     );
 
     // A resume as a message (`enqueue`, which takes the lease).
-    let (status, resumed) = calls
-        .during(deliver(&rt, Delivery::new("a", "Approved.")))
-        .await;
+    let (status, resumed) = during(calls, deliver(&rt, Delivery::new("a", "Approved."))).await;
     assert_eq!(status, ThreadStatus::Idle);
     eprintln!("a resume: {resumed:#?}");
     assert!(
@@ -197,7 +130,7 @@ async fn a_park_and_a_resume_each_take_at_most_four_driver_calls() {
         answers: Some(at),
         ..Delivery::new("b", "Approved.")
     };
-    let (status, answered) = calls.during(deliver(&rt, delivery)).await;
+    let (status, answered) = during(calls, deliver(&rt, delivery)).await;
     assert_eq!(status, ThreadStatus::Idle);
     eprintln!("an answer: {answered:#?}");
     assert!(

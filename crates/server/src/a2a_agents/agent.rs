@@ -331,13 +331,14 @@ impl DuetAgent {
             message_id: Some(&req.message.message_id),
             trace: None,
         };
-        // The target's thread as read just now (none: its context's key held none).
-        let accepted = self
-            .state
-            .runtime()
-            .accept_to(target.thread.as_ref(), delivery)
-            .await
-            .map_err(|e| run_error(e, &target.context))?;
+        // The target's thread as read just now (none: its context's key held none) — unless
+        // its files opened the thread since: then it is read.
+        let runtime = self.state.runtime();
+        let accepted = match (&target.thread, attachments.is_empty()) {
+            (None, false) => runtime.accept(delivery).await,
+            (known, _) => runtime.accept_to(known.as_ref(), delivery).await,
+        }
+        .map_err(|e| run_error(e, &target.context))?;
         let (thread, floor, run) = match accepted {
             Accepted::Claimed(claim) => {
                 let id = claim.thread();
