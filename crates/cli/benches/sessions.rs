@@ -57,14 +57,15 @@ async fn timed(
     (status, starts.await.expect("the reader"))
 }
 
-/// `n` ping-pong sessions at once: (wall time, per-turn gaps).
-async fn sessions(rt: &Runtime, n: usize, turns: usize) -> (Duration, Vec<Duration>) {
+/// `n` ping-pong sessions at once, the `round`th such run (each run's threads are new):
+/// (wall time, per-turn gaps).
+async fn sessions(rt: &Runtime, round: usize, n: usize, turns: usize) -> (Duration, Vec<Duration>) {
     let start = Instant::now();
     let runs: Vec<_> = (0..n)
         .map(|i| {
             let rt = rt.clone();
             tokio::spawn(async move {
-                let key = format!("{}pingpong-{n}-{i}", key_prefix());
+                let key = format!("{}pingpong-{round}-{n}-{i}", key_prefix());
                 let (status, starts) = timed(&rt, &key, Some("pingpong"), "Start.").await;
                 assert_eq!(status, ThreadStatus::Idle, "{key}");
                 assert_eq!(starts.len(), turns, "{key}: {} turns", starts.len());
@@ -145,8 +146,8 @@ async fn run() {
     println!("backend: {backend}");
     common::calls::counter();
 
-    for n in counts {
-        let (took, mut gaps) = sessions(&rt, n, turns).await;
+    for (round, n) in counts.into_iter().enumerate() {
+        let (took, mut gaps) = sessions(&rt, round, n, turns).await;
         gaps.sort();
         println!(
             "(d) {n} concurrent ping-pong sessions x {turns} turns: {:.0} durable turns/s aggregate in {:.2} s; turn p50 {:.2} ms p99 {:.2} ms",
