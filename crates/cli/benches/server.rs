@@ -213,6 +213,7 @@ async fn run() {
         ms(percentile(&single, 0.5)),
         ms(percentile(&single, 0.99))
     );
+    common::calls::report("one at a time, a park and its answer", single.len());
 
     // (a2) the same over A2A: every task asked (parked), then every one answered, as (a).
     let start = Instant::now();

@@ -108,18 +108,21 @@ impl Runtime {
 
     /// [`Runtime::accept`] with the thread under `delivery.key` as the caller read it a moment
     /// ago (`None`: there was none), which is not read again: a server's door reads it first to
-    /// check who may write there. What the write depends on is checked by the write itself (a
-    /// moved park, a lease taken meanwhile, a thread created meanwhile under the key), so a
-    /// thread read a moment earlier is as good as one read here. A thread under another key is
-    /// ignored (read as `accept` does).
+    /// check who may write there. Taken only where the write checks what the read would: an
+    /// answer (its write requires the thread parked at that question, and a moved park is
+    /// looked up again) and a new thread (one created meanwhile under the key is read and
+    /// delivered to). Any other message is checked against a fresh read — queueing it does not
+    /// check the thread's state (a thread terminated since would take it) — as is a thread
+    /// under another key.
     pub async fn accept_to(
         &self,
         known: Option<&Thread>,
         delivery: Delivery<'_>,
     ) -> Result<Accepted, RunError> {
         let known = match known {
-            Some(t) if t.key != delivery.key => return self.accept_read(delivery, None).await,
-            known => Some(known.cloned()),
+            Some(t) if t.key == delivery.key && delivery.answers.is_some() => Some(Some(t.clone())),
+            Some(_) => None,
+            None => Some(None),
         };
         self.accept_read(delivery, known).await
     }

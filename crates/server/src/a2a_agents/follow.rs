@@ -74,11 +74,17 @@ pub(crate) async fn with_files(
 pub(crate) type RunEnd =
     tokio::sync::oneshot::Receiver<Result<duet_runtime::Settled, duet_runtime::RunError>>;
 
+/// How long a blocking request waits for the end of the run it started before following the
+/// task on the change feed instead: a run can outlive its task (messages queued behind it open
+/// the next session in the same run), and a long run's commits are few beside its work.
+const RUN_END_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Waits until the task is terminal or interrupted with its journal past `floor` (so a state
 /// read before the run took the message does not count), or the server begins shutting down;
 /// the task as it then is. With `run`, the run this request started, that run's end comes
-/// first: the task is read once it is over rather than again on each of its commits (a run
-/// that ended with a message queued behind it is still followed on the change feed).
+/// first, for at most [`RUN_END_WAIT`]: a quick run's task is read once it is over rather than
+/// again on each of its commits; past that, or for a run that ended with a message queued
+/// behind it, the task is followed on the change feed.
 pub(crate) async fn settled(
     state: &AppState,
     r: TaskRef,
@@ -92,6 +98,7 @@ pub(crate) async fn settled(
     if let Some(run) = run {
         tokio::select! {
             () = state.closing().cancelled() => {}
+            () = tokio::time::sleep(RUN_END_WAIT) => {}
             // However else it ended (failed, lost its lease): the task says the rest.
             ended = run => settled_empty = matches!(ended, Ok(Ok(_))),
         }

@@ -34,7 +34,8 @@ const GATHER: Duration = Duration::from_millis(10);
 pub(crate) async fn run(state: AppState) {
     let every = state.options().recover_every.max(Duration::from_millis(50));
     let closing = state.closing().clone();
-    let mut changes = Feed::of(&state).changes();
+    // Fused: once the feed ends it stays ended, and the periodic pass is what is left.
+    let mut changes = Feed::of(&state).changes().fuse();
     loop {
         loop {
             match pass(&state).await {

@@ -183,9 +183,13 @@ async fn write_group(
 /// less matters more than a parse to a small group.
 const ONE_CALL: usize = 3;
 
+/// The most chunks a group is cut into: past it, its commits' shapes are too many for their
+/// texts to come back (a mixed load), and the group is one call again.
+const MAX_CHUNKS: usize = 8;
+
 /// `jobs` cut into the chunks [`write_group`] writes: a small group in one, ordered by shape
 /// (their statements' text); a larger one by shape, each shape's run in powers of two, largest
-/// first.
+/// first — or in one if that takes more than [`MAX_CHUNKS`].
 fn chunks<'a>(jobs: &[&'a Job]) -> Vec<Vec<&'a Job>> {
     if jobs.len() <= ONE_CALL {
         let mut one = jobs.to_vec();
@@ -204,6 +208,10 @@ fn chunks<'a>(jobs: &[&'a Job]) -> Vec<Vec<&'a Job>> {
             out.push(run);
             run = rest;
         }
+    }
+    if out.len() > MAX_CHUNKS {
+        // Too many shapes for their texts to come back: one call, as a new text.
+        return vec![out.into_iter().flatten().collect()];
     }
     out
 }
@@ -291,6 +299,11 @@ mod tests {
         );
         let four: Vec<Job> = (0..4).map(|i| job("a", i)).collect();
         assert_eq!(sizes(&four), [("a".into(), 4)]);
+        // Nine shapes: one call again.
+        let mixed: Vec<Job> = (0..9).map(|i| job(&format!("s{i}"), i)).collect();
+        let refs: Vec<&Job> = mixed.iter().collect();
+        assert_eq!(chunks(&refs).len(), 1);
+        assert_eq!(chunks(&refs)[0].len(), 9);
     }
 
     #[test]
