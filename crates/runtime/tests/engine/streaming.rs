@@ -86,8 +86,12 @@ fn runtime(
         .build()
 }
 
-#[tokio::test]
-async fn text_reaches_the_caller_before_its_step_commits() {
+/// A chat on `store` whose network model says "Hel", then waits until the returned sender
+/// opens its gate before "lo": invoked with "hi" on key `k`, its events after the first
+/// ("Hel", checked here) — the model asked and still answering.
+async fn gated_hello(
+    store: Arc<dyn duet_runtime::Store>,
+) -> (oneshot::Sender<()>, BoxStream<'static, AgentEvent>) {
     let p = project(
         "m",
         &[(
@@ -104,12 +108,9 @@ async fn text_reaches_the_caller_before_its_step_commits() {
         gate: Arc::new(Mutex::new(Some(gate))),
         ..Fake::default()
     };
-    let backend = support::backends().await.remove(0);
-    let store = backend.open().await;
-    let rt = runtime(&p, Providers::new().with("openai", fake), store.clone());
+    let rt = runtime(&p, Providers::new().with("openai", fake), store);
     let agent = rt.agent("chat").expect("agent");
-    let mut events = agent.invoke(Scope::new("k"), Prompt::text("hi"));
-    // The first piece arrives while the model is still answering: nothing is committed yet.
+    let mut events = agent.invoke(Scope::new("k"), Prompt::text("hi")).boxed();
     let first = events.next().await.expect("an event");
     assert_eq!(
         first,
@@ -117,6 +118,15 @@ async fn text_reaches_the_caller_before_its_step_commits() {
             delta: "Hel".into()
         }
     );
+    (open, events)
+}
+
+#[tokio::test]
+async fn text_reaches_the_caller_before_its_step_commits() {
+    let backend = support::backends().await.remove(0);
+    let store = backend.open().await;
+    // The first piece arrives while the model is still answering: nothing is committed yet.
+    let (open, events) = gated_hello(store.clone()).await;
     let texts = support::texts(&store, "k").await;
     assert!(
         texts.iter().all(|(role, _, _)| *role != Role::Assistant),
@@ -434,35 +444,10 @@ async fn images_are_kept_with_their_message_and_reach_the_model() {
 /// backend.
 #[tokio::test]
 async fn a_message_is_journaled_before_a_network_model_is_asked() {
-    let p = project(
-        "m",
-        &[(
-            "agents/models/m.yaml",
-            "name: m\nprovider: openai\nmodel: x\n",
-        )],
-    );
     for backend in support::backends().await {
-        let (open, gate) = oneshot::channel();
-        let fake = Fake {
-            chunks: vec![
-                Ok(ModelChunk::Text("Hel".into())),
-                Ok(ModelChunk::Text("lo".into())),
-            ],
-            gate: Arc::new(Mutex::new(Some(gate))),
-            ..Fake::default()
-        };
         let store = backend.open().await;
-        let rt = runtime(&p, Providers::new().with("openai", fake), store.clone());
-        let agent = rt.agent("chat").expect("agent");
-        let mut events = agent.invoke(Scope::new("k"), Prompt::text("hi"));
         // The model has been asked (its first piece is here) and is still answering.
-        let first = events.next().await.expect("an event");
-        assert_eq!(
-            first,
-            AgentEvent::Text {
-                delta: "Hel".into()
-            }
-        );
+        let (open, events) = gated_hello(store.clone()).await;
         let texts = support::texts(&store, "k").await;
         assert_eq!(
             texts
