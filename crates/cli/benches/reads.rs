@@ -11,8 +11,7 @@
 //!   cargo bench -p duet-cli --bench reads                        # smaller
 //! ```
 //!
-//! (1) Threads whose journals hold about `BENCH_HISTORY` (default `10,10000,60000`; at most
-//!     about 60,000: see [`MAX_CALLS`]) entries,
+//! (1) Threads whose journals hold about `BENCH_HISTORY` (default `10,10000,100000`) entries,
 //!     and one with `BENCH_SESSIONS` (default 1,000) sessions, written through the server as a
 //!     client would: each session is a message, a model that works (tool calls in parallel, a
 //!     step at a time, each step a commit) and then asks a person, the person's answer
@@ -47,11 +46,6 @@ use serde_json::{Value, json};
 /// Parallel tool calls per working step.
 const CALLS: usize = 100;
 
-/// The most tool calls one thread's script holds: a YAML definition holds at most 200,000
-/// nodes, and a call is three (`{name: work}`), so a history is capped near 60,000 entries
-/// (a bigger one needs the scripted provider to repeat an entry, or a bench-sized limit).
-const MAX_CALLS: usize = 60_000;
-
 /// The journal entries a session takes besides its working steps (measured: the message, the
 /// question, the answer, the decision and their records).
 const BASE: usize = 8;
@@ -74,19 +68,12 @@ impl Shape {
     fn history(entries: usize) -> Self {
         let sessions = (entries / 1_000).clamp(1, 10);
         let work = (entries / sessions).saturating_sub(BASE);
-        let (mut steps, calls) = if work >= 2 {
+        let (steps, calls) = if work >= 2 {
             let calls = CALLS.min(work - 1);
             (((work as f64) / (calls + 1) as f64).round() as usize, calls)
         } else {
             (0, 0)
         };
-        if sessions * steps * calls > MAX_CALLS {
-            steps = MAX_CALLS / (sessions * calls);
-            println!(
-                "note: {entries} entries is more than one scripted model's file holds: about {} instead",
-                sessions * (steps * (calls + 1) + BASE)
-            );
-        }
         Shape {
             label: format!("{entries} entries"),
             agent: format!("hist{entries}"),
@@ -127,10 +114,14 @@ impl Shape {
         );
         let mut script = format!("name: {agent}_model\nprovider: scripted\nmodel: demo\nscript:\n");
         for s in 0..self.sessions {
-            for _ in 0..*steps {
-                // As short as a call is written: a definition's file holds at most 4 MiB.
+            if *steps > 0 {
+                // The session's working steps: one entry, repeated (a definition's file holds
+                // at most 4 MiB and 200,000 YAML nodes, three to a call).
                 let calls = vec!["{name: work}"; self.calls];
-                script.push_str(&format!("  - tool_calls: [{}]\n", calls.join(",")));
+                script.push_str(&format!(
+                    "  - tool_calls: [{}]\n    repeat: {steps}\n",
+                    calls.join(",")
+                ));
             }
             script.push_str(&format!("  - text: \"Approve change {s}?\"\n"));
             script.push_str(
@@ -334,7 +325,7 @@ fn main() {
 async fn run() {
     let _cleanup = Cleanup;
     let history: Vec<usize> = std::env::var("BENCH_HISTORY")
-        .unwrap_or_else(|_| "10,10000,60000".into())
+        .unwrap_or_else(|_| "10,10000,100000".into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();

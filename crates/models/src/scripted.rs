@@ -88,9 +88,15 @@ pub fn scripted_answer(
     script: &[ScriptEntry],
     request: &ModelRequest,
 ) -> Result<ScriptEntry, String> {
-    let Some(entry) = script.get(request.call_index) else {
+    let Some((at, entry)) = ScriptEntry::at(script, request.call_index) else {
+        let calls: u64 = script.iter().map(ScriptEntry::calls).sum();
+        let repeated = if calls == script.len() as u64 {
+            String::new()
+        } else {
+            format!(" answering {calls} calls")
+        };
         return Err(format!(
-            "script exhausted: scripted model `{name}` has {} entries and this thread is making call {}",
+            "script exhausted: scripted model `{name}` has {} entries{repeated} and this thread is making call {}",
             script.len(),
             request.call_index + 1
         ));
@@ -110,8 +116,7 @@ pub fn scripted_answer(
                     .and_then(|m| m.content.as_deref())
                     .unwrap_or("");
                 format!(
-                    "no branch of script[{}] of scripted model `{name}` matches what the model was answered (last: {last:?})",
-                    request.call_index
+                    "no branch of script[{at}] of scripted model `{name}` matches what the model was answered (last: {last:?})"
                 )
             })?
     };
@@ -204,6 +209,7 @@ mod tests {
                     }],
                     delay_ms: Some(1),
                     branches: vec![],
+                    repeat: None,
                 },
             ]),
         };
@@ -221,6 +227,44 @@ mod tests {
             .unwrap_or_default();
         assert!(
             err.contains("script exhausted") && err.contains("call 3"),
+            "{err}"
+        );
+    }
+
+    /// A `repeat`ed entry answers that many calls in a row, then the next entry plays, and the
+    /// script ends after the sum of its calls.
+    #[tokio::test]
+    async fn a_repeated_entry_answers_that_many_calls_in_a_row() {
+        let text = |t: &str, repeat: Option<u32>| ScriptEntry {
+            text: Some(t.into()),
+            repeat,
+            ..ScriptEntry::default()
+        };
+        let model = ScriptedModel {
+            name: "demo".into(),
+            script: Arc::new(vec![
+                text("a", Some(3)),
+                text("b", None),
+                text("c", Some(2)),
+            ]),
+        };
+        let mut played = Vec::new();
+        for call in 0..6 {
+            let chunks: Vec<_> = model.stream(request(call)).collect().await;
+            played.push(match chunks.first() {
+                Some(Ok(ModelChunk::Text(t))) => t.clone(),
+                other => panic!("call {call}: {other:?}"),
+            });
+        }
+        assert_eq!(played, ["a", "a", "a", "b", "c", "c"]);
+        let past: Vec<_> = model.stream(request(6)).collect().await;
+        let err = past[0]
+            .as_ref()
+            .err()
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
+        assert!(
+            err.contains("has 3 entries answering 6 calls") && err.contains("call 7"),
             "{err}"
         );
     }

@@ -24,6 +24,10 @@ pub struct ScriptEntry {
     /// model was answered plays. An entry with `branches` has no answer of its own.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub branches: Vec<ScriptBranch>,
+    /// `repeat`: how many calls in a row the entry answers (at least 1); omitted, one. A long
+    /// run of like calls (a benchmark's history, a soak) is one entry, not thousands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
 }
 
 /// One alternative of an entry's `branches`: a condition and the answer it plays (an entry's
@@ -72,7 +76,14 @@ pub struct ScriptToolCall {
 /// last message the model was answered (a tool's result, a person's reason, a user's line).
 pub const ANSWER_PLACEHOLDER: &str = "{{answer}}";
 
-const ENTRY_FIELDS: &[&str] = &["text", "thinking", "tool_calls", "delayMs", "branches"];
+const ENTRY_FIELDS: &[&str] = &[
+    "text",
+    "thinking",
+    "tool_calls",
+    "delayMs",
+    "branches",
+    "repeat",
+];
 const BRANCH_FIELDS: &[&str] = &["when", "text", "thinking", "tool_calls", "delayMs"];
 
 pub(crate) fn decode(ctx: &mut Ctx<'_>, node: &Node) -> Vec<ScriptEntry> {
@@ -83,6 +94,7 @@ pub(crate) fn decode(ctx: &mut Ctx<'_>, node: &Node) -> Vec<ScriptEntry> {
             continue;
         };
         let mut entry = answer(ctx, &mut o, &path);
+        entry.repeat = o.count(ctx, "repeat");
         if let Some(branches) = o.take("branches") {
             let branches_path = join(&path, "branches");
             if o.has("text") || o.has("tool_calls") {
@@ -201,6 +213,7 @@ fn answer(ctx: &mut Ctx<'_>, o: &mut crate::decode::Obj<'_>, path: &str) -> Scri
         tool_calls: Vec::new(),
         delay_ms: o.count(ctx, "delayMs"),
         branches: Vec::new(),
+        repeat: None,
     };
     if let Some(calls) = o.take("tool_calls") {
         let calls_path = join(path, "tool_calls");
@@ -226,6 +239,24 @@ fn answer(ctx: &mut Ctx<'_>, o: &mut crate::decode::Obj<'_>, path: &str) -> Scri
 }
 
 impl ScriptEntry {
+    /// How many calls in a row the entry answers (`repeat`, one when omitted).
+    pub fn calls(&self) -> u64 {
+        u64::from(self.repeat.unwrap_or(1))
+    }
+
+    /// The entry of `script` that answers call `index` (from 0), with its position in the
+    /// script; `None` past the script's last call.
+    pub fn at(script: &[ScriptEntry], index: usize) -> Option<(usize, &ScriptEntry)> {
+        let mut left = u64::try_from(index).ok()?;
+        for (i, entry) in script.iter().enumerate() {
+            if left < entry.calls() {
+                return Some((i, entry));
+            }
+            left -= entry.calls();
+        }
+        None
+    }
+
     /// Every answer the entry may play, with its path under the entry (`""` for the entry's
     /// own, `.branches[K]` for a branch's).
     pub fn answers(&self) -> Vec<(String, &ScriptEntry)> {

@@ -126,7 +126,11 @@ pub fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The `p` quantile of `sorted`; zero for no samples (a phase asked to run none).
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
