@@ -471,7 +471,7 @@ pub(crate) async fn question_deadline(
     let store = state.runtime().store();
     // The parked session's records (O(the session), not the thread's whole journal): the park's
     // `stopped` record and the deadline's records written while it waits are all in it.
-    let records = session_records(state, t).await?;
+    let records = approvers::session_records(state, t, t.session).await?;
     // The park's `stopped` record: when it was asked.
     let asked_at = records
         .iter()
@@ -480,26 +480,6 @@ pub(crate) async fn question_deadline(
         .map_or(t.updated_at, |r| r.created_at);
     let timers = store.timers(&deadline::timer_query(t.id, asked_at)).await?;
     Ok(deadline::standing(&timers, &records, subject))
-}
-
-/// The records of `t`'s current session ([`duet_runtime::JournalStore::session_entries`]); all
-/// of its records when the journal has no `session_started` for it.
-async fn session_records(
-    state: &AppState,
-    t: &Thread,
-) -> Result<Vec<duet_runtime::Record>, ServiceError> {
-    let store = state.runtime().store();
-    let entries = store.session_entries(t.id, t.session, t.next_seq).await?;
-    if entries.is_empty() {
-        return Ok(store.records(t.id).await?);
-    }
-    Ok(entries
-        .into_iter()
-        .filter_map(|e| match e {
-            JournalEntry::Record(r) => Some(r),
-            JournalEntry::Message(_) => None,
-        })
-        .collect())
 }
 
 /// Approval `id` ([`find`], then its view): a question while it waits; a tool call while it

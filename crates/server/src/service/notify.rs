@@ -221,7 +221,7 @@ async fn named(
     id: &str,
 ) -> Result<(ApprovalId, Thread, Vec<duet_runtime::Record>, Vec<String>), ServiceError> {
     let (approval, t) = approvers::locate(state, id).await?;
-    let records = state.runtime().store().records(t.id).await?;
+    let records = approvers::session_records(state, &t, approval.park.session).await?;
     let ids = if approvers::asked(&records, approval.park.seq).is_some() {
         vec![approval.to_string()]
     } else {
