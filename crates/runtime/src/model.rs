@@ -105,8 +105,8 @@ pub struct ModelRequest {
     /// The thread the call is made for.
     pub thread: ThreadId,
     /// How many calls of this model the thread has committed before this one. The scripted
-    /// provider plays `script[call_index]`, so its position follows the committed history and
-    /// survives restarts.
+    /// provider plays the entry that answers call `call_index` (entries count `repeat` calls
+    /// each), so its position follows the committed history and survives restarts.
     pub call_index: usize,
     /// The system prompt text, includes and variables filled.
     pub system: String,

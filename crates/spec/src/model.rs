@@ -46,9 +46,9 @@ pub struct ModelDef {
     pub provider_options: serde_json::Map<String, serde_json::Value>,
     /// `providerTools`: tools the provider runs itself; default none.
     pub provider_tools: Vec<String>,
-    /// `script`: for `scripted`, one entry per model call, per thread, in call order (an entry
-    /// may branch on what the model was answered); required there and an error on any other
-    /// provider.
+    /// `script`: for `scripted`, one entry per model call (or `repeat` calls), per thread, in
+    /// call order (an entry may branch on what the model was answered); required there and an
+    /// error on any other provider.
     pub script: Vec<ScriptEntry>,
 }
 

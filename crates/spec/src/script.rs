@@ -1,5 +1,5 @@
-//! A scripted model's `script` (`agents/models/`, provider `scripted`): one entry per model call,
-//! per thread, in call order; an entry may instead offer `branches`, chosen by what the model
+//! A scripted model's `script` (`agents/models/`, provider `scripted`): one entry per model call
+//! (or per `repeat` calls in a row), per thread, in call order; an entry may instead offer `branches`, chosen by what the model
 //! was last answered (a tool's result, success or error, or its text), so a scripted gate that
 //! is told "no" says no.
 
@@ -25,7 +25,8 @@ pub struct ScriptEntry {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub branches: Vec<ScriptBranch>,
     /// `repeat`: how many calls in a row the entry answers (at least 1); omitted, one. A long
-    /// run of like calls (a benchmark's history, a soak) is one entry, not thousands.
+    /// run of like calls (a benchmark's history, a soak) is one entry, not thousands. An entry
+    /// with `branches` chooses again on each of its calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repeat: Option<u32>,
 }
@@ -241,7 +242,7 @@ fn answer(ctx: &mut Ctx<'_>, o: &mut crate::decode::Obj<'_>, path: &str) -> Scri
 impl ScriptEntry {
     /// How many calls in a row the entry answers (`repeat`, one when omitted).
     pub fn calls(&self) -> u64 {
-        u64::from(self.repeat.unwrap_or(1))
+        u64::from(self.repeat.unwrap_or(1).max(1))
     }
 
     /// The entry of `script` that answers call `index` (from 0), with its position in the

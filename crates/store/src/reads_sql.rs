@@ -234,6 +234,29 @@ macro_rules! reads_impl {
                 rows.iter().map(entry_from_row).collect()
             }
 
+            async fn session_records(
+                &self,
+                id: ThreadId,
+                session: i64,
+                below: i64,
+            ) -> Result<Vec<Record>, StoreError> {
+                // `session_entries`' range, its records' columns only.
+                let rows = sqlx::query(concat!(
+                    "SELECT j.seq, j.kind, j.data, j.created_at FROM journal j \
+                     WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
+                     AND j.seq >= (", $session_start, " = $2) \
+                     AND j.seq < COALESCE((", $session_start, " = $2 + 1), $3) \
+                     AND j.seq < $3 AND j.kind <> 'message' ORDER BY j.seq",
+                ))
+                .bind(id.to_string())
+                .bind(session)
+                .bind(below)
+                .fetch_all(&self.read)
+                .await
+                .map_err(db_error)?;
+                rows.iter().map(record_from_row).collect()
+            }
+
             async fn settles(
                 &self,
                 id: ThreadId,

@@ -56,6 +56,24 @@ pub trait JournalStore: Send + Sync {
         session: i64,
         below: i64,
     ) -> Result<Vec<JournalEntry>, StoreError>;
+    /// The records of [`JournalStore::session_entries`]'s range alone (no message read or
+    /// decoded): a question's or a pending call's facts, which all land in its session.
+    async fn session_records(
+        &self,
+        id: ThreadId,
+        session: i64,
+        below: i64,
+    ) -> Result<Vec<Record>, StoreError> {
+        Ok(self
+            .session_entries(id, session, below)
+            .await?
+            .into_iter()
+            .filter_map(|e| match e {
+                JournalEntry::Record(r) => Some(r),
+                JournalEntry::Message(_) => None,
+            })
+            .collect())
+    }
     /// At most `limit` of a thread's settle records (`stopped`, `session_ended`) and
     /// `run_continued` records, with seq below `below`, newest first: what says where its last
     /// run ended, read a few at a time.

@@ -80,25 +80,19 @@ pub(crate) async fn escalated_to(
 
 /// The records of `t`'s session `session` — where a question's park or a tool call's
 /// `approval_requested` is, with the deadline's records written while it waited — read alone
-/// (O(the session), not the thread's whole journal); every record of `t` when its journal has
-/// no `session_started` for that session (none is written before one opens).
+/// (O(the session's records), not the thread's whole journal); every record of `t` when its
+/// journal has no `session_started` for that session (none is written before one opens).
 pub(crate) async fn session_records(
     state: &AppState,
     t: &Thread,
     session: i64,
 ) -> Result<Vec<Record>, ServiceError> {
     let store = state.runtime().store();
-    let entries = store.session_entries(t.id, session, t.next_seq).await?;
-    if entries.is_empty() {
+    let records = store.session_records(t.id, session, t.next_seq).await?;
+    if records.is_empty() {
         return Ok(store.records(t.id).await?);
     }
-    Ok(entries
-        .into_iter()
-        .filter_map(|e| match e {
-            duet_runtime::JournalEntry::Record(r) => Some(r),
-            duet_runtime::JournalEntry::Message(_) => None,
-        })
-        .collect())
+    Ok(records)
 }
 
 /// Whether `t` (a `waiting` thread) has a tool call waiting for a decision that `caller` may

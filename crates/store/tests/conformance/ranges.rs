@@ -136,6 +136,34 @@ async fn a_session_reads_its_own_range_of_the_journal() {
                 .is_empty(),
             "{name}: no such thread"
         );
+        // The same ranges' records alone.
+        for (session, below) in [
+            (1, i64::MAX),
+            (2, i64::MAX),
+            (2, second[3]),
+            (1, first[1]),
+            (2, second[1]),
+            (3, i64::MAX),
+        ] {
+            let records: Vec<Record> = store
+                .session_entries(t.id, session, below)
+                .await
+                .expect("read")
+                .into_iter()
+                .filter_map(|e| match e {
+                    JournalEntry::Record(r) => Some(r),
+                    JournalEntry::Message(_) => None,
+                })
+                .collect();
+            assert_eq!(
+                store
+                    .session_records(t.id, session, below)
+                    .await
+                    .expect("read"),
+                records,
+                "{name}: session {session}'s records below {below}"
+            );
+        }
     })
     .await;
 }
