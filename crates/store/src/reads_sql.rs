@@ -87,6 +87,24 @@ pub(crate) fn listed_sql(q: &ThreadQuery<'_>, only: bool) -> String {
     )
 }
 
+/// The rows of a thread's (`$1`) session `$2` below seq `$3`: from its `session_started` record
+/// to the next session's (`$session_start` as [`reads_impl`] takes it), the `WHERE` clause's
+/// start included.
+macro_rules! session_range {
+    ($session_start:literal) => {
+        concat!(
+            "FROM journal j WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
+             AND j.seq >= (",
+            $session_start,
+            " = $2) \
+             AND j.seq < COALESCE((",
+            $session_start,
+            " = $2 + 1), $3) AND j.seq < $3"
+        )
+    };
+}
+pub(crate) use session_range;
+
 /// `impl JournalStore for $store` and `list_threads` (see `store_impl!`: `$db` is the backend's
 /// database, `self.read` its read pool; `$session_start` the backend's query of the seq of a
 /// thread's `session_started` record, up to the comparison of its session number, spelled as
@@ -220,10 +238,9 @@ macro_rules! reads_impl {
                 // Where a session starts and where the next does: a seek of `journal_sessions`
                 // each (the subqueries are uncorrelated: each is evaluated once).
                 let rows = sqlx::query(concat!(
-                    "SELECT j.* FROM journal j WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
-                     AND j.seq >= (", $session_start, " = $2) \
-                     AND j.seq < COALESCE((", $session_start, " = $2 + 1), $3) \
-                     AND j.seq < $3 ORDER BY j.seq",
+                    "SELECT j.* ",
+                    crate::reads_sql::session_range!($session_start),
+                    " ORDER BY j.seq",
                 ))
                 .bind(id.to_string())
                 .bind(session)
@@ -242,11 +259,9 @@ macro_rules! reads_impl {
             ) -> Result<Vec<Record>, StoreError> {
                 // `session_entries`' range, its records' columns only.
                 let rows = sqlx::query(concat!(
-                    "SELECT j.seq, j.kind, j.data, j.created_at FROM journal j \
-                     WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
-                     AND j.seq >= (", $session_start, " = $2) \
-                     AND j.seq < COALESCE((", $session_start, " = $2 + 1), $3) \
-                     AND j.seq < $3 AND j.kind <> 'message' ORDER BY j.seq",
+                    "SELECT j.seq, j.kind, j.data, j.created_at ",
+                    crate::reads_sql::session_range!($session_start),
+                    " AND j.kind <> 'message' ORDER BY j.seq",
                 ))
                 .bind(id.to_string())
                 .bind(session)

@@ -232,8 +232,9 @@ async fn decide_by(
             &visible,
         ));
     }
-    // Who may decide: the approvers the call's record names (nobody named: the owner).
-    let records = state.runtime().store().records(t.id).await?;
+    // Who may decide: the approvers the call's record names (nobody named: the owner). The
+    // record and any escalation of it are in the call's session.
+    let records = approvers::session_records(state, &t, approval.park.session).await?;
     match approvers::asked(&records, approval.park.seq) {
         Some((asked, _))
             if approvers::may_decide(caller, &t, &records, approval.park.seq, &asked.approvers) => {
@@ -307,7 +308,7 @@ pub(crate) async fn question_now(
     t: &Thread,
     park: Park,
 ) -> Result<Park, ServiceError> {
-    let records = state.runtime().store().records(t.id).await?;
+    let records = approvers::session_records(state, t, park.session).await?;
     Ok(deadline::park_span(&records, park).now())
 }
 
