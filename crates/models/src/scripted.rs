@@ -1,6 +1,6 @@
 //! The `scripted` provider: plays a model definition's `script` — one entry per model call (or
-//! per `repeat` calls in a row), per thread, in call order — so examples, tests and benchmarks run offline and
-//! deterministically. An entry may offer `branches`: the first whose `when` matches what the
+//! per `repeat` calls in a row), per thread, in call order — so examples, tests and benchmarks
+//! run offline and deterministically. An entry may offer `branches`: the first whose `when` matches what the
 //! model was answered (the messages after its own last answer) plays, and `{{answer}}` in an
 //! answer's text or string arguments stands for the last of those messages' text.
 
@@ -25,9 +25,9 @@ impl Provider for Scripted {
 
 /// A model that answers call `n` of a thread with the entry that answers it (`script[n]` when
 /// none repeats; [`ScriptEntry::at`]), or with the first of that entry's branches that matches
-/// what the model was answered. The call index and the messages both come from
-/// the thread's committed history, so the answer survives restarts; a model call that was never
-/// committed (a crash mid-step) is answered the same way again.
+/// what the model was answered. The call index and the messages both come from the thread's
+/// committed history, so the answer survives restarts; a model call that was never committed
+/// (a crash mid-step) is answered the same way again.
 #[derive(Clone, Debug)]
 pub struct ScriptedModel {
     name: String,

@@ -1,7 +1,7 @@
 //! A scripted model's `script` (`agents/models/`, provider `scripted`): one entry per model call
-//! (or per `repeat` calls in a row), per thread, in call order; an entry may instead offer `branches`, chosen by what the model
-//! was last answered (a tool's result, success or error, or its text), so a scripted gate that
-//! is told "no" says no.
+//! (or per `repeat` calls in a row), per thread, in call order; an entry may instead offer
+//! `branches`, chosen by what the model was last answered (a tool's result, success or error, or
+//! its text), so a scripted gate that is told "no" says no.
 
 use serde::Serialize;
 

@@ -136,7 +136,16 @@ async fn a_session_reads_its_own_range_of_the_journal() {
                 .is_empty(),
             "{name}: no such thread"
         );
-        // The same ranges' records alone.
+        // The same ranges' records alone (the first session's are its start, park and end).
+        assert_eq!(
+            store
+                .session_records(t.id, 1, i64::MAX)
+                .await
+                .expect("read")
+                .len(),
+            3,
+            "{name}: session 1's records"
+        );
         for (session, below) in [
             (1, i64::MAX),
             (2, i64::MAX),
