@@ -210,7 +210,9 @@ async fn metrics_after_a_scripted_run_parse_and_count_what_ran() {
             ),
             1.0
         );
-        assert!(added("duet_commits_total", json!({"outcome": "committed"})) >= 3.0);
+        // At least the park's step and the answer's (each with the drain of the message it
+        // answers: the scripted model never waits).
+        assert!(added("duet_commits_total", json!({"outcome": "committed"})) >= 2.0);
         assert!(added("duet_turns_total", json!({})) >= 3.0, "{text}");
         assert_eq!(added("duet_lease_conflicts_total", json!({})), 0.0);
         // HTTP by route pattern and status.

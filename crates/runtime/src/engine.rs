@@ -5,7 +5,8 @@
 //! - `builder`: [`RuntimeBuilder`].
 //! - `deliver`: [`Runtime::send`], [`Runtime::deliver`], [`Runtime::recover`], background runs.
 //! - `lease`: the lease guard (renewal, a run registered while it lives).
-//! - `runs`: this process's runs in flight and its background runs (plain data).
+//! - `runs`: this process's runs in flight and its background runs (plain data); `held`: a
+//!   drain held for its run's next commit (plain data).
 //! - `run`: the run loop — drain → decide → do → commit → emit.
 //! - `step`: one model step; `router`: what each tool call is and where it goes.
 //! - `handler_turn`: a handler's turn; `immediate`: `immediate` children at activation.
@@ -32,6 +33,7 @@ mod emit;
 mod endpoint;
 mod fire;
 mod handler_turn;
+mod held;
 mod immediate;
 mod lease;
 mod model_call;
@@ -100,6 +102,8 @@ struct Inner {
     carrier: Option<Arc<dyn crate::telemetry::TraceCarrier>>,
     models: Mutex<HashMap<String, Arc<dyn Model>>>,
     runs: runs::Runs,
+    /// Drains held for their run's next commit.
+    held: held::Held,
     background: runs::Background,
     /// Cancelled by [`Runtime::shutdown`]: runs stop at their next commit and give their lease
     /// back; nothing new is accepted.

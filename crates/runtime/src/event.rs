@@ -235,6 +235,14 @@ impl AgentEvent {
 pub struct EventSink {
     tx: Option<tokio::sync::mpsc::UnboundedSender<AgentEvent>>,
     text: std::sync::Arc<TextState>,
+    held: std::sync::Arc<Held>,
+}
+
+/// Events held back until [`EventSink::settle`] (see [`EventSink::hold`]).
+#[derive(Debug, Default)]
+struct Held {
+    on: std::sync::atomic::AtomicBool,
+    events: std::sync::Mutex<Vec<AgentEvent>>,
 }
 
 /// Where the text of a stream stands.
@@ -257,6 +265,7 @@ impl EventSink {
             EventSink {
                 tx: Some(tx),
                 text: Default::default(),
+                held: Default::default(),
             },
             rx,
         )
@@ -267,14 +276,69 @@ impl EventSink {
         EventSink {
             tx: None,
             text: Default::default(),
+            held: Default::default(),
         }
     }
 
-    /// Sends `event` to the receiver, if there is one still listening.
+    /// Sends `event` to the receiver, if there is one still listening (or keeps it, in order,
+    /// while events are held).
     pub fn send(&self, event: AgentEvent) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(event);
+        use std::sync::atomic::Ordering::SeqCst;
+        let Some(tx) = &self.tx else {
+            return;
+        };
+        if self.held.on.load(SeqCst) {
+            let mut held = self
+                .held
+                .events
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if self.held.on.load(SeqCst) {
+                held.push(event);
+                return;
+            }
         }
+        let _ = tx.send(event);
+    }
+
+    /// Holds back what is sent from now on, until [`EventSink::settle`]: what a step streams
+    /// before the commit it must follow has landed (a drain held for its step's commit). The
+    /// hold is the sink's, shared by its clones: a sink is one run's.
+    pub(crate) fn hold(&self) {
+        self.held
+            .on
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Drops what was held back (it followed a write that never landed), and sends the rest as
+    /// it comes.
+    pub(crate) fn discard_held(&self) {
+        self.end_hold(false);
+    }
+
+    /// Sends what was held back, in order, when the write it follows `landed` (else drops it,
+    /// as [`EventSink::discard_held`]); then sends the rest as it comes.
+    pub(crate) fn settle(&self, landed: bool) {
+        self.end_hold(landed);
+    }
+
+    fn end_hold(&self, send: bool) {
+        let mut held = self
+            .held
+            .events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let events = std::mem::take(&mut *held);
+        if let (true, Some(tx)) = (send, &self.tx) {
+            for event in events {
+                let _ = tx.send(event);
+            }
+        }
+        // Cleared under the lock, after the held events went: a concurrent send waits for the
+        // lock, then goes after them.
+        self.held
+            .on
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Sends a piece of a message's text (a blank line first when it opens a message after

@@ -231,6 +231,7 @@ impl RuntimeBuilder {
                 carrier: self.carrier,
                 models: Mutex::new(HashMap::new()),
                 runs: Runs::default(),
+                held: super::held::Held::default(),
                 background: Background::default(),
                 detached: CancellationToken::new(),
             }),

@@ -13,10 +13,12 @@ use crate::types::ThreadId;
 
 /// Held for the length of one run: renews the lease, turns a remote abort request into
 /// `abort`, and a lost lease into `lost`. Dropping it (a run that ended, or whose future was
-/// dropped) stops the renewals and unregisters the run.
+/// dropped) stops the renewals, unregisters the run and drops a drain it still held (its
+/// messages stay queued for the next run).
 pub(super) struct LeaseGuard {
     rt: Runtime,
     id: ThreadId,
+    run: Uuid,
     /// The run's own cancel: the caller's, plus an abort from the control plane.
     pub(super) abort: CancellationToken,
     /// Cancelled when the lease is lost: the run must stop.
@@ -29,7 +31,7 @@ impl LeaseGuard {
         let abort = cancel.child_token();
         let lost = CancellationToken::new();
         let stop = CancellationToken::new();
-        rt.inner.runs.insert(id, abort.clone());
+        rt.inner.runs.insert(id, run, abort.clone());
         // Renew often enough that a remote abort request is seen within a second.
         let every = Duration::from_millis(
             u64::try_from((rt.inner.lease_ms / 3).min(1_000))
@@ -61,6 +63,7 @@ impl LeaseGuard {
         LeaseGuard {
             rt: rt.clone(),
             id,
+            run,
             abort,
             lost,
             _renewing: stop.drop_guard(),
@@ -70,7 +73,10 @@ impl LeaseGuard {
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        self.rt.inner.runs.remove(self.id);
+        self.rt.inner.runs.remove(self.id, self.run);
+        if let Some(held) = self.rt.inner.held.take(self.id, Some(self.run)) {
+            held.events.discard_held();
+        }
     }
 }
 

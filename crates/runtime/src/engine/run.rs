@@ -53,6 +53,7 @@ impl Runtime {
             let result = self
                 .run(
                     id,
+                    run,
                     start,
                     events,
                     &guard.abort,
@@ -92,6 +93,7 @@ impl Runtime {
     async fn run(
         &self,
         id: ThreadId,
+        run: Uuid,
         start: Option<crate::store::RunStart>,
         events: &EventSink,
         cancel: &CancellationToken,
@@ -116,6 +118,11 @@ impl Runtime {
             self.inner.runs.know_override(id, value);
         }
         let mut t = thread.ok_or_else(|| RunError::UnknownThread(id.to_string()))?;
+        // Read after the claim: another run may have taken the lease since (its commits, and a
+        // drain this run holds, are fenced and keyed by the owner the row names).
+        if t.lease_owner != Some(run) {
+            return Err(StoreError::LeaseLost(id).into());
+        }
         let mut first_queue = Some(queue);
         let project = self.inner.project.clone();
         // The queue is read when a commit said messages wait (and once at the start): each
@@ -247,9 +254,16 @@ impl Runtime {
                                     .await
                             }
                             Side::Prompt(cfg) => {
-                                self.step(cfg, &turn, &mut t, &mut msgs)
-                                    .instrument(span.clone())
+                                let (id, owner) = (t.id, t.lease_owner);
+                                let step = self
+                                    .step(cfg, &turn, &mut t, &mut msgs)
+                                    .instrument(span.clone());
+                                self.until_it_waits(id, owner, step)
                                     .await
+                                    .map(|(flow, more)| {
+                                        queued |= more;
+                                        flow
+                                    })
                             }
                             Side::Human(_) => continue,
                         };
@@ -280,6 +294,46 @@ impl Runtime {
                     }
                     queued |= more;
                 }
+            }
+        }
+    }
+
+    /// Drives `step`, the run's next model step, and writes the drain held for its commit
+    /// ([`Runtime::hold`]) the moment the step first waits on anything — a model on the network,
+    /// a hook's code, a read — before the step goes on: while anyone outside the run could look
+    /// or act, the journal shows the drain. A step that never waits (a model answering in the
+    /// process) writes it with its own commit, so nothing can tell the two apart. Whatever is
+    /// still held when the step ends is written then (dropped if the step failed: the messages
+    /// stay queued for the next run, and what the step streamed is not sent). Also whether such
+    /// a write found messages waiting.
+    async fn until_it_waits<F>(
+        &self,
+        id: ThreadId,
+        owner: Option<Uuid>,
+        step: F,
+    ) -> Result<(Flow, bool), RunError>
+    where
+        F: std::future::Future<Output = Result<Flow, RunError>>,
+    {
+        let mut step = std::pin::pin!(step);
+        let mut queued = false;
+        let flow = match futures::poll!(step.as_mut()) {
+            std::task::Poll::Ready(flow) => flow,
+            std::task::Poll::Pending => {
+                queued = self.flush_held_of(id, owner).await?;
+                step.await
+            }
+        };
+        match flow {
+            Ok(flow) => {
+                queued |= self.flush_held_of(id, owner).await?;
+                Ok((flow, queued))
+            }
+            Err(e) => {
+                if let Some(held) = self.inner.held.take(id, owner) {
+                    held.events.discard_held();
+                }
+                Err(e)
             }
         }
     }
@@ -345,16 +399,33 @@ impl Runtime {
         for q in &stale {
             tracing::warn!(thread = %t.key, queued = q.id, "a late tool result answers no open call; dropped");
         }
+        let plain = stale.is_empty()
+            && queue
+                .iter()
+                .all(|q| q.tool.is_none() && q.decision.is_none());
         let mut commit = transition::drain(t, &queue, &scope.arguments, now);
         commit.records.splice(0..0, marker);
         commit.drained.extend(stale.iter().map(|q| q.id));
         let acting = t.acting.unwrap_or(crate::types::SideId::A);
+        let agent = self.agent_def(&t.agent).ok();
         // Should the side's hooks not resolve, they run for none of them: that side's step
         // fails closed.
-        let mut hooks = self
-            .agent_def(&t.agent)
-            .ok()
-            .and_then(|agent| self.side_hooks(agent, acting, scope).ok());
+        let mut hooks = agent.and_then(|agent| self.side_hooks(agent, acting, scope).ok());
+        // Plain messages that no hook sees and no event is owed for, before a model step: held
+        // for the step's commit (`docs/decisions.md`, "a drain held for the step's commit").
+        if plain
+            && hooks.as_ref().is_none_or(|h| h.is_empty())
+            && agent.is_some_and(|agent| model_next(agent, t))
+        {
+            let messages = commit.messages.clone();
+            match self.hold(t, commit, events) {
+                Ok(()) => {
+                    msgs.extend(messages);
+                    return Ok(false);
+                }
+                Err(back) => commit = back,
+            }
+        }
         if let Some(hooks) = hooks.as_mut() {
             let mut messages = Vec::with_capacity(commit.messages.len());
             for mut m in std::mem::take(&mut commit.messages) {
@@ -438,6 +509,15 @@ impl Runtime {
             .await?;
         Ok(Settled::of(t))
     }
+}
+
+/// Whether the next thing the run does for `t` is a model step (what a drain may be held for).
+fn model_next(agent: &duet_spec::AgentDef, t: &Thread) -> bool {
+    t.status != ThreadStatus::Waiting
+        && match decide::next(agent, t) {
+            Next::Step(side) => matches!(decide::side(agent, side), Side::Prompt(_)),
+            _ => false,
+        }
 }
 
 /// For a late tool result, the call it answers (from the committed history).

@@ -1,6 +1,5 @@
 //! This process's runs: those in flight by thread (so the control plane's `abort` reaches a
-//! local run at once, and a run's commits find what it left for them: a drain waiting to be
-//! written with the next commit, the deadline override it knows), and the count of background
+//! local run at once, and a run's commits find the deadline override it knows), and the count of background
 //! runs with a signal when it drops (what `quiesce` waits on). Plain data the runtime holds; it
 //! names nothing of the engine.
 
@@ -9,6 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use crate::types::ThreadId;
 
@@ -18,6 +18,8 @@ pub(super) struct Runs(Mutex<HashMap<ThreadId, Run>>);
 
 /// One run in flight.
 struct Run {
+    /// Its lease's owner: only this run's guard unregisters it.
+    run: Uuid,
     /// Its cancel (the control plane's `abort`).
     token: CancellationToken,
     /// The thread's deadline override as this run knows it (read with its start, then as its
@@ -26,11 +28,12 @@ struct Run {
 }
 
 impl Runs {
-    pub(super) fn insert(&self, id: ThreadId, token: CancellationToken) {
+    pub(super) fn insert(&self, id: ThreadId, run: Uuid, token: CancellationToken) {
         if let Ok(mut runs) = self.0.lock() {
             runs.insert(
                 id,
                 Run {
+                    run,
                     token,
                     deadline_override: None,
                 },
@@ -52,8 +55,11 @@ impl Runs {
         self.0.lock().ok()?.get(&id)?.deadline_override.clone()
     }
 
-    pub(super) fn remove(&self, id: ThreadId) {
-        if let Ok(mut runs) = self.0.lock() {
+    /// Unregisters run `run` of `id` (a later run of the same thread, registered since, stays).
+    pub(super) fn remove(&self, id: ThreadId, run: Uuid) {
+        if let Ok(mut runs) = self.0.lock()
+            && runs.get(&id).is_some_and(|r| r.run == run)
+        {
             runs.remove(&id);
         }
     }

@@ -34,6 +34,15 @@ impl Runtime {
             Err(why) => return self.step_error(t, &why).await,
         };
         let (agent, side, prompt) = (turn.agent, turn.side, s.prompt);
+        // A drain held for the step's commit is written before anything that may read the
+        // store or wait while holding one of its connections: `immediate` children (they may
+        // read the journal), an MCP server's listing, the files the model is sent.
+        if cfg.subagents.iter().any(|r| r.immediate.is_some())
+            || self.names_servers(prompt)
+            || msgs.iter().any(|m| !m.attachments.is_empty())
+        {
+            self.flush_held(t).await?;
+        }
         let served = self.served_tools(prompt, turn.cancel).await;
         let env_lookup = |k: &str| crate::context::env_value(&s.env, k);
         let offer = super::router::Offer::new(&project, agent, cfg, prompt, &served, &env_lookup);
@@ -66,6 +75,15 @@ impl Runtime {
                 String::new()
             },
         };
+        // A tool may read the journal: a drain held for the step's commit is written before
+        // any tool but a fixed `result` runs.
+        if answer
+            .calls
+            .iter()
+            .any(|(_, name, _)| !offer.is_tool(name) || !fixed_result(&project, name))
+        {
+            self.flush_held(t).await?;
+        }
         let now = self.now();
         let mut message = plan::model_message(t, side, cfg, &prompt.model, answer, now);
         let calls = &message.tool_calls;
@@ -134,4 +152,16 @@ impl Runtime {
         let outcome = self.persist(t, write, around).await?;
         Ok(Flow::of(outcome, t))
     }
+}
+
+/// Whether tool `name` is a fixed `result` (a template over its arguments) that needs no
+/// approval: running it reads nothing of the thread.
+fn fixed_result(project: &duet_spec::Project, name: &str) -> bool {
+    project.tools.get(name).is_some_and(|tool| {
+        tool.def.approval.is_none()
+            && matches!(
+                tool.def.implementation,
+                Some(duet_spec::ToolImpl::Result(_))
+            )
+    })
 }

@@ -7,7 +7,8 @@
 //! 2. what the hooks left is added: their failures as records, the messages they injected, the
 //!    values they set;
 //! 3. the commit, fenced by the run's lease (a park saves the trace context it continues; a
-//!    question asked writes its deadline's timers, a decision taken cancels them);
+//!    question asked writes its deadline's timers, a decision taken cancels them), with the
+//!    drain held for it written first in the same transaction ([`Runtime::hold`]);
 //! 4. once committed: a child's new free-text status into its parent's registry (a failure
 //!    there is logged: the commit stands and its events are still owed);
 //! 5. the events the caller is owed ([`Emit`]), then the step's usage;
@@ -225,8 +226,53 @@ impl Runtime {
         Ok(outcome)
     }
 
-    /// Writes `commit` under the run's lease (the owner the thread row was claimed with).
-    async fn commit(&self, t: &Thread, mut commit: Commit) -> Result<CommitOutcome, RunError> {
+    /// Holds a drain's `commit` (its messages already in the run's history, nothing owed for
+    /// them) for the run's next commit, which writes it first: until then its queue rows stay
+    /// queued, and a crash drains them again. The caller writes it when it comes back. The run
+    /// writes a held drain on its own ([`Runtime::flush_held`]) before it waits on anything or
+    /// runs anything that may read the thread.
+    pub(super) fn hold(
+        &self,
+        t: &Thread,
+        commit: Commit,
+        events: &EventSink,
+    ) -> Result<(), Commit> {
+        self.inner.held.hold(t, commit, events)
+    }
+
+    /// Writes the drain held for the run of `t`, if any, now, as it would have been written
+    /// then (the thread as the drain left it). Whether messages wait, as of that commit.
+    pub(super) async fn flush_held(&self, t: &Thread) -> Result<bool, RunError> {
+        self.flush_held_of(t.id, t.lease_owner).await
+    }
+
+    /// [`Runtime::flush_held`] by the thread's id and the run's lease.
+    pub(super) async fn flush_held_of(
+        &self,
+        id: crate::types::ThreadId,
+        owner: Option<uuid::Uuid>,
+    ) -> Result<bool, RunError> {
+        let Some(held) = self.inner.held.take(id, owner) else {
+            return Ok(false);
+        };
+        let outcome = self.commit_now(&held.thread, held.commit).await;
+        held.events.settle(outcome.is_ok());
+        Ok(outcome? == CommitOutcome::Committed { queued: true })
+    }
+
+    /// Writes `commit` under the run's lease (the owner the thread row was claimed with), after
+    /// the drain held for it, in one transaction.
+    async fn commit(&self, t: &Thread, commit: Commit) -> Result<CommitOutcome, RunError> {
+        let Some(held) = self.inner.held.take(t.id, t.lease_owner) else {
+            return self.commit_now(t, commit).await;
+        };
+        let outcome = self.commit_now(t, held.commit.then(commit)).await;
+        held.events.settle(outcome.is_ok());
+        outcome
+    }
+
+    /// Writes `commit` under the run's lease.
+    async fn commit_now(&self, t: &Thread, mut commit: Commit) -> Result<CommitOutcome, RunError> {
         self.mark_park(&mut commit);
         self.schedule_deadlines(t, &mut commit).await;
         // The deadline override as this commit leaves it (set by code, or consumed by a park).

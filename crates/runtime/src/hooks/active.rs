@@ -173,6 +173,11 @@ impl ActiveHooks {
         self.hooks.iter().any(|h| h.kind == kind)
     }
 
+    /// Whether no hook is in force.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+
     fn failed(&mut self, h: &Active, e: &HookError) {
         self.failures.push(RecordBody::HookFailed {
             id: h.id.clone(),

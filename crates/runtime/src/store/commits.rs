@@ -42,6 +42,43 @@ pub struct Commit {
     pub files: Vec<crate::files::FileWrite>,
 }
 
+impl Commit {
+    /// This commit and `later` as one transaction: `later`'s writes after this one's (its
+    /// messages and records have the later seqs), and `later`'s say on the lease (`settle`,
+    /// `release`).
+    pub fn then(mut self, later: Commit) -> Commit {
+        let Commit {
+            drained,
+            messages,
+            records,
+            values,
+            enqueue,
+            settle,
+            release,
+            timers,
+            cancel_timers,
+            cancel_subjects,
+            timers_done,
+            files,
+        } = later;
+        self.drained.extend(drained);
+        self.messages.extend(messages);
+        self.records.extend(records);
+        self.values.extend(values);
+        self.enqueue.extend(enqueue);
+        self.timers.extend(timers);
+        self.cancel_timers.extend(cancel_timers);
+        self.cancel_subjects.extend(cancel_subjects);
+        self.timers_done.extend(timers_done);
+        self.files.extend(files);
+        Commit {
+            settle,
+            release,
+            ..self
+        }
+    }
+}
+
 /// What a commit did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CommitOutcome {

@@ -439,11 +439,11 @@ async fn images_are_kept_with_their_message_and_reach_the_model() {
     }
 }
 
-/// A person's message is journaled, and the thread runs, before a model that waits on the
-/// network is asked: the drain is a commit of its own, not held for the step's. On every
-/// backend.
+/// A person's message is journaled, and the thread runs, while a model that waits on the
+/// network answers: the drain held for the step's commit is written the moment the model waits,
+/// before its first piece reaches the caller. On every backend.
 #[tokio::test]
-async fn a_message_is_journaled_before_a_network_model_is_asked() {
+async fn a_message_is_journaled_while_a_network_model_answers() {
     for backend in support::backends().await {
         let store = backend.open().await;
         // The model has been asked (its first piece is here) and is still answering.
@@ -467,6 +467,59 @@ async fn a_message_is_journaled_before_a_network_model_is_asked() {
         );
         open.send(()).expect("the model waits");
         let rest: Vec<AgentEvent> = events.collect().await;
+        assert!(
+            matches!(rest.last(), Some(AgentEvent::Completed { .. })),
+            "{}: {rest:?}",
+            backend.name()
+        );
+    }
+}
+
+/// A model that answers without waiting: the person's message is written with the step's
+/// commit (one transaction), and what the step streamed reaches the caller only after it, so
+/// no caller sees text whose prompt is not in the journal. On every backend.
+#[tokio::test]
+async fn a_step_that_never_waits_writes_its_drain_with_it_before_its_text_is_sent() {
+    let p = project(
+        "m",
+        &[(
+            "agents/models/m.yaml",
+            "name: m\nprovider: openai\nmodel: x\n",
+        )],
+    );
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let fake = Fake {
+            chunks: vec![
+                Ok(ModelChunk::Text("Hel".into())),
+                Ok(ModelChunk::Text("lo".into())),
+            ],
+            ..Fake::default()
+        };
+        let rt = runtime(&p, Providers::new().with("openai", fake), store.clone());
+        let agent = rt.agent("chat").expect("agent");
+        let mut events = agent.invoke(Scope::new("k"), Prompt::text("hi")).boxed();
+        let first = events.next().await.expect("an event");
+        assert_eq!(
+            first,
+            AgentEvent::Text {
+                delta: "Hel".into()
+            },
+            "{}",
+            backend.name()
+        );
+        let texts = support::texts(&store, "k").await;
+        assert_eq!(
+            texts
+                .iter()
+                .map(|(role, _, text)| (*role, text.as_str()))
+                .collect::<Vec<_>>(),
+            [(Role::User, "hi"), (Role::Assistant, "Hello")],
+            "{}: the first piece arrives after the commit that holds the prompt and the answer",
+            backend.name()
+        );
+        let rest: Vec<AgentEvent> = events.collect().await;
+        assert_eq!(rest[0], AgentEvent::Text { delta: "lo".into() });
         assert!(
             matches!(rest.last(), Some(AgentEvent::Completed { .. })),
             "{}: {rest:?}",
