@@ -1,8 +1,8 @@
 //! A step's model answer as callers see it: text streams before the step commits; consecutive
 //! messages' text is separated; a failing model's fallbacks are tried (announced as `retrying`);
 //! usage is kept per message and reported; unparsable tool arguments are an error the model
-//! sees; a prompt named in `tools` runs as a sub-prompt; a person's message is journaled before
-//! a network model is asked.
+//! sees; a prompt named in `tools` runs as a sub-prompt; a person's message is in the journal
+//! before the first piece of the answer to it arrives.
 
 use crate::support;
 
@@ -92,6 +92,16 @@ fn runtime(
 async fn gated_hello(
     store: Arc<dyn duet_runtime::Store>,
 ) -> (oneshot::Sender<()>, BoxStream<'static, AgentEvent>) {
+    let (open, gate) = oneshot::channel();
+    (open, hello(store, Some(gate)).await)
+}
+
+/// A chat on `store` whose model says "Hel" then "lo" — after `gate` opens, when there is
+/// one: invoked with "hi" on key `k`, its events after the first ("Hel", checked here).
+async fn hello(
+    store: Arc<dyn duet_runtime::Store>,
+    gate: Option<oneshot::Receiver<()>>,
+) -> BoxStream<'static, AgentEvent> {
     let p = project(
         "m",
         &[(
@@ -99,26 +109,29 @@ async fn gated_hello(
             "name: m\nprovider: openai\nmodel: x\n",
         )],
     );
-    let (open, gate) = oneshot::channel();
     let fake = Fake {
         chunks: vec![
             Ok(ModelChunk::Text("Hel".into())),
             Ok(ModelChunk::Text("lo".into())),
         ],
-        gate: Arc::new(Mutex::new(Some(gate))),
+        gate: Arc::new(Mutex::new(gate)),
         ..Fake::default()
     };
     let rt = runtime(&p, Providers::new().with("openai", fake), store);
     let agent = rt.agent("chat").expect("agent");
     let mut events = agent.invoke(Scope::new("k"), Prompt::text("hi")).boxed();
-    let first = events.next().await.expect("an event");
+    // Bounded: a held drain never written would hold the first piece back for good.
+    let first = tokio::time::timeout(std::time::Duration::from_secs(60), events.next())
+        .await
+        .expect("the first piece within a minute")
+        .expect("an event");
     assert_eq!(
         first,
         AgentEvent::Text {
             delta: "Hel".into()
         }
     );
-    (open, events)
+    events
 }
 
 #[tokio::test]
@@ -439,91 +452,51 @@ async fn images_are_kept_with_their_message_and_reach_the_model() {
     }
 }
 
-/// A person's message is journaled, and the thread runs, while a model that waits on the
-/// network answers: the drain held for the step's commit is written the moment the model waits,
-/// before its first piece reaches the caller. On every backend.
+/// What the journal holds when a step's first piece reaches the caller, on every backend:
+/// - a model that waits on the network: the person's message, and the thread runs (the drain
+///   held for the step's commit is written the moment the model waits, before its first piece
+///   is sent);
+/// - a model that answers without waiting: the message and the answer, written in one commit,
+///   and what the step streamed is sent only after it — no caller sees text whose prompt is not
+///   in the journal.
 #[tokio::test]
-async fn a_message_is_journaled_while_a_network_model_answers() {
-    for backend in support::backends().await {
-        let store = backend.open().await;
-        // The model has been asked (its first piece is here) and is still answering.
-        let (open, events) = gated_hello(store.clone()).await;
-        let texts = support::texts(&store, "k").await;
-        assert_eq!(
-            texts
+async fn the_prompt_is_in_the_journal_before_the_first_piece_arrives() {
+    // Fresh databases for each case (both use the key `k`).
+    for waits in [true, false] {
+        for backend in support::backends().await {
+            let store = backend.open().await;
+            let (open, gate) = oneshot::channel();
+            let events = hello(store.clone(), waits.then_some(gate)).await;
+            let texts = support::texts(&store, "k").await;
+            let journal: Vec<(Role, &str)> = texts
                 .iter()
                 .map(|(role, _, text)| (*role, text.as_str()))
-                .collect::<Vec<_>>(),
-            [(Role::User, "hi")],
-            "{}: the person's message is in the journal while the model answers",
-            backend.name()
-        );
-        let thread = store.thread("k").await.expect("read").expect("thread");
-        assert_eq!(
-            thread.status,
-            duet_runtime::ThreadStatus::Running,
-            "{}",
-            backend.name()
-        );
-        open.send(()).expect("the model waits");
-        let rest: Vec<AgentEvent> = events.collect().await;
-        assert!(
-            matches!(rest.last(), Some(AgentEvent::Completed { .. })),
-            "{}: {rest:?}",
-            backend.name()
-        );
-    }
-}
-
-/// A model that answers without waiting: the person's message is written with the step's
-/// commit (one transaction), and what the step streamed reaches the caller only after it, so
-/// no caller sees text whose prompt is not in the journal. On every backend.
-#[tokio::test]
-async fn a_step_that_never_waits_writes_its_drain_with_it_before_its_text_is_sent() {
-    let p = project(
-        "m",
-        &[(
-            "agents/models/m.yaml",
-            "name: m\nprovider: openai\nmodel: x\n",
-        )],
-    );
-    for backend in support::backends().await {
-        let store = backend.open().await;
-        let fake = Fake {
-            chunks: vec![
-                Ok(ModelChunk::Text("Hel".into())),
-                Ok(ModelChunk::Text("lo".into())),
-            ],
-            ..Fake::default()
-        };
-        let rt = runtime(&p, Providers::new().with("openai", fake), store.clone());
-        let agent = rt.agent("chat").expect("agent");
-        let mut events = agent.invoke(Scope::new("k"), Prompt::text("hi")).boxed();
-        let first = events.next().await.expect("an event");
-        assert_eq!(
-            first,
-            AgentEvent::Text {
-                delta: "Hel".into()
-            },
-            "{}",
-            backend.name()
-        );
-        let texts = support::texts(&store, "k").await;
-        assert_eq!(
-            texts
-                .iter()
-                .map(|(role, _, text)| (*role, text.as_str()))
-                .collect::<Vec<_>>(),
-            [(Role::User, "hi"), (Role::Assistant, "Hello")],
-            "{}: the first piece arrives after the commit that holds the prompt and the answer",
-            backend.name()
-        );
-        let rest: Vec<AgentEvent> = events.collect().await;
-        assert_eq!(rest[0], AgentEvent::Text { delta: "lo".into() });
-        assert!(
-            matches!(rest.last(), Some(AgentEvent::Completed { .. })),
-            "{}: {rest:?}",
-            backend.name()
-        );
+                .collect();
+            let thread = store.thread("k").await.expect("read").expect("thread");
+            if waits {
+                assert_eq!(journal, [(Role::User, "hi")], "{}", backend.name());
+                assert_eq!(
+                    thread.status,
+                    duet_runtime::ThreadStatus::Running,
+                    "{}",
+                    backend.name()
+                );
+                open.send(()).expect("the model waits");
+            } else {
+                assert_eq!(
+                    journal,
+                    [(Role::User, "hi"), (Role::Assistant, "Hello")],
+                    "{}",
+                    backend.name()
+                );
+            }
+            let rest: Vec<AgentEvent> = events.collect().await;
+            assert_eq!(rest[0], AgentEvent::Text { delta: "lo".into() });
+            assert!(
+                matches!(rest.last(), Some(AgentEvent::Completed { .. })),
+                "{}: {rest:?}",
+                backend.name()
+            );
+        }
     }
 }
