@@ -28,10 +28,10 @@ pub(super) struct Held(Mutex<HashMap<(ThreadId, Uuid), Drain>>);
 impl Held {
     /// Holds `drain`, written for `t` as it stands (`t` as the drain left it), for the next
     /// commit of the run that holds `t`'s lease, and holds back `events` until it is written.
-    /// With no lease, or a drain held already, it comes back: the caller writes it.
-    pub(super) fn hold(&self, t: &Thread, drain: Commit, events: &EventSink) -> Result<(), Commit> {
+    /// With no lease, or a drain held already, it comes back (`Some`): the caller writes it.
+    pub(super) fn hold(&self, t: &Thread, drain: Commit, events: &EventSink) -> Option<Commit> {
         let Some(owner) = t.lease_owner else {
-            return Err(drain);
+            return Some(drain);
         };
         // The map is left whole by every critical section: a poisoned lock is still sound.
         let mut held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -43,9 +43,9 @@ impl Held {
                     commit: drain,
                     events: events.clone(),
                 });
-                Ok(())
+                None
             }
-            std::collections::hash_map::Entry::Occupied(_) => Err(drain),
+            std::collections::hash_map::Entry::Occupied(_) => Some(drain),
         }
     }
 

@@ -419,11 +419,11 @@ impl Runtime {
         {
             let messages = commit.messages.clone();
             match self.hold(t, commit, events) {
-                Ok(()) => {
+                None => {
                     msgs.extend(messages);
                     return Ok(false);
                 }
-                Err(back) => commit = back,
+                Some(back) => commit = back,
             }
         }
         if let Some(hooks) = hooks.as_mut() {

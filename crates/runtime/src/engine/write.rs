@@ -228,15 +228,10 @@ impl Runtime {
 
     /// Holds a drain's `commit` (its messages already in the run's history, nothing owed for
     /// them) for the run's next commit, which writes it first: until then its queue rows stay
-    /// queued, and a crash drains them again. The caller writes it when it comes back. The run
-    /// writes a held drain on its own ([`Runtime::flush_held`]) before it waits on anything or
-    /// runs anything that may read the thread.
-    pub(super) fn hold(
-        &self,
-        t: &Thread,
-        commit: Commit,
-        events: &EventSink,
-    ) -> Result<(), Commit> {
+    /// queued, and a crash drains them again. The caller writes it when it comes back
+    /// (`Some`). The run writes a held drain on its own ([`Runtime::flush_held`]) before it
+    /// waits on anything or runs anything that may read the thread.
+    pub(super) fn hold(&self, t: &Thread, commit: Commit, events: &EventSink) -> Option<Commit> {
         self.inner.held.hold(t, commit, events)
     }
 
