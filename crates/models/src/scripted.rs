@@ -1,8 +1,9 @@
 //! The `scripted` provider: plays a model definition's `script` — one entry per model call (or
 //! per `repeat` calls in a row), per thread, in call order — so examples, tests and benchmarks
-//! run offline and deterministically. An entry may offer `branches`: the first whose `when` matches what the
-//! model was answered (the messages after its own last answer) plays, and `{{answer}}` in an
-//! answer's text or string arguments stands for the last of those messages' text.
+//! run offline and deterministically. An entry may offer `branches`: the first whose `when`
+//! matches what the model was answered (the messages after its own last answer) plays, and
+//! `{{answer}}` in an answer's text or string arguments stands for the last of those messages'
+//! text.
 
 use std::sync::Arc;
 

@@ -310,26 +310,16 @@ impl EventSink {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// Drops what was held back (it followed a write that never landed), and sends the rest as
-    /// it comes.
-    pub(crate) fn discard_held(&self) {
-        self.end_hold(false);
-    }
-
-    /// Sends what was held back, in order, when the write it follows `landed` (else drops it,
-    /// as [`EventSink::discard_held`]); then sends the rest as it comes.
+    /// Ends a hold: sends what was held back, in order, when the write it follows `landed`
+    /// (else drops it: that write never happened); then sends the rest as it comes.
     pub(crate) fn settle(&self, landed: bool) {
-        self.end_hold(landed);
-    }
-
-    fn end_hold(&self, send: bool) {
         let mut held = self
             .held
             .events
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let events = std::mem::take(&mut *held);
-        if let (true, Some(tx)) = (send, &self.tx) {
+        if let (true, Some(tx)) = (landed, &self.tx) {
             for event in events {
                 let _ = tx.send(event);
             }

@@ -49,6 +49,16 @@ impl Held {
         }
     }
 
+    /// Whether a drain is held for the run of `owner` on `id`.
+    pub(super) fn holds(&self, id: ThreadId, owner: Option<Uuid>) -> bool {
+        owner.is_some_and(|owner| {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(&(id, owner))
+        })
+    }
+
     /// The drain held for the run of `owner` on `id`, taken (its events are still held back).
     pub(super) fn take(&self, id: ThreadId, owner: Option<Uuid>) -> Option<Drain> {
         let key = (id, owner?);

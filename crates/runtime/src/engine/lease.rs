@@ -75,7 +75,7 @@ impl Drop for LeaseGuard {
     fn drop(&mut self) {
         self.rt.inner.runs.remove(self.id, self.run);
         if let Some(held) = self.rt.inner.held.take(self.id, Some(self.run)) {
-            held.events.discard_held();
+            held.events.settle(false);
         }
     }
 }

@@ -191,8 +191,6 @@ fn offer_served<'p>(
 }
 
 impl Runtime {
-    /// What each tool server `prompt` names offers, listed before its step's [`Offer`]; a server
-    /// that cannot list its tools offers none (a warning), and a cancelled run stops waiting.
     /// Whether `prompt` offers an MCP server's tools (listing them may wait on that server).
     pub(super) fn names_servers(&self, prompt: &PromptDef) -> bool {
         prompt.tools.iter().any(|entry| {
@@ -201,6 +199,8 @@ impl Runtime {
         })
     }
 
+    /// What each tool server `prompt` names offers, listed before its step's [`Offer`]; a server
+    /// that cannot list its tools offers none (a warning), and a cancelled run stops waiting.
     pub(super) async fn served_tools(
         &self,
         prompt: &PromptDef,

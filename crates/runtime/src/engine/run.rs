@@ -254,11 +254,10 @@ impl Runtime {
                                     .await
                             }
                             Side::Prompt(cfg) => {
-                                let (id, owner) = (t.id, t.lease_owner);
                                 let step = self
                                     .step(cfg, &turn, &mut t, &mut msgs)
                                     .instrument(span.clone());
-                                self.until_it_waits(id, owner, step)
+                                self.until_it_waits(id, run, step)
                                     .await
                                     .map(|(flow, more)| {
                                         queued |= more;
@@ -309,7 +308,7 @@ impl Runtime {
     async fn until_it_waits<F>(
         &self,
         id: ThreadId,
-        owner: Option<Uuid>,
+        run: Uuid,
         step: F,
     ) -> Result<(Flow, bool), RunError>
     where
@@ -320,18 +319,18 @@ impl Runtime {
         let flow = match futures::poll!(step.as_mut()) {
             std::task::Poll::Ready(flow) => flow,
             std::task::Poll::Pending => {
-                queued = self.flush_held_of(id, owner).await?;
+                queued = self.flush_held_of(id, Some(run)).await?;
                 step.await
             }
         };
         match flow {
             Ok(flow) => {
-                queued |= self.flush_held_of(id, owner).await?;
+                queued |= self.flush_held_of(id, Some(run)).await?;
                 Ok((flow, queued))
             }
             Err(e) => {
-                if let Some(held) = self.inner.held.take(id, owner) {
-                    held.events.discard_held();
+                if let Some(held) = self.inner.held.take(id, Some(run)) {
+                    held.events.settle(false);
                 }
                 Err(e)
             }

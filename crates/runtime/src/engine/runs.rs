@@ -1,7 +1,7 @@
 //! This process's runs: those in flight by thread (so the control plane's `abort` reaches a
-//! local run at once, and a run's commits find the deadline override it knows), and the count of background
-//! runs with a signal when it drops (what `quiesce` waits on). Plain data the runtime holds; it
-//! names nothing of the engine.
+//! local run at once, and a run's commits find the deadline override it knows), and the count
+//! of background runs with a signal when it drops (what `quiesce` waits on). Plain data the
+//! runtime holds; it names nothing of the engine.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -37,9 +37,10 @@ impl Runtime {
         // A drain held for the step's commit is written before anything that may read the
         // store or wait while holding one of its connections: `immediate` children (they may
         // read the journal), an MCP server's listing, the files the model is sent.
-        if cfg.subagents.iter().any(|r| r.immediate.is_some())
-            || self.names_servers(prompt)
-            || msgs.iter().any(|m| !m.attachments.is_empty())
+        if self.holds(t)
+            && (cfg.subagents.iter().any(|r| r.immediate.is_some())
+                || self.names_servers(prompt)
+                || msgs.iter().any(|m| !m.attachments.is_empty()))
         {
             self.flush_held(t).await?;
         }

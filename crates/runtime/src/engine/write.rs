@@ -235,6 +235,11 @@ impl Runtime {
         self.inner.held.hold(t, commit, events)
     }
 
+    /// Whether a drain is held for the run of `t` ([`Runtime::hold`]).
+    pub(super) fn holds(&self, t: &Thread) -> bool {
+        self.inner.held.holds(t.id, t.lease_owner)
+    }
+
     /// Writes the drain held for the run of `t`, if any, now, as it would have been written
     /// then (the thread as the drain left it). Whether messages wait, as of that commit.
     pub(super) async fn flush_held(&self, t: &Thread) -> Result<bool, RunError> {
