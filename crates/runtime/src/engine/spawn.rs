@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
 use crate::children::{ChildRun, Children, Spawn, SpawnMode, Spawner};
-use crate::delivery::{Delivered, Delivery, Origin, Settled, WhenBusy};
+use crate::delivery::{Accepted, Delivered, Delivery, Origin, Settled, WhenBusy};
 use crate::error::RunError;
 use crate::event::EventSink;
 use crate::files::AttachmentRef;
@@ -252,55 +252,49 @@ impl Runtime {
                 })
             }
             SpawnMode::Background => {
-                let (rt, child_key, agent, text, principal, source, parent_id, trace) = (
-                    self.clone(),
-                    key.to_owned(),
-                    agent.to_owned(),
-                    text.to_owned(),
-                    parent.principal.clone(),
-                    parent.source.clone(),
-                    parent.id,
-                    // The child runs in a task of its own: it continues the tool call's trace.
-                    self.trace_here(),
-                );
-                let attachments = attachments.to_vec();
-                self.spawn_background(async move {
-                    if !attachments.is_empty() {
-                        // The visible message carries its attachments: queued as it is.
-                        let message = NewQueued {
-                            trace,
-                            attachments,
-                            ..NewQueued::new(Role::User, SideId::B, text)
+                // The message is queued here, in the parent's order (a second message to the
+                // child, sent by the parent's next step, comes after it); only the child's run
+                // goes on in the background.
+                let trace = self.trace_here();
+                let claimed = if attachments.is_empty() {
+                    let delivery = Delivery {
+                        agent: Some(agent),
+                        origin: origin(false),
+                        trace: trace.as_deref(),
+                        ..Delivery::new(key, text)
+                    };
+                    match self.accept(delivery).await? {
+                        Accepted::Claimed(claim) => Some(Run::Claimed(claim)),
+                        Accepted::Queued { .. } | Accepted::Duplicate(_) => None,
+                    }
+                } else {
+                    // The visible message carries its attachments: queued as it is.
+                    let message = NewQueued {
+                        trace,
+                        attachments: attachments.to_vec(),
+                        ..NewQueued::new(Role::User, SideId::B, text)
+                    };
+                    let t = store
+                        .thread_by_id(child)
+                        .await?
+                        .ok_or_else(|| RunError::UnknownThread(key.to_owned()))?;
+                    self.queue_claiming(&t, message)
+                        .await?
+                        .map(|run| Run::Queued(child, run))
+                };
+                if let Some(run) = claimed {
+                    let (rt, child_key) = (self.clone(), key.to_owned());
+                    self.spawn_background(async move {
+                        let (sink, cancel) = (EventSink::discard(), CancellationToken::new());
+                        let ran = match run {
+                            Run::Claimed(claim) => rt.run_claimed(claim, &sink, &cancel).await,
+                            Run::Queued(id, run) => rt.drive(id, run, &sink, &cancel, false).await,
                         };
-                        let delivered = match rt.inner.store.thread_by_id(child).await {
-                            Ok(Some(t)) => rt.deliver_queued(&t, message).await.map(|_| ()),
-                            Ok(None) => Err(RunError::UnknownThread(child_key.clone())),
-                            Err(e) => Err(e.into()),
-                        };
-                        if let Err(e) = delivered {
+                        if let Err(e) = ran {
                             tracing::warn!(child = %child_key, error = %e, "a background child's run failed");
                         }
-                        return;
-                    }
-                    let origin = Origin {
-                        author: None,
-                        principal: principal.as_deref(),
-                        source: source.as_deref(),
-                        parent: Some(parent_id),
-                        inline: false,
-                    };
-                    let (sink, cancel) = (EventSink::discard(), CancellationToken::new());
-                    let delivery = Delivery {
-                        agent: Some(&agent),
-                        origin,
-                        trace: trace.as_deref(),
-                        ..Delivery::new(&child_key, &text)
-                    };
-                    let delivered = rt.deliver_message(delivery, &sink, &cancel).await;
-                    if let Err(e) = delivered {
-                        tracing::warn!(child = %child_key, error = %e, "a background child's run failed");
-                    }
-                });
+                    });
+                }
                 Ok(ChildRun::Started(key.to_owned()))
             }
             SpawnMode::Inline => {
@@ -574,4 +568,11 @@ impl Children for Runtime {
         });
         Ok(())
     }
+}
+
+/// A background child's run to start once its message is queued: the claim a delivery took, or
+/// the run that took the lease with a queued message.
+enum Run {
+    Claimed(crate::delivery::Claim),
+    Queued(ThreadId, uuid::Uuid),
 }
