@@ -301,9 +301,16 @@ impl EventSink {
         let _ = tx.send(event);
     }
 
+    /// Whether what is sent is held back now ([`EventSink::hold`]): for a run, that its step has
+    /// not waited on anything since the run's last write.
+    pub(crate) fn holding(&self) -> bool {
+        self.held.on.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Holds back what is sent from now on, until [`EventSink::settle`]: what a step streams
-    /// before the commit it must follow has landed (a drain held for its step's commit). The
-    /// hold is the sink's, shared by its clones: a sink is one run's.
+    /// before the commit it must follow has landed (a step that has not waited yet; a drain or
+    /// steps held for a later commit). The hold is the sink's, shared by its clones: a sink is
+    /// one run's.
     pub(crate) fn hold(&self) {
         self.held
             .on

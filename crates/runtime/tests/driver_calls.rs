@@ -1,4 +1,5 @@
-//! How many calls into the SQLite driver a park and a resume make (issue #35: at most three).
+//! How many calls into the SQLite driver a park and a resume make (issue #35: at most three),
+//! and a ping-pong whose models never wait (far fewer than its turns).
 //! Each call crosses to the driver's thread, and the tail of those crossings is a park's p99.
 //!
 //! sqlx logs every call it runs (one `sqlx::query` event per call, however many statements
@@ -159,4 +160,68 @@ async fn a_park_and_a_resume_each_take_at_most_three_driver_calls() {
         "the thread's history"
     );
     assert!(store.queue(t.id).await.expect("queue").is_empty());
+
+    // A ping-pong whose models answer without waiting: its steps' commits are held for the
+    // next step's, a few at a time (at least two, however slow the machine), so its 40 turns
+    // take far fewer calls than 40.
+    let turns = 40;
+    let rt = Runtime::builder(pingpong(&dir, turns), store.clone())
+        .providers(duet_models::providers())
+        .build();
+    let (status, played) = during(
+        calls,
+        deliver(
+            &rt,
+            Delivery {
+                agent: Some("pingpong"),
+                ..Delivery::new("pp", "Start.")
+            },
+        ),
+    )
+    .await;
+    assert_eq!(status, ThreadStatus::Idle);
+    eprintln!("a ping-pong of {turns} turns: {} calls", played.len());
+    assert!(
+        played.len() < turns * 3 / 4,
+        "{turns} turns took {} calls: {played:#?}",
+        played.len()
+    );
+    let t = store.thread("pp").await.expect("read").expect("thread");
+    let answers = store
+        .messages(t.id)
+        .await
+        .expect("messages")
+        .into_iter()
+        .filter(|m| m.model.is_some())
+        .count();
+    assert_eq!(answers, turns, "every turn journaled");
+}
+
+/// The engine bench's ping-pong, beside the gate in `dir`: two scripted models, `turns` turns.
+fn pingpong(dir: &Scratch, turns: usize) -> Arc<duet_spec::Project> {
+    let half = turns / 2;
+    dir.write(
+        "agents/agents/pingpong.yaml",
+        &format!(
+            "name: pingpong\nmaxSessionTurns: {half}\nsideA: {{ prompt: ping, maxSteps: {turns} }}\nsideB: {{ prompt: pong, maxSteps: {turns} }}\n"
+        ),
+    );
+    for name in ["ping", "pong"] {
+        dir.write(
+            &format!("agents/prompts/{name}.yaml"),
+            &format!(
+                "name: {name}\ntoolDescription: d\nmodel: {name}_model\nprompt: Say {name}.\n"
+            ),
+        );
+        let script: String = (0..half)
+            .map(|i| format!("  - text: \"{name} {i}\"\n"))
+            .collect();
+        dir.write(
+            &format!("agents/models/{name}_model.yaml"),
+            &format!("name: {name}_model\nprovider: scripted\nmodel: demo\nscript:\n{script}"),
+        );
+    }
+    let loaded = duet_spec::load(dir.root()).expect("ping-pong project");
+    assert!(loaded.is_ok(), "{:?}", loaded.issues);
+    Arc::new(loaded.project)
 }

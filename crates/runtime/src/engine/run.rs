@@ -144,6 +144,10 @@ impl Runtime {
                 return Err(StoreError::LeaseLost(id).into());
             }
             if self.inner.detached.is_cancelled() {
+                // Steps held for a later commit are written: the next process goes on from them.
+                if let Err(e) = self.flush_held_of(id, Some(run)).await {
+                    tracing::warn!(thread = %id, error = %e, "held steps were not written at shutdown");
+                }
                 return Err(RunError::ShuttingDown);
             }
             if cancel.is_cancelled() {
@@ -249,6 +253,9 @@ impl Runtime {
                         self.trace_step(&span, trace);
                         let flow = match decide::side(agent, side) {
                             Side::Handler(cfg) => {
+                                // A handler's code may read the thread: what the run holds is
+                                // written first.
+                                queued |= self.flush_held(&t).await?;
                                 self.handler_turn(cfg, &turn, &mut t, &mut msgs)
                                     .instrument(span.clone())
                                     .await
@@ -257,12 +264,12 @@ impl Runtime {
                                 let step = self
                                     .step(cfg, &turn, &mut t, &mut msgs)
                                     .instrument(span.clone());
-                                self.until_it_waits(id, run, step)
-                                    .await
-                                    .map(|(flow, more)| {
+                                self.until_it_waits(id, run, events, step).await.map(
+                                    |(flow, more)| {
                                         queued |= more;
                                         flow
-                                    })
+                                    },
+                                )
                             }
                             Side::Human(_) => continue,
                         };
@@ -297,18 +304,20 @@ impl Runtime {
         }
     }
 
-    /// Drives `step`, the run's next model step, and writes the drain held for its commit
-    /// ([`Runtime::hold`]) the moment the step first waits on anything — a model on the network,
-    /// a hook's code, a read — before the step goes on: while anyone outside the run could look
-    /// or act, the journal shows the drain. A step that never waits (a model answering in the
-    /// process) writes it with its own commit, so nothing can tell the two apart. Whatever is
-    /// still held when the step ends is written then (dropped if the step failed: the messages
-    /// stay queued for the next run, and what the step streamed is not sent). Also whether such
-    /// a write found messages waiting.
+    /// Drives `step`, the run's next model step, and writes what the run holds for its commit
+    /// (a drain, earlier steps' commits: [`Runtime::hold`]) the moment the step first waits on
+    /// anything — a model on the network, a hook's code, a read — before the step goes on:
+    /// while anyone outside the run could look or act, the journal shows it. A step that never
+    /// waits (a model answering in the process) writes it with its own commit, or adds its own
+    /// to it for the next step's, so nothing can tell the two apart. A drain still held when
+    /// the step ends is written then (whatever is held is dropped if the step failed: the
+    /// messages stay queued for the next run, and what was streamed meanwhile is not sent).
+    /// Also whether such a write found messages waiting.
     async fn until_it_waits<F>(
         &self,
         id: ThreadId,
         run: Uuid,
+        events: &EventSink,
         step: F,
     ) -> Result<(Flow, bool), RunError>
     where
@@ -316,22 +325,39 @@ impl Runtime {
     {
         let mut step = std::pin::pin!(step);
         let mut queued = false;
-        let flow = match futures::poll!(step.as_mut()) {
-            std::task::Poll::Ready(flow) => flow,
-            std::task::Poll::Pending => {
-                queued = self.flush_held_of(id, Some(run)).await?;
-                step.await
+        // Until the step first waits, what it streams is held back: a step that never waits
+        // sends nothing before its commit (or the one its commit is held for) has landed.
+        events.hold();
+        let flow = loop {
+            match futures::poll!(step.as_mut()) {
+                std::task::Poll::Ready(flow) => break flow,
+                // Waiting on its own write, the step has waited on nothing outside the run yet:
+                // polled again once the write has moved.
+                std::task::Poll::Pending if self.inner.held.is_writing(id, Some(run)) => {
+                    futures::pending!();
+                }
+                // On anything else, what is held is written and sent first.
+                std::task::Poll::Pending => {
+                    queued = self.flush_held_of(id, Some(run)).await?;
+                    events.settle(true);
+                    break step.await;
+                }
             }
         };
         match flow {
+            // A step's commit held on purpose waits for the run's next commit (its events with
+            // it); a drain the step did not write (it committed nothing) is written now.
+            Ok(flow) if self.inner.held.holds_steps(id, Some(run)) => Ok((flow, queued)),
             Ok(flow) => {
                 queued |= self.flush_held_of(id, Some(run)).await?;
+                events.settle(true);
                 Ok((flow, queued))
             }
             Err(e) => {
                 if let Some(held) = self.inner.held.take(id, Some(run)) {
                     held.events.settle(false);
                 }
+                events.settle(false);
                 Err(e)
             }
         }
@@ -417,7 +443,7 @@ impl Runtime {
             && agent.is_some_and(|agent| model_next(agent, t))
         {
             let messages = commit.messages.clone();
-            match self.hold(t, commit, events) {
+            match self.hold(t, commit, events, false) {
                 None => {
                     msgs.extend(messages);
                     return Ok(false);
@@ -510,8 +536,9 @@ impl Runtime {
     }
 }
 
-/// Whether the next thing the run does for `t` is a model step (what a drain may be held for).
-fn model_next(agent: &duet_spec::AgentDef, t: &Thread) -> bool {
+/// Whether the next thing the run does for `t` is a model step (what a drain, or a step's
+/// commit, may be held for).
+pub(super) fn model_next(agent: &duet_spec::AgentDef, t: &Thread) -> bool {
     t.status != ThreadStatus::Waiting
         && match decide::next(agent, t) {
             Next::Step(side) => matches!(decide::side(agent, side), Side::Prompt(_)),

@@ -78,11 +78,11 @@ impl Runtime {
         };
         // A tool may read the journal: a drain held for the step's commit is written before
         // any tool but a fixed `result` runs.
-        if answer
+        let tools_read = answer
             .calls
             .iter()
-            .any(|(_, name, _)| !offer.is_tool(name) || !fixed_result(&project, name))
-        {
+            .any(|(_, name, _)| !offer.is_tool(name) || !fixed_result(&project, name));
+        if tools_read {
             self.flush_held(t).await?;
         }
         let now = self.now();
@@ -107,10 +107,20 @@ impl Runtime {
         };
         let plan = plan::step(t, of, message, ran.done);
         let waits = plan.waits;
-        let write = Write::new(plan.into_commit())
+        let commit = plan.into_commit();
+        // A step that ran nothing but its model, with another model step next, may be held for
+        // that step's commit (`docs/decisions.md`, "a step's commit held for the next one's").
+        let may_hold = !waits
+            && !tools_read
+            && quiet(&commit)
+            && self
+                .agent_def(&t.agent)
+                .is_ok_and(|agent| super::run::model_next(agent, t));
+        let write = Write::new(commit)
             .emit(Emit::Streamed(live))
             .usage(usage)
-            .at(now);
+            .at(now)
+            .may_hold(may_hold);
         let around = Around::new(&mut s.hooks, turn.events, msgs);
         let outcome = self.persist(t, write, around).await?;
         if waits {
@@ -165,4 +175,17 @@ fn fixed_result(project: &duet_spec::Project, name: &str) -> bool {
                 Some(duet_spec::ToolImpl::Result(_))
             )
     })
+}
+
+/// Whether a step's `commit` writes nothing but the thread's own journal (messages, records,
+/// values): no settle, no queue, timer or file.
+fn quiet(commit: &crate::store::Commit) -> bool {
+    !commit.settle
+        && commit.enqueue.is_empty()
+        && commit.drained.is_empty()
+        && commit.timers.is_empty()
+        && commit.cancel_timers.is_empty()
+        && commit.cancel_subjects.is_empty()
+        && commit.timers_done.is_empty()
+        && commit.files.is_empty()
 }

@@ -41,6 +41,10 @@ pub(super) struct Write {
     /// When the hooks' records and messages are written: the step's (or drain's, or
     /// delivery's) time, else the commit's.
     pub(super) at: Option<i64>,
+    /// A model step's commit that may be held for the run's next commit ([`Runtime::hold`]):
+    /// the caller has checked that nothing waits on it (no hook sees it, no child waits, no
+    /// parent copies it, the next thing the run does is a model step).
+    pub(super) may_hold: bool,
 }
 
 /// Whether the new messages still pass `before_create_message`.
@@ -72,6 +76,7 @@ impl Write {
             usage: None,
             if_any: false,
             at: None,
+            may_hold: false,
         }
     }
 
@@ -105,6 +110,11 @@ impl Write {
             at: Some(now),
             ..self
         }
+    }
+
+    /// The step's commit may be held for the run's next commit (see [`Write::may_hold`]).
+    pub(super) fn may_hold(self, may_hold: bool) -> Write {
+        Write { may_hold, ..self }
     }
 
     pub(super) fn if_any(self) -> Write {
@@ -174,6 +184,7 @@ impl Runtime {
             usage,
             if_any,
             at,
+            may_hold,
         } = w;
         let Around {
             mut hooks,
@@ -198,7 +209,26 @@ impl Runtime {
             })
         });
         let new = commit.messages.clone();
-        let outcome = self.commit(t, commit).await?;
+        // Held (nothing is owed until it is written: its events wait with it) when its step
+        // never waited (its events are still held back: anything queued meanwhile came in the
+        // moment it computed), or written now with whatever the run held.
+        let quiet = may_hold && status.is_none() && hooks.as_ref().is_none_or(|h| h.is_empty());
+        let held = match events {
+            Some(events) if quiet && events.holding() => self.hold(t, commit, events, true),
+            _ => Some(commit),
+        };
+        let outcome = match held {
+            None => CommitOutcome::Committed { queued: false },
+            Some(commit) => {
+                let outcome = self.commit(t, commit).await?;
+                // Landed: what the run held back (a step's streamed text) may go now, before
+                // the events this write owes.
+                if let Some(events) = events {
+                    events.settle(true);
+                }
+                outcome
+            }
+        };
         if let (Some(text), Some(_)) = (&status, t.parent)
             && let Err(e) = self.inner.store.set_child_status_text(t.id, text).await
         {
@@ -226,16 +256,23 @@ impl Runtime {
         Ok(outcome)
     }
 
-    /// Holds a drain's `commit` (its messages already in the run's history, nothing owed for
-    /// them) for the run's next commit, which writes it first: until then its queue rows stay
-    /// queued, and a crash drains them again. The caller writes it when it comes back
-    /// (`Some`). The run writes a held drain on its own ([`Runtime::flush_held`]) before it
-    /// waits on anything or runs anything that may read the thread.
-    pub(super) fn hold(&self, t: &Thread, commit: Commit, events: &EventSink) -> Option<Commit> {
-        self.inner.held.hold(t, commit, events)
+    /// Holds a drain's or a model step's `commit` (`step`; its messages already in the run's
+    /// history, what is owed for them held back) for the run's next commit, which writes it
+    /// first: until then the journal does not have it, its queue rows stay queued, and a crash
+    /// runs it again. The caller writes it when it comes back (`Some`). The run writes what it
+    /// holds on its own ([`Runtime::flush_held`]) before it waits on anything or runs anything
+    /// that may read the thread.
+    pub(super) fn hold(
+        &self,
+        t: &Thread,
+        commit: Commit,
+        events: &EventSink,
+        step: bool,
+    ) -> Option<Commit> {
+        self.inner.held.hold(t, commit, events, step)
     }
 
-    /// Whether a drain is held for the run of `t` ([`Runtime::hold`]).
+    /// Whether anything is held for the run of `t` ([`Runtime::hold`]).
     pub(super) fn holds(&self, t: &Thread) -> bool {
         self.inner.held.holds(t.id, t.lease_owner)
     }
@@ -291,12 +328,14 @@ impl Runtime {
         span.record(crate::telemetry::attr::TURNS, turns);
         let owner = t.lease_owner.ok_or(StoreError::LeaseLost(t.id))?;
         let due = commit.timers.iter().map(|timer| timer.due_at).min();
+        let writing = self.inner.held.writing(t.id, t.lease_owner);
         let outcome = self
             .inner
             .store
             .commit(t, owner, commit)
             .instrument(span.clone())
             .await;
+        drop(writing);
         span.record(
             crate::telemetry::attr::OUTCOME,
             match &outcome {

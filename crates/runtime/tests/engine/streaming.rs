@@ -500,3 +500,90 @@ async fn the_prompt_is_in_the_journal_before_the_first_piece_arrives() {
         }
     }
 }
+
+/// A ping-pong of `turns` turns whose two scripted models answer without waiting.
+fn pingpong(turns: usize) -> support::Scratch {
+    let p = support::Scratch::new("held-steps");
+    let half = turns / 2;
+    p.write(
+        "agents/agents/pingpong.yaml",
+        &format!("name: pingpong\nmaxSessionTurns: {half}\nsideA: {{ prompt: ping, maxSteps: {turns} }}\nsideB: {{ prompt: pong, maxSteps: {turns} }}\n"),
+    );
+    for name in ["ping", "pong"] {
+        p.write(
+            &format!("agents/prompts/{name}.yaml"),
+            &format!(
+                "name: {name}\ntoolDescription: d\nmodel: {name}_model\nprompt: Say {name}.\n"
+            ),
+        );
+        let script: String = (0..half)
+            .map(|i| format!("  - text: \"{name} {i}\"\n"))
+            .collect();
+        p.write(
+            &format!("agents/models/{name}_model.yaml"),
+            &format!("name: {name}_model\nprovider: scripted\nmodel: demo\nscript:\n{script}"),
+        );
+    }
+    p
+}
+
+/// Steps that wait on nothing have their commits held for the next step's, a few at a time
+/// (`docs/decisions.md`, "a step's commit held for the next one's"), yet on every backend each
+/// message's text reaches the caller only once the message is in the journal, and the journal
+/// ends with every turn in order.
+#[tokio::test]
+async fn a_message_is_in_the_journal_when_its_text_arrives_though_its_commit_was_held() {
+    let turns = 24;
+    let p = pingpong(turns);
+    for backend in support::backends().await {
+        let store = backend.open().await;
+        let rt = support::runtime(p.project(), store.clone()).build();
+        let (sink, mut rx) = duet_runtime::EventSink::channel();
+        let reader = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                while let Some(event) = rx.recv().await {
+                    // The scripted model says each message in one piece.
+                    if let AgentEvent::Text { delta } = event {
+                        let said = delta.trim().to_owned();
+                        let journal = support::texts(&store, "pp").await;
+                        assert!(
+                            journal.iter().any(|(_, _, text)| *text == said),
+                            "`{said}` arrived before its message was journaled: {journal:?}"
+                        );
+                        seen.push(said);
+                    }
+                }
+                seen
+            })
+        };
+        let done = rt
+            .send(
+                "pp",
+                Some("pingpong"),
+                "Start.",
+                &sink,
+                &duet_runtime::CancellationToken::new(),
+            )
+            .await;
+        drop(sink);
+        assert!(
+            matches!(done, Ok(duet_runtime::Delivered::Settled(_))),
+            "{}: {done:?}",
+            backend.name()
+        );
+        let seen = reader.await.expect("the reader");
+        let said: Vec<String> = (0..turns)
+            .map(|i| format!("{} {}", ["ping", "pong"][i % 2], i / 2))
+            .collect();
+        assert_eq!(seen, said, "{}", backend.name());
+        let journal: Vec<String> = support::texts(&store, "pp")
+            .await
+            .into_iter()
+            .map(|(_, _, text)| text)
+            .collect();
+        assert_eq!(journal[0], "Start.", "{}", backend.name());
+        assert_eq!(journal[1..], said[..], "{}", backend.name());
+    }
+}

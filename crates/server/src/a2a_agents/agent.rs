@@ -37,6 +37,32 @@ struct Said {
     files: Vec<Incoming>,
 }
 
+/// Whether the write that delivers `req` tells a replay of it on its own: a message of words
+/// alone (no file, no data part, no push config) to the task that is parked at a question now
+/// — the answer it carries is this task's, and a message id already delivered to the thread
+/// makes the write deliver nothing (the task is then returned as it stands).
+fn replay_in_write(
+    req: &SendMessageRequest,
+    said: &Said,
+    named: Option<&(Thread, TaskRef)>,
+) -> bool {
+    said.files.is_empty()
+        && req
+            .message
+            .parts
+            .iter()
+            .all(|p| !matches!(p.content, PartContent::Data(_)))
+        && req
+            .configuration
+            .as_ref()
+            .is_none_or(|c| c.task_push_notification_config.is_none())
+        && named.is_some_and(|(t, r)| {
+            t.status == duet_runtime::ThreadStatus::AwaitingHuman
+                && t.session_open
+                && TaskRef::next_for(t) == *r
+        })
+}
+
 /// What a message says, checked as every door checks its input ([`input`]) before anything is
 /// read: its ids, its text, its file parts (each a `raw` within the per-file limit `max`, or a
 /// `url`: [`files_in`]). Every raw part is a file, an image too (see `docs/decisions.md`).
@@ -482,9 +508,14 @@ impl A2aAgent for DuetAgent {
         let caller = Self::caller(&cx)?;
         let said = said(&req, service::files::max_file_bytes(&self.state))?;
         let named = self.named_task(&caller, &req).await?;
-        if let Some(task) = self
-            .replay(&caller, &req, cx.history_length, named.as_ref())
-            .await?
+        // A plain answer to a task parked at a question is told from a replay by its own write
+        // (a message id is delivered to a thread once: `Accepted::Duplicate`), a driver call
+        // fewer; anything else is looked up first (a replay must store no file, push config
+        // or decision again, nor be refused as no answer to a task that has moved on).
+        if !replay_in_write(&req, &said, named.as_ref())
+            && let Some(task) = self
+                .replay(&caller, &req, cx.history_length, named.as_ref())
+                .await?
         {
             return Ok(SendMessageResponse::Task(task));
         }
