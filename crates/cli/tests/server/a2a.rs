@@ -2,7 +2,8 @@
 //! gate on both bindings (`tests/clients/a2a_duet_client.py`), and the JS SDK sends, streams,
 //! gets and cancels (`tests/clients/a2a_duet_client.mjs`); a principal's tasks are its
 //! own; a thread waiting on a child that awaits a person stays WORKING; a client that leaves a
-//! stream does not stop the run; an answer someone gave first is refused.
+//! stream does not stop the run; an answer someone gave first is refused; a message sent again
+//! writes nothing.
 
 use serde_json::{Value, json};
 
@@ -419,6 +420,58 @@ async fn an_answer_someone_gave_first_is_refused() {
             .collect();
         assert_eq!(answers, ["Rotate?", "rejected"], "{done}");
         assert_eq!(done["artifacts"][0]["name"], "result", "{done}");
+        server.stop().await;
+    }
+}
+
+/// A message sent again to the task parked at a question (its id delivered already) is no
+/// answer: nothing is written and the task comes back as it stands; the answer that follows
+/// completes it, and that answer sent again replays the completed task.
+#[tokio::test]
+async fn a_message_sent_again_to_a_waiting_task_writes_nothing() {
+    for backend in support::backends().await {
+        let server = Server::start(&backend).await;
+        let alice = server.key("alice", false).await;
+        let call = |params: Value| rpc(&server, "question_gate", &alice, "SendMessage", params);
+        let task = call(message("r-1", "Rotate?")).await.expect("sent")["task"].clone();
+        assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
+        let id = task["id"].as_str().expect("an id").to_owned();
+        let to_task = |mut m: Value| {
+            m["message"]["taskId"] = json!(id);
+            m
+        };
+        let again = call(to_task(message("r-1", "Rotate?")))
+            .await
+            .expect("a replay is no error")["task"]
+            .clone();
+        assert_eq!(state(&again), "TASK_STATE_INPUT_REQUIRED", "{again}");
+        let done = call(to_task(message("r-2", "approved")))
+            .await
+            .expect("answered")["task"]
+            .clone();
+        assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
+        let replayed = call(to_task(message("r-2", "approved")))
+            .await
+            .expect("a replay is no error")["task"]
+            .clone();
+        assert_eq!(state(&replayed), "TASK_STATE_COMPLETED", "{replayed}");
+        let read = rpc(
+            &server,
+            "question_gate",
+            &alice,
+            "GetTask",
+            json!({"id": id}),
+        )
+        .await
+        .expect("read");
+        let said: Vec<&str> = read["history"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "ROLE_USER")
+            .filter_map(|m| m["parts"][0]["text"].as_str())
+            .collect();
+        assert_eq!(said, ["Rotate?", "approved"], "{read}");
         server.stop().await;
     }
 }
