@@ -310,6 +310,9 @@ impl Runtime {
 
     /// Writes `commit` under the run's lease.
     async fn commit_now(&self, t: &Thread, mut commit: Commit) -> Result<CommitOutcome, RunError> {
+        // Writing from here on (a park's deadline read included): what the run held is taken,
+        // and its events go once this lands.
+        let writing = self.inner.held.writing(t.id, t.lease_owner);
         self.mark_park(&mut commit);
         self.schedule_deadlines(t, &mut commit).await;
         // The deadline override as this commit leaves it (set by code, or consumed by a park).
@@ -328,7 +331,6 @@ impl Runtime {
         span.record(crate::telemetry::attr::TURNS, turns);
         let owner = t.lease_owner.ok_or(StoreError::LeaseLost(t.id))?;
         let due = commit.timers.iter().map(|timer| timer.due_at).min();
-        let writing = self.inner.held.writing(t.id, t.lease_owner);
         let outcome = self
             .inner
             .store
