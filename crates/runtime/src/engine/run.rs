@@ -451,6 +451,10 @@ impl Runtime {
                 Some(back) => commit = back,
             }
         }
+        // Hooks may read the thread: steps held for a later commit are written first.
+        if hooks.as_ref().is_some_and(|h| !h.is_empty()) && self.holds(t) {
+            self.flush_held(t).await?;
+        }
         if let Some(hooks) = hooks.as_mut() {
             let mut messages = Vec::with_capacity(commit.messages.len());
             for mut m in std::mem::take(&mut commit.messages) {

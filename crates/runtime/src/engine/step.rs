@@ -34,11 +34,13 @@ impl Runtime {
             Err(why) => return self.step_error(t, &why).await,
         };
         let (agent, side, prompt) = (turn.agent, turn.side, s.prompt);
-        // A drain held for the step's commit is written before anything that may read the
-        // store or wait while holding one of its connections: `immediate` children (they may
-        // read the journal), an MCP server's listing, the files the model is sent.
+        // What the run holds for the step's commit is written before anything that may read
+        // the store or wait while holding one of its connections: the side's hooks (steps of
+        // the other side, held, are not theirs to miss), `immediate` children (they may read
+        // the journal), an MCP server's listing, the files the model is sent.
         if self.holds(t)
-            && (cfg.subagents.iter().any(|r| r.immediate.is_some())
+            && (!s.hooks.is_empty()
+                || cfg.subagents.iter().any(|r| r.immediate.is_some())
                 || self.names_servers(prompt)
                 || msgs.iter().any(|m| !m.attachments.is_empty()))
         {
