@@ -17,7 +17,7 @@ mod reads;
 mod timers;
 
 pub use calls::DriverCalls;
-pub use kit::{Scratch, Slow, kill_mid_step, must_load, repo, send, texts};
+pub use kit::{Scratch, Slow, kill_mid_step, must_load, repo, send, texts, write_pingpong};
 
 use crate::record::RecordBody;
 use crate::store::{

@@ -199,28 +199,7 @@ async fn a_park_and_a_resume_each_take_at_most_three_driver_calls() {
 
 /// The engine bench's ping-pong, beside the gate in `dir`: two scripted models, `turns` turns.
 fn pingpong(dir: &Scratch, turns: usize) -> Arc<duet_spec::Project> {
-    let half = turns / 2;
-    dir.write(
-        "agents/agents/pingpong.yaml",
-        &format!(
-            "name: pingpong\nmaxSessionTurns: {half}\nsideA: {{ prompt: ping, maxSteps: {turns} }}\nsideB: {{ prompt: pong, maxSteps: {turns} }}\n"
-        ),
-    );
-    for name in ["ping", "pong"] {
-        dir.write(
-            &format!("agents/prompts/{name}.yaml"),
-            &format!(
-                "name: {name}\ntoolDescription: d\nmodel: {name}_model\nprompt: Say {name}.\n"
-            ),
-        );
-        let script: String = (0..half)
-            .map(|i| format!("  - text: \"{name} {i}\"\n"))
-            .collect();
-        dir.write(
-            &format!("agents/models/{name}_model.yaml"),
-            &format!("name: {name}_model\nprovider: scripted\nmodel: demo\nscript:\n{script}"),
-        );
-    }
+    duet_runtime::testing::write_pingpong(dir, turns);
     let loaded = duet_spec::load(dir.root()).expect("ping-pong project");
     assert!(loaded.is_ok(), "{:?}", loaded.issues);
     Arc::new(loaded.project)

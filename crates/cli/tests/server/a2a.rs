@@ -42,6 +42,17 @@ fn state(task: &Value) -> &str {
     task["status"]["state"].as_str().unwrap_or("")
 }
 
+/// The text of each of the client's messages in a task's history, in order.
+fn user_texts(task: &Value) -> Vec<&str> {
+    task["history"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "ROLE_USER")
+        .filter_map(|m| m["parts"][0]["text"].as_str())
+        .collect()
+}
+
 /// Reads a stream to its end: the state of each event that has one.
 async fn states(mut sse: Sse) -> Vec<String> {
     let mut out = Vec::new();
@@ -411,13 +422,7 @@ async fn an_answer_someone_gave_first_is_refused() {
         .expect("read");
         assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
         // The first answer is the one in the task's history; the late one is not there.
-        let answers: Vec<&str> = done["history"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|m| m["role"] == "ROLE_USER")
-            .filter_map(|m| m["parts"][0]["text"].as_str())
-            .collect();
+        let answers = user_texts(&done);
         assert_eq!(answers, ["Rotate?", "rejected"], "{done}");
         assert_eq!(done["artifacts"][0]["name"], "result", "{done}");
         server.stop().await;
@@ -464,13 +469,7 @@ async fn a_message_sent_again_to_a_waiting_task_writes_nothing() {
         )
         .await
         .expect("read");
-        let said: Vec<&str> = read["history"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|m| m["role"] == "ROLE_USER")
-            .filter_map(|m| m["parts"][0]["text"].as_str())
-            .collect();
+        let said = user_texts(&read);
         assert_eq!(said, ["Rotate?", "approved"], "{read}");
         server.stop().await;
     }

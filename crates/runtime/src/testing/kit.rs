@@ -148,3 +148,30 @@ impl Tool for Slow {
         ToolResult::ok("done slowly")
     }
 }
+
+/// Writes the engine bench's ping-pong into `dir`: agent `pingpong`, whose two scripted models
+/// (`ping`, `pong`) answer without waiting, `turns` turns in all ("ping 0", "pong 0", …).
+pub fn write_pingpong(dir: &Scratch, turns: usize) {
+    let half = turns / 2;
+    dir.write(
+        "agents/agents/pingpong.yaml",
+        &format!(
+            "name: pingpong\nmaxSessionTurns: {half}\nsideA: {{ prompt: ping, maxSteps: {turns} }}\nsideB: {{ prompt: pong, maxSteps: {turns} }}\n"
+        ),
+    );
+    for name in ["ping", "pong"] {
+        dir.write(
+            &format!("agents/prompts/{name}.yaml"),
+            &format!(
+                "name: {name}\ntoolDescription: d\nmodel: {name}_model\nprompt: Say {name}.\n"
+            ),
+        );
+        let script: String = (0..half)
+            .map(|i| format!("  - text: \"{name} {i}\"\n"))
+            .collect();
+        dir.write(
+            &format!("agents/models/{name}_model.yaml"),
+            &format!("name: {name}_model\nprovider: scripted\nmodel: demo\nscript:\n{script}"),
+        );
+    }
+}

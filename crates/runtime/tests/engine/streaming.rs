@@ -504,26 +504,7 @@ async fn the_prompt_is_in_the_journal_before_the_first_piece_arrives() {
 /// A ping-pong of `turns` turns whose two scripted models answer without waiting.
 fn pingpong(turns: usize) -> support::Scratch {
     let p = support::Scratch::new("held-steps");
-    let half = turns / 2;
-    p.write(
-        "agents/agents/pingpong.yaml",
-        &format!("name: pingpong\nmaxSessionTurns: {half}\nsideA: {{ prompt: ping, maxSteps: {turns} }}\nsideB: {{ prompt: pong, maxSteps: {turns} }}\n"),
-    );
-    for name in ["ping", "pong"] {
-        p.write(
-            &format!("agents/prompts/{name}.yaml"),
-            &format!(
-                "name: {name}\ntoolDescription: d\nmodel: {name}_model\nprompt: Say {name}.\n"
-            ),
-        );
-        let script: String = (0..half)
-            .map(|i| format!("  - text: \"{name} {i}\"\n"))
-            .collect();
-        p.write(
-            &format!("agents/models/{name}_model.yaml"),
-            &format!("name: {name}_model\nprovider: scripted\nmodel: demo\nscript:\n{script}"),
-        );
-    }
+    duet_runtime::testing::write_pingpong(&p, turns);
     p
 }
 
