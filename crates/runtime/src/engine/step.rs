@@ -114,7 +114,7 @@ impl Runtime {
         // that step's commit (`docs/decisions.md`, "a step's commit held for the next one's").
         let may_hold = !waits
             && !tools_read
-            && quiet(&commit)
+            && commit.journal_only()
             && self
                 .agent_def(&t.agent)
                 .is_ok_and(|agent| super::run::model_next(agent, t));
@@ -177,17 +177,4 @@ fn fixed_result(project: &duet_spec::Project, name: &str) -> bool {
                 Some(duet_spec::ToolImpl::Result(_))
             )
     })
-}
-
-/// Whether a step's `commit` writes nothing but the thread's own journal (messages, records,
-/// values): no settle, no queue, timer or file.
-fn quiet(commit: &crate::store::Commit) -> bool {
-    !commit.settle
-        && commit.enqueue.is_empty()
-        && commit.drained.is_empty()
-        && commit.timers.is_empty()
-        && commit.cancel_timers.is_empty()
-        && commit.cancel_subjects.is_empty()
-        && commit.timers_done.is_empty()
-        && commit.files.is_empty()
 }

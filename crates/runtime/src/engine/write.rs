@@ -42,8 +42,9 @@ pub(super) struct Write {
     /// delivery's) time, else the commit's.
     pub(super) at: Option<i64>,
     /// A model step's commit that may be held for the run's next commit ([`Runtime::hold`]):
-    /// the caller has checked that nothing waits on it (no hook sees it, no child waits, no
-    /// parent copies it, the next thing the run does is a model step).
+    /// the caller has checked that nothing waits on it (no child waits, no tool read the
+    /// journal, the next thing the run does is a model step); `persist` checks the rest (no
+    /// hook sees it, no parent copies it, its step has not waited).
     pub(super) may_hold: bool,
 }
 
@@ -359,17 +360,7 @@ impl Runtime {
 }
 
 fn is_empty(c: &Commit) -> bool {
-    c.records.is_empty()
-        && c.messages.is_empty()
-        && c.values.is_empty()
-        && c.enqueue.is_empty()
-        && c.drained.is_empty()
-        && c.timers.is_empty()
-        && c.cancel_timers.is_empty()
-        && c.cancel_subjects.is_empty()
-        && c.timers_done.is_empty()
-        && c.files.is_empty()
-        && !c.settle
+    c.records.is_empty() && c.messages.is_empty() && c.values.is_empty() && c.journal_only()
 }
 
 /// Adds to `commit` what the hooks left: their failures as records, the messages they injected

@@ -43,6 +43,19 @@ pub struct Commit {
 }
 
 impl Commit {
+    /// Whether it writes nothing but the thread's own journal (messages, records, values): no
+    /// settle, no queue row drained or added, no timer, no file.
+    pub fn journal_only(&self) -> bool {
+        !self.settle
+            && self.enqueue.is_empty()
+            && self.drained.is_empty()
+            && self.timers.is_empty()
+            && self.cancel_timers.is_empty()
+            && self.cancel_subjects.is_empty()
+            && self.timers_done.is_empty()
+            && self.files.is_empty()
+    }
+
     /// This commit and `later` as one transaction: `later`'s writes after this one's (its
     /// messages and records have the later seqs), and `later`'s say on the lease (`settle`,
     /// `release`).
