@@ -76,6 +76,34 @@ impl Batch {
     }
 }
 
+/// `rows` as one JSON array of arrays (an integer or a boolean as a number, a text as a string,
+/// none as `null`), for a statement that reads its rows with `json_each` from one parameter:
+/// one bind, and one statement text whatever the number of rows. `None` when a text holds a
+/// NUL, which SQLite's JSON functions end the text at.
+pub(crate) fn json_rows(rows: &[Vec<Arg>]) -> Option<String> {
+    use std::io::Write as _;
+    let mut out: Vec<u8> = Vec::with_capacity(64 + rows.len() * 128);
+    out.push(b'[');
+    for (i, row) in rows.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"[" } else { b",[" });
+        for (j, arg) in row.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            match arg {
+                Arg::Int(v) | Arg::OptInt(Some(v)) => write!(out, "{v}").ok()?,
+                Arg::Bool(v) => out.push(if *v { b'1' } else { b'0' }),
+                Arg::Text(Some(v)) if v.contains('\0') => return None,
+                Arg::Text(Some(v)) => serde_json::to_writer(&mut out, v).ok()?,
+                Arg::OptInt(None) | Arg::Text(None) => out.extend_from_slice(b"null"),
+            }
+        }
+        out.push(b']');
+    }
+    out.push(b']');
+    String::from_utf8(out).ok()
+}
+
 /// The journal rows of a commit: its messages, then its records, as batch arguments in the
 /// column order of `JOURNAL_COLUMNS` (after `thread`).
 pub(crate) fn journal_rows(commit: &Commit) -> Result<Vec<Vec<Arg>>, StoreError> {

@@ -2,7 +2,7 @@
 //! the SQL text is identical, the row types differ.
 
 pub(crate) use crate::batch::{
-    Arg, Batch, JOURNAL_COLUMNS, QUEUED_COLUMNS, THREAD_SET, journal_rows, queued_row,
+    Arg, Batch, JOURNAL_COLUMNS, QUEUED_COLUMNS, THREAD_SET, journal_rows, json_rows, queued_row,
 };
 
 /// The store port's traits for `$store`, whose `writer()` gives the connection writes go through

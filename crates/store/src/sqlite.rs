@@ -336,7 +336,8 @@ impl SqliteStore {
         commit: Commit,
     ) -> Result<CommitOutcome, StoreError> {
         use crate::sql::{
-            Arg, Batch, JOURNAL_COLUMNS, QUEUED_COLUMNS, THREAD_SET, journal_rows, queued_row,
+            Arg, Batch, JOURNAL_COLUMNS, QUEUED_COLUMNS, THREAD_SET, journal_rows, json_rows,
+            queued_row,
         };
         let mut batch = Batch::new(t, owner);
         for id in &commit.drained {
@@ -346,16 +347,31 @@ impl SqliteStore {
                  (SELECT num FROM threads WHERE id = $1 AND lease_owner = $2);\n"
             ));
         }
-        // A few rows a statement: SQLite finds a named parameter's name by a scan of the
-        // statement's list of them, once per parameter bound, so binding a statement costs the
-        // square of its parameters (a run's held steps, 27 rows in one statement, were a
-        // seventh of the write connection's time).
-        for chunk in journal_rows(&commit)?.chunks(JOURNAL_ROWS) {
-            let values = batch.values(chunk.to_vec());
-            batch.sql.push_str(&format!(
-                "INSERT INTO journal (thread, {JOURNAL_COLUMNS}) \
-                 SELECT t.num, v.* FROM threads t, ({values}) v WHERE t.id = $1 AND t.lease_owner = $2;\n"
-            ));
+        // The rows as one JSON parameter: one bind, and one text whatever their number (so it
+        // is found again in the statement cache). Binding them one by one cost the square of
+        // their parameters (SQLite finds a named parameter's name by a scan of the statement's
+        // list of them), and each number of rows was a text to prepare anew.
+        let rows = journal_rows(&commit)?;
+        match json_rows(&rows) {
+            _ if rows.is_empty() => {}
+            Some(json) => {
+                let p = batch.param(Arg::Text(Some(json)));
+                batch.sql.push_str(&format!(
+                    "INSERT INTO journal (thread, {JOURNAL_COLUMNS}) \
+                     SELECT t.num, {JSON_COLUMNS} FROM threads t, json_each({p}) r \
+                     WHERE t.id = $1 AND t.lease_owner = $2;\n"
+                ));
+            }
+            // A text with a NUL in it, which SQLite's JSON functions would cut: bound.
+            None => {
+                for chunk in rows.chunks(JOURNAL_ROWS) {
+                    let values = batch.values(chunk.to_vec());
+                    batch.sql.push_str(&format!(
+                        "INSERT INTO journal (thread, {JOURNAL_COLUMNS}) \
+                         SELECT t.num, v.* FROM threads t, ({values}) v WHERE t.id = $1 AND t.lease_owner = $2;\n"
+                    ));
+                }
+            }
         }
         for q in &commit.enqueue {
             let values = batch.values(vec![queued_row(q, t.updated_at)]);
@@ -418,8 +434,13 @@ impl SqliteStore {
     }
 }
 
-/// The most journal rows one statement inserts (15 parameters each).
+/// The most journal rows one statement binds (15 parameters each), when they cannot go as JSON.
 const JOURNAL_ROWS: usize = 8;
+
+/// `JOURNAL_COLUMNS` read from a row of [`crate::sql::json_rows`] (`r.value`, an array).
+const JSON_COLUMNS: &str = "r.value->>0, r.value->>1, r.value->>2, r.value->>3, r.value->>4, \
+     r.value->>5, r.value->>6, r.value->>7, r.value->>8, r.value->>9, r.value->>10, r.value->>11, \
+     r.value->>12, r.value->>13, r.value->>14";
 
 /// The run's start among `rows` (those with a `part`, [`start_reads!`]'s), if they hold its
 /// thread; the other rows are left alone.
