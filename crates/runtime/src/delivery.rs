@@ -99,6 +99,9 @@ pub struct Settled {
     /// The tool calls it waits on a person's decision for (filled when a run settles
     /// `waiting`; empty otherwise).
     pub approvals: Vec<crate::approval::Pending>,
+    /// The whole thread as it stood then (as the run's last write left it): a caller that
+    /// answers with the thread need not read it again.
+    pub last: Box<Thread>,
 }
 
 impl Settled {
@@ -114,6 +117,7 @@ impl Settled {
             result: t.result.clone(),
             park: t.park(),
             approvals: Vec::new(),
+            last: Box::new(t.clone()),
         }
     }
 

@@ -79,7 +79,8 @@ impl Batch {
 /// `rows` as one JSON array of arrays (an integer or a boolean as a number, a text as a string,
 /// none as `null`), for a statement that reads its rows with `json_each` from one parameter:
 /// one bind, and one statement text whatever the number of rows. `None` when a text holds a
-/// NUL, which SQLite's JSON functions end the text at.
+/// NUL: SQLite's JSON functions before 3.45 end a text there (the bundled one does not, but a
+/// build may link the system's), so such rows are bound instead.
 pub(crate) fn json_rows(rows: &[Vec<Arg>]) -> Option<String> {
     use std::io::Write as _;
     let mut out: Vec<u8> = Vec::with_capacity(64 + rows.len() * 128);

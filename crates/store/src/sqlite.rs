@@ -362,7 +362,7 @@ impl SqliteStore {
                      WHERE t.id = $1 AND t.lease_owner = $2;\n"
                 ));
             }
-            // A text with a NUL in it, which SQLite's JSON functions would cut: bound.
+            // A text with a NUL in it, which an older SQLite's JSON functions would cut: bound.
             None => {
                 for chunk in rows.chunks(JOURNAL_ROWS) {
                     let values = batch.values(chunk.to_vec());

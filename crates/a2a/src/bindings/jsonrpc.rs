@@ -61,9 +61,9 @@ pub(crate) async fn binding(State(limits): State<Limits>, req: Request, next: Ne
     let id = id.clone();
     let mut req = Request::from_parts(parts, Body::empty());
     req.extensions_mut().insert(call);
-    let response = next.run(req).await;
-    match response.extensions().get::<Outcome>() {
-        Some(Outcome(result)) => reply(&id, result.clone()),
+    let mut response = next.run(req).await;
+    match response.extensions_mut().remove::<Outcome>() {
+        Some(Outcome(result)) => reply(&id, result),
         None => response,
     }
 }

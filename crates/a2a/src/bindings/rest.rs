@@ -90,9 +90,9 @@ pub(crate) async fn binding(State(limits): State<Limits>, req: Request, next: Ne
         method: method.to_owned(),
         params: Value::Object(params),
     });
-    let response = next.run(req).await;
-    match response.extensions().get::<Outcome>() {
-        Some(Outcome(result)) => reply(content_type, result.clone()),
+    let mut response = next.run(req).await;
+    match response.extensions_mut().remove::<Outcome>() {
+        Some(Outcome(result)) => reply(content_type, result),
         None => response,
     }
 }

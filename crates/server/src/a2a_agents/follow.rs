@@ -95,12 +95,17 @@ pub(crate) async fn settled(
     // Whether the queue is known to hold nothing runnable: the run this request started
     // settled, and a run settles only when nothing it could run waits.
     let mut settled_empty = false;
+    // The thread as that run left it: the task's first read need not read it again.
+    let mut last = None;
     if let Some(run) = run {
         tokio::select! {
             () = state.closing().cancelled() => {}
             () = tokio::time::sleep(RUN_END_WAIT) => {}
             // However else it ended (failed, lost its lease): the task says the rest.
-            ended = run => settled_empty = matches!(ended, Ok(Ok(_))),
+            ended = run => if let Ok(Ok(s)) = ended {
+                settled_empty = true;
+                last = Some(*s.last).filter(|t| t.id == r.thread);
+            },
         }
     }
     let mut changes = Feed::of(state).changes();
@@ -108,7 +113,10 @@ pub(crate) async fn settled(
         // The queue before the journal: a message moves from one to the other in one
         // transaction, so an empty queue now means the journal read next has it.
         let queued = !std::mem::take(&mut settled_empty) && pending(state, r).await?;
-        let (_, task, last_seq) = read(state, r, view).await?;
+        let (_, task, last_seq) = match last.take() {
+            Some(t) => read_on(state, t, r, view).await?,
+            None => read(state, r, view).await?,
+        };
         if done(task.status.state)
             && past(floor, last_seq)
             && (task.status.state.is_terminal() || !queued)

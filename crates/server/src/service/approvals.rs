@@ -258,12 +258,14 @@ async fn decide_by(
     // Stored: from here on the caller is told where to follow the thread, whatever its run
     // does, rather than an error it might retry into a second decision.
     let mut waited = wait;
+    // The thread as the run this decision started left it, when waited for: not read again.
+    let mut last = None;
     let landed = match accepted.landed {
         DecisionLanded::Claimed(claim) => {
             let outcome = state.spawn_run(claim);
             if wait {
                 match outcome.await {
-                    Ok(Ok(_)) => {}
+                    Ok(Ok(s)) => last = Some(*s.last),
                     Ok(Err(e)) => {
                         tracing::info!(error = %e, "a waited-for run did not settle here");
                         waited = false;
@@ -283,9 +285,12 @@ async fn decide_by(
     };
     let settled = waited || landed == Landed::Duplicate;
     let now = if seeing && settled {
-        let now = threads::reread(state, accepted.thread)
-            .await?
-            .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?;
+        let now = match last.filter(|t| t.id == accepted.thread) {
+            Some(t) => t,
+            None => threads::reread(state, accepted.thread)
+                .await?
+                .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?,
+        };
         Some(threads::with_parent(state, now).await?)
     } else {
         None

@@ -108,13 +108,15 @@ pub(crate) async fn deliver(
     // The message is stored: from here on, whatever happens to the run, the caller is told
     // where to follow it rather than an error it might retry into a second message.
     let mut waited = inbound.wait;
+    // The thread as the run this delivery started left it, when waited for: not read again.
+    let mut last = None;
     let (thread, landed) = match accepted {
         Accepted::Claimed(claim) => {
             let thread = claim.thread();
             let outcome = state.spawn_run(claim);
             if inbound.wait {
                 match outcome.await {
-                    Ok(Ok(_)) => {}
+                    Ok(Ok(settled)) => last = Some(*settled.last),
                     Ok(Err(e)) => {
                         tracing::info!(error = %e, "a waited-for run did not settle here");
                         waited = false;
@@ -133,9 +135,12 @@ pub(crate) async fn deliver(
         Accepted::Duplicate(settled) => (settled.thread, Landed::Duplicate),
     };
     let now = if waited || landed == Landed::Duplicate {
-        let t = threads::reread(state, thread)
-            .await?
-            .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?;
+        let t = match last.filter(|t| t.id == thread) {
+            Some(t) => t,
+            None => threads::reread(state, thread)
+                .await?
+                .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?,
+        };
         Some(threads::with_parent(state, t).await?)
     } else {
         None
