@@ -77,7 +77,7 @@ impl Batch {
 }
 
 /// `rows` as one JSON array of arrays (an integer or a boolean as a number, a text as a string,
-/// none as `null`), for a statement that reads its rows with `json_each` from one parameter:
+/// none as `null`), for a statement that reads its rows with `jsonb_each` from one parameter:
 /// one bind, and one statement text whatever the number of rows. `None` when a text holds a
 /// NUL: SQLite's JSON functions before 3.45 end a text there (the bundled one does not, but a
 /// build may link the system's), so such rows are bound instead.

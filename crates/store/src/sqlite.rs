@@ -350,7 +350,9 @@ impl SqliteStore {
         // The rows as one JSON parameter: one bind, and one text whatever their number (so it
         // is found again in the statement cache). Binding them one by one cost the square of
         // their parameters (SQLite finds a named parameter's name by a scan of the statement's
-        // list of them), and each number of rows was a text to prepare anew.
+        // list of them), and each number of rows was a text to prepare anew. `jsonb_each`, not
+        // `json_each`: it gives each row as its binary form, which `->>` reads as it is (a row
+        // as text was printed, then parsed again, by each of its 15 columns).
         let rows = journal_rows(&commit)?;
         match json_rows(&rows) {
             _ if rows.is_empty() => {}
@@ -358,7 +360,7 @@ impl SqliteStore {
                 let p = batch.param(Arg::Text(Some(json)));
                 batch.sql.push_str(&format!(
                     "INSERT INTO journal (thread, {JOURNAL_COLUMNS}) \
-                     SELECT t.num, {JSON_COLUMNS} FROM threads t, json_each({p}) r \
+                     SELECT t.num, {JSON_COLUMNS} FROM threads t, jsonb_each({p}) r \
                      WHERE t.id = $1 AND t.lease_owner = $2;\n"
                 ));
             }
