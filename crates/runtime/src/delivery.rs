@@ -121,6 +121,15 @@ impl Settled {
         }
     }
 
+    /// [`Settled::of`] `t` just written by a settling write that gave up the lease: its copy
+    /// without the lease, as the store now holds it.
+    pub fn released(t: &Thread) -> Self {
+        let mut settled = Settled::of(t);
+        settled.last.lease_owner = None;
+        settled.last.lease_expires = 0;
+        settled
+    }
+
     /// The terminal event for this outcome: `failed` for a step error, `completed` otherwise,
     /// with `data: {thread, session, status, stopReason, result}` and, when parked, `park`;
     /// when waiting for decisions, `approvals: [{id, tool, arguments, decisions}]`.

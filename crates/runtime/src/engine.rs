@@ -148,13 +148,7 @@ enum Flow {
 impl Flow {
     fn of(outcome: CommitOutcome, t: &Thread) -> Flow {
         match outcome {
-            CommitOutcome::Settled => {
-                let mut settled = Settled::of(t);
-                // The write that settled it gave up the lease.
-                settled.last.lease_owner = None;
-                settled.last.lease_expires = 0;
-                Flow::Done(settled)
-            }
+            CommitOutcome::Settled => Flow::Done(Settled::released(t)),
             CommitOutcome::Committed { queued } => Flow::Continue { queued },
         }
     }

@@ -78,11 +78,11 @@ impl Batch {
 
 /// `rows` as one JSON array of arrays (an integer or a boolean as a number, a text as a string,
 /// none as `null`), for a statement that reads its rows with `jsonb_each` from one parameter:
-/// one bind, and one statement text whatever the number of rows. `None` when a text holds a
-/// NUL: SQLite's JSON functions before 3.45 end a text there (the bundled one does not, but a
-/// build may link the system's), so such rows are bound instead.
-pub(crate) fn json_rows(rows: &[Vec<Arg>]) -> Option<String> {
+/// one bind, and one statement text whatever the number of rows.
+pub(crate) fn json_rows(rows: &[Vec<Arg>]) -> Result<String, StoreError> {
     use std::io::Write as _;
+    let corrupt =
+        |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("a journal row as JSON: {e}"));
     let mut out: Vec<u8> = Vec::with_capacity(64 + rows.len() * 128);
     out.push(b'[');
     for (i, row) in rows.iter().enumerate() {
@@ -92,17 +92,20 @@ pub(crate) fn json_rows(rows: &[Vec<Arg>]) -> Option<String> {
                 out.push(b',');
             }
             match arg {
-                Arg::Int(v) | Arg::OptInt(Some(v)) => write!(out, "{v}").ok()?,
+                Arg::Int(v) | Arg::OptInt(Some(v)) => {
+                    write!(out, "{v}").map_err(|e| corrupt(&e))?
+                }
                 Arg::Bool(v) => out.push(if *v { b'1' } else { b'0' }),
-                Arg::Text(Some(v)) if v.contains('\0') => return None,
-                Arg::Text(Some(v)) => serde_json::to_writer(&mut out, v).ok()?,
+                Arg::Text(Some(v)) => {
+                    serde_json::to_writer(&mut out, v).map_err(|e| corrupt(&e))?
+                }
                 Arg::OptInt(None) | Arg::Text(None) => out.extend_from_slice(b"null"),
             }
         }
         out.push(b']');
     }
     out.push(b']');
-    String::from_utf8(out).ok()
+    String::from_utf8(out).map_err(|e| corrupt(&e))
 }
 
 /// The journal rows of a commit: its messages, then its records, as batch arguments in the

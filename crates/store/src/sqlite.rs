@@ -106,6 +106,7 @@ async fn open_writer(
     loop {
         let opened = match options.connect().await {
             Ok(mut conn) => {
+                supported(&mut conn).await?;
                 // A database a newer build made incompatible stops here, not after retries.
                 let (min, applied) = compat(&mut conn).await.map_err(crate::db_error)?;
                 crate::schema::check(min, applied, crate::schema::newest(&MIGRATOR))?;
@@ -354,26 +355,13 @@ impl SqliteStore {
         // `json_each`: it gives each row as its binary form, which `->>` reads as it is (a row
         // as text was printed, then parsed again, by each of its 15 columns).
         let rows = journal_rows(&commit)?;
-        match json_rows(&rows) {
-            _ if rows.is_empty() => {}
-            Some(json) => {
-                let p = batch.param(Arg::Text(Some(json)));
-                batch.sql.push_str(&format!(
-                    "INSERT INTO journal (thread, {JOURNAL_COLUMNS}) \
-                     SELECT t.num, {JSON_COLUMNS} FROM threads t, jsonb_each({p}) r \
-                     WHERE t.id = $1 AND t.lease_owner = $2;\n"
-                ));
-            }
-            // A text with a NUL in it, which an older SQLite's JSON functions would cut: bound.
-            None => {
-                for chunk in rows.chunks(JOURNAL_ROWS) {
-                    let values = batch.values(chunk.to_vec());
-                    batch.sql.push_str(&format!(
-                        "INSERT INTO journal (thread, {JOURNAL_COLUMNS}) \
-                         SELECT t.num, v.* FROM threads t, ({values}) v WHERE t.id = $1 AND t.lease_owner = $2;\n"
-                    ));
-                }
-            }
+        if !rows.is_empty() {
+            let p = batch.param(Arg::Text(Some(json_rows(&rows)?)));
+            batch.sql.push_str(&format!(
+                "INSERT INTO journal (thread, {JOURNAL_COLUMNS}) \
+                 SELECT t.num, {JSON_COLUMNS} FROM threads t, jsonb_each({p}) r \
+                 WHERE t.id = $1 AND t.lease_owner = $2;\n"
+            ));
         }
         for q in &commit.enqueue {
             let values = batch.values(vec![queued_row(q, t.updated_at)]);
@@ -436,8 +424,30 @@ impl SqliteStore {
     }
 }
 
-/// The most journal rows one statement binds (15 parameters each), when they cannot go as JSON.
-const JOURNAL_ROWS: usize = 8;
+/// The oldest SQLite this store runs on: its journal insert reads the rows with `jsonb_each`
+/// (3.45). The bundled one is newer; a build linked to the system's may not be.
+const OLDEST_SQLITE: (u32, u32) = (3, 45);
+
+/// Refuses an SQLite older than [`OLDEST_SQLITE`], saying so, before anything is written (every
+/// commit would fail on it).
+async fn supported(conn: &mut SqliteConnection) -> Result<(), duet_runtime::StoreError> {
+    let version: String = sqlx::query_scalar("SELECT sqlite_version()")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(crate::db_error)?;
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if found < OLDEST_SQLITE {
+        return Err(duet_runtime::StoreError::backend(std::io::Error::other(
+            format!(
+                "SQLite {version} is too old: duet needs {}.{} or newer (it is linked to the \
+             system's SQLite; the bundled one is recent enough)",
+                OLDEST_SQLITE.0, OLDEST_SQLITE.1
+            ),
+        )));
+    }
+    Ok(())
+}
 
 /// `JOURNAL_COLUMNS` read from a row of [`crate::sql::json_rows`] (`r.value`, an array).
 const JSON_COLUMNS: &str = "r.value->>0, r.value->>1, r.value->>2, r.value->>3, r.value->>4, \
@@ -467,4 +477,30 @@ fn start_from(
         }
     }
     Ok(start.thread.is_some().then_some(start))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_json_columns_read_every_journal_column_in_order() {
+        let columns = crate::sql::JOURNAL_COLUMNS.split(',').count();
+        let read: Vec<String> = super::JSON_COLUMNS
+            .split(',')
+            .map(|c| c.trim().to_owned())
+            .collect();
+        let expected: Vec<String> = (0..columns).map(|i| format!("r.value->>{i}")).collect();
+        assert_eq!(read, expected);
+        let row = crate::batch::journal_rows(&duet_runtime::Commit {
+            records: vec![duet_runtime::Record {
+                seq: 1,
+                body: duet_runtime::RecordBody::TurnCompleted {
+                    side: duet_runtime::SideId::A,
+                },
+                created_at: 2,
+            }],
+            ..duet_runtime::Commit::default()
+        })
+        .expect("rows");
+        assert_eq!(row[0].len(), columns);
+    }
 }

@@ -536,7 +536,7 @@ impl Runtime {
             .push(transition::stop(t, StopReason::Aborted, now));
         self.persist(t, Write::new(commit), Around::default())
             .await?;
-        Ok(Settled::of(t))
+        Ok(Settled::released(t))
     }
 }
 

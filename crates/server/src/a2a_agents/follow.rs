@@ -97,6 +97,9 @@ pub(crate) async fn settled(
     let mut settled_empty = false;
     // The thread as that run left it: the task's first read need not read it again.
     let mut last = None;
+    // Subscribed before the run's end is awaited: the first read may be the thread as the run
+    // left it, so what changed since must be announced.
+    let mut changes = Feed::of(state).changes();
     if let Some(run) = run {
         tokio::select! {
             () = state.closing().cancelled() => {}
@@ -108,7 +111,6 @@ pub(crate) async fn settled(
             },
         }
     }
-    let mut changes = Feed::of(state).changes();
     loop {
         // The queue before the journal: a message moves from one to the other in one
         // transaction, so an empty queue now means the journal read next has it.

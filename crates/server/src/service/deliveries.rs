@@ -132,7 +132,12 @@ pub(crate) async fn deliver(
             }
             (thread, Landed::Queued)
         }
-        Accepted::Duplicate(settled) => (settled.thread, Landed::Duplicate),
+        // The engine read the thread to find the replay: not read again.
+        Accepted::Duplicate(settled) => {
+            let thread = settled.thread;
+            last = Some(*settled.last);
+            (thread, Landed::Duplicate)
+        }
     };
     let now = if waited || landed == Landed::Duplicate {
         let t = match last.filter(|t| t.id == thread) {

@@ -425,8 +425,8 @@ async fn commits_at_once_each_get_their_own_outcome() {
 
 /// Texts a JSON or SQL layer could bend — quotes, escapes, control characters, a NUL, line
 /// separators, characters outside the BMP, a long text — and numbers at their edges, each in
-/// every text column of a message: a commit of them (one row each, and all in one commit)
-/// reads back exactly.
+/// every text column of a message (a different text in each): a commit of them (one a
+/// message, and all in one commit) reads back exactly.
 #[tokio::test]
 async fn every_text_and_number_reads_back_exactly() {
     let texts: Vec<String> = vec![
@@ -439,6 +439,7 @@ async fn every_text_and_number_reads_back_exactly() {
         "😀 ünïcödé 漢字 \u{10ffff}".into(),
         "[1, 2, {\"json\": null}]".into(),
         "$1 ?2 :3 @4 placeholders".into(),
+        "12345".into(),
         "x".repeat(200_000),
         String::new(),
     ];
@@ -451,26 +452,28 @@ async fn every_text_and_number_reads_back_exactly() {
         let mut t = thread(&store, "k").await;
         let owner = Uuid::now_v7();
         assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
-        let message = |t: &mut Thread, text: &str, at: i64| {
+        let message = |t: &mut Thread, i: usize, at: i64| {
+            let text = texts[i % texts.len()];
+            let other = texts[(i + 1) % texts.len()];
             let mut m = Message::text(
                 t.take_seq(),
                 1,
                 Role::Assistant,
                 Some(SideId::A),
-                text.to_owned(),
+                text.clone(),
                 at,
             );
-            m.thinking = Some(text.to_owned());
-            m.model = Some(text.to_owned());
-            m.tool_call_id = Some(text.to_owned());
-            m.tool_name = Some(text.to_owned());
+            m.thinking = Some(format!("thinking: {other}"));
+            m.model = Some(format!("model: {text}"));
+            m.tool_call_id = Some(other.clone());
+            m.tool_name = Some(format!("name: {other}"));
+            m.silent = i % 2 == 1;
             m
         };
         let mut written = Vec::new();
-        // One commit a text (a NUL's commit is bound, the others' rows go as JSON)...
-        for (i, text) in texts.iter().enumerate() {
-            let at = [i64::MAX, i64::MIN, 0, -1, 1 << 53][i % 5];
-            let m = message(&mut t, text, at);
+        // One commit a text...
+        for i in 0..texts.len() {
+            let m = message(&mut t, i, [i64::MAX, i64::MIN, 0, -1, 1 << 53][i % 5]);
             let commit = Commit {
                 messages: vec![m.clone()],
                 ..Commit::default()
@@ -479,7 +482,7 @@ async fn every_text_and_number_reads_back_exactly() {
             written.push(m);
         }
         // ...and all of them in one.
-        let all: Vec<Message> = texts.iter().map(|x| message(&mut t, x, 7)).collect();
+        let all: Vec<Message> = (0..texts.len()).map(|i| message(&mut t, i, 7)).collect();
         let commit = Commit {
             messages: all.clone(),
             ..Commit::default()
