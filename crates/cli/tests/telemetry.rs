@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use tracing::Subscriber;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use duet_runtime::telemetry::{TARGET, attr};
@@ -126,9 +126,7 @@ async fn a_composed_approval_is_a_tree_of_genai_spans_and_no_span_outlives_its_p
     let project = support::project(&support::repo());
     for backend in support::backends().await {
         let recorder = Recorder::default();
-        // This test's thread only (a current-thread runtime runs everything on it).
-        let _spans =
-            tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+        spans::install(Box::new(recorder.clone()));
         let store = backend.open().await;
         let rt = support::runtime(project.clone(), store.clone()).build();
         orchestrate(&rt).await;
@@ -251,10 +249,9 @@ async fn the_spans_reach_an_opentelemetry_exporter_as_one_trace_with_genai_attri
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())
             .build();
-        let _spans = tracing::subscriber::set_default(
-            tracing_subscriber::registry()
-                .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test"))),
-        );
+        spans::install(Box::new(
+            tracing_opentelemetry::layer().with_tracer(provider.tracer("test")),
+        ));
         let rt = support::runtime(project.clone(), backend.open().await).build();
         orchestrate(&rt).await;
         // A span is exported when it closes, and the step's closes when the task that ran it has
@@ -327,8 +324,7 @@ async fn message_contents_are_attributes_only_when_captured() {
     let project = support::project(&support::repo());
     let backend = support::backends().await.remove(0);
     let recorder = Recorder::default();
-    let _spans =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+    spans::install(Box::new(recorder.clone()));
     let rt = support::runtime(project, backend.open().await)
         .capture_content(true)
         .build();

@@ -18,7 +18,6 @@ use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::layer::SubscriberExt;
 
 use duet_runtime::{Accepted, CancellationToken, Delivery, ManualClock, Runtime};
 
@@ -78,10 +77,9 @@ async fn traces_cross_the_store_a_restart_and_a_park() {
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())
             .build();
-        let _spans = tracing::subscriber::set_default(
-            tracing_subscriber::registry()
-                .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test"))),
-        );
+        spans::install(Box::new(
+            tracing_opentelemetry::layer().with_tracer(provider.tracer("test")),
+        ));
         let store = backend.open().await;
 
         // A request queues the orchestrator's message, and its process dies before running it.

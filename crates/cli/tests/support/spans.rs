@@ -70,3 +70,26 @@ impl Watched {
         })
     }
 }
+
+/// A layer of the test's subscriber.
+pub type TestLayer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+
+/// Makes `layer` the process's tracing layer, in place of the last one given. The subscriber is
+/// the process's (set once), not the test thread's: a span's last handle may drop on another
+/// thread — sqlx's SQLite worker holds the current span while it runs a command — and a
+/// registry set for one thread only never closes that span's parent from there (the parent
+/// would stay open, its end never exported).
+pub fn install(layer: TestLayer) {
+    use tracing_subscriber::layer::SubscriberExt;
+    static HANDLE: std::sync::OnceLock<
+        tracing_subscriber::reload::Handle<TestLayer, tracing_subscriber::Registry>,
+    > = std::sync::OnceLock::new();
+    let handle = HANDLE.get_or_init(|| {
+        let none: TestLayer = Box::new(tracing_subscriber::layer::Identity::new());
+        let (reloadable, handle) = tracing_subscriber::reload::Layer::new(none);
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(reloadable))
+            .expect("no other subscriber in this test binary");
+        handle
+    });
+    handle.reload(layer).expect("the subscriber is alive");
+}
