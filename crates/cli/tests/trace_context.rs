@@ -18,6 +18,7 @@ use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::layer::SubscriberExt;
 
 use duet_runtime::{Accepted, CancellationToken, Delivery, ManualClock, Runtime};
 
@@ -71,15 +72,20 @@ fn descends(spans: &[SpanData], span: &SpanData, ancestor: SpanId) -> bool {
 
 #[tokio::test]
 async fn traces_cross_the_store_a_restart_and_a_park() {
+    // The process's subscriber, not this thread's (see `spans::install`; OpenTelemetry's context
+    // is read through it, which a reloadable layer would hide).
+    let exporter = spans::Watched::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test"))),
+    )
+    .expect("the one subscriber of this test binary");
     for backend in support::backends().await {
         let name = backend.name();
-        let exporter = spans::Watched::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(exporter.clone())
-            .build();
-        spans::install(Box::new(
-            tracing_opentelemetry::layer().with_tracer(provider.tracer("test")),
-        ));
+        exporter.reset();
         let store = backend.open().await;
 
         // A request queues the orchestrator's message, and its process dies before running it.

@@ -78,7 +78,8 @@ pub type TestLayer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Regis
 /// the process's (set once), not the test thread's: a span's last handle may drop on another
 /// thread — sqlx's SQLite worker holds the current span while it runs a command — and a
 /// registry set for one thread only never closes that span's parent from there (the parent
-/// would stay open, its end never exported).
+/// would stay open, its end never exported). A reloadable layer hides itself from downcasts, so
+/// a test that reads OpenTelemetry's context from a span sets its subscriber itself.
 pub fn install(layer: TestLayer) {
     use tracing_subscriber::layer::SubscriberExt;
     static HANDLE: std::sync::OnceLock<
