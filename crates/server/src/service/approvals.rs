@@ -285,13 +285,7 @@ async fn decide_by(
     };
     let settled = waited || landed == Landed::Duplicate;
     let now = if seeing && settled {
-        let now = match last.filter(|t| t.id == accepted.thread) {
-            Some(t) => t,
-            None => threads::reread(state, accepted.thread)
-                .await?
-                .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?,
-        };
-        Some(threads::with_parent(state, now).await?)
+        Some(threads::settled_with_parent(state, last, accepted.thread, &visible).await?)
     } else {
         None
     };

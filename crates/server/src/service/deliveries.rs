@@ -140,13 +140,7 @@ pub(crate) async fn deliver(
         }
     };
     let now = if waited || landed == Landed::Duplicate {
-        let t = match last.filter(|t| t.id == thread) {
-            Some(t) => t,
-            None => threads::reread(state, thread)
-                .await?
-                .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?,
-        };
-        Some(threads::with_parent(state, t).await?)
+        Some(threads::settled_with_parent(state, last, thread, &visible).await?)
     } else {
         None
     };

@@ -55,6 +55,23 @@ pub(crate) async fn reread(state: &AppState, id: ThreadId) -> Result<Option<Thre
     Ok(state.runtime().store().thread_by_id(id).await?)
 }
 
+/// Thread `id` (the caller calls it `visible`) with its parent: as the run the caller waited for
+/// left it (`last`, when it is that thread), else as read now.
+pub(crate) async fn settled_with_parent(
+    state: &AppState,
+    last: Option<Thread>,
+    id: ThreadId,
+    visible: &str,
+) -> Result<(Thread, Option<Thread>), ServiceError> {
+    let t = match last.filter(|t| t.id == id) {
+        Some(t) => t,
+        None => reread(state, id)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("no thread `{visible}`")))?,
+    };
+    with_parent(state, t).await
+}
+
 /// `t` with its parent (none for a top-level thread, or a parent gone).
 pub(crate) async fn with_parent(
     state: &AppState,
