@@ -13,6 +13,67 @@ pub(crate) enum Arg {
     Bool(bool),
 }
 
+/// Arguments gathered in order by `bind` calls, as a query would take them: the bind macros of
+/// [`crate::fragments`] fill a batch's arguments with it as they fill a query.
+#[derive(Default)]
+pub(crate) struct Args(pub(crate) Vec<Arg>);
+
+impl Args {
+    /// Adds `value` as the next argument.
+    pub(crate) fn bind(mut self, value: impl Into<Arg>) -> Self {
+        self.0.push(value.into());
+        self
+    }
+}
+
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::Int(v)
+    }
+}
+
+impl From<Option<i64>> for Arg {
+    fn from(v: Option<i64>) -> Self {
+        Arg::OptInt(v)
+    }
+}
+
+impl From<bool> for Arg {
+    fn from(v: bool) -> Self {
+        Arg::Bool(v)
+    }
+}
+
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+
+impl From<&String> for Arg {
+    fn from(v: &String) -> Self {
+        Arg::Text(Some(v.clone()))
+    }
+}
+
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(Some(v.to_owned()))
+    }
+}
+
+impl From<Option<String>> for Arg {
+    fn from(v: Option<String>) -> Self {
+        Arg::Text(v)
+    }
+}
+
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Self {
+        Arg::Text(v.map(str::to_owned))
+    }
+}
+
 /// SQL text and its numbered arguments; `$1` is the thread id, `$2` the lease owner, `$3..$19`
 /// the thread's columns.
 pub(crate) struct Batch {

@@ -1,6 +1,7 @@
-//! Group commit: one committer task takes every commit waiting and hands them to the backend's
-//! [`Writer`] as one group, written in one transaction by one call, so a crossing to the driver
-//! and a log flush are shared by all of them. Each caller still learns its own outcome: a commit
+//! Group commit: one committer task takes every commit waiting (on SQLite, every write that
+//! delivers a message too) and hands them to the backend's [`Writer`] as one group, written in
+//! one transaction by one call, so a crossing to the driver and a log flush are shared by all of
+//! them. Each caller still learns its own outcome: a commit
 //! whose lease check fails writes nothing and fails only its own run, and should one commit's
 //! statement fail the whole transaction, each commit is written again alone so that only it
 //! fails.
@@ -47,15 +48,19 @@ pub(crate) trait Writer: Send + Sync + 'static {
     /// One commit, as the backend writes it.
     type Job: Send + Sync + 'static;
 
+    /// What writing one job tells its caller.
+    type Output: Send + 'static;
+
     /// How many bind arguments `job` takes.
     fn size(job: &Self::Job) -> usize;
 
-    /// Writes `jobs` in one transaction, all or nothing; what each one's thread update
-    /// returned, in order. A written commit is announced on the change feed before this returns.
+    /// Writes `jobs` in one transaction, all or nothing; what each one told, in order (for a
+    /// commit, what its thread update returned). A written job is announced on the change feed
+    /// before this returns.
     fn write(
         &self,
         jobs: &[&Self::Job],
-    ) -> impl Future<Output = Result<Vec<Returned>, Failure>> + Send;
+    ) -> impl Future<Output = Result<Vec<Self::Output>, Failure>> + Send;
 }
 
 /// Why a group was not written.
@@ -85,37 +90,37 @@ impl Failure {
     }
 }
 
-struct Queued<J> {
+struct Queued<J, O> {
     job: J,
-    done: oneshot::Sender<Result<Returned, StoreError>>,
+    done: oneshot::Sender<Result<O, StoreError>>,
 }
 
-/// The committer's mailbox. It stops when every clone is gone.
-pub(crate) struct Committer<J>(mpsc::UnboundedSender<Queued<J>>);
+/// The committer's mailbox, for jobs `J` that tell `O`. It stops when every clone is gone.
+pub(crate) struct Committer<J, O>(mpsc::UnboundedSender<Queued<J, O>>);
 
-impl<J> Clone for Committer<J> {
+impl<J, O> Clone for Committer<J, O> {
     fn clone(&self) -> Self {
         Committer(self.0.clone())
     }
 }
 
-impl<J> std::fmt::Debug for Committer<J> {
+impl<J, O> std::fmt::Debug for Committer<J, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Committer")
     }
 }
 
-impl<J: Send + Sync + 'static> Committer<J> {
+impl<J: Send + Sync + 'static, O: Send + 'static> Committer<J, O> {
     /// Starts the committer on `writer`, with at most `in_flight` groups being written at once
     /// (while they all are, the commits that come meanwhile wait and form the next group).
-    pub(crate) fn start<W: Writer<Job = J>>(writer: W, in_flight: usize) -> Self {
+    pub(crate) fn start<W: Writer<Job = J, Output = O>>(writer: W, in_flight: usize) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(rx, Arc::new(writer), in_flight.max(1)));
         Committer(tx)
     }
 
-    /// Writes `job` with whatever else is waiting; what its thread update returned.
-    pub(crate) async fn commit(&self, job: J) -> Result<Returned, StoreError> {
+    /// Writes `job` with whatever else is waiting; what it told.
+    pub(crate) async fn commit(&self, job: J) -> Result<O, StoreError> {
         let (done, outcome) = oneshot::channel();
         let gone = || StoreError::Conflict("the store's committer has stopped".into());
         self.0.send(Queued { job, done }).map_err(|_| gone())?;
@@ -124,12 +129,12 @@ impl<J: Send + Sync + 'static> Committer<J> {
 }
 
 async fn run<W: Writer>(
-    mut rx: mpsc::UnboundedReceiver<Queued<W::Job>>,
+    mut rx: mpsc::UnboundedReceiver<Queued<W::Job, W::Output>>,
     writer: Arc<W>,
     in_flight: usize,
 ) {
     let slots = Arc::new(Semaphore::new(in_flight));
-    let mut held: Option<Queued<W::Job>> = None;
+    let mut held: Option<Queued<W::Job, W::Output>> = None;
     loop {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
@@ -167,7 +172,7 @@ async fn run<W: Writer>(
 }
 
 /// Writes `group` and tells each caller its outcome.
-async fn write<W: Writer>(writer: &W, group: Vec<Queued<W::Job>>) {
+async fn write<W: Writer>(writer: &W, group: Vec<Queued<W::Job, W::Output>>) {
     if group.len() > 1 {
         let jobs: Vec<&W::Job> = group.iter().map(|q| &q.job).collect();
         match writer.write(&jobs).await {
@@ -197,8 +202,12 @@ async fn write<W: Writer>(writer: &W, group: Vec<Queued<W::Job>>) {
         let written = writer
             .write(&[&q.job])
             .await
-            .map(|mut r| r.pop().flatten())
-            .map_err(|f| f.error);
+            .map_err(|f| f.error)
+            .and_then(|mut r| {
+                r.pop().ok_or_else(|| {
+                    StoreError::backend(std::io::Error::other("a write told nothing of its job"))
+                })
+            });
         let _ = q.done.send(written);
     }
 }

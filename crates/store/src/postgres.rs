@@ -69,7 +69,7 @@ pub struct PgStore {
     read: PgPool,
     feed: Arc<Feed<ChangeHub>>,
     wakes: Arc<Feed<WakeHub>>,
-    committer: crate::group::Committer<commit::Job>,
+    committer: crate::group::Committer<commit::Job, crate::group::Returned>,
 }
 
 /// The most groups of commits written at once, each on a connection of its own (of the pool's

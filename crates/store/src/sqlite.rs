@@ -1,8 +1,9 @@
 //! The SQLite store: a file in WAL mode. Writes go through one connection (held behind a mutex,
 //! not a pool: a pool checkout costs as much as a statement) and start with `BEGIN IMMEDIATE`, so
 //! a write transaction never has to upgrade a read lock (which fails at once with `SQLITE_BUSY`
-//! under WAL); reads use a small pool of their own. Commits go through the committer
-//! ([`crate::group`]), which writes whatever commits wait in one transaction.
+//! under WAL); reads use a small pool of their own. Commits, and the writes that deliver a
+//! message, go through the committer ([`crate::group`]), which writes whatever waits in one
+//! transaction.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -62,7 +63,7 @@ pub struct SqliteStore {
     hub: ChangeHub,
     /// Timer wakeups, in process like the change feed.
     wakes: duet_runtime::WakeHub,
-    committer: crate::group::Committer<commit::Job>,
+    committer: crate::group::Committer<commit::Job, commit::Written>,
 }
 
 static MIGRATOR: std::sync::LazyLock<sqlx::migrate::Migrator> =
@@ -409,7 +410,7 @@ impl SqliteStore {
              RETURNING $2 AS run, lease_owner, (SELECT COUNT(*) FROM queue q WHERE q.thread = threads.num) AS waiting;\n"
         ));
 
-        let job = commit::Job {
+        let job = commit::Job::Commit(commit::CommitJob {
             sql: batch.sql,
             args: batch.args,
             run: owner.to_string(),
@@ -419,8 +420,11 @@ impl SqliteStore {
                 status: t.status,
             },
             due,
+        });
+        let commit::Written::Commit(returned) = self.committer.commit(job).await? else {
+            return Err(StoreError::Corrupt("a commit told rows".into()));
         };
-        crate::group::outcome(self.committer.commit(job).await?, t, &commit)
+        crate::group::outcome(returned, t, &commit)
     }
 }
 

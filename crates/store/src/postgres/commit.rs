@@ -451,6 +451,7 @@ pub(crate) struct PgWriter {
 
 impl Writer for PgWriter {
     type Job = Job;
+    type Output = Returned;
 
     fn size(job: &Job) -> usize {
         job.tables().iter().map(|r| r.values()).sum()

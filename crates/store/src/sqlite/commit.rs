@@ -1,22 +1,37 @@
-//! How SQLite writes a group of commits: one multi-statement call (`BEGIN IMMEDIATE`, each
-//! commit's statements with its placeholders renumbered, `COMMIT`) on the write connection,
-//! and each written commit announced on the in-process change feed while that connection is
-//! still held, so changes arrive in commit order (and the timers it wrote, on the wakeups).
+//! How SQLite writes a group: one multi-statement call (`BEGIN IMMEDIATE`, each job's
+//! statements with its placeholders renumbered, `COMMIT`) on the write connection, and each
+//! written job announced on the in-process change feed while that connection is still held, so
+//! changes arrive in commit order (and the timers a commit wrote, on the wakeups). A job is a
+//! run's commit or a write that delivers a message (`enqueue`, `create_with`, `answer`): every
+//! write on a park's or a resume's path shares the group's crossing and its WAL append.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use duet_runtime::{Change, ChangeHub, Commit, WakeHub};
-use sqlx::Row;
-use sqlx::sqlite::SqliteConnection;
+use futures::StreamExt;
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::{Either, Executor, Row};
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use crate::batch::{Arg, Batch};
 use crate::group::{Failure, Returned, Writer};
 
+/// One job of a group.
+pub(crate) enum Job {
+    Commit(CommitJob),
+    Write(WriteJob),
+}
+
+/// What a job told: a commit, what its thread update returned; a write, its rows.
+pub(crate) enum Written {
+    Commit(Returned),
+    Rows(Vec<SqliteRow>),
+}
+
 /// One commit as SQLite writes it.
-pub(crate) struct Job {
+pub(crate) struct CommitJob {
     /// Its statements, numbered from `$1` as if alone; the thread update comes last and returns
     /// `run` (its `$2`, the lease owner), `lease_owner` and `waiting`.
     pub(crate) sql: String,
@@ -29,6 +44,65 @@ pub(crate) struct Job {
     pub(crate) due: Option<i64>,
 }
 
+/// A write that delivers a message: its statements, numbered from `$1` as if alone, each
+/// ending in `;` and a newline, whose every row goes back to its caller. It must fail no
+/// statement on a path a caller can take (a retried message id is found by a read, not by a
+/// broken key): a failed statement rolls back the whole group.
+pub(crate) struct WriteJob {
+    sql: &'static str,
+    args: Vec<Arg>,
+    /// How many statements `sql` holds: its rows are those of its statements.
+    statements: usize,
+    thread: duet_runtime::ThreadId,
+    /// What its rows say to announce, once the group is written.
+    announce: fn(duet_runtime::ThreadId, &[SqliteRow]) -> Option<Change>,
+}
+
+impl WriteJob {
+    pub(crate) fn new(
+        sql: &'static str,
+        args: Vec<Arg>,
+        thread: duet_runtime::ThreadId,
+        announce: fn(duet_runtime::ThreadId, &[SqliteRow]) -> Option<Change>,
+    ) -> Self {
+        WriteJob {
+            sql,
+            args,
+            statements: statements(sql),
+            thread,
+            announce,
+        }
+    }
+}
+
+/// How many statements `sql` holds, each ending in `;` and a newline (no text of ours holds
+/// one elsewhere).
+fn statements(sql: &str) -> usize {
+    sql.matches(";\n").count()
+}
+
+impl Job {
+    fn sql(&self) -> &str {
+        match self {
+            Job::Commit(c) => &c.sql,
+            Job::Write(w) => w.sql,
+        }
+    }
+
+    fn args(&self) -> &[Arg] {
+        match self {
+            Job::Commit(c) => &c.args,
+            Job::Write(w) => &w.args,
+        }
+    }
+
+    /// How a group orders its jobs: writes first (their rows are told apart by counting
+    /// statements, which a commit's varying text would upset), then by text.
+    fn shape(&self) -> (bool, &str) {
+        (matches!(self, Job::Commit(_)), self.sql())
+    }
+}
+
 /// The write connection (shared with the store's other writes, taken per group), the feed and
 /// the timer wakeups.
 pub(crate) struct SqliteWriter {
@@ -39,23 +113,32 @@ pub(crate) struct SqliteWriter {
 
 impl Writer for SqliteWriter {
     type Job = Job;
+    type Output = Written;
 
     fn size(job: &Job) -> usize {
-        job.args.len()
+        job.args().len()
     }
 
-    async fn write(&self, jobs: &[&Job]) -> Result<Vec<Returned>, Failure> {
+    async fn write(&self, jobs: &[&Job]) -> Result<Vec<Written>, Failure> {
         let mut conn = self.conn.lock().await;
-        let returned = write_group(&mut conn, jobs).await.map_err(Failure::of)?;
-        for (job, r) in jobs.iter().zip(&returned) {
-            if r.is_some() {
-                self.hub.publish(job.change);
-                if let Some(at) = job.due {
-                    self.wakes.due(at);
+        let written = write_group(&mut conn, jobs).await.map_err(Failure::of)?;
+        for (job, w) in jobs.iter().zip(&written) {
+            match (job, w) {
+                (Job::Commit(c), Written::Commit(Some(_))) => {
+                    self.hub.publish(c.change);
+                    if let Some(at) = c.due {
+                        self.wakes.due(at);
+                    }
                 }
+                (Job::Write(w), Written::Rows(rows)) => {
+                    if let Some(change) = (w.announce)(w.thread, rows) {
+                        self.hub.publish(change);
+                    }
+                }
+                _ => {}
             }
         }
-        Ok(returned)
+        Ok(written)
     }
 }
 
@@ -121,38 +204,57 @@ pub(crate) fn timer_statements(batch: &mut Batch, commit: &Commit) -> Option<i64
     commit.timers.iter().map(|t| t.due_at).min()
 }
 
-/// Writes `jobs` in one transaction; what each one's thread update returned, in order.
+/// Writes `jobs` in one transaction; what each one told, in order.
 ///
-/// A group's text would be new each time (its commits, their order and their number vary),
-/// and preparing it — every statement parsed, the triggers compiled into each insert — was a
+/// A group's text would be new each time (its jobs, their order and their number vary), and
+/// preparing it — every statement parsed, the triggers compiled into each insert — was a
 /// quarter of the write connection's time under load. So a group is written as chunks whose
-/// texts come back: its commits of one shape (the same statements, a turn's or a drain's) in
-/// runs of 1, 2, 4, 8… (the first chunk opens the transaction, the last commits it), each text
-/// prepared once and found again in the connection's statement cache. The commits were made at
-/// once, so any order among them is one they could have landed in. A group of up to
-/// [`ONE_CALL`] commits is one call, as before; a larger one a call per chunk (a few).
+/// texts come back: its jobs of one shape (the same statements, a turn's or a drain's, an
+/// answer's) in runs of 1, 2, 4, 8… (the first chunk opens the transaction, the last commits
+/// it), each text prepared once and found again in the connection's statement cache. The jobs
+/// were made at once, so any order among them is one they could have landed in. A group of up
+/// to [`ONE_CALL`] jobs is one call, as before; a larger one a call per chunk (a few).
+///
+/// A write's rows are those of its statements (each statement's end is reported); a commit's
+/// row is told apart by its run.
 async fn write_group(
     conn: &mut SqliteConnection,
     jobs: &[&Job],
-) -> Result<Vec<Returned>, sqlx::Error> {
+) -> Result<Vec<Written>, sqlx::Error> {
     let chunks = chunks(jobs);
     let last = chunks.len().saturating_sub(1);
-    let mut rows = Vec::new();
+    let mut written: Vec<Written> = jobs
+        .iter()
+        .map(|j| match j {
+            Job::Commit(_) => Written::Commit(None),
+            Job::Write(_) => Written::Rows(Vec::new()),
+        })
+        .collect();
+    let mut commit_rows = Vec::new();
     for (i, chunk) in chunks.iter().enumerate() {
         let mut sql = String::new();
+        // Each write's statements, by their place in the chunk's text: [from, to) and its job.
+        let mut writes = Vec::new();
+        let mut statement = 0;
         if i == 0 {
             sql.push_str("BEGIN IMMEDIATE;\n");
+            statement = 1;
         }
         let mut offset = 0;
-        for job in chunk {
-            shift_into(&mut sql, &job.sql, offset);
-            offset += job.args.len();
+        for &at in chunk {
+            let job = jobs[at];
+            shift_into(&mut sql, job.sql(), offset);
+            offset += job.args().len();
+            if let Job::Write(w) = job {
+                writes.push((statement, statement + w.statements, at));
+                statement += w.statements;
+            }
         }
         if i == last {
             sql.push_str("COMMIT;");
         }
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for arg in chunk.iter().flat_map(|j| &j.args) {
+        for arg in chunk.iter().flat_map(|&at| jobs[at].args()) {
             query = match arg {
                 Arg::Int(v) => query.bind(*v),
                 Arg::OptInt(v) => query.bind(*v),
@@ -160,22 +262,46 @@ async fn write_group(
                 Arg::Bool(v) => query.bind(*v),
             };
         }
-        match query.fetch_all(&mut *conn).await {
-            Ok(more) => rows.extend(more),
-            Err(e) => {
-                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-                return Err(e);
+        let mut failed = None;
+        {
+            let mut results = (&mut *conn).fetch_many(query);
+            let mut statement = 0;
+            while let Some(result) = results.next().await {
+                match result {
+                    Ok(Either::Left(_)) => statement += 1,
+                    Ok(Either::Right(row)) => {
+                        match writes.iter().find(|w| (w.0..w.1).contains(&statement)) {
+                            Some(&(_, _, at)) => {
+                                if let Written::Rows(rows) = &mut written[at] {
+                                    rows.push(row);
+                                }
+                            }
+                            None => commit_rows.push(row),
+                        }
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
             }
         }
-    }
-    let mut returned: Vec<Returned> = vec![None; jobs.len()];
-    for row in rows {
-        let run: String = row.try_get("run")?;
-        if let Some(at) = jobs.iter().position(|j| j.run == run) {
-            returned[at] = Some((row.try_get("lease_owner")?, row.try_get("waiting")?));
+        if let Some(e) = failed {
+            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+            return Err(e);
         }
     }
-    Ok(returned)
+    for row in commit_rows {
+        let run: String = row.try_get("run")?;
+        let at = jobs
+            .iter()
+            .position(|j| matches!(j, Job::Commit(c) if c.run == run));
+        if let Some(at) = at {
+            written[at] =
+                Written::Commit(Some((row.try_get("lease_owner")?, row.try_get("waiting")?)));
+        }
+    }
+    Ok(written)
 }
 
 /// The most commits a group writes in one call whatever their shapes: the few mixes of so
@@ -187,18 +313,19 @@ const ONE_CALL: usize = 3;
 /// texts to come back (a mixed load), and the group is one call again.
 const MAX_CHUNKS: usize = 8;
 
-/// `jobs` cut into the chunks [`write_group`] writes: a small group in one, ordered by shape
-/// (their statements' text); a larger one by shape, each shape's run in powers of two, largest
-/// first — or in one if that takes more than [`MAX_CHUNKS`].
-fn chunks<'a>(jobs: &[&'a Job]) -> Vec<Vec<&'a Job>> {
+/// `jobs` cut into the chunks [`write_group`] writes, as indices into `jobs`: a small group in
+/// one, ordered by shape ([`Job::shape`]); a larger one by shape, each shape's run in powers of
+/// two, largest first — or in one if that takes more than [`MAX_CHUNKS`]. Within a chunk, the
+/// writes come before the commits.
+fn chunks(jobs: &[&Job]) -> Vec<Vec<usize>> {
     if jobs.len() <= ONE_CALL {
-        let mut one = jobs.to_vec();
-        one.sort_by(|a, b| a.sql.cmp(&b.sql));
+        let mut one: Vec<usize> = (0..jobs.len()).collect();
+        one.sort_by(|&a, &b| jobs[a].shape().cmp(&jobs[b].shape()));
         return vec![one];
     }
-    let mut by_shape: std::collections::BTreeMap<&str, Vec<&'a Job>> = Default::default();
-    for job in jobs {
-        by_shape.entry(job.sql.as_str()).or_default().push(job);
+    let mut by_shape: std::collections::BTreeMap<(bool, &str), Vec<usize>> = Default::default();
+    for (at, job) in jobs.iter().enumerate() {
+        by_shape.entry(job.shape()).or_default().push(at);
     }
     let mut out = Vec::new();
     for (_, mut run) in by_shape {
@@ -210,7 +337,8 @@ fn chunks<'a>(jobs: &[&'a Job]) -> Vec<Vec<&'a Job>> {
         }
     }
     if out.len() > MAX_CHUNKS {
-        // Too many shapes for their texts to come back: one call, as a new text.
+        // Too many shapes for their texts to come back: one call, as a new text (in shape
+        // order still, the writes first).
         return vec![out.into_iter().flatten().collect()];
     }
     out
@@ -237,10 +365,10 @@ fn shift_into(out: &mut String, sql: &str, offset: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Job, chunks, shift_into};
+    use super::{CommitJob, Job, WriteJob, chunks, shift_into, statements};
 
     fn job(sql: &str, run: usize) -> Job {
-        Job {
+        Job::Commit(CommitJob {
             sql: sql.to_owned(),
             args: Vec::new(),
             run: run.to_string(),
@@ -250,39 +378,49 @@ mod tests {
                 status: duet_runtime::ThreadStatus::Running,
             },
             due: None,
-        }
+        })
+    }
+
+    fn write(sql: &'static str) -> Job {
+        Job::Write(WriteJob::new(sql, Vec::new(), uuid::Uuid::nil(), |_, _| {
+            None
+        }))
+    }
+
+    /// Each chunk's jobs as (their index, their text), in the order the chunk writes them.
+    fn cut(jobs: &[Job]) -> Vec<Vec<(usize, String)>> {
+        let refs: Vec<&Job> = jobs.iter().collect();
+        let cut = chunks(&refs);
+        let mut each: Vec<usize> = cut.iter().flatten().copied().collect();
+        each.sort_unstable();
+        assert_eq!(each, (0..jobs.len()).collect::<Vec<_>>(), "each job once");
+        cut.iter()
+            .map(|c| {
+                c.iter()
+                    .map(|&at| (at, jobs[at].sql().to_owned()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn sizes(jobs: &[Job]) -> Vec<(String, usize)> {
+        cut(jobs)
+            .into_iter()
+            .map(|c| {
+                assert!(c.iter().all(|j| j.1 == c[0].1) || c.len() == jobs.len());
+                (c[0].1.clone(), c.len())
+            })
+            .collect()
     }
 
     #[test]
-    fn a_group_is_cut_by_shape_into_runs_of_powers_of_two_each_commit_once() {
-        let sizes = |jobs: &[Job]| {
-            let refs: Vec<&Job> = jobs.iter().collect();
-            let cut = chunks(&refs);
-            let mut runs: Vec<usize> = cut
-                .iter()
-                .flatten()
-                .map(|j| j.run.parse().unwrap_or(0))
-                .collect();
-            runs.sort_unstable();
-            assert_eq!(
-                runs,
-                (0..jobs.len()).collect::<Vec<_>>(),
-                "each commit once"
-            );
-            cut.iter()
-                .map(|c| {
-                    assert!(c.iter().all(|j| j.sql == c[0].sql) || c.len() == jobs.len());
-                    (c[0].sql.clone(), c.len())
-                })
-                .collect::<Vec<_>>()
-        };
+    fn a_group_is_cut_by_shape_into_runs_of_powers_of_two_each_job_once() {
         // A small group: one call, ordered by shape.
         let small = [job("b", 0), job("a", 1), job("b", 2)];
-        let refs: Vec<&Job> = small.iter().collect();
-        let one = chunks(&refs);
+        let one = cut(&small);
         assert_eq!(one.len(), 1);
         assert_eq!(
-            one[0].iter().map(|j| j.sql.as_str()).collect::<Vec<_>>(),
+            one[0].iter().map(|j| j.1.as_str()).collect::<Vec<_>>(),
             ["a", "b", "b"]
         );
         // Thirteen of one shape and two of another.
@@ -301,9 +439,39 @@ mod tests {
         assert_eq!(sizes(&four), [("a".into(), 4)]);
         // Nine shapes: one call again.
         let mixed: Vec<Job> = (0..9).map(|i| job(&format!("s{i}"), i)).collect();
-        let refs: Vec<&Job> = mixed.iter().collect();
-        assert_eq!(chunks(&refs).len(), 1);
-        assert_eq!(chunks(&refs)[0].len(), 9);
+        assert_eq!(cut(&mixed).len(), 1);
+        assert_eq!(cut(&mixed)[0].len(), 9);
+    }
+
+    #[test]
+    fn a_chunk_writes_its_writes_before_its_commits_whatever_their_texts() {
+        // A commit's text sorts before the writes' and comes after them all the same: a
+        // write's rows are counted from the chunk's first statement.
+        let small = [job("a", 0), write("z;\n"), job("a", 2)];
+        assert_eq!(
+            cut(&small)[0].iter().map(|j| j.0).collect::<Vec<_>>(),
+            [1, 0, 2]
+        );
+        let mut mixed: Vec<Job> = (0..9).map(|i| job(&format!("s{i}"), i)).collect();
+        mixed.push(write("z;\n"));
+        let one = cut(&mixed);
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0][0].0, 9);
+        let mut runs: Vec<Job> = (0..5).map(|i| job("a", i)).collect();
+        runs.extend([write("y;\n"), write("y;\n")]);
+        assert_eq!(
+            cut(&runs)[0],
+            [(5, "y;\n".to_owned()), (6, "y;\n".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_write_counts_its_statements_by_their_ends() {
+        assert_eq!(
+            statements("SELECT 1;\nUPDATE t SET a = ';' WHERE b = 2;\n"),
+            2
+        );
+        assert_eq!(statements(""), 0);
     }
 
     #[test]

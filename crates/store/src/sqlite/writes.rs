@@ -1,18 +1,31 @@
-//! SQLite's writes other than commits, each one call on the write connection (`BEGIN
-//! IMMEDIATE`, its statements, `COMMIT` in one text) made from a task of its own: a crossing to
-//! the driver's thread costs more than the statements, and a caller dropped halfway never leaves
-//! the connection inside a transaction.
+//! SQLite's writes that deliver a message (`enqueue`, `create_with`, `answer`), each one job of
+//! the committer's group ([`super::commit`]): its statements run in the group's transaction on
+//! the write connection, in one crossing to the driver's thread with whatever else waits, and
+//! their rows come back to the caller. No statement of theirs fails on a path a caller can
+//! take (a message id delivered before is found by a read), so one write never rolls back the
+//! others of its group.
 
+use super::commit::{Job, WriteJob, Written};
 use super::*;
+use crate::batch::Args;
 use duet_runtime::Starting;
 use sqlx::sqlite::SqliteRow;
 
 impl SqliteStore {
-    /// `enqueue` in one call (one crossing to the driver's thread): the message id, the
-    /// message and the lease taken if free, in one transaction (`BEGIN IMMEDIATE` serialises
-    /// it, so the lease it judges is the lease as it stands). A message id delivered before
-    /// breaks the deliveries key and the call rolls back; a missing thread queues nothing.
-    /// `read_start`: when the lease was taken, the run's first read too, in the same call.
+    /// Writes `job` with whatever else waits: its rows.
+    async fn rows_of(&self, job: WriteJob) -> Result<Vec<SqliteRow>, StoreError> {
+        match self.committer.commit(Job::Write(job)).await? {
+            Written::Rows(rows) => Ok(rows),
+            Written::Commit(_) => Err(StoreError::Corrupt("a write told a commit's row".into())),
+        }
+    }
+
+    /// `enqueue` as one job: the message id, the message and the lease taken if free, in one
+    /// transaction (`BEGIN IMMEDIATE` serialises it, so the lease it judges is the lease as it
+    /// stands). A message id delivered before is found by the first statement, and each write
+    /// after it is made only if the one before wrote its row (`changes()`), so it writes nothing;
+    /// a missing thread queues nothing. `read_start`: when the lease was taken, the run's first
+    /// read too, in the same call.
     pub(super) async fn enqueue_one(
         &self,
         id: ThreadId,
@@ -23,61 +36,63 @@ impl SqliteStore {
     ) -> Result<Starting<bool>, StoreError> {
         macro_rules! writes {
             () => {
-                "BEGIN IMMEDIATE;\n\
-                 INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM threads WHERE id = $1 AND $2 IS NOT NULL;\n\
+                "SELECT ($2 IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d JOIN threads t ON t.num = d.thread \
+                   WHERE t.id = $1 AND d.message_id = $2)) AS seen;\n\
+                 INSERT INTO deliveries (thread, message_id, created_at) SELECT num, $2, $3 FROM threads WHERE id = $1 AND $2 IS NOT NULL \
+                   ON CONFLICT (thread, message_id) DO NOTHING;\n\
                  INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
-                   SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14, $15, $2 FROM threads WHERE id = $1 \
+                   SELECT num, $4, $5, $6, $7, $8, $9, $3, $10, $11, $12, $13, $14, $15, $2 FROM threads WHERE id = $1 AND ($2 IS NULL OR changes() = 1) \
                    RETURNING (SELECT next_seq - 1 FROM threads WHERE num = queue.thread) AS seq, \
                      (SELECT status FROM threads WHERE num = queue.thread) AS status;\n\
                  UPDATE threads SET lease_owner = $16, lease_expires = $17, abort_requested = FALSE \
-                   WHERE id = $1 AND $16 IS NOT NULL AND (lease_owner IS NULL OR lease_expires < $18 OR lease_owner = $16) \
+                   WHERE id = $1 AND $16 IS NOT NULL AND (lease_owner IS NULL OR lease_expires < $18 OR lease_owner = $16) AND changes() = 1 \
                    RETURNING 1 AS claimed;\n"
             };
         }
-        const SQL: &str = concat!(writes!(), "COMMIT;");
+        const SQL: &str = writes!();
         const STARTING: &str = concat!(
             writes!(),
-            start_reads!(" AND lease_owner = $16", " AND t.lease_owner = $16"),
-            "COMMIT;"
+            start_reads!(" AND lease_owner = $16", " AND t.lease_owner = $16")
         );
-        let hub = self.hub.clone();
-        self.write_once(move |conn: &mut SqliteConnection| {
-            Box::pin(async move {
-                let sql = if read_start { STARTING } else { SQL };
-                let query =
-                    crate::fragments::bind_enqueue!(sqlx::query(sql), id, &message, &claim, now);
-                let rows = match (query.fetch_all(conn).await, &message.message_id) {
-                    (Err(e), Some(message_id)) if is_unique_violation(&e) => {
-                        return Err(StoreError::Duplicate {
-                            thread: id,
-                            message_id: message_id.clone(),
-                        });
-                    }
-                    (rows, _) => rows.map_err(db_error)?,
-                };
-                // The queue insert's row says the thread was there; the lease update's, that
-                // the lease was taken (the start's rows have a `part`).
-                let start = super::start_from(&rows)?;
-                let rows: Vec<&SqliteRow> = rows.iter().filter(|r| !has_part(r)).collect();
-                let Some(queued) = rows.iter().find(|r| r.try_get::<i64, _>("seq").is_ok()) else {
-                    return Err(StoreError::NotFound(id.to_string()));
-                };
-                hub.publish(change_in(queued, id)?);
-                let claimed = rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok());
-                Ok(Starting {
-                    outcome: claimed,
-                    start: start.filter(|_| claimed),
-                })
-            })
+        /// The queue insert's row: the message was queued (its `seq` and `status`).
+        fn queued(rows: &[SqliteRow]) -> Option<&SqliteRow> {
+            rows.iter()
+                .find(|r| !has_part(r) && r.try_get::<i64, _>("seq").is_ok())
+        }
+        fn announce(id: ThreadId, rows: &[SqliteRow]) -> Option<Change> {
+            queued(rows).and_then(|r| change_in(r, id).ok())
+        }
+        let sql = if read_start { STARTING } else { SQL };
+        let args = crate::fragments::bind_enqueue!(Args::default(), id, &message, &claim, now);
+        let rows = self
+            .rows_of(WriteJob::new(sql, args.0, id, announce))
+            .await?;
+        let seen = rows.iter().find_map(|r| r.try_get::<bool, _>("seen").ok());
+        if let Some(message_id) = &message.message_id
+            && seen == Some(true)
+        {
+            return Err(StoreError::Duplicate {
+                thread: id,
+                message_id: message_id.clone(),
+            });
+        }
+        if queued(&rows).is_none() {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let claimed = rows
+            .iter()
+            .any(|r| !has_part(r) && r.try_get::<i64, _>("claimed").is_ok());
+        Ok(Starting {
+            outcome: claimed,
+            start: super::start_from(&rows)?.filter(|_| claimed),
         })
-        .await
     }
 
-    /// `create_with` in one call (one crossing to the driver's thread): the thread, unless its
-    /// key is taken, read back from its insert, then its first message and message id, each
-    /// written only if the statement before it wrote its row (`changes()`): a retry with the
-    /// same id finds the key taken and writes nothing. `read_start`: the run's first read too
-    /// (the new thread's queue: its one message), in the same call.
+    /// `create_with` as one job: the thread, unless its key is taken, read back from its
+    /// insert, then its first message and message id, each written only if the statement before
+    /// it wrote its row (`changes()`): a retry with the same id finds the key taken and writes
+    /// nothing. `read_start`: the run's first read too (the new thread's queue: its one
+    /// message), in the same call.
     pub(super) async fn create_with_one(
         &self,
         key: &str,
@@ -89,8 +104,7 @@ impl SqliteStore {
         macro_rules! writes {
             () => {
                 concat!(
-                    "BEGIN IMMEDIATE;\n\
-                     INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
+                    "INSERT INTO threads (id, key, agent, origin, parent, principal, source, status, created_at, updated_at, lease_owner, lease_expires) \
                        VALUES ($1, $2, $3, $3, $4, $5, $6, 'idle', $7, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING ",
                     crate::fragments::thread_cols!(),
                     ";\n\
@@ -101,47 +115,45 @@ impl SqliteStore {
                 )
             };
         }
-        const SQL: &str = concat!(writes!(), "COMMIT;");
+        const SQL: &str = writes!();
         const STARTING: &str = concat!(
             writes!(),
-            start_reads!(" AND lease_owner = $8", " AND t.lease_owner = $8"),
-            "COMMIT;"
+            start_reads!(" AND lease_owner = $8", " AND t.lease_owner = $8")
         );
-        let key = key.to_owned();
-        let new = OwnedNewThread::from(&new);
-        let hub = self.hub.clone();
-        self.write_once(move |conn: &mut SqliteConnection| {
-            Box::pin(async move {
-                let sql = if read_start { STARTING } else { SQL };
-                let query = crate::fragments::bind_new_thread!(sqlx::query(sql), key, new)
-                    .bind(claim.owner.to_string())
-                    .bind(claim.until)
-                    .bind(message.message_id.as_deref())
-                    .bind(claim.now);
-                let rows = crate::fragments::bind_message!(query, &message)
-                    .fetch_all(conn)
-                    .await
-                    .map_err(db_error)?;
-                // The insert's row, if it wrote one (the start's rows have a `part`).
-                let Some(row) = rows.iter().find(|r| !has_part(r)) else {
-                    return Ok(Starting::of(None));
-                };
-                let thread = thread_from_row(row)?;
-                hub.publish(Change {
-                    thread: thread.id,
-                    seq: thread.next_seq - 1,
-                    status: thread.status,
-                });
-                Ok(Starting {
-                    outcome: Some(thread),
-                    start: super::start_from(&rows)?,
-                })
+        /// The insert's row, if it wrote one (the start's rows have a `part`).
+        fn created(rows: &[SqliteRow]) -> Option<&SqliteRow> {
+            rows.iter().find(|r| !has_part(r))
+        }
+        fn announce(_: ThreadId, rows: &[SqliteRow]) -> Option<Change> {
+            let thread = thread_from_row(created(rows)?).ok()?;
+            Some(Change {
+                thread: thread.id,
+                seq: thread.next_seq - 1,
+                status: thread.status,
             })
+        }
+        let sql = if read_start { STARTING } else { SQL };
+        let new = OwnedNewThread::from(&new);
+        let id = new.id;
+        let args = crate::fragments::bind_new_thread!(Args::default(), key.to_owned(), new)
+            .bind(claim.owner.to_string())
+            .bind(claim.until)
+            .bind(message.message_id.as_deref())
+            .bind(claim.now);
+        let args = crate::fragments::bind_message!(args, &message);
+        let rows = self
+            .rows_of(WriteJob::new(sql, args.0, id, announce))
+            .await?;
+        let Some(row) = created(&rows) else {
+            return Ok(Starting::of(None));
+        };
+        Ok(Starting {
+            outcome: Some(thread_from_row(row)?),
+            start: super::start_from(&rows)?,
         })
-        .await
     }
 
-    /// `answer` in one call: what decides it is read first (the thread at the park or not, the
+    /// `answer` as one job: what decides it is read first (the thread at the park or not, the
     /// message id seen, an answer queued, and the first answer to tell a refused caller), and
     /// each write after it is made only if the park is still open to this answer, as that read
     /// found it (`BEGIN IMMEDIATE`: nothing else writes in between). The writes keep the
@@ -169,8 +181,7 @@ impl SqliteStore {
         macro_rules! writes {
             () => {
                 concat!(
-                    "BEGIN IMMEDIATE;\n\
-                     SELECT t.next_seq - 1 AS seq, t.status, \
+                    "SELECT t.next_seq - 1 AS seq, t.status, \
                        ($2 IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d WHERE d.thread = t.num AND d.message_id = $2)) AS seen, \
                        (t.status = 'awaiting_human' AND t.session = $3 AND t.next_seq = $4) AS at_park, \
                        a.content AS a_content, a.created_at AS a_at, a.author AS a_author, a.message_id AS a_message_id, \
@@ -198,59 +209,66 @@ impl SqliteStore {
                 )
             };
         }
-        const SQL: &str = concat!(writes!(), "COMMIT;");
+        const SQL: &str = writes!();
         const STARTING: &str = concat!(
             writes!(),
-            start_reads!(" AND lease_owner = $8", " AND t.lease_owner = $8"),
-            "COMMIT;"
+            start_reads!(" AND lease_owner = $8", " AND t.lease_owner = $8")
         );
-        let hub = self.hub.clone();
-        self.write_once(move |conn: &mut SqliteConnection| {
-            Box::pin(async move {
-                let sql = if read_start { STARTING } else { SQL };
-                let query = sqlx::query(sql)
-                    .bind(id.to_string())
-                    .bind(message.message_id.as_deref())
-                    .bind(park.session)
-                    .bind(park.seq)
-                    .bind(message.author.as_deref())
-                    .bind(&message.content)
-                    .bind(claim.now)
-                    .bind(claim.owner.to_string())
-                    .bind(claim.until);
-                let rows = crate::fragments::bind_message!(query, &message)
-                    .fetch_all(conn)
-                    .await
-                    .map_err(db_error)?;
-                // The start's rows (a `part` each) are told apart from the answer's own.
-                let start = super::start_from(&rows)?;
-                let rows: Vec<&SqliteRow> = rows.iter().filter(|r| !has_part(r)).collect();
-                let Some(facts) = rows.iter().find(|r| r.try_get::<i64, _>("seq").is_ok()) else {
-                    return Err(StoreError::NotFound(id.to_string()));
-                };
-                if let Some(message_id) = &message.message_id
-                    && facts.try_get::<bool, _>("seen").map_err(db_error)?
-                {
-                    return Err(StoreError::Duplicate {
-                        thread: id,
-                        message_id: message_id.clone(),
-                    });
-                }
-                let queued: Option<i64> = facts.try_get("q_at").map_err(db_error)?;
-                if !facts.try_get::<bool, _>("at_park").map_err(db_error)? || queued.is_some() {
-                    return Ok(Starting::of(AnswerOutcome::Refused {
-                        first: first_answer(facts)?,
-                    }));
-                }
-                hub.publish(change_in(facts, id)?);
-                let claimed = rows.iter().any(|r| r.try_get::<i64, _>("claimed").is_ok());
-                Ok(Starting {
-                    outcome: AnswerOutcome::Accepted { claimed },
-                    start: start.filter(|_| claimed),
-                })
-            })
+        /// The first statement's row (what decides the answer), if the thread exists.
+        fn facts(rows: &[SqliteRow]) -> Option<&SqliteRow> {
+            rows.iter()
+                .find(|r| !has_part(r) && r.try_get::<i64, _>("seq").is_ok())
+        }
+        /// Whether the answer was taken: the thread was at the park, its message id new, and no
+        /// other answer queued.
+        fn accepted(facts: &SqliteRow) -> Result<bool, StoreError> {
+            let seen: bool = facts.try_get("seen").map_err(db_error)?;
+            let at_park: bool = facts.try_get("at_park").map_err(db_error)?;
+            let queued: Option<i64> = facts.try_get("q_at").map_err(db_error)?;
+            Ok(!seen && at_park && queued.is_none())
+        }
+        fn announce(id: ThreadId, rows: &[SqliteRow]) -> Option<Change> {
+            let facts = facts(rows)?;
+            accepted(facts).ok()?.then(|| change_in(facts, id).ok())?
+        }
+        let sql = if read_start { STARTING } else { SQL };
+        let args = Args::default()
+            .bind(id.to_string())
+            .bind(message.message_id.as_deref())
+            .bind(park.session)
+            .bind(park.seq)
+            .bind(message.author.as_deref())
+            .bind(&message.content)
+            .bind(claim.now)
+            .bind(claim.owner.to_string())
+            .bind(claim.until);
+        let args = crate::fragments::bind_message!(args, &message);
+        let rows = self
+            .rows_of(WriteJob::new(sql, args.0, id, announce))
+            .await?;
+        let Some(facts) = facts(&rows) else {
+            return Err(StoreError::NotFound(id.to_string()));
+        };
+        if let Some(message_id) = &message.message_id
+            && facts.try_get::<bool, _>("seen").map_err(db_error)?
+        {
+            return Err(StoreError::Duplicate {
+                thread: id,
+                message_id: message_id.clone(),
+            });
+        }
+        if !accepted(facts)? {
+            return Ok(Starting::of(AnswerOutcome::Refused {
+                first: first_answer(facts)?,
+            }));
+        }
+        let claimed = rows
+            .iter()
+            .any(|r| !has_part(r) && r.try_get::<i64, _>("claimed").is_ok());
+        Ok(Starting {
+            outcome: AnswerOutcome::Accepted { claimed },
+            start: super::start_from(&rows)?.filter(|_| claimed),
         })
-        .await
     }
 
     pub(super) async fn enqueue_impl(
@@ -321,34 +339,9 @@ impl SqliteStore {
     ) -> Result<Starting<AnswerOutcome>, StoreError> {
         self.answer_one(id, message, park, claim, true).await
     }
-
-    /// Runs `write`, one call of a whole write transaction (`BEGIN IMMEDIATE` … `COMMIT`) on the
-    /// write connection, from a task of its own: a caller dropped halfway never leaves the
-    /// connection inside a transaction. When `write` fails, the transaction is rolled back
-    /// (should it have committed, the rollback finds none and does nothing).
-    async fn write_once<T: Send + 'static>(
-        &self,
-        write: impl for<'c> FnOnce(
-            &'c mut SqliteConnection,
-        ) -> futures::future::BoxFuture<'c, Result<T, StoreError>>
-        + Send
-        + 'static,
-    ) -> Result<T, StoreError> {
-        let conn = self.write.clone();
-        tokio::spawn(async move {
-            let mut conn = conn.lock_owned().await;
-            let result = write(&mut conn).await;
-            if result.is_err() {
-                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-            }
-            result
-        })
-        .await
-        .map_err(|e| StoreError::backend_in("a write's task", e))?
-    }
 }
 
-/// A [`NewThread`] that owns its strings, for a write on a task of its own.
+/// A [`NewThread`] that owns its strings, for a write handed to the committer.
 struct OwnedNewThread {
     id: ThreadId,
     agent: String,
@@ -374,13 +367,6 @@ impl OwnedNewThread {
 /// Whether `row` is one of a run's start ([`super::start_from`]'s), not the write's own.
 fn has_part(row: &SqliteRow) -> bool {
     row.try_get::<i64, _>("part").is_ok()
-}
-
-/// Whether `e` is a key the write broke (on the one-call writes: a message id delivered
-/// before).
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .is_some_and(|d| d.kind() == sqlx::error::ErrorKind::UniqueViolation)
 }
 
 /// The change-feed notice a one-call write read back: its `seq` (the thread's last) and

@@ -8,7 +8,7 @@ const ALICE: &str = r#"{"iss":"test","sub":"alice"}"#;
 const BOB: &str = r#"{"iss":"test","sub":"bob"}"#;
 
 /// Thread `key` asking a question in session 1 and parked on it: the thread and its park.
-async fn parked(store: &Arc<dyn Store>, key: &str) -> (Thread, Park) {
+pub(crate) async fn parked(store: &Arc<dyn Store>, key: &str) -> (Thread, Park) {
     parked_as(store, key, "agent", None).await
 }
 

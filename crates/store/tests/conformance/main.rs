@@ -11,7 +11,8 @@
 //! `notify_outbox.rs`: the outbox, one-time links, subscriptions, shared secrets; `files.rs`: the
 //! thread filesystem (file rows, listings, commits' files, queued attachments, chunks in the
 //! database and in a directory); `ranges.rs`: a session's range of the journal, settle records
-//! newest first; `starting.rs`: the claiming writes that read the run's start with them.
+//! newest first; `starting.rs`: the claiming writes that read the run's start with them; `groups.rs`: deliveries,
+//! answers, creations and commits at once, each with its own outcome.
 
 use duet_store::testing as support;
 
@@ -23,6 +24,7 @@ mod claims;
 mod commits;
 mod feed;
 mod files;
+mod groups;
 mod keys;
 mod listed;
 mod listing;
