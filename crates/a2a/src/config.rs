@@ -28,6 +28,17 @@ pub(crate) struct Site {
     pub listener: Option<Arc<str>>,
     /// When the card was made (its `Last-Modified`).
     pub since: chrono::DateTime<chrono::Utc>,
+    /// The card last resolved, with the URLs it was resolved at: the requests of one client
+    /// (one `Host`) share it rather than each copying the card.
+    pub last: Arc<std::sync::Mutex<Option<Resolved>>>,
+}
+
+/// A card resolved at a mount URL and a root.
+#[derive(Debug)]
+pub(crate) struct Resolved {
+    base: String,
+    root: String,
+    card: Arc<AgentCard>,
 }
 
 /// What a card's URLs were built from, so its response says what it varies with.
@@ -53,6 +64,28 @@ impl Depends {
 }
 
 impl Site {
+    /// The card with its URLs made absolute at `base` and `root` ([`AgentCard::resolved`]),
+    /// the last one again when those are the same.
+    pub(crate) fn resolved(&self, base: &str, root: &str) -> Arc<AgentCard> {
+        let mut last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(r) = last.as_ref()
+            && r.base == base
+            && r.root == root
+        {
+            return r.card.clone();
+        }
+        let card = Arc::new(self.card.resolved(base, root));
+        *last = Some(Resolved {
+            base: base.to_owned(),
+            root: root.to_owned(),
+            card: card.clone(),
+        });
+        card
+    }
+
     /// The server's root as the client reaches it, the URL the agent is mounted at (the root,
     /// then the path the service is nested under), and what the root was built from. The root
     /// is the public URL if one is configured; else, with forwarded headers trusted, the scheme

@@ -3,8 +3,6 @@
 //! the stream offer, triage, message extraction and the two limits. `A2aServer` (`server.rs`)
 //! stacks them in the seed's order.
 
-use std::sync::Arc;
-
 use axum::extract::{OriginalUri, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -34,8 +32,8 @@ pub(crate) async fn inject_card(
     next: Next,
 ) -> Response {
     let (root, base, depends) = site.urls(&req);
-    let card = site.card.resolved(&base, &root);
-    req.extensions_mut().insert(Card(Arc::new(card)));
+    req.extensions_mut()
+        .insert(Card(site.resolved(&base, &root)));
     req.extensions_mut().insert(depends);
     req.extensions_mut().insert(CardSince(site.since));
     next.run(req).await

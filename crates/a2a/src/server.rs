@@ -108,6 +108,7 @@ impl A2aServer {
             trust_forwarded: self.trust_forwarded,
             listener: self.listener,
             since: chrono::Utc::now(),
+            last: Arc::default(),
         };
         let limits = self.limits;
         let stack = ServiceBuilder::new()

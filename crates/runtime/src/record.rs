@@ -252,6 +252,25 @@ impl RecordBody {
             data,
         })
     }
+
+    /// [`RecordBody::from_parts`] from the stored text of `data`, read straight into the record
+    /// (not through a JSON tree copied into a tagged one): an error when `data` is not one JSON
+    /// value.
+    pub fn from_stored(kind: &str, data: &str) -> Result<RecordBody, serde_json::Error> {
+        // One value and nothing after it, so the tagged text below holds `data` and only it.
+        serde_json::from_str::<serde::de::IgnoredAny>(data)?;
+        let tagged = format!(
+            "{{\"kind\":{},\"data\":{data}}}",
+            serde_json::to_string(kind)?
+        );
+        match serde_json::from_str(&tagged) {
+            Ok(body) => Ok(body),
+            Err(_) => Ok(RecordBody::Unknown {
+                kind: kind.to_owned(),
+                data: serde_json::from_str(data)?,
+            }),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -392,6 +411,10 @@ mod tests {
             assert_eq!((k.as_str(), &d), (kind, &data));
             // Field order is part of the stored shape (journals are compared as text).
             assert_eq!(d.to_string(), data.to_string());
+            assert_eq!(
+                RecordBody::from_stored(kind, &data.to_string()).ok(),
+                Some(body.clone())
+            );
             assert_eq!(RecordBody::from_parts(kind, data), body);
         }
     }
@@ -404,5 +427,23 @@ mod tests {
         // A known kind with fields it cannot have is not silently misread.
         let odd = RecordBody::from_parts("status", json!({"text": 3}));
         assert!(matches!(odd, RecordBody::Unknown { .. }));
+        // The same from the stored text.
+        let future = RecordBody::from_stored("budget_spent", r#"{"tokens": 12}"#).ok();
+        assert_eq!(
+            future.map(|f| f.to_parts()),
+            Some(("budget_spent".into(), json!({"tokens": 12})))
+        );
+        let odd = RecordBody::from_stored("status", r#"{"text": 3}"#);
+        assert!(matches!(odd, Ok(RecordBody::Unknown { .. })), "{odd:?}");
+        // Text that is not one JSON value is an error, however the tagged text would read.
+        for bad in [
+            "",
+            "{",
+            r#"{"text": "a"}, "kind": "status""#,
+            r#"{"text": "a"} x"#,
+        ] {
+            assert!(RecordBody::from_stored("status", bad).is_err(), "{bad:?}");
+        }
+        assert!(RecordBody::from_stored("a\"quote", "{}").is_ok());
     }
 }

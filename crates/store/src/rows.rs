@@ -201,10 +201,11 @@ macro_rules! decoders {
         fn record_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Record, StoreError> {
             let kind: String = row.try_get("kind").map_err(db_error)?;
             let data: String = row.try_get("data").map_err(db_error)?;
-            let data = serde_json::from_str(&data).map_err(|_| corrupt("record data", &data))?;
+            let body =
+                RecordBody::from_stored(&kind, &data).map_err(|_| corrupt("record data", &data))?;
             Ok(Record {
                 seq: row.try_get("seq").map_err(db_error)?,
-                body: RecordBody::from_parts(&kind, data),
+                body,
                 created_at: row.try_get("created_at").map_err(db_error)?,
             })
         }

@@ -132,22 +132,30 @@ async fn open_writer(
 /// The WAL length (in frames, pages) past which a checkpoint also rewinds it: about 64 MiB.
 const WAL_RESET_FRAMES: i64 = 16_384;
 
-/// How long a truncating checkpoint waits for the readers of the moment (the checkpointer's
+/// The WAL file's size once rewound (`journal_size_limit`): [`WAL_RESET_FRAMES`] frames of 4 KiB
+/// pages with their headers, and the file's header. The file is kept, and written over from its
+/// start, up to this size; one that grew past it (a long reader held off the rewinds) is cut back
+/// to it by the first commit after a rewind.
+const WAL_LIMIT_BYTES: i64 = 32 + WAL_RESET_FRAMES * (4096 + 24);
+
+/// How long a rewinding checkpoint waits for the readers of the moment (the checkpointer's
 /// busy timeout; a passive checkpoint never waits). It holds off new writers meanwhile, so it is
 /// short.
-const TRUNCATE_WAIT: Duration = Duration::from_millis(100);
+const REWIND_WAIT: Duration = Duration::from_millis(100);
 
-/// How many ticks a truncating checkpoint that had to give up waits before the next try.
-const TRUNCATE_BACKOFF: u32 = 10;
+/// How many ticks a rewinding checkpoint that had to give up waits before the next try.
+const REWIND_BACKOFF: u32 = 10;
 
 /// Copies the WAL back into the database every tenth of a second (`PASSIVE`: it never waits for,
 /// or blocks, the writer), for as long as the store it serves exists. A passive checkpoint never
 /// rewinds the WAL while readers come and go, so under steady load the file would grow without
 /// end (and its index with it, in every connection's memory); once it is past
-/// [`WAL_RESET_FRAMES`], a `TRUNCATE` checkpoint waits for the readers of the moment (within
-/// [`TRUNCATE_WAIT`]), copies the rest and empties the file. A long reader — a backup's
+/// [`WAL_RESET_FRAMES`], a `RESTART` checkpoint waits for the readers of the moment (within
+/// [`REWIND_WAIT`]) and copies the rest, and the next commit writes the file again from its
+/// start (over pages the file system has already placed: cheaper than appending to a file
+/// emptied by `TRUNCATE`, and no stall to cut the file off). A long reader — a backup's
 /// `VACUUM INTO` of a large database — makes it give up, and it tries again only
-/// [`TRUNCATE_BACKOFF`] ticks later: waiting out the reader would hold off every commit for as
+/// [`REWIND_BACKOFF`] ticks later: waiting out the reader would hold off every commit for as
 /// long as it reads (measured: a 3.6 s stall during a 4.3 s backup of 1 GB), and the writers'
 /// own busy timeout would end some of them in `SQLITE_BUSY`. Meanwhile the WAL grows.
 async fn checkpoint(mut conn: SqliteConnection, store: std::sync::Weak<Mutex<SqliteConnection>>) {
@@ -169,14 +177,14 @@ async fn checkpoint(mut conn: SqliteConnection, store: std::sync::Weak<Mutex<Sql
                 hold_off -= 1;
                 continue;
             }
-            // `busy` (the first column) is 1 when it gave up before emptying the file.
-            let done: Option<(i64, i64, i64)> = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+            // `busy` (the first column) is 1 when it gave up before the log could rewind.
+            let done: Option<(i64, i64, i64)> = sqlx::query_as("PRAGMA wal_checkpoint(RESTART)")
                 .fetch_optional(&mut conn)
                 .await
                 .ok()
                 .flatten();
             if !matches!(done, Some((0, _, _))) {
-                hold_off = TRUNCATE_BACKOFF;
+                hold_off = REWIND_BACKOFF;
             }
         }
     }
@@ -227,6 +235,7 @@ impl SqliteStore {
             &options
                 .clone()
                 .pragma("wal_autocheckpoint", "0")
+                .pragma("journal_size_limit", WAL_LIMIT_BYTES.to_string())
                 .statement_cache_capacity(256),
         )
         .await?;
@@ -239,7 +248,7 @@ impl SqliteStore {
         let write = Arc::new(Mutex::new(write));
         let checkpointer = options
             .clone()
-            .busy_timeout(TRUNCATE_WAIT)
+            .busy_timeout(REWIND_WAIT)
             .connect()
             .await
             .map_err(crate::db_error)?;
