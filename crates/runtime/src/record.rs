@@ -265,10 +265,9 @@ impl RecordBody {
         );
         match serde_json::from_str(&tagged) {
             Ok(body) => Ok(body),
-            Err(_) => Ok(RecordBody::Unknown {
-                kind: kind.to_owned(),
-                data: serde_json::from_str(data)?,
-            }),
+            // Read as `from_parts` reads it (an unknown kind or shape, a repeated key, a value
+            // nested as deep as the parser goes): the same record whichever way.
+            Err(_) => Ok(RecordBody::from_parts(kind, serde_json::from_str(data)?)),
         }
     }
 }

@@ -160,6 +160,9 @@ const REWIND_BACKOFF: u32 = 10;
 /// own busy timeout would end some of them in `SQLITE_BUSY`. Meanwhile the WAL grows.
 async fn checkpoint(mut conn: SqliteConnection, store: std::sync::Weak<Mutex<SqliteConnection>>) {
     let mut hold_off = 0;
+    // The log's length a rewind left: the passive checkpoint reports it until the next commit
+    // writes the file from its start, and nothing needs rewinding meanwhile.
+    let mut rewound = None;
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if store.upgrade().is_none() {
@@ -172,6 +175,7 @@ async fn checkpoint(mut conn: SqliteConnection, store: std::sync::Weak<Mutex<Sql
             .flatten();
         if let Some((_, log, _)) = frames
             && log > WAL_RESET_FRAMES
+            && rewound != Some(log)
         {
             if hold_off > 0 {
                 hold_off -= 1;
@@ -183,8 +187,9 @@ async fn checkpoint(mut conn: SqliteConnection, store: std::sync::Weak<Mutex<Sql
                 .await
                 .ok()
                 .flatten();
-            if !matches!(done, Some((0, _, _))) {
-                hold_off = REWIND_BACKOFF;
+            match done {
+                Some((0, log, _)) => rewound = Some(log),
+                _ => hold_off = REWIND_BACKOFF,
             }
         }
     }

@@ -121,9 +121,11 @@ impl Writer for SqliteWriter {
 
     async fn write(&self, jobs: &[&Job]) -> Result<Vec<Written>, Failure> {
         let mut conn = self.conn.lock().await;
-        let written = write_group(&mut conn, jobs).await.map_err(Failure::of)?;
-        for (job, w) in jobs.iter().zip(&written) {
-            match (job, w) {
+        let (written, order) = write_group(&mut conn, jobs).await.map_err(Failure::of)?;
+        // In the order the jobs were written: a delivery written before a commit of its thread
+        // read the thread as it was before that commit.
+        for at in order {
+            match (jobs[at], &written[at]) {
                 (Job::Commit(c), Written::Commit(Some(_))) => {
                     self.hub.publish(c.change);
                     if let Some(at) = c.due {
@@ -204,7 +206,8 @@ pub(crate) fn timer_statements(batch: &mut Batch, commit: &Commit) -> Option<i64
     commit.timers.iter().map(|t| t.due_at).min()
 }
 
-/// Writes `jobs` in one transaction; what each one told, in order.
+/// Writes `jobs` in one transaction; what each one told, in order, and the order they were
+/// written in (as indices into `jobs`).
 ///
 /// A group's text would be new each time (its jobs, their order and their number vary), and
 /// preparing it — every statement parsed, the triggers compiled into each insert — was a
@@ -220,7 +223,7 @@ pub(crate) fn timer_statements(batch: &mut Batch, commit: &Commit) -> Option<i64
 async fn write_group(
     conn: &mut SqliteConnection,
     jobs: &[&Job],
-) -> Result<Vec<Written>, sqlx::Error> {
+) -> Result<(Vec<Written>, Vec<usize>), sqlx::Error> {
     let chunks = chunks(jobs);
     let last = chunks.len().saturating_sub(1);
     let mut written: Vec<Written> = jobs
@@ -301,7 +304,7 @@ async fn write_group(
                 Written::Commit(Some((row.try_get("lease_owner")?, row.try_get("waiting")?)));
         }
     }
-    Ok(written)
+    Ok((written, chunks.into_iter().flatten().collect()))
 }
 
 /// The most commits a group writes in one call whatever their shapes: the few mixes of so

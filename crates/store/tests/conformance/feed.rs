@@ -12,7 +12,7 @@ use futures::stream::BoxStream;
 
 /// A subscription to `store`'s feed once it is live (its opening resync received): every change
 /// committed from then on reaches it. Fails the test after 10 s.
-async fn live(store: &Arc<dyn Store>) -> BoxStream<'static, FeedEvent> {
+pub(crate) async fn live(store: &Arc<dyn Store>) -> BoxStream<'static, FeedEvent> {
     let mut feed = store.changes();
     match tokio::time::timeout(Duration::from_secs(10), feed.next()).await {
         Ok(Some(FeedEvent::Resync)) => feed,

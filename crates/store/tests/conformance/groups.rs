@@ -5,8 +5,8 @@
 use super::answers::parked;
 use super::*;
 use duet_runtime::{AnswerOutcome, Commit, CommitOutcome, Message, Park, Starting};
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 
 /// What one write of the batch told.
 #[derive(Debug)]
@@ -267,6 +267,51 @@ async fn a_commit_a_delivery_and_an_answer_in_one_call_each_get_their_own_rows()
                 .map(|m| m.content)
                 .collect();
             assert_eq!(said, [Some("said".to_owned())], "{name}");
+        }
+    })
+    .await;
+}
+
+/// A delivery and a commit of one thread at once (on SQLite, one group, the delivery written
+/// first): the feed tells them in the order they were written, so its last change of the thread
+/// is the thread as it now stands.
+#[tokio::test]
+async fn a_delivery_and_a_commit_of_one_thread_at_once_are_told_in_the_order_written() {
+    each(async |store, name| {
+        for round in 0..3 {
+            let mut t = thread(&store, &format!("both-{round}")).await;
+            let run = Uuid::now_v7();
+            assert!(store.claim(t.id, lease(run, 1_000)).await.expect("claim"));
+            t.status = ThreadStatus::Running;
+            let mut feed = super::feed::live(&store).await;
+            let (committed, queued) = futures::join!(
+                store.commit(&t, run, one_message(&t, "said")),
+                store.enqueue(t.id, human("more"), None, 1_000)
+            );
+            committed.expect("commit");
+            assert!(!queued.expect("enqueue"), "{name}: the run holds the lease");
+            let now = store
+                .thread_by_id(t.id)
+                .await
+                .expect("read")
+                .expect("thread");
+            // Both writes' changes, the later one last.
+            let mut told = Vec::new();
+            while told.len() < 2 {
+                match tokio::time::timeout(std::time::Duration::from_secs(10), feed.next()).await {
+                    Ok(Some(duet_runtime::FeedEvent::Changed(c))) if c.thread == t.id => {
+                        told.push(c)
+                    }
+                    Ok(Some(_)) => {}
+                    other => panic!("{name}: {other:?} after {told:?}"),
+                }
+            }
+            let last = told[1];
+            assert_eq!(
+                (last.seq, last.status),
+                (now.next_seq - 1, now.status),
+                "{name} {round}: {told:?}"
+            );
         }
     })
     .await;
