@@ -45,7 +45,7 @@ pub(crate) fn outcome(
 
 /// A backend's way of writing a group of commits.
 pub(crate) trait Writer: Send + Sync + 'static {
-    /// One commit, as the backend writes it.
+    /// One job (a commit; on SQLite also a delivery), as the backend writes it.
     type Job: Send + Sync + 'static;
 
     /// What writing one job tells its caller.

@@ -265,31 +265,8 @@ async fn write_group(
                 Arg::Bool(v) => query.bind(*v),
             };
         }
-        let mut failed = None;
+        if let Err(e) = route_rows(&mut *conn, query, &writes, &mut written, &mut commit_rows).await
         {
-            let mut results = (&mut *conn).fetch_many(query);
-            let mut statement = 0;
-            while let Some(result) = results.next().await {
-                match result {
-                    Ok(Either::Left(_)) => statement += 1,
-                    Ok(Either::Right(row)) => {
-                        match writes.iter().find(|w| (w.0..w.1).contains(&statement)) {
-                            Some(&(_, _, at)) => {
-                                if let Written::Rows(rows) = &mut written[at] {
-                                    rows.push(row);
-                                }
-                            }
-                            None => commit_rows.push(row),
-                        }
-                    }
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-        }
-        if let Some(e) = failed {
             let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
             return Err(e);
         }
@@ -305,6 +282,34 @@ async fn write_group(
         }
     }
     Ok((written, chunks.into_iter().flatten().collect()))
+}
+
+/// Runs one call of a group, each row to the write whose statements returned it (`writes`:
+/// each write's statements in the call, `[from, to)`, and its job), the others to
+/// `commit_rows`.
+async fn route_rows<'q>(
+    conn: &mut SqliteConnection,
+    query: impl sqlx::Execute<'q, sqlx::Sqlite> + 'q,
+    writes: &[(usize, usize, usize)],
+    written: &mut [Written],
+    commit_rows: &mut Vec<SqliteRow>,
+) -> Result<(), sqlx::Error> {
+    let mut results = conn.fetch_many(query);
+    let mut statement = 0;
+    while let Some(result) = results.next().await {
+        match result? {
+            Either::Left(_) => statement += 1,
+            Either::Right(row) => match writes.iter().find(|w| (w.0..w.1).contains(&statement)) {
+                Some(&(_, _, at)) => {
+                    if let Written::Rows(rows) = &mut written[at] {
+                        rows.push(row);
+                    }
+                }
+                None => commit_rows.push(row),
+            },
+        }
+    }
+    Ok(())
 }
 
 /// The most commits a group writes in one call whatever their shapes: the few mixes of so

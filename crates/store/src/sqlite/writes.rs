@@ -79,9 +79,7 @@ impl SqliteStore {
         if queued(&rows).is_none() {
             return Err(StoreError::NotFound(id.to_string()));
         }
-        let claimed = rows
-            .iter()
-            .any(|r| !has_part(r) && r.try_get::<i64, _>("claimed").is_ok());
+        let claimed = claimed(&rows);
         Ok(Starting {
             outcome: claimed,
             start: super::start_from(&rows)?.filter(|_| claimed),
@@ -262,9 +260,7 @@ impl SqliteStore {
                 first: first_answer(facts)?,
             }));
         }
-        let claimed = rows
-            .iter()
-            .any(|r| !has_part(r) && r.try_get::<i64, _>("claimed").is_ok());
+        let claimed = claimed(&rows);
         Ok(Starting {
             outcome: AnswerOutcome::Accepted { claimed },
             start: super::start_from(&rows)?.filter(|_| claimed),
@@ -367,6 +363,12 @@ impl OwnedNewThread {
 /// Whether `row` is one of a run's start ([`super::start_from`]'s), not the write's own.
 fn has_part(row: &SqliteRow) -> bool {
     row.try_get::<i64, _>("part").is_ok()
+}
+
+/// Whether the write's lease update returned its row (`claimed`): it took the lease.
+fn claimed(rows: &[SqliteRow]) -> bool {
+    rows.iter()
+        .any(|r| !has_part(r) && r.try_get::<i64, _>("claimed").is_ok())
 }
 
 /// The change-feed notice a one-call write read back: its `seq` (the thread's last) and
