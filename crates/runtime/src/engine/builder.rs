@@ -39,6 +39,7 @@ pub struct RuntimeBuilder {
     carrier: Option<Arc<dyn TraceCarrier>>,
     blobs: Option<Arc<dyn crate::store::BlobStore>>,
     file_limits: crate::files::FileLimits,
+    hold_background: bool,
 }
 
 impl Runtime {
@@ -65,6 +66,7 @@ impl Runtime {
             carrier: None,
             blobs: None,
             file_limits: crate::files::FileLimits::default(),
+            hold_background: false,
         }
     }
 }
@@ -197,6 +199,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether background runs (non-blocking children, the parent runs their results wake, and
+    /// the like) wait for [`Runtime::quiesce`] to start them rather than starting at once. Off
+    /// by default. For tests whose transcript must not depend on how a call's own run and the
+    /// work it started interleave: with it on, the call's run ends before any of that work
+    /// begins.
+    pub fn hold_background(mut self, on: bool) -> Self {
+        self.hold_background = on;
+        self
+    }
+
     /// The runtime.
     pub fn build(self) -> Runtime {
         let mut tools = Tools::new(self.project.clone(), self.tools, self.http, self.servers)
@@ -232,7 +244,11 @@ impl RuntimeBuilder {
                 models: Mutex::new(HashMap::new()),
                 runs: Runs::default(),
                 held: super::held::Held::default(),
-                background: Background::default(),
+                background: if self.hold_background {
+                    Background::holding()
+                } else {
+                    Background::default()
+                },
                 detached: CancellationToken::new(),
             }),
         }

@@ -499,15 +499,31 @@ impl Runtime {
     ) {
         self.inner.background.started();
         let rt = self.clone();
-        tokio::spawn(async move {
+        let work = Box::pin(async move {
             work.await;
             rt.inner.background.ended();
         });
+        if let Some(work) = self.inner.background.hold(work) {
+            tokio::spawn(work);
+        }
     }
 
     /// Waits until no background run of this runtime is in flight (subagents started without
     /// blocking, and the parent runs their results trigger): for tests and graceful shutdown.
     pub async fn quiesce(&self) {
+        /// Holds background work back again when the wait ends, or is dropped.
+        struct Open<'a>(&'a super::runs::Background);
+        impl Drop for Open<'_> {
+            fn drop(&mut self) {
+                self.0.close();
+            }
+        }
+        let background = &self.inner.background;
+        let held = background.open();
+        let _open = Open(background);
+        for work in held {
+            tokio::spawn(work);
+        }
         loop {
             // Registered before the check, so a run finishing in between still wakes us.
             let notified = self.inner.background.notified();

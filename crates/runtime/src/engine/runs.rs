@@ -4,7 +4,9 @@
 //! runtime holds; it names nothing of the engine.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
+
+use futures::future::BoxFuture;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio_util::sync::CancellationToken;
@@ -85,9 +87,59 @@ impl Runs {
 pub(super) struct Background {
     count: AtomicUsize,
     done: tokio::sync::Notify,
+    /// With [`Background::holding`]: work that waits for a `quiesce` to start it.
+    held: Option<Mutex<Held>>,
+}
+
+/// Background work held back, and how many `quiesce` calls let it through meanwhile.
+#[derive(Default)]
+struct Held {
+    open: usize,
+    work: Vec<BoxFuture<'static, ()>>,
 }
 
 impl Background {
+    /// Background runs that start only while a `quiesce` waits for them, never beside the
+    /// call that asked for them.
+    pub(super) fn holding() -> Self {
+        Self {
+            held: Some(Mutex::new(Held::default())),
+            ..Self::default()
+        }
+    }
+
+    /// `work` back to be started now, or `None`: it is held until a `quiesce`.
+    pub(super) fn hold(&self, work: BoxFuture<'static, ()>) -> Option<BoxFuture<'static, ()>> {
+        let Some(held) = &self.held else {
+            return Some(work);
+        };
+        let mut held = held.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.open > 0 {
+            return Some(work);
+        }
+        held.work.push(work);
+        None
+    }
+
+    /// A `quiesce` begins: what was held, to be started; until [`Background::close`], nothing
+    /// more is held.
+    pub(super) fn open(&self) -> Vec<BoxFuture<'static, ()>> {
+        let Some(held) = &self.held else {
+            return Vec::new();
+        };
+        let mut held = held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.open += 1;
+        std::mem::take(&mut held.work)
+    }
+
+    /// A `quiesce` ended (or was dropped).
+    pub(super) fn close(&self) {
+        if let Some(held) = &self.held {
+            let mut held = held.lock().unwrap_or_else(PoisonError::into_inner);
+            held.open = held.open.saturating_sub(1);
+        }
+    }
+
     /// One more background run.
     pub(super) fn started(&self) {
         self.count.fetch_add(1, Ordering::SeqCst);
@@ -109,5 +161,30 @@ impl Background {
     /// [`idle`]: Background::idle
     pub(super) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.done.notified()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Background;
+
+    fn work() -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+
+    #[test]
+    fn held_work_waits_for_an_open_and_passes_while_one_lasts() {
+        let plain = Background::default();
+        assert!(plain.hold(work()).is_some(), "nothing held by default");
+        let b = Background::holding();
+        assert!(b.hold(work()).is_none());
+        assert!(b.hold(work()).is_none());
+        assert_eq!(b.open().len(), 2, "an open releases what was held");
+        assert!(b.hold(work()).is_some(), "started at once while open");
+        assert_eq!(b.open().len(), 0);
+        b.close();
+        assert!(b.hold(work()).is_some(), "one open still lasts");
+        b.close();
+        assert!(b.hold(work()).is_none(), "held again once all closed");
     }
 }

@@ -187,7 +187,9 @@ async fn play(case: &Path, backend: &support::Backend, wire: Option<&Wire>) -> S
         .any(|l| l.starts_with("advance") || l.starts_with("timers"))
         .then(|| Arc::new(ManualClock::new(CLOCK_START)));
     let build = |store| {
-        let mut builder = support::runtime(project.clone(), store);
+        // The send's own run ends before the work it started in the background begins: on
+        // a busy machine a child could otherwise finish first and its result join that run.
+        let mut builder = support::runtime(project.clone(), store).hold_background(true);
         if let Some(c) = &clock {
             builder = builder.clock(c.clone());
         }

@@ -581,3 +581,46 @@ async fn a_blocking_immediate_childs_result_survives_the_parents_death() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_background_run_starts_only_when_quiesce_waits_for_it() {
+    let project = project();
+    for backend in support::backends().await {
+        let rt = support::runtime(project.clone(), backend.open().await)
+            .hold_background(true)
+            .build();
+        send(&rt, "h", Some("boss"), "Summarize the report, please.").await;
+        let store = rt.store();
+        // The parent's run is over; its child's message waits, unread, for a run not started.
+        let child = store
+            .thread("h/summary-1")
+            .await
+            .expect("read")
+            .expect("child");
+        assert!(
+            texts(store, "h/summary-1").await.is_empty(),
+            "{}: the child ran beside the send",
+            backend.name()
+        );
+        assert_eq!(store.queue(child.id).await.expect("queue").len(), 1);
+        rt.quiesce().await;
+        let child = store
+            .thread("h/summary-1")
+            .await
+            .expect("read")
+            .expect("child");
+        assert_eq!(
+            child.result.as_deref(),
+            Some("short and sweet"),
+            "{}",
+            backend.name()
+        );
+        // The parent its result woke ran too, inside the same wait.
+        let parent = texts(store, "h").await;
+        assert!(
+            parent.iter().any(|(_, silent, _)| *silent),
+            "{}: {parent:?}",
+            backend.name()
+        );
+    }
+}
