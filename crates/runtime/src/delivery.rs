@@ -102,6 +102,11 @@ pub struct Settled {
     /// The whole thread as it stood then (as the run's last write left it): a caller that
     /// answers with the thread need not read it again.
     pub last: Box<Thread>,
+    /// The entries of session [`Settled::session`] as the run's settling write left them
+    /// (what `JournalStore::session_entries` reads below `last`'s next seq), when the claim
+    /// asked for them ([`Claim::reporting_session`]) and the store read them with that write;
+    /// `None` otherwise.
+    pub session_entries: Option<Vec<crate::store::JournalEntry>>,
 }
 
 impl Settled {
@@ -118,6 +123,7 @@ impl Settled {
             park: t.park(),
             approvals: Vec::new(),
             last: Box::new(t.clone()),
+            session_entries: None,
         }
     }
 
@@ -210,6 +216,8 @@ pub struct Claim {
     pub(crate) inline: bool,
     /// The run's first read, when the write that took the lease read it too.
     pub(crate) start: Option<Box<crate::store::RunStart>>,
+    /// Whether the run reports its session's entries ([`Claim::reporting_session`]).
+    pub(crate) report: bool,
 }
 
 impl Claim {
@@ -221,6 +229,15 @@ impl Claim {
     /// The run that holds the lease (the control plane's `runId`).
     pub fn run(&self) -> uuid::Uuid {
         self.run
+    }
+
+    /// Asks the run for the entries of the session it settles in
+    /// ([`Settled::session_entries`]), read with its settling write where the store can (on
+    /// SQLite, in the same call): for a caller that answers with the session, such as a
+    /// blocking A2A send.
+    pub fn reporting_session(mut self) -> Self {
+        self.report = true;
+        self
     }
 }
 

@@ -205,6 +205,19 @@ impl PgStore {
         let job = commit::Job::new(t, owner, &commit)?;
         crate::group::outcome(self.committer.commit(job).await?, t, &commit)
     }
+
+    /// `commit_reading`: the commit alone. Reading the session in the same round trip would be
+    /// a second statement after `duet_commit`'s call; the caller reads it instead, as it would
+    /// without asking.
+    async fn commit_reading_impl(
+        &self,
+        t: &Thread,
+        owner: Uuid,
+        commit: Commit,
+        _session: i64,
+    ) -> Result<(CommitOutcome, Option<Vec<duet_runtime::JournalEntry>>), StoreError> {
+        Ok((self.commit_impl(t, owner, commit).await?, None))
+    }
 }
 
 impl PgStore {

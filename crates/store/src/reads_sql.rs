@@ -91,7 +91,7 @@ pub(crate) fn listed_sql(q: &ThreadQuery<'_>, only: bool) -> String {
 /// to the next session's (`$session_start` as [`reads_impl`] takes it), the `WHERE` clause's
 /// start included.
 macro_rules! session_range {
-    ($session_start:literal) => {
+    ($session_start:expr) => {
         concat!(
             "FROM journal j WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
              AND j.seq >= (",
@@ -111,7 +111,7 @@ pub(crate) use session_range;
 /// migration 0020's `journal_sessions` index spells that number, and on SQLite naming the index:
 /// without statistics its planner prefers the primary key, a scan of the thread's journal).
 macro_rules! reads_impl {
-    ($store:ident, $db:ty, $session_start:literal) => {
+    ($store:ident, $db:ty, $session_start:expr) => {
         /// One page of threads as `q` says (see `reads_sql::list_sql`).
         async fn list_threads(
             read: &sqlx::Pool<$db>,

@@ -20,7 +20,7 @@ pub(crate) use crate::batch::{
 /// `$session_start` is the backend's query of where a session starts (see
 /// `reads_sql::reads_impl!`).
 macro_rules! store_impl {
-    ($store:ident, $db:ty, $begin:literal, $lock:literal, $skip_locked:literal, $notify:expr, $wake:expr, $size_sql:literal, $session_start:literal) => {
+    ($store:ident, $db:ty, $begin:literal, $lock:literal, $skip_locked:literal, $notify:expr, $wake:expr, $size_sql:literal, $session_start:expr) => {
         use async_trait::async_trait;
         use duet_runtime::{
             Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
@@ -359,6 +359,16 @@ macro_rules! store_impl {
         impl CommitStore for $store {
             async fn commit(&self, t: &Thread, owner: Uuid, commit: Commit) -> Result<CommitOutcome, StoreError> {
                 self.commit_impl(t, owner, commit).await
+            }
+
+            async fn commit_reading(
+                &self,
+                t: &Thread,
+                owner: Uuid,
+                commit: Commit,
+                session: i64,
+            ) -> Result<(CommitOutcome, Option<Vec<JournalEntry>>), StoreError> {
+                self.commit_reading_impl(t, owner, commit, session).await
             }
 
             async fn value(&self, id: ThreadId, key: &str) -> Result<Option<serde_json::Value>, StoreError> {

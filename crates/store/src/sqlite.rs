@@ -302,6 +302,15 @@ impl SqliteStore {
     }
 }
 
+/// The seq of thread `$1`'s `session_started` record, up to the comparison of its session
+/// number: `session_range!`'s, and a settling commit's read of its session.
+macro_rules! session_start {
+    () => {
+        "SELECT s.seq FROM journal s INDEXED BY journal_sessions \
+         WHERE s.thread = (SELECT num FROM threads WHERE id = $1) AND s.kind = 'session_started' \
+         AND json_extract(s.data, '$.session')"
+    };
+}
 crate::sql::store_impl!(
     SqliteStore,
     sqlx::Sqlite,
@@ -311,9 +320,7 @@ crate::sql::store_impl!(
     "NULL",
     "NULL",
     "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
-    "SELECT s.seq FROM journal s INDEXED BY journal_sessions \
-     WHERE s.thread = (SELECT num FROM threads WHERE id = $1) AND s.kind = 'session_started' \
-     AND json_extract(s.data, '$.session')"
+    session_start!()
 );
 
 crate::files_sql::files_impl!(
@@ -351,6 +358,32 @@ impl SqliteStore {
         owner: Uuid,
         commit: Commit,
     ) -> Result<CommitOutcome, StoreError> {
+        Ok(self.commit_with(t, owner, commit, None).await?.0)
+    }
+
+    /// `commit_reading`: the commit's call ends with a read of session `session`'s entries,
+    /// as the commit leaves them.
+    async fn commit_reading_impl(
+        &self,
+        t: &Thread,
+        owner: Uuid,
+        commit: Commit,
+        session: i64,
+    ) -> Result<(CommitOutcome, Option<Vec<duet_runtime::JournalEntry>>), StoreError> {
+        let (outcome, rows) = self.commit_with(t, owner, commit, Some(session)).await?;
+        let entries = rows.iter().map(entry_from_row).collect::<Result<_, _>>()?;
+        Ok((outcome, Some(entries)))
+    }
+
+    /// [`SqliteStore::commit_impl`], and with `read`, the rows of that session of the thread
+    /// read after the writes, in the same call (see `commit::SESSION_READ`).
+    async fn commit_with(
+        &self,
+        t: &Thread,
+        owner: Uuid,
+        commit: Commit,
+        read: Option<i64>,
+    ) -> Result<(CommitOutcome, Vec<sqlx::sqlite::SqliteRow>), StoreError> {
         use crate::sql::{
             Arg, Batch, JOURNAL_COLUMNS, QUEUED_COLUMNS, THREAD_SET, journal_rows, json_rows,
             queued_row,
@@ -423,6 +456,17 @@ impl SqliteStore {
              WHERE id = $1 AND lease_owner = $2 \
              RETURNING $2 AS run, lease_owner, (SELECT COUNT(*) FROM queue q WHERE q.thread = threads.num) AS waiting;\n"
         ));
+        if let Some(session) = read {
+            let p = batch.param(Arg::Int(session));
+            batch.sql.push_str(&format!(
+                "SELECT $2 AS {entries_of}, j.* FROM journal j \
+                 WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
+                 AND j.seq >= ({start} = {p}) \
+                 AND j.seq < COALESCE(({start} = {p} + 1), 9223372036854775807) ORDER BY j.seq;\n",
+                entries_of = commit::ENTRIES_OF,
+                start = session_start!(),
+            ));
+        }
 
         let job = commit::Job::Commit(commit::CommitJob {
             sql: batch.sql,
@@ -435,10 +479,10 @@ impl SqliteStore {
             },
             due,
         });
-        let commit::Written::Commit(returned) = self.committer.commit(job).await? else {
+        let commit::Written::Commit(returned, entries) = self.committer.commit(job).await? else {
             return Err(StoreError::Corrupt("a commit told rows".into()));
         };
-        crate::group::outcome(returned, t, &commit)
+        Ok((crate::group::outcome(returned, t, &commit)?, entries))
     }
 }
 

@@ -304,6 +304,7 @@ impl Runtime {
                     run,
                     inline: false,
                     start: None,
+                    report: false,
                 })
             }
             DecideOutcome::Accepted { claimed: false } => DecisionLanded::Queued,

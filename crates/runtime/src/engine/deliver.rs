@@ -94,8 +94,16 @@ impl Runtime {
         cancel: &CancellationToken,
     ) -> Result<Settled, RunError> {
         let start = claim.start.map(|start| *start);
-        self.drive_from(claim.thread, claim.run, start, events, cancel, claim.inline)
-            .await
+        self.drive_from(
+            claim.thread,
+            claim.run,
+            start,
+            claim.report,
+            events,
+            cancel,
+            claim.inline,
+        )
+        .await
     }
 
     /// Writes one inbound message as `delivery` says — durably, before this returns — without
@@ -156,6 +164,7 @@ impl Runtime {
                 run,
                 inline: origin.inline,
                 start: start.map(Box::new),
+                report: false,
             })
         };
         let store = &self.inner.store;

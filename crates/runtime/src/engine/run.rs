@@ -33,22 +33,28 @@ impl Runtime {
         cancel: &'a CancellationToken,
         inline: bool,
     ) -> futures::future::BoxFuture<'a, Result<Settled, RunError>> {
-        self.drive_from(id, run, None, events, cancel, inline)
+        self.drive_from(id, run, None, false, events, cancel, inline)
     }
 
     /// [`Runtime::drive`] from `start`, the run's first read when the write that claimed the
-    /// lease read it too (`None`: the run reads it).
+    /// lease read it too (`None`: the run reads it); `report`: the run's outcome carries its
+    /// session's entries when its settling write read them ([`crate::Claim::reporting_session`]).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn drive_from<'a>(
         &'a self,
         id: ThreadId,
         run: Uuid,
         start: Option<crate::store::RunStart>,
+        report: bool,
         events: &'a EventSink,
         cancel: &'a CancellationToken,
         inline: bool,
     ) -> futures::future::BoxFuture<'a, Result<Settled, RunError>> {
         Box::pin(async move {
             let guard = LeaseGuard::hold(self, id, run, cancel);
+            if report {
+                self.inner.runs.report_session(id, run);
+            }
             let mut trace = RunTrace::default();
             let result = self
                 .run(
@@ -62,6 +68,7 @@ impl Runtime {
                     &mut trace,
                 )
                 .await;
+            let read = self.inner.runs.take_session(id, run);
             drop(guard);
             if matches!(result, Err(RunError::ShuttingDown)) {
                 // Stopped between commits: the thread is as its last commit left it, and the
@@ -71,7 +78,13 @@ impl Runtime {
                 }
             }
             let (result, rest) = match result {
-                Ok((settled, rest)) => (Ok(self.with_approvals(settled).await), rest),
+                Ok((mut settled, rest)) => {
+                    // Read by the write that settled it, of the session it settled in.
+                    settled.session_entries = read
+                        .filter(|(session, _)| *session == settled.session)
+                        .map(|(_, entries)| entries);
+                    (Ok(self.with_approvals(settled).await), rest)
+                }
                 Err(e) => (Err(e), false),
             };
             if let Ok(settled) = &result

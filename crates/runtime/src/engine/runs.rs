@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::store::JournalEntry;
 use crate::types::ThreadId;
 
 /// This process's runs in flight, by thread.
@@ -27,6 +28,9 @@ struct Run {
     /// The thread's deadline override as this run knows it (read with its start, then as its
     /// own commits wrote it); `None`: not known.
     deadline_override: Option<Option<serde_json::Value>>,
+    /// Whether its caller asked for its session's entries (`Claim::reporting_session`), and
+    /// those its settling commit read: the session and its entries.
+    report: Option<Option<(i64, Vec<JournalEntry>)>>,
 }
 
 impl Runs {
@@ -38,6 +42,7 @@ impl Runs {
                     run,
                     token,
                     deadline_override: None,
+                    report: None,
                 },
             );
         }
@@ -55,6 +60,47 @@ impl Runs {
     /// The thread's deadline override as the run of `id` knows it; `None`: not known.
     pub(super) fn known_override(&self, id: ThreadId) -> Option<Option<serde_json::Value>> {
         self.0.lock().ok()?.get(&id)?.deadline_override.clone()
+    }
+
+    /// The run `run` of `id` reports its session's entries.
+    pub(super) fn report_session(&self, id: ThreadId, run: Uuid) {
+        if let Ok(mut runs) = self.0.lock()
+            && let Some(r) = runs.get_mut(&id).filter(|r| r.run == run)
+        {
+            r.report = Some(None);
+        }
+    }
+
+    /// Whether the run `run` of `id` reports its session's entries.
+    pub(super) fn reports_session(&self, id: ThreadId, run: Uuid) -> bool {
+        self.0.lock().ok().is_some_and(|runs| {
+            runs.get(&id)
+                .is_some_and(|r| r.run == run && r.report.is_some())
+        })
+    }
+
+    /// What the last commit of the run `run` of `id` read of its session (`None`: nothing,
+    /// as a commit that did not settle, or a store that reads nothing with a commit).
+    pub(super) fn read_session(
+        &self,
+        id: ThreadId,
+        run: Uuid,
+        read: Option<(i64, Vec<JournalEntry>)>,
+    ) {
+        if let Ok(mut runs) = self.0.lock()
+            && let Some(r) = runs
+                .get_mut(&id)
+                .filter(|r| r.run == run && r.report.is_some())
+        {
+            r.report = Some(read);
+        }
+    }
+
+    /// Takes what [`Runs::read_session`] left for the run `run` of `id`.
+    pub(super) fn take_session(&self, id: ThreadId, run: Uuid) -> Option<(i64, Vec<JournalEntry>)> {
+        let mut runs = self.0.lock().ok()?;
+        let r = runs.get_mut(&id).filter(|r| r.run == run)?;
+        r.report.as_mut()?.take()
     }
 
     /// Unregisters run `run` of `id` (a later run of the same thread, registered since, stays).

@@ -332,12 +332,28 @@ impl Runtime {
         span.record(crate::telemetry::attr::TURNS, turns);
         let owner = t.lease_owner.ok_or(StoreError::LeaseLost(t.id))?;
         let due = commit.timers.iter().map(|timer| timer.due_at).min();
-        let outcome = self
-            .inner
-            .store
-            .commit(t, owner, commit)
-            .instrument(span.clone())
-            .await;
+        // A settling commit of a run asked for its session reads it back with the write.
+        let outcome = if commit.settle && self.inner.runs.reports_session(t.id, owner) {
+            let written = self
+                .inner
+                .store
+                .commit_reading(t, owner, commit, t.session)
+                .instrument(span.clone())
+                .await;
+            written.map(|(outcome, entries)| {
+                let read = entries.filter(|_| outcome == CommitOutcome::Settled);
+                self.inner
+                    .runs
+                    .read_session(t.id, owner, read.map(|e| (t.session, e)));
+                outcome
+            })
+        } else {
+            self.inner
+                .store
+                .commit(t, owner, commit)
+                .instrument(span.clone())
+                .await
+        };
         drop(writing);
         span.record(
             crate::telemetry::attr::OUTCOME,

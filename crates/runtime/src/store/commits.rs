@@ -116,6 +116,22 @@ pub trait CommitStore: Send + Sync {
         owner: Uuid,
         commit: Commit,
     ) -> Result<CommitOutcome, StoreError>;
+    /// [`CommitStore::commit`], and with it the entries of the thread's session `session` as
+    /// the commit leaves them (what [`super::JournalStore::session_entries`] reads below the
+    /// thread's new next seq) when the store reads them in the same call — `None` when it does
+    /// not (the default: the caller reads them if it needs them). A run asked to report its
+    /// session writes its settling commit with this, so that whoever waits on the run need
+    /// not cross to the database again for what it wrote.
+    async fn commit_reading(
+        &self,
+        thread: &Thread,
+        owner: Uuid,
+        commit: Commit,
+        session: i64,
+    ) -> Result<(CommitOutcome, Option<Vec<super::JournalEntry>>), StoreError> {
+        let _ = session;
+        Ok((self.commit(thread, owner, commit).await?, None))
+    }
     /// A durable value of a thread.
     async fn value(&self, id: ThreadId, key: &str)
     -> Result<Option<serde_json::Value>, StoreError>;

@@ -10,7 +10,8 @@
 //!   `streaming`, `durability` (racing runners, a run killed mid-step), `control_plane`,
 //!   `effects` (scheduled effects with a test clock), `endpoints` (thread endpoints, with a code
 //!   host played by the test),
-//!   `timers` (the timer loop on a manual clock: due, re-armed, taken over, retried).
+//!   `timers` (the timer loop on a manual clock: due, re-armed, taken over, retried), `reported`
+//!   (a run asked for its session reports the entries its settling write read).
 
 mod support;
 mod wire;
@@ -31,6 +32,7 @@ mod follow_ups;
 mod hooks;
 mod invoke_decisions;
 mod policy;
+mod reported;
 mod returned;
 mod scenarios;
 mod streaming;

@@ -368,7 +368,10 @@ impl DuetAgent {
         let (thread, floor, run) = match accepted {
             Accepted::Claimed(claim) => {
                 let id = claim.thread();
-                (id, Some(floor), Some(self.state.spawn_run(claim)))
+                // Its task is answered with the session its run settles in: read by the
+                // settling write where the store can.
+                let run = self.state.spawn_run(claim.reporting_session());
+                (id, Some(floor), Some(run))
             }
             Accepted::Queued { thread } => (thread, Some(floor), None),
             Accepted::Duplicate(settled) => (settled.thread, None, None),

@@ -46,7 +46,19 @@ pub(crate) async fn read_on(
     r: TaskRef,
     view: &View,
 ) -> Result<(Thread, Task, i64), A2aError> {
-    let mut facts = service::tasks::facts(state, &t, r.session)
+    read_from(state, t, None, r, view).await
+}
+
+/// [`read_on`], with the task's entries too when `read` holds them (as the write that left
+/// `t` read them): then nothing is read.
+async fn read_from(
+    state: &AppState,
+    t: Thread,
+    read: Option<Vec<duet_runtime::JournalEntry>>,
+    r: TaskRef,
+    view: &View,
+) -> Result<(Thread, Task, i64), A2aError> {
+    let mut facts = service::tasks::facts_of(state, &t, r.session, read)
         .await
         .map_err(A2aError::internal)?;
     with_files(state, &t, r, &mut facts, view).await?;
@@ -95,7 +107,8 @@ pub(crate) async fn settled(
     // Whether the queue is known to hold nothing runnable: the run this request started
     // settled, and a run settles only when nothing it could run waits.
     let mut settled_empty = false;
-    // The thread as that run left it: the task's first read need not read it again.
+    // The thread as that run left it, and the task's entries when its settling write read
+    // them: the task's first read need not read them again.
     let mut last = None;
     // Subscribed before the run's end is awaited: the first read may be the thread as the run
     // left it, so what changed since must be announced.
@@ -107,7 +120,8 @@ pub(crate) async fn settled(
             // However else it ended (failed, lost its lease): the task says the rest.
             ended = run => if let Ok(Ok(s)) = ended {
                 settled_empty = true;
-                last = Some(*s.last).filter(|t| t.id == r.thread);
+                let read = s.session_entries.filter(|_| s.session == r.session);
+                last = Some((*s.last, read)).filter(|(t, _)| t.id == r.thread);
             },
         }
     }
@@ -116,7 +130,7 @@ pub(crate) async fn settled(
         // transaction, so an empty queue now means the journal read next has it.
         let queued = !std::mem::take(&mut settled_empty) && pending(state, r).await?;
         let (_, task, last_seq) = match last.take() {
-            Some(t) => read_on(state, t, r, view).await?,
+            Some((t, read)) => read_from(state, t, read, r, view).await?,
             None => read(state, r, view).await?,
         };
         if done(task.status.state)

@@ -124,6 +124,17 @@ pub(crate) async fn facts(
     t: &Thread,
     session: i64,
 ) -> Result<SessionFacts, ServiceError> {
+    facts_of(state, t, session, None).await
+}
+
+/// [`facts`], from `read` when it holds the session's entries as `t` was written (a run's
+/// settling write read them: `Settled::session_entries`), else read here.
+pub(crate) async fn facts_of(
+    state: &AppState,
+    t: &Thread,
+    session: i64,
+    read: Option<Vec<JournalEntry>>,
+) -> Result<SessionFacts, ServiceError> {
     let thread = t.id;
     let mut facts = SessionFacts {
         read_at: state.runtime().now_ms(),
@@ -134,11 +145,16 @@ pub(crate) async fn facts(
     // When it parked last, while nothing came after but a deadline's records.
     let mut parked_at = None;
     let mut notes = Vec::new();
-    let entries = state
-        .runtime()
-        .store()
-        .session_entries(thread, session, t.next_seq)
-        .await?;
+    let entries = match read {
+        Some(entries) => entries,
+        None => {
+            state
+                .runtime()
+                .store()
+                .session_entries(thread, session, t.next_seq)
+                .await?
+        }
+    };
     for entry in entries {
         match entry {
             JournalEntry::Record(r) => {

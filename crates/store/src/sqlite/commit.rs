@@ -11,7 +11,7 @@ use std::sync::Arc;
 use duet_runtime::{Change, ChangeHub, Commit, WakeHub};
 use futures::StreamExt;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::{Either, Executor, Row};
+use sqlx::{Column, Either, Executor, Row};
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
@@ -24,11 +24,17 @@ pub(crate) enum Job {
     Write(WriteJob),
 }
 
-/// What a job told: a commit, what its thread update returned; a write, its rows.
+/// What a job told: a commit, what its thread update returned and the rows of the read that
+/// ends it, if any; a write, its rows.
 pub(crate) enum Written {
-    Commit(Returned),
+    Commit(Returned, Vec<SqliteRow>),
     Rows(Vec<SqliteRow>),
 }
+
+/// The first column of each row a commit's closing read returns (a settling commit that reads
+/// its session back), naming the commit's run: a commit's rows are told apart by their run,
+/// and its read's from its thread update's by this column.
+pub(crate) const ENTRIES_OF: &str = "entries_of";
 
 /// One commit as SQLite writes it.
 pub(crate) struct CommitJob {
@@ -126,7 +132,7 @@ impl Writer for SqliteWriter {
         // read the thread as it was before that commit.
         for at in order {
             match (jobs[at], &written[at]) {
-                (Job::Commit(c), Written::Commit(Some(_))) => {
+                (Job::Commit(c), Written::Commit(Some(_), _)) => {
                     self.hub.publish(c.change);
                     if let Some(at) = c.due {
                         self.wakes.due(at);
@@ -229,7 +235,7 @@ async fn write_group(
     let mut written: Vec<Written> = jobs
         .iter()
         .map(|j| match j {
-            Job::Commit(_) => Written::Commit(None),
+            Job::Commit(_) => Written::Commit(None, Vec::new()),
             Job::Write(_) => Written::Rows(Vec::new()),
         })
         .collect();
@@ -272,13 +278,20 @@ async fn write_group(
         }
     }
     for row in commit_rows {
-        let run: String = row.try_get("run")?;
+        let read = row
+            .columns()
+            .first()
+            .is_some_and(|c| c.name() == ENTRIES_OF);
+        let run: String = row.try_get(if read { ENTRIES_OF } else { "run" })?;
         let at = jobs
             .iter()
             .position(|j| matches!(j, Job::Commit(c) if c.run == run));
-        if let Some(at) = at {
-            written[at] =
-                Written::Commit(Some((row.try_get("lease_owner")?, row.try_get("waiting")?)));
+        if let Some(Written::Commit(returned, entries)) = at.map(|at| &mut written[at]) {
+            if read {
+                entries.push(row);
+            } else {
+                *returned = Some((row.try_get("lease_owner")?, row.try_get("waiting")?));
+            }
         }
     }
     Ok((written, chunks.into_iter().flatten().collect()))

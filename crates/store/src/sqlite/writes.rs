@@ -16,7 +16,7 @@ impl SqliteStore {
     async fn rows_of(&self, job: WriteJob) -> Result<Vec<SqliteRow>, StoreError> {
         match self.committer.commit(Job::Write(job)).await? {
             Written::Rows(rows) => Ok(rows),
-            Written::Commit(_) => Err(StoreError::Corrupt("a write told a commit's row".into())),
+            Written::Commit(..) => Err(StoreError::Corrupt("a write told a commit's row".into())),
         }
     }
 

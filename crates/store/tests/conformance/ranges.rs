@@ -235,3 +235,113 @@ async fn settle_records_read_newest_first_a_page_at_a_time() {
     })
     .await;
 }
+
+/// `entries` as one settling commit of `t` (each taking `t`'s next seq), under a lease taken
+/// for it: the commit and its run.
+async fn settling(store: &Arc<dyn Store>, t: &mut Thread, entries: Vec<Entry>) -> (Commit, Uuid) {
+    let owner = Uuid::now_v7();
+    assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
+    let mut commit = Commit::default();
+    for e in entries {
+        let seq = t.take_seq();
+        match e {
+            Entry::Said(s, text) => commit.messages.push(Message::text(
+                seq,
+                s,
+                Role::User,
+                Some(SideId::B),
+                text.into(),
+                10,
+            )),
+            Entry::Fact(body) => commit.records.push(Record::new(seq, body, 10)),
+        }
+    }
+    commit.settle = true;
+    (commit, owner)
+}
+
+/// `commit_reading` of session `session`, which must settle: what it read.
+async fn reading(
+    store: &Arc<dyn Store>,
+    t: &Thread,
+    (commit, owner): (Commit, Uuid),
+    session: i64,
+) -> Option<Vec<JournalEntry>> {
+    let (outcome, read) = store
+        .commit_reading(t, owner, commit, session)
+        .await
+        .expect("commit");
+    assert_eq!(outcome, duet_runtime::CommitOutcome::Settled);
+    read
+}
+
+#[tokio::test]
+async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would() {
+    each(async |store, name| {
+        // SQLite reads with the write; a store that does not says so with `None`.
+        let reads = name == "sqlite";
+        for round in 0..3 {
+            let mut t = thread(&store, &format!("k-{round}")).await;
+            let mut other = thread(&store, &format!("other-{round}")).await;
+            write(&store, &mut t, vec![started(1), Entry::Said(1, "hello")]).await;
+            let ended = Entry::Fact(RecordBody::SessionEnded {
+                stop_reason: StopReason::SessionStop,
+                result: None,
+            });
+            // Two threads' settling commits at once (on SQLite, one group of the committer):
+            // each reads its own session back, the one it names.
+            let mine = settling(
+                &store,
+                &mut t,
+                vec![ended, started(2), Entry::Said(2, "more"), stopped()],
+            )
+            .await;
+            let theirs = settling(
+                &store,
+                &mut other,
+                vec![started(1), Entry::Said(1, "elsewhere")],
+            )
+            .await;
+            let (mine, theirs) = tokio::join!(
+                reading(&store, &t, mine, 2),
+                reading(&store, &other, theirs, 1)
+            );
+            assert_eq!(mine.is_some(), reads, "{name}");
+            assert_eq!(theirs.is_some(), reads, "{name}");
+            if let (Some(mine), Some(theirs)) = (mine, theirs) {
+                let after = store
+                    .session_entries(t.id, 2, i64::MAX)
+                    .await
+                    .expect("read");
+                assert_eq!(after.len(), 3, "{name}");
+                assert_eq!(mine, after, "{name}: session 2 as written");
+                let after = store
+                    .session_entries(other.id, 1, i64::MAX)
+                    .await
+                    .expect("read");
+                assert_eq!(after.len(), 2, "{name}");
+                assert_eq!(theirs, after, "{name}: the other thread's own");
+            }
+            // An earlier session, read back by a later commit: up to the next session's start.
+            let later = settling(&store, &mut t, vec![Entry::Said(2, "again")]).await;
+            if let Some(read) = reading(&store, &t, later, 1).await {
+                let one = store
+                    .session_entries(t.id, 1, i64::MAX)
+                    .await
+                    .expect("read");
+                assert_eq!(read, one, "{name}: session 1");
+                assert_eq!(read.len(), 3, "{name}: its start, its message, its end");
+            }
+            // A commit whose lease is gone writes nothing and reads nothing back.
+            let before = store.journal_since(t.id, 0).await.expect("read");
+            let (commit, _) = settling(&store, &mut t.clone(), vec![stopped()]).await;
+            let lost = store.commit_reading(&t, Uuid::now_v7(), commit, 2).await;
+            assert!(
+                matches!(lost, Err(StoreError::LeaseLost(_))),
+                "{name}: {lost:?}"
+            );
+            assert_eq!(store.journal_since(t.id, 0).await.expect("read"), before);
+        }
+    })
+    .await;
+}
