@@ -10,7 +10,7 @@ macro_rules! answers_impl {
         /// agent, `$3`–`$6` the cursor, `$7` the limit, `$8` the thread); the question is the thread's last message
         /// before the park.
         async fn answered_rows(
-            read: &sqlx::Pool<$db>,
+            read: impl sqlx::Executor<'_, Database = $db> + Copy,
             q: &duet_runtime::AnsweredQuery<'_>,
         ) -> Result<Vec<duet_runtime::Answered>, StoreError> {
             let (at, thread, session, seq) = match q.before {
@@ -66,7 +66,7 @@ macro_rules! answers_impl {
         /// `(written_at, thread, seq)`, `$6` the limit, `$7` the thread); the session is the
         /// thread's last message's before the record.
         async fn decision_rows(
-            read: &sqlx::Pool<$db>,
+            read: impl sqlx::Executor<'_, Database = $db> + Copy,
             q: &duet_runtime::AnsweredQuery<'_>,
         ) -> Result<Vec<duet_runtime::DecisionEntry>, StoreError> {
             let (at, thread, seq) = match q.before {

@@ -114,7 +114,7 @@ macro_rules! reads_impl {
     ($store:ident, $db:ty, $session_start:expr) => {
         /// One page of threads as `q` says (see `reads_sql::list_sql`).
         async fn list_threads(
-            read: &sqlx::Pool<$db>,
+            read: impl sqlx::Executor<'_, Database = $db> + Copy,
             q: &duet_runtime::ThreadQuery<'_>,
         ) -> Result<Vec<Thread>, StoreError> {
             let parent = match q.parent {
@@ -138,7 +138,7 @@ macro_rules! reads_impl {
 
         /// `list_listed` (see `reads_sql::listed_sql`): one statement whatever the page's size.
         async fn list_listed(
-            read: &sqlx::Pool<$db>,
+            read: impl sqlx::Executor<'_, Database = $db> + Copy,
             q: &duet_runtime::ThreadQuery<'_>,
             only: Option<ThreadId>,
         ) -> Result<Vec<duet_runtime::Listed>, StoreError> {

@@ -11,10 +11,7 @@ use std::time::Duration;
 
 use duet_runtime::ChangeHub;
 use sqlx::ConnectOptions;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 /// The statements of a run's first read ([`duet_runtime::Store::run_start`]) on thread `$1`:
@@ -49,6 +46,7 @@ macro_rules! start_reads {
 
 mod backup;
 mod commit;
+mod readers;
 mod writes;
 
 pub use backup::{BackupError, SqliteBackup, sqlite_backup};
@@ -59,7 +57,7 @@ pub use backup::{BackupError, SqliteBackup, sqlite_backup};
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     write: Arc<Mutex<SqliteConnection>>,
-    read: SqlitePool,
+    read: readers::Readers,
     hub: ChangeHub,
     /// Timer wakeups, in process like the change feed.
     wakes: duet_runtime::WakeHub,
@@ -145,6 +143,9 @@ const REWIND_WAIT: Duration = Duration::from_millis(100);
 
 /// How many ticks a rewinding checkpoint that had to give up waits before the next try.
 const REWIND_BACKOFF: u32 = 10;
+
+/// The most read connections open at once (each is a worker thread of the driver's).
+const READERS: usize = 4;
 
 /// Copies the WAL back into the database every tenth of a second (`PASSIVE`: it never waits for,
 /// or blocks, the writer), for as long as the store it serves exists. A passive checkpoint never
@@ -244,12 +245,7 @@ impl SqliteStore {
                 .statement_cache_capacity(256),
         )
         .await?;
-        let read = SqlitePoolOptions::new()
-            .max_connections(4)
-            .test_before_acquire(false)
-            .connect_with(options.clone().read_only(true))
-            .await
-            .map_err(crate::db_error)?;
+        let read = readers::Readers::new(options.clone().read_only(true), READERS);
         let write = Arc::new(Mutex::new(write));
         let checkpointer = options
             .clone()
