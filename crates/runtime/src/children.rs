@@ -87,7 +87,7 @@ pub(crate) enum ChildRun {
     Queued(String),
     /// An inline run came back (finished, failed, stopped or waiting for a person), with the
     /// files its session returned, copied into the parent.
-    Settled(String, Settled, Returned),
+    Settled(String, Box<Settled>, Returned),
     /// Started (or continued) for a durable await: its result comes as the call's tool result.
     Awaiting { child: ThreadId, key: String },
 }

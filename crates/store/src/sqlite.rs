@@ -144,6 +144,10 @@ const REWIND_WAIT: Duration = Duration::from_millis(100);
 /// How many ticks a rewinding checkpoint that had to give up waits before the next try.
 const REWIND_BACKOFF: u32 = 10;
 
+/// The most entries a settling commit reads back (`commit_reading`): a longer session is read
+/// by the caller, outside the write transaction, which a read that long would hold up.
+const SESSION_READ_MAX: usize = 256;
+
 /// The most read connections open at once (each is a worker thread of the driver's).
 const READERS: usize = 4;
 
@@ -367,12 +371,24 @@ impl SqliteStore {
         session: i64,
     ) -> Result<(CommitOutcome, Option<Vec<duet_runtime::JournalEntry>>), StoreError> {
         let (outcome, rows) = self.commit_with(t, owner, commit, Some(session)).await?;
-        let entries = rows.iter().map(entry_from_row).collect::<Result<_, _>>()?;
-        Ok((outcome, Some(entries)))
+        // Only a commit that let the run go is the run's last: the others' reads are stale.
+        if outcome != CommitOutcome::Settled || rows.len() > SESSION_READ_MAX {
+            return Ok((outcome, None));
+        }
+        // Written whatever its rows say: one the decoder refuses leaves the reading to the
+        // caller, who meets it there (as before the commit read anything).
+        match rows.iter().map(entry_from_row).collect::<Result<_, _>>() {
+            Ok(entries) => Ok((outcome, Some(entries))),
+            Err(e) => {
+                tracing::warn!(thread = %t.id, error = %e, "a settled session's entries did not decode");
+                Ok((outcome, None))
+            }
+        }
     }
 
     /// [`SqliteStore::commit_impl`], and with `read`, the rows of that session of the thread
-    /// read after the writes, in the same call (see `commit::SESSION_READ`).
+    /// read after the writes, in the same call: at most [`SESSION_READ_MAX`] and one more (the
+    /// rows are `commit::ENTRIES_OF`'s).
     async fn commit_with(
         &self,
         t: &Thread,
@@ -458,9 +474,11 @@ impl SqliteStore {
                 "SELECT $2 AS {entries_of}, j.* FROM journal j \
                  WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
                  AND j.seq >= ({start} = {p}) \
-                 AND j.seq < COALESCE(({start} = {p} + 1), 9223372036854775807) ORDER BY j.seq;\n",
+                 AND j.seq < COALESCE(({start} = {p} + 1), 9223372036854775807) \
+                 ORDER BY j.seq LIMIT {limit};\n",
                 entries_of = commit::ENTRIES_OF,
                 start = session_start!(),
+                limit = SESSION_READ_MAX + 1,
             ));
         }
 

@@ -203,7 +203,8 @@ impl RuntimeBuilder {
     /// the like) wait for [`Runtime::quiesce`] to start them rather than starting at once. Off
     /// by default. For tests whose transcript must not depend on how a call's own run and the
     /// work it started interleave: with it on, the call's run ends before any of that work
-    /// begins.
+    /// begins. Held work holds the runtime (and its leases, unrenewed) until a `quiesce`: a
+    /// runtime dropped with work held is never freed.
     pub fn hold_background(mut self, on: bool) -> Self {
         self.hold_background = on;
         self

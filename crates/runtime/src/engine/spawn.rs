@@ -315,7 +315,7 @@ impl Runtime {
                     Delivered::Settled(s) | Delivered::Duplicate(s) => {
                         let agent = self.inner.project.agents.get(agent).map(|d| &d.def);
                         let returned = self.returned_files(&s, agent).await?;
-                        ChildRun::Settled(key.to_owned(), s, returned)
+                        ChildRun::Settled(key.to_owned(), Box::new(s), returned)
                     }
                 })
             }

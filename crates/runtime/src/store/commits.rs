@@ -119,7 +119,8 @@ pub trait CommitStore: Send + Sync {
     /// [`CommitStore::commit`], and with it the entries of the thread's session `session` as
     /// the commit leaves them (what [`super::JournalStore::session_entries`] reads below the
     /// thread's new next seq) when the store reads them in the same call — `None` when it does
-    /// not (the default: the caller reads them if it needs them). A run asked to report its
+    /// not (the default: the caller reads them if it needs them), and may be `None` for a
+    /// commit that did not settle, or a session too long to read inside the write. A run asked to report its
     /// session writes its settling commit with this, so that whoever waits on the run need
     /// not cross to the database again for what it wrote.
     async fn commit_reading(

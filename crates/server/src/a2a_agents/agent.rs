@@ -313,13 +313,15 @@ impl DuetAgent {
 
     /// Stores the message and starts (or queues) its run: the task it is part of, the journal
     /// floor its outcome lies past (none for a replayed message id), and the end of the run
-    /// when this process started it.
+    /// when this process started it. `waits`: the caller waits for that end and answers with
+    /// the task, which the run's settling write then reads.
     async fn deliver(
         &self,
         caller: &Caller,
         req: &SendMessageRequest,
         said: Said,
         task: Option<&(Thread, TaskRef)>,
+        waits: bool,
     ) -> Result<(TaskRef, View, Option<i64>, Option<follow::RunEnd>), A2aError> {
         let target = self.target(caller, req, task).await?;
         let floor = target.thread.as_ref().map_or(0, |t| t.next_seq);
@@ -368,9 +370,14 @@ impl DuetAgent {
         let (thread, floor, run) = match accepted {
             Accepted::Claimed(claim) => {
                 let id = claim.thread();
-                // Its task is answered with the session its run settles in: read by the
-                // settling write where the store can.
-                let run = self.state.spawn_run(claim.reporting_session());
+                // A caller that waits answers with the session the run settles in: read by
+                // the settling write where the store can.
+                let claim = if waits {
+                    claim.reporting_session()
+                } else {
+                    claim
+                };
+                let run = self.state.spawn_run(claim);
                 (id, Some(floor), Some(run))
             }
             Accepted::Queued { thread } => (thread, Some(floor), None),
@@ -525,7 +532,11 @@ impl A2aAgent for DuetAgent {
         let push = self.inline_push(&req).await?;
         let (r, mut view, floor, run) = match self.decisions(&caller, &req, named.as_ref()).await? {
             Some((r, view, floor)) => (r, view, floor, None),
-            None => self.deliver(&caller, &req, said, named.as_ref()).await?,
+            None => {
+                let waits = !req.return_immediately();
+                self.deliver(&caller, &req, said, named.as_ref(), waits)
+                    .await?
+            }
         };
         if let Some(config) = push {
             self.store_push(&caller, r, config).await?;
@@ -553,8 +564,9 @@ impl A2aAgent for DuetAgent {
             Some(decided) => decided,
             // A stream follows every commit of the run: its end is not waited for apart.
             None => {
-                let (r, view, floor, _run) =
-                    self.deliver(&caller, &req, said, named.as_ref()).await?;
+                let (r, view, floor, _run) = self
+                    .deliver(&caller, &req, said, named.as_ref(), false)
+                    .await?;
                 (r, view, floor)
             }
         };

@@ -84,6 +84,18 @@ impl Reader {
     fn conn(&mut self) -> Result<&mut SqliteConnection, sqlx::Error> {
         self.conn.as_mut().ok_or(sqlx::Error::PoolClosed)
     }
+
+    /// `result`, after dropping the connection if it says the connection is broken (its
+    /// worker gone, or I/O failed): it is not handed out again, and the next read opens one.
+    fn checked<T>(&mut self, result: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
+        if matches!(
+            &result,
+            Err(sqlx::Error::WorkerCrashed | sqlx::Error::Io(_))
+        ) {
+            self.conn = None;
+        }
+        result
+    }
 }
 
 impl Drop for Reader {
@@ -113,7 +125,8 @@ impl<'p> Executor<'p> for &'_ Readers {
         let readers = self.clone();
         stream::once(async move {
             let mut reader = readers.acquire().await?;
-            let all: Vec<_> = reader.conn()?.fetch_many(query).try_collect().await?;
+            let all: Result<Vec<_>, _> = reader.conn()?.fetch_many(query).try_collect().await;
+            let all = reader.checked(all)?;
             Ok::<_, sqlx::Error>(stream::iter(all.into_iter().map(Ok)))
         })
         .try_flatten()
@@ -130,7 +143,8 @@ impl<'p> Executor<'p> for &'_ Readers {
         let readers = self.clone();
         Box::pin(async move {
             let mut reader = readers.acquire().await?;
-            reader.conn()?.fetch_optional(query).await
+            let row = reader.conn()?.fetch_optional(query).await;
+            reader.checked(row)
         })
     }
 
@@ -173,7 +187,8 @@ mod tests {
         let path = std::env::temp_dir().join(format!("duet-readers-{}.db", uuid::Uuid::now_v7()));
         let options = SqliteConnectOptions::new()
             .filename(&path)
-            .create_if_missing(true);
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
         let mut conn = options.connect().await.expect("open");
         conn.execute("CREATE TABLE t (n INTEGER)")
             .await
@@ -216,21 +231,46 @@ mod tests {
 
     #[tokio::test]
     async fn a_read_dropped_halfway_leaves_its_connection_to_the_next() {
-        let (readers, path) = readers(1, 10_000).await;
-        // Polled once (sent to the connection's worker), then dropped.
+        let (readers, path) = readers(1, 50_000).await;
+        // The one connection opened, and idle.
+        sqlx::query("SELECT 1")
+            .fetch_one(&readers)
+            .await
+            .expect("warm");
+        assert_eq!(readers.0.idle.lock().expect("idle").len(), 1);
+        // A long read, polled until its command is with the connection's worker, then dropped.
         let mut dropped = Box::pin(sqlx::query("SELECT n FROM t ORDER BY n").fetch_all(&readers));
-        let _ = (&mut dropped).now_or_never();
+        for _ in 0..8 {
+            if (&mut dropped).now_or_never().is_some() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
         drop(dropped);
+        assert_eq!(readers.0.idle.lock().expect("idle").len(), 1, "handed back");
+        // Rows written since: the next read, on that same connection, sees them (a statement
+        // of the dropped read left open would pin its snapshot).
+        let mut writer = SqliteConnectOptions::new()
+            .filename(&path)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .connect()
+            .await
+            .expect("writer");
+        writer
+            .execute("INSERT INTO t VALUES (0)")
+            .await
+            .expect("write");
         let row = sqlx::query("SELECT COUNT(*) AS c FROM t")
             .fetch_one(&readers)
             .await
             .expect("the next read");
-        assert_eq!(row.get::<i64, _>("c"), 10_000);
+        assert_eq!(row.get::<i64, _>("c"), 50_001);
         let one = sqlx::query("SELECT n FROM t WHERE n = 7")
             .fetch_optional(&readers)
             .await
             .expect("read");
         assert_eq!(one.map(|r| r.get::<i64, _>("n")), Some(7));
+        assert_eq!(readers.0.idle.lock().expect("idle").len(), 1);
         let _ = std::fs::remove_file(path);
     }
 }

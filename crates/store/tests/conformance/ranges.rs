@@ -332,6 +332,25 @@ async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would()
                 assert_eq!(read, one, "{name}: session 1");
                 assert_eq!(read.len(), 3, "{name}: its start, its message, its end");
             }
+            // A settling commit that keeps the lease (a message waits: the run goes on) hands
+            // nothing back: its run is not over.
+            let (commit, owner) = settling(&store, &mut t, vec![stopped()]).await;
+            let waiting = NewQueued::new(Role::User, SideId::B, "meanwhile");
+            store
+                .enqueue(t.id, waiting, None, 20)
+                .await
+                .expect("enqueue");
+            let (outcome, read) = store
+                .commit_reading(&t, owner, commit, 2)
+                .await
+                .expect("commit");
+            assert_eq!(
+                outcome,
+                duet_runtime::CommitOutcome::Committed { queued: true },
+                "{name}"
+            );
+            assert!(read.is_none(), "{name}: {read:?}");
+            store.release(t.id, owner).await.expect("release");
             // A commit whose lease is gone writes nothing and reads nothing back.
             let before = store.journal_since(t.id, 0).await.expect("read");
             let (commit, _) = settling(&store, &mut t.clone(), vec![stopped()]).await;
