@@ -249,7 +249,9 @@ impl SqliteStore {
                 .statement_cache_capacity(256),
         )
         .await?;
-        let read = readers::Readers::new(options.clone().read_only(true), READERS);
+        let read = readers::Readers::open(options.clone().read_only(true), READERS)
+            .await
+            .map_err(crate::db_error)?;
         let write = Arc::new(Mutex::new(write));
         let checkpointer = options
             .clone()

@@ -1,4 +1,4 @@
-//! SQLite's read connections: up to [`Readers::new`]'s number of read-only connections, opened
+//! SQLite's read connections: up to [`Readers::open`]'s number of read-only connections, opened
 //! as reads need them and handed out with nothing more than a lock. sqlx's pool returned each
 //! connection through a task it spawned to `ping` it first — a crossing to the connection's
 //! worker thread and back after every read, for nothing a file database needs (a connection to a
@@ -41,6 +41,24 @@ struct Reader {
 }
 
 impl Readers {
+    /// At most `max` connections of `options` (which should open them read-only), one opened
+    /// now (as sqlx's pool did: a file that cannot be read says so at once, and the first reads
+    /// do not wait for a connection to open).
+    pub(crate) async fn open(
+        options: SqliteConnectOptions,
+        max: usize,
+    ) -> Result<Self, sqlx::Error> {
+        let first = options.connect().await?;
+        let readers = Self::new(options, max);
+        readers
+            .0
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(first);
+        Ok(readers)
+    }
+
     /// At most `max` connections of `options` (which should open them read-only), none opened
     /// yet.
     pub(crate) fn new(options: SqliteConnectOptions, max: usize) -> Self {
