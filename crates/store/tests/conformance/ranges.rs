@@ -7,26 +7,9 @@ use duet_runtime::{Commit, JournalEntry, Message, Record, RecordBody, StopReason
 
 /// Commits `entries` (messages and records, each taking `t`'s next seq in order) to `t`.
 async fn write(store: &Arc<dyn Store>, t: &mut Thread, entries: Vec<Entry>) -> Vec<i64> {
-    let owner = Uuid::now_v7();
-    assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
-    let mut commit = Commit::default();
-    let mut seqs = Vec::new();
-    for e in entries {
-        let seq = t.take_seq();
-        seqs.push(seq);
-        match e {
-            Entry::Said(session, text) => commit.messages.push(Message::text(
-                seq,
-                session,
-                Role::User,
-                Some(SideId::B),
-                text.into(),
-                10,
-            )),
-            Entry::Fact(body) => commit.records.push(Record::new(seq, body, 10)),
-        }
-    }
-    commit.settle = true;
+    let first = t.next_seq;
+    let seqs = (first..first + i64::try_from(entries.len()).expect("few")).collect();
+    let (commit, owner) = settling(store, t, entries).await;
     store.commit(t, owner, commit).await.expect("commit");
     seqs
 }
