@@ -68,7 +68,10 @@ impl Runtime {
                     &mut trace,
                 )
                 .await;
-            let read = self.inner.runs.take_session(id, run);
+            // Only a run asked for its session has one to take (no lock for the others).
+            let read = report
+                .then(|| self.inner.runs.take_session(id, run))
+                .flatten();
             drop(guard);
             if matches!(result, Err(RunError::ShuttingDown)) {
                 // Stopped between commits: the thread is as its last commit left it, and the
