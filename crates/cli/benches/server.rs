@@ -17,6 +17,9 @@
 //! (b) `BENCH_SERVER_PARKED` (default 100,000) parked threads: the server process's RSS as they
 //!     accumulate (it must stay flat: a parked thread holds no memory).
 //!
+//! `BENCH_WORKERS` sets the tokio worker threads (default 2; the client runs on the main
+//! thread beside them).
+//!
 //! `BENCH_CALLS=1` also prints the driver calls per park, answer and ask, by statement (not with
 //! the timed numbers of a run without it: counting costs a little on every call).
 
@@ -26,7 +29,9 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Cleanup, Client, env, gate, load, ms, percentile, rss_kib, scratch, stores_at};
+use common::{
+    Cleanup, Client, cpu_ns, cpu_per, env, gate, load, ms, percentile, rss_kib, scratch, stores_at,
+};
 use duet_runtime::Runtime;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -115,7 +120,7 @@ impl Client {
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(env("BENCH_WORKERS", 2))
         .enable_all()
         .build()
         .expect("tokio");
@@ -161,6 +166,7 @@ async fn run() {
 
     // (a) park, then answer.
     let start = Instant::now();
+    let cpu = cpu_ns();
     let parks: Vec<(String, Duration)> = futures::stream::iter(0..n)
         .map(|i| {
             let c = client.clone();
@@ -173,14 +179,16 @@ async fn run() {
     let mut park: Vec<Duration> = parks.iter().map(|p| p.1).collect();
     park.sort();
     println!(
-        "(a) {n} threads created and parked in {:.0} ms = {:.0}/s; park p50 {:.2} ms, p99 {:.2} ms",
+        "(a) {n} threads created and parked in {:.0} ms = {:.0}/s; park p50 {:.2} ms, p99 {:.2} ms; CPU {:.3} ms a park",
         ms(took),
         n as f64 / took.as_secs_f64(),
         ms(percentile(&park, 0.5)),
-        ms(percentile(&park, 0.99))
+        ms(percentile(&park, 0.99)),
+        cpu_per(cpu, n)
     );
     common::calls::report("a park", n);
     let start = Instant::now();
+    let cpu = cpu_ns();
     let mut answers: Vec<Duration> = futures::stream::iter(parks.into_iter().map(|p| p.0))
         .map(|approval| {
             let c = client.clone();
@@ -190,9 +198,10 @@ async fn run() {
         .collect()
         .await;
     let took = start.elapsed();
+    let cpu = cpu_per(cpu, n);
     answers.sort();
     println!(
-        "    {n} approvals answered in {:.0} ms = {:.0} answered approvals/s; answer→settled p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        "    {n} approvals answered in {:.0} ms = {:.0} answered approvals/s; answer→settled p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; CPU {cpu:.3} ms an answer",
         ms(took),
         n as f64 / took.as_secs_f64(),
         ms(percentile(&answers, 0.5)),
@@ -217,6 +226,7 @@ async fn run() {
 
     // (a2) the same over A2A: every task asked (parked), then every one answered, as (a).
     let start = Instant::now();
+    let cpu = cpu_ns();
     let tasks: Vec<String> = futures::stream::iter(0..n)
         .map(|i| {
             let c = client.clone();
@@ -227,12 +237,14 @@ async fn run() {
         .await;
     let took = start.elapsed();
     println!(
-        "(a2) over A2A: {n} tasks asked in {:.0} ms = {:.0}/s",
+        "(a2) over A2A: {n} tasks asked in {:.0} ms = {:.0}/s; CPU {:.3} ms an ask",
         ms(took),
-        n as f64 / took.as_secs_f64()
+        n as f64 / took.as_secs_f64(),
+        cpu_per(cpu, n)
     );
     common::calls::report("an ask", n);
     let start = Instant::now();
+    let cpu = cpu_ns();
     let mut rounds: Vec<Duration> = futures::stream::iter(tasks.into_iter().enumerate())
         .map(|(i, id)| {
             let c = client.clone();
@@ -242,9 +254,10 @@ async fn run() {
         .collect()
         .await;
     let took = start.elapsed();
+    let cpu = cpu_per(cpu, n);
     rounds.sort();
     println!(
-        "     {n} tasks answered in {:.0} ms = {:.0} answered tasks/s; answer→COMPLETED p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+        "     {n} tasks answered in {:.0} ms = {:.0} answered tasks/s; answer→COMPLETED p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms; CPU {cpu:.3} ms an answer",
         ms(took),
         n as f64 / took.as_secs_f64(),
         ms(percentile(&rounds, 0.5)),

@@ -416,7 +416,8 @@ crate::sql::store_impl!(
     wake!(),
     "SELECT pg_database_size(current_database())",
     "SELECT s.seq FROM journal s WHERE s.thread = (SELECT num FROM threads WHERE id = $1) \
-     AND s.kind = 'session_started' AND (s.data::jsonb ->> 'session')::bigint"
+     AND s.kind = 'session_started' AND (s.data::jsonb ->> 'session')::bigint",
+    crate::reads_sql::settles_sql!("journal j")
 );
 
 crate::files_sql::files_impl!(

@@ -4,6 +4,27 @@
 
 use duet_runtime::{ParentFilter, ThreadQuery};
 
+/// A run's settles below a seq, newest first (`$1` thread id, `$2` the seq, `$3` the limit),
+/// through the journal named `$journal` (on SQLite, `journal j INDEXED BY journal_settles`:
+/// without statistics its planner prefers the primary key, a scan of the thread's journal back
+/// to its last settle). The kinds are spelled as `journal_settles`'s condition is, comparisons
+/// joined by `OR` (on SQLite an `IN` list there cost a temporary b-tree for each journal row
+/// inserted: `migrations/sqlite/0023_journal_conditions.sql`), and a planner matches a partial
+/// index only to a condition it can prove from the query's.
+macro_rules! settles_sql {
+    ($journal:literal) => {
+        concat!(
+            "SELECT j.seq, j.kind, j.data, j.created_at FROM ",
+            $journal,
+            " WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
+               AND (j.kind = 'stopped' OR j.kind = 'session_ended' OR j.kind = 'run_continued') \
+               AND j.seq < $2 \
+             ORDER BY j.seq DESC LIMIT $3"
+        )
+    };
+}
+pub(crate) use settles_sql;
+
 /// The SQL text of a thread listing for `q`, made only of the fixed fragments below (every value
 /// is a bind: `$1` agent, `$2` status, `$3` parent, `$4` principal, `$5` the cursor, `$6` the
 /// limit). An absent filter's fragment still names its parameter (`$n IS NULL`, a constant the
@@ -109,9 +130,10 @@ pub(crate) use session_range;
 /// database, `self.read` its read pool; `$session_start` the backend's query of the seq of a
 /// thread's `session_started` record, up to the comparison of its session number, spelled as
 /// migration 0020's `journal_sessions` index spells that number, and on SQLite naming the index:
-/// without statistics its planner prefers the primary key, a scan of the thread's journal).
+/// without statistics its planner prefers the primary key, a scan of the thread's journal);
+/// `$settles` its [`settles_sql`].
 macro_rules! reads_impl {
-    ($store:ident, $db:ty, $session_start:expr) => {
+    ($store:ident, $db:ty, $session_start:expr, $settles:expr) => {
         /// One page of threads as `q` says (see `reads_sql::list_sql`).
         async fn list_threads(
             read: impl sqlx::Executor<'_, Database = $db> + Copy,
@@ -278,13 +300,7 @@ macro_rules! reads_impl {
                 below: i64,
                 limit: usize,
             ) -> Result<Vec<Record>, StoreError> {
-                // The kinds as `journal_settles`'s condition names them: its rows only.
-                let rows = sqlx::query(
-                    "SELECT j.seq, j.kind, j.data, j.created_at FROM journal j \
-                     WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
-                       AND j.kind IN ('stopped', 'session_ended', 'run_continued') AND j.seq < $2 \
-                     ORDER BY j.seq DESC LIMIT $3",
-                )
+                let rows = sqlx::query($settles)
                 .bind(id.to_string())
                 .bind(below)
                 .bind(i64::try_from(limit).unwrap_or(i64::MAX))

@@ -55,9 +55,18 @@ mod tests {
     use super::{RELEASED_THROUGH, check};
 
     /// Whether `statement` (upper-cased, one of a migration's) leaves older builds working: new
-    /// tables, indexes, functions and rows, and columns they need not write.
-    fn additive(statement: &str, added: &[String]) -> bool {
+    /// tables, indexes, functions and rows, columns they need not write, and a trigger or an
+    /// index dropped to be created again (in `recreated`, the triggers and indexes the
+    /// migration creates: older builds name none, and one replaced does what it did — a
+    /// replaced index a query of theirs no longer matches leaves their reads right, if slower).
+    fn additive(statement: &str, added: &[String], recreated: &[String]) -> bool {
         let s = statement.split_whitespace().collect::<Vec<_>>().join(" ");
+        if let Some(name) = s
+            .strip_prefix("DROP TRIGGER IF EXISTS ")
+            .or_else(|| s.strip_prefix("DROP INDEX IF EXISTS "))
+        {
+            return recreated.iter().any(|r| r == name);
+        }
         // A backfill of a column this migration adds: older builds never read it.
         let backfill = s.contains("UPDATE ")
             && s.split(" SET ").nth(1).is_some_and(|set| {
@@ -142,9 +151,20 @@ mod tests {
                         st.get(at + 2).map(|c| (*c).to_owned())
                     })
                     .collect();
+                // Triggers and indexes this migration creates (a drop of one is a replacement).
+                let recreated: Vec<String> = code
+                    .split(';')
+                    .filter_map(|st| {
+                        let st = st.split_whitespace().collect::<Vec<_>>();
+                        let at = st
+                            .windows(2)
+                            .position(|w| w == ["CREATE", "TRIGGER"] || w == ["CREATE", "INDEX"])?;
+                        st.get(at + 2).map(|c| (*c).to_owned())
+                    })
+                    .collect();
                 for statement in code.split(';').filter(|s| !s.trim().is_empty()) {
                     assert!(
-                        additive(statement, &added),
+                        additive(statement, &added, &recreated),
                         "{backend}/{name}: `{}` is not additive: older builds on this schema would break; make it additive or raise duet_schema.min_compatible",
                         statement.trim()
                     );
@@ -167,8 +187,17 @@ mod tests {
             ("UPDATE THREADS SET ROOT = NUM", true),
             ("UPDATE THREADS SET AGENT = 'X'", false),
             ("CREATE TRIGGER T AFTER INSERT ON THREADS", true),
+            // A trigger replaced by the migration, and one only dropped.
+            ("DROP TRIGGER IF EXISTS T", true),
+            ("DROP TRIGGER IF EXISTS U", false),
+            ("DROP INDEX IF EXISTS T", true),
+            ("DROP INDEX IF EXISTS U", false),
         ] {
-            assert_eq!(additive(statement, &["ROOT".to_owned()]), ok, "{statement}");
+            assert_eq!(
+                additive(statement, &["ROOT".to_owned()], &["T".to_owned()]),
+                ok,
+                "{statement}"
+            );
         }
     }
 

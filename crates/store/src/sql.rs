@@ -17,10 +17,10 @@ pub(crate) use crate::batch::{
 /// on Postgres), and `changes()` is the backend's `subscribe`. `$wake` does for the timer table
 /// what `$notify` does for threads (see `timers_sql::timers_impl!`). Each backend writes its own
 /// `commit_impl`: the shapes differ (statements vs one batch), and so do the timers it writes.
-/// `$session_start` is the backend's query of where a session starts (see
-/// `reads_sql::reads_impl!`).
+/// `$session_start` is the backend's query of where a session starts, `$settles` its read of a
+/// run's settles (see `reads_sql::reads_impl!`).
 macro_rules! store_impl {
-    ($store:ident, $db:ty, $begin:literal, $lock:literal, $skip_locked:literal, $notify:expr, $wake:expr, $size_sql:literal, $session_start:expr) => {
+    ($store:ident, $db:ty, $begin:literal, $lock:literal, $skip_locked:literal, $notify:expr, $wake:expr, $size_sql:literal, $session_start:expr, $settles:expr) => {
         use async_trait::async_trait;
         use duet_runtime::{
             Change, ChangeFeed, Child, Commit, CommitOutcome, CommitStore, FeedEvent, JournalEntry, JournalStore, Lease, LeaseStore, Message, NewQueued, NewThread,
@@ -229,7 +229,7 @@ macro_rules! store_impl {
             }
         }
 
-        crate::reads_sql::reads_impl!($store, $db, $session_start);
+        crate::reads_sql::reads_impl!($store, $db, $session_start, $settles);
 
         crate::answers_sql::answers_impl!($db);
 

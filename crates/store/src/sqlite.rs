@@ -322,8 +322,12 @@ crate::sql::store_impl!(
     "NULL",
     "NULL",
     "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
-    session_start!()
+    session_start!(),
+    SETTLES
 );
+
+/// A run's settles, read through their partial index (named: see `reads_sql::settles_sql!`).
+const SETTLES: &str = crate::reads_sql::settles_sql!("journal j INDEXED BY journal_settles");
 
 crate::files_sql::files_impl!(
     SqliteStore,
@@ -559,6 +563,39 @@ fn start_from(
 
 #[cfg(test)]
 mod tests {
+    use sqlx::Row;
+
+    /// The settles read finds its partial index (named: a condition the planner cannot match to
+    /// the index's is no query plan at all), so a run's start is a seek, not a walk back
+    /// through the thread's journal.
+    #[tokio::test]
+    async fn the_settles_read_finds_its_partial_index() {
+        let path = std::env::temp_dir().join(format!("duet-plan-{}.db", uuid::Uuid::now_v7()));
+        let store = super::SqliteStore::open(&path).await.expect("open");
+        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {}",
+            super::SETTLES
+        )))
+        .bind("t")
+        .bind(10_i64)
+        .bind(3_i64)
+        .fetch_all(&store.read)
+        .await
+        .expect("plan")
+        .iter()
+        .map(|r| r.get::<String, _>("detail"))
+        .collect();
+        assert!(
+            plan.iter()
+                .any(|d| d.contains("USING INDEX journal_settles")),
+            "{plan:?}"
+        );
+        drop(store);
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
     #[test]
     fn the_json_columns_read_every_journal_column_in_order() {
         let columns = crate::sql::JOURNAL_COLUMNS.split(',').count();

@@ -126,6 +126,26 @@ pub fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The CPU time this process's threads have had (the sum of each live thread's
+/// `/proc/self/task/*/schedstat`, in nanoseconds): a phase's difference is its CPU, server and
+/// in-process client together, steadier from run to run than its throughput on a shared VM. A
+/// thread that ended meanwhile is not counted (the server's threads live as long as it).
+pub fn cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// CPU milliseconds per operation since `start` (a [`cpu_ns`] reading), for `ops` operations.
+pub fn cpu_per(start: u64, ops: usize) -> f64 {
+    cpu_ns().saturating_sub(start) as f64 / 1e6 / ops.max(1) as f64
+}
+
 /// The `p` quantile of `sorted`; zero for no samples (a phase asked to run none).
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {

@@ -1,0 +1,5 @@
+-- Nothing for Postgres: ../sqlite/0023_journal_conditions.sql spells two of SQLite's per-row
+-- conditions (`journal_notices`'s, `journal_settles`'s) as comparisons, because SQLite reads a
+-- constant `IN` list through a temporary b-tree built for each row; Postgres reads one as an
+-- array, and its planner matches the comparisons a reader now names to the `IN` of its index.
+-- This file keeps the two backends' migration numbers in step.
