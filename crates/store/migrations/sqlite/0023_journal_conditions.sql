@@ -27,8 +27,8 @@ BEGIN
       FROM threads t WHERE t.num = NEW.thread;
 END;
 
--- `journal_settles` (0020): a reader names this condition exactly (`reads_sql::SETTLES_SQL`)
--- for the planner to use the index.
+-- `journal_settles` (0020): SQLite's settles read (`reads_sql::settles_sql!`, `sqlite.rs`'s
+-- `SETTLES`) names the index and spells this condition.
 DROP INDEX IF EXISTS journal_settles;
 CREATE INDEX journal_settles ON journal (thread, seq)
     WHERE kind = 'stopped' OR kind = 'session_ended' OR kind = 'run_continued';
