@@ -176,15 +176,15 @@ async fn run() {
         .collect()
         .await;
     let took = start.elapsed();
+    let cpu = cpu_per(cpu, n);
     let mut park: Vec<Duration> = parks.iter().map(|p| p.1).collect();
     park.sort();
     println!(
-        "(a) {n} threads created and parked in {:.0} ms = {:.0}/s; park p50 {:.2} ms, p99 {:.2} ms; CPU {:.3} ms a park",
+        "(a) {n} threads created and parked in {:.0} ms = {:.0}/s; park p50 {:.2} ms, p99 {:.2} ms; CPU {cpu:.3} ms a park",
         ms(took),
         n as f64 / took.as_secs_f64(),
         ms(percentile(&park, 0.5)),
-        ms(percentile(&park, 0.99)),
-        cpu_per(cpu, n)
+        ms(percentile(&park, 0.99))
     );
     common::calls::report("a park", n);
     let start = Instant::now();
@@ -236,11 +236,11 @@ async fn run() {
         .collect()
         .await;
     let took = start.elapsed();
+    let cpu = cpu_per(cpu, n);
     println!(
-        "(a2) over A2A: {n} tasks asked in {:.0} ms = {:.0}/s; CPU {:.3} ms an ask",
+        "(a2) over A2A: {n} tasks asked in {:.0} ms = {:.0}/s; CPU {cpu:.3} ms an ask",
         ms(took),
-        n as f64 / took.as_secs_f64(),
-        cpu_per(cpu, n)
+        n as f64 / took.as_secs_f64()
     );
     common::calls::report("an ask", n);
     let start = Instant::now();
