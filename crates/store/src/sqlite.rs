@@ -46,6 +46,7 @@ macro_rules! start_reads {
 
 mod backup;
 mod commit;
+mod flush;
 mod readers;
 mod writes;
 
@@ -220,7 +221,8 @@ impl SqliteStore {
         path: &Path,
         options: SqliteOptions,
     ) -> Result<Self, duet_runtime::StoreError> {
-        let synchronous = if options.synchronous_full {
+        let options_full = options.synchronous_full;
+        let synchronous = if options_full {
             SqliteSynchronous::Full
         } else {
             SqliteSynchronous::Normal
@@ -262,11 +264,20 @@ impl SqliteStore {
         tokio::spawn(checkpoint(checkpointer, Arc::downgrade(&write)));
         let hub = ChangeHub::default();
         let wakes = duet_runtime::WakeHub::default();
+        // With `synchronous=FULL` every commit syncs the WAL itself.
+        let flush = if options_full {
+            None
+        } else {
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
+            flush::WalFlush::start(Path::new(&wal))
+        };
         let committer = crate::group::Committer::start(
             commit::SqliteWriter {
                 conn: write.clone(),
                 hub: hub.clone(),
                 wakes: wakes.clone(),
+                flush,
             },
             1,
         );

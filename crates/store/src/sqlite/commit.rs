@@ -115,6 +115,9 @@ pub(crate) struct SqliteWriter {
     pub(crate) conn: Arc<Mutex<SqliteConnection>>,
     pub(crate) hub: ChangeHub,
     pub(crate) wakes: WakeHub,
+    /// Told of each group written, so the WAL reaches the disk soon after (`None`: left to the
+    /// checkpoint).
+    pub(crate) flush: Option<super::flush::WalFlush>,
 }
 
 impl Writer for SqliteWriter {
@@ -128,6 +131,9 @@ impl Writer for SqliteWriter {
     async fn write(&self, jobs: &[&Job]) -> Result<Vec<Written>, Failure> {
         let mut conn = self.conn.lock().await;
         let (written, order) = write_group(&mut conn, jobs).await.map_err(Failure::of)?;
+        if let Some(flush) = &self.flush {
+            flush.committed();
+        }
         // In the order the jobs were written: a delivery written before a commit of its thread
         // read the thread as it was before that commit.
         for at in order {
