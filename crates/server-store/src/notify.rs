@@ -277,6 +277,16 @@ pub trait NotifyStore: Send + Sync {
         Ok(routed)
     }
 
+    /// Holds off the database's copies of facts into notices until `until` (ms; a fact
+    /// written at or after it is copied again), unless a subscription exists; `until` 0 ends a
+    /// hold whatever exists. Whether the hold is now `until`. What a router with nobody to tell
+    /// renews; one with someone ends it. A store that copies no facts itself (in memory)
+    /// holds nothing.
+    async fn hold_notices(&self, until: i64) -> Result<bool, StoreError> {
+        let _ = until;
+        Ok(false)
+    }
+
     /// Puts `deliveries` in the outbox (what is not routed from a notice: A2A push, a retry of
     /// a Slack message's update), in one transaction, each made at its `due_at`; their ids, in
     /// order. A taken idempotency key is a [`StoreError::Conflict`] (nothing written).

@@ -251,6 +251,21 @@ macro_rules! notify_impl {
                 Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
             }
 
+            async fn hold_notices(&self, until: i64) -> Result<bool, StoreError> {
+                // One statement: a subscription inserted meanwhile either came first (no hold)
+                // or ends this one (its trigger).
+                let mut conn = self.writer().await?;
+                let done = sqlx::query(
+                    "UPDATE notices_held SET held_until = $1 WHERE id = 1 \
+                       AND ($1 = 0 OR NOT EXISTS (SELECT 1 FROM subscriptions))",
+                )
+                .bind(until)
+                .execute(&mut *conn)
+                .await
+                .map_err(db_error)?;
+                Ok(done.rows_affected() > 0)
+            }
+
             async fn enqueue(&self, deliveries: &[duet_server_store::NewDelivery]) -> Result<Vec<i64>, StoreError> {
                 let mut conn = self.writer().await?;
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(db_error)?;

@@ -29,14 +29,26 @@ const BATCH: usize = 64;
 /// third of an answer's database calls. A person never notices the wait.
 const GATHER: Duration = Duration::from_millis(10);
 
+/// How long a router with nobody to tell holds off the database's copies of facts into
+/// notices (renewed each recovery period while it still finds nobody): past it, they start
+/// again by themselves (a router gone, an older build's).
+const HOLD: Duration = Duration::from_secs(60);
+
 /// Routes notices whenever a commit lands (the change feed), and every recovery period for
 /// what another process wrote, until the server closes.
 pub(crate) async fn run(state: AppState) {
     let every = state.options().recover_every.max(Duration::from_millis(50));
     let closing = state.closing().clone();
+    hold_or_release(&state, every).await;
+    let mut held_at = tokio::time::Instant::now();
     // Fused: once the feed ends it stays ended, and the periodic pass is what is left.
     let mut changes = Feed::of(&state).changes().fuse();
     loop {
+        // Renewed once a period, however busy the feed keeps the loop.
+        if held_at.elapsed() >= every {
+            hold_or_release(&state, every).await;
+            held_at = tokio::time::Instant::now();
+        }
         loop {
             match pass(&state).await {
                 Ok(n) if n == BATCH => continue,
@@ -70,6 +82,29 @@ pub(crate) async fn run(state: AppState) {
             }
             () = tokio::time::sleep(every) => {}
         }
+    }
+}
+
+/// With nobody to tell (no subscription, no notification definition), holds off the copies of
+/// facts into notices (a subscription made meanwhile ends the hold in its own transaction);
+/// with someone, ends any hold (another process's, or this one's before a restart with
+/// definitions). A store that fails is only logged: the copies go on, routed to nobody.
+async fn hold_or_release(state: &AppState, every: Duration) {
+    let nobody = match service::notify::subscriptions(state, None).await {
+        Ok(subs) => subs.is_empty() && state.runtime().project().notifications.is_empty(),
+        Err(e) => {
+            tracing::warn!(error = %e, "notification router: subscriptions not read");
+            return;
+        }
+    };
+    let hold = if nobody {
+        HOLD.max(every * 4)
+    } else {
+        Duration::ZERO
+    };
+    let ms = i64::try_from(hold.as_millis()).unwrap_or(i64::MAX);
+    if let Err(e) = service::notify::hold_notices(state, ms).await {
+        tracing::warn!(error = %e, "notification router: the notices' hold not written");
     }
 }
 

@@ -81,6 +81,17 @@ pub(crate) async fn route_to_nobody(state: &AppState, ids: &[i64]) -> Result<usi
     state.server_store().route_to_nobody(ids, now).await
 }
 
+/// Holds off the database's copies of facts into notices for `for_ms` from now (0: ends a
+/// hold; see `NotifyStore::hold_notices`): whether the hold is now as asked.
+pub(crate) async fn hold_notices(state: &AppState, for_ms: i64) -> Result<bool, StoreError> {
+    let until = if for_ms == 0 {
+        0
+    } else {
+        state.runtime().now_ms().saturating_add(for_ms)
+    };
+    state.server_store().hold_notices(until).await
+}
+
 /// Puts `deliveries` in the outbox.
 pub(crate) async fn enqueue(
     state: &AppState,

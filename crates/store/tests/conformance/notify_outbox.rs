@@ -473,7 +473,7 @@ async fn a_link_is_used_once() {
     }
 }
 
-fn subscription(id: &str, principal: &str, at: i64) -> Subscription {
+pub(crate) fn subscription(id: &str, principal: &str, at: i64) -> Subscription {
     Subscription {
         id: id.into(),
         principal: principal.into(),
