@@ -277,14 +277,23 @@ pub trait NotifyStore: Send + Sync {
         Ok(routed)
     }
 
-    /// Holds off the database's copies of facts into notices until `until` (ms; a fact
-    /// written at or after it is copied again), unless a subscription exists; `until` 0 ends a
-    /// hold whatever exists. Whether the hold is now `until`. What a router with nobody to tell
-    /// renews; one with someone ends it. A store that copies no facts itself (in memory)
-    /// holds nothing.
-    async fn hold_notices(&self, until: i64) -> Result<bool, StoreError> {
-        let _ = until;
+    /// Holds off the database's copies of facts into notices until `until` (ms): a fact
+    /// written at or after it is copied again, and one written while a subscription exists is
+    /// copied whatever the hold. Not set while a subscription exists, nor while a router said
+    /// it needs them ([`NotifyStore::need_notices`]) until a time after `now`. Whether it was
+    /// set. What a router with nobody to tell renews; a store that copies no facts itself (in
+    /// memory) holds nothing.
+    async fn hold_notices(&self, until: i64, now: i64) -> Result<bool, StoreError> {
+        let _ = (until, now);
         Ok(false)
+    }
+
+    /// Ends any hold and keeps one from being set before `until` (ms): what a router with
+    /// notification definitions renews, so routers of one database with different definitions
+    /// never silence each other.
+    async fn need_notices(&self, until: i64) -> Result<(), StoreError> {
+        let _ = until;
+        Ok(())
     }
 
     /// Puts `deliveries` in the outbox (what is not routed from a notice: A2A push, a retry of

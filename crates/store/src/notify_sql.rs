@@ -251,19 +251,30 @@ macro_rules! notify_impl {
                 Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
             }
 
-            async fn hold_notices(&self, until: i64) -> Result<bool, StoreError> {
-                // One statement: a subscription inserted meanwhile either came first (no hold)
-                // or ends this one (its trigger).
+            async fn hold_notices(&self, until: i64, now: i64) -> Result<bool, StoreError> {
+                // The conditions are the row's own and a read of `subscriptions`; a
+                // subscription committed meanwhile is seen by the copies' own check.
                 let mut conn = self.writer().await?;
                 let done = sqlx::query(
-                    "UPDATE notices_held SET held_until = $1 WHERE id = 1 \
-                       AND ($1 = 0 OR NOT EXISTS (SELECT 1 FROM subscriptions))",
+                    "UPDATE notices_held SET held_until = $1 WHERE id = 1 AND needed_until <= $2 \
+                       AND NOT EXISTS (SELECT 1 FROM subscriptions)",
                 )
                 .bind(until)
+                .bind(now)
                 .execute(&mut *conn)
                 .await
                 .map_err(db_error)?;
                 Ok(done.rows_affected() > 0)
+            }
+
+            async fn need_notices(&self, until: i64) -> Result<(), StoreError> {
+                let mut conn = self.writer().await?;
+                sqlx::query("UPDATE notices_held SET held_until = 0, needed_until = $1 WHERE id = 1")
+                    .bind(until)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_error)?;
+                Ok(())
             }
 
             async fn enqueue(&self, deliveries: &[duet_server_store::NewDelivery]) -> Result<Vec<i64>, StoreError> {

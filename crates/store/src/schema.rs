@@ -64,7 +64,7 @@ mod tests {
         (23, "JOURNAL_NOTICES"),
         (23, "JOURNAL_SETTLES"),
         // The same copies, held off while a router finds nobody to tell (`notices_held`); an
-        // older build renews no hold, so within one the copies start again.
+        // older build renews no hold, so within one the copies start again by themselves.
         (24, "JOURNAL_NOTICES"),
         (24, "ANSWERS_NOTICES"),
     ];

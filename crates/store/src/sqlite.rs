@@ -268,7 +268,9 @@ impl SqliteStore {
         let flush = if options_full {
             None
         } else {
-            let mut wal = path.as_os_str().to_owned();
+            // SQLite places the WAL beside the file a link points to.
+            let db = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+            let mut wal = db.into_os_string();
             wal.push("-wal");
             flush::WalFlush::start(Path::new(&wal))
         };

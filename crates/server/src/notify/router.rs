@@ -85,26 +85,29 @@ pub(crate) async fn run(state: AppState) {
     }
 }
 
-/// With nobody to tell (no subscription, no notification definition), holds off the copies of
-/// facts into notices (a subscription made meanwhile ends the hold in its own transaction);
-/// with someone, ends any hold (another process's, or this one's before a restart with
-/// definitions). A store that fails is only logged: the copies go on, routed to nobody.
+/// With notification definitions, ends any hold of the copies of facts into notices and keeps
+/// one off for the hold's length (renewed each period, so a router of the same database
+/// without them cannot silence this one's); with nobody to tell (no subscription either),
+/// holds the copies off (a subscription made meanwhile is copied to whatever the hold: the
+/// database's triggers check). A store that fails is only logged: the copies go on, routed to
+/// nobody, or the hold ends by itself.
 async fn hold_or_release(state: &AppState, every: Duration) {
-    let nobody = match service::notify::subscriptions(state, None).await {
-        Ok(subs) => subs.is_empty() && state.runtime().project().notifications.is_empty(),
-        Err(e) => {
-            tracing::warn!(error = %e, "notification router: subscriptions not read");
-            return;
+    let ahead = HOLD.max(every * 4);
+    if !state.runtime().project().notifications.is_empty() {
+        if let Err(e) = service::notify::need_notices(state, ahead).await {
+            tracing::warn!(error = %e, "notification router: the notices' hold not ended");
         }
-    };
-    let hold = if nobody {
-        HOLD.max(every * 4)
-    } else {
-        Duration::ZERO
-    };
-    let ms = i64::try_from(hold.as_millis()).unwrap_or(i64::MAX);
-    if let Err(e) = service::notify::hold_notices(state, ms).await {
-        tracing::warn!(error = %e, "notification router: the notices' hold not written");
+        return;
+    }
+    match service::notify::subscriptions(state, None).await {
+        Ok(subs) if subs.is_empty() => {
+            if let Err(e) = service::notify::hold_notices(state, ahead).await {
+                tracing::warn!(error = %e, "notification router: the notices' hold not written");
+            }
+        }
+        // Copied whatever the hold while subscriptions exist.
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "notification router: subscriptions not read"),
     }
 }
 

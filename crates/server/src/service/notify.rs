@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::time::Duration;
 
 use duet_runtime::deadline;
 use duet_runtime::{Park, StoreError, Thread, ThreadId};
@@ -81,15 +82,20 @@ pub(crate) async fn route_to_nobody(state: &AppState, ids: &[i64]) -> Result<usi
     state.server_store().route_to_nobody(ids, now).await
 }
 
-/// Holds off the database's copies of facts into notices for `for_ms` from now (0: ends a
-/// hold; see `NotifyStore::hold_notices`): whether the hold is now as asked.
-pub(crate) async fn hold_notices(state: &AppState, for_ms: i64) -> Result<bool, StoreError> {
-    let until = if for_ms == 0 {
-        0
-    } else {
-        state.runtime().now_ms().saturating_add(for_ms)
-    };
-    state.server_store().hold_notices(until).await
+/// Holds off the database's copies of facts into notices for `ahead` from now (see
+/// `NotifyStore::hold_notices`): whether the hold was set.
+pub(crate) async fn hold_notices(state: &AppState, ahead: Duration) -> Result<bool, StoreError> {
+    let now = state.runtime().now_ms();
+    let until = now.saturating_add(i64::try_from(ahead.as_millis()).unwrap_or(i64::MAX));
+    state.server_store().hold_notices(until, now).await
+}
+
+/// Ends any hold of the copies of facts into notices, and keeps one off for `ahead` from now
+/// (see `NotifyStore::need_notices`).
+pub(crate) async fn need_notices(state: &AppState, ahead: Duration) -> Result<(), StoreError> {
+    let now = state.runtime().now_ms();
+    let until = now.saturating_add(i64::try_from(ahead.as_millis()).unwrap_or(i64::MAX));
+    state.server_store().need_notices(until).await
 }
 
 /// Puts `deliveries` in the outbox.

@@ -1,15 +1,18 @@
 -- Facts are copied to `notices` only while someone may be told of them (issue #35). Keep in
 -- step with ../sqlite/0024_notices_held.sql, which says why and how.
 CREATE TABLE notices_held (
-    id         INTEGER PRIMARY KEY CHECK (id = 1),
-    held_until BIGINT  NOT NULL
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    held_until   BIGINT  NOT NULL,
+    needed_until BIGINT  NOT NULL
 );
-INSERT INTO notices_held (id, held_until) VALUES (1, 0);
+INSERT INTO notices_held (id, held_until, needed_until) VALUES (1, 0, 0);
 
--- `duet_journal_notice` and `duet_answer_notice` (0018), each returning early while held.
+-- `duet_journal_notice` and `duet_answer_notice` (0018), each returning early while held and
+-- no subscription exists (as the fact's transaction sees the table).
 CREATE OR REPLACE FUNCTION duet_journal_notice() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF (SELECT held_until FROM notices_held WHERE id = 1) > NEW.created_at THEN
+    IF (SELECT held_until FROM notices_held WHERE id = 1) > NEW.created_at
+       AND NOT EXISTS (SELECT 1 FROM subscriptions) THEN
         RETURN NULL;
     END IF;
     INSERT INTO notices (thread, seq, session, fact, data, created_at)
@@ -26,7 +29,8 @@ $$;
 
 CREATE OR REPLACE FUNCTION duet_answer_notice() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF (SELECT held_until FROM notices_held WHERE id = 1) > NEW.created_at THEN
+    IF (SELECT held_until FROM notices_held WHERE id = 1) > NEW.created_at
+       AND NOT EXISTS (SELECT 1 FROM subscriptions) THEN
         RETURN NULL;
     END IF;
     INSERT INTO notices (thread, seq, session, fact, data, created_at)
@@ -38,13 +42,3 @@ BEGIN
     RETURN NULL;
 END
 $$;
-
--- A subscription ends any hold, in its own transaction.
-CREATE FUNCTION duet_release_notices() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE notices_held SET held_until = 0 WHERE id = 1;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER subscriptions_release_notices AFTER INSERT ON subscriptions FOR EACH ROW
-EXECUTE FUNCTION duet_release_notices();

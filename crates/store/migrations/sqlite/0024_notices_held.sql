@@ -2,18 +2,20 @@
 -- step with ../postgres/0024_notices_held.sql.
 --
 -- A router that finds nobody to tell (no subscription, no notification definition) holds the
--- copies off until `held_until` (a time in ms, renewed by its periodic pass while it still finds
--- nobody); a fact written at or after that time is copied again. A router with someone to tell
--- sets it to 0 when it starts, and a subscription's insert sets it to 0 in its own
--- transaction, so a subscription hears of every fact after it. A build that knows nothing of
--- the hold (older) renews none: within one hold the copies start again by themselves.
--- Writing and deleting a notice nobody reads was an eighth of the server benchmark's
+-- copies off until `held_until` (a time in ms, renewed once a period while it still finds
+-- nobody); a fact written at or after that time is copied again, so copies start again by
+-- themselves when no router renews the hold. A router with someone to tell ends any hold and
+-- says so until `needed_until` (renewed once a period), and no hold is set before that time:
+-- routers of one database with different definitions never silence each other. A fact is
+-- copied whatever the hold while a subscription exists (as its transaction sees the table).
+-- Writing and deleting a notice nobody reads was a tenth of the server benchmark's
 -- instructions (docs/decisions.md).
 CREATE TABLE notices_held (
-    id         INTEGER PRIMARY KEY CHECK (id = 1),
-    held_until INTEGER NOT NULL
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    held_until   INTEGER NOT NULL,
+    needed_until INTEGER NOT NULL
 );
-INSERT INTO notices_held (id, held_until) VALUES (1, 0);
+INSERT INTO notices_held (id, held_until, needed_until) VALUES (1, 0, 0);
 
 -- `journal_notices` (0023), also held.
 DROP TRIGGER IF EXISTS journal_notices;
@@ -22,7 +24,8 @@ WHEN (NEW.kind = 'approval_requested' OR NEW.kind = 'approval_decided'
       OR NEW.kind = 'question_reminded' OR NEW.kind = 'question_escalated'
       OR NEW.kind = 'session_ended' OR NEW.kind = 'step_error'
       OR (NEW.kind = 'stopped' AND json_extract(NEW.data, '$.status') = 'awaiting_human'))
-  AND (SELECT held_until FROM notices_held WHERE id = 1) <= NEW.created_at
+  AND (IFNULL((SELECT held_until FROM notices_held WHERE id = 1), 0) <= NEW.created_at
+       OR EXISTS (SELECT 1 FROM subscriptions))
 BEGIN
     INSERT INTO notices (thread, seq, session, fact, data, created_at)
     SELECT t.id, NEW.seq,
@@ -37,17 +40,12 @@ END;
 -- `answers_notices` (0018), also held.
 DROP TRIGGER IF EXISTS answers_notices;
 CREATE TRIGGER answers_notices AFTER INSERT ON answers
-WHEN (SELECT held_until FROM notices_held WHERE id = 1) <= NEW.created_at
+WHEN IFNULL((SELECT held_until FROM notices_held WHERE id = 1), 0) <= NEW.created_at
+  OR EXISTS (SELECT 1 FROM subscriptions)
 BEGIN
     INSERT INTO notices (thread, seq, session, fact, data, created_at)
     SELECT t.id, NEW.seq, NEW.session, 'answer',
            json_object('author', NEW.author, 'messageId', NEW.message_id, 'content', NEW.content),
            NEW.created_at
       FROM threads t WHERE t.num = NEW.thread;
-END;
-
--- A subscription ends any hold, in its own transaction.
-CREATE TRIGGER subscriptions_release_notices AFTER INSERT ON subscriptions
-BEGIN
-    UPDATE notices_held SET held_until = 0 WHERE id = 1;
 END;

@@ -550,38 +550,58 @@ async fn notices_routed_to_nobody_go_in_one_call_and_a_routed_one_stays() {
 }
 
 /// While a router holds them off (nobody to tell), facts are copied into no notice — a park,
-/// an answer — and a fact at or after the hold's end is; a subscription ends a hold, and no
-/// hold is set while one exists (but 0, which ends one whatever exists).
+/// an answer — and a fact at or after the hold's end is; no hold is set while a router said it
+/// needs them, nor while a subscription exists, and a fact is copied whatever the hold once
+/// one exists.
 #[tokio::test]
-async fn held_notices_are_not_written_and_a_subscription_ends_the_hold() {
+async fn held_notices_are_not_written_unless_needed_or_subscribed() {
     for (backend, stores) in stores().await {
         let name = backend.name();
         let (store, server) = (&stores.engine, &stores.server);
         if let support::Backend::Memory(..) = backend {
-            assert!(!server.hold_notices(5_000).await.expect("hold"), "{name}");
+            assert!(
+                !server.hold_notices(5_000, 0).await.expect("hold"),
+                "{name}"
+            );
             continue;
         }
         // The parks are written at 1 000, the answer at 2 000.
-        assert!(server.hold_notices(2_001).await.expect("hold"), "{name}");
+        assert!(server.hold_notices(2_001, 0).await.expect("hold"), "{name}");
         let (t, at, _) = park(store, "held").await;
-        let answer = human("yes");
-        let outcome = store.answer(t.id, answer, at, lease(Uuid::now_v7(), 2_000));
-        assert!(outcome.await.is_ok(), "{name}");
+        let outcome = store.answer(t.id, human("yes"), at, lease(Uuid::now_v7(), 2_000));
+        let outcome = outcome.await.expect("answer");
+        assert_eq!(outcome, AnswerOutcome::Accepted { claimed: true }, "{name}");
         assert!(notices_of(server, t.id).await.is_empty(), "{name}");
-        assert!(server.hold_notices(1_000).await.expect("hold"), "{name}");
+        assert!(server.hold_notices(1_000, 0).await.expect("hold"), "{name}");
         let (t, ..) = park(store, "at-the-end").await;
         assert_eq!(notices_of(server, t.id).await.len(), 1, "{name}");
 
-        assert!(server.hold_notices(5_000).await.expect("hold"), "{name}");
+        // Another router needs them until 5 000: no hold before then.
+        server.need_notices(5_000).await.expect("need");
+        let (t, ..) = park(store, "needed").await;
+        assert_eq!(
+            notices_of(server, t.id).await.len(),
+            1,
+            "{name}: the hold ended"
+        );
+        assert!(
+            !server.hold_notices(9_000, 4_999).await.expect("hold"),
+            "{name}"
+        );
+        assert!(
+            server.hold_notices(9_000, 5_000).await.expect("hold"),
+            "{name}"
+        );
+        let (t, ..) = park(store, "held-again").await;
+        assert!(notices_of(server, t.id).await.is_empty(), "{name}");
+
+        // A subscription: copied whatever the hold, and no hold set.
         let s = super::notify_outbox::subscription("s", "alice", 1_500);
         server.put_subscription(&s).await.expect("subscribe");
         let (t, ..) = park(store, "subscribed").await;
-        assert_eq!(notices_of(server, t.id).await.len(), 1, "{name}: no hold");
-        let refused = server.hold_notices(5_000).await.expect("hold");
-        assert!(!refused, "{name}: not while a subscription exists");
-        let (t, ..) = park(store, "still-subscribed").await;
         assert_eq!(notices_of(server, t.id).await.len(), 1, "{name}");
-        assert!(server.hold_notices(0).await.expect("release"), "{name}");
+        let refused = server.hold_notices(9_000, 6_000).await.expect("hold");
+        assert!(!refused, "{name}: not while a subscription exists");
     }
 }
 
