@@ -221,8 +221,8 @@ impl SqliteStore {
         path: &Path,
         options: SqliteOptions,
     ) -> Result<Self, duet_runtime::StoreError> {
-        let options_full = options.synchronous_full;
-        let synchronous = if options_full {
+        let synchronous_full = options.synchronous_full;
+        let synchronous = if synchronous_full {
             SqliteSynchronous::Full
         } else {
             SqliteSynchronous::Normal
@@ -265,7 +265,7 @@ impl SqliteStore {
         let hub = ChangeHub::default();
         let wakes = duet_runtime::WakeHub::default();
         // With `synchronous=FULL` every commit syncs the WAL itself.
-        let flush = if options_full {
+        let flush = if synchronous_full {
             None
         } else {
             // SQLite places the WAL beside the file a link points to.

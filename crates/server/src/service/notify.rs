@@ -85,17 +85,22 @@ pub(crate) async fn route_to_nobody(state: &AppState, ids: &[i64]) -> Result<usi
 /// Holds off the database's copies of facts into notices for `ahead` from now (see
 /// `NotifyStore::hold_notices`): whether the hold was set.
 pub(crate) async fn hold_notices(state: &AppState, ahead: Duration) -> Result<bool, StoreError> {
-    let now = state.runtime().now_ms();
-    let until = now.saturating_add(i64::try_from(ahead.as_millis()).unwrap_or(i64::MAX));
+    let (now, until) = from_now(state, ahead);
     state.server_store().hold_notices(until, now).await
 }
 
 /// Ends any hold of the copies of facts into notices, and keeps one off for `ahead` from now
 /// (see `NotifyStore::need_notices`).
 pub(crate) async fn need_notices(state: &AppState, ahead: Duration) -> Result<(), StoreError> {
-    let now = state.runtime().now_ms();
-    let until = now.saturating_add(i64::try_from(ahead.as_millis()).unwrap_or(i64::MAX));
+    let (_, until) = from_now(state, ahead);
     state.server_store().need_notices(until).await
+}
+
+/// The runtime's time now and `ahead` of it (ms).
+fn from_now(state: &AppState, ahead: Duration) -> (i64, i64) {
+    let now = state.runtime().now_ms();
+    let ahead = i64::try_from(ahead.as_millis()).unwrap_or(i64::MAX);
+    (now, now.saturating_add(ahead))
 }
 
 /// Puts `deliveries` in the outbox.

@@ -98,9 +98,9 @@ mod tests {
     }
 
     /// Commits close together share one sync, a commit after it gets one of its own, and
-    /// nothing is synced without a commit; the task ends with its writer.
+    /// nothing is synced without a commit; the thread ends with its writer.
     #[test]
-    fn commits_are_synced_together_and_the_task_ends_with_its_writer() {
+    fn commits_are_synced_together_and_the_thread_ends_with_its_writer() {
         let (path, file) = scratch();
         let (tx, rx) = mpsc::sync_channel(1);
         let syncs = Arc::new(AtomicUsize::new(0));
