@@ -26,6 +26,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// jemalloc, for Rust's allocations and (unprefixed, on Linux) SQLite's: see `docs/decisions.md`.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// duet: a durable runtime for two-sided Standard Agents sessions.
 #[derive(Parser)]
 #[command(name = "duet", version, about)]

@@ -18,8 +18,56 @@ pub fn authority_host(authority: &str) -> Option<Host> {
     {
         return None;
     }
+    if let Some(host) = plain(authority) {
+        return Some(host);
+    }
+    parsed(authority)
+}
+
+/// [`authority_host`] as the URL parser reads it.
+fn parsed(authority: &str) -> Option<Host> {
     let url = Url::parse(&format!("http://{authority}/")).ok()?;
     url.host().map(|h| h.to_owned())
+}
+
+/// The host of an authority in the shapes nearly every request's `Host` has — a dotted quad
+/// or a name of ASCII letters, digits and hyphens, with or without a port — read without the
+/// URL parser, which costs a request more than the rest of its header checks together; `None`
+/// for any other shape (left to the parser). Each shape taken here reads as the parser reads
+/// it (a test holds the two to the same answers).
+fn plain(authority: &str) -> Option<Host> {
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (authority, None),
+    };
+    if let Some(port) = port
+        && (port.is_empty()
+            || port.len() > 5
+            || !port.bytes().all(|b| b.is_ascii_digit())
+            || port.parse::<u32>().map_or(true, |p| p > 65_535))
+    {
+        return None;
+    }
+    // The standard library's parser takes only four decimal parts without leading zeros: the
+    // other spellings the URL parser reads as an address (`127.1`, `0x7f.1`, `010.0.0.1`) fall
+    // through to it.
+    if let Ok(ip) = host.parse::<std::net::Ipv4Addr>() {
+        return Some(Host::Ipv4(ip));
+    }
+    let labels: Vec<&str> = host.split('.').collect();
+    let last = labels.last()?;
+    let name = host.len() <= 253
+        && labels.iter().all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                // Punycode is the parser's to check.
+                && !l.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("xn--"))
+        })
+        // A last part that is a number makes the whole an address to the parser.
+        && !last.bytes().all(|b| b.is_ascii_digit())
+        && !(last.len() > 1 && last.as_bytes()[0] == b'0' && matches!(last.as_bytes()[1], b'x' | b'X'));
+    name.then(|| Host::Domain(host.to_ascii_lowercase()))
 }
 
 /// Whether `host` is this machine's loopback: `localhost`, an address in `127.0.0.0/8`, `::1`,
@@ -75,6 +123,41 @@ mod tests {
             "127.0.0.1?x",
         ] {
             assert!(!is_loopback_authority(no), "{no}");
+        }
+    }
+
+    /// Every shape the quick reading takes reads as the URL parser reads it, and every other
+    /// shape is left to the parser.
+    #[test]
+    fn the_quick_reading_agrees_with_the_url_parser() {
+        let hosts = [
+            "localhost", "LocalHost", "127.0.0.1", "10.0.0.5", "255.255.255.255", "256.1.1.1",
+            "127.1", "0x7f.0.0.1", "010.0.0.1", "1.2.3.4.5", "1.2.3", "agents.example.com",
+            "Agents.Example.COM", "a-b.c-d", "-a.example", "a-.example", "xn--nxasmq6b.example",
+            "XN--a.example", "example.123", "example.0x1f", "example.0x", "example.0xg",
+            "a..b", ".example", "example.", "a_b.example", "exa mple", "ex%41mple.com",
+            "münchen.de", "[::1]", "[::ffff:127.0.0.1]", "", "0", "12345", "0x7f",
+        ];
+        let ports = ["", ":", ":0", ":80", ":8787", ":65535", ":65536", ":099999", ":8a", ":-1"];
+        let long = format!("{}.example", "a".repeat(63));
+        let too_long = format!("{}.example", "a".repeat(64));
+        let very_long = vec!["abcdefghi"; 30].join(".");
+        let extra = [long.as_str(), too_long.as_str(), very_long.as_str()];
+        for host in hosts.iter().chain(extra.iter()) {
+            for port in ports {
+                let authority = format!("{host}{port}");
+                if let Some(quick) = plain(&authority) {
+                    assert_eq!(Some(quick), parsed(&authority), "{authority}");
+                }
+                assert_eq!(authority_host(&authority), parsed(&authority).filter(|_| {
+                    !authority.is_empty() && !authority.contains(char::is_whitespace)
+                        && !authority.chars().any(|c| "/?#@\\".contains(c))
+                }), "{authority}");
+            }
+        }
+        // The common shapes are the quick reading's own.
+        for common in ["127.0.0.1:8787", "localhost:3000", "agents.example.com"] {
+            assert!(plain(common).is_some(), "{common}");
         }
     }
 

@@ -12,6 +12,11 @@ use duet_runtime::Store;
 
 pub mod calls;
 
+/// The `duet` binary's allocator, so a benchmark measures what the binary runs.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// This run's scratch folders live under one root, removed when the run ends (even by a
 /// panic): a 100,000-thread database is not left behind.
 pub fn root() -> PathBuf {
