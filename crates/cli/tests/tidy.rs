@@ -244,6 +244,31 @@ fn ports_do_not_import_the_engine() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// No statement of the stores takes its `LIMIT` as a bare parameter: SQLite (3.51) reads a
+/// bound `LIMIT` into the plan, and so marks the statement to be compiled again whenever it is
+/// bound — every time it runs. `LIMIT CAST($n AS BIGINT)` is computed when it runs instead.
+#[test]
+fn no_statement_limits_by_a_bare_parameter() {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates/store/src"), &mut files);
+    let mut problems = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for (i, line) in text.lines().enumerate() {
+            let bare = line.match_indices("LIMIT ").any(|(at, _)| {
+                line[at + "LIMIT ".len()..]
+                    .trim_start_matches(['$', '?'])
+                    .starts_with(|c: char| c.is_ascii_digit())
+                    && line[at + "LIMIT ".len()..].starts_with(['$', '?'])
+            });
+            if bare {
+                problems.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// Tests wait on events (a channel, a `Notify`, the change feed, a child's output), not on
 /// time; a sleep is allowed only where time itself is the condition, said in a
 /// `tidy:allow-sleep` comment right above it.

@@ -24,7 +24,7 @@ macro_rules! answers_impl {
                  FROM answers a JOIN threads t ON t.num = a.thread \
                  WHERE ($1 IS NULL OR t.principal = $1) AND ($2 IS NULL OR t.agent = $2) AND ($8 IS NULL OR t.id = $8) \
                  AND ($3 IS NULL OR (a.created_at, t.id, a.session, a.seq) < ($3, $4, $5, $6)) \
-                 ORDER BY a.created_at DESC, t.id DESC, a.session DESC, a.seq DESC LIMIT $7",
+                 ORDER BY a.created_at DESC, t.id DESC, a.session DESC, a.seq DESC LIMIT CAST($7 AS BIGINT)",
             )
             .bind(q.principal)
             .bind(q.agent)
@@ -81,7 +81,7 @@ macro_rules! answers_impl {
                  WHERE d.kind = 'approval_decided' \
                  AND ($1 IS NULL OR t.principal = $1) AND ($2 IS NULL OR t.agent = $2) AND ($7 IS NULL OR t.id = $7) \
                  AND ($3 IS NULL OR (d.created_at, t.id, d.seq) < ($3, $4, $5)) \
-                 ORDER BY d.created_at DESC, t.id DESC, d.seq DESC LIMIT $6",
+                 ORDER BY d.created_at DESC, t.id DESC, d.seq DESC LIMIT CAST($6 AS BIGINT)",
             )
             .bind(q.principal)
             .bind(q.agent)

@@ -123,7 +123,7 @@ pub(crate) fn list_sql(q: &FileQuery) -> String {
         Some(_) => " AND path > $5",
         None => " AND $5 IS NULL",
     });
-    sql.push_str(" ORDER BY path LIMIT $6");
+    sql.push_str(" ORDER BY path LIMIT CAST($6 AS BIGINT)");
     sql
 }
 

@@ -99,7 +99,7 @@ macro_rules! lease_impl {
                     let picked = sqlx::query(concat!(
                         "SELECT num, id FROM threads WHERE ",
                         crate::leases_sql::recoverable!(),
-                        " ORDER BY num LIMIT $2",
+                        " ORDER BY num LIMIT CAST($2 AS BIGINT)",
                         $skip_locked
                     ))
                     .bind(now)

@@ -45,7 +45,7 @@ pub(crate) fn deliveries_sql(q: &DeliveryQuery) -> String {
         sql.push_str(&statuses.join(", "));
         sql.push(')');
     }
-    sql.push_str(" ORDER BY id DESC LIMIT $7");
+    sql.push_str(" ORDER BY id DESC LIMIT CAST($7 AS BIGINT)");
     sql
 }
 
@@ -160,7 +160,7 @@ macro_rules! notify_impl {
         #[async_trait]
         impl duet_server_store::NotifyStore for $store {
             async fn notices(&self, limit: usize) -> Result<Vec<duet_server_store::Notice>, StoreError> {
-                let rows = sqlx::query("SELECT * FROM notices WHERE routed_at IS NULL ORDER BY id LIMIT $1")
+                let rows = sqlx::query("SELECT * FROM notices WHERE routed_at IS NULL ORDER BY id LIMIT CAST($1 AS BIGINT)")
                     .bind(i64::try_from(limit).unwrap_or(i64::MAX))
                     .fetch_all(&self.read)
                     .await
@@ -299,7 +299,7 @@ macro_rules! notify_impl {
                     "UPDATE outbox SET next_at = $3 WHERE id IN (SELECT o.id FROM outbox o \
                      WHERE o.status = 'pending' AND o.next_at <= $1 \
                      AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.stream = o.stream AND e.status = 'pending' AND e.id < o.id) \
-                     ORDER BY o.id LIMIT $2",
+                     ORDER BY o.id LIMIT CAST($2 AS BIGINT)",
                     $skip_locked,
                     ") RETURNING *"
                 ))

@@ -19,7 +19,7 @@ macro_rules! settles_sql {
             " WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
                AND (j.kind = 'stopped' OR j.kind = 'session_ended' OR j.kind = 'run_continued') \
                AND j.seq < $2 \
-             ORDER BY j.seq DESC LIMIT $3"
+             ORDER BY j.seq DESC LIMIT CAST($3 AS BIGINT)"
         )
     };
 }
@@ -64,9 +64,9 @@ fn page_sql(q: &ThreadQuery<'_>, cols: &str, only: Option<bool>) -> String {
         Some(false) => " AND $7 IS NULL",
     });
     sql.push_str(if q.newest_first {
-        " ORDER BY id DESC LIMIT $6"
+        " ORDER BY id DESC LIMIT CAST($6 AS BIGINT)"
     } else {
-        " ORDER BY id LIMIT $6"
+        " ORDER BY id LIMIT CAST($6 AS BIGINT)"
     });
     sql
 }
@@ -240,7 +240,7 @@ macro_rules! reads_impl {
             async fn journal_page(&self, id: ThreadId, seq: i64, limit: usize) -> Result<Vec<JournalEntry>, StoreError> {
                 let rows = sqlx::query(
                     "SELECT j.* FROM journal j JOIN threads t ON t.num = j.thread WHERE t.id = $1 AND j.seq > $2 \
-                     ORDER BY j.seq LIMIT $3",
+                     ORDER BY j.seq LIMIT CAST($3 AS BIGINT)",
                 )
                 .bind(id.to_string())
                 .bind(seq)

@@ -4,7 +4,7 @@
 //! cancels them. Ids are UUIDs as hyphenated lowercase text, whose text order (byte by byte;
 //! `COLLATE "C"` on Postgres) is the UUIDs' order, so `(due_at, id)` sorts as the memory store's.
 
-use duet_runtime::TimerQuery;
+use duet_runtime::{TimerQuery, TimerStatus};
 
 /// A timer row's columns, each qualified (they are read from `timers` alone and from an
 /// update's `RETURNING`), its thread's id as `thread_id`.
@@ -20,17 +20,25 @@ pub(crate) use timer_cols;
 
 /// The SQL text of a timer listing for `q`, made only of fixed fragments (every value is a
 /// bind: `$1` thread, `$2` status, `$3` kind, `$4` name, `$5`/`$6` the cursor's due time and
-/// id, `$7` the limit; `newest_first` turns the cursor and the order around). An absent filter's fragment still names its parameter (`$n IS NULL`, a
-/// constant the planner folds), so every listing binds the same seven; a present one is a plain
-/// comparison the planner can seek an index with (see `reads_sql::list_sql`).
+/// id, `$7` the limit; `newest_first` turns the cursor and the order around). An absent filter's
+/// fragment still names its parameter (`$n IS NULL`, a constant the planner folds), so every
+/// listing binds the same seven; a present one is a plain comparison the planner can seek an
+/// index with (see `reads_sql::list_sql`), the status a constant.
 pub(crate) fn list_sql(q: &TimerQuery<'_>) -> String {
     let mut sql = String::from(concat!("SELECT ", timer_cols!(), " FROM timers WHERE "));
     sql.push_str(match q.thread {
         Some(_) => "thread = (SELECT num FROM threads WHERE id = $1)",
         None => "$1 IS NULL",
     });
+    // A status as a constant, one of the five fragments: SQLite matches a partial index's
+    // `status = 'pending'` to a bound status only by reading the bind, which marks the
+    // statement to be compiled again each time it is bound (`$2` is still named and bound).
     sql.push_str(match q.status {
-        Some(_) => " AND status = $2",
+        Some(TimerStatus::Pending) => " AND $2 IS NOT NULL AND status = 'pending'",
+        Some(TimerStatus::Processing) => " AND $2 IS NOT NULL AND status = 'processing'",
+        Some(TimerStatus::Completed) => " AND $2 IS NOT NULL AND status = 'completed'",
+        Some(TimerStatus::Failed) => " AND $2 IS NOT NULL AND status = 'failed'",
+        Some(TimerStatus::Cancelled) => " AND $2 IS NOT NULL AND status = 'cancelled'",
         None => " AND $2 IS NULL",
     });
     sql.push_str(match q.kind {
@@ -47,9 +55,9 @@ pub(crate) fn list_sql(q: &TimerQuery<'_>) -> String {
         (None, _) => " AND $5 IS NULL AND $6 IS NULL",
     });
     sql.push_str(if q.newest_first {
-        " ORDER BY due_at DESC, id DESC LIMIT $7"
+        " ORDER BY due_at DESC, id DESC LIMIT CAST($7 AS BIGINT)"
     } else {
-        " ORDER BY due_at, id LIMIT $7"
+        " ORDER BY due_at, id LIMIT CAST($7 AS BIGINT)"
     });
     sql
 }
@@ -215,12 +223,12 @@ macro_rules! timers_impl {
                 // one statement, so one round trip and no transaction left open.
                 const SQL: &str = concat!(
                     "WITH a AS (SELECT timers.id, timers.due_at FROM timers WHERE status = 'pending' AND due_at <= $1 \
-                       ORDER BY due_at, id LIMIT $2",
+                       ORDER BY due_at, id LIMIT CAST($2 AS BIGINT)",
                     $skip_locked,
                     "), b AS (SELECT timers.id, timers.due_at FROM timers WHERE status = 'processing' AND claimed_until < $1 \
-                       ORDER BY due_at, id LIMIT $2",
+                       ORDER BY due_at, id LIMIT CAST($2 AS BIGINT)",
                     $skip_locked,
-                    "), pick AS (SELECT u.id FROM (SELECT * FROM a UNION ALL SELECT * FROM b) u ORDER BY u.due_at, u.id LIMIT $2) \
+                    "), pick AS (SELECT u.id FROM (SELECT * FROM a UNION ALL SELECT * FROM b) u ORDER BY u.due_at, u.id LIMIT CAST($2 AS BIGINT)) \
                      UPDATE timers SET status = 'processing', attempts = attempts + 1, claimed_by = $3, claimed_until = $4, \
                        updated_at = $1 WHERE id IN (SELECT pick.id FROM pick) RETURNING ",
                     crate::timers_sql::timer_cols!()
