@@ -1,19 +1,16 @@
 //! The handler contract and the error boundary around it. An agent implements [`A2aAgent`]:
 //! either the per-operation methods it answers (the others answer `UnsupportedOperationError`
 //! without a line of code), or [`A2aAgent::handle`] with one `match` on the [`Operation`].
-//! [`AgentService`] is the stack's terminal app: it builds the [`Context`], runs the handler,
-//! turns a panic into `-32603`, and checks the reply answers the operation.
+//! [`answer`] is the stack's terminal app: it builds the [`Context`], runs the handler, turns a
+//! panic into `-32603`, and checks the reply answers the operation.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
 
 use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::response::Response;
 use futures::FutureExt;
-use futures::future::BoxFuture;
 
 use super::card::AgentCard;
 use super::env::{Card, HistoryLength, MessageText, PageSize, outcome};
@@ -192,41 +189,8 @@ where
     }
 }
 
-/// The terminal service: the error boundary around the agent.
-pub struct AgentService<A> {
-    agent: Arc<A>,
-}
-
-impl<A> Clone for AgentService<A> {
-    fn clone(&self) -> Self {
-        Self {
-            agent: self.agent.clone(),
-        }
-    }
-}
-
-impl<A: A2aAgent> AgentService<A> {
-    pub(crate) fn new(agent: Arc<A>) -> Self {
-        Self { agent }
-    }
-}
-
-impl<A: A2aAgent> tower::Service<Request> for AgentService<A> {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request) -> Self::Future {
-        let agent = self.agent.clone();
-        Box::pin(async move { Ok(answer(agent, req).await) })
-    }
-}
-
-async fn answer<A: A2aAgent>(agent: Arc<A>, req: Request) -> Response {
+/// The terminal app of the stack: the agent's answer to a request the layers above prepared.
+pub(crate) async fn answer<A: A2aAgent>(agent: Arc<A>, req: Request) -> Response {
     let (mut parts, _) = req.into_parts();
     let ext = &mut parts.extensions;
     let (Some(op), Some(Card(card)), Some(stream)) = (

@@ -1,11 +1,12 @@
-//! The middleware of the seed's stack that are not bindings, each one job, each a tower layer
-//! (`axum::middleware::from_fn`): card injection, the well-known card, the reserved gRPC path,
-//! the stream offer, triage, message extraction and the two limits. `A2aServer` (`server.rs`)
-//! stacks them in the seed's order.
+//! The middleware of the seed's stack that are not bindings, each one job: card injection, the
+//! well-known card, the reserved gRPC path, the stream offer, triage, message extraction and the
+//! two limits. Each takes the request and the rest of the stack below it (`next`, called at most
+//! once); `A2aServer` (`server.rs`) chains them in the seed's order.
 
-use axum::extract::{OriginalUri, Request, State};
+use std::future::Future;
+
+use axum::extract::{OriginalUri, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -26,27 +27,30 @@ const CARD_PUBLIC: &str = "public, max-age=300";
 const CARD_PRIVATE: &str = "private, max-age=300";
 
 /// `Env`: resolves the card for the URL this request reached, and records it.
-pub(crate) async fn inject_card(
-    State(site): State<Site>,
+pub(crate) async fn inject_card<F: Future<Output = Response>>(
+    site: &Site,
     mut req: Request,
-    next: Next,
+    next: impl FnOnce(Request) -> F,
 ) -> Response {
     let (root, base, depends) = site.urls(&req);
     req.extensions_mut()
         .insert(Card(site.resolved(&base, &root)));
     req.extensions_mut().insert(depends);
     req.extensions_mut().insert(CardSince(site.since));
-    next.run(req).await
+    next(req).await
 }
 
 /// `WellKnown`: `GET /.well-known/agent-card.json`, with `Cache-Control`, an `ETag` and the
 /// `Vary` of what its URLs were built from.
-pub(crate) async fn well_known(req: Request, next: Next) -> Response {
+pub(crate) async fn well_known<F: Future<Output = Response>>(
+    req: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     if req.uri().path() != WELL_KNOWN {
-        return next.run(req).await;
+        return next(req).await;
     }
     let Some(Card(card)) = req.extensions().get::<Card>().cloned() else {
-        return next.run(req).await;
+        return next(req).await;
     };
     let since = req.extensions().get::<CardSince>().copied();
     let depends = req
@@ -102,10 +106,13 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// `Bindings::Grpc`: `/grpc` is reserved, and answers 501.
-pub(crate) async fn grpc(req: Request, next: Next) -> Response {
+pub(crate) async fn grpc<F: Future<Output = Response>>(
+    req: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     let path = req.uri().path();
     if path != "/grpc" && !path.starts_with("/grpc/") {
-        return next.run(req).await;
+        return next(req).await;
     }
     let body = json!({"error": {"code": 501, "status": "UNIMPLEMENTED",
         "message": "the gRPC binding is not served; use JSON-RPC or HTTP+JSON (see the agent card)",
@@ -119,23 +126,30 @@ pub(crate) async fn grpc(req: Request, next: Next) -> Response {
 }
 
 /// `SSEStream`: offers the stream builder, framed for the call's binding.
-pub(crate) async fn offer_stream(mut req: Request, next: Next) -> Response {
+pub(crate) async fn offer_stream<F: Future<Output = Response>>(
+    mut req: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     if let Some(call) = req.extensions().get::<Call>() {
         let builder = StreamBuilder {
             binding: call.binding.clone(),
         };
         req.extensions_mut().insert(builder);
     }
-    next.run(req).await
+    next(req).await
 }
 
 /// `Triage`: checks the protocol version, resolves the operation and validates its request,
 /// then refuses what the card says the agent does not do. Nothing below runs for a refusal.
-pub(crate) async fn triage(
-    OriginalUri(uri): OriginalUri,
+pub(crate) async fn triage<F: Future<Output = Response>>(
     mut req: Request,
-    next: Next,
+    next: impl FnOnce(Request) -> F,
 ) -> Response {
+    // The URI the client sent (before a router nested the stack), as `OriginalUri` reads it.
+    let uri = req
+        .extensions()
+        .get::<OriginalUri>()
+        .map_or_else(|| req.uri().clone(), |o| o.0.clone());
     let Some(call) = req.extensions_mut().remove::<Call>() else {
         return outcome(Err(A2aError::internal("triage without a binding")));
     };
@@ -158,7 +172,7 @@ pub(crate) async fn triage(
         return outcome(Err(e));
     }
     req.extensions_mut().insert(op);
-    next.run(req).await
+    next(req).await
 }
 
 /// A2A-Version (header, or query parameter): `Major.Minor`, patch ignored; missing or empty
@@ -242,7 +256,10 @@ fn capable(card: &AgentCard, op: &Operation, headers: &HeaderMap) -> Result<(), 
 }
 
 /// `ExtractMessage`: the joined text of the request's message, when it has one.
-pub(crate) async fn extract_message(mut req: Request, next: Next) -> Response {
+pub(crate) async fn extract_message<F: Future<Output = Response>>(
+    mut req: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     let text = req
         .extensions()
         .get::<Operation>()
@@ -251,14 +268,14 @@ pub(crate) async fn extract_message(mut req: Request, next: Next) -> Response {
     if let Some(text) = text {
         req.extensions_mut().insert(MessageText(text));
     }
-    next.run(req).await
+    next(req).await
 }
 
 /// `LimitHistoryLength`: `min(requested, cap)`, the cap when the client did not ask.
-pub(crate) async fn limit_history(
-    State(limits): State<Limits>,
+pub(crate) async fn limit_history<F: Future<Output = Response>>(
+    limits: Limits,
     mut req: Request,
-    next: Next,
+    next: impl FnOnce(Request) -> F,
 ) -> Response {
     let asked = req
         .extensions()
@@ -268,14 +285,14 @@ pub(crate) async fn limit_history(
         usize::try_from(n).unwrap_or(0).min(limits.history_length)
     });
     req.extensions_mut().insert(HistoryLength(n));
-    next.run(req).await
+    next(req).await
 }
 
 /// `LimitPaginationSize`: the requested page size clamped to `[1, cap]`, the cap when unset.
-pub(crate) async fn limit_page(
-    State(limits): State<Limits>,
+pub(crate) async fn limit_page<F: Future<Output = Response>>(
+    limits: Limits,
     mut req: Request,
-    next: Next,
+    next: impl FnOnce(Request) -> F,
 ) -> Response {
     let asked = req
         .extensions()
@@ -287,7 +304,7 @@ pub(crate) async fn limit_page(
             .clamp(1, limits.page_size.max(1))
     });
     req.extensions_mut().insert(PageSize(n));
-    next.run(req).await
+    next(req).await
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ mod readme {}
 #[doc = include_str!("../../../docs/a2a.md")]
 mod guide {}
 
-pub use agent::{A2aAgent, AgentFn, AgentService, Context, Handled};
+pub use agent::{A2aAgent, AgentFn, Context, Handled};
 pub use card::{
     AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill,
     HTTP_JSON, JSONRPC, PROTOCOL_VERSION,

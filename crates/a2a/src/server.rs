@@ -10,12 +10,11 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::Response;
-use tower::ServiceBuilder;
+use futures::future::BoxFuture;
 use tower::util::BoxCloneSyncService;
 
-use super::agent::{A2aAgent, AgentService};
+use super::agent::{self, A2aAgent};
 use super::bindings::{jsonrpc, rest};
 use super::card::AgentCard;
 use super::config::{Limits, Site};
@@ -110,19 +109,11 @@ impl A2aServer {
             since: chrono::Utc::now(),
             last: Arc::default(),
         };
-        let limits = self.limits;
-        let stack = ServiceBuilder::new()
-            .layer(from_fn_with_state(site, layers::inject_card))
-            .layer(from_fn(layers::well_known))
-            .layer(from_fn(layers::grpc))
-            .layer(from_fn_with_state(limits, rest::binding))
-            .layer(from_fn_with_state(limits, jsonrpc::binding))
-            .layer(from_fn(layers::offer_stream))
-            .layer(from_fn(layers::triage))
-            .layer(from_fn(layers::extract_message))
-            .layer(from_fn_with_state(limits, layers::limit_history))
-            .layer(from_fn_with_state(limits, layers::limit_page))
-            .service(AgentService::new(agent));
+        let stack = Stack {
+            site: Arc::new(site),
+            limits: self.limits,
+            agent,
+        };
         A2aService(BoxCloneSyncService::new(stack))
     }
 }
@@ -146,6 +137,75 @@ impl tower::Service<Request> for A2aService {
 
     fn call(&mut self, req: Request) -> Self::Future {
         self.0.call(req)
+    }
+}
+
+/// The stack as one service: each request runs the layers in the seed's order, each handing the
+/// request to the next by a plain call (not a tower layer apiece, which boxed a future and a
+/// clone of the services below it at every layer of every request).
+struct Stack<A> {
+    site: Arc<Site>,
+    limits: Limits,
+    agent: Arc<A>,
+}
+
+impl<A> Clone for Stack<A> {
+    fn clone(&self) -> Self {
+        Stack {
+            site: self.site.clone(),
+            limits: self.limits,
+            agent: self.agent.clone(),
+        }
+    }
+}
+
+impl<A: A2aAgent> Stack<A> {
+    async fn run(self, req: Request) -> Response {
+        let Stack {
+            site,
+            limits,
+            agent,
+        } = self;
+        layers::inject_card(&site, req, |req| {
+            layers::well_known(req, |req| {
+                layers::grpc(req, |req| {
+                    rest::binding(limits, req, |req| {
+                        jsonrpc::binding(limits, req, |req| {
+                            layers::offer_stream(req, |req| {
+                                layers::triage(req, |req| {
+                                    layers::extract_message(req, |req| {
+                                        layers::limit_history(limits, req, |req| {
+                                            layers::limit_page(limits, req, |req| {
+                                                agent::answer(agent, req)
+                                            })
+                                        })
+                                    })
+                                })
+                            })
+                        })
+                    })
+                })
+            })
+        })
+        .await
+    }
+}
+
+impl<A: A2aAgent> tower::Service<Request> for Stack<A> {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let stack = self.clone();
+        Box::pin(async move { Ok(stack.run(req).await) })
     }
 }
 

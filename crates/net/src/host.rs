@@ -131,14 +131,45 @@ mod tests {
     #[test]
     fn the_quick_reading_agrees_with_the_url_parser() {
         let hosts = [
-            "localhost", "LocalHost", "127.0.0.1", "10.0.0.5", "255.255.255.255", "256.1.1.1",
-            "127.1", "0x7f.0.0.1", "010.0.0.1", "1.2.3.4.5", "1.2.3", "agents.example.com",
-            "Agents.Example.COM", "a-b.c-d", "-a.example", "a-.example", "xn--nxasmq6b.example",
-            "XN--a.example", "example.123", "example.0x1f", "example.0x", "example.0xg",
-            "a..b", ".example", "example.", "a_b.example", "exa mple", "ex%41mple.com",
-            "münchen.de", "[::1]", "[::ffff:127.0.0.1]", "", "0", "12345", "0x7f",
+            "localhost",
+            "LocalHost",
+            "127.0.0.1",
+            "10.0.0.5",
+            "255.255.255.255",
+            "256.1.1.1",
+            "127.1",
+            "0x7f.0.0.1",
+            "010.0.0.1",
+            "1.2.3.4.5",
+            "1.2.3",
+            "agents.example.com",
+            "Agents.Example.COM",
+            "a-b.c-d",
+            "-a.example",
+            "a-.example",
+            "xn--nxasmq6b.example",
+            "XN--a.example",
+            "example.123",
+            "example.0x1f",
+            "example.0x",
+            "example.0xg",
+            "a..b",
+            ".example",
+            "example.",
+            "a_b.example",
+            "exa mple",
+            "ex%41mple.com",
+            "münchen.de",
+            "[::1]",
+            "[::ffff:127.0.0.1]",
+            "",
+            "0",
+            "12345",
+            "0x7f",
         ];
-        let ports = ["", ":", ":0", ":80", ":8787", ":65535", ":65536", ":099999", ":8a", ":-1"];
+        let ports = [
+            "", ":", ":0", ":80", ":8787", ":65535", ":65536", ":099999", ":8a", ":-1",
+        ];
         let long = format!("{}.example", "a".repeat(63));
         let too_long = format!("{}.example", "a".repeat(64));
         let very_long = vec!["abcdefghi"; 30].join(".");
@@ -149,10 +180,15 @@ mod tests {
                 if let Some(quick) = plain(&authority) {
                     assert_eq!(Some(quick), parsed(&authority), "{authority}");
                 }
-                assert_eq!(authority_host(&authority), parsed(&authority).filter(|_| {
-                    !authority.is_empty() && !authority.contains(char::is_whitespace)
-                        && !authority.chars().any(|c| "/?#@\\".contains(c))
-                }), "{authority}");
+                assert_eq!(
+                    authority_host(&authority),
+                    parsed(&authority).filter(|_| {
+                        !authority.is_empty()
+                            && !authority.contains(char::is_whitespace)
+                            && !authority.chars().any(|c| "/?#@\\".contains(c))
+                    }),
+                    "{authority}"
+                );
             }
         }
         // The common shapes are the quick reading's own.

@@ -4,9 +4,10 @@
 //! that is not a request `-32600`: all answered here, before anything else runs.
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use std::future::Future;
+
+use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -14,9 +15,13 @@ use crate::config::Limits;
 use crate::env::{Binding, Call, Outcome, is_json, read_body};
 use crate::error::A2aError;
 
-pub(crate) async fn binding(State(limits): State<Limits>, req: Request, next: Next) -> Response {
+pub(crate) async fn binding<F: Future<Output = Response>>(
+    limits: Limits,
+    req: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     if req.extensions().get::<Call>().is_some() {
-        return next.run(req).await;
+        return next(req).await;
     }
     if req.method() != Method::POST {
         let mut r = reply(
@@ -61,7 +66,7 @@ pub(crate) async fn binding(State(limits): State<Limits>, req: Request, next: Ne
     let id = id.clone();
     let mut req = Request::from_parts(parts, Body::empty());
     req.extensions_mut().insert(call);
-    let mut response = next.run(req).await;
+    let mut response = next(req).await;
     match response.extensions_mut().remove::<Outcome>() {
         Some(Outcome(result)) => reply(&id, result),
         None => response,
@@ -113,15 +118,56 @@ fn read_envelope(envelope: Value) -> Result<Call, (Value, A2aError)> {
     })
 }
 
-/// A JSON-RPC response over HTTP 200.
+/// A JSON-RPC response over HTTP 200. Written as text around the result's own (a `json!`
+/// envelope would copy the whole result into a new value before writing it).
 fn reply(id: &Value, result: Result<Value, A2aError>) -> Response {
-    let body = match result {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e.to_jsonrpc()}),
-    };
     (
         [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
+        envelope(id, result),
     )
         .into_response()
+}
+
+/// The text of a JSON-RPC response: `{"jsonrpc","id","result"|"error"}`, compact.
+fn envelope(id: &Value, result: Result<Value, A2aError>) -> String {
+    match result {
+        Ok(result) => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#),
+        Err(e) => format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#,
+            e.to_jsonrpc()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The envelope reads as the value a `json!` envelope would have written, for every kind of
+    /// id, a result of any shape, and an error.
+    #[test]
+    fn the_envelope_is_the_json_rpc_response() {
+        let results = [
+            json!({"task": {"id": "t\"1\u{7f}\n", "history": [1, 2.5, null, true], "é": {}}}),
+            json!([]),
+            json!("text"),
+            Value::Null,
+        ];
+        for id in [json!("req-1"), json!(7), json!(-1.5), Value::Null] {
+            for result in &results {
+                let text = envelope(&id, Ok(result.clone()));
+                let read: Value = serde_json::from_str(&text).expect("JSON");
+                assert_eq!(read, json!({"jsonrpc": "2.0", "id": id, "result": result}));
+                let keys: Vec<&String> = read.as_object().expect("object").keys().collect();
+                assert_eq!(keys, ["jsonrpc", "id", "result"], "{text}");
+            }
+            let e = A2aError::invalid_request("no");
+            let text = envelope(&id, Err(e.clone()));
+            let read: Value = serde_json::from_str(&text).expect("JSON");
+            assert_eq!(
+                read,
+                json!({"jsonrpc": "2.0", "id": id, "error": e.to_jsonrpc()})
+            );
+        }
+    }
 }

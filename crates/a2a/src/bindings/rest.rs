@@ -5,9 +5,10 @@
 //! media type the client used (`application/json` unless it sent `application/a2a+json`).
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use std::future::Future;
+
+use axum::extract::Request;
 use axum::http::{HeaderMap, Method, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 use serde_json::{Map, Value};
@@ -27,13 +28,17 @@ const ROOTS: [&str; 4] = [
     "extendedAgentCard",
 ];
 
-pub(crate) async fn binding(State(limits): State<Limits>, req: Request, next: Next) -> Response {
+pub(crate) async fn binding<F: Future<Output = Response>>(
+    limits: Limits,
+    req: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     let path = req.uri().path();
     let Some(rest) = path
         .strip_prefix(PREFIX)
         .filter(|r| r.is_empty() || r.starts_with('/'))
     else {
-        return next.run(req).await;
+        return next(req).await;
     };
     let content_type = answer_type(req.headers());
     let segments: Vec<String> = rest
@@ -90,7 +95,7 @@ pub(crate) async fn binding(State(limits): State<Limits>, req: Request, next: Ne
         method: method.to_owned(),
         params: Value::Object(params),
     });
-    let mut response = next.run(req).await;
+    let mut response = next(req).await;
     match response.extensions_mut().remove::<Outcome>() {
         Some(Outcome(result)) => reply(content_type, result),
         None => response,
