@@ -1,6 +1,7 @@
 //! A2A 1.0 as a library: write an A2A agent the way the seed's `A2A.agent` describes. The
 //! [`A2aServer`] takes the seed's options (the agent card, the `historyLength` and page-size
-//! caps) and wraps an [`A2aAgent`] in the seed's middleware stack, as tower layers: the card,
+//! caps) and wraps an [`A2aAgent`] in the seed's middleware stack (one tower service, each layer
+//! a function handing the request to the next): the card,
 //! the well-known route, a reserved gRPC path, the HTTP+JSON binding under `/rest`, JSON-RPC
 //! everywhere else, the stream offer, triage, message extraction and the two limits. So a
 //! handler sees only validated requests, and every error is written per binding with its

@@ -254,19 +254,36 @@ fn no_statement_limits_by_a_bare_parameter() {
     let mut problems = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap_or_default();
-        for (i, line) in text.lines().enumerate() {
-            let bare = line.match_indices("LIMIT ").any(|(at, _)| {
-                line[at + "LIMIT ".len()..]
-                    .trim_start_matches(['$', '?'])
-                    .starts_with(|c: char| c.is_ascii_digit())
-                    && line[at + "LIMIT ".len()..].starts_with(['$', '?'])
-            });
-            if bare {
-                problems.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
-            }
-        }
+        problems.extend(
+            bare_limits(&text)
+                .into_iter()
+                .map(|line| format!("{}:{line}", f.display())),
+        );
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The lines of `text` where a `LIMIT` (any case) is followed, after any whitespace (a line
+/// break, a string's `\` continuation), by a parameter (`$n`, `?`).
+fn bare_limits(text: &str) -> Vec<usize> {
+    let lower = text.to_ascii_lowercase();
+    lower
+        .match_indices("limit")
+        .filter(|(at, _)| {
+            let after = lower[at + "limit".len()..]
+                .trim_start_matches(|c: char| c.is_whitespace() || c == '\\');
+            after.len() < lower.len() - at - "limit".len() && after.starts_with(['$', '?'])
+        })
+        .map(|(at, _)| lower[..at].matches('\n').count() + 1)
+        .collect()
+}
+
+#[test]
+fn the_limit_check_finds_a_bare_parameter_however_spaced() {
+    assert_eq!(bare_limits("SELECT 1 LIMIT $3"), [1]);
+    assert_eq!(bare_limits("x\n ORDER BY id limit\t?"), [2]);
+    assert_eq!(bare_limits("ORDER BY id LIMIT \\\n   $2\""), [1]);
+    assert!(bare_limits("LIMIT CAST($2 AS BIGINT) LIMIT 1 const LIMIT: usize").is_empty());
 }
 
 /// Tests wait on events (a channel, a `Notify`, the change feed, a child's output), not on

@@ -56,18 +56,18 @@ fn plain(authority: &str) -> Option<Host> {
     }
     let labels: Vec<&str> = host.split('.').collect();
     let last = labels.last()?;
-    let name = host.len() <= 253
-        && labels.iter().all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                // Punycode is the parser's to check.
-                && !l.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("xn--"))
-        })
-        // A last part that is a number makes the whole an address to the parser.
-        && !last.bytes().all(|b| b.is_ascii_digit())
-        && !(last.len() > 1 && last.as_bytes()[0] == b'0' && matches!(last.as_bytes()[1], b'x' | b'X'));
-    name.then(|| Host::Domain(host.to_ascii_lowercase()))
+    let plain_labels = labels.iter().all(|l| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            // Punycode is the parser's to check.
+            && !l.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("xn--"))
+    });
+    // A last part that is a number makes the whole an address to the parser.
+    let hex =
+        last.len() > 1 && last.as_bytes()[0] == b'0' && matches!(last.as_bytes()[1], b'x' | b'X');
+    let numeric = last.bytes().all(|b| b.is_ascii_digit()) || hex;
+    (host.len() <= 253 && plain_labels && !numeric).then(|| Host::Domain(host.to_ascii_lowercase()))
 }
 
 /// Whether `host` is this machine's loopback: `localhost`, an address in `127.0.0.0/8`, `::1`,
@@ -172,7 +172,7 @@ mod tests {
         ];
         let long = format!("{}.example", "a".repeat(63));
         let too_long = format!("{}.example", "a".repeat(64));
-        let very_long = vec!["abcdefghi"; 30].join(".");
+        let very_long = ["abcdefghi"; 30].join(".");
         let extra = [long.as_str(), too_long.as_str(), very_long.as_str()];
         for host in hosts.iter().chain(extra.iter()) {
             for port in ports {
