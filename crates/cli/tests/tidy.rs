@@ -270,9 +270,10 @@ fn bare_limits(text: &str) -> Vec<usize> {
     lower
         .match_indices("limit")
         .filter(|(at, _)| {
-            let after = lower[at + "limit".len()..]
-                .trim_start_matches(|c: char| c.is_whitespace() || c == '\\');
-            after.len() < lower.len() - at - "limit".len() && after.starts_with(['$', '?'])
+            let rest = &lower[at + "limit".len()..];
+            let after = rest.trim_start_matches(|c: char| c.is_whitespace() || c == '\\');
+            let spaced = after.len() < rest.len();
+            spaced && after.starts_with(['$', '?'])
         })
         .map(|(at, _)| lower[..at].matches('\n').count() + 1)
         .collect()

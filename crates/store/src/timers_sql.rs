@@ -4,7 +4,7 @@
 //! cancels them. Ids are UUIDs as hyphenated lowercase text, whose text order (byte by byte;
 //! `COLLATE "C"` on Postgres) is the UUIDs' order, so `(due_at, id)` sorts as the memory store's.
 
-use duet_runtime::{TimerQuery, TimerStatus};
+use duet_runtime::TimerQuery;
 
 /// A timer row's columns, each qualified (they are read from `timers` alone and from an
 /// update's `RETURNING`), its thread's id as `thread_id`.
@@ -30,17 +30,17 @@ pub(crate) fn list_sql(q: &TimerQuery<'_>) -> String {
         Some(_) => "thread = (SELECT num FROM threads WHERE id = $1)",
         None => "$1 IS NULL",
     });
-    // A status as a constant, one of the five fragments: SQLite matches a partial index's
+    // A status as a constant (its stored name, one of five): SQLite matches a partial index's
     // `status = 'pending'` to a bound status only by reading the bind, which marks the
     // statement to be compiled again each time it is bound (`$2` is still named and bound).
-    sql.push_str(match q.status {
-        Some(TimerStatus::Pending) => " AND $2 IS NOT NULL AND status = 'pending'",
-        Some(TimerStatus::Processing) => " AND $2 IS NOT NULL AND status = 'processing'",
-        Some(TimerStatus::Completed) => " AND $2 IS NOT NULL AND status = 'completed'",
-        Some(TimerStatus::Failed) => " AND $2 IS NOT NULL AND status = 'failed'",
-        Some(TimerStatus::Cancelled) => " AND $2 IS NOT NULL AND status = 'cancelled'",
-        None => " AND $2 IS NULL",
-    });
+    match q.status {
+        Some(status) => {
+            sql.push_str(" AND $2 IS NOT NULL AND status = '");
+            sql.push_str(status.as_str());
+            sql.push('\'');
+        }
+        None => sql.push_str(" AND $2 IS NULL"),
+    }
     sql.push_str(match q.kind {
         Some(_) => " AND kind = $3",
         None => " AND $3 IS NULL",

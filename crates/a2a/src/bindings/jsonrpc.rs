@@ -3,9 +3,9 @@
 //! over HTTP 200. A body that is not JSON is `-32700`, a wrong media type `-32005`, an envelope
 //! that is not a request `-32600`: all answered here, before anything else runs.
 
-use axum::body::Body;
 use std::future::Future;
 
+use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};

@@ -4,9 +4,9 @@
 //! bare object or a `google.rpc.Status` error with the table's HTTP status. Answers in the JSON
 //! media type the client used (`application/json` unless it sent `application/a2a+json`).
 
-use axum::body::Body;
 use std::future::Future;
 
+use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
