@@ -213,7 +213,9 @@ pub(crate) async fn answer<A: A2aAgent>(agent: Arc<A>, req: Request) -> Response
         request: parts,
     };
     let streaming = op.is_streaming();
-    let handled = std::panic::AssertUnwindSafe(agent.handle(op, cx))
+    // Boxed: the handler's future is the largest of the stack's, and every layer above would
+    // otherwise hold (and move) a copy of its size.
+    let handled = std::panic::AssertUnwindSafe(Box::pin(agent.handle(op, cx)))
         .catch_unwind()
         .await;
     let reply = match handled {
@@ -235,6 +237,6 @@ pub(crate) async fn answer<A: A2aAgent>(agent: Arc<A>, req: Request) -> Response
         _ if streaming => outcome(Err(A2aError::invalid_agent_response(format!(
             "{name} is answered with a stream"
         )))),
-        other => outcome(other.into_value(name)),
+        other => outcome(other.into_json(name)),
     }
 }

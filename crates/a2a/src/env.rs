@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, header};
+use axum::http::{HeaderMap, header};
 use axum::response::Response;
 use serde_json::Value;
 
@@ -26,7 +26,17 @@ pub(crate) enum Binding {
 pub(crate) struct Call {
     pub binding: Binding,
     pub method: String,
-    pub params: Value,
+    pub params: Params,
+}
+
+/// A call's params as the binding has them.
+#[derive(Debug, Clone)]
+pub(crate) enum Params {
+    /// A JSON tree (the REST binding joins the path, the query and the body into one).
+    Tree(Value),
+    /// The text of a JSON object, as the request had it (JSON-RPC): read straight into the
+    /// operation's request.
+    Text(String),
 }
 
 /// The served card (`env["a2a.agent_card"]`), resolved for this request's URL.
@@ -49,12 +59,13 @@ pub(crate) struct HistoryLength(pub usize);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PageSize(pub usize);
 
-/// A result for the binding to write, left on an otherwise empty response.
+/// A result for the binding to write, left on an otherwise empty response: the result as JSON
+/// text, or the error.
 #[derive(Debug, Clone)]
-pub(crate) struct Outcome(pub Result<Value, A2aError>);
+pub(crate) struct Outcome(pub Result<String, A2aError>);
 
 /// An empty response carrying `result` for the binding.
-pub(crate) fn outcome(result: Result<Value, A2aError>) -> Response {
+pub(crate) fn outcome(result: Result<String, A2aError>) -> Response {
     let mut response = Response::new(Body::empty());
     response.extensions_mut().insert(Outcome(result));
     response
@@ -83,11 +94,8 @@ pub(crate) fn is_json(headers: &HeaderMap) -> Result<(), String> {
 }
 
 /// Reads a whole body, at most `limit` bytes.
-pub(crate) async fn read_body(
-    req: Request<Body>,
-    limit: usize,
-) -> Result<axum::body::Bytes, A2aError> {
-    axum::body::to_bytes(req.into_body(), limit)
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, A2aError> {
+    axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| A2aError::invalid_request(format!("the body is over {limit} bytes")))
 }

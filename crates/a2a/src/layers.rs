@@ -164,7 +164,7 @@ pub(crate) async fn triage<F: Future<Output = Response>>(
     if let Err(e) = offered(&card, &call.method) {
         return outcome(Err(e));
     }
-    let op = match Operation::parse(&call.method, call.params) {
+    let op = match Operation::parse_params(&call.method, call.params) {
         Ok(op) => op,
         Err(e) => return outcome(Err(e)),
     };

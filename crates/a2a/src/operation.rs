@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::card::AgentCard;
+use super::env::Params;
 use super::error::A2aError;
 use super::requests::*;
 use super::stream::Stream;
@@ -115,27 +116,47 @@ impl Operation {
 
     /// Resolves `method` and validates `params` into an operation.
     pub fn parse(method: &str, params: Value) -> Result<Self, A2aError> {
-        let op = match method {
-            "SendMessage" => Self::SendMessage(read(params)?),
-            "SendStreamingMessage" => Self::SendStreamingMessage(read(params)?),
-            "GetTask" => Self::GetTask(read(params)?),
-            "ListTasks" => Self::ListTasks(read(params)?),
-            "CancelTask" => Self::CancelTask(read(params)?),
-            "SubscribeToTask" => Self::SubscribeToTask(read(params)?),
+        Self::read_from(method, params)?.validated()
+    }
+
+    /// [`Operation::parse`] of the params a binding read. Their text is read straight into the
+    /// request; text that reading refuses is read as a JSON tree, which says why (the same
+    /// error either way).
+    pub(crate) fn parse_params(method: &str, params: Params) -> Result<Self, A2aError> {
+        match params {
+            Params::Tree(tree) => Self::parse(method, tree),
+            Params::Text(text) => match Self::read_from(method, Typed(&text)) {
+                Ok(op) => op.validated(),
+                Err(_) => match serde_json::from_str(&text) {
+                    Ok(tree) => Self::parse(method, tree),
+                    Err(e) => Err(A2aError::parse_error(format!("Parse error: {e}"))),
+                },
+            },
+        }
+    }
+
+    /// The operation `method` names, its request read from `params` (not yet validated).
+    fn read_from(method: &str, params: impl Source) -> Result<Self, A2aError> {
+        Ok(match method {
+            "SendMessage" => Self::SendMessage(params.read()?),
+            "SendStreamingMessage" => Self::SendStreamingMessage(params.read()?),
+            "GetTask" => Self::GetTask(params.read()?),
+            "ListTasks" => Self::ListTasks(params.read()?),
+            "CancelTask" => Self::CancelTask(params.read()?),
+            "SubscribeToTask" => Self::SubscribeToTask(params.read()?),
             "CreateTaskPushNotificationConfig" => {
-                Self::CreateTaskPushNotificationConfig(read(params)?)
+                Self::CreateTaskPushNotificationConfig(params.read()?)
             }
-            "GetTaskPushNotificationConfig" => Self::GetTaskPushNotificationConfig(read(params)?),
+            "GetTaskPushNotificationConfig" => Self::GetTaskPushNotificationConfig(params.read()?),
             "ListTaskPushNotificationConfigs" => {
-                Self::ListTaskPushNotificationConfigs(read(params)?)
+                Self::ListTaskPushNotificationConfigs(params.read()?)
             }
             "DeleteTaskPushNotificationConfig" => {
-                Self::DeleteTaskPushNotificationConfig(read(params)?)
+                Self::DeleteTaskPushNotificationConfig(params.read()?)
             }
-            "GetExtendedAgentCard" => Self::GetExtendedAgentCard(read(params)?),
+            "GetExtendedAgentCard" => Self::GetExtendedAgentCard(params.read()?),
             other => return Err(A2aError::method_not_found(other)),
-        };
-        op.validated()
+        })
     }
 
     /// The checks serde cannot make: ids present, lengths not negative, a message that says
@@ -201,6 +222,27 @@ impl Operation {
                 bad,
             ))
         }
+    }
+}
+
+/// Where a request is read from: a JSON tree, or JSON text.
+trait Source {
+    fn read<T: DeserializeOwned>(self) -> Result<T, A2aError>;
+}
+
+impl Source for Value {
+    fn read<T: DeserializeOwned>(self) -> Result<T, A2aError> {
+        read(self)
+    }
+}
+
+/// JSON text read straight into a request. Its errors say nothing of where: a refused text is
+/// read again as a tree ([`Operation::parse_params`]), whose error is the one answered.
+struct Typed<'a>(&'a str);
+
+impl Source for Typed<'_> {
+    fn read<T: DeserializeOwned>(self) -> Result<T, A2aError> {
+        serde_json::from_str(self.0).map_err(|e| A2aError::invalid_params(e.to_string(), vec![]))
     }
 }
 
@@ -289,22 +331,21 @@ pub enum Reply {
 }
 
 impl Reply {
-    /// The response body for `operation`, or the error saying this reply does not answer it.
-    pub(crate) fn into_value(self, operation: &str) -> Result<Value, A2aError> {
-        let value = match (operation, self) {
-            ("SendMessage", Self::SendMessage(r)) => serde_json::to_value(r),
-            ("SendMessage", Self::Task(t)) => serde_json::to_value(SendMessageResponse::Task(t)),
-            ("GetTask" | "CancelTask", Self::Task(t)) => serde_json::to_value(t),
-            ("ListTasks", Self::Tasks(r)) => serde_json::to_value(r),
+    /// The response body for `operation`, as JSON text (written straight from the reply, not
+    /// through a JSON tree), or the error saying this reply does not answer it.
+    pub(crate) fn into_json(self, operation: &str) -> Result<String, A2aError> {
+        let text = match (operation, self) {
+            ("SendMessage", Self::SendMessage(r)) => serde_json::to_string(&r),
+            ("SendMessage", Self::Task(t)) => serde_json::to_string(&SendMessageResponse::Task(t)),
+            ("GetTask" | "CancelTask", Self::Task(t)) => serde_json::to_string(&t),
+            ("ListTasks", Self::Tasks(r)) => serde_json::to_string(&r),
             (
                 "CreateTaskPushNotificationConfig" | "GetTaskPushNotificationConfig",
                 Self::PushConfig(c),
-            ) => serde_json::to_value(c),
-            ("ListTaskPushNotificationConfigs", Self::PushConfigs(r)) => serde_json::to_value(r),
-            ("DeleteTaskPushNotificationConfig", Self::Deleted) => {
-                Ok(Value::Object(Default::default()))
-            }
-            ("GetExtendedAgentCard", Self::AgentCard(c)) => serde_json::to_value(c),
+            ) => serde_json::to_string(&c),
+            ("ListTaskPushNotificationConfigs", Self::PushConfigs(r)) => serde_json::to_string(&r),
+            ("DeleteTaskPushNotificationConfig", Self::Deleted) => Ok("{}".to_owned()),
+            ("GetExtendedAgentCard", Self::AgentCard(c)) => serde_json::to_string(&c),
             (op, other) => {
                 return Err(A2aError::invalid_agent_response(format!(
                     "the agent answered {op} with {}",
@@ -312,7 +353,7 @@ impl Reply {
                 )));
             }
         };
-        value.map_err(A2aError::internal)
+        text.map_err(A2aError::internal)
     }
 
     fn kind(&self) -> &'static str {
@@ -393,13 +434,56 @@ mod tests {
 
     #[test]
     fn a_reply_must_answer_its_operation() {
-        let e = Reply::Deleted.into_value("GetTask").expect_err("mismatch");
+        let e = Reply::Deleted.into_json("GetTask").expect_err("mismatch");
         assert_eq!(e.code(), -32006);
         assert_eq!(
             Reply::Deleted
-                .into_value("DeleteTaskPushNotificationConfig")
+                .into_json("DeleteTaskPushNotificationConfig")
                 .expect("fits"),
-            json!({})
+            "{}"
         );
+    }
+
+    /// A reply's text is, byte for byte, its JSON tree's (what was written before the text was
+    /// written straight): the same members in the same order, the same escapes and numbers.
+    #[test]
+    fn a_reply_is_written_as_its_json_tree_would_be() {
+        use crate::types::{Artifact, Part, TaskStatus};
+        let mut status = TaskStatus::now(TaskState::InputRequired);
+        status.message = Some(Message::agent_text("m.1", "Approve \"it\"?\n\u{7f} é"));
+        let task = Task {
+            id: "t.1".into(),
+            context_id: "c".into(),
+            status,
+            artifacts: vec![Artifact {
+                artifact_id: "t.1.result".into(),
+                name: Some("result".into()),
+                description: None,
+                parts: vec![
+                    Part::data(json!({"z": 1, "a": [1.5, null, "x"]})),
+                    Part::text("ok"),
+                ],
+                metadata: json!({"k": {"b": 2, "a": 1}}).as_object().cloned(),
+                extensions: vec![],
+            }],
+            history: vec![Message::agent_text("m.0", "hi")],
+            metadata: None,
+        };
+        let cases = [
+            (
+                "SendMessage",
+                Reply::Task(task.clone()),
+                serde_json::to_value(SendMessageResponse::Task(task.clone())),
+            ),
+            (
+                "GetTask",
+                Reply::Task(task.clone()),
+                serde_json::to_value(&task),
+            ),
+        ];
+        for (op, reply, tree) in cases {
+            let tree = tree.expect("serializes").to_string();
+            assert_eq!(reply.into_json(op).expect("fits"), tree, "{op}");
+        }
     }
 }

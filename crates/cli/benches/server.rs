@@ -8,12 +8,15 @@
 //! BENCH_SERVER_PARKED=10000 cargo bench -p duet-cli --bench server   # fewer parked threads
 //! ```
 //!
-//! (a) 1,000 approval-gate threads created and parked (`POST /threads?wait=true`), then each
-//!     answered through `POST /approvals/{id}?wait=true` (park → answer → settled), `BENCH_
-//!     CONCURRENCY` (default 8) requests at a time: answered approvals/s and latency p50/p99;
-//! (a2) the same over A2A (JSON-RPC `SendMessage` to `/a2a/gate`, blocking): 1,000 tasks asked,
-//!     then each answered with its `taskId`, `BENCH_CONCURRENCY` at a time (as in (a)), then 200
-//!     asked and answered one at a time: answered tasks/s and answer→`COMPLETED` latency;
+//! (a) 1,000 approval-gate threads created and parked (`POST /threads?wait=true`), `BENCH_
+//!     CONCURRENCY` (default 8) requests at a time; (a2) 1,000 tasks asked over A2A (JSON-RPC
+//!     `SendMessage` to `/a2a/gate`, blocking), as many at a time;
+//! then every approval answered through `POST /approvals/{id}?wait=true` (park → answer →
+//!     settled) and every task answered over A2A with its `taskId` (answer → `COMPLETED`), as
+//!     many at a time, in `BENCH_ROUNDS` (default 8) rounds that alternate the two (a slice of
+//!     each per round, which goes first swapped each round), so a slow second of a shared
+//!     machine falls on both: answered approvals/s, answered tasks/s, their ratio, latency;
+//!     then 200 of each parked (asked) and answered one at a time;
 //! (b) `BENCH_SERVER_PARKED` (default 100,000) parked threads: the server process's RSS as they
 //!     accumulate (it must stay flat: a parked thread holds no memory).
 //!
@@ -62,7 +65,7 @@ impl Client {
 
     /// A blocking A2A `SendMessage` to the gate: the task.
     async fn a2a(&self, message: Value) -> Value {
-        let body: Value = self
+        let mut body: Value = self
             .http
             .post(format!("{}/a2a/gate", self.base))
             .bearer_auth(&self.token)
@@ -75,7 +78,7 @@ impl Client {
             .await
             .expect("json");
         assert!(body.get("error").is_none(), "{body}");
-        body["result"]["task"].clone()
+        body["result"]["task"].take()
     }
 
     /// Asks the gate over A2A (the task waits for input): the task's id.
@@ -132,6 +135,7 @@ async fn run() {
     let n = env("BENCH_APPROVALS", 1_000);
     let concurrency = env("BENCH_CONCURRENCY", 8);
     let parked = env("BENCH_SERVER_PARKED", 100_000);
+    let rounds = env("BENCH_ROUNDS", 8).max(1);
     let (stores, backend, _) = stores_at().await;
     let store = stores.engine.clone();
     let runtime = Runtime::builder(project(), store.clone())
@@ -164,7 +168,7 @@ async fn run() {
     println!("backend: {backend}; {concurrency} requests at a time");
     common::calls::counter();
 
-    // (a) park, then answer.
+    // (a) park; (a2) ask over A2A.
     let start = Instant::now();
     let cpu = cpu_ns();
     let parks: Vec<(String, Duration)> = futures::stream::iter(0..n)
@@ -189,44 +193,6 @@ async fn run() {
     common::calls::report("a park", n);
     let start = Instant::now();
     let cpu = cpu_ns();
-    let mut answers: Vec<Duration> = futures::stream::iter(parks.into_iter().map(|p| p.0))
-        .map(|approval| {
-            let c = client.clone();
-            async move { c.answer(&approval).await }
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    let took = start.elapsed();
-    let cpu = cpu_per(cpu, n);
-    answers.sort();
-    println!(
-        "    {n} approvals answered in {:.0} ms = {:.0} answered approvals/s; answer→settled p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; CPU {cpu:.3} ms an answer",
-        ms(took),
-        n as f64 / took.as_secs_f64(),
-        ms(percentile(&answers, 0.5)),
-        ms(percentile(&answers, 0.9)),
-        ms(percentile(&answers, 0.99)),
-        ms(percentile(&answers, 1.0))
-    );
-    common::calls::report("an answer", n);
-    // One at a time: the latency a person sees on an idle server.
-    let mut single = Vec::new();
-    for i in 0..200 {
-        let (approval, _) = client.park(&format!("single-{i}")).await;
-        single.push(client.answer(&approval).await);
-    }
-    single.sort();
-    println!(
-        "    one at a time: answer→settled p50 {:.2} ms, p99 {:.2} ms",
-        ms(percentile(&single, 0.5)),
-        ms(percentile(&single, 0.99))
-    );
-    common::calls::report("one at a time, a park and its answer", single.len());
-
-    // (a2) the same over A2A: every task asked (parked), then every one answered, as (a).
-    let start = Instant::now();
-    let cpu = cpu_ns();
     let tasks: Vec<String> = futures::stream::iter(0..n)
         .map(|i| {
             let c = client.clone();
@@ -243,28 +209,78 @@ async fn run() {
         n as f64 / took.as_secs_f64()
     );
     common::calls::report("an ask", n);
-    let start = Instant::now();
-    let cpu = cpu_ns();
-    let mut rounds: Vec<Duration> = futures::stream::iter(tasks.into_iter().enumerate())
-        .map(|(i, id)| {
-            let c = client.clone();
-            async move { c.a2a_answer(&id, i).await }
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    let took = start.elapsed();
-    let cpu = cpu_per(cpu, n);
-    rounds.sort();
-    println!(
-        "     {n} tasks answered in {:.0} ms = {:.0} answered tasks/s; answer→COMPLETED p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms; CPU {cpu:.3} ms an answer",
-        ms(took),
-        n as f64 / took.as_secs_f64(),
-        ms(percentile(&rounds, 0.5)),
-        ms(percentile(&rounds, 0.9)),
-        ms(percentile(&rounds, 0.99))
+
+    // Every approval answered over REST, and every task over A2A, in alternating rounds.
+    let mut rest = Answers::default();
+    let mut a2a = Answers::default();
+    let approvals: Vec<String> = parks.into_iter().map(|p| p.0).collect();
+    let per_round = n.div_ceil(rounds);
+    for round in 0..rounds {
+        let slice = round * per_round..((round + 1) * per_round).min(n);
+        // Which goes first alternates: neither always follows the other's writes.
+        for a2a_turn in [round % 2 == 1, round % 2 == 0] {
+            let slice = slice.clone();
+            common::calls::take();
+            let start = Instant::now();
+            let cpu = cpu_ns();
+            let latencies: Vec<Duration> = if a2a_turn {
+                futures::stream::iter(slice.map(|i| (i, tasks[i].clone())))
+                    .map(|(i, id)| {
+                        let c = client.clone();
+                        async move { c.a2a_answer(&id, i).await }
+                    })
+                    .buffer_unordered(concurrency)
+                    .collect()
+                    .await
+            } else {
+                futures::stream::iter(slice.map(|i| approvals[i].clone()))
+                    .map(|approval| {
+                        let c = client.clone();
+                        async move { c.answer(&approval).await }
+                    })
+                    .buffer_unordered(concurrency)
+                    .collect()
+                    .await
+            };
+            let kind = if a2a_turn { &mut a2a } else { &mut rest };
+            kind.took += start.elapsed();
+            kind.cpu_ns += cpu_ns().saturating_sub(cpu);
+            kind.latencies.extend(latencies);
+            common::calls::add(&mut kind.calls, common::calls::take());
+        }
+    }
+    let rest_rate = rest.print(
+        "   ",
+        "approvals answered",
+        "answered approvals/s",
+        "answer→settled",
     );
-    common::calls::report("an answer", n);
+    common::calls::print("an answer", n, &rest.calls);
+    let a2a_rate = a2a.print(
+        "    ",
+        "tasks answered over A2A",
+        "answered tasks/s",
+        "answer→COMPLETED",
+    );
+    common::calls::print("an answer over A2A", n, &a2a.calls);
+    println!(
+        "    answered approvals/s over answered tasks/s: {:.2} ({rounds} rounds each, alternating)",
+        rest_rate / a2a_rate
+    );
+
+    // One at a time: the latency a person sees on an idle server.
+    let mut single = Vec::new();
+    for i in 0..200 {
+        let (approval, _) = client.park(&format!("single-{i}")).await;
+        single.push(client.answer(&approval).await);
+    }
+    single.sort();
+    println!(
+        "    one at a time: answer→settled p50 {:.2} ms, p99 {:.2} ms",
+        ms(percentile(&single, 0.5)),
+        ms(percentile(&single, 0.99))
+    );
+    common::calls::report("one at a time, a park and its answer", single.len());
     let mut single = Vec::new();
     for i in 0..200 {
         let id = client.a2a_ask(n + i).await;
@@ -272,7 +288,7 @@ async fn run() {
     }
     single.sort();
     println!(
-        "     one at a time: answer→COMPLETED p50 {:.2} ms, p99 {:.2} ms",
+        "     one at a time over A2A: answer→COMPLETED p50 {:.2} ms, p99 {:.2} ms",
         ms(percentile(&single, 0.5)),
         ms(percentile(&single, 0.99))
     );
@@ -300,5 +316,35 @@ async fn run() {
         );
         checkpoint *= 10;
         checkpoint = checkpoint.min(parked);
+    }
+}
+
+/// One kind of answer's rounds: their time, CPU and latencies.
+#[derive(Default)]
+struct Answers {
+    took: Duration,
+    cpu_ns: u64,
+    latencies: Vec<Duration>,
+    /// The driver calls of its rounds, by statement (`BENCH_CALLS=1`).
+    calls: std::collections::BTreeMap<String, u64>,
+}
+
+impl Answers {
+    /// Prints the line of this kind: `what` answered, the rate as `rate`, the latency of
+    /// `latency`; returns the rate.
+    fn print(&mut self, indent: &str, what: &str, rate: &str, latency: &str) -> f64 {
+        let n = self.latencies.len();
+        self.latencies.sort();
+        let per_s = n as f64 / self.took.as_secs_f64();
+        println!(
+            "{indent} {n} {what} in {:.0} ms = {per_s:.0} {rate}; {latency} p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; CPU {:.3} ms an answer",
+            ms(self.took),
+            ms(percentile(&self.latencies, 0.5)),
+            ms(percentile(&self.latencies, 0.9)),
+            ms(percentile(&self.latencies, 0.99)),
+            ms(percentile(&self.latencies, 1.0)),
+            self.cpu_ns as f64 / 1e6 / n.max(1) as f64
+        );
+        per_s
     }
 }

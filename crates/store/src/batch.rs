@@ -206,30 +206,9 @@ fn message_row(m: &Message) -> Result<Vec<Arg>, StoreError> {
         Arg::Text(m.tool_status.map(|s| s.as_str().into())),
         Arg::Bool(m.silent),
         Arg::Text(m.model.clone()),
-        Arg::Text(message_data(m)),
+        Arg::Text(crate::message_data::write(m).map_err(|e| StoreError::Corrupt(e.to_string()))?),
         Arg::Int(m.created_at),
     ])
-}
-
-/// What a message keeps in `data`: its usage, provider data, images and sender's id, if any.
-fn message_data(m: &Message) -> Option<String> {
-    let mut data = serde_json::Map::new();
-    if let Some(u) = &m.usage {
-        data.insert("usage".into(), serde_json::json!(u));
-    }
-    if let Some(p) = &m.provider_data {
-        data.insert("providerData".into(), p.clone());
-    }
-    if !m.images.is_empty() {
-        data.insert("images".into(), serde_json::json!(m.images));
-    }
-    if !m.attachments.is_empty() {
-        data.insert("attachments".into(), serde_json::json!(m.attachments));
-    }
-    if let Some(id) = &m.message_id {
-        data.insert("messageId".into(), serde_json::json!(id));
-    }
-    (!data.is_empty()).then(|| serde_json::Value::Object(data).to_string())
 }
 
 fn record_row(r: &Record) -> Vec<Arg> {

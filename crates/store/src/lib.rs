@@ -21,6 +21,7 @@ mod group;
 mod health_sql;
 mod keys_sql;
 mod leases_sql;
+mod message_data;
 mod notify_sql;
 mod postgres;
 mod push_sql;

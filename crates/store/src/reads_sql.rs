@@ -210,7 +210,7 @@ macro_rules! reads_impl {
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
-                rows.iter().map(message_from_row).collect()
+                messages(&rows)
             }
 
             async fn records(&self, id: ThreadId) -> Result<Vec<Record>, StoreError> {
@@ -222,7 +222,7 @@ macro_rules! reads_impl {
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
-                rows.iter().map(record_from_row).collect()
+                records(&rows)
             }
 
             async fn journal_since(&self, id: ThreadId, seq: i64) -> Result<Vec<JournalEntry>, StoreError> {
@@ -234,7 +234,7 @@ macro_rules! reads_impl {
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
-                rows.iter().map(entry_from_row).collect()
+                entries(&rows)
             }
 
             async fn journal_page(&self, id: ThreadId, seq: i64, limit: usize) -> Result<Vec<JournalEntry>, StoreError> {
@@ -248,7 +248,7 @@ macro_rules! reads_impl {
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
-                rows.iter().map(entry_from_row).collect()
+                entries(&rows)
             }
 
             async fn session_entries(
@@ -270,7 +270,7 @@ macro_rules! reads_impl {
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
-                rows.iter().map(entry_from_row).collect()
+                entries(&rows)
             }
 
             async fn session_records(
@@ -291,7 +291,7 @@ macro_rules! reads_impl {
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
-                rows.iter().map(record_from_row).collect()
+                records(&rows)
             }
 
             async fn settles(
@@ -307,7 +307,7 @@ macro_rules! reads_impl {
                 .fetch_all(&self.read)
                 .await
                 .map_err(db_error)?;
-                rows.iter().map(record_from_row).collect()
+                records(&rows)
             }
 
             async fn last_message(&self, id: ThreadId) -> Result<Option<Message>, StoreError> {

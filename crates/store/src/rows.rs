@@ -138,75 +138,175 @@ macro_rules! decoders {
             })
         }
 
-        fn message_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Message, StoreError> {
-            let opt = |c: &str| row.try_get::<Option<String>, _>(c).map_err(db_error);
-            let role: String = row.try_get("role").map_err(db_error)?;
-            let tool_calls = match opt("tool_calls")? {
-                Some(s) => serde_json::from_str(&s).map_err(|_| corrupt("tool calls", &s))?,
-                None => Vec::new(),
-            };
-            // A message's `data`: its usage and provider data, when it has any.
-            let extra: Option<serde_json::Value> = match opt("data")? {
-                Some(s) => Some(serde_json::from_str(&s).map_err(|_| corrupt("message data", &s))?),
-                None => None,
-            };
-            Ok(Message {
-                seq: row.try_get("seq").map_err(db_error)?,
-                session: row.try_get("session").map_err(db_error)?,
-                role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
-                side: opt("side")?.and_then(|s| parse_side(&s)),
-                content: opt("content")?,
-                thinking: opt("thinking")?,
-                tool_calls,
-                tool_call_id: opt("tool_call_id")?,
-                tool_name: opt("tool_name")?,
-                tool_status: opt("tool_status")?.and_then(|s| ToolStatus::parse(&s)),
-                silent: row.try_get("silent").map_err(db_error)?,
-                model: opt("model")?,
-                usage: extra
-                    .as_ref()
-                    .and_then(|e| e.get("usage"))
-                    .and_then(|u| serde_json::from_value(u.clone()).ok()),
-                images: match extra.as_ref().and_then(|e| e.get("images")) {
-                    Some(v) => serde_json::from_value(v.clone())
-                        .map_err(|_| corrupt("message images", &v.to_string()))?,
-                    None => Vec::new(),
-                },
-                attachments: match extra.as_ref().and_then(|e| e.get("attachments")) {
-                    Some(v) => serde_json::from_value(v.clone())
-                        .map_err(|_| corrupt("message attachments", &v.to_string()))?,
-                    None => Vec::new(),
-                },
-                message_id: extra
-                    .as_ref()
-                    .and_then(|e| e.get("messageId"))
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned),
-                provider_data: extra
-                    .and_then(|mut e| e.get_mut("providerData").map(serde_json::Value::take)),
-                created_at: row.try_get("created_at").map_err(db_error)?,
-            })
+        /// The column `name` of `row`'s result set, by position.
+        fn column(row: &<$db as sqlx::Database>::Row, name: &str) -> Result<usize, StoreError> {
+            row.try_column(name)
+                .map(sqlx::Column::ordinal)
+                .map_err(db_error)
         }
 
-        /// A journal row as what it is: a message (kind `message`) or a record.
-        fn entry_from_row(row: &<$db as sqlx::Database>::Row) -> Result<JournalEntry, StoreError> {
-            let kind: String = row.try_get("kind").map_err(db_error)?;
-            if kind == "message" {
-                message_from_row(row).map(JournalEntry::Message)
-            } else {
-                record_from_row(row).map(JournalEntry::Record)
+        /// Where a message's columns are in a result set: found by name once for all its rows
+        /// (a lookup by name hashes the name, for every column of every row).
+        #[derive(Clone, Copy)]
+        struct MessageAt {
+            seq: usize,
+            session: usize,
+            role: usize,
+            side: usize,
+            content: usize,
+            thinking: usize,
+            tool_calls: usize,
+            tool_call_id: usize,
+            tool_name: usize,
+            tool_status: usize,
+            silent: usize,
+            model: usize,
+            data: usize,
+            created_at: usize,
+        }
+
+        impl MessageAt {
+            fn of(row: &<$db as sqlx::Database>::Row) -> Result<Self, StoreError> {
+                Ok(Self {
+                    seq: column(row, "seq")?,
+                    session: column(row, "session")?,
+                    role: column(row, "role")?,
+                    side: column(row, "side")?,
+                    content: column(row, "content")?,
+                    thinking: column(row, "thinking")?,
+                    tool_calls: column(row, "tool_calls")?,
+                    tool_call_id: column(row, "tool_call_id")?,
+                    tool_name: column(row, "tool_name")?,
+                    tool_status: column(row, "tool_status")?,
+                    silent: column(row, "silent")?,
+                    model: column(row, "model")?,
+                    data: column(row, "data")?,
+                    created_at: column(row, "created_at")?,
+                })
             }
         }
 
-        fn record_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Record, StoreError> {
-            let kind: String = row.try_get("kind").map_err(db_error)?;
-            let data: String = row.try_get("data").map_err(db_error)?;
+        /// Where a record's columns are in a result set ([`MessageAt`]'s reason).
+        #[derive(Clone, Copy)]
+        struct RecordAt {
+            seq: usize,
+            kind: usize,
+            data: usize,
+            created_at: usize,
+        }
+
+        impl RecordAt {
+            fn of(row: &<$db as sqlx::Database>::Row) -> Result<Self, StoreError> {
+                Ok(Self {
+                    seq: column(row, "seq")?,
+                    kind: column(row, "kind")?,
+                    data: column(row, "data")?,
+                    created_at: column(row, "created_at")?,
+                })
+            }
+        }
+
+        fn message_from_row(row: &<$db as sqlx::Database>::Row) -> Result<Message, StoreError> {
+            message_at(row, &MessageAt::of(row)?)
+        }
+
+        fn message_at(
+            row: &<$db as sqlx::Database>::Row,
+            at: &MessageAt,
+        ) -> Result<Message, StoreError> {
+            let opt = |c: usize| row.try_get::<Option<String>, _>(c).map_err(db_error);
+            let role: String = row.try_get(at.role).map_err(db_error)?;
+            let tool_calls = match opt(at.tool_calls)? {
+                Some(s) => serde_json::from_str(&s).map_err(|_| corrupt("tool calls", &s))?,
+                None => Vec::new(),
+            };
+            // A message's `data`: its usage, provider data, files and sender's id, if any.
+            let data = match opt(at.data)? {
+                Some(s) => crate::message_data::read(&s).map_err(|e| corrupt(e.what, &e.text))?,
+                None => crate::message_data::Read::default(),
+            };
+            Ok(Message {
+                seq: row.try_get(at.seq).map_err(db_error)?,
+                session: row.try_get(at.session).map_err(db_error)?,
+                role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
+                side: opt(at.side)?.and_then(|s| parse_side(&s)),
+                content: opt(at.content)?,
+                thinking: opt(at.thinking)?,
+                tool_calls,
+                tool_call_id: opt(at.tool_call_id)?,
+                tool_name: opt(at.tool_name)?,
+                tool_status: opt(at.tool_status)?.and_then(|s| ToolStatus::parse(&s)),
+                silent: row.try_get(at.silent).map_err(db_error)?,
+                model: opt(at.model)?,
+                usage: data.usage,
+                images: data.images,
+                attachments: data.attachments,
+                message_id: data.message_id,
+                provider_data: data.provider_data,
+                created_at: row.try_get(at.created_at).map_err(db_error)?,
+            })
+        }
+
+        /// The rows of one result set as messages.
+        fn messages(rows: &[<$db as sqlx::Database>::Row]) -> Result<Vec<Message>, StoreError> {
+            let Some(first) = rows.first() else {
+                return Ok(Vec::new());
+            };
+            let at = MessageAt::of(first)?;
+            rows.iter().map(|row| message_at(row, &at)).collect()
+        }
+
+        /// The rows of one result set as journal entries: a message (kind `message`) or a
+        /// record each.
+        fn entries(rows: &[<$db as sqlx::Database>::Row]) -> Result<Vec<JournalEntry>, StoreError> {
+            let Some(first) = rows.first() else {
+                return Ok(Vec::new());
+            };
+            let record = RecordAt::of(first)?;
+            // Found at the first message: a result set of records alone need not have them.
+            let mut message = None;
+            rows.iter()
+                .map(|row| {
+                    let kind: String = row.try_get(record.kind).map_err(db_error)?;
+                    if kind != "message" {
+                        return record_at(row, &record, &kind).map(JournalEntry::Record);
+                    }
+                    let at = match message {
+                        Some(at) => at,
+                        None => *message.insert(MessageAt::of(row)?),
+                    };
+                    message_at(row, &at).map(JournalEntry::Message)
+                })
+                .collect()
+        }
+
+        /// The rows of one result set as records.
+        fn records(rows: &[<$db as sqlx::Database>::Row]) -> Result<Vec<Record>, StoreError> {
+            let Some(first) = rows.first() else {
+                return Ok(Vec::new());
+            };
+            let at = RecordAt::of(first)?;
+            rows.iter()
+                .map(|row| {
+                    let kind: String = row.try_get(at.kind).map_err(db_error)?;
+                    record_at(row, &at, &kind)
+                })
+                .collect()
+        }
+
+        /// A record of kind `kind` (its column, read by the caller).
+        fn record_at(
+            row: &<$db as sqlx::Database>::Row,
+            at: &RecordAt,
+            kind: &str,
+        ) -> Result<Record, StoreError> {
+            let data: String = row.try_get(at.data).map_err(db_error)?;
             let body =
-                RecordBody::from_stored(&kind, &data).map_err(|_| corrupt("record data", &data))?;
+                RecordBody::from_stored(kind, &data).map_err(|_| corrupt("record data", &data))?;
             Ok(Record {
-                seq: row.try_get("seq").map_err(db_error)?,
+                seq: row.try_get(at.seq).map_err(db_error)?,
                 body,
-                created_at: row.try_get("created_at").map_err(db_error)?,
+                created_at: row.try_get(at.created_at).map_err(db_error)?,
             })
         }
     };

@@ -396,7 +396,7 @@ impl SqliteStore {
         }
         // Written whatever its rows say: one the decoder refuses leaves the reading to the
         // caller, who meets it there (as before the commit read anything).
-        match rows.iter().map(entry_from_row).collect::<Result<_, _>>() {
+        match entries(&rows) {
             Ok(entries) => Ok((outcome, Some(entries))),
             Err(e) => {
                 tracing::warn!(thread = %t.id, error = %e, "a settled session's entries did not decode");
@@ -558,10 +558,18 @@ fn start_from(
         deadline_override: Some(None),
         ..duet_runtime::RunStart::default()
     };
+    // Where a message's columns are, found at the first message (the same for every row).
+    let mut message = None;
     for row in rows {
         match row.try_get::<i64, _>("part") {
             Ok(0) => start.thread = Some(thread_from_row(row)?),
-            Ok(1) => start.messages.push(message_from_row(row)?),
+            Ok(1) => {
+                let at = match message {
+                    Some(at) => at,
+                    None => *message.insert(MessageAt::of(row)?),
+                };
+                start.messages.push(message_at(row, &at)?);
+            }
             Ok(2) => start.queue.push(queued_from_row(row)?),
             Ok(_) => {
                 let text: String = row.try_get("override").map_err(db_error)?;

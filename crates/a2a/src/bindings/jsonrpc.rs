@@ -9,10 +9,11 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::config::Limits;
-use crate::env::{Binding, Call, Outcome, is_json, read_body};
+use crate::env::{Binding, Call, Outcome, Params, is_json, read_body};
 use crate::error::A2aError;
 
 pub(crate) async fn binding<F: Future<Output = Response>>(
@@ -40,20 +41,11 @@ pub(crate) async fn binding<F: Future<Output = Response>>(
         );
     }
     let (parts, body) = req.into_parts();
-    let bytes = match read_body(Request::from_parts(parts.clone(), body), limits.body).await {
+    let bytes = match read_body(body, limits.body).await {
         Ok(b) => b,
         Err(e) => return reply(&Value::Null, Err(e)),
     };
-    let envelope: Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
-        Err(e) => {
-            return reply(
-                &Value::Null,
-                Err(A2aError::parse_error(format!("Parse error: {e}"))),
-            );
-        }
-    };
-    let call = match read_envelope(envelope) {
+    let call = match read_call(&bytes) {
         Ok(call) => call,
         Err((id, e)) => return reply(&id, Err(e)),
     };
@@ -71,6 +63,93 @@ pub(crate) async fn binding<F: Future<Output = Response>>(
         Some(Outcome(result)) => reply(&id, result),
         None => response,
     }
+}
+
+/// The call a request body makes, or the error it is answered with (and the id to answer it
+/// with). A well-formed request is read as it is (its params kept as their text, read straight
+/// into the operation's request by triage); anything else is read as a JSON tree, which tells
+/// what is wrong with it.
+fn read_call(body: &[u8]) -> Result<Call, (Value, A2aError)> {
+    if let Some(call) = well_formed(body) {
+        return Ok(call);
+    }
+    let envelope: Value = serde_json::from_slice(body).map_err(|e| {
+        (
+            Value::Null,
+            A2aError::parse_error(format!("Parse error: {e}")),
+        )
+    })?;
+    read_envelope(envelope)
+}
+
+/// The envelope's members, as a well-formed request has them.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    jsonrpc: String,
+    id: Option<Value>,
+    method: String,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+}
+
+/// The call of a body that is one well-formed request (what [`read_envelope`] accepts, with
+/// each member once), its params an object's text; `None` for anything else.
+fn well_formed(body: &[u8]) -> Option<Call> {
+    let e: Envelope = serde_json::from_slice(body).ok()?;
+    if e.jsonrpc != "2.0" {
+        return None;
+    }
+    let id = match e.id {
+        None => Value::Null,
+        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
+        Some(_) => return None,
+    };
+    let params = match e.params.map(RawValue::get) {
+        None => Params::Tree(json!({})),
+        // Kept as text only when shallow: a raw value is not held to the parser's depth limit
+        // (128), which a tree of the whole body is: deep params are read as before.
+        Some(text) if text.starts_with('{') && !deeper_than(text, SHALLOW) => {
+            Params::Text(text.to_owned())
+        }
+        Some(_) => return None,
+    };
+    Some(Call {
+        binding: Binding::JsonRpc { id },
+        method: e.method,
+        params,
+    })
+}
+
+/// The nesting of params read as text, at most: well inside the parser's depth limit, whatever
+/// the envelope around them adds.
+const SHALLOW: usize = 64;
+
+/// Whether JSON text nests arrays and objects more than `max` deep.
+fn deeper_than(json: &str, max: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for b in json.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Checks the envelope: an object, `"jsonrpc": "2.0"`, a string `method`, an `id` that is a
@@ -99,8 +178,8 @@ fn read_envelope(envelope: Value) -> Result<Call, (Value, A2aError)> {
         return Err((id, A2aError::invalid_request("`method` must be a string")));
     };
     let params = match obj.remove("params") {
-        None | Some(Value::Null) => json!({}),
-        Some(p @ Value::Object(_)) => p,
+        None | Some(Value::Null) => Params::Tree(json!({})),
+        Some(p @ Value::Object(_)) => Params::Tree(p),
         Some(_) => {
             return Err((
                 id,
@@ -120,7 +199,7 @@ fn read_envelope(envelope: Value) -> Result<Call, (Value, A2aError)> {
 
 /// A JSON-RPC response over HTTP 200. Written as text around the result's own (a `json!`
 /// envelope would copy the whole result into a new value before writing it).
-fn reply(id: &Value, result: Result<Value, A2aError>) -> Response {
+fn reply(id: &Value, result: Result<String, A2aError>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
         envelope(id, result),
@@ -129,7 +208,7 @@ fn reply(id: &Value, result: Result<Value, A2aError>) -> Response {
 }
 
 /// The text of a JSON-RPC response: `{"jsonrpc","id","result"|"error"}`, compact.
-fn envelope(id: &Value, result: Result<Value, A2aError>) -> String {
+fn envelope(id: &Value, result: Result<String, A2aError>) -> String {
     match result {
         Ok(result) => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#),
         Err(e) => format!(
@@ -142,6 +221,100 @@ fn envelope(id: &Value, result: Result<Value, A2aError>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operation::Operation;
+
+    /// Every body is read as a JSON tree read it (what the binding did before it read a
+    /// well-formed request as text): the same id and method, and the same operation or error
+    /// once triage reads the params.
+    #[test]
+    fn a_request_is_read_as_its_json_tree_reads() {
+        let send = r#""message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi \"you\"\n"}]}"#;
+        let bodies = [
+            format!(r#"{{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {{{send}}}}}"#),
+            format!(r#"{{"params": {{{send}}}, "method": "SendMessage", "id": "a", "jsonrpc": "2.0"}}"#),
+            format!(r#"{{"jsonrpc": "2.0", "id": null, "method": "SendMessage", "params": {{{send}, "configuration": {{"historyLength": 2, "returnImmediately": true}}}}}}"#),
+            format!(r#"{{"jsonrpc": "2.0", "method": "SendMessage", "params": {{{send}, "unknown": [1, {{}}]}}}}"#),
+            r#"{"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "taskId": "t.1", "contextId": "", "parts": [{"data": {"z": 1, "a": [1.5, null]}}, {"url": "https://x.test/f", "mediaType": "text/plain", "filename": "f"}, {"raw": "aGk="}]}}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {"message": {"messageId": "", "role": "ROLE_UNSPECIFIED", "parts": []}}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 4, "method": "SendMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}, "configuration": {"historyLength": "two"}}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 5, "method": "SendMessage", "params": {"message": {"messageId": "a", "messageId": "b", "role": "ROLE_USER", "parts": [{"text": "x"}]}}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 6, "method": "SendMessage", "params": {"message": {"message_id": "a", "role": "ROLE_USER", "parts": [{"text": "x"}]}}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 8, "method": "SendMessage", "params": null}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": [1]}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 10, "method": "GetTask", "params": {"id": "t.1", "historyLength": 3}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 11, "method": "GetTask", "params": {"id": "t.1", "historyLength": -1}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 12, "method": "ListTasks", "params": {"pageSize": 5, "status": "TASK_STATE_UNSPECIFIED", "contextId": ""}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 13, "method": "ListTasks"}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 14, "method": "NoSuchMethod", "params": {}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 15, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "t.1", "url": "ftp://x"}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1.5, "method": "CancelTask", "params": {"id": ""}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": {"a": 1}, "method": "GetTask", "params": {"id": "t"}}"#.to_owned(),
+            r#"{"jsonrpc": "1.0", "id": 1, "method": "GetTask", "params": {"id": "t"}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1, "method": 7}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}}"#.to_owned(),
+            r#"[{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}]"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}} x"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t""#.to_owned(),
+            "".to_owned(),
+            " \n".to_owned(),
+        ];
+        // Nested past the parser's depth, in the params and in the envelope.
+        let mut bodies = bodies.to_vec();
+        for depth in [120, 126, 127, 128, 200] {
+            let deep = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+            bodies.push(format!(
+                r#"{{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {{"message": {{"messageId": "m", "role": "ROLE_USER", "parts": [{{"data": {deep}}}]}}}}}}"#
+            ));
+            bodies.push(format!(
+                r#"{{"jsonrpc": "2.0", "id": {deep}, "method": "GetTask"}}"#
+            ));
+        }
+        for body in &bodies {
+            let tree = serde_json::from_slice::<Value>(body.as_bytes())
+                .map_err(|e| {
+                    (
+                        Value::Null,
+                        A2aError::parse_error(format!("Parse error: {e}")),
+                    )
+                })
+                .and_then(read_envelope);
+            let read = read_call(body.as_bytes());
+            match (tree, read) {
+                (Ok(tree), Ok(read)) => {
+                    let (Binding::JsonRpc { id: a }, Binding::JsonRpc { id: b }) =
+                        (&tree.binding, &read.binding)
+                    else {
+                        panic!("not JSON-RPC: {body}");
+                    };
+                    assert_eq!((a, &tree.method), (b, &read.method), "{body}");
+                    let Params::Tree(params) = tree.params else {
+                        panic!("{body}");
+                    };
+                    assert_eq!(
+                        Operation::parse(&tree.method, params),
+                        Operation::parse_params(&read.method, read.params),
+                        "{body}"
+                    );
+                }
+                (Err((a, e)), Err((b, f))) => assert_eq!((a, e), (b, f), "{body}"),
+                (tree, read) => panic!("{body}: {tree:?} but {read:?}"),
+            }
+        }
+        // Brackets in strings (after an escaped quote too) are no nesting.
+        assert!(!deeper_than(
+            r#"{"a": "[[[[{{{{", "b": "x\"[[[[\\", "c": 1}"#,
+            1
+        ));
+        assert!(deeper_than(r#"{"a": "x", "b": [{"c": []}]}"#, 3));
+        assert!(!deeper_than(r#"{"a": "x", "b": [{"c": []}]}"#, 4));
+        // The common request is read as text (not as a tree).
+        assert!(matches!(
+            read_call(bodies[0].as_bytes()).map(|c| c.params),
+            Ok(Params::Text(_))
+        ));
+    }
 
     /// The envelope reads as the value a `json!` envelope would have written, for every kind of
     /// id, a result of any shape, and an error.
@@ -155,7 +328,7 @@ mod tests {
         ];
         for id in [json!("req-1"), json!(7), json!(-1.5), Value::Null] {
             for result in &results {
-                let text = envelope(&id, Ok(result.clone()));
+                let text = envelope(&id, Ok(result.to_string()));
                 let read: Value = serde_json::from_str(&text).expect("JSON");
                 assert_eq!(read, json!({"jsonrpc": "2.0", "id": id, "result": result}));
                 let keys: Vec<&String> = read.as_object().expect("object").keys().collect();

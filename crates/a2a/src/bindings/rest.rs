@@ -14,7 +14,7 @@ use percent_encoding::percent_decode_str;
 use serde_json::{Map, Value};
 
 use crate::config::Limits;
-use crate::env::{Binding, Call, Outcome, is_json, read_body};
+use crate::env::{Binding, Call, Outcome, Params, is_json, read_body};
 use crate::error::A2aError;
 
 /// The path the REST binding lives under.
@@ -60,7 +60,7 @@ pub(crate) async fn binding<F: Future<Output = Response>>(
                 .with_http_status(axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
             return reply(content_type, Err(refused));
         }
-        let bytes = match read_body(Request::from_parts(parts.clone(), body), limits.body).await {
+        let bytes = match read_body(body, limits.body).await {
             Ok(b) => b,
             Err(e) => return reply(content_type, Err(e)),
         };
@@ -93,7 +93,7 @@ pub(crate) async fn binding<F: Future<Output = Response>>(
     req.extensions_mut().insert(Call {
         binding: Binding::Rest,
         method: method.to_owned(),
-        params: Value::Object(params),
+        params: Params::Tree(Value::Object(params)),
     });
     let mut response = next(req).await;
     match response.extensions_mut().remove::<Outcome>() {
@@ -250,9 +250,9 @@ fn accepts_json(headers: &HeaderMap) -> bool {
 }
 
 /// A REST response: the object, or the error with its status.
-fn reply(content_type: &'static str, result: Result<Value, A2aError>) -> Response {
+fn reply(content_type: &'static str, result: Result<String, A2aError>) -> Response {
     match result {
-        Ok(body) => ([(header::CONTENT_TYPE, content_type)], body.to_string()).into_response(),
+        Ok(body) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
         Err(e) => (
             e.http_status(),
             [(header::CONTENT_TYPE, content_type)],
