@@ -119,9 +119,10 @@ impl Operation {
         Self::read_from(method, params)?.validated()
     }
 
-    /// [`Operation::parse`] of the params a binding read. Their text is read straight into the
-    /// request; text that reading refuses is read as a JSON tree, which says why (the same
-    /// error either way).
+    /// [`Operation::parse`] of the params a binding read. Their text (which the binding found
+    /// plain: a typed reading checks it as a tree would) is read straight into the request;
+    /// text that reading refuses is read as a JSON tree, which says why (the same error either
+    /// way).
     pub(crate) fn parse_params(method: &str, params: Params) -> Result<Self, A2aError> {
         match params {
             Params::Tree(tree) => Self::parse(method, tree),
@@ -129,7 +130,10 @@ impl Operation {
                 Ok(op) => op.validated(),
                 Err(_) => match serde_json::from_str(&text) {
                     Ok(tree) => Self::parse(method, tree),
-                    Err(e) => Err(A2aError::parse_error(format!("Parse error: {e}"))),
+                    // The binding read this text once: it is JSON.
+                    Err(e) => Err(A2aError::internal(format!(
+                        "params read as text did not read as JSON: {e}"
+                    ))),
                 },
             },
         }
@@ -479,6 +483,26 @@ mod tests {
                 "GetTask",
                 Reply::Task(task.clone()),
                 serde_json::to_value(&task),
+            ),
+            (
+                "SendMessage",
+                Reply::SendMessage(SendMessageResponse::Message(Message::agent_text("m", "ok"))),
+                serde_json::to_value(SendMessageResponse::Message(Message::agent_text("m", "ok"))),
+            ),
+            (
+                "ListTasks",
+                Reply::Tasks(ListTasksResponse {
+                    tasks: vec![task.clone(), task.clone()],
+                    next_page_token: "p\"2".into(),
+                    page_size: 2,
+                    total_size: 7,
+                }),
+                serde_json::to_value(ListTasksResponse {
+                    tasks: vec![task.clone(), task.clone()],
+                    next_page_token: "p\"2".into(),
+                    page_size: 2,
+                    total_size: 7,
+                }),
             ),
         ];
         for (op, reply, tree) in cases {

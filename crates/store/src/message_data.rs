@@ -1,10 +1,9 @@
 //! A message's `data` column, both ways: its usage, provider data, images, attachments and
-//! sender's id, written as one JSON object (only the members it has) and read straight into
-//! their types. A `data` the typed reading refuses (a member of another shape, a repeated one,
-//! not an object) is read as it always was, through a JSON tree: the same message either way.
+//! sender's id, written straight from their types as one JSON object (only the members it
+//! has), and read back through a JSON tree.
 
 use duet_runtime::{AttachmentRef, ImageRef, Message, Usage};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 /// The members of `data`, in the order they are written.
@@ -42,33 +41,10 @@ pub(crate) fn write(m: &Message) -> Result<Option<String>, serde_json::Error> {
     .map(Some)
 }
 
-/// `data` as read back.
-#[derive(Debug, Default, PartialEq)]
-pub(crate) struct Read {
-    pub usage: Option<Usage>,
-    pub provider_data: Option<Value>,
-    pub images: Vec<ImageRef>,
-    pub attachments: Vec<AttachmentRef>,
-    pub message_id: Option<String>,
-}
-
-/// The typed reading: every member of the shape it is written in.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Typed {
-    usage: Option<Usage>,
-    #[serde(rename = "providerData", deserialize_with = "present")]
-    provider_data: Option<Value>,
-    images: Vec<ImageRef>,
-    attachments: Vec<AttachmentRef>,
-    #[serde(rename = "messageId")]
-    message_id: Option<String>,
-}
-
-/// A member that is there, `null` included (`Option<Value>` alone reads `null` as absent).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
-}
+/// `data` as read back: its JSON tree, each member read out of it where the row's other
+/// columns are (so which of a corrupt row's faults is reported stays as it was).
+#[derive(Debug, Default)]
+pub(crate) struct Read(Option<Value>);
 
 /// Why `data` cannot be read: which member, and the text.
 #[derive(Debug, PartialEq)]
@@ -77,52 +53,68 @@ pub(crate) struct Unreadable {
     pub text: String,
 }
 
-/// Reads `data`. The members are read as they always were: a `usage` or `messageId` of
-/// another shape reads as none, `images` or `attachments` of another shape (or a `data` that
-/// is not JSON) is an error.
-pub(crate) fn read(data: &str) -> Result<Read, Unreadable> {
-    // An object only: serde would also read a struct from an array, by position.
-    if data.trim_start().starts_with('{')
-        && let Ok(t) = serde_json::from_str::<Typed>(data)
-    {
-        return Ok(Read {
-            usage: t.usage,
-            provider_data: t.provider_data,
-            images: t.images,
-            attachments: t.attachments,
-            message_id: t.message_id,
-        });
-    }
-    read_tree(data)
+/// Reads `data` (none: the message has none of it); an error when it is not JSON. It is read as
+/// a tree, not straight into its types: reading a type skips a member it does not know by its
+/// syntax alone, and a `data` whose skipped member a tree refuses (a lone surrogate, a number
+/// out of range) would have read.
+pub(crate) fn read(data: Option<&str>) -> Result<Read, Unreadable> {
+    data.map(|text| {
+        serde_json::from_str(text).map_err(|_| Unreadable {
+            what: "message data",
+            text: text.to_owned(),
+        })
+    })
+    .transpose()
+    .map(Read)
 }
 
-/// [`read`] through a JSON tree: what every `data` the typed reading refuses is read by.
-fn read_tree(data: &str) -> Result<Read, Unreadable> {
-    let unreadable = |what, text: String| Unreadable { what, text };
-    let mut tree: Value =
-        serde_json::from_str(data).map_err(|_| unreadable("message data", data.to_owned()))?;
-    let images = match tree.get("images") {
-        Some(v) => serde_json::from_value(v.clone())
-            .map_err(|_| unreadable("message images", v.to_string()))?,
-        None => Vec::new(),
-    };
-    let attachments = match tree.get("attachments") {
-        Some(v) => serde_json::from_value(v.clone())
-            .map_err(|_| unreadable("message attachments", v.to_string()))?,
-        None => Vec::new(),
-    };
-    Ok(Read {
-        usage: tree
-            .get("usage")
-            .and_then(|u| serde_json::from_value(u.clone()).ok()),
-        message_id: tree
-            .get("messageId")
+impl Read {
+    fn member(&self, name: &str) -> Option<&Value> {
+        self.0.as_ref().and_then(|tree| tree.get(name))
+    }
+
+    /// Its usage; none when it has none or one of another shape.
+    pub(crate) fn usage(&self) -> Option<Usage> {
+        self.member("usage")
+            .and_then(|u| serde_json::from_value(u.clone()).ok())
+    }
+
+    pub(crate) fn images(&self) -> Result<Vec<ImageRef>, Unreadable> {
+        self.list("images", "message images")
+    }
+
+    pub(crate) fn attachments(&self) -> Result<Vec<AttachmentRef>, Unreadable> {
+        self.list("attachments", "message attachments")
+    }
+
+    fn list<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+        what: &'static str,
+    ) -> Result<Vec<T>, Unreadable> {
+        match self.member(name) {
+            Some(v) => serde_json::from_value(v.clone()).map_err(|_| Unreadable {
+                what,
+                text: v.to_string(),
+            }),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Its sender's id; none when it has none or one that is not a string.
+    pub(crate) fn message_id(&self) -> Option<String> {
+        self.member("messageId")
             .and_then(Value::as_str)
-            .map(str::to_owned),
-        images,
-        attachments,
-        provider_data: tree.get_mut("providerData").map(Value::take),
-    })
+            .map(str::to_owned)
+    }
+
+    /// Its provider data, taken out of it.
+    pub(crate) fn provider_data(&mut self) -> Option<Value> {
+        self.0
+            .as_mut()
+            .and_then(|tree| tree.get_mut("providerData"))
+            .map(Value::take)
+    }
 }
 
 #[cfg(test)]
@@ -212,57 +204,59 @@ mod tests {
             let Some(text) = write(&m).expect("writes") else {
                 continue;
             };
-            let read = read(&text).expect("reads");
-            assert_eq!(read, read_tree(&text).expect("reads as a tree"), "{text}");
+            let mut read = read(Some(&text)).expect("reads");
             assert_eq!(
                 (
-                    read.usage,
-                    read.provider_data,
-                    read.images,
-                    read.attachments,
-                    read.message_id
+                    read.usage(),
+                    read.images().expect("images"),
+                    read.attachments().expect("attachments"),
+                    read.message_id(),
+                    read.provider_data()
                 ),
                 (
                     m.usage,
-                    m.provider_data,
                     m.images,
                     m.attachments,
-                    m.message_id
+                    m.message_id,
+                    m.provider_data
                 ),
                 "{text}"
             );
         }
     }
 
-    /// Data the typed reading refuses (or reads) is read as the JSON tree reads it, error or not.
+    /// A member of another shape: `usage` and `messageId` read as none, `images` and
+    /// `attachments` are corrupt, and so is a `data` that is not JSON.
     #[test]
-    fn any_data_reads_as_the_tree_reads_it() {
-        let cases = [
-            r#"{"usage": null}"#,
-            r#"{"usage": {"inputTokens": "many"}}"#,
-            r#"{"usage": {"inputTokens": 1, "outputTokens": 2, "extra": true}}"#,
-            r#"{"messageId": 7}"#,
-            r#"{"messageId": null}"#,
-            r#"{"messageId": "a", "messageId": "b"}"#,
-            r#"{"providerData": null, "other": [1]}"#,
-            r#"{"images": null}"#,
-            r#"{"images": [{"mimeType": "image/png"}]}"#,
-            r#"{"attachments": {"path": "x"}}"#,
-            r#"{"attachments": []}"#,
-            r#"[]"#,
-            r#"[{"inputTokens": 1, "outputTokens": 2}, null, [], [], "m"]"#,
-            r#"5"#,
-            r#"{}"#,
-            r#"{"usage": {"inputTokens": 1, "outputTokens": 2}} trailing"#,
-            "",
-        ];
-        for text in cases {
-            assert_eq!(read(text), read_tree(text), "{text}");
-        }
+    fn odd_data_reads_as_it_always_did() {
+        let read_ok = |text: &str| read(Some(text)).expect("JSON");
         assert_eq!(
-            read(r#"{"images": null}"#).map_err(|e| e.what),
+            read_ok(r#"{"usage": {"inputTokens": "many"}}"#).usage(),
+            None
+        );
+        assert_eq!(read_ok(r#"{"messageId": 7}"#).message_id(), None);
+        assert_eq!(
+            read_ok(r#"{"providerData": null}"#).provider_data(),
+            Some(Value::Null)
+        );
+        assert_eq!(read_ok("[]").images(), Ok(vec![]));
+        assert_eq!(
+            read_ok(r#"{"images": null}"#).images().map_err(|e| e.what),
             Err("message images")
         );
-        assert_eq!(read("{").map_err(|e| e.what), Err("message data"));
+        assert_eq!(
+            read_ok(r#"{"attachments": {"path": "x"}}"#)
+                .attachments()
+                .map_err(|e| e.what),
+            Err("message attachments")
+        );
+        for bad in ["{", r#"{"x": "\ud800"}"#, r#"{"x": 1e400}"#] {
+            assert_eq!(
+                read(Some(bad)).map(|_| ()).map_err(|e| e.what),
+                Err("message data"),
+                "{bad}"
+            );
+        }
+        assert!(read(None).expect("none").usage().is_none());
     }
 }

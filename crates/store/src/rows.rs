@@ -221,10 +221,9 @@ macro_rules! decoders {
                 None => Vec::new(),
             };
             // A message's `data`: its usage, provider data, files and sender's id, if any.
-            let data = match opt(at.data)? {
-                Some(s) => crate::message_data::read(&s).map_err(|e| corrupt(e.what, &e.text))?,
-                None => crate::message_data::Read::default(),
-            };
+            let unreadable = |e: crate::message_data::Unreadable| corrupt(e.what, &e.text);
+            let mut data =
+                crate::message_data::read(opt(at.data)?.as_deref()).map_err(unreadable)?;
             Ok(Message {
                 seq: row.try_get(at.seq).map_err(db_error)?,
                 session: row.try_get(at.session).map_err(db_error)?,
@@ -238,11 +237,11 @@ macro_rules! decoders {
                 tool_status: opt(at.tool_status)?.and_then(|s| ToolStatus::parse(&s)),
                 silent: row.try_get(at.silent).map_err(db_error)?,
                 model: opt(at.model)?,
-                usage: data.usage,
-                images: data.images,
-                attachments: data.attachments,
-                message_id: data.message_id,
-                provider_data: data.provider_data,
+                usage: data.usage(),
+                images: data.images().map_err(unreadable)?,
+                attachments: data.attachments().map_err(unreadable)?,
+                message_id: data.message_id(),
+                provider_data: data.provider_data(),
                 created_at: row.try_get(at.created_at).map_err(db_error)?,
             })
         }

@@ -95,6 +95,11 @@ struct Envelope<'a> {
 /// The call of a body that is one well-formed request (what [`read_envelope`] accepts, with
 /// each member once), its params an object's text; `None` for anything else.
 fn well_formed(body: &[u8]) -> Option<Call> {
+    // An object (serde would also read the struct from an array, by position), and text that
+    // reading it checks as a tree would (see `plain`).
+    if body.trim_ascii_start().first() != Some(&b'{') || !plain(body) {
+        return None;
+    }
     let e: Envelope = serde_json::from_slice(body).ok()?;
     if e.jsonrpc != "2.0" {
         return None;
@@ -106,11 +111,7 @@ fn well_formed(body: &[u8]) -> Option<Call> {
     };
     let params = match e.params.map(RawValue::get) {
         None => Params::Tree(json!({})),
-        // Kept as text only when shallow: a raw value is not held to the parser's depth limit
-        // (128), which a tree of the whole body is: deep params are read as before.
-        Some(text) if text.starts_with('{') && !deeper_than(text, SHALLOW) => {
-            Params::Text(text.to_owned())
-        }
+        Some(text) if text.starts_with('{') => Params::Text(text.to_owned()),
         Some(_) => return None,
     };
     Some(Call {
@@ -120,36 +121,74 @@ fn well_formed(body: &[u8]) -> Option<Call> {
     })
 }
 
-/// The nesting of params read as text, at most: well inside the parser's depth limit, whatever
-/// the envelope around them adds.
+/// How deep a body read as text may nest: well inside the parser's limit (128).
 const SHALLOW: usize = 64;
 
-/// Whether JSON text nests arrays and objects more than `max` deep.
-fn deeper_than(json: &str, max: usize) -> bool {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for b in json.bytes() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+/// Whether `body` is text that a typed reading checks as a JSON tree does. A typed reading skips
+/// what it does not keep (an unknown member, a raw value's insides) by its syntax alone: not
+/// held to the depth limit, a string's escapes not decoded, a number not converted. So the body
+/// must be UTF-8, nest at most [`SHALLOW`] deep, hold no control character in a string, escape
+/// nothing but a quote, a backslash, a slash, `b`, `f`, `n`, `r`, `t` and a `u` of a character
+/// that is not a surrogate, and write each number without an exponent in at most 20
+/// characters. Whatever else is wrong with it, the reading itself refuses.
+fn plain(body: &[u8]) -> bool {
+    if std::str::from_utf8(body).is_err() {
+        return false;
+    }
+    let (mut depth, mut i) = (0usize, 0usize);
+    while let Some(&b) = body.get(i) {
         match b {
-            b'"' => in_string = true,
+            b'"' => match string_end(body, i + 1) {
+                Some(end) => i = end,
+                None => return false,
+            },
             b'[' | b'{' => {
                 depth += 1;
-                if depth > max {
-                    return true;
+                if depth > SHALLOW {
+                    return false;
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
+            b'-' | b'0'..=b'9' => {
+                let number: Vec<u8> = body[i..]
+                    .iter()
+                    .copied()
+                    .take_while(|c| matches!(c, b'-' | b'+' | b'.' | b'0'..=b'9' | b'e' | b'E'))
+                    .collect();
+                if number.len() > 20 || number.iter().any(|c| matches!(c, b'e' | b'E')) {
+                    return false;
+                }
+                i += number.len() - 1;
+            }
             _ => {}
         }
+        i += 1;
     }
-    false
+    true
+}
+
+/// Where a string that starts at `i` (after its opening quote) ends, at its closing quote;
+/// `None` when it does not end or is not plain ([`plain`]).
+fn string_end(body: &[u8], mut i: usize) -> Option<usize> {
+    loop {
+        match *body.get(i)? {
+            b'"' => return Some(i),
+            b'\\' => match *body.get(i + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                b'u' => {
+                    let hex = std::str::from_utf8(body.get(i + 2..i + 6)?).ok()?;
+                    let unit = u16::from_str_radix(hex, 16).ok()?;
+                    if (0xD800..=0xDFFF).contains(&unit) {
+                        return None;
+                    }
+                    i += 6;
+                }
+                _ => return None,
+            },
+            c if c < 0x20 => return None,
+            _ => i += 1,
+        }
+    }
 }
 
 /// Checks the envelope: an object, `"jsonrpc": "2.0"`, a string `method`, an `id` that is a
@@ -259,10 +298,17 @@ mod tests {
             r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t""#.to_owned(),
             "".to_owned(),
             " \n".to_owned(),
+            r#"["2.0", 1, "GetTask", {"id": "t"}]"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}, "x": 1e400}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}, "x": "\ud800"}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t", "x": 1e400}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "\ud800"}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t\ud83d\ude00"}}"#.to_owned(),
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t", "historyLength": 1e1}}"#.to_owned(),
         ];
         // Nested past the parser's depth, in the params and in the envelope.
         let mut bodies = bodies.to_vec();
-        for depth in [120, 126, 127, 128, 200] {
+        for depth in [60, 120, 126, 127, 128, 200] {
             let deep = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
             bodies.push(format!(
                 r#"{{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {{"message": {{"messageId": "m", "role": "ROLE_USER", "parts": [{{"data": {deep}}}]}}}}}}"#
@@ -270,9 +316,24 @@ mod tests {
             bodies.push(format!(
                 r#"{{"jsonrpc": "2.0", "id": {deep}, "method": "GetTask"}}"#
             ));
+            bodies.push(format!(
+                r#"{{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {{"id": "t"}}, "x": {deep}}}"#
+            ));
         }
-        for body in &bodies {
-            let tree = serde_json::from_slice::<Value>(body.as_bytes())
+        let text_bodies = bodies.clone();
+        let mut bodies: Vec<Vec<u8>> = bodies.into_iter().map(String::into_bytes).collect();
+        // Not UTF-8: in an unknown member, and in the params.
+        bodies.push(
+            b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"GetTask\", \"params\": {\"id\": \"t\"}, \"x\": \"\xff\"}"
+                .to_vec(),
+        );
+        bodies.push(
+            b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"GetTask\", \"params\": {\"id\": \"t\", \"x\": \"\xff\"}}"
+                .to_vec(),
+        );
+        for bytes in &bodies {
+            let body = String::from_utf8_lossy(bytes);
+            let tree = serde_json::from_slice::<Value>(bytes)
                 .map_err(|e| {
                     (
                         Value::Null,
@@ -280,7 +341,7 @@ mod tests {
                     )
                 })
                 .and_then(read_envelope);
-            let read = read_call(body.as_bytes());
+            let read = read_call(bytes);
             match (tree, read) {
                 (Ok(tree), Ok(read)) => {
                     let (Binding::JsonRpc { id: a }, Binding::JsonRpc { id: b }) =
@@ -302,16 +363,29 @@ mod tests {
                 (tree, read) => panic!("{body}: {tree:?} but {read:?}"),
             }
         }
-        // Brackets in strings (after an escaped quote too) are no nesting.
-        assert!(!deeper_than(
-            r#"{"a": "[[[[{{{{", "b": "x\"[[[[\\", "c": 1}"#,
-            1
-        ));
-        assert!(deeper_than(r#"{"a": "x", "b": [{"c": []}]}"#, 3));
-        assert!(!deeper_than(r#"{"a": "x", "b": [{"c": []}]}"#, 4));
+        // What `plain` lets through, and what it leaves to the tree.
+        for (text, is_plain) in [
+            (
+                r#"{"a": "[[[[{{{{", "b": "x\"[[[[\\", "c": [-1.5, 0, 12]}"#,
+                true,
+            ),
+            (r#"{"a": "\u00e9\n\/", "b": [{"c": []}]}"#, true),
+            (r#"{"a": "\ud83d\ude00"}"#, false),
+            (r#"{"a": "\x"}"#, false),
+            (r#"{"a": 1e3}"#, false),
+            (r#"{"a": 123456789012345678901}"#, false),
+            ("{\"a\": \"tab\there\"}", false),
+            (r#"{"a": "open"#, false),
+        ] {
+            assert_eq!(plain(text.as_bytes()), is_plain, "{text}");
+        }
+        assert!(!plain(b"{\"a\": \"\xff\"}"));
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(plain(nested(SHALLOW).as_bytes()));
+        assert!(!plain(nested(SHALLOW + 1).as_bytes()));
         // The common request is read as text (not as a tree).
         assert!(matches!(
-            read_call(bodies[0].as_bytes()).map(|c| c.params),
+            read_call(text_bodies[0].as_bytes()).map(|c| c.params),
             Ok(Params::Text(_))
         ));
     }
