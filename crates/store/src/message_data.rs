@@ -43,7 +43,7 @@ pub(crate) fn write(m: &Message) -> Result<Option<String>, serde_json::Error> {
 
 /// `data` as read back: its JSON tree, each member read out of it where the row's other
 /// columns are (so which of a corrupt row's faults is reported stays as it was).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Read(Option<Value>);
 
 /// Why `data` cannot be read: which member, and the text.

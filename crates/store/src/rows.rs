@@ -186,6 +186,20 @@ macro_rules! decoders {
             }
         }
 
+        impl MessageAt {
+            /// `found`, or where the columns are in `row` when nothing was found yet (a result
+            /// set whose first rows are not messages).
+            fn once(
+                found: &mut Option<Self>,
+                row: &<$db as sqlx::Database>::Row,
+            ) -> Result<Self, StoreError> {
+                match found {
+                    Some(at) => Ok(*at),
+                    None => Ok(*found.insert(Self::of(row)?)),
+                }
+            }
+        }
+
         /// Where a record's columns are in a result set ([`MessageAt`]'s reason).
         #[derive(Clone, Copy)]
         struct RecordAt {
@@ -270,10 +284,7 @@ macro_rules! decoders {
                     if kind != "message" {
                         return record_at(row, &record, &kind).map(JournalEntry::Record);
                     }
-                    let at = match message {
-                        Some(at) => at,
-                        None => *message.insert(MessageAt::of(row)?),
-                    };
+                    let at = MessageAt::once(&mut message, row)?;
                     message_at(row, &at).map(JournalEntry::Message)
                 })
                 .collect()

@@ -564,10 +564,7 @@ fn start_from(
         match row.try_get::<i64, _>("part") {
             Ok(0) => start.thread = Some(thread_from_row(row)?),
             Ok(1) => {
-                let at = match message {
-                    Some(at) => at,
-                    None => *message.insert(MessageAt::of(row)?),
-                };
+                let at = MessageAt::once(&mut message, row)?;
                 start.messages.push(message_at(row, &at)?);
             }
             Ok(2) => start.queue.push(queued_from_row(row)?),

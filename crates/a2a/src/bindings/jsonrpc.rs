@@ -66,7 +66,7 @@ pub(crate) async fn binding<F: Future<Output = Response>>(
 }
 
 /// The call a request body makes, or the error it is answered with (and the id to answer it
-/// with). A well-formed request is read as it is (its params kept as their text, read straight
+/// with). A plain, well-formed request is read as it is (its params kept as their text, read straight
 /// into the operation's request by triage); anything else is read as a JSON tree, which tells
 /// what is wrong with it.
 fn read_call(body: &[u8]) -> Result<Call, (Value, A2aError)> {
@@ -150,15 +150,14 @@ fn plain(body: &[u8]) -> bool {
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
             b'-' | b'0'..=b'9' => {
-                let number: Vec<u8> = body[i..]
+                let len = body[i..]
                     .iter()
-                    .copied()
                     .take_while(|c| matches!(c, b'-' | b'+' | b'.' | b'0'..=b'9' | b'e' | b'E'))
-                    .collect();
-                if number.len() > 20 || number.iter().any(|c| matches!(c, b'e' | b'E')) {
+                    .count();
+                if len > 20 || body[i..i + len].iter().any(|c| matches!(c, b'e' | b'E')) {
                     return false;
                 }
-                i += number.len() - 1;
+                i += len - 1;
             }
             _ => {}
         }
