@@ -48,6 +48,7 @@ mod backup;
 mod commit;
 mod flush;
 mod readers;
+mod settled_read;
 mod writes;
 
 pub use backup::{BackupError, SqliteBackup, sqlite_backup};
@@ -381,7 +382,8 @@ impl SqliteStore {
     }
 
     /// `commit_reading`: the commit's call ends with a read of session `session`'s entries,
-    /// as the commit leaves them.
+    /// as the commit leaves them: those written before it, read back, then its own, as it
+    /// wrote them (`settled_read`).
     async fn commit_reading_impl(
         &self,
         t: &Thread,
@@ -389,15 +391,20 @@ impl SqliteStore {
         commit: Commit,
         session: i64,
     ) -> Result<(CommitOutcome, Option<Vec<duet_runtime::JournalEntry>>), StoreError> {
-        let (outcome, rows) = self.commit_with(t, owner, commit, Some(session)).await?;
+        let (outcome, rows, commit) = self.commit_with(t, owner, commit, Some(session)).await?;
         // Only a commit that let the run go is the run's last: the others' reads are stale.
-        if outcome != CommitOutcome::Settled || rows.len() > SESSION_READ_MAX {
+        if outcome != CommitOutcome::Settled {
             return Ok((outcome, None));
         }
         // Written whatever its rows say: one the decoder refuses leaves the reading to the
         // caller, who meets it there (as before the commit read anything).
-        match entries(&rows) {
-            Ok(entries) => Ok((outcome, Some(entries))),
+        let read = settled_read::Before::of(&rows).and_then(|before| {
+            let earlier = entries(before.rows())?;
+            Ok(before.with_written(earlier, commit))
+        });
+        match read {
+            // A session that long was cut short by the read's limit: the caller reads it.
+            Ok(read) => Ok((outcome, Some(read).filter(|e| e.len() <= SESSION_READ_MAX))),
             Err(e) => {
                 tracing::warn!(thread = %t.id, error = %e, "a settled session's entries did not decode");
                 Ok((outcome, None))
@@ -406,15 +413,15 @@ impl SqliteStore {
     }
 
     /// [`SqliteStore::commit_impl`], and with `read`, the rows of that session of the thread
-    /// read after the writes, in the same call: at most [`SESSION_READ_MAX`] and one more (the
-    /// rows are `commit::ENTRIES_OF`'s).
+    /// that were there before the commit, read after its writes in the same call (the rows are
+    /// `commit::ENTRIES_OF`'s: `settled_read::Before`'s), and the commit back.
     async fn commit_with(
         &self,
         t: &Thread,
         owner: Uuid,
         commit: Commit,
         read: Option<i64>,
-    ) -> Result<(CommitOutcome, Vec<sqlx::sqlite::SqliteRow>), StoreError> {
+    ) -> Result<(CommitOutcome, Vec<sqlx::sqlite::SqliteRow>, Commit), StoreError> {
         use crate::sql::{
             Arg, Batch, JOURNAL_COLUMNS, QUEUED_COLUMNS, THREAD_SET, journal_rows, json_rows,
             queued_row,
@@ -488,16 +495,13 @@ impl SqliteStore {
              RETURNING $2 AS run, lease_owner, (SELECT COUNT(*) FROM queue q WHERE q.thread = threads.num) AS waiting;\n"
         ));
         if let Some(session) = read {
-            let p = batch.param(Arg::Int(session));
-            batch.sql.push_str(&format!(
-                "SELECT $2 AS {entries_of}, j.* FROM journal j \
-                 WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
-                 AND j.seq >= ({start} = {p}) \
-                 AND j.seq < COALESCE(({start} = {p} + 1), 9223372036854775807) \
-                 ORDER BY j.seq LIMIT {limit};\n",
-                entries_of = commit::ENTRIES_OF,
-                start = session_start!(),
-                limit = SESSION_READ_MAX + 1,
+            let session = batch.param(Arg::Int(session));
+            let first = batch.param(Arg::Int(settled_read::first_written(&commit)));
+            batch.sql.push_str(&settled_read::statement(
+                session_start!(),
+                &session,
+                &first,
+                SESSION_READ_MAX + 1,
             ));
         }
 
@@ -515,7 +519,11 @@ impl SqliteStore {
         let commit::Written::Commit(returned, entries) = self.committer.commit(job).await? else {
             return Err(StoreError::Corrupt("a commit told rows".into()));
         };
-        Ok((crate::group::outcome(returned, t, &commit)?, entries))
+        Ok((
+            crate::group::outcome(returned, t, &commit)?,
+            entries,
+            commit,
+        ))
     }
 }
 

@@ -20,6 +20,8 @@ async fn write(store: &Arc<dyn Store>, t: &mut Thread, entries: Vec<Entry>) -> V
 enum Entry {
     Said(i64, &'static str),
     Fact(RecordBody),
+    /// A message of a session with every field it can have set (`rich`).
+    Full(i64),
 }
 
 fn started(session: i64) -> Entry {
@@ -237,10 +239,77 @@ async fn settling(store: &Arc<dyn Store>, t: &mut Thread, entries: Vec<Entry>) -
                 10,
             )),
             Entry::Fact(body) => commit.records.push(Record::new(seq, body, 10)),
+            Entry::Full(session) => commit.messages.push(rich(seq, session)),
         }
     }
     commit.settle = true;
     (commit, owner)
+}
+
+/// A model's message of `session` at `seq` with every field set: tool calls whose arguments
+/// hold floats that print long, usage, provider data, images, files, a sender's id, and text
+/// with a character outside the BMP and a control character (no NUL: Postgres stores none).
+fn rich(seq: i64, session: i64) -> Message {
+    use duet_runtime::{AttachmentRef, ImageRef, ToolCall, ToolStatus, Usage};
+    let floats =
+        serde_json::json!({"x": 0.1, "y": 1e-7, "z": 123_456.789_012_345_68, "n": [1.0, -2.5e300]});
+    Message {
+        seq,
+        session,
+        role: Role::Assistant,
+        side: Some(SideId::A),
+        content: Some("done \u{1F600} \u{7}".into()),
+        thinking: Some("because".into()),
+        tool_calls: vec![ToolCall {
+            id: "call-1".into(),
+            name: "decide".into(),
+            arguments: floats.clone(),
+        }],
+        tool_call_id: Some("call-0".into()),
+        tool_name: Some("look".into()),
+        tool_status: Some(ToolStatus::Error),
+        silent: true,
+        model: Some("demo".into()),
+        usage: Some(Usage {
+            input_tokens: 3,
+            output_tokens: 5,
+            cached_tokens: 1,
+            reasoning_tokens: 2,
+        }),
+        provider_data: Some(serde_json::json!({"signature": "s", "score": 0.30000000000000004})),
+        images: vec![ImageRef {
+            mime_type: "image/png".into(),
+            data: "aGk=".into(),
+        }],
+        attachments: vec![AttachmentRef {
+            path: "/out/a.txt".into(),
+            name: "a.txt".into(),
+            mime_type: "text/plain".into(),
+            size: 2,
+            width: Some(4),
+            height: None,
+            description: Some("the answer".into()),
+        }],
+        message_id: Some("m-1".into()),
+        created_at: 11,
+    }
+}
+
+/// An `approval_requested` record whose arguments hold floats.
+fn asked() -> Entry {
+    Entry::Fact(RecordBody::ApprovalRequested(
+        duet_runtime::approval::Asked {
+            call: "call-1".into(),
+            tool: "decide".into(),
+            arguments: serde_json::json!({"amount": 0.1, "rate": 2.000_000_000_000_000_4}),
+            decisions: vec![duet_runtime::approval::Decision::Approve],
+            remember: Vec::new(),
+            approvers: Default::default(),
+            revision: Some("r".into()),
+            policy: None,
+            deadline: None,
+        },
+    ))
 }
 
 /// `commit_reading` of session `session`, which must settle: what it read.
@@ -304,6 +373,34 @@ async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would()
                     .expect("read");
                 assert_eq!(after.len(), 2, "{name}");
                 assert_eq!(theirs, after, "{name}: the other thread's own");
+            }
+            // Every field a message or a record can have, some written before the settling
+            // commit and some by it: what it hands back is what a read after it gives.
+            let mut rich_t = thread(&store, &format!("rich-{round}")).await;
+            write(
+                &store,
+                &mut rich_t,
+                vec![started(1), Entry::Full(1), asked()],
+            )
+            .await;
+            let commit = settling(
+                &store,
+                &mut rich_t,
+                vec![Entry::Full(1), asked(), stopped()],
+            )
+            .await;
+            if let Some(read) = reading(&store, &rich_t, commit, 1).await {
+                let after = store
+                    .session_entries(rich_t.id, 1, i64::MAX)
+                    .await
+                    .expect("read");
+                assert_eq!(after.len(), 6, "{name}");
+                assert_eq!(read, after, "{name}: every field, as written");
+            }
+            // A session the thread never had reads as empty, its commit's entries included.
+            let commit = settling(&store, &mut rich_t, vec![Entry::Said(1, "late")]).await;
+            if let Some(read) = reading(&store, &rich_t, commit, 7).await {
+                assert!(read.is_empty(), "{name}: {read:?}");
             }
             // An earlier session, read back by a later commit: up to the next session's start.
             let later = settling(&store, &mut t, vec![Entry::Said(2, "again")]).await;
