@@ -399,12 +399,15 @@ impl SqliteStore {
         // Written whatever its rows say: one the decoder refuses leaves the reading to the
         // caller, who meets it there (as before the commit read anything).
         let read = settled_read::Before::of(&rows).and_then(|before| {
+            // A session that long was cut short by the read's limit: the caller reads it.
+            if before.rows().len() > SESSION_READ_MAX {
+                return Ok(None);
+            }
             let earlier = entries(before.rows())?;
-            Ok(before.with_written(earlier, commit))
+            Ok(Some(before.with_written(earlier, commit)))
         });
         match read {
-            // A session that long was cut short by the read's limit: the caller reads it.
-            Ok(read) => Ok((outcome, Some(read).filter(|e| e.len() <= SESSION_READ_MAX))),
+            Ok(read) => Ok((outcome, read.filter(|e| e.len() <= SESSION_READ_MAX))),
             Err(e) => {
                 tracing::warn!(thread = %t.id, error = %e, "a settled session's entries did not decode");
                 Ok((outcome, None))

@@ -10,18 +10,18 @@ use sqlx::sqlite::SqliteRow;
 use super::commit::ENTRIES_OF;
 use duet_runtime::StoreError;
 
-/// The statement that ends a settling commit's call: session `$session` of thread `$1`'s
-/// bounds (its `session_started` record's seq, and the next session's: `start` is the text
-/// that finds one, up to the comparison of its session number) on every row, and its entries
-/// below seq `$first` (the commit's first, see [`first_written`]), at most `limit`. Always one
-/// row at least: when no entry is read, one with the bounds alone (its journal columns null).
+/// The statements that end a settling commit's call: one row of session `$session` of thread
+/// `$1`'s bounds (its `session_started` record's seq, and the next session's: `start` is the
+/// text that finds one, up to the comparison of its session number), then its entries below
+/// seq `$first` (the commit's first, see [`first_written`]), at most `limit`, read in the
+/// journal key's order (a range of its primary key: no sort, and the limit stops the read).
 pub(super) fn statement(start: &str, session: &str, first: &str, limit: usize) -> String {
+    let next = format!("COALESCE(({start} = {session} + 1), 9223372036854775807)");
     format!(
-        "SELECT $2 AS {ENTRIES_OF}, b.lo AS read_from, b.hi AS read_below, j.* FROM \
-         (SELECT ({start} = {session}) AS lo, \
-          COALESCE(({start} = {session} + 1), 9223372036854775807) AS hi) b \
-         LEFT JOIN journal j ON j.thread = (SELECT num FROM threads WHERE id = $1) \
-         AND j.seq >= b.lo AND j.seq < b.hi AND j.seq < {first} \
+        "SELECT $2 AS {ENTRIES_OF}, ({start} = {session}) AS read_from, {next} AS read_below;\n\
+         SELECT $2 AS {ENTRIES_OF}, j.* FROM journal j \
+         WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
+         AND j.seq >= ({start} = {session}) AND j.seq < {next} AND j.seq < {first} \
          ORDER BY j.seq LIMIT {limit};\n"
     )
 }
@@ -29,8 +29,9 @@ pub(super) fn statement(start: &str, session: &str, first: &str, limit: usize) -
 /// The seq of the first entry `commit` writes: the read stops below it (all of the session
 /// when it writes none).
 pub(super) fn first_written(commit: &Commit) -> i64 {
-    let first = |seq: Option<i64>| seq.unwrap_or(i64::MAX);
-    first(commit.messages.first().map(|m| m.seq)).min(first(commit.records.first().map(|r| r.seq)))
+    let messages = commit.messages.iter().map(|m| m.seq);
+    let records = commit.records.iter().map(|r| r.seq);
+    messages.chain(records).min().unwrap_or(i64::MAX)
 }
 
 /// What a settling commit's read returned: the session's bounds and its entries from before
@@ -45,18 +46,15 @@ pub(super) struct Before<'a> {
 }
 
 impl<'a> Before<'a> {
-    /// Reads the bounds off `rows` (the statement's), and which of them are entries.
+    /// Reads the bounds off `rows` (the statements' rows: the bounds, then the entries).
     pub(super) fn of(rows: &'a [SqliteRow]) -> Result<Before<'a>, StoreError> {
-        let Some(first) = rows.first() else {
+        let Some((bounds, rows)) = rows.split_first() else {
             return Err(StoreError::Corrupt(
                 "a settling commit's read returned no row".into(),
             ));
         };
-        let from: Option<i64> = first.try_get("read_from").map_err(crate::db_error)?;
-        let below: i64 = first.try_get("read_below").map_err(crate::db_error)?;
-        // The row of the bounds alone (no entry matched) has no seq.
-        let seq: Option<i64> = first.try_get("seq").map_err(crate::db_error)?;
-        let rows = if seq.is_some() { rows } else { &[] };
+        let from: Option<i64> = bounds.try_get("read_from").map_err(crate::db_error)?;
+        let below: i64 = bounds.try_get("read_below").map_err(crate::db_error)?;
         Ok(Before { rows, from, below })
     }
 

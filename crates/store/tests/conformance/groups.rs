@@ -314,6 +314,10 @@ async fn a_delivery_and_a_commit_of_one_thread_at_once_are_told_in_the_order_wri
                 }
             }
             assert!(told.len() >= 2, "{name} {round}: {told:?}");
+            assert!(
+                told.iter().any(|c| c.seq == now.next_seq - 1),
+                "{name} {round}: the commit's change was told: {told:?}"
+            );
             let last = told[told.len() - 1];
             assert_eq!(
                 (last.seq, last.status),

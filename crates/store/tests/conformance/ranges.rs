@@ -402,6 +402,38 @@ async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would()
             if let Some(read) = reading(&store, &rich_t, commit, 7).await {
                 assert!(read.is_empty(), "{name}: {read:?}");
             }
+            // At most 256 entries are read back with the write (SQLite's bound): a longer
+            // session is the caller's to read, whether the commit's own entries or those before
+            // it make it longer.
+            if round == 0 {
+                let mut long = thread(&store, "long").await;
+                let mut before = vec![started(1)];
+                before.extend((0..253).map(|_| Entry::Said(1, "x")));
+                write(&store, &mut long, before).await;
+                let commit =
+                    settling(&store, &mut long, vec![Entry::Said(1, "y"), Entry::Full(1)]).await;
+                let read = reading(&store, &long, commit, 1).await;
+                assert_eq!(read.as_ref().map(Vec::len), reads.then_some(256), "{name}");
+                if let Some(read) = read {
+                    let after = store
+                        .session_entries(long.id, 1, i64::MAX)
+                        .await
+                        .expect("read");
+                    assert_eq!(read, after, "{name}: 256 entries");
+                }
+                let commit = settling(&store, &mut long, vec![Entry::Said(1, "z")]).await;
+                assert_eq!(reading(&store, &long, commit, 1).await, None, "{name}: 257");
+                let mut longer = thread(&store, "longer").await;
+                let mut before = vec![started(1)];
+                before.extend((0..300).map(|_| Entry::Said(1, "x")));
+                write(&store, &mut longer, before).await;
+                let commit = settling(&store, &mut longer, vec![stopped()]).await;
+                assert_eq!(
+                    reading(&store, &longer, commit, 1).await,
+                    None,
+                    "{name}: 302"
+                );
+            }
             // An earlier session, read back by a later commit: up to the next session's start.
             let later = settling(&store, &mut t, vec![Entry::Said(2, "again")]).await;
             if let Some(read) = reading(&store, &t, later, 1).await {
