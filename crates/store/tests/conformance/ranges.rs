@@ -3,7 +3,7 @@
 //! newest first, a few at a time.
 
 use super::*;
-use duet_runtime::{Commit, JournalEntry, Message, Record, RecordBody, StopReason};
+use duet_runtime::{Commit, JournalEntry, Message, Record, RecordBody, StopReason, ThreadId};
 
 /// Commits `entries` (messages and records, each taking `t`'s next seq in order) to `t`.
 async fn write(store: &Arc<dyn Store>, t: &mut Thread, entries: Vec<Entry>) -> Vec<i64> {
@@ -263,7 +263,7 @@ fn rich(seq: i64, session: i64) -> Message {
         tool_calls: vec![ToolCall {
             id: "call-1".into(),
             name: "decide".into(),
-            arguments: floats.clone(),
+            arguments: floats,
         }],
         tool_call_id: Some("call-0".into()),
         tool_name: Some("look".into()),
@@ -310,6 +310,14 @@ fn asked() -> Entry {
             deadline: None,
         },
     ))
+}
+
+/// Session `session` of thread `id` as a read now gives it, all of it.
+async fn session(store: &Arc<dyn Store>, id: ThreadId, session: i64) -> Vec<JournalEntry> {
+    store
+        .session_entries(id, session, i64::MAX)
+        .await
+        .expect("read")
 }
 
 /// `commit_reading` of session `session`, which must settle: what it read.
@@ -361,16 +369,10 @@ async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would()
             assert_eq!(mine.is_some(), reads, "{name}");
             assert_eq!(theirs.is_some(), reads, "{name}");
             if let (Some(mine), Some(theirs)) = (mine, theirs) {
-                let after = store
-                    .session_entries(t.id, 2, i64::MAX)
-                    .await
-                    .expect("read");
+                let after = session(&store, t.id, 2).await;
                 assert_eq!(after.len(), 3, "{name}");
                 assert_eq!(mine, after, "{name}: session 2 as written");
-                let after = store
-                    .session_entries(other.id, 1, i64::MAX)
-                    .await
-                    .expect("read");
+                let after = session(&store, other.id, 1).await;
                 assert_eq!(after.len(), 2, "{name}");
                 assert_eq!(theirs, after, "{name}: the other thread's own");
             }
@@ -389,19 +391,17 @@ async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would()
                 vec![Entry::Full(1), asked(), stopped()],
             )
             .await;
-            if let Some(read) = reading(&store, &rich_t, commit, 1).await {
-                let after = store
-                    .session_entries(rich_t.id, 1, i64::MAX)
-                    .await
-                    .expect("read");
+            let read = reading(&store, &rich_t, commit, 1).await;
+            assert_eq!(read.is_some(), reads, "{name}");
+            if let Some(read) = read {
+                let after = session(&store, rich_t.id, 1).await;
                 assert_eq!(after.len(), 6, "{name}");
                 assert_eq!(read, after, "{name}: every field, as written");
             }
             // A session the thread never had reads as empty, its commit's entries included.
             let commit = settling(&store, &mut rich_t, vec![Entry::Said(1, "late")]).await;
-            if let Some(read) = reading(&store, &rich_t, commit, 7).await {
-                assert!(read.is_empty(), "{name}: {read:?}");
-            }
+            let read = reading(&store, &rich_t, commit, 7).await;
+            assert_eq!(read, reads.then(Vec::new), "{name}");
             // At most 256 entries are read back with the write (SQLite's bound): a longer
             // session is the caller's to read, whether the commit's own entries or those before
             // it make it longer.
@@ -415,10 +415,7 @@ async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would()
                 let read = reading(&store, &long, commit, 1).await;
                 assert_eq!(read.as_ref().map(Vec::len), reads.then_some(256), "{name}");
                 if let Some(read) = read {
-                    let after = store
-                        .session_entries(long.id, 1, i64::MAX)
-                        .await
-                        .expect("read");
+                    let after = session(&store, long.id, 1).await;
                     assert_eq!(read, after, "{name}: 256 entries");
                 }
                 let commit = settling(&store, &mut long, vec![Entry::Said(1, "z")]).await;
@@ -437,10 +434,7 @@ async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would()
             // An earlier session, read back by a later commit: up to the next session's start.
             let later = settling(&store, &mut t, vec![Entry::Said(2, "again")]).await;
             if let Some(read) = reading(&store, &t, later, 1).await {
-                let one = store
-                    .session_entries(t.id, 1, i64::MAX)
-                    .await
-                    .expect("read");
+                let one = session(&store, t.id, 1).await;
                 assert_eq!(read, one, "{name}: session 1");
                 assert_eq!(read.len(), 3, "{name}: its start, its message, its end");
             }
