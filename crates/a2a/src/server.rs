@@ -7,6 +7,7 @@
 //! ```
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::Request;
@@ -141,8 +142,8 @@ impl tower::Service<Request> for A2aService {
 }
 
 /// The stack as one service: each request runs the layers in the seed's order, each handing the
-/// request to the next by a plain call (not a tower layer apiece, which boxed a future and a
-/// clone of the services below it at every layer of every request).
+/// request to the next by a plain call (not a tower layer apiece, which also cloned the services
+/// below it at every layer of every request).
 struct Stack<A> {
     site: Arc<Site>,
     limits: Limits,
@@ -160,6 +161,9 @@ impl<A> Clone for Stack<A> {
 }
 
 impl<A: A2aAgent> Stack<A> {
+    /// The layers in the seed's order. Each layer's call of the next is boxed: a layer's
+    /// future holds the one below it, so unboxed the stack's future was the sum of all of
+    /// theirs (~10 KB), copied whole at each layer as it was built.
     async fn run(self, req: Request) -> Response {
         let Stack {
             site,
@@ -167,28 +171,33 @@ impl<A: A2aAgent> Stack<A> {
             agent,
         } = self;
         layers::inject_card(&site, req, |req| {
-            layers::well_known(req, |req| {
-                layers::grpc(req, |req| {
-                    rest::binding(limits, req, |req| {
-                        jsonrpc::binding(limits, req, |req| {
-                            layers::offer_stream(req, |req| {
-                                layers::triage(req, |req| {
-                                    layers::extract_message(req, |req| {
-                                        layers::limit_history(limits, req, |req| {
-                                            layers::limit_page(limits, req, |req| {
-                                                agent::answer(agent, req)
-                                            })
-                                        })
-                                    })
-                                })
-                            })
-                        })
-                    })
-                })
-            })
+            boxed(layers::well_known(req, |req| {
+                boxed(layers::grpc(req, |req| {
+                    boxed(rest::binding(limits, req, |req| {
+                        boxed(jsonrpc::binding(limits, req, |req| {
+                            boxed(layers::offer_stream(req, |req| {
+                                boxed(layers::triage(req, |req| {
+                                    boxed(layers::extract_message(req, |req| {
+                                        boxed(layers::limit_history(limits, req, |req| {
+                                            boxed(layers::limit_page(limits, req, |req| {
+                                                boxed(agent::answer(agent, req))
+                                            }))
+                                        }))
+                                    }))
+                                }))
+                            }))
+                        }))
+                    }))
+                }))
+            }))
         })
         .await
     }
+}
+
+/// A layer's future, boxed and its type erased (see [`Stack::run`]).
+fn boxed<'a>(f: impl Future<Output = Response> + Send + 'a) -> BoxFuture<'a, Response> {
+    Box::pin(f)
 }
 
 impl<A: A2aAgent> tower::Service<Request> for Stack<A> {

@@ -25,6 +25,9 @@
 //!
 //! `BENCH_CALLS=1` also prints the driver calls per park, answer and ask, by statement (not with
 //! the timed numbers of a run without it: counting costs a little on every call).
+//!
+//! `BENCH_MARKS=1` prints a line `MARK start rest|a2a` as each round of answers starts and
+//! `MARK end` as it ends, for a profiler to cut the run at (`docs/benchmarks.md`).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -221,6 +224,9 @@ async fn run() {
         for a2a_turn in [round % 2 == 1, round % 2 == 0] {
             let slice = slice.clone();
             common::calls::take();
+            if std::env::var_os("BENCH_MARKS").is_some() {
+                println!("MARK start {}", if a2a_turn { "a2a" } else { "rest" });
+            }
             let start = Instant::now();
             let cpu = cpu_ns();
             let latencies: Vec<Duration> = if a2a_turn {
@@ -242,6 +248,9 @@ async fn run() {
                     .collect()
                     .await
             };
+            if std::env::var_os("BENCH_MARKS").is_some() {
+                println!("MARK end");
+            }
             let kind = if a2a_turn { &mut a2a } else { &mut rest };
             kind.took += start.elapsed();
             kind.cpu_ns += cpu_ns().saturating_sub(cpu);

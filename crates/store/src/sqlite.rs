@@ -500,12 +500,13 @@ impl SqliteStore {
         if let Some(session) = read {
             let session = batch.param(Arg::Int(session));
             let first = batch.param(Arg::Int(settled_read::first_written(&commit)));
-            batch.sql.push_str(&settled_read::statement(
+            settled_read::push_statement(
+                &mut batch.sql,
                 session_start!(),
                 &session,
                 &first,
                 SESSION_READ_MAX + 1,
-            ));
+            );
         }
 
         let job = commit::Job::Commit(commit::CommitJob {

@@ -56,18 +56,19 @@ impl Runtime {
                 self.inner.runs.report_session(id, run);
             }
             let mut trace = RunTrace::default();
-            let result = self
-                .run(
-                    id,
-                    run,
-                    start,
-                    events,
-                    &guard.abort,
-                    &guard.lost,
-                    inline,
-                    &mut trace,
-                )
-                .await;
+            // Boxed, as the step below is: a run's future is large, and held inline this one
+            // would be as large, and each would be copied whole as it is made.
+            let result = Box::pin(self.run(
+                id,
+                run,
+                start,
+                events,
+                &guard.abort,
+                &guard.lost,
+                inline,
+                &mut trace,
+            ))
+            .await;
             // Only a run asked for its session has one to take (no lock for the others).
             let read = report
                 .then(|| self.inner.runs.take_session(id, run))
@@ -277,9 +278,13 @@ impl Runtime {
                                     .await
                             }
                             Side::Prompt(cfg) => {
-                                let step = self
-                                    .step(cfg, &turn, &mut t, &mut msgs)
-                                    .instrument(span.clone());
+                                // Boxed: passed by value, a step's future would be held
+                                // twice in the run's (as the argument, and pinned), and
+                                // copied whole each time.
+                                let step = Box::pin(
+                                    self.step(cfg, &turn, &mut t, &mut msgs)
+                                        .instrument(span.clone()),
+                                );
                                 self.until_it_waits(id, run, events, step).await.map(
                                     |(flow, more)| {
                                         queued |= more;

@@ -50,8 +50,19 @@ impl Runtime {
         let env_lookup = |k: &str| crate::context::env_value(&s.env, k);
         let offer = super::router::Offer::new(&project, agent, cfg, prompt, &served, &env_lookup);
         // `immediate` children start when their side first acts, before its first model call.
-        if let Some(flow) = self
-            .spawn_immediate(agent, cfg, side, t, msgs, &s.env, &mut s.hooks, turn.cancel)
+        // Boxed, and only for a side that has them: inline, every step's future would carry
+        // the size of theirs.
+        if cfg.subagents.iter().any(|r| r.immediate.is_some())
+            && let Some(flow) = Box::pin(self.spawn_immediate(
+                agent,
+                cfg,
+                side,
+                t,
+                msgs,
+                &s.env,
+                &mut s.hooks,
+                turn.cancel,
+            ))
             .await?
         {
             return Ok(flow);

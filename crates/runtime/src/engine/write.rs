@@ -193,9 +193,13 @@ impl Runtime {
             history,
         } = around;
         if let Some(hooks) = hooks.as_deref_mut() {
-            if let Create::Here = create {
+            // Boxed, and only with such a hook (without one it changes nothing): a hook's
+            // future is large, and every commit's future would carry its size.
+            if let Create::Here = create
+                && hooks.has("before_create_message")
+            {
                 let messages = std::mem::take(&mut commit.messages);
-                commit.messages = hooks.before_create_all(t, messages).await;
+                commit.messages = Box::pin(hooks.before_create_all(t, messages)).await;
             }
             hook_output(t, hooks, at.unwrap_or_else(|| self.now()), &mut commit);
         }

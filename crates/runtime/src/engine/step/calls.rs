@@ -98,9 +98,12 @@ impl Runtime {
                 awaiting: !ran.done.awaiting.is_empty(),
                 nested_usage: &mut ran.nested,
             };
+            // Boxed: a tool's future (an HTTP call, an MCP server, a sub-prompt, code) is the
+            // largest of a step's; inline, every step's future would carry, and move, its size.
+            let routed = Box::pin(self.route_call(offer, turn, call, &mut step));
             let dispatched = tokio::select! {
                 () = turn.cancel.cancelled() => return None,
-                d = self.route_call(offer, turn, call, &mut step).instrument(tool_span.clone()) => d,
+                d = routed.instrument(tool_span.clone()) => d,
             };
             if let Dispatched::Done(r) | Dispatched::Handoff(_, r) | Dispatched::Scheduled(_, r) =
                 &dispatched
