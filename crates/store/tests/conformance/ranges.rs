@@ -430,6 +430,30 @@ async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would()
                     None,
                     "{name}: 302"
                 );
+                // The bound holds for records and messages together, interleaved: 256 come
+                // back in seq order, 302 are the caller's to read.
+                let mut mixed = thread(&store, "mixed").await;
+                let mut before = vec![started(1)];
+                before.extend((0..127).flat_map(|_| [Entry::Said(1, "x"), stopped()]));
+                write(&store, &mut mixed, before).await;
+                let commit = settling(&store, &mut mixed, vec![Entry::Said(1, "y")]).await;
+                let read = reading(&store, &mixed, commit, 1).await;
+                assert_eq!(read.as_ref().map(Vec::len), reads.then_some(256), "{name}");
+                if let Some(read) = read {
+                    let after = session(&store, mixed.id, 1).await;
+                    assert_eq!(read, after, "{name}: 256 of both kinds");
+                }
+                let mut both = thread(&store, "both").await;
+                let mut before = vec![started(1)];
+                before.extend((0..200).map(|_| stopped()));
+                before.extend((0..100).map(|_| Entry::Said(1, "x")));
+                write(&store, &mut both, before).await;
+                let commit = settling(&store, &mut both, vec![stopped()]).await;
+                assert_eq!(
+                    reading(&store, &both, commit, 1).await,
+                    None,
+                    "{name}: 302 of both kinds"
+                );
             }
             // An earlier session, read back by a later commit: up to the next session's start.
             let later = settling(&store, &mut t, vec![Entry::Said(2, "again")]).await;
