@@ -248,12 +248,12 @@ async fn run() {
                     .collect()
                     .await
             };
-            if std::env::var_os("BENCH_MARKS").is_some() {
-                println!("MARK end");
-            }
             let kind = if a2a_turn { &mut a2a } else { &mut rest };
             kind.took += start.elapsed();
             kind.cpu_ns += cpu_ns().saturating_sub(cpu);
+            if std::env::var_os("BENCH_MARKS").is_some() {
+                println!("MARK end");
+            }
             kind.latencies.extend(latencies);
             common::calls::add(&mut kind.calls, common::calls::take());
         }

@@ -229,7 +229,9 @@ impl Browser {
             .click()
             .await
             .expect("sign in");
-        self.wait_for("h1").await;
+        // The signed-in page's navigation, which the sign-in page has not: its `h1` would be
+        // found before the form's post landed, and a page opened then was opened signed out.
+        self.wait_for("header.top nav").await;
     }
 
     /// Saves a screenshot as `target/inbox-screenshots/NAME.png` (CI keeps them).

@@ -32,6 +32,7 @@ impl Runtime {
         hooks: &mut ActiveHooks,
         cancel: &CancellationToken,
     ) -> Result<Option<Flow>, RunError> {
+        // (A step checks this before it calls; kept here for any other caller.)
         if !cfg.subagents.iter().any(|r| r.immediate.is_some()) {
             return Ok(None);
         }

@@ -4,7 +4,7 @@
 //! `session_entries` reads after the commit (the store conformance suite holds them equal).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use duet_runtime::{Commit, JournalEntry};
 use sqlx::Row;
@@ -18,8 +18,9 @@ use duet_runtime::StoreError;
 /// text that finds one, up to the comparison of its session number), then its entries below
 /// seq `$first` (the commit's first, see [`first_written`]), at most `limit`, read in the
 /// journal key's order (a range of its primary key: no sort, and the limit stops the read).
-/// Appended to `sql`; each text is made once per `start`, `limit` and pair of parameter names
-/// (a commit's shape decides them) and kept: made anew, it cost as much as a tenth of the read.
+/// Appended to `sql`; each text is made once per `start`, `limit` and pair of parameter numbers
+/// (a commit's shape decides them) and kept, up to [`KEPT`] texts: made anew, it cost as much as
+/// a tenth of the read.
 pub(super) fn push_statement(
     sql: &mut String,
     start: &'static str,
@@ -27,24 +28,35 @@ pub(super) fn push_statement(
     first: &str,
     limit: usize,
 ) {
-    /// By `start` (where it is and its length: the same text), `limit`, `session` and `first`.
-    type Made = HashMap<((usize, usize), usize, String, String), Arc<str>>;
+    /// By `start` (where it is and its length: the same text), `limit`, and the numbers of
+    /// `session` and `first`.
+    type Made = HashMap<((usize, usize), usize, usize, usize), Box<str>>;
     static MADE: OnceLock<Mutex<Made>> = OnceLock::new();
+    let number = |p: &str| p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok());
+    let (Some(s), Some(f)) = (number(session), number(first)) else {
+        sql.push_str(&statement(start, session, first, limit));
+        return;
+    };
+    let key = ((start.as_ptr() as usize, start.len()), limit, s, f);
     let mut made = MADE
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    let key = (
-        (start.as_ptr() as usize, start.len()),
-        limit,
-        session.to_owned(),
-        first.to_owned(),
-    );
-    let text = made
-        .entry(key)
-        .or_insert_with(|| statement(start, session, first, limit).into());
-    sql.push_str(text);
+    if let Some(text) = made.get(&key) {
+        sql.push_str(text);
+        return;
+    }
+    let text = statement(start, session, first, limit);
+    sql.push_str(&text);
+    if made.len() < KEPT {
+        made.insert(key, text.into_boxed_str());
+    }
 }
+
+/// How many texts [`push_statement`] keeps: the parameters before the read's are a commit's
+/// drained ids, values, timers and files, so their number varies; past this many shapes, a
+/// text is made each time.
+const KEPT: usize = 64;
 
 /// The text [`push_statement`] appends.
 fn statement(start: &str, session: &str, first: &str, limit: usize) -> String {

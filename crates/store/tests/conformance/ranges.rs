@@ -430,8 +430,8 @@ async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would()
                     None,
                     "{name}: 302"
                 );
-                // The bound holds for records and messages together, interleaved: 256 come
-                // back in seq order, 302 are the caller's to read.
+                // The bound holds for records and messages together: 256 of both, interleaved,
+                // come back in seq order; 302 of both (in two runs) are the caller's to read.
                 let mut mixed = thread(&store, "mixed").await;
                 let mut before = vec![started(1)];
                 before.extend((0..127).flat_map(|_| [Entry::Said(1, "x"), stopped()]));
