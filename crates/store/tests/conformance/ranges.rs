@@ -320,6 +320,24 @@ async fn session(store: &Arc<dyn Store>, id: ThreadId, session: i64) -> Vec<Jour
         .expect("read")
 }
 
+/// A new thread `key` whose session 1 holds `body` after its start.
+async fn opened(store: &Arc<dyn Store>, key: &str, body: impl Iterator<Item = Entry>) -> Thread {
+    let mut t = thread(store, key).await;
+    let mut entries = vec![started(1)];
+    entries.extend(body);
+    write(store, &mut t, entries).await;
+    t
+}
+
+/// Settles `entries` on `t`, reading session 1 back with the commit: how many entries it read,
+/// which must be what a read after the commit gives.
+async fn read_back(store: &Arc<dyn Store>, t: &mut Thread, entries: Vec<Entry>) -> Option<usize> {
+    let commit = settling(store, t, entries).await;
+    let read = reading(store, t, commit, 1).await?;
+    assert_eq!(read, session(store, t.id, 1).await, "{}: as written", t.key);
+    Some(read.len())
+}
+
 /// `commit_reading` of session `session`, which must settle: what it read.
 async fn reading(
     store: &Arc<dyn Store>,
@@ -406,54 +424,26 @@ async fn a_commit_that_reads_its_session_back_tells_what_a_read_after_it_would()
             // session is the caller's to read, whether the commit's own entries or those before
             // it make it longer.
             if round == 0 {
-                let mut long = thread(&store, "long").await;
-                let mut before = vec![started(1)];
-                before.extend((0..253).map(|_| Entry::Said(1, "x")));
-                write(&store, &mut long, before).await;
-                let commit =
-                    settling(&store, &mut long, vec![Entry::Said(1, "y"), Entry::Full(1)]).await;
-                let read = reading(&store, &long, commit, 1).await;
-                assert_eq!(read.as_ref().map(Vec::len), reads.then_some(256), "{name}");
-                if let Some(read) = read {
-                    let after = session(&store, long.id, 1).await;
-                    assert_eq!(read, after, "{name}: 256 entries");
-                }
-                let commit = settling(&store, &mut long, vec![Entry::Said(1, "z")]).await;
-                assert_eq!(reading(&store, &long, commit, 1).await, None, "{name}: 257");
-                let mut longer = thread(&store, "longer").await;
-                let mut before = vec![started(1)];
-                before.extend((0..300).map(|_| Entry::Said(1, "x")));
-                write(&store, &mut longer, before).await;
-                let commit = settling(&store, &mut longer, vec![stopped()]).await;
-                assert_eq!(
-                    reading(&store, &longer, commit, 1).await,
-                    None,
-                    "{name}: 302"
-                );
-                // The bound holds for records and messages together: 256 of both, interleaved,
-                // come back in seq order; 302 of both (in two runs) are the caller's to read.
-                let mut mixed = thread(&store, "mixed").await;
-                let mut before = vec![started(1)];
-                before.extend((0..127).flat_map(|_| [Entry::Said(1, "x"), stopped()]));
-                write(&store, &mut mixed, before).await;
-                let commit = settling(&store, &mut mixed, vec![Entry::Said(1, "y")]).await;
-                let read = reading(&store, &mixed, commit, 1).await;
-                assert_eq!(read.as_ref().map(Vec::len), reads.then_some(256), "{name}");
-                if let Some(read) = read {
-                    let after = session(&store, mixed.id, 1).await;
-                    assert_eq!(read, after, "{name}: 256 of both kinds");
-                }
-                let mut both = thread(&store, "both").await;
-                let mut before = vec![started(1)];
-                before.extend((0..200).map(|_| stopped()));
-                before.extend((0..100).map(|_| Entry::Said(1, "x")));
-                write(&store, &mut both, before).await;
-                let commit = settling(&store, &mut both, vec![stopped()]).await;
-                assert_eq!(
-                    reading(&store, &both, commit, 1).await,
-                    None,
-                    "{name}: 302 of both kinds"
-                );
+                let said = |n| (0..n).map(|_| Entry::Said(1, "x"));
+                let mut long = opened(&store, "long", said(253)).await;
+                let read = read_back(&store, &mut long, vec![Entry::Said(1, "y"), Entry::Full(1)]);
+                assert_eq!(read.await, reads.then_some(256), "{name}: 256");
+                let read = read_back(&store, &mut long, vec![Entry::Said(1, "z")]).await;
+                assert_eq!(read, None, "{name}: 257");
+                let mut longer = opened(&store, "longer", said(300)).await;
+                let read = read_back(&store, &mut longer, vec![stopped()]).await;
+                assert_eq!(read, None, "{name}: 302");
+                // The bound holds for records and messages together: 256 of both, interleaved
+                // and all written before the commit (which opens the next session), come back
+                // in seq order; 302 of both (in two runs) are the caller's to read.
+                let pairs = (0..127).flat_map(|_| [Entry::Said(1, "x"), stopped()]);
+                let mut mixed = opened(&store, "mixed", pairs.chain(said(1))).await;
+                let read = read_back(&store, &mut mixed, vec![started(2)]).await;
+                assert_eq!(read, reads.then_some(256), "{name}: 256 of both kinds");
+                let runs = (0..200).map(|_| stopped()).chain(said(100));
+                let mut both = opened(&store, "both", runs).await;
+                let read = read_back(&store, &mut both, vec![stopped()]).await;
+                assert_eq!(read, None, "{name}: 302 of both kinds");
             }
             // An earlier session, read back by a later commit: up to the next session's start.
             let later = settling(&store, &mut t, vec![Entry::Said(2, "again")]).await;
