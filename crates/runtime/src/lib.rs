@@ -92,9 +92,9 @@ pub use schedule::ScheduledEffect;
 pub use store::{
     AnswerOutcome, Answered, AnsweredQuery, Change, ChangeFeed, ChangeHub, Commit, CommitOutcome,
     CommitStore, DecideOutcome, DecisionEntry, FeedEvent, FirstAnswer, JournalEntry, JournalStore,
-    Lease, LeaseStore, Listed, MAX_PARENTS, NewThread, ParentFilter, QueueStore, RegistryStore,
-    Renewal, RunStart, SETTLE_KINDS, Starting, StatusCounts, Store, StoreError, ThreadQuery,
-    ThreadStore,
+    Lease, LeaseStore, Listed, MAX_PARENTS, NewThread, ParentFilter, QueueStore, ReadBack,
+    RegistryStore, Renewal, RunStart, SETTLE_KINDS, Starting, StatusCounts, Store, StoreError,
+    ThreadQuery, ThreadStore,
 };
 pub use store::{BlobStore, FileStore};
 pub use store::{

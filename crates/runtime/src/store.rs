@@ -21,7 +21,7 @@ mod registry;
 mod threads;
 mod timers;
 
-pub use commits::{Commit, CommitOutcome, CommitStore};
+pub use commits::{Commit, CommitOutcome, CommitStore, ReadBack};
 pub use feed::{Change, ChangeFeed, ChangeHub, FeedEvent};
 pub use files::{BlobStore, FileStore};
 pub use journal::{JournalEntry, JournalStore, SETTLE_KINDS};

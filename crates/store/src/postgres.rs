@@ -215,7 +215,7 @@ impl PgStore {
         owner: Uuid,
         commit: Commit,
         _session: i64,
-    ) -> Result<(CommitOutcome, Option<Vec<duet_runtime::JournalEntry>>), StoreError> {
+    ) -> Result<(CommitOutcome, Option<Vec<duet_runtime::ReadBack>>), StoreError> {
         Ok((self.commit_impl(t, owner, commit).await?, None))
     }
 }

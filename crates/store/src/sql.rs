@@ -367,7 +367,7 @@ macro_rules! store_impl {
                 owner: Uuid,
                 commit: Commit,
                 session: i64,
-            ) -> Result<(CommitOutcome, Option<Vec<JournalEntry>>), StoreError> {
+            ) -> Result<(CommitOutcome, Option<Vec<duet_runtime::ReadBack>>), StoreError> {
                 self.commit_reading_impl(t, owner, commit, session).await
             }
 

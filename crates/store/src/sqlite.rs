@@ -390,7 +390,7 @@ impl SqliteStore {
         owner: Uuid,
         commit: Commit,
         session: i64,
-    ) -> Result<(CommitOutcome, Option<Vec<duet_runtime::JournalEntry>>), StoreError> {
+    ) -> Result<(CommitOutcome, Option<Vec<duet_runtime::ReadBack>>), StoreError> {
         let (outcome, rows, commit) = self.commit_with(t, owner, commit, Some(session)).await?;
         // Only a commit that let the run go is the run's last: the others' reads are stale.
         if outcome != CommitOutcome::Settled {
@@ -403,7 +403,7 @@ impl SqliteStore {
             if before.rows().len() > SESSION_READ_MAX {
                 return Ok(None);
             }
-            let earlier = entries(before.rows())?;
+            let earlier = settled_read::read_back(before.rows())?;
             Ok(Some(before.with_written(earlier, commit)))
         });
         match read {

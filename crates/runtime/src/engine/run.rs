@@ -13,7 +13,7 @@ use crate::decide::{self, Next};
 use crate::delivery::Settled;
 use crate::error::RunError;
 use crate::event::EventSink;
-use crate::store::{Commit, CommitOutcome, StoreError};
+use crate::store::{Commit, CommitOutcome, ReadBack, StoreError};
 use crate::telemetry::RunTrace;
 use crate::transition;
 use duet_spec::Side;
@@ -56,6 +56,9 @@ impl Runtime {
                 self.inner.runs.report_session(id, run);
             }
             let mut trace = RunTrace::default();
+            // The run's messages as it leaves them: what its settling write read of its session
+            // names its earlier messages by seq, and they are taken from here.
+            let mut history = Vec::new();
             // Boxed, as the step below is: a run's future is large, and held inline this one
             // would be as large, and each would be copied whole as it is made.
             let result = Box::pin(self.run(
@@ -63,10 +66,10 @@ impl Runtime {
                 run,
                 start,
                 events,
-                &guard.abort,
-                &guard.lost,
+                (&guard.abort, &guard.lost),
                 inline,
                 &mut trace,
+                &mut history,
             ))
             .await;
             // Only a run asked for its session has one to take (no lock for the others).
@@ -86,7 +89,7 @@ impl Runtime {
                     // Read by the write that settled it, of the session it settled in.
                     settled.session_entries = read
                         .filter(|(session, _)| *session == settled.session)
-                        .map(|(_, entries)| entries);
+                        .and_then(|(_, read)| ReadBack::fill(read, &history));
                     (Ok(self.with_approvals(settled).await), rest)
                 }
                 Err(e) => (Err(e), false),
@@ -113,10 +116,10 @@ impl Runtime {
         run: Uuid,
         start: Option<crate::store::RunStart>,
         events: &EventSink,
-        cancel: &CancellationToken,
-        lost: &CancellationToken,
+        (cancel, lost): (&CancellationToken, &CancellationToken),
         inline: bool,
         trace: &mut RunTrace,
+        msgs: &mut Vec<Message>,
     ) -> Result<(Settled, bool), RunError> {
         let store = &self.inner.store;
         // The thread, its history and its queue, read at once — or with the write that took
@@ -127,10 +130,11 @@ impl Runtime {
         };
         let crate::store::RunStart {
             thread,
-            messages: mut msgs,
+            messages,
             queue,
             deadline_override,
         } = start;
+        *msgs = messages;
         if let Some(value) = deadline_override {
             self.inner.runs.know_override(id, value);
         }
@@ -168,7 +172,7 @@ impl Runtime {
                 return Err(RunError::ShuttingDown);
             }
             if cancel.is_cancelled() {
-                return self.abort(&mut t, &msgs).await.map(|s| (s, false));
+                return self.abort(&mut t, msgs).await.map(|s| (s, false));
             }
             if queued {
                 let queue = match first_queue.take() {
@@ -180,7 +184,7 @@ impl Runtime {
                 if !queue.is_empty() {
                     let after = continued.take();
                     queued = self
-                        .drain(&mut t, &mut msgs, queue, after, &scope, events)
+                        .drain(&mut t, msgs, queue, after, &scope, events)
                         .await?;
                 } else {
                     queued = false;
@@ -211,17 +215,17 @@ impl Runtime {
             // Calls a person approved (or edited) run now, their results written.
             if t.status == ThreadStatus::Waiting
                 && self
-                    .run_approved(agent, &mut t, &mut msgs, &scope, events)
+                    .run_approved(agent, &mut t, msgs, &scope, events)
                     .await?
             {
                 queued = true;
             }
             let flow = if t.status == ThreadStatus::Waiting
                 && let Some(side) = t.acting
-                && transition::open_calls(&msgs, side).is_empty()
+                && transition::open_calls(msgs, side).is_empty()
             {
                 // Every blocking child this step waited for has answered: the step completes.
-                self.complete_awaited_step(agent, side, &mut t, &msgs)
+                self.complete_awaited_step(agent, side, &mut t, msgs)
                     .await?
             } else {
                 match decide::next(agent, &t) {
@@ -237,7 +241,7 @@ impl Runtime {
                         self.finish(&mut t, records).await?
                     }
                     Next::EndSession(reason) => {
-                        let result = decide::cap_result(agent, &msgs);
+                        let result = decide::cap_result(agent, msgs);
                         let records =
                             vec![transition::end_session(&mut t, reason, result, self.now())];
                         self.finish(&mut t, records).await?
@@ -273,7 +277,7 @@ impl Runtime {
                                 // A handler's code may read the thread: what the run holds is
                                 // written first.
                                 queued |= self.flush_held(&t).await?;
-                                self.handler_turn(cfg, &turn, &mut t, &mut msgs)
+                                self.handler_turn(cfg, &turn, &mut t, msgs)
                                     .instrument(span.clone())
                                     .await
                             }
@@ -282,8 +286,7 @@ impl Runtime {
                                 // twice in the run's (as the argument, and pinned), and
                                 // copied whole each time.
                                 let step = Box::pin(
-                                    self.step(cfg, &turn, &mut t, &mut msgs)
-                                        .instrument(span.clone()),
+                                    self.step(cfg, &turn, &mut t, msgs).instrument(span.clone()),
                                 );
                                 self.until_it_waits(id, run, events, step).await.map(
                                     |(flow, more)| {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::store::JournalEntry;
+use crate::store::ReadBack;
 use crate::types::ThreadId;
 
 /// This process's runs in flight, by thread.
@@ -30,7 +30,7 @@ struct Run {
     deadline_override: Option<Option<serde_json::Value>>,
     /// Whether its caller asked for its session's entries (`Claim::reporting_session`), and
     /// those its settling commit read: the session and its entries.
-    report: Option<Option<(i64, Vec<JournalEntry>)>>,
+    report: Option<Option<(i64, Vec<ReadBack>)>>,
 }
 
 impl Runs {
@@ -81,12 +81,7 @@ impl Runs {
 
     /// What the last commit of the run `run` of `id` read of its session (`None`: nothing,
     /// as a commit that did not settle, or a store that reads nothing with a commit).
-    pub(super) fn read_session(
-        &self,
-        id: ThreadId,
-        run: Uuid,
-        read: Option<(i64, Vec<JournalEntry>)>,
-    ) {
+    pub(super) fn read_session(&self, id: ThreadId, run: Uuid, read: Option<(i64, Vec<ReadBack>)>) {
         if let Ok(mut runs) = self.0.lock()
             && let Some(r) = runs
                 .get_mut(&id)
@@ -97,7 +92,7 @@ impl Runs {
     }
 
     /// Takes what [`Runs::read_session`] left for the run `run` of `id`.
-    pub(super) fn take_session(&self, id: ThreadId, run: Uuid) -> Option<(i64, Vec<JournalEntry>)> {
+    pub(super) fn take_session(&self, id: ThreadId, run: Uuid) -> Option<(i64, Vec<ReadBack>)> {
         let mut runs = self.0.lock().ok()?;
         let r = runs.get_mut(&id).filter(|r| r.run == run)?;
         r.report.as_mut()?.take()

@@ -118,22 +118,56 @@ pub trait CommitStore: Send + Sync {
     ) -> Result<CommitOutcome, StoreError>;
     /// [`CommitStore::commit`], and with it the entries of the thread's session `session` as
     /// the commit leaves them (what [`super::JournalStore::session_entries`] reads below the
-    /// thread's new next seq) when the store reads them in the same call — `None` when it does
-    /// not (the default: the caller reads them if it needs them), and may be `None` for a
-    /// commit that did not settle, or a session too long to read inside the write. A run asked to report its
-    /// session writes its settling commit with this, so that whoever waits on the run need
-    /// not cross to the database again for what it wrote.
+    /// thread's new next seq), each message written before the commit by its seq alone
+    /// ([`ReadBack`]), when the store reads them in the same call — `None` when it does not
+    /// (the default: the caller reads them if it needs them), and may be `None` for a commit
+    /// that did not settle, or a session too long to read inside the write. A run asked to
+    /// report its session writes its settling commit with this, so that whoever waits on the
+    /// run need not cross to the database again for what it wrote.
     async fn commit_reading(
         &self,
         thread: &Thread,
         owner: Uuid,
         commit: Commit,
         session: i64,
-    ) -> Result<(CommitOutcome, Option<Vec<super::JournalEntry>>), StoreError> {
+    ) -> Result<(CommitOutcome, Option<Vec<ReadBack>>), StoreError> {
         let _ = session;
         Ok((self.commit(thread, owner, commit).await?, None))
     }
     /// A durable value of a thread.
     async fn value(&self, id: ThreadId, key: &str)
     -> Result<Option<serde_json::Value>, StoreError>;
+}
+
+/// One entry of a session as a settling commit read it back ([`CommitStore::commit_reading`]).
+// As `JournalEntry`: boxing the entries would cost an allocation each; a read holds few held
+// messages, and its vector is turned into entries in place.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReadBack {
+    /// An entry as the journal holds it: a record, or a message the commit wrote.
+    Entry(super::JournalEntry),
+    /// A message written before the commit, by its seq alone: the run that commits holds it in
+    /// its history, so it is neither copied out of the database nor decoded again.
+    Held(i64),
+}
+
+impl ReadBack {
+    /// The entries `read` stands for, each [`ReadBack::Held`] message taken from `history` (a
+    /// run's messages, in seq order); `None` if one is not there (the caller reads them).
+    pub fn fill(read: Vec<ReadBack>, history: &[Message]) -> Option<Vec<super::JournalEntry>> {
+        read.into_iter()
+            .map(|entry| match entry {
+                ReadBack::Entry(e) => Some(e),
+                ReadBack::Held(seq) => {
+                    let found = match history.binary_search_by_key(&seq, |m| m.seq) {
+                        Ok(i) => history.get(i),
+                        // Not in order after all: looked for one by one.
+                        Err(_) => history.iter().find(|m| m.seq == seq),
+                    };
+                    found.cloned().map(super::JournalEntry::Message)
+                }
+            })
+            .collect()
+    }
 }

@@ -274,9 +274,18 @@ async fn play(case: &Path, backend: &support::Backend, wire: Option<&Wire>) -> S
             writeln!(out, "send-to {target} {text:?}").ok();
         }
         let (sink, rx) = EventSink::channel();
-        let delivered = rt
-            .send(target, agent_name, text, &sink, &CancellationToken::new())
-            .await;
+        let delivery = duet_runtime::Delivery {
+            agent: agent_name,
+            ..duet_runtime::Delivery::new(target, text)
+        };
+        let delivered = match rt.accept(delivery).await {
+            Ok(duet_runtime::Accepted::Claimed(claim)) => {
+                reporting(&rt, claim, &sink).await.map(Delivered::Settled)
+            }
+            Ok(duet_runtime::Accepted::Queued { thread }) => Ok(Delivered::Queued { thread }),
+            Ok(duet_runtime::Accepted::Duplicate(s)) => Ok(Delivered::Duplicate(s)),
+            Err(e) => Err(e),
+        };
         // Children started in the background finish (and report) before the transcript goes on.
         rt.quiesce().await;
         drop(sink);
@@ -361,6 +370,35 @@ fn masked(text: &str) -> String {
     out
 }
 
+thread_local! {
+    /// How many sessions this thread's scenario runs reported ([`reporting`]): a store that
+    /// reads with its settling write (SQLite) reports nearly every one.
+    static REPORTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `claim` asking for its session, as a blocking A2A send does: the run goes as any other
+/// (the transcript is the same), and a session it reports is the one a read after it gives.
+async fn reporting(
+    rt: &Runtime,
+    claim: duet_runtime::Claim,
+    sink: &EventSink,
+) -> Result<duet_runtime::Settled, duet_runtime::RunError> {
+    let claim = claim.reporting_session();
+    let settled = rt
+        .run_claimed(claim, sink, &CancellationToken::new())
+        .await?;
+    if let Some(entries) = &settled.session_entries {
+        let after = rt
+            .store()
+            .session_entries(settled.thread, settled.session, settled.last.next_seq)
+            .await
+            .expect("read");
+        assert_eq!(entries, &after, "{}: as reported", settled.last.key);
+        REPORTED.set(REPORTED.get() + 1);
+    }
+    Ok(settled)
+}
+
 /// Writes the events a run sent, once its sink is dropped.
 async fn events(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<duet_runtime::AgentEvent>,
@@ -442,9 +480,7 @@ async fn decide(rt: &Runtime, rest: &str, out: &mut String) {
         Ok(a) => match a.landed {
             duet_runtime::DecisionLanded::Claimed(claim) => {
                 let (sink, rx) = EventSink::channel();
-                let ran = rt
-                    .run_claimed(claim, &sink, &CancellationToken::new())
-                    .await;
+                let ran = reporting(rt, claim, &sink).await;
                 rt.quiesce().await;
                 drop(sink);
                 events(rx, out).await;
@@ -490,6 +526,9 @@ async fn every_scenario_produces_its_transcript_on_every_backend() {
             }
         }
     }
+    // The reports were checked as they came: they must have come.
+    let reported = REPORTED.get();
+    assert!(reported >= cases.len(), "{reported} sessions reported");
     assert!(
         failures.is_empty(),
         "{} scenario run(s) differ:\n{}",

@@ -1,12 +1,14 @@
 //! A settling commit's read of its session (`commit_reading`): the session's entries written
-//! before the commit are read back in the commit's call; the commit's own are taken as the
-//! commit holds them, not read back and decoded again. What the two make is what
-//! `session_entries` reads after the commit (the store conformance suite holds them equal).
+//! before the commit are read back in the commit's call — its records whole, its messages by
+//! seq alone (the run that commits holds them: `ReadBack::Held`); the commit's own are taken as
+//! the commit holds them, not read back and decoded again. What the two make, the messages
+//! filled in, is what `session_entries` reads after the commit (the store conformance suite
+//! holds them equal).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use duet_runtime::{Commit, JournalEntry};
+use duet_runtime::{Commit, JournalEntry, ReadBack};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
@@ -17,7 +19,8 @@ use duet_runtime::StoreError;
 /// `$1`'s bounds (its `session_started` record's seq, and the next session's: `start` is the
 /// text that finds one, up to the comparison of its session number), then its entries below
 /// seq `$first` (the commit's first, see [`first_written`]), at most `limit`, read in the
-/// journal key's order (a range of its primary key: no sort, and the limit stops the read).
+/// journal key's order (a range of its primary key: no sort, and the limit stops the read):
+/// of each its seq, kind and time, and a record's data (a message's is not needed).
 /// Appended to `sql`; each text is made once per `start`, `limit` and pair of parameter numbers
 /// (a commit's shape decides them) and kept, up to [`KEPT`] texts: made anew, it cost as much as
 /// a tenth of the read.
@@ -63,7 +66,8 @@ fn statement(start: &str, session: &str, first: &str, limit: usize) -> String {
     let next = format!("COALESCE(({start} = {session} + 1), 9223372036854775807)");
     format!(
         "SELECT $2 AS {ENTRIES_OF}, ({start} = {session}) AS read_from, {next} AS read_below;\n\
-         SELECT $2 AS {ENTRIES_OF}, j.* FROM journal j \
+         SELECT $2 AS {ENTRIES_OF}, j.seq, j.kind, \
+         CASE WHEN j.kind = 'message' THEN NULL ELSE j.data END AS data, j.created_at FROM journal j \
          WHERE j.thread = (SELECT num FROM threads WHERE id = $1) \
          AND j.seq >= ({start} = {session}) AND j.seq < {next} AND j.seq < {first} \
          ORDER BY j.seq LIMIT {limit};\n"
@@ -107,33 +111,47 @@ impl<'a> Before<'a> {
         self.rows
     }
 
-    /// The session's entries as `commit` leaves them: `earlier` (these rows, decoded), then
-    /// those of `commit`'s entries that lie in the session, in seq order.
-    pub(super) fn with_written(
-        &self,
-        mut earlier: Vec<JournalEntry>,
-        commit: Commit,
-    ) -> Vec<JournalEntry> {
+    /// The session's entries as `commit` leaves them: `earlier` (these rows, read back: see
+    /// [`read_back`]), then those of `commit`'s entries that lie in the session, in seq order.
+    pub(super) fn with_written(&self, mut earlier: Vec<ReadBack>, commit: Commit) -> Vec<ReadBack> {
         let Some(from) = self.from else {
             return earlier;
         };
         let inside = |seq: i64| from <= seq && seq < self.below;
-        let written = earlier.len();
-        earlier.extend(
-            commit
-                .messages
-                .into_iter()
-                .filter(|m| inside(m.seq))
-                .map(JournalEntry::Message),
-        );
-        earlier.extend(
-            commit
-                .records
-                .into_iter()
-                .filter(|r| inside(r.seq))
-                .map(JournalEntry::Record),
-        );
-        earlier[written..].sort_by_key(JournalEntry::seq);
+        let mut written: Vec<JournalEntry> = commit
+            .messages
+            .into_iter()
+            .filter(|m| inside(m.seq))
+            .map(JournalEntry::Message)
+            .chain(
+                commit
+                    .records
+                    .into_iter()
+                    .filter(|r| inside(r.seq))
+                    .map(JournalEntry::Record),
+            )
+            .collect();
+        written.sort_by_key(JournalEntry::seq);
+        earlier.extend(written.into_iter().map(ReadBack::Entry));
         earlier
     }
+}
+
+/// The rows of a settling commit's read ([`Before::rows`]), in their order: each record decoded,
+/// each message by its seq.
+pub(super) fn read_back(rows: &[SqliteRow]) -> Result<Vec<ReadBack>, StoreError> {
+    let Some(first) = rows.first() else {
+        return Ok(Vec::new());
+    };
+    let at = super::RecordAt::of(first)?;
+    rows.iter()
+        .map(|row| {
+            let kind: String = row.try_get(at.kind).map_err(crate::db_error)?;
+            if kind == "message" {
+                let seq: i64 = row.try_get(at.seq).map_err(crate::db_error)?;
+                return Ok(ReadBack::Held(seq));
+            }
+            super::record_at(row, &at, &kind).map(|r| ReadBack::Entry(JournalEntry::Record(r)))
+        })
+        .collect()
 }

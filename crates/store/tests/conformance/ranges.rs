@@ -3,7 +3,9 @@
 //! newest first, a few at a time.
 
 use super::*;
-use duet_runtime::{Commit, JournalEntry, Message, Record, RecordBody, StopReason, ThreadId};
+use duet_runtime::{
+    Commit, JournalEntry, Message, ReadBack, Record, RecordBody, StopReason, ThreadId,
+};
 
 /// Commits `entries` (messages and records, each taking `t`'s next seq in order) to `t`.
 async fn write(store: &Arc<dyn Store>, t: &mut Thread, entries: Vec<Entry>) -> Vec<i64> {
@@ -338,19 +340,24 @@ async fn read_back(store: &Arc<dyn Store>, t: &mut Thread, entries: Vec<Entry>) 
     Some(read.len())
 }
 
-/// `commit_reading` of session `session`, which must settle: what it read.
+/// `commit_reading` of session `session`, which must settle: what it read, each message it
+/// names by seq filled in from the thread's messages as they were before the commit (what a run
+/// holds; the commit's own must come whole).
 async fn reading(
     store: &Arc<dyn Store>,
     t: &Thread,
     (commit, owner): (Commit, Uuid),
     session: i64,
 ) -> Option<Vec<JournalEntry>> {
+    let held = store.messages(t.id).await.expect("read");
     let (outcome, read) = store
         .commit_reading(t, owner, commit, session)
         .await
         .expect("commit");
     assert_eq!(outcome, duet_runtime::CommitOutcome::Settled);
-    read
+    let read = read?;
+    let filled = ReadBack::fill(read.clone(), &held);
+    Some(filled.unwrap_or_else(|| panic!("{}: a message not written before: {read:?}", t.key)))
 }
 
 #[tokio::test]
