@@ -5,7 +5,7 @@
 //! take (a message id delivered before is found by a read), so one write never rolls back the
 //! others of its group.
 
-use super::commit::{Job, WriteJob, Written};
+use super::commit::{Job, WriteJob, WriteText, Written};
 use super::*;
 use crate::batch::Args;
 use duet_runtime::Starting;
@@ -49,11 +49,11 @@ impl SqliteStore {
                    RETURNING 1 AS claimed;\n"
             };
         }
-        const SQL: &str = writes!();
-        const STARTING: &str = concat!(
+        const SQL: WriteText = WriteText::of(writes!());
+        const STARTING: WriteText = WriteText::of(concat!(
             writes!(),
             start_reads!(" AND lease_owner = $16", " AND t.lease_owner = $16")
-        );
+        ));
         /// The queue insert's row: the message was queued (its `seq` and `status`).
         fn queued(rows: &[SqliteRow]) -> Option<&SqliteRow> {
             rows.iter()
@@ -113,11 +113,11 @@ impl SqliteStore {
                 )
             };
         }
-        const SQL: &str = writes!();
-        const STARTING: &str = concat!(
+        const SQL: WriteText = WriteText::of(writes!());
+        const STARTING: WriteText = WriteText::of(concat!(
             writes!(),
             start_reads!(" AND lease_owner = $8", " AND t.lease_owner = $8")
-        );
+        ));
         /// The insert's row, if it wrote one (the start's rows have a `part`).
         fn created(rows: &[SqliteRow]) -> Option<&SqliteRow> {
             rows.iter().find(|r| !has_part(r))
@@ -207,11 +207,11 @@ impl SqliteStore {
                 )
             };
         }
-        const SQL: &str = writes!();
-        const STARTING: &str = concat!(
+        const SQL: WriteText = WriteText::of(writes!());
+        const STARTING: WriteText = WriteText::of(concat!(
             writes!(),
             start_reads!(" AND lease_owner = $8", " AND t.lease_owner = $8")
-        );
+        ));
         /// The first statement's row (what decides the answer), if the thread exists.
         fn facts(rows: &[SqliteRow]) -> Option<&SqliteRow> {
             rows.iter()
