@@ -494,8 +494,9 @@ impl SqliteStore {
             "UPDATE threads SET {THREAD_SET}, \
              lease_owner = CASE WHEN {release} THEN NULL ELSE lease_owner END, \
              lease_expires = CASE WHEN {release} THEN 0 ELSE lease_expires END \
-             WHERE id = $1 AND lease_owner = $2 \
-             RETURNING $2 AS run, lease_owner, (SELECT COUNT(*) FROM queue q WHERE q.thread = threads.num) AS waiting;\n"
+             WHERE id = $1 AND lease_owner = $2;\n\
+             SELECT $2 AS run, lease_owner, (SELECT COUNT(*) FROM queue q WHERE q.thread = threads.num) AS waiting \
+             FROM threads WHERE id = $1 AND changes() = 1;\n"
         ));
         if let Some(session) = read {
             let session = batch.param(Arg::Int(session));

@@ -38,8 +38,8 @@ pub(crate) const ENTRIES_OF: &str = "entries_of";
 
 /// One commit as SQLite writes it.
 pub(crate) struct CommitJob {
-    /// Its statements, numbered from `$1` as if alone; the thread update comes last and returns
-    /// `run` (its `$2`, the lease owner), `lease_owner` and `waiting`.
+    /// Its statements, numbered from `$1` as if alone; the thread update comes last, then a read
+    /// of the row it changed: `run` (its `$2`, the lease owner), `lease_owner` and `waiting`.
     pub(crate) sql: String,
     pub(crate) args: Vec<Arg>,
     /// The run that commits (`$2`): tells its row from the others' in a group.

@@ -196,7 +196,8 @@ impl SqliteStore {
                      UPDATE threads AS t SET lease_owner = $8, lease_expires = $9, abort_requested = FALSE \
                        WHERE t.id = $1 AND (t.lease_owner IS NULL OR t.lease_expires < $7 OR t.lease_owner = $8) AND ",
                     open!(),
-                    " RETURNING 1 AS claimed;\n\
+                    ";\n\
+                     SELECT 1 AS claimed WHERE changes() = 1;\n\
                      INSERT INTO queue (thread, role, side, content, human, silent, follow_up, created_at, tool_call_id, tool_name, tool_status, images, trace, attachments, message_id) \
                        SELECT t.num, $10, $11, $12, $13, $14, $15, $7, $16, $17, $18, $19, $20, $21, $2 FROM threads t WHERE t.id = $1 AND ",
                     open!(),
@@ -365,7 +366,8 @@ fn has_part(row: &SqliteRow) -> bool {
     row.try_get::<i64, _>("part").is_ok()
 }
 
-/// Whether the write's lease update returned its row (`claimed`): it took the lease.
+/// Whether the write's lease update changed its row (`claimed`, read right after it): it
+/// took the lease.
 fn claimed(rows: &[SqliteRow]) -> bool {
     rows.iter()
         .any(|r| !has_part(r) && r.try_get::<i64, _>("claimed").is_ok())
