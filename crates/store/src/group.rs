@@ -21,11 +21,11 @@ const MAX_GROUP: usize = 64;
 /// The most bind arguments in one group (SQLite allows 32,766).
 const MAX_ARGS: usize = 30_000;
 
-/// What a commit's thread update returned: its lease owner after the write (`None`: released)
+/// What a commit's thread update reported: its lease owner after the write (`None`: released)
 /// and how many messages wait; `None` when the lease was lost and nothing was written.
 pub(crate) type Returned = Option<(Option<String>, i64)>;
 
-/// What a commit of `t` did, from what its thread update returned.
+/// What a commit of `t` did, from what its thread update reported.
 pub(crate) fn outcome(
     returned: Returned,
     t: &Thread,
@@ -55,7 +55,7 @@ pub(crate) trait Writer: Send + Sync + 'static {
     fn size(job: &Self::Job) -> usize;
 
     /// Writes `jobs` in one transaction, all or nothing; what each one told, in order (for a
-    /// commit, what its thread update returned). A written job is announced on the change feed
+    /// commit, what its thread update reported). A written job is announced on the change feed
     /// before this returns.
     fn write(
         &self,

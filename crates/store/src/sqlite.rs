@@ -370,8 +370,9 @@ impl SqliteStore {
     /// A commit as one batch: SQLite runs several statements of one SQL text with shared
     /// numbered parameters in a single call, which is a third of the cost of one call per
     /// statement. Every write is guarded by the lease (`lease_owner = $2`), and the thread
-    /// update (which releases the lease when settling) comes last: when the lease is gone
-    /// nothing matches, nothing is written, and the update returns no row.
+    /// update (which releases the lease when settling) comes last, then a read of the row it
+    /// changed: when the lease is gone nothing matches, nothing is written, and that read
+    /// returns no row.
     async fn commit_impl(
         &self,
         t: &Thread,
@@ -403,7 +404,7 @@ impl SqliteStore {
             if before.rows().len() > SESSION_READ_MAX {
                 return Ok(None);
             }
-            let earlier = settled_read::read_back(before.rows())?;
+            let earlier = read_back(before.rows())?;
             Ok(Some(before.with_written(earlier, commit)))
         });
         match read {
@@ -530,6 +531,26 @@ impl SqliteStore {
             commit,
         ))
     }
+}
+
+/// The rows of a settling commit's read (`settled_read::Before::rows`), in their order: each record decoded,
+/// each message by its seq.
+fn read_back(rows: &[sqlx::sqlite::SqliteRow]) -> Result<Vec<duet_runtime::ReadBack>, StoreError> {
+    let Some(first) = rows.first() else {
+        return Ok(Vec::new());
+    };
+    let at = RecordAt::of(first)?;
+    rows.iter()
+        .map(|row| {
+            let kind: String = row.try_get(at.kind).map_err(crate::db_error)?;
+            if kind == "message" {
+                let seq: i64 = row.try_get(at.seq).map_err(crate::db_error)?;
+                return Ok(duet_runtime::ReadBack::Held(seq));
+            }
+            record_at(row, &at, &kind)
+                .map(|r| duet_runtime::ReadBack::Entry(duet_runtime::JournalEntry::Record(r)))
+        })
+        .collect()
 }
 
 /// The oldest SQLite this store runs on: its journal insert reads the rows with `jsonb_each`

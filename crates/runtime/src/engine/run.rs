@@ -90,6 +90,7 @@ impl Runtime {
                     settled.session_entries = read
                         .filter(|(session, _)| *session == settled.session)
                         .and_then(|(_, read)| ReadBack::fill(read, &history));
+                    drop(history);
                     (Ok(self.with_approvals(settled).await), rest)
                 }
                 Err(e) => (Err(e), false),

@@ -24,7 +24,7 @@ pub(crate) enum Job {
     Write(WriteJob),
 }
 
-/// What a job told: a commit, what its thread update returned and the rows of the read that
+/// What a job told: a commit, what its thread update reported and the rows of the read that
 /// ends it, if any; a write, its rows.
 pub(crate) enum Written {
     Commit(Returned, Vec<SqliteRow>),

@@ -112,7 +112,8 @@ impl<'a> Before<'a> {
     }
 
     /// The session's entries as `commit` leaves them: `earlier` (these rows, read back: see
-    /// [`read_back`]), then those of `commit`'s entries that lie in the session, in seq order.
+    /// `sqlite.rs`'s `read_back`), then those of `commit`'s entries that lie in the session, in
+    /// seq order.
     pub(super) fn with_written(&self, mut earlier: Vec<ReadBack>, commit: Commit) -> Vec<ReadBack> {
         let Some(from) = self.from else {
             return earlier;
@@ -135,23 +136,4 @@ impl<'a> Before<'a> {
         earlier.extend(written.into_iter().map(ReadBack::Entry));
         earlier
     }
-}
-
-/// The rows of a settling commit's read ([`Before::rows`]), in their order: each record decoded,
-/// each message by its seq.
-pub(super) fn read_back(rows: &[SqliteRow]) -> Result<Vec<ReadBack>, StoreError> {
-    let Some(first) = rows.first() else {
-        return Ok(Vec::new());
-    };
-    let at = super::RecordAt::of(first)?;
-    rows.iter()
-        .map(|row| {
-            let kind: String = row.try_get(at.kind).map_err(crate::db_error)?;
-            if kind == "message" {
-                let seq: i64 = row.try_get(at.seq).map_err(crate::db_error)?;
-                return Ok(ReadBack::Held(seq));
-            }
-            super::record_at(row, &at, &kind).map(|r| ReadBack::Entry(JournalEntry::Record(r)))
-        })
-        .collect()
 }

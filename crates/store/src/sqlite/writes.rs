@@ -45,8 +45,8 @@ impl SqliteStore {
                    RETURNING (SELECT next_seq - 1 FROM threads WHERE num = queue.thread) AS seq, \
                      (SELECT status FROM threads WHERE num = queue.thread) AS status;\n\
                  UPDATE threads SET lease_owner = $16, lease_expires = $17, abort_requested = FALSE \
-                   WHERE id = $1 AND $16 IS NOT NULL AND (lease_owner IS NULL OR lease_expires < $18 OR lease_owner = $16) AND changes() = 1 \
-                   RETURNING 1 AS claimed;\n"
+                   WHERE id = $1 AND $16 IS NOT NULL AND (lease_owner IS NULL OR lease_expires < $18 OR lease_owner = $16) AND changes() = 1;\n\
+                 SELECT 1 AS claimed WHERE changes() = 1;\n"
             };
         }
         const SQL: WriteText = WriteText::of(writes!());
