@@ -533,8 +533,8 @@ impl SqliteStore {
     }
 }
 
-/// The rows of a settling commit's read (`settled_read::Before::rows`), in their order: each record decoded,
-/// each message by its seq.
+/// The rows of a settling commit's read (`settled_read::Before::rows`), in their order: each
+/// record decoded, each message by its seq.
 fn read_back(rows: &[sqlx::sqlite::SqliteRow]) -> Result<Vec<duet_runtime::ReadBack>, StoreError> {
     let Some(first) = rows.first() else {
         return Ok(Vec::new());

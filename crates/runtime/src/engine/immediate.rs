@@ -19,6 +19,12 @@ use crate::lifecycle;
 use crate::store::Commit;
 use crate::types::{Message, Role, SideId, Thread, ThreadStatus};
 
+/// Whether the side `cfg` has `immediate` children (only then does [`Runtime::spawn_immediate`]
+/// have anything to do: a step calls it only for such a side).
+pub(super) fn has_immediate(cfg: &PromptSide) -> bool {
+    cfg.subagents.iter().any(|r| r.immediate.is_some())
+}
+
 impl Runtime {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn spawn_immediate(
@@ -32,10 +38,6 @@ impl Runtime {
         hooks: &mut ActiveHooks,
         cancel: &CancellationToken,
     ) -> Result<Option<Flow>, RunError> {
-        // (A step checks this before it calls; kept here for any other caller.)
-        if !cfg.subagents.iter().any(|r| r.immediate.is_some()) {
-            return Ok(None);
-        }
         // Activation is durable: marked in the commit that writes what the children reported,
         // so a run that dies in between activates again (and finds the children it started).
         let mark = lifecycle::activation_key(&t.agent, side);

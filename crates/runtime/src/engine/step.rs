@@ -40,7 +40,7 @@ impl Runtime {
         // the journal), an MCP server's listing, the files the model is sent.
         if self.holds(t)
             && (!s.hooks.is_empty()
-                || cfg.subagents.iter().any(|r| r.immediate.is_some())
+                || super::immediate::has_immediate(cfg)
                 || self.names_servers(prompt)
                 || msgs.iter().any(|m| !m.attachments.is_empty()))
         {
@@ -52,7 +52,7 @@ impl Runtime {
         // `immediate` children start when their side first acts, before its first model call.
         // Boxed, and only for a side that has them: inline, every step's future would carry
         // the size of theirs.
-        if cfg.subagents.iter().any(|r| r.immediate.is_some())
+        if super::immediate::has_immediate(cfg)
             && let Some(flow) = Box::pin(self.spawn_immediate(
                 agent,
                 cfg,

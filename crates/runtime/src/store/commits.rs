@@ -153,6 +153,14 @@ pub enum ReadBack {
 }
 
 impl ReadBack {
+    /// The entry's place in its thread's journal.
+    pub fn seq(&self) -> i64 {
+        match self {
+            ReadBack::Entry(e) => e.seq(),
+            ReadBack::Held(seq) => *seq,
+        }
+    }
+
     /// The entries `read` stands for, each [`ReadBack::Held`] message taken from `history` (a
     /// run's messages, in seq order); `None` if one is not there (the caller reads them).
     pub fn fill(read: Vec<ReadBack>, history: &[Message]) -> Option<Vec<super::JournalEntry>> {

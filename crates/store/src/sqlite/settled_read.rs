@@ -119,21 +119,16 @@ impl<'a> Before<'a> {
             return earlier;
         };
         let inside = |seq: i64| from <= seq && seq < self.below;
-        let mut written: Vec<JournalEntry> = commit
-            .messages
-            .into_iter()
-            .filter(|m| inside(m.seq))
-            .map(JournalEntry::Message)
-            .chain(
-                commit
-                    .records
-                    .into_iter()
-                    .filter(|r| inside(r.seq))
-                    .map(JournalEntry::Record),
-            )
-            .collect();
-        written.sort_by_key(JournalEntry::seq);
-        earlier.extend(written.into_iter().map(ReadBack::Entry));
+        let written = earlier.len();
+        let messages = commit.messages.into_iter().map(JournalEntry::Message);
+        let records = commit.records.into_iter().map(JournalEntry::Record);
+        earlier.extend(
+            messages
+                .chain(records)
+                .filter(|e| inside(e.seq()))
+                .map(ReadBack::Entry),
+        );
+        earlier[written..].sort_by_key(ReadBack::seq);
         earlier
     }
 }
