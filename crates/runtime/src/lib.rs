@@ -42,6 +42,7 @@ mod lifecycle;
 pub mod middleware;
 mod model;
 mod model_files;
+pub mod nul;
 pub mod plan;
 mod record;
 mod schedule;

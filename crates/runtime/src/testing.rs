@@ -650,6 +650,8 @@ impl CommitStore for MemoryStore {
         mut commit: Commit,
     ) -> Result<CommitOutcome, StoreError> {
         let mut state = self.state();
+        // No NUL is stored, here as in the SQL stores.
+        crate::nul::commit(&mut commit);
         let timers = state.timer_writes(&mut commit)?;
         let row = state.existing(t.id)?;
         if row.thread.lease_owner != Some(owner) {
@@ -705,6 +707,8 @@ impl CommitStore for MemoryStore {
             lease_expires,
             ..t.clone()
         };
+        crate::nul::replace_opt(&mut row.thread.status_text);
+        crate::nul::replace_opt(&mut row.thread.result);
         let waiting = !row.queue.is_empty();
         let keeps = row
             .queue

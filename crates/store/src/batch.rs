@@ -81,9 +81,13 @@ pub(crate) struct Batch {
     pub(crate) args: Vec<Arg>,
 }
 
+/// Text as it is written: no NUL (each becomes U+FFFD, `duet_runtime::nul`).
+pub(crate) fn text(s: Option<&str>) -> Arg {
+    Arg::Text(s.map(duet_runtime::nul::cleaned))
+}
+
 impl Batch {
     pub(crate) fn new(t: &Thread, owner: Uuid) -> Self {
-        let text = |s: Option<&str>| Arg::Text(s.map(str::to_owned));
         let args = vec![
             text(Some(&t.id.to_string())),
             text(Some(&owner.to_string())),
@@ -190,23 +194,30 @@ fn message_row(m: &Message) -> Result<Vec<Arg>, StoreError> {
     let calls = if m.tool_calls.is_empty() {
         None
     } else {
-        Some(serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt(e.to_string()))?)
+        let mut calls =
+            serde_json::to_string(&m.tool_calls).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        duet_runtime::nul::replace_in_json(&mut calls);
+        Some(calls)
     };
+    let mut data = crate::message_data::write(m).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    if let Some(data) = &mut data {
+        duet_runtime::nul::replace_in_json(data);
+    }
     Ok(vec![
         Arg::Int(m.seq),
         Arg::Text(Some("message".into())),
         Arg::OptInt(Some(m.session)),
         Arg::Text(Some(m.role.as_str().into())),
         Arg::Text(m.side.map(|s| side_str(s).into())),
-        Arg::Text(m.content.clone()),
-        Arg::Text(m.thinking.clone()),
+        text(m.content.as_deref()),
+        text(m.thinking.as_deref()),
         Arg::Text(calls),
-        Arg::Text(m.tool_call_id.clone()),
-        Arg::Text(m.tool_name.clone()),
+        text(m.tool_call_id.as_deref()),
+        text(m.tool_name.as_deref()),
         Arg::Text(m.tool_status.map(|s| s.as_str().into())),
         Arg::Bool(m.silent),
-        Arg::Text(m.model.clone()),
-        Arg::Text(crate::message_data::write(m).map_err(|e| StoreError::Corrupt(e.to_string()))?),
+        text(m.model.as_deref()),
+        Arg::Text(data),
         Arg::Int(m.created_at),
     ])
 }
@@ -218,7 +229,7 @@ fn record_row(r: &Record) -> Vec<Arg> {
     row.extend([
         Arg::Bool(false),
         Arg::Text(None),
-        Arg::Text(Some(data.to_string())),
+        Arg::Text(Some(duet_runtime::nul::json_text(&data))),
         Arg::Int(r.created_at),
     ]);
     row
@@ -234,15 +245,18 @@ pub(crate) fn queued_row(q: &NewQueued, now: i64) -> Vec<Arg> {
     vec![
         Arg::Text(Some(q.role.as_str().into())),
         Arg::Text(Some(side_str(q.side).into())),
-        Arg::Text(Some(q.content.clone())),
+        text(Some(&q.content)),
         Arg::Bool(q.human),
         Arg::Bool(q.silent),
         Arg::Bool(q.follow_up),
         Arg::Int(now),
-        Arg::Text(q.tool.as_ref().map(|r| r.call_id.clone())),
-        Arg::Text(q.tool.as_ref().map(|r| r.name.clone())),
+        text(q.tool.as_ref().map(|r| r.call_id.as_str())),
+        text(q.tool.as_ref().map(|r| r.name.as_str())),
         Arg::Text(q.tool.as_ref().map(|r| r.status.as_str().to_owned())),
-        Arg::Text((!q.images.is_empty()).then(|| serde_json::json!(q.images).to_string())),
+        Arg::Text(
+            (!q.images.is_empty())
+                .then(|| duet_runtime::nul::json_text(&serde_json::json!(q.images))),
+        ),
         Arg::Text(q.trace.clone()),
         Arg::Text(crate::fragments::attachments_json(&q.attachments)),
     ]

@@ -54,7 +54,7 @@ pub(crate) fn file_row(r: &FileRecord) -> Vec<Arg> {
         Arg::Text(r.mime_type.clone()),
         Arg::Text(r.declared_type.clone()),
         Arg::Text(Some(serde_json::json!(r.chunks).to_string())),
-        Arg::Text(Some(r.meta.to_string())),
+        Arg::Text(Some(duet_runtime::nul::json_text(&r.meta))),
         Arg::Int(r.created_at),
         Arg::Int(r.updated_at),
     ]

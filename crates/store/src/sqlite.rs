@@ -461,10 +461,10 @@ impl SqliteStore {
             ));
         }
         for (key, value) in &commit.values {
-            let k = batch.param(Arg::Text(Some(key.clone())));
+            let k = batch.param(crate::batch::text(Some(key)));
             match value {
                 Some(v) => {
-                    let v = batch.param(Arg::Text(Some(v.to_string())));
+                    let v = batch.param(Arg::Text(Some(duet_runtime::nul::json_text(v))));
                     batch.sql.push_str(&format!(
                         "INSERT INTO thread_values (thread, key, value) SELECT num, {k}, {v} FROM threads \
                          WHERE id = $1 AND lease_owner = $2 \

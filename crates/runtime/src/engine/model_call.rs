@@ -58,13 +58,16 @@ pub(super) async fn call(
         }
         match chunk {
             None => break Ok(Some(())),
-            Some(Ok(ModelChunk::Text(s))) => {
+            Some(Ok(ModelChunk::Text(mut s))) => {
+                // Streamed as it will be stored (`crate::nul`).
+                crate::nul::replace(&mut s);
                 if live_text {
                     events.text(&s);
                 }
                 answer.text.push_str(&s);
             }
-            Some(Ok(ModelChunk::Thinking(s))) => {
+            Some(Ok(ModelChunk::Thinking(mut s))) => {
+                crate::nul::replace(&mut s);
                 if !s.is_empty() {
                     events.send(AgentEvent::Thinking { delta: s.clone() });
                 }

@@ -5,7 +5,8 @@
 //! 1. the new messages pass `before_create_message` (unless the caller already put them
 //!    through a stricter check, [`Create::Done`]);
 //! 2. what the hooks left is added: their failures as records, the messages they injected, the
-//!    values they set;
+//!    values they set; then each NUL in the messages and the thread's texts becomes U+FFFD
+//!    (`crate::nul`: the run keeps what the store writes);
 //! 3. the commit, fenced by the run's lease (a park saves the trace context it continues; a
 //!    question asked writes its deadline's timers, a decision taken cancels them), with the
 //!    drain held for it written first in the same transaction ([`Runtime::hold`]);
@@ -206,12 +207,22 @@ impl Runtime {
         if if_any && is_empty(&commit) {
             return Ok(CommitOutcome::Committed { queued: false });
         }
+        // What the run keeps (its history, its thread) as the store writes it: no NUL.
+        for m in &mut commit.messages {
+            crate::nul::message(m);
+        }
+        crate::nul::replace_opt(&mut t.result);
+        crate::nul::replace_opt(&mut t.status_text);
         // Only a child has a registry row to copy its status text into.
         let status = t.parent.and_then(|_| {
             commit.records.iter().find_map(|r| match &r.body {
                 RecordBody::Status { text } => Some(text.clone()),
                 _ => None,
             })
+        });
+        let status = status.map(|mut text| {
+            crate::nul::replace(&mut text);
+            text
         });
         let new = commit.messages.clone();
         // Held (nothing is owed until it is written: its events wait with it) when its step

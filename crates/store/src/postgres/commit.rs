@@ -329,9 +329,9 @@ impl Job {
             {
                 continue;
             }
-            let value = value.as_ref().map(|v| v.to_string());
+            let value = value.as_ref().map(duet_runtime::nul::json_text);
             job.values
-                .push(1, vec![Arg::Text(Some(key.clone())), Arg::Text(value)])?;
+                .push(1, vec![crate::batch::text(Some(key)), Arg::Text(value)])?;
         }
         for w in crate::file_rows::fold(commit.files.clone()) {
             let (op, row) = match &w {
@@ -374,9 +374,9 @@ impl Job {
                 vec![
                     Arg::Text(Some(t.id.to_string())),
                     Arg::Text(Some(t.kind.as_str().to_owned())),
-                    Arg::Text(Some(t.name.clone())),
-                    Arg::Text(Some(t.args.to_string())),
-                    Arg::Text(t.subject.clone()),
+                    crate::batch::text(Some(&t.name)),
+                    Arg::Text(Some(duet_runtime::nul::json_text(&t.args))),
+                    crate::batch::text(t.subject.as_deref()),
                     Arg::Int(t.due_at),
                     Arg::Int(i64::from(t.max_attempts.max(1))),
                 ],

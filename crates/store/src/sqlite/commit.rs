@@ -225,9 +225,9 @@ pub(crate) fn timer_statements(batch: &mut Batch, commit: &Commit) -> Option<i64
                 vec![
                     Arg::Text(Some(t.id.to_string())),
                     Arg::Text(Some(t.kind.as_str().to_owned())),
-                    Arg::Text(Some(t.name.clone())),
-                    Arg::Text(Some(t.args.to_string())),
-                    Arg::Text(t.subject.clone()),
+                    crate::batch::text(Some(&t.name)),
+                    Arg::Text(Some(duet_runtime::nul::json_text(&t.args))),
+                    crate::batch::text(t.subject.as_deref()),
                     Arg::Int(t.due_at),
                     Arg::Int(i64::from(t.max_attempts.max(1))),
                 ]

@@ -30,6 +30,7 @@ mod listed;
 mod listing;
 mod notify;
 mod notify_outbox;
+mod nul;
 mod push;
 mod queue;
 mod ranges;
