@@ -110,29 +110,67 @@ pub fn message(m: &mut Message) -> bool {
     any
 }
 
-/// [`replace`] in a message to queue (code's `queue_message`).
+/// [`replace`] in a message to queue: its text and the tool call it answers (a message id
+/// or an author comes from a door, which refuses a NUL).
 pub fn queued(q: &mut NewQueued) -> bool {
-    let mut any =
-        replace(&mut q.content) | replace_opt(&mut q.message_id) | replace_opt(&mut q.author);
+    let mut any = replace(&mut q.content);
     if let Some(tool) = &mut q.tool {
         any |= replace(&mut tool.call_id) | replace(&mut tool.name);
     }
     any
 }
 
-/// [`replace`] in a record's data; whether there was one.
+/// [`replace`] in every text of a record; whether there was one. Field by field (no
+/// serialization: a run's every commit passes here), and every kind named, so a new kind is a
+/// compile error here until its texts are.
 pub fn record(r: &mut Record) -> bool {
-    let (kind, mut data) = r.body.to_parts();
-    if !replace_json(&mut data) {
-        return false;
+    match &mut r.body {
+        RecordBody::SessionStarted { .. }
+        | RecordBody::TurnCompleted { .. }
+        | RecordBody::RunContinued { .. }
+        | RecordBody::QuestionReminded { .. }
+        | RecordBody::QuestionEscalated { .. } => false,
+        RecordBody::Stopped {
+            trace, revision, ..
+        } => replace_opt(trace) | replace_opt(revision),
+        RecordBody::SessionEnded { result, .. } => replace_opt(result),
+        RecordBody::Status { text } => replace(text),
+        RecordBody::HandlerError { handler, error, .. } => replace(handler) | replace(error),
+        RecordBody::StepError { error } => replace(error),
+        RecordBody::Handoff { from, to } => replace(from) | replace(to),
+        RecordBody::HookFailed { id, kind, error } => replace(id) | replace(kind) | replace(error),
+        RecordBody::ChildAwaited { call, child } => replace(call) | replace(child),
+        RecordBody::ApprovalRequested(asked) => {
+            replace(&mut asked.call)
+                | replace(&mut asked.tool)
+                | replace_json(&mut asked.arguments)
+                | replace_opt(&mut asked.revision)
+                | replace_opt(&mut asked.policy)
+        }
+        RecordBody::ApprovalDecided(decided) => {
+            let args = decided.args.as_mut().is_some_and(replace_json);
+            args | replace(&mut decided.call)
+                | replace(&mut decided.tool)
+                | replace_opt(&mut decided.reason)
+                | replace_opt(&mut decided.text)
+                | replace_opt(&mut decided.author)
+        }
+        RecordBody::ToolCallDenied {
+            call,
+            tool,
+            hook,
+            reason,
+        } => replace(call) | replace(tool) | replace(hook) | replace(reason),
+        RecordBody::EffectRan { name, .. } => replace(name),
+        RecordBody::EffectFailed { name, error, .. } => replace(name) | replace(error),
+        RecordBody::Emitted { event, data } => replace(event) | replace_json(data),
+        RecordBody::Unknown { kind, data } => replace(kind) | replace_json(data),
     }
-    r.body = RecordBody::from_parts(&kind, data);
-    true
 }
 
 /// [`replace`] in every text `c` writes (its messages, records, values, queued messages and
-/// timers): for a store that keeps them as they are (the SQL stores replace them as they bind
-/// them, without building anything).
+/// timers): the engine's write path does it before each commit, and the in-memory store as it
+/// takes one.
 pub fn commit(c: &mut Commit) {
     for m in &mut c.messages {
         message(m);

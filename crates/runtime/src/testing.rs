@@ -116,7 +116,9 @@ impl State {
             .ok_or_else(|| StoreError::NotFound(id.to_string()))
     }
 
-    fn queued(&mut self, q: NewQueued, now: i64) -> Queued {
+    fn queued(&mut self, mut q: NewQueued, now: i64) -> Queued {
+        // No NUL is stored, here as in the SQL stores.
+        crate::nul::queued(&mut q);
         self.queue_ids += 1;
         Queued {
             id: self.queue_ids,

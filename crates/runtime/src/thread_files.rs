@@ -315,8 +315,10 @@ impl ThreadFiles {
             path: p,
             kind: FileKind::File,
             size: i64::try_from(size).unwrap_or(i64::MAX),
-            mime_type: Some(mime),
-            declared_type: declared.map(|d| d.chars().take(127).collect()),
+            // As code declared it, but for NUL (`crate::nul`).
+            mime_type: Some(crate::nul::cleaned(&mime)),
+            declared_type: declared
+                .map(|d| crate::nul::cleaned(&d.chars().take(127).collect::<String>())),
             chunks,
             meta: serde_json::Value::Null,
             created_at: now,

@@ -51,8 +51,9 @@ pub(crate) fn file_row(r: &FileRecord) -> Vec<Arg> {
         Arg::Text(Some(path::parent(&r.path).to_owned())),
         Arg::Text(Some(r.kind.as_str().to_owned())),
         Arg::Int(r.size),
-        Arg::Text(r.mime_type.clone()),
-        Arg::Text(r.declared_type.clone()),
+        // Code declares a type as it likes: no NUL is stored (`duet_runtime::nul`).
+        crate::batch::text(r.mime_type.as_deref()),
+        crate::batch::text(r.declared_type.as_deref()),
         Arg::Text(Some(serde_json::json!(r.chunks).to_string())),
         Arg::Text(Some(duet_runtime::nul::json_text(&r.meta))),
         Arg::Int(r.created_at),

@@ -134,7 +134,7 @@ macro_rules! files_impl {
                                 .bind(r.mime_type.as_deref())
                                 .bind(r.declared_type.as_deref())
                                 .bind(serde_json::json!(r.chunks).to_string())
-                                .bind(r.meta.to_string())
+                                .bind(duet_runtime::nul::json_text(&r.meta))
                                 .bind(r.created_at)
                                 .bind(r.updated_at)
                                 .execute(&mut *tx)

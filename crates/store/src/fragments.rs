@@ -31,12 +31,24 @@ macro_rules! bind_message {
         $query
             .bind($message.role.as_str())
             .bind(duet_runtime::side_str($message.side))
-            .bind(&$message.content)
+            // No NUL is stored (`duet_runtime::nul`): a message the engine queued from a
+            // model's or code's text may carry one.
+            .bind(duet_runtime::nul::cleaned(&$message.content))
             .bind($message.human)
             .bind($message.silent)
             .bind($message.follow_up)
-            .bind($message.tool.as_ref().map(|r| r.call_id.as_str()))
-            .bind($message.tool.as_ref().map(|r| r.name.as_str()))
+            .bind(
+                $message
+                    .tool
+                    .as_ref()
+                    .map(|r| duet_runtime::nul::cleaned(&r.call_id)),
+            )
+            .bind(
+                $message
+                    .tool
+                    .as_ref()
+                    .map(|r| duet_runtime::nul::cleaned(&r.name)),
+            )
             .bind($message.tool.as_ref().map(|r| r.status.as_str()))
             .bind(if $message.images.is_empty() {
                 None

@@ -341,6 +341,10 @@ impl Runtime {
         let store = &self.inner.store;
         let inactive =
             || ToolResult::error(format!("Subagent reference \"{reference}\" is not active."));
+        // No key holds a NUL (`crate::nul`): a reference with one names nothing.
+        if reference.contains('\0') {
+            return Ok(inactive());
+        }
         let Some(thread) = store.thread(reference).await? else {
             return Ok(inactive());
         };

@@ -5,7 +5,7 @@
 //! 1. the new messages pass `before_create_message` (unless the caller already put them
 //!    through a stricter check, [`Create::Done`]);
 //! 2. what the hooks left is added: their failures as records, the messages they injected, the
-//!    values they set; then each NUL in the messages and the thread's texts becomes U+FFFD
+//!    values they set; then each NUL in the commit's texts and the thread's becomes U+FFFD
 //!    (`crate::nul`: the run keeps what the store writes);
 //! 3. the commit, fenced by the run's lease (a park saves the trace context it continues; a
 //!    question asked writes its deadline's timers, a decision taken cancels them), with the
@@ -208,9 +208,7 @@ impl Runtime {
             return Ok(CommitOutcome::Committed { queued: false });
         }
         // What the run keeps (its history, its thread) as the store writes it: no NUL.
-        for m in &mut commit.messages {
-            crate::nul::message(m);
-        }
+        crate::nul::commit(&mut commit);
         crate::nul::replace_opt(&mut t.result);
         crate::nul::replace_opt(&mut t.status_text);
         // Only a child has a registry row to copy its status text into.

@@ -76,7 +76,10 @@ async fn a_commit_with_nul_in_every_text_is_written_with_replacements() {
         let commit = Commit {
             messages: vec![m, tool],
             records: vec![error, emitted],
-            values: vec![("key".into(), Some(json!({"v": "x\0"})))],
+            values: vec![
+                ("key".into(), Some(json!({"v": "x\0"}))),
+                ("named\0".into(), Some(json!(1))),
+            ],
             enqueue: vec![queued],
             timers: vec![timer.clone()],
             ..Commit::default()
@@ -136,6 +139,14 @@ async fn a_commit_with_nul_in_every_text_is_written_with_replacements() {
             Some(json!({"v": format!("x{R}")})),
             "{name}"
         );
+        assert_eq!(
+            store
+                .value(t.id, &format!("named{R}"))
+                .await
+                .expect("value"),
+            Some(json!(1)),
+            "{name}: a key too"
+        );
         let queue = store.queue(t.id).await.expect("queue");
         assert_eq!(queue.len(), 1, "{name}");
         assert_eq!(queue[0].content, format!("queued{R}"), "{name}");
@@ -170,6 +181,34 @@ async fn a_commit_with_nul_in_every_text_is_written_with_replacements() {
             Some(format!("status{R}").as_str())
         );
         assert_eq!(back.result.as_deref(), Some(format!("result{R}").as_str()));
+    })
+    .await;
+}
+
+/// A message queued outside a commit (a subagent's first message, code's `notifyParent`, a
+/// library caller's delivery) is stored with its NULs replaced too.
+#[tokio::test]
+async fn a_queued_message_with_nul_is_stored_with_replacements() {
+    each(async |store, name| {
+        let t = thread(&store, "q").await;
+        let message = NewQueued {
+            tool: Some(ToolReply {
+                call_id: "c\0".into(),
+                name: "n\0".into(),
+                status: ToolStatus::Success,
+            }),
+            ..human("from a model\0")
+        };
+        store
+            .enqueue(t.id, message, None, 100)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: a message with NULs: {e}"));
+        let queue = store.queue(t.id).await.expect("queue");
+        assert_eq!(queue.len(), 1, "{name}");
+        assert_eq!(queue[0].content, format!("from a model{R}"), "{name}");
+        let reply = queue[0].tool.as_ref().expect("a tool reply");
+        assert_eq!(reply.call_id, format!("c{R}"), "{name}");
+        assert_eq!(reply.name, format!("n{R}"), "{name}");
     })
     .await;
 }
