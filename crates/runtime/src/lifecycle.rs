@@ -403,13 +403,7 @@ pub(crate) fn instance_name(name: &str) -> Option<String> {
         .chars()
         .take(120)
         // A model's name for it: no NUL is stored (`crate::nul`).
-        .map(|c| {
-            if c == '\0' {
-                crate::nul::REPLACEMENT
-            } else {
-                c
-            }
-        })
+        .map(crate::nul::char)
         .collect();
     (!name.is_empty()).then_some(name)
 }

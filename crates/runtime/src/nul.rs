@@ -23,6 +23,11 @@ pub fn replace(s: &mut String) -> bool {
     true
 }
 
+/// `c`, or [`REPLACEMENT`] for a NUL: for text made a character at a time.
+pub fn char(c: char) -> char {
+    if c == '\0' { REPLACEMENT } else { c }
+}
+
 /// A copy of `s` with each NUL replaced by [`REPLACEMENT`].
 pub fn cleaned(s: &str) -> String {
     if s.contains('\0') {
@@ -209,6 +214,8 @@ mod tests {
         assert_eq!(plain, "no nul, a literal \\u0000");
         let mut none = None;
         assert!(!replace_opt(&mut none));
+        let made: String = "x\0y".chars().map(char).collect();
+        assert_eq!(made, "x\u{FFFD}y");
     }
 
     #[test]

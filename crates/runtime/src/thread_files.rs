@@ -317,8 +317,7 @@ impl ThreadFiles {
             size: i64::try_from(size).unwrap_or(i64::MAX),
             // As code declared it, but for NUL (`crate::nul`).
             mime_type: Some(crate::nul::cleaned(&mime)),
-            declared_type: declared
-                .map(|d| crate::nul::cleaned(&d.chars().take(127).collect::<String>())),
+            declared_type: declared.map(|d| d.chars().take(127).map(crate::nul::char).collect()),
             chunks,
             meta: serde_json::Value::Null,
             created_at: now,

@@ -444,13 +444,12 @@ async fn every_text_and_number_reads_back_exactly() {
         String::new(),
     ];
     each(async |store, name| {
-        let texts: Vec<&String> = texts.iter().collect();
         let mut t = thread(&store, "k").await;
         let owner = Uuid::now_v7();
         assert!(store.claim(t.id, lease(owner, 1_000)).await.expect("claim"));
         let message = |t: &mut Thread, i: usize, at: i64| {
-            let text = texts[i % texts.len()];
-            let other = texts[(i + 1) % texts.len()];
+            let text = &texts[i % texts.len()];
+            let other = &texts[(i + 1) % texts.len()];
             let mut m = Message::text(
                 t.take_seq(),
                 1,
