@@ -87,6 +87,23 @@ mod tests {
                     .next()
                     .is_some_and(|column| added.iter().any(|a| a == column))
             });
+        // A function's planner settings (`ALTER FUNCTION f(…) SET name = value …`): it is
+        // called as before and does what it did.
+        let sets_only = s.strip_prefix("ALTER FUNCTION ").is_some_and(|rest| {
+            let actions: Vec<&str> = rest
+                .rsplit_once(')')
+                .map_or("", |(_, after)| after)
+                .split_whitespace()
+                .collect();
+            !actions.is_empty()
+                && actions.len() % 4 == 0
+                && actions
+                    .chunks(4)
+                    .all(|a| a[0] == "SET" && a[2] == "=" && a[1].starts_with("ENABLE_"))
+        });
+        if sets_only {
+            return true;
+        }
         let adds_column = s.starts_with("ALTER TABLE")
             && s.contains(" ADD COLUMN ")
             && (!s.contains("NOT NULL") || s.contains("DEFAULT"));
@@ -187,6 +204,17 @@ mod tests {
             ),
             ("ALTER TABLE threads ADD COLUMN n INT NOT NULL", false),
             ("ALTER TABLE threads DROP COLUMN note", false),
+            // A function's planner settings, and what else ALTER FUNCTION does.
+            (
+                "ALTER FUNCTION F(TEXT[], BIGINT) SET ENABLE_SEQSCAN = OFF SET ENABLE_HASHJOIN = OFF",
+                true,
+            ),
+            ("ALTER FUNCTION F(TEXT) RENAME TO G", false),
+            ("ALTER FUNCTION F(TEXT) SET SEARCH_PATH = X", false),
+            (
+                "ALTER FUNCTION F(TEXT) SET ENABLE_SEQSCAN = OFF RENAME TO G",
+                false,
+            ),
             ("ALTER TABLE threads RENAME TO t", false),
             ("DROP TABLE threads", false),
             ("UPDATE threads SET agent = 'x'", false),

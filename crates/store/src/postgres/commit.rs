@@ -74,16 +74,18 @@ fn call(function: &str, args: usize) -> String {
 /// and time, `$1` and `$19` being the commits' thread ids and times): this thread's pending
 /// timers named by id or subject cancelled, its running ones named done completed, the new ones
 /// inserted, and one wakeup (`duet_timers`, the earliest due time written), delivered only if
-/// the group commits. The CTEs run on the statement's snapshot, taken before the function locks
+/// the group commits. Each thread row is found by a subquery on its unique `id`, which is
+/// planned as an index probe however small the table's statistics say it is (a join was
+/// planned as a sequential scan of every thread while they did). The CTEs run on the statement's snapshot, taken before the function locks
 /// the threads: a thread's timers are written only by commits holding its lease, one at a time,
 /// so none of them is missed; a timer claimed or cancelled meanwhile is seen as it is now (an
 /// update re-reads a row another transaction changed) and left alone. A commit's cancellations
 /// never reach the timers it inserts (CTEs do not see one another's rows), as on SQLite.
 fn with_timers(call: &str, first: usize) -> String {
     const TEMPLATE: &str = "WITH r AS MATERIALIZED ({call}), \
-  w AS MATERIALIZED (SELECT r.r_at AS at, th.num, x.now FROM r \
-    JOIN unnest($1::text[], $19::bigint[]) WITH ORDINALITY AS x (id, now, i) ON x.i = r.r_at \
-    JOIN threads th ON th.id = x.id), \
+  w AS MATERIALIZED (SELECT r.r_at AS at, \
+      (SELECT th.num FROM threads th WHERE th.id = x.id) AS num, x.now FROM r \
+    JOIN unnest($1::text[], $19::bigint[]) WITH ORDINALITY AS x (id, now, i) ON x.i = r.r_at), \
   named AS (SELECT tm.id, w.now FROM w \
       JOIN unnest(#0::bigint[], #1::text[]) AS c (at, id) ON c.at = w.at \
       JOIN timers tm ON tm.id = c.id AND tm.thread = w.num \

@@ -88,3 +88,38 @@ async fn an_older_build_runs_on_an_additive_newer_schema_and_stops_on_an_incompa
         );
     }
 }
+
+/// Postgres's commit and answer functions keep the planner settings of migration 0025 (and
+/// 0010's generic plans): a `CREATE OR REPLACE FUNCTION` of one of them in a later migration
+/// drops its `SET` clauses unless it repeats them, and its one plan a connection, made while
+/// `threads` is small, would scan the whole table on every commit again.
+#[tokio::test]
+async fn postgres_commit_and_answer_functions_are_planned_by_key() {
+    for backend in support::backends().await {
+        let support::Backend::Postgres(url) = &backend else {
+            continue;
+        };
+        drop(backend.open().await);
+        let out = support::psql(
+            url,
+            "SELECT proname || ' ' || array_to_string(proconfig, ',') FROM pg_proc \
+             WHERE proname IN ('duet_commit', 'duet_commit_files', 'duet_answer') ORDER BY proname",
+        )
+        .await;
+        let rows: Vec<&str> = out.lines().collect();
+        assert_eq!(rows.len(), 3, "{out}");
+        for row in rows {
+            for setting in [
+                "plan_cache_mode=force_generic_plan",
+                "enable_seqscan=off",
+                "enable_hashjoin=off",
+                "enable_mergejoin=off",
+            ] {
+                assert!(
+                    row.split([' ', ',']).any(|s| s == setting),
+                    "{row}: {setting}"
+                );
+            }
+        }
+    }
+}

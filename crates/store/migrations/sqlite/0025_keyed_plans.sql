@@ -1,0 +1,4 @@
+-- Nothing for SQLite: ../postgres/0025_keyed_plans.sql sets how Postgres plans the statements of
+-- its commit and answer functions. SQLite has no functions, and its statements are planned on
+-- each preparation against what `sqlite_stat1` holds. This file keeps the two backends'
+-- migration numbers in step.
