@@ -5,8 +5,8 @@
 -- ANALYZE (a new database, a burst of threads), estimates it at a page or ten: it then joins
 -- the commits' arrays to `threads` and `queue` by hashing a sequential scan of the whole table,
 -- and goes on doing so on every commit as the table grows to thousands or millions of rows
--- until autovacuum analyzes it (issue #35: a third of the server's CPU in an answer, measured
--- in docs/benchmarks.md). Every statement in these functions reaches its rows by key (a
+-- until autovacuum analyzes it (issue #35: about a third of Postgres's CPU in an answer,
+-- measured in docs/benchmarks.md). Every statement in these functions reaches its rows by key (a
 -- thread's `num` or `id`, a queue row's `id`, a journal's `(thread, seq)`): with sequential
 -- scans, hash and merge joins priced out, each join is a nested loop over the arrays' few
 -- elements probing an index, whatever the statistics said when the plan was made.

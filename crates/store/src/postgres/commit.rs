@@ -74,13 +74,14 @@ fn call(function: &str, args: usize) -> String {
 /// and time, `$1` and `$19` being the commits' thread ids and times): this thread's pending
 /// timers named by id or subject cancelled, its running ones named done completed, the new ones
 /// inserted, and one wakeup (`duet_timers`, the earliest due time written), delivered only if
-/// the group commits. Each thread row is found by a subquery on its unique `id`, which is
-/// planned as an index probe however small the table's statistics say it is (a join was
-/// planned as a sequential scan of every thread while they did). The CTEs run on the statement's snapshot, taken before the function locks
-/// the threads: a thread's timers are written only by commits holding its lease, one at a time,
-/// so none of them is missed; a timer claimed or cancelled meanwhile is seen as it is now (an
-/// update re-reads a row another transaction changed) and left alone. A commit's cancellations
-/// never reach the timers it inserts (CTEs do not see one another's rows), as on SQLite.
+/// the group commits. Each thread row is found by a subquery on its unique `id`: a probe of
+/// its index once the table is more than a page or two (the join it replaces hashed a
+/// sequential scan of every thread while the statistics said the table was small). The CTEs
+/// run on the statement's snapshot, taken before the function locks the threads: a thread's
+/// timers are written only by commits holding its lease, one at a time, so none of them is
+/// missed; a timer claimed or cancelled meanwhile is seen as it is now (an update re-reads a
+/// row another transaction changed) and left alone. A commit's cancellations never reach the
+/// timers it inserts (CTEs do not see one another's rows), as on SQLite.
 fn with_timers(call: &str, first: usize) -> String {
     const TEMPLATE: &str = "WITH r AS MATERIALIZED ({call}), \
   w AS MATERIALIZED (SELECT r.r_at AS at, \
