@@ -96,7 +96,7 @@ mod tests {
                 .split_whitespace()
                 .collect();
             !actions.is_empty()
-                && actions.len() % 4 == 0
+                && actions.len().is_multiple_of(4)
                 && actions
                     .chunks(4)
                     .all(|a| a[0] == "SET" && a[2] == "=" && a[1].starts_with("ENABLE_"))
