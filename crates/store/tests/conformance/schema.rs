@@ -94,7 +94,7 @@ async fn an_older_build_runs_on_an_additive_newer_schema_and_stops_on_an_incompa
 /// drops its `SET` clauses unless it repeats them, and its one plan a connection, made while
 /// `threads` is small, would scan the whole table on every commit again.
 #[tokio::test]
-async fn postgres_commit_and_answer_functions_are_planned_by_key() {
+async fn postgres_commit_and_answer_functions_keep_their_planner_settings() {
     for backend in support::backends().await {
         let support::Backend::Postgres(url) = &backend else {
             continue;
